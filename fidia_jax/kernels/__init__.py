@@ -1,0 +1,3 @@
+"""fidia_jax.kernels."""
+
+__all__: list[str] = []

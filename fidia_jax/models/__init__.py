@@ -1,0 +1,3 @@
+"""fidia_jax.models."""
+
+__all__: list[str] = []

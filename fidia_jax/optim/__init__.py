@@ -1,0 +1,3 @@
+"""fidia_jax.optim."""
+
+__all__: list[str] = []

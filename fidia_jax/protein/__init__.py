@@ -1,0 +1,3 @@
+"""fidia_jax.protein."""
+
+__all__: list[str] = []

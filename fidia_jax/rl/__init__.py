@@ -1,0 +1,3 @@
+"""fidia_jax.rl."""
+
+__all__: list[str] = []
