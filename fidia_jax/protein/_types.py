@@ -31,6 +31,8 @@ class Protein:
       icode: ``(L,)`` str. Insertion code of each slot ("" when none).
       chain_order: chain IDs in concatenation order.
       source: where the structure came from (file path or description).
+      missing: labels (chain + author number + insertion code, e.g. ``"A45"``) of the slots with
+        ``mask`` 0: residues lacking a backbone atom and numbering-gap placeholders.
     """
 
     X: np.ndarray
@@ -43,6 +45,7 @@ class Protein:
     icode: np.ndarray
     chain_order: tuple[str, ...]
     source: str = ""
+    missing: tuple[str, ...] = ()
 
     @property
     def length(self) -> int:
