@@ -1,0 +1,162 @@
+"""Attention implementations looked up by name (the small LLaMA's ``attention_impl`` switch).
+
+Contract of every implementation ``fn``::
+
+    fn(q, k, v, *, causal, kv_lengths, rng) -> out
+
+* ``q``: ``(B, T, Hq, D)``; ``k``, ``v``: ``(B, S, Hkv, D)``; any float dtype. ``Hq`` is a
+  multiple of ``Hkv`` (grouped-query attention: query head ``h`` reads kv head
+  ``h // (Hq // Hkv)``).
+* ``causal``: query ``i`` may attend key ``j`` only if ``j <= i + (S - T)`` (bottom-right
+  aligned, so ``T == S`` is the usual lower-triangular mask).
+* ``kv_lengths``: ``(B,)`` int32 or ``None``; key ``j`` of row ``b`` is valid iff
+  ``j < kv_lengths[b]``.
+* ``rng``: a PRNG key or ``None`` (stochastic kernels may use it; deterministic ones ignore it).
+* returns ``(B, T, Hq, D)`` in ``q.dtype``. Softmax scale is ``D ** -0.5``.
+
+Training / prefill calls pass ``causal=True, kv_lengths=None``; a decode step passes ``T == 1``,
+``causal=False``, ``kv_lengths`` = valid cache length per row and ``rng`` already folded with
+``(layer, step)`` (``None`` when the caller gave no key).
+
+Kernel implementations live in ``fidia_jax.kernels`` (which must not import ``models``); they are
+registered here lazily through ``_LAZY_IMPLS`` so importing the model never imports a kernel.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from fidia_jax.errors import ConfigError
+
+__all__ = [
+    "AttentionFn",
+    "register_attention_impl",
+    "get_attention_impl",
+    "is_decode_only",
+    "list_attention_impls",
+    "xla_attention",
+]
+
+AttentionFn = Callable[..., jax.Array]
+
+# name -> (fn, decode_only)
+_REGISTRY: dict[str, tuple[AttentionFn, bool]] = {}
+
+# name -> (module path, attribute, decode_only); imported on first lookup.
+# The kernels helper adds its entries here (e.g. "santa": ("fidia_jax.kernels.santa.api", ...)).
+_LAZY_IMPLS: dict[str, tuple[str, str, bool]] = {}
+
+
+def register_attention_impl(name: str, fn: AttentionFn, *, decode_only: bool = False) -> None:
+    """Registers ``fn`` (see the module docstring for its contract) under ``name``.
+
+    Args:
+      name: lookup key used by ``LlamaConfig.attention_impl``.
+      fn: the attention function.
+      decode_only: ``True`` if ``fn`` only supports decode calls (``T == 1``); the model then
+        uses the ``"xla"`` implementation for training / prefill.
+
+    Raises:
+      ConfigError: ``name`` is empty or ``fn`` is not callable.
+    """
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"attention impl name must be a non-empty string, got {name!r}")
+    if not callable(fn):
+        raise ConfigError(f"attention impl {name!r} must be callable, got {type(fn).__name__}")
+    _REGISTRY[name] = (fn, bool(decode_only))
+
+
+def list_attention_impls() -> list[str]:
+    """Sorted names of all registered and lazily registrable implementations."""
+    return sorted(set(_REGISTRY) | set(_LAZY_IMPLS))
+
+
+def _lookup(name: str) -> tuple[AttentionFn, bool]:
+    if name not in _REGISTRY and name in _LAZY_IMPLS:
+        module, attr, decode_only = _LAZY_IMPLS[name]
+        fn = getattr(importlib.import_module(module), attr)
+        register_attention_impl(name, fn, decode_only=decode_only)
+    if name not in _REGISTRY:
+        raise ConfigError(
+            f"unknown attention_impl {name!r}; available: {', '.join(list_attention_impls())}"
+        )
+    return _REGISTRY[name]
+
+
+def get_attention_impl(name: str) -> AttentionFn:
+    """Returns the attention function registered under ``name``.
+
+    Raises:
+      ConfigError: no implementation of that name (the message lists the known names).
+    """
+    return _lookup(name)[0]
+
+
+def is_decode_only(name: str) -> bool:
+    """Whether the implementation ``name`` supports only decode steps (``T == 1``)."""
+    return _lookup(name)[1]
+
+
+def xla_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    *,
+    causal: bool,
+    kv_lengths: jax.Array | None = None,
+    rng: jax.Array | None = None,
+) -> jax.Array:
+    """Reference softmax attention in plain ``jnp`` (scores and softmax in float32).
+
+    Args:
+      q: ``(B, T, Hq, D)`` queries.
+      k: ``(B, S, Hkv, D)`` keys, ``Hq % Hkv == 0``.
+      v: ``(B, S, Hkv, D)`` values.
+      causal: apply the bottom-right aligned causal mask.
+      kv_lengths: ``(B,)`` int32 valid key count per row, or ``None``.
+      rng: ignored (deterministic).
+
+    Returns:
+      ``(B, T, Hq, D)`` in ``q.dtype``. Rows with no valid key return zeros.
+
+    Raises:
+      ValueError: ranks or head counts do not match.
+    """
+    del rng
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"q, k, v must be rank 4, got {q.shape}, {k.shape}, {v.shape}")
+    b, t, hq, d = q.shape
+    _, s, hkv, _ = k.shape
+    if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(f"incompatible shapes q {q.shape}, k {k.shape}, v {v.shape}")
+    if hq % hkv:
+        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
+    g = hq // hkv
+    q_BxTxKxGxD = q.astype(jnp.float32).reshape(b, t, hkv, g, d)
+    s_BxKxGxTxS = jnp.einsum(
+        "btkgd,bskd->bkgts", q_BxTxKxGxD, k.astype(jnp.float32)
+    ) * (d**-0.5)
+    mask_BxTxS = jnp.ones((b, t, s), dtype=bool)
+    if causal:
+        qi = jnp.arange(t)[:, None] + (s - t)
+        kj = jnp.arange(s)[None, :]
+        mask_BxTxS = mask_BxTxS & (kj <= qi)[None]
+    if kv_lengths is not None:
+        kv_lengths = jnp.asarray(kv_lengths, jnp.int32).reshape(b)
+        mask_BxTxS = mask_BxTxS & (jnp.arange(s)[None, None, :] < kv_lengths[:, None, None])
+    mask_Bx1x1xTxS = mask_BxTxS[:, None, None]
+    s_BxKxGxTxS = jnp.where(mask_Bx1x1xTxS, s_BxKxGxTxS, -jnp.inf)
+    m = jnp.max(s_BxKxGxTxS, axis=-1, keepdims=True)
+    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    p = jnp.where(mask_Bx1x1xTxS, jnp.exp(s_BxKxGxTxS - m), 0.0)
+    denom = jnp.sum(p, axis=-1, keepdims=True)
+    p = p / jnp.where(denom > 0, denom, 1.0)
+    o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, v.astype(jnp.float32))
+    return o_BxTxKxGxD.reshape(b, t, hq, d).astype(q.dtype)
+
+
+register_attention_impl("xla", xla_attention)
