@@ -1,0 +1,1 @@
+"""SANTA / S²ANTA stochastic decode attention."""

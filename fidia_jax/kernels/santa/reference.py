@@ -1,0 +1,405 @@
+"""Pure-jnp reference of SANTA / S²ANTA decode attention and of dense flash-decoding.
+
+SANTA (Stochastic Additive No-mulT Attention) replaces the value stage of a decode step,
+``o = softmax(q Kᵀ / √d) V``, by an estimate that sums a few sampled value rows. The reference
+design (authors' CUDA kernel ``flash_style_fused_santa_fixed_tile_budgets``, read for semantics)
+works tile by tile:
+
+1. split the ``n_k`` keys into tiles of ``block_k`` keys; in tile ``t`` compute the scores, the
+   tile max ``m_t``, the unnormalised probabilities ``u_r = exp(s_r - m_t)`` and ``ℓ_t = Σ u_r``;
+2. draw ``S_t`` (the fixed per-tile budget) samples from ``u / ℓ_t`` using the prefix sums
+   ``C_r = S_t · Σ_{r' ≤ r} u_{r'} / ℓ_t``; systematic sampling with one uniform ``a`` per
+   (batch, head, tile) gives the counts ``c_r = floor(a + C_r) - floor(a + C_{r-1})``;
+3. the tile's value estimate is ``Σ_r c_r v_r`` (gather-and-add; ``c_r`` are small integers);
+4. merge tiles with the flash-decoding weights ``w_t = exp(m_t - m*) ℓ_t``:
+   ``o ≈ Σ_t w_t (Σ_r c_r v_r) / (S_t Σ_t w_t)``.
+
+Because ``E[c_r] = S_t u_r / ℓ_t`` for all three samplers, the estimate is unbiased for the
+exact attention output (the tile weights are exact, not sampled).
+
+Sampling variants (``method``), all with positions on ``[0, S_t)`` against the prefix sums:
+
+* ``"iid"`` (multinomial): ``y_j = S_t · U_j``, ``S_t`` independent uniforms;
+* ``"stratified"``: ``y_j = j + U_j``, one independent uniform per stratum;
+* ``"systematic"``: ``y_j = j + 1 - a``, a single uniform (the floor formula above).
+
+iid/stratified sample ``j`` lands in row ``r`` with ``C_{r-1} <= y_j < C_r``; systematic uses
+``C_{r-1} < y_j <= C_r`` (so that its counts equal the floor formula exactly).
+
+Uniforms are inputs (see :func:`make_uniforms`): the kernels need no in-kernel RNG and results
+are reproducible. ``S_t`` is a fixed per-tile budget; a proportional budget (more samples in
+heavier tiles, as in the authors' ``santa_fused_proportional_tile_budgets``) is not implemented.
+
+Bernoulli ternary queries (:func:`ternary_query`) sparsify the score stage. The paper's exact
+construction was not available to us; the one here is **reconstructed**: with ``c = max_i |q_i|``
+each coordinate becomes ``c · sign(q_i) · Bernoulli(|q_i| / c)``, an unbiased estimate of ``q``
+(hence ``q̃ · k`` is unbiased for ``q · k``) whose score stage needs only additions of ±k rows.
+The softmax of unbiased scores is *not* unbiased for the softmax (Jensen); this is measured, not
+hidden, in the tests and docs.
+
+References:
+  SANTA / S²ANTA: Stochastic Additive No-mulT Attention. ICML 2026.
+  https://github.com/OPUSLab/SANTA (CUDA kernels; read for semantics, not copied).
+  T. Dao et al. Flash-Decoding for long-context inference, 2023.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "Method",
+    "METHODS",
+    "num_tiles",
+    "make_uniforms",
+    "uniform_shape",
+    "ternary_query",
+    "tile_scores",
+    "tile_counts",
+    "tile_sample_indices",
+    "dense_decode_reference",
+    "flash_decode_reference",
+    "santa_decode_reference",
+]
+
+Method = Literal["iid", "stratified", "systematic"]
+METHODS: tuple[str, ...] = ("iid", "stratified", "systematic")
+
+
+def num_tiles(n_k: int, block_k: int) -> int:
+    """Number of key tiles, ``ceil(n_k / block_k)``."""
+    return -(-n_k // block_k)
+
+
+def uniform_shape(
+    batch: int, num_q_heads: int, n_k: int, *, block_k: int, samples_per_tile: int, method: str
+) -> tuple[int, int, int, int]:
+    """Shape ``(B, Hq, n_tiles, s)`` of the uniforms a SANTA call needs (``s = 1`` if systematic)."""
+    s = 1 if method == "systematic" else samples_per_tile
+    return (batch, num_q_heads, num_tiles(n_k, block_k), s)
+
+
+def make_uniforms(
+    key: jax.Array,
+    batch: int,
+    num_q_heads: int,
+    n_k: int,
+    *,
+    block_k: int,
+    samples_per_tile: int,
+    method: str,
+) -> jax.Array:
+    """Float32 uniforms on ``[0, 1)`` of :func:`uniform_shape` drawn from ``key``.
+
+    Callers derive ``key`` by folding a base key with (layer, step), e.g.
+    ``jax.random.fold_in(jax.random.fold_in(key, layer), step)``.
+    """
+    shape = uniform_shape(
+        batch, num_q_heads, n_k, block_k=block_k, samples_per_tile=samples_per_tile, method=method
+    )
+    return jax.random.uniform(key, shape, jnp.float32)
+
+
+def ternary_query(q: jax.Array, uniforms: jax.Array) -> jax.Array:
+    """Unbiased stochastic ternary version of ``q`` (reconstructed construction).
+
+    Args:
+      q: ``(..., D)`` float queries.
+      uniforms: ``(..., D)`` float32 uniforms on ``[0, 1)``.
+
+    Returns:
+      float32 ``(..., D)`` with entries in ``{-c, 0, +c}``, ``c = max_i |q_i|`` per row, and
+      ``E[result] = q`` (coordinate ``i`` is kept with probability ``|q_i| / c``).
+    """
+    qf = q.astype(jnp.float32)
+    c = jnp.max(jnp.abs(qf), axis=-1, keepdims=True)
+    keep = uniforms * c < jnp.abs(qf)
+    return jnp.where(keep, jnp.sign(qf) * c, 0.0)
+
+
+def _prefix_sum(x: jax.Array) -> jax.Array:
+    """Inclusive prefix sum along the last axis as a triangular matmul (the kernel does the same)."""
+    n = x.shape[-1]
+    tri = (jnp.arange(n)[:, None] <= jnp.arange(n)[None, :]).astype(jnp.float32)
+    return jnp.dot(x, tri, precision=jax.lax.Precision.HIGHEST)
+
+
+def tile_scores(
+    q_GxD: jax.Array, k_NxD: jax.Array, valid_N: jax.Array, scale: float
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Scores of one tile: tile max, unnormalised probabilities and their sum.
+
+    Args:
+      q_GxD: float32 queries of the ``G`` query heads sharing one kv head.
+      k_NxD: float32 keys of the tile.
+      valid_N: bool, which keys are valid.
+      scale: softmax scale.
+
+    Returns:
+      ``m_G`` (``-inf`` for an empty tile), ``u_GxN = exp(s - m)`` (0 where invalid), ``ell_G``.
+    """
+    s = jnp.dot(q_GxD, k_NxD.T, precision=jax.lax.Precision.HIGHEST) * scale
+    s = jnp.where(valid_N[None, :], s, -jnp.inf)
+    m = jnp.max(s, axis=-1)
+    m_safe = jnp.where(jnp.isfinite(m), m, 0.0)
+    u = jnp.where(valid_N[None, :], jnp.exp(s - m_safe[:, None]), 0.0)
+    return m, u, jnp.sum(u, axis=-1)
+
+
+def _positions(uniforms_GxS: jax.Array, samples_per_tile: int, method: str) -> jax.Array:
+    j = jnp.arange(samples_per_tile, dtype=jnp.float32)[None, :]
+    if method == "iid":
+        return uniforms_GxS * samples_per_tile
+    if method == "stratified":
+        return j + uniforms_GxS
+    if method == "systematic":
+        return j + 1.0 - uniforms_GxS[:, :1]
+    raise ValueError(f"unknown sampling method {method!r}; expected one of {METHODS}")
+
+
+def _cumulative(u_GxN: jax.Array, ell_G: jax.Array, samples_per_tile: int) -> jax.Array:
+    invdel = jnp.where(ell_G > 0, samples_per_tile / jnp.where(ell_G > 0, ell_G, 1.0), 0.0)
+    return _prefix_sum(u_GxN * invdel[:, None])
+
+
+@functools.partial(jax.jit, static_argnames=("samples_per_tile", "method"))
+def tile_counts(
+    u_GxN: jax.Array,
+    ell_G: jax.Array,
+    uniforms_GxS: jax.Array,
+    *,
+    samples_per_tile: int,
+    method: str,
+) -> jax.Array:
+    """Sample counts ``c_GxN`` (float32, small integers) of one tile; ``Σ_r c_r ≈ S_t``.
+
+    Systematic uses the floor formula ``floor(a + C_r) - floor(a + C_{r-1})``; iid and stratified
+    count positions ``y_j`` with ``C_{r-1} <= y_j < C_r``. An empty tile (``ell = 0``) gets no
+    samples.
+    """
+    c = _cumulative(u_GxN, ell_G, samples_per_tile)
+    # exclusive prefix by shifting (not by subtraction), so neighbouring rows share bounds
+    c_prev = jnp.concatenate([jnp.zeros_like(c[:, :1]), c[:, :-1]], axis=-1)
+    if method == "systematic":
+        a = uniforms_GxS[:, :1]
+        return jnp.floor(a + c) - jnp.floor(a + c_prev)
+    y_GxSx1 = _positions(uniforms_GxS, samples_per_tile, method)[:, :, None]
+    hit = (y_GxSx1 >= c_prev[:, None, :]) & (y_GxSx1 < c[:, None, :]) & (u_GxN[:, None, :] > 0)
+    return jnp.sum(hit.astype(jnp.float32), axis=1)
+
+
+@functools.partial(jax.jit, static_argnames=("samples_per_tile", "method"))
+def tile_sample_indices(
+    u_GxN: jax.Array,
+    ell_G: jax.Array,
+    uniforms_GxS: jax.Array,
+    *,
+    samples_per_tile: int,
+    method: str,
+) -> tuple[jax.Array, jax.Array]:
+    """Row index of every sample in one tile (for the gather-based value stage).
+
+    Returns:
+      ``idx_GxS`` int32 row indices within the tile and ``ok_GxS`` bool (a sample is dropped
+      when it falls past the last prefix sum, which only rounding or an empty tile can cause).
+    """
+    c = _cumulative(u_GxN, ell_G, samples_per_tile)
+    y_GxS = _positions(uniforms_GxS, samples_per_tile, method)
+    n = u_GxN.shape[-1]
+    if method == "systematic":  # first r with C_r >= y
+        idx = jnp.sum((c[:, None, :] < y_GxS[:, :, None]).astype(jnp.int32), axis=-1)
+    else:  # first r with C_r > y
+        idx = jnp.sum((c[:, None, :] <= y_GxS[:, :, None]).astype(jnp.int32), axis=-1)
+    ok = idx < n
+    return jnp.minimum(idx, n - 1), ok
+
+
+def _prepare(q, k, v, kv_lengths, block_k):
+    if q.ndim != 3 or k.ndim != 4 or v.shape != k.shape:
+        raise ValueError(f"expected q (B,Hq,D), k=v (B,N,Hkv,D); got {q.shape}, {k.shape}, {v.shape}")
+    b, hq, d = q.shape
+    _, n, hkv, _ = k.shape
+    if k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(f"batch/head-dim mismatch: q {q.shape}, k {k.shape}")
+    if hq % hkv:
+        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
+    if kv_lengths is None:
+        kv_lengths = jnp.full((b,), n, jnp.int32)
+    kv_lengths = jnp.asarray(kv_lengths, jnp.int32).reshape(b)
+    nt = num_tiles(n, block_k)
+    pad = nt * block_k - n
+    if pad:
+        k = jnp.pad(k, ((0, 0), (0, pad), (0, 0), (0, 0)))
+        v = jnp.pad(v, ((0, 0), (0, pad), (0, 0), (0, 0)))
+    g = hq // hkv
+    q_BxKxGxD = q.astype(jnp.float32).reshape(b, hkv, g, d)
+    k_BxKxTxNxD = k.astype(jnp.float32).reshape(b, nt, block_k, hkv, d).transpose(0, 3, 1, 2, 4)
+    v_BxKxTxNxD = v.astype(jnp.float32).reshape(b, nt, block_k, hkv, d).transpose(0, 3, 1, 2, 4)
+    pos_TxN = jnp.arange(nt * block_k).reshape(nt, block_k)
+    valid_BxTxN = pos_TxN[None] < kv_lengths[:, None, None]
+    return q_BxKxGxD, k_BxKxTxNxD, v_BxKxTxNxD, valid_BxTxN, (b, hq, hkv, g, d, nt)
+
+
+def _merge(m_T, ell_T, acc_TxD, denom_scale):
+    """Flash-decoding merge for one (batch, head): ``Σ_t w_t acc_t / (denom_scale Σ_t w_t)``.
+
+    ``w_t = exp(m_t - m*) ℓ_t``; ``acc_t / denom_scale`` must estimate the tile's normalised
+    output ``Σ_r u_r v_r / ℓ_t`` (SANTA: ``acc_t = Σ_r c_r v_r``, ``denom_scale = S_t``).
+    """
+    m_star = jnp.max(m_T)
+    m_star = jnp.where(jnp.isfinite(m_star), m_star, 0.0)
+    w_T = jnp.where(ell_T > 0, jnp.exp(m_T - m_star) * ell_T, 0.0)
+    z = jnp.sum(w_T)
+    num = jnp.sum(w_T[:, None] * acc_TxD, axis=0)
+    return jnp.where(z > 0, num / (jnp.where(z > 0, z, 1.0) * denom_scale), 0.0)
+
+
+@functools.partial(jax.jit, static_argnames=("scale",))
+def dense_decode_reference(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    kv_lengths: jax.Array | None = None,
+    *,
+    scale: float | None = None,
+) -> jax.Array:
+    """Exact decode attention ``softmax(q Kᵀ · scale) V`` with GQA and ragged lengths.
+
+    Args:
+      q: ``(B, Hq, D)`` query of the current step.
+      k, v: ``(B, N, Hkv, D)`` cache; query head ``h`` reads kv head ``h // (Hq // Hkv)``.
+      kv_lengths: ``(B,)`` int32 valid cache length per row (``None``: all ``N``); rows with
+        length 0 return zeros.
+      scale: softmax scale (default ``D ** -0.5``).
+
+    Returns:
+      ``(B, Hq, D)`` in ``q.dtype`` (float32 accumulation).
+    """
+    q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(q, k, v, kv_lengths, max(k.shape[1], 1))
+    scale = d**-0.5 if scale is None else scale
+    s = jnp.einsum("bkgd,bknd->bkgn", q_, k_[:, :, 0], precision=jax.lax.Precision.HIGHEST) * scale
+    s = jnp.where(valid[:, None, None, 0], s, -jnp.inf)
+    m = jnp.max(s, axis=-1, keepdims=True)
+    p = jnp.where(valid[:, None, None, 0], jnp.exp(s - jnp.where(jnp.isfinite(m), m, 0.0)), 0.0)
+    z = jnp.sum(p, axis=-1, keepdims=True)
+    o = jnp.einsum(
+        "bkgn,bknd->bkgd", p / jnp.where(z > 0, z, 1.0), v_[:, :, 0], precision=jax.lax.Precision.HIGHEST
+    )
+    return o.reshape(b, hq, d).astype(q.dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("block_k", "scale"))
+def flash_decode_reference(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    kv_lengths: jax.Array | None = None,
+    *,
+    block_k: int = 64,
+    scale: float | None = None,
+) -> jax.Array:
+    """Dense flash-decoding (split-K over key tiles + log-sum-exp merge); equals the exact output.
+
+    Same arguments as :func:`dense_decode_reference` plus ``block_k`` (tile length).
+    """
+    q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(q, k, v, kv_lengths, block_k)
+    scale = d**-0.5 if scale is None else scale
+
+    def one(q_GxD, k_TxNxD, v_TxNxD, valid_TxN):
+        m, u, ell = jax.vmap(tile_scores, in_axes=(None, 0, 0, None))(q_GxD, k_TxNxD, valid_TxN, scale)
+        acc_TxGxD = jnp.einsum("tgn,tnd->tgd", u, v_TxNxD, precision=jax.lax.Precision.HIGHEST)
+        # _merge weights a tile by exp(m_t - m*) * ell_t, so pass the tile's normalised output
+        acc_TxGxD = acc_TxGxD / jnp.where(ell > 0, ell, 1.0)[..., None]
+        return jax.vmap(_merge, in_axes=(1, 1, 1, None))(m, ell, acc_TxGxD, 1.0)
+
+    out = jax.vmap(jax.vmap(one, in_axes=(0, 0, 0, None)), in_axes=(0, 0, 0, 0))(q_, k_, v_, valid)
+    return out.reshape(b, hq, d).astype(q.dtype)
+
+
+@functools.partial(
+    jax.jit, static_argnames=("samples_per_tile", "method", "block_k", "scale", "value_stage")
+)
+def santa_decode_reference(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    uniforms: jax.Array,
+    kv_lengths: jax.Array | None = None,
+    *,
+    samples_per_tile: int,
+    method: str = "systematic",
+    block_k: int = 64,
+    scale: float | None = None,
+    value_stage: Literal["counts", "gather"] = "counts",
+    query_uniforms: jax.Array | None = None,
+) -> jax.Array:
+    """SANTA decode attention estimate (tile-wise sampling + flash merge), pure jnp.
+
+    Args:
+      q: ``(B, Hq, D)`` float query of the current step.
+      k, v: ``(B, N, Hkv, D)`` float cache (bf16 or f32); ``Hq % Hkv == 0``.
+      uniforms: float32 on ``[0, 1)``, shape :func:`uniform_shape` = ``(B, Hq, n_tiles, s)``
+        with ``s = samples_per_tile`` (iid, stratified) or 1 (systematic).
+      kv_lengths: ``(B,)`` int32 valid length per row (``None``: all ``N``).
+      samples_per_tile: fixed per-tile budget ``S_t`` (total samples ``≈ S_t · n_tiles``).
+      method: ``"iid"``, ``"stratified"`` or ``"systematic"``.
+      block_k: tile length; ``N`` is zero-padded to a multiple of it.
+      scale: softmax scale (default ``D ** -0.5``).
+      value_stage: ``"counts"`` (``Σ_r c_r v_r`` as a product with the count vector) or
+        ``"gather"`` (gather the sampled rows and add them); identical in exact arithmetic.
+      query_uniforms: optional ``(B, Hq, D)`` uniforms; if given the score stage uses the
+        Bernoulli ternary query :func:`ternary_query` (reconstructed, see module docstring).
+
+    Returns:
+      ``(B, Hq, D)`` estimate in ``q.dtype`` (float32 accumulation).
+
+    Raises:
+      ValueError: bad ranks/shapes, unknown ``method`` or ``value_stage``.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown sampling method {method!r}; expected one of {METHODS}")
+    if value_stage not in ("counts", "gather"):
+        raise ValueError(f"value_stage must be 'counts' or 'gather', got {value_stage!r}")
+    if samples_per_tile < 1:
+        raise ValueError(f"samples_per_tile must be >= 1, got {samples_per_tile}")
+    out_dtype = q.dtype
+    if query_uniforms is not None:
+        out_dtype = q.dtype
+        q = ternary_query(q, query_uniforms)
+    q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(q, k, v, kv_lengths, block_k)
+    scale = (q.shape[-1]) ** -0.5 if scale is None else scale
+    want = uniform_shape(b, hq, k.shape[1], block_k=block_k, samples_per_tile=samples_per_tile, method=method)
+    if uniforms.shape != want:
+        raise ValueError(f"uniforms must have shape {want}, got {uniforms.shape}")
+    u_ = uniforms.astype(jnp.float32).reshape(b, hkv, g, nt, want[-1]).transpose(0, 1, 3, 2, 4)
+
+    def tile(q_GxD, k_NxD, v_NxD, valid_N, unif_GxS):
+        m, u, ell = tile_scores(q_GxD, k_NxD, valid_N, scale)
+        if value_stage == "counts":
+            c = tile_counts(u, ell, unif_GxS, samples_per_tile=samples_per_tile, method=method)
+            acc = jnp.dot(c, v_NxD, precision=jax.lax.Precision.HIGHEST)
+        else:
+            if method == "systematic":
+                unif_GxS = jnp.broadcast_to(unif_GxS, (unif_GxS.shape[0], samples_per_tile))
+            idx, ok = tile_sample_indices(
+                u, ell, unif_GxS, samples_per_tile=samples_per_tile, method=method
+            )
+            rows_GxSxD = v_NxD[idx]
+            acc = jnp.sum(jnp.where(ok[..., None], rows_GxSxD, 0.0), axis=1)
+        return m, ell, acc
+
+    def one(q_GxD, k_TxNxD, v_TxNxD, valid_TxN, unif_TxGxS):
+        m, ell, acc = jax.vmap(tile, in_axes=(None, 0, 0, 0, 0))(
+            q_GxD, k_TxNxD, v_TxNxD, valid_TxN, unif_TxGxS
+        )
+        return jax.vmap(_merge, in_axes=(1, 1, 1, None))(m, ell, acc, float(samples_per_tile))
+
+    out = jax.vmap(jax.vmap(one, in_axes=(0, 0, 0, None, 0)), in_axes=(0, 0, 0, 0, 0))(
+        q_, k_, v_, valid, u_
+    )
+    return out.reshape(b, hq, d).astype(out_dtype)
+
