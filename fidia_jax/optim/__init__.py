@@ -1,3 +1,17 @@
-"""fidia_jax.optim."""
+"""fidia_jax.optim: optax GradientTransformations (SCALE, PASO) and schedules."""
 
-__all__: list[str] = []
+from fidia_jax.optim._scale import DEFAULT_LAST_LAYER_NAMES as DEFAULT_LAST_LAYER_NAMES
+from fidia_jax.optim._scale import column_rms_normalize as column_rms_normalize
+from fidia_jax.optim._scale import path_to_name as path_to_name
+from fidia_jax.optim._scale import scale as scale
+from fidia_jax.optim._scale import scale_by_column_rms as scale_by_column_rms
+from fidia_jax.optim._scale import scale_param_labels as scale_param_labels
+
+__all__ = [
+    "DEFAULT_LAST_LAYER_NAMES",
+    "column_rms_normalize",
+    "path_to_name",
+    "scale",
+    "scale_by_column_rms",
+    "scale_param_labels",
+]

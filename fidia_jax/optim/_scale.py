@@ -1,0 +1,303 @@
+"""SCALE: Stochastic Column-normAlized Last-layer momEntum, as optax transforms.
+
+SCALE is SGD with two changes: every matrix update is *column normalised* (each output unit's
+gradient is divided by its RMS over the fan-in), and only the last layer (the untied output
+projection) keeps a first-moment (momentum) buffer. Vectors (norm scales, biases) use AdamW.
+
+Layout mapping from the authors' PyTorch code. PyTorch ``nn.Linear.weight`` is ``(out, in)``
+and the reference reduces over ``dim=1`` (fan-in) for every linear layer, over ``dim=0`` (the
+vocabulary) for ``nn.Embedding.weight`` ``(vocab, features)``, and over all trailing axes for
+``ndim > 2`` tensors (``g.view(out, -1)``). Flax stores ``Dense`` kernels ``(in, out)``, ``Embed``
+tables ``(vocab, features)`` and ``DenseGeneral``/``Conv`` kernels ``(*in_axes, *out_axes)``. So
+in Flax every one of those cases is "reduce over all axes except the last" (axis 0 for 2-D
+arrays), which is this module's default. Pass ``fan_in_axes`` for kernels with several output
+axes (e.g. a ``DenseGeneral`` ``(dim, heads, head_dim)`` kernel reduces over axis 0 only).
+
+Differences from the reference, stated plainly:
+  * The AdamW used for 1-D parameters is ``optax.adamw``, which adds ``eps`` to the
+    bias-corrected ``sqrt(v_hat)``; the reference adds ``eps`` to ``sqrt(v)`` before bias
+    correction (an effective ``eps / sqrt(1 - b2**t)``). With ``eps = 1e-8`` the two agree to
+    about ``1e-8`` relative unless gradients are ~1e-8.
+  * The reference scales the AdamW learning rate as ``adam_lr / max_lr * lr(t)``; here
+    ``adam_learning_rate`` is its own scalar or schedule (default: ``learning_rate``).
+
+References:
+  Glentis, Li, Han, Hong, "A Minimalist Optimizer Design for LLM Pretraining" (SCALE),
+  ICML 2026, arXiv:2506.16659. Code: github.com/OptimAI-Lab/Minimalist_LLM_Pretraining
+  (``mem_eff_pt/pt_scale/scale_optimizer.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from fidia_jax.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_LAST_LAYER_NAMES",
+    "column_rms_normalize",
+    "path_to_name",
+    "scale",
+    "scale_by_column_rms",
+    "scale_param_labels",
+]
+
+DEFAULT_LAST_LAYER_NAMES: tuple[str, ...] = ("lm_head", "output", "unembed")
+
+FanInAxes = int | Sequence[int] | Callable[[str, jax.Array], Sequence[int]] | None
+LastLayer = str | Sequence[str] | Callable[[str, jax.Array], bool] | None
+
+
+def path_to_name(path: Sequence[Any]) -> str:
+    """``"layers/0/attention/wq/kernel"`` from a ``jax.tree_util`` key path.
+
+    ``GetAttrKey('value')`` (the array inside an ``nnx.Variable``) is dropped.
+    """
+    parts = []
+    for k in path:
+        if isinstance(k, jax.tree_util.DictKey):
+            parts.append(str(k.key))
+        elif isinstance(k, jax.tree_util.SequenceKey):
+            parts.append(str(k.idx))
+        elif isinstance(k, jax.tree_util.GetAttrKey):
+            if k.name != "value":
+                parts.append(k.name)
+        elif isinstance(k, jax.tree_util.FlattenedIndexKey):
+            parts.append(str(k.key))
+        else:
+            parts.append(str(k))
+    return "/".join(parts)
+
+
+def _default_axes(ndim: int) -> tuple[int, ...]:
+    return tuple(range(ndim - 1))
+
+
+def _resolve_axes(fan_in_axes: FanInAxes, name: str, g: jax.Array) -> tuple[int, ...]:
+    if fan_in_axes is None:
+        axes = _default_axes(g.ndim)
+    elif callable(fan_in_axes):
+        axes = fan_in_axes(name, g)
+        axes = _default_axes(g.ndim) if axes is None else axes
+    elif isinstance(fan_in_axes, int):
+        axes = (fan_in_axes,)
+    else:
+        axes = tuple(fan_in_axes)
+    axes = tuple(int(a) % g.ndim if g.ndim else int(a) for a in axes)
+    if not axes or any(a < 0 or a >= g.ndim for a in axes) or len(set(axes)) == g.ndim:
+        raise ConfigError(
+            f"fan_in_axes {axes} invalid for parameter {name!r} of shape {g.shape}: need at "
+            "least one reduced axis and one kept (output) axis"
+        )
+    return axes
+
+
+def column_rms_normalize(
+    g: jax.Array, axes: Sequence[int] = (0,), eps: float | jax.Array = 1e-8
+) -> jax.Array:
+    """``g / max(sqrt(mean(g**2, axes)), eps)``, computed in float32, returned in ``g.dtype``.
+
+    Args:
+      g: gradient (or momentum) array, e.g. a ``(in, out)`` kernel.
+      axes: the fan-in axes reduced over (one RMS per remaining index = output unit).
+      eps: lower clamp of the RMS.
+
+    Returns:
+      array of ``g.shape`` and ``g.dtype`` whose every output unit has RMS 1 (unless clamped).
+    """
+    gf = g.astype(jnp.float32)
+    rms = jnp.sqrt(jnp.mean(gf * gf, axis=tuple(axes), keepdims=True))
+    return (gf / jnp.maximum(rms, jnp.asarray(eps, jnp.float32))).astype(g.dtype)
+
+
+def scale_by_column_rms(
+    eps: float | jax.Array = 1e-8, fan_in_axes: FanInAxes = None
+) -> optax.GradientTransformation:
+    """Column normalisation of every (>= 2-D) update; stateless.
+
+    Each output unit's update is divided by ``max(sqrt(mean(u**2 over fan-in)), eps)``
+    (float32 statistics). By default the fan-in is every axis but the last (Flax layout; see
+    the module docstring for the PyTorch mapping).
+
+    Args:
+      eps: clamp of the RMS (reference: 1e-8).
+      fan_in_axes: ``None`` (all axes but the last), an int / tuple of ints for every leaf, or
+        ``fn(name, leaf) -> axes`` with ``name`` from :func:`path_to_name` (return ``None`` for
+        the default).
+
+    Returns:
+      An ``optax.GradientTransformation`` with ``optax.EmptyState``.
+
+    Raises:
+      ConfigError: (at update time) a leaf with fewer than 2 dimensions, or invalid axes.
+    """
+
+    def init_fn(params):
+        del params
+        return optax.EmptyState()
+
+    def update_fn(updates, state, params=None):
+        del params
+
+        def one(path, u):
+            name = path_to_name(path)
+            if u.ndim < 2:
+                raise ConfigError(
+                    f"scale_by_column_rms needs >= 2-D parameters, got {name!r} with shape "
+                    f"{u.shape}; route 1-D parameters elsewhere (see scale_param_labels)"
+                )
+            return column_rms_normalize(u, _resolve_axes(fan_in_axes, name, u), eps)
+
+        return jax.tree.map_with_path(one, updates), state
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def _match_last(last_layer: LastLayer, name: str, leaf) -> bool:
+    if callable(last_layer):
+        return bool(last_layer(name, leaf))
+    names = (last_layer,) if isinstance(last_layer, str) else tuple(last_layer)
+    parts = name.split("/")
+    return any(n == name or n in parts or name.startswith(n + "/") for n in names)
+
+
+def scale_param_labels(
+    params: Any, *, last_layer: LastLayer = None, require_last_layer: bool = True
+) -> Any:
+    """Labels every parameter ``"matrix"``, ``"last_layer"`` or ``"vector"`` from its path.
+
+    * ``"vector"``: ``ndim <= 1`` (norm scales, biases), updated by AdamW.
+    * ``"last_layer"``: the single ``>= 2-D`` leaf whose path matches ``last_layer``.
+    * ``"matrix"``: every other ``>= 2-D`` leaf (column-normalised SGD, no state).
+
+    Args:
+      params: parameter pytree (dicts, ``nnx.State``, ...).
+      last_layer: how to find the untied output projection: a name matched against path
+        components (``"lm_head"`` matches ``"lm_head/kernel"``), a full path, a sequence of
+        such names, or ``fn(name, leaf) -> bool``. ``None`` tries
+        :data:`DEFAULT_LAST_LAYER_NAMES`.
+      require_last_layer: raise if nothing matches (set ``False`` for models without an
+        untied output head, e.g. tied embeddings: then no leaf gets momentum).
+
+    Returns:
+      a pytree of strings with the structure of ``params``.
+
+    Raises:
+      ConfigError: no ``>= 2-D`` leaf matches (and ``require_last_layer``), or several do.
+    """
+    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+    names = [path_to_name(p) for p, _ in flat]
+    pattern = DEFAULT_LAST_LAYER_NAMES if last_layer is None else last_layer
+    hits = [
+        n for n, (_, leaf) in zip(names, flat, strict=True)
+        if jnp.ndim(leaf) >= 2 and _match_last(pattern, n, leaf)
+    ]
+    if len(hits) > 1:
+        raise ConfigError(
+            f"ambiguous last layer: {hits} all match {pattern!r}; pass last_layer= the full "
+            "path of the output projection"
+        )
+    if not hits and require_last_layer:
+        matrices = [n for n, (_, leaf) in zip(names, flat, strict=True) if jnp.ndim(leaf) >= 2]
+        raise ConfigError(
+            f"no last layer found matching {pattern!r} among the >= 2-D parameters "
+            f"{matrices}; pass last_layer=<name or path> (or require_last_layer=False)"
+        )
+    labels = []
+    for n, (_, leaf) in zip(names, flat, strict=True):
+        if jnp.ndim(leaf) <= 1:
+            labels.append("vector")
+        elif hits and n == hits[0]:
+            labels.append("last_layer")
+        else:
+            labels.append("matrix")
+    return jax.tree_util.tree_unflatten(treedef, labels)
+
+
+def scale(
+    learning_rate: optax.ScalarOrSchedule,
+    momentum: float | jax.Array = 0.9,
+    weight_decay: float | jax.Array = 0.0,
+    eps: float | jax.Array = 1e-8,
+    adam_learning_rate: optax.ScalarOrSchedule | None = None,
+    adam_b1: float | jax.Array = 0.9,
+    adam_b2: float | jax.Array = 0.999,
+    adam_eps: float | jax.Array = 1e-8,
+    adam_weight_decay: float | jax.Array | None = None,
+    *,
+    last_layer: LastLayer = None,
+    require_last_layer: bool = True,
+    fan_in_axes: FanInAxes = None,
+) -> optax.GradientTransformationExtraArgs:
+    """The SCALE optimiser.
+
+    Per parameter group (labels from :func:`scale_param_labels`):
+
+    * matrices: ``p <- p - lr * (colnorm(g) + wd * p)`` (no state);
+    * last layer: ``m <- b m + (1 - b) g`` (no bias correction),
+      ``p <- p - lr * (colnorm(m) + wd * p)``;
+    * vectors: ``optax.adamw(adam_learning_rate, adam_b1, adam_b2, adam_eps, adam_weight_decay)``.
+
+    Weight decay is decoupled and multiplied by the learning rate, as in the reference
+    (``p.mul_(1 - lr * wd)``). Optimiser state: one momentum buffer the size of the last layer
+    plus two AdamW moments for the vectors.
+
+    Args:
+      learning_rate: scalar or schedule for the matrices and the last layer.
+      momentum: last-layer EMA coefficient ``b`` (reference 0.9).
+      weight_decay: decoupled weight decay of the matrices and last layer.
+      eps: column-RMS clamp (1e-8).
+      adam_learning_rate: scalar or schedule of the 1-D AdamW (default ``learning_rate``).
+      adam_b1, adam_b2, adam_eps: AdamW moments and epsilon.
+      adam_weight_decay: AdamW weight decay (default ``weight_decay``, as in the reference).
+      last_layer, require_last_layer: see :func:`scale_param_labels`.
+      fan_in_axes: see :func:`scale_by_column_rms`.
+
+    Returns:
+      an ``optax.GradientTransformationExtraArgs`` built with ``optax.partition``.
+
+    Raises:
+      ConfigError: (at ``init``) missing or ambiguous last layer.
+
+    Example::
+
+      opt = scale(optax.cosine_decay_schedule(1e-3, 1000))
+      state = opt.init(params)
+      updates, state = opt.update(grads, state, params)
+      params = optax.apply_updates(params, updates)
+    """
+    if adam_learning_rate is None:
+        adam_learning_rate = learning_rate
+    if adam_weight_decay is None:
+        adam_weight_decay = weight_decay
+
+    def matrix_tx(with_momentum: bool):
+        parts = []
+        if with_momentum:
+            parts.append(optax.ema(momentum, debias=False))
+        parts += [
+            scale_by_column_rms(eps=eps, fan_in_axes=fan_in_axes),
+            optax.add_decayed_weights(weight_decay),
+            optax.scale_by_learning_rate(learning_rate),
+        ]
+        return optax.chain(*parts)
+
+    transforms = {
+        "matrix": matrix_tx(False),
+        "last_layer": matrix_tx(True),
+        "vector": optax.adamw(
+            adam_learning_rate, b1=adam_b1, b2=adam_b2, eps=adam_eps,
+            weight_decay=adam_weight_decay,
+        ),
+    }
+    return optax.partition(
+        transforms,
+        lambda params: scale_param_labels(
+            params, last_layer=last_layer, require_last_layer=require_last_layer
+        ),
+    )
