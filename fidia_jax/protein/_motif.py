@@ -223,7 +223,9 @@ def load_motifbench_cases(data_dir: str | os.PathLike | None = None) -> list[Mot
       DataError: directory or file missing, malformed rows.
     """
     root = _data_root(data_dir)
-    path = _find(root, "test_cases.csv", "motifbench/test_cases.csv", "protein/motifbench/test_cases.csv")
+    path = _find(
+        root, "test_cases.csv", "motifbench/test_cases.csv", "protein/motifbench/test_cases.csv"
+    )
     rows = _read_csv(path, {"pdb_id", "motif_residues", "redesign_idcs", "length", "group"})
     cases = []
     for i, r in enumerate(rows, start=1):
@@ -272,7 +274,9 @@ class MotifInfo:
                 continue
             m = _SEGMENT.match(tok)
             if m is None or m["si"] or m["ei"]:
-                raise MotifSpecError(f"{self.name}: cannot parse contig token {tok!r} of {self.contig!r}")
+                raise MotifSpecError(
+                    f"{self.name}: cannot parse contig token {tok!r} of {self.contig!r}"
+                )
             start = int(m["start"])
             end = int(m["end"]) if m["end"] is not None else start
             if end < start:
@@ -307,7 +311,9 @@ class MotifInfo:
                 )
             off, first, n = seg[s.chain]
             if s.start < first or s.end > first + n - 1:
-                raise MotifSpecError(f"{self.name}: redesign segment {s} outside motif segment {s.chain}")
+                raise MotifSpecError(
+                    f"{self.name}: redesign segment {s} outside motif segment {s.chain}"
+                )
             mask[off + s.start - first : off + s.end - first + 1] = True
         return mask
 
@@ -335,7 +341,9 @@ def load_motif_info(data_dir: str | os.PathLike | None = None) -> list[MotifInfo
     out = []
     for d in sorted(p for p in base.iterdir() if p.is_dir() and (p / "motif_info.csv").is_file()):
         path = d / "motif_info.csv"
-        rows = _read_csv(path, {"pdb_name", "sample_num", "contig", "redesign_positions", "segment_order"})
+        rows = _read_csv(
+            path, {"pdb_name", "sample_num", "contig", "redesign_positions", "segment_order"}
+        )
         r = rows[0]
         pdbs = sorted(d.glob("*.pdb"))
         if not pdbs:
@@ -380,7 +388,9 @@ class RFDiffusionProblem:
         return motif_segments(self.contig)
 
 
-def load_rfdiffusion_benchmark(data_dir: str | os.PathLike | None = None) -> list[RFDiffusionProblem]:
+def load_rfdiffusion_benchmark(
+    data_dir: str | os.PathLike | None = None,
+) -> list[RFDiffusionProblem]:
     """Reads ``protein/motif_problems/benchmark.csv``.
 
     Args:
@@ -391,8 +401,15 @@ def load_rfdiffusion_benchmark(data_dir: str | os.PathLike | None = None) -> lis
       DataError: directory or file missing, malformed rows.
     """
     root = _data_root(data_dir)
-    path = _find(root, "benchmark.csv", "motif_problems/benchmark.csv", "protein/motif_problems/benchmark.csv")
-    rows = _read_csv(path, {"target", "contig", "length", "motif_path", "length_fixed", "idcs_to_redesign"})
+    path = _find(
+        root,
+        "benchmark.csv",
+        "motif_problems/benchmark.csv",
+        "protein/motif_problems/benchmark.csv",
+    )
+    rows = _read_csv(
+        path, {"target", "contig", "length", "motif_path", "length_fixed", "idcs_to_redesign"}
+    )
     return [
         RFDiffusionProblem(
             name=r["target"],

@@ -241,7 +241,9 @@ def load_structure(
     # Only residue names that carry a backbone-like atom are looked up in the CCD (waters and
     # most ligands never trigger the dictionary load).
     has_bb = np.isin(atoms.atom_name, ("N", "CA", "C"))
-    candidates = set(atoms.res_name[has_bb].tolist()) | (set(atoms.res_name.tolist()) & set(_STANDARD))
+    candidates = set(atoms.res_name[has_bb].tolist()) | (
+        set(atoms.res_name.tolist()) & set(_STANDARD)
+    )
     amino = [r for r in candidates if _residue_token(str(r)) is not None]
     is_aa = np.isin(atoms.res_name, amino)
     all_chains = list(dict.fromkeys(str(c) for c in atoms.chain_id))
@@ -278,7 +280,13 @@ def load_structure(
         residues: dict[tuple[int, str], tuple[int, dict[str, np.ndarray]]] = {}
         coords = sub.coord
         for i, (rid, ic, rn, an) in enumerate(
-            zip(sub.res_id.tolist(), sub.ins_code.tolist(), sub.res_name.tolist(), sub.atom_name.tolist())
+            zip(
+                sub.res_id.tolist(),
+                sub.ins_code.tolist(),
+                sub.res_name.tolist(),
+                sub.atom_name.tolist(),
+                strict=True,
+            )
         ):
             key = (int(rid), str(ic).strip())
             entry = residues.get(key)
@@ -289,7 +297,9 @@ def load_structure(
         keys = sorted(residues)
         if fill_gaps:
             present = {k[0] for k in keys}
-            keys = sorted(keys + [(n, "") for n in range(keys[0][0], keys[-1][0] + 1) if n not in present])
+            keys = sorted(
+                keys + [(n, "") for n in range(keys[0][0], keys[-1][0] + 1) if n not in present]
+            )
         for key in keys:
             entry = residues.get(key)
             x = np.zeros((4, 3), np.float32)

@@ -110,7 +110,14 @@ def test_motifbench_cases(shared_data_dir):
     c = cases[11]
     assert (c.name, c.pdb_id, c.length, c.group) == ("12_4JHW", "4JHW", 100, 2)
     assert [str(s) for s in c.segments()] == ["F63-69", "F196-212"]
-    assert [str(s) for s in motif_segments(c.redesign)] == ["F63", "F69", "F196", "F198", "F203", "F211-212"]
+    assert [str(s) for s in motif_segments(c.redesign)] == [
+        "F63",
+        "F69",
+        "F196",
+        "F198",
+        "F203",
+        "F211-212",
+    ]
     # the motifbench folder itself is accepted too
     assert load_motifbench_cases(shared_data_dir / "protein" / "motifbench")[0].name == "01_1LDB"
 
@@ -123,20 +130,20 @@ def test_motif_info_places_the_motif(shared_data_dir, name):
     assert len(infos) == 30
     info = infos[name]
     ref = load_structure(info.pdb_path)
-    motif = load_structure(shared_data_dir / "protein" / "motifbench" / "motif_pdbs" / f"{name}.pdb")
+    motif = load_structure(
+        shared_data_dir / "protein" / "motifbench" / "motif_pdbs" / f"{name}.pdb"
+    )
     assert info.length == ref.length
     fixed, redesign = info.motif_mask(), info.redesign_mask()
     assert not (redesign & ~fixed).any()
     order = info.segment_order.split(";")
     # motif segments are placed in segment order along the chain
-    motif_seq = "".join(
-        "".join(np.array(list(motif.sequence))[motif.chain_id == c]) for c in order
-    )
+    motif_seq = "".join("".join(np.array(list(motif.sequence))[motif.chain_id == c]) for c in order)
     ref_seq = "".join(np.array(list(ref.sequence))[fixed])
     assert len(ref_seq) == len(motif_seq) == int(fixed.sum())
     red = redesign[fixed]
-    assert all(a == b for a, b, r in zip(ref_seq, motif_seq, red) if not r)
-    assert all(b == "X" for b, r in zip(motif_seq, red) if r)
+    assert all(a == b for a, b, r in zip(ref_seq, motif_seq, red, strict=True) if not r)
+    assert all(b == "X" for b, r in zip(motif_seq, red, strict=True) if r)
     # same geometry up to a rigid motion (the motif PDBs are re-centred): CA distance matrices
     a = ref.X[fixed][:, 1]
     b = np.concatenate([motif.X[motif.chain_id == c][:, 1] for c in order])

@@ -13,7 +13,11 @@ import pytest
 from fidia_jax.errors import ChainError, StructureError
 from fidia_jax.protein import ALPHABET, Protein, default_backbone_path, load_structure
 
-FIXTURES = ("mpnn_v48_020_6E6R_A.npz", "mpnn_v48_020_2KL8_A.npz", "mpnn_v48_020_1YCR_Bdesigned_Avisible.npz")
+FIXTURES = (
+    "mpnn_v48_020_6E6R_A.npz",
+    "mpnn_v48_020_2KL8_A.npz",
+    "mpnn_v48_020_1YCR_Bdesigned_Avisible.npz",
+)
 
 
 def _sha256(path: pathlib.Path) -> str:
@@ -30,10 +34,22 @@ def _atom(rec, serial, name, resn, chain, resi, x, icode="", altloc="", occ=1.0)
     )
 
 
-def _residue(lines, rec, resn, chain, resi, base, icode="", atoms=("N", "CA", "C", "O", "CB"), altloc=""):
+def _residue(
+    lines, rec, resn, chain, resi, base, icode="", atoms=("N", "CA", "C", "O", "CB"), altloc=""
+):
     for j, name in enumerate(atoms):
         lines.append(
-            _atom(rec, len(lines) + 1, name, resn, chain, resi, base + np.array([j, 0.5 * j, 0.25]), icode, altloc)
+            _atom(
+                rec,
+                len(lines) + 1,
+                name,
+                resn,
+                chain,
+                resi,
+                base + np.array([j, 0.5 * j, 0.25]),
+                icode,
+                altloc,
+            )
         )
 
 
@@ -49,7 +65,9 @@ def _toy_pdb() -> tuple[str, dict]:
     _residue(lines, "ATOM", "SER", "A", 3, np.array([9.0, 0.0, 0.0]), icode="A")
     _residue(lines, "ATOM", "THR", "A", 3, np.array([12.0, 0.0, 0.0]), icode="B")
     _residue(lines, "ATOM", "LYS", "A", 6, np.array([15.0, 0.0, 0.0]), atoms=("N", "CA", "C", "CB"))
-    _residue(lines, "HETATM", "SEP", "A", 7, np.array([18.0, 0.0, 0.0]), atoms=("N", "CA", "C", "O", "P"))
+    _residue(
+        lines, "HETATM", "SEP", "A", 7, np.array([18.0, 0.0, 0.0]), atoms=("N", "CA", "C", "O", "P")
+    )
     # altlocs: B first in the file for atom N? keep A first (the usual order); coordinates differ
     _residue(lines, "ATOM", "VAL", "B", 10, np.array([0.0, 5.0, 0.0]), altloc="A")
     _residue(lines, "ATOM", "VAL", "B", 10, np.array([0.0, 9.0, 0.0]), altloc="B")
@@ -169,7 +187,12 @@ def test_default_backbone():
 
 
 def test_default_backbone_is_not_a_shared_file():
-    listing = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "hooks" / "shared-files.sha256"
+    listing = (
+        pathlib.Path(__file__).resolve().parents[2].parent
+        / "shared"
+        / "hooks"
+        / "shared-files.sha256"
+    )
     if not listing.is_file():
         pytest.skip(f"{listing} absent")
     assert _sha256(default_backbone_path()) not in listing.read_text()
@@ -218,7 +241,9 @@ def test_non_protein_chain_and_duplicates(toy):
 
 
 def test_no_protein_residues(tmp_path):
-    lines = [_atom("HETATM", i + 1, "O", "HOH", "A", 100 + i, np.array([i, 0.0, 0.0])) for i in range(3)]
+    lines = [
+        _atom("HETATM", i + 1, "O", "HOH", "A", 100 + i, np.array([i, 0.0, 0.0])) for i in range(3)
+    ]
     path = tmp_path / "water.pdb"
     path.write_text("\n".join(lines) + "\nEND\n")
     with pytest.raises(StructureError, match="water.pdb.*no protein residues"):
