@@ -1,3 +1,20 @@
-"""fidia_jax.kernels."""
+"""fidia_jax.kernels: attention kernels (jnp references + Pallas kernels + dispatching APIs).
 
-__all__: list[str] = []
+* ``santa``: SANTA / S²ANTA stochastic value sampling for decode, and dense flash-decoding.
+* ``attn_qat``: Attn-QAT FP4 attention training (matched backward) and the drop-in variant.
+* NVFP4 fake quantisation helpers.
+"""
+
+from fidia_jax.kernels._fp4 import E2M1_MAX as E2M1_MAX
+from fidia_jax.kernels._fp4 import E4M3_MAX as E4M3_MAX
+from fidia_jax.kernels._fp4 import fake_quant_nvfp4 as fake_quant_nvfp4
+from fidia_jax.kernels._fp4 import round_to_e2m1 as round_to_e2m1
+from fidia_jax.kernels._fp4 import round_to_e4m3 as round_to_e4m3
+
+__all__ = [
+    "E2M1_MAX",
+    "E4M3_MAX",
+    "fake_quant_nvfp4",
+    "round_to_e2m1",
+    "round_to_e4m3",
+]

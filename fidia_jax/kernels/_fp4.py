@@ -1,0 +1,146 @@
+"""NVFP4-style fake quantisation: E2M1 values with an E4M3 scale per 16-element block.
+
+Both roundings are written out with explicit arithmetic (round-to-nearest-even on the
+element grid) instead of ``astype(float4_e2m1fn)``, so that
+
+* the result is bit-exact against ``ml_dtypes.float4_e2m1fn`` / ``float8_e4m3fn`` for every
+  finite input (tested, including ties and the saturating largest values),
+* it lowers everywhere (also inside Pallas kernels, where 4-bit dtypes are not available), and
+* XLA cannot fold a pair of converts away.
+
+Divisions are avoided on purpose: XLA's vectorised float32 division on CPU is not correctly
+rounded (``4.6875 / 0.9375`` comes out one ulp above 5), which flips ties. The block quantiser
+therefore compares ``|x|`` against the exact products ``midpoint * scale`` (a few significant bits
+each, so exact in float32), and the scale ``e4m3(amax / 6)`` is corrected with exact midpoint
+comparisons against ``amax``.
+
+The NVFP4 format of NVIDIA Blackwell also carries a per-tensor FP32 second-level scale; it is
+omitted here (the block scale is ``e4m3(amax / 6)`` directly), as the Attn-QAT issue specifies.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "E2M1_MAX",
+    "E4M3_MAX",
+    "round_to_e2m1",
+    "round_to_e4m3",
+    "fake_quant_nvfp4",
+]
+
+E2M1_MAX = 6.0
+E4M3_MAX = 448.0
+
+
+def round_to_e2m1(x: jax.Array) -> jax.Array:
+    """Rounds to the nearest FP4 E2M1 value (ties to even), saturating at +-6.
+
+    The E2M1 grid is {0, 0.5, 1, 1.5, 2, 3, 4, 6}: spacing 0.5 below 2, 1 in [2, 4), 2 in [4, 6].
+    Within each binade the "even" neighbour is the one with an even multiple of the spacing,
+    which is exactly ``jnp.round`` (half to even) of ``|x| / spacing``.
+
+    Args:
+      x: any float array (computed in float32).
+
+    Returns:
+      float32 array of the same shape holding E2M1 values. NaN maps to NaN (ml_dtypes maps it
+      to 0; NaN inputs are outside the tested contract).
+    """
+    x = jnp.asarray(x, jnp.float32)
+    a = jnp.abs(x)
+    step = jnp.where(a < 2.0, 0.5, jnp.where(a < 4.0, 1.0, 2.0))
+    q = jnp.minimum(jnp.round(a / step) * step, E2M1_MAX)
+    return jnp.where(x < 0, -q, q)
+
+
+def round_to_e4m3(x: jax.Array) -> jax.Array:
+    """Rounds to the nearest FP8 E4M3FN value (ties to even), saturating at +-448.
+
+    E4M3FN: exponent bias 7, 3 mantissa bits, smallest normal 2**-6, subnormal spacing 2**-9,
+    largest finite 448 (there is no infinity; values above 448 are clamped here, where a plain
+    convert would give NaN beyond 464).
+
+    Args:
+      x: any float array (computed in float32).
+
+    Returns:
+      float32 array holding E4M3 values.
+    """
+    x = jnp.asarray(x, jnp.float32)
+    a = jnp.abs(x)
+    _, e = jnp.frexp(a)  # a = m * 2**e with m in [0.5, 1): floor(log2 a) = e - 1
+    e = jnp.maximum(e - 1, -6)  # subnormals share the spacing of the smallest binade
+    step = jnp.ldexp(jnp.ones_like(a), e - 3)
+    q = jnp.minimum(jnp.round(a / step) * step, E4M3_MAX)
+    return jnp.where(x < 0, -q, q)
+
+
+_E2M1_MIDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+_E2M1_GAPS = (0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 2.0)
+_E2M1_NEXT_EVEN = (False, True, False, True, False, True, False)  # codes 1..7: even mantissa?
+
+
+def _e2m1_units(a: jax.Array, scale: jax.Array) -> jax.Array:
+    """``round_to_e2m1(a / scale)`` for ``a >= 0``, ``scale > 0`` without dividing (exact)."""
+    q = jnp.zeros_like(a)
+    for mid, gap, even in zip(_E2M1_MIDS, _E2M1_GAPS, _E2M1_NEXT_EVEN, strict=True):
+        thr = mid * scale
+        adv = (a >= thr) if even else (a > thr)
+        q = q + jnp.where(adv, gap, 0.0)
+    return q
+
+
+def _e4m3_step(q: jax.Array) -> jax.Array:
+    _, e = jnp.frexp(q)
+    return jnp.ldexp(jnp.ones_like(q), jnp.maximum(e - 1, -6) - 3)
+
+
+def _e4m3_is_even(q: jax.Array) -> jax.Array:
+    return jnp.mod(q / _e4m3_step(q), 2.0) == 0  # q / step is a small exact integer
+
+
+def _e4m3_of_sixth(amax: jax.Array) -> jax.Array:
+    """``round_to_e4m3(amax / 6)`` rounded from the exact quotient (``amax >= 0``)."""
+    q0 = round_to_e4m3(amax / E2M1_MAX)
+    nxt = jnp.minimum(q0 + _e4m3_step(q0), E4M3_MAX)
+    prv = jnp.maximum(q0 - _e4m3_step(q0 * (1.0 - 2.0**-5)), 0.0)
+    mid_up = (q0 + nxt) * (0.5 * E2M1_MAX)
+    mid_dn = (prv + q0) * (0.5 * E2M1_MAX)
+    up = (nxt > q0) & ((amax > mid_up) | ((amax == mid_up) & _e4m3_is_even(nxt)))
+    dn = (prv < q0) & ((amax < mid_dn) | ((amax == mid_dn) & _e4m3_is_even(prv)))
+    return jnp.where(up, nxt, jnp.where(dn, prv, q0))
+
+
+def fake_quant_nvfp4(x: jax.Array, *, axis: int = -1, block: int = 16) -> jax.Array:
+    """NVFP4 fake quantisation: E2M1 values times an E4M3 scale per ``block`` elements.
+
+    For each contiguous block of ``block`` elements along ``axis``: ``scale = e4m3(amax / 6)``,
+    ``y = e2m1(x / scale) * scale`` (``y = 0`` where the scale rounds to 0). Values slightly
+    above ``6 * scale`` (because the scale rounded down) saturate at ``+-6 * scale``.
+
+    Args:
+      x: float array; ``x.shape[axis]`` must be a multiple of ``block``.
+      axis: the axis that is grouped into blocks.
+      block: block length (16 for NVFP4).
+
+    Returns:
+      Array of ``x.dtype`` and shape, holding the dequantised values (computed in float32).
+
+    Raises:
+      ValueError: if ``x.shape[axis]`` is not a multiple of ``block``.
+    """
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    if n % block:
+        raise ValueError(f"fake_quant_nvfp4: axis {axis} has length {n}, not a multiple of {block}")
+    xf = jnp.moveaxis(jnp.asarray(x, jnp.float32), axis, -1)
+    shape = xf.shape
+    xb = xf.reshape(shape[:-1] + (n // block, block))
+    amax = jnp.max(jnp.abs(xb), axis=-1, keepdims=True)
+    scale = _e4m3_of_sixth(amax)
+    units = _e2m1_units(jnp.abs(xb), scale)
+    y = jnp.where(scale > 0, jnp.where(xb < 0, -units, units) * scale, 0.0)
+    return jnp.moveaxis(y.reshape(shape), -1, axis).astype(x.dtype)

@@ -1,0 +1,1 @@
+"""Attn-QAT: FP4 attention training with a matched backward."""

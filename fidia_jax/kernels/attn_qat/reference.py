@@ -1,0 +1,288 @@
+"""Pure-jnp reference of Attn-QAT: FP4 (NVFP4-style) attention with a matched backward.
+
+Forward (what a 4-bit attention kernel computes, emulated by fake quantisation):
+
+* ``Q̂, K̂, V̂ = FQ(Q), FQ(K), FQ(V)``, per token in 16-element groups along the head dim;
+* online softmax over key tiles of ``block_k`` keys: with running max ``m``,
+  ``P = exp(S - m)`` (unnormalised, in ``[0, 1]``) is fake-quantised per query row in
+  16-key groups, ``P̂ = FQ(P)``; the output accumulator uses ``P̂ V̂``;
+* the softmax denominator ``ℓ`` uses the high-precision ``P``;
+* a second accumulator ``O_hp = P V̂ / ℓ`` (high-precision ``P``) is kept for the backward.
+
+``FQ`` is :func:`fidia_jax.kernels.fake_quant_nvfp4` (E2M1 values, E4M3 scale ``amax / 6``).
+
+Backward (``jax.custom_vjp``; ``variant="attn_qat"``): recompute ``P = exp(Q̂ K̂ᵀ·scale - lse)``
+from the quantised operands (matching the forward's precision), then
+
+* ``dV = FQ(P)ᵀ dO`` (the forward multiplied ``V̂`` by a quantised ``P``),
+* ``dP = dO V̂ᵀ``, ``D = rowsum(dO ∘ O_hp)``, ``dS = P ∘ (dP - D)``,
+* ``dQ = dS K̂ · scale``, ``dK = dSᵀ Q̂ · scale``;
+
+and straight-through for the three input quantisers. Because ``rowsum(P ∘ dP) =
+rowsum(dO ∘ P V̂) = rowsum(dO ∘ O_hp)``, ``rowsum(dS) = 0`` exactly as for the softmax Jacobian;
+using the FP4 output ``O`` in ``D`` (as a stock flash backward does) breaks that identity.
+``dQ`` and ``dK`` therefore equal the autodiff of the high-precision-``P`` path
+``softmax(Q̂ K̂ᵀ·scale) V̂`` (with straight-through quantisers).
+
+``variant="dropin"``: the same FP4 forward with a plain flash-attention backward, as one gets by
+dropping an FP4 forward kernel into an existing training stack: ``P`` recomputed from the
+*unquantised* ``Q, K`` with the forward's ``lse``, ``dV = Pᵀ dO``, ``D = rowsum(dO ∘ O)`` with
+the FP4 output. This pairing is our reconstruction of the paper's "drop-in" baseline.
+
+Details not pinned down by the issue and **reconstructed** here: ``P`` groups are quantised with
+the running max of the tile in which they are produced (the kernel's online rescaling); the
+NVFP4 per-tensor FP32 scale is omitted; ``FQ(P)`` in the backward is taken on the normalised
+``P``.
+
+References:
+  Attn-QAT: 4-bit attention quantisation-aware training. ICML 2026. Authors' Triton training
+  kernels in hao-ai-lab/FastVideo (not read in detail; semantics from the issue text).
+  T. Dao. FlashAttention-2, 2023 (the D = rowsum(dO ∘ O) backward).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from fidia_jax.kernels._fp4 import fake_quant_nvfp4
+
+__all__ = [
+    "VARIANTS",
+    "quantize_qkv",
+    "attn_qat_forward_reference",
+    "attn_qat_backward_reference",
+    "attn_qat_reference",
+    "hp_path_reference",
+]
+
+VARIANTS: tuple[str, ...] = ("attn_qat", "dropin")
+_HI = jax.lax.Precision.HIGHEST
+
+
+def _validate(q, k, v, block_k):
+    if q.ndim != 4 or k.ndim != 4 or v.shape != k.shape:
+        raise ValueError(f"expected q (B,T,H,D), k=v (B,S,H,D); got {q.shape}, {k.shape}, {v.shape}")
+    b, t, h, d = q.shape
+    if k.shape[0] != b or k.shape[2] != h or k.shape[3] != d:
+        raise ValueError(f"q {q.shape} and k {k.shape} disagree on batch/heads/head dim")
+    if d % 16:
+        raise ValueError(f"head dim {d} must be a multiple of 16 (NVFP4 groups)")
+    if block_k % 16 or k.shape[1] % block_k:
+        raise ValueError(
+            f"block_k={block_k} must be a multiple of 16 and divide the key length {k.shape[1]}"
+        )
+
+
+def quantize_qkv(q, k, v):
+    """Per-token NVFP4 fake quantisation of Q, K, V along the head dim (float32 out)."""
+    return tuple(fake_quant_nvfp4(x.astype(jnp.float32), axis=-1) for x in (q, k, v))
+
+
+def _mask(t, s, causal):
+    if not causal:
+        return jnp.ones((t, s), bool)
+    return jnp.arange(s)[None, :] <= jnp.arange(t)[:, None] + (s - t)
+
+
+@functools.partial(jax.jit, static_argnames=("causal", "block_k", "scale", "quantize_p"))
+def attn_qat_forward_reference(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    *,
+    causal: bool,
+    block_k: int = 64,
+    scale: float | None = None,
+    quantize_p: bool = True,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """FP4 attention forward with online softmax over key tiles.
+
+    Args:
+      q: ``(B, T, H, D)`` float queries; ``D % 16 == 0``.
+      k, v: ``(B, S, H, D)`` float keys/values (heads already repeated for GQA);
+        ``S % block_k == 0``.
+      causal: bottom-right aligned causal mask (``key j <= query i + S - T``).
+      block_k: key tile length (multiple of 16); ``P`` is quantised per tile.
+      scale: softmax scale (default ``D ** -0.5``).
+      quantize_p: quantise ``P`` (``False`` gives ``O == O_hp``).
+
+    Returns:
+      ``(o, o_hp, lse)``: float32 ``(B, T, H, D)`` FP4-``P`` output, float32 high-precision-``P``
+      output and float32 ``(B, H, T)`` log-sum-exp of the scaled scores.
+
+    Raises:
+      ValueError: bad shapes (see :func:`attn_qat_reference`).
+    """
+    _validate(q, k, v, block_k)
+    b, t, h, d = q.shape
+    s_len = k.shape[1]
+    scale = d**-0.5 if scale is None else scale
+    qh, kh, vh = quantize_qkv(q, k, v)
+    nb = s_len // block_k
+    k_blocks = kh.reshape(b, nb, block_k, h, d).transpose(1, 0, 3, 2, 4)  # (nb,B,H,bk,D)
+    v_blocks = vh.reshape(b, nb, block_k, h, d).transpose(1, 0, 3, 2, 4)
+    mask_blocks = _mask(t, s_len, causal).reshape(t, nb, block_k).transpose(1, 0, 2)
+    q_BxHxTxD = qh.transpose(0, 2, 1, 3)
+
+    def step(carry, xs):
+        m, l, acc, acc_hp = carry
+        k_j, v_j, mask_j = xs
+        s = jnp.einsum("bhtd,bhnd->bhtn", q_BxHxTxD, k_j, precision=_HI) * scale
+        s = jnp.where(mask_j[None, None], s, -jnp.inf)
+        m_new = jnp.maximum(m, jnp.max(s, axis=-1))
+        m_safe = jnp.where(jnp.isfinite(m_new), m_new, 0.0)
+        alpha = jnp.exp(jnp.where(jnp.isfinite(m), m, -jnp.inf) - m_safe)
+        p = jnp.where(mask_j[None, None], jnp.exp(s - m_safe[..., None]), 0.0)
+        p_q = fake_quant_nvfp4(p, axis=-1) if quantize_p else p
+        l = alpha * l + jnp.sum(p, axis=-1)
+        acc = alpha[..., None] * acc + jnp.einsum("bhtn,bhnd->bhtd", p_q, v_j, precision=_HI)
+        acc_hp = alpha[..., None] * acc_hp + jnp.einsum("bhtn,bhnd->bhtd", p, v_j, precision=_HI)
+        return (m_new, l, acc, acc_hp), None
+
+    init = (
+        jnp.full((b, h, t), -jnp.inf, jnp.float32),
+        jnp.zeros((b, h, t), jnp.float32),
+        jnp.zeros((b, h, t, d), jnp.float32),
+        jnp.zeros((b, h, t, d), jnp.float32),
+    )
+    (m, l, acc, acc_hp), _ = jax.lax.scan(step, init, (k_blocks, v_blocks, mask_blocks))
+    l_safe = jnp.where(l > 0, l, 1.0)
+    o = (acc / l_safe[..., None]).transpose(0, 2, 1, 3)
+    o_hp = (acc_hp / l_safe[..., None]).transpose(0, 2, 1, 3)
+    lse = jnp.where(l > 0, m + jnp.log(l_safe), -jnp.inf)
+    return o, o_hp, lse
+
+
+@functools.partial(jax.jit, static_argnames=("causal", "scale", "variant", "return_ds"))
+def attn_qat_backward_reference(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    o: jax.Array,
+    o_hp: jax.Array,
+    lse: jax.Array,
+    do: jax.Array,
+    *,
+    causal: bool,
+    scale: float | None = None,
+    variant: str = "attn_qat",
+    return_ds: bool = False,
+):
+    """Backward of :func:`attn_qat_reference` given the forward's outputs (non-tiled).
+
+    Args:
+      q, k, v: the *unquantised* inputs ``(B, T|S, H, D)``.
+      o, o_hp, lse: outputs of :func:`attn_qat_forward_reference`.
+      do: ``(B, T, H, D)`` cotangent of ``o``.
+      causal, scale: as in the forward.
+      variant: ``"attn_qat"`` (matched backward) or ``"dropin"`` (plain flash backward),
+        see the module docstring. ``"attn_qat_fp4_delta"`` is the matched backward with
+        ``D = rowsum(dO ∘ O)`` (FP4 output) instead of ``O_hp``; it exists for the test that
+        shows why ``O_hp`` is needed.
+      return_ds: also return ``dS`` ``(B, H, T, S)``.
+
+    Returns:
+      float32 ``(dq, dk, dv)`` (and ``ds`` if requested).
+    """
+    b, t, h, d = q.shape
+    scale = d**-0.5 if scale is None else scale
+    if variant == "dropin":
+        qx, kx, vx = (x.astype(jnp.float32) for x in (q, k, v))
+        o_delta = o
+    elif variant in ("attn_qat", "attn_qat_fp4_delta"):
+        qx, kx, vx = quantize_qkv(q, k, v)
+        o_delta = o_hp if variant == "attn_qat" else o
+    else:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+    do = do.astype(jnp.float32)
+    mask = _mask(t, k.shape[1], causal)[None, None]
+    s = jnp.einsum("bthd,bshd->bhts", qx, kx, precision=_HI) * scale
+    p = jnp.where(mask, jnp.exp(s - jnp.where(jnp.isfinite(lse), lse, 0.0)[..., None]), 0.0)
+    p_v = p if variant == "dropin" else fake_quant_nvfp4(p, axis=-1)
+    dv = jnp.einsum("bhts,bthd->bshd", p_v, do, precision=_HI)
+    dp = jnp.einsum("bthd,bshd->bhts", do, vx, precision=_HI)
+    delta = jnp.sum(do * o_delta, axis=-1).transpose(0, 2, 1)  # (B,H,T)
+    ds = p * (dp - delta[..., None])
+    dq = jnp.einsum("bhts,bshd->bthd", ds, kx, precision=_HI) * scale
+    dk = jnp.einsum("bhts,bthd->bshd", ds, qx, precision=_HI) * scale
+    if return_ds:
+        return dq, dk, dv, ds
+    return dq, dk, dv
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6))
+def _attn_qat(q, k, v, causal, block_k, scale, variant):
+    o, _, _ = attn_qat_forward_reference(q, k, v, causal=causal, block_k=block_k, scale=scale)
+    return o.astype(q.dtype)
+
+
+def _attn_qat_fwd(q, k, v, causal, block_k, scale, variant):
+    o, o_hp, lse = attn_qat_forward_reference(q, k, v, causal=causal, block_k=block_k, scale=scale)
+    return o.astype(q.dtype), (q, k, v, o, o_hp, lse)
+
+
+def _attn_qat_bwd(causal, block_k, scale, variant, res, do):
+    q, k, v, o, o_hp, lse = res
+    dq, dk, dv = attn_qat_backward_reference(
+        q, k, v, o, o_hp, lse, do, causal=causal, scale=scale, variant=variant
+    )
+    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
+
+
+_attn_qat.defvjp(_attn_qat_fwd, _attn_qat_bwd)
+
+
+def attn_qat_reference(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    *,
+    causal: bool,
+    block_k: int = 64,
+    scale: float | None = None,
+    variant: str = "attn_qat",
+) -> jax.Array:
+    """FP4 attention with the Attn-QAT (or drop-in) backward, as a ``jax.custom_vjp``.
+
+    Args:
+      q: ``(B, T, H, D)`` float queries, ``D % 16 == 0``.
+      k, v: ``(B, S, H, D)`` (heads repeated for GQA by the caller), ``S % block_k == 0``.
+      causal: bottom-right aligned causal mask.
+      block_k: key tile of the online softmax (multiple of 16).
+      scale: softmax scale (default ``D ** -0.5``).
+      variant: ``"attn_qat"`` or ``"dropin"``.
+
+    Returns:
+      ``(B, T, H, D)`` in ``q.dtype``.
+
+    Raises:
+      ValueError: bad shapes, ``D`` or ``block_k`` not multiples of 16, ``block_k`` not dividing
+        ``S``, unknown variant.
+    """
+    _validate(q, k, v, block_k)
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+    return _attn_qat(q, k, v, causal, block_k, scale, variant)
+
+
+@functools.partial(jax.jit, static_argnames=("causal", "scale"))
+def hp_path_reference(q, k, v, *, causal: bool, scale: float | None = None) -> jax.Array:
+    """``softmax(Q̂ K̂ᵀ·scale) V̂`` with straight-through quantisers, differentiated by autodiff.
+
+    The Attn-QAT ``dQ``/``dK`` equal this function's gradients (tested).
+    """
+    d = q.shape[-1]
+    scale = d**-0.5 if scale is None else scale
+
+    def ste(x):
+        x = x.astype(jnp.float32)
+        return x + jax.lax.stop_gradient(fake_quant_nvfp4(x, axis=-1) - x)
+
+    qx, kx, vx = ste(q), ste(k), ste(v)
+    s = jnp.einsum("bthd,bshd->bhts", qx, kx, precision=_HI) * scale
+    s = jnp.where(_mask(q.shape[1], k.shape[1], causal)[None, None], s, -jnp.inf)
+    p = jax.nn.softmax(s, axis=-1)
+    return jnp.einsum("bhts,bshd->bthd", p, vx, precision=_HI)
