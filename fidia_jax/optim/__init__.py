@@ -1,5 +1,7 @@
 """fidia_jax.optim: optax GradientTransformations (SCALE, PASO) and schedules."""
 
+from fidia_jax.optim._schedules import exponential_horizon_schedule as exponential_horizon_schedule
+from fidia_jax.optim._schedules import inverse_time_schedule as inverse_time_schedule
 from fidia_jax.optim._scale import DEFAULT_LAST_LAYER_NAMES as DEFAULT_LAST_LAYER_NAMES
 from fidia_jax.optim._scale import column_rms_normalize as column_rms_normalize
 from fidia_jax.optim._scale import path_to_name as path_to_name
@@ -10,6 +12,8 @@ from fidia_jax.optim._scale import scale_param_labels as scale_param_labels
 __all__ = [
     "DEFAULT_LAST_LAYER_NAMES",
     "column_rms_normalize",
+    "exponential_horizon_schedule",
+    "inverse_time_schedule",
     "path_to_name",
     "scale",
     "scale_by_column_rms",
