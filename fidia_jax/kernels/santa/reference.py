@@ -166,8 +166,7 @@ def _cumulative(u_GxN: jax.Array, ell_G: jax.Array, samples_per_tile: int) -> ja
     return _prefix_sum(u_GxN * invdel[:, None])
 
 
-@functools.partial(jax.jit, static_argnames=("samples_per_tile", "method"))
-def tile_counts(
+def _tile_counts(
     u_GxN: jax.Array,
     ell_G: jax.Array,
     uniforms_GxS: jax.Array,
@@ -192,8 +191,7 @@ def tile_counts(
     return jnp.sum(hit.astype(jnp.float32), axis=1)
 
 
-@functools.partial(jax.jit, static_argnames=("samples_per_tile", "method"))
-def tile_sample_indices(
+def _tile_sample_indices(
     u_GxN: jax.Array,
     ell_G: jax.Array,
     uniforms_GxS: jax.Array,
@@ -216,6 +214,12 @@ def tile_sample_indices(
         idx = jnp.sum((c[:, None, :] <= y_GxS[:, :, None]).astype(jnp.int32), axis=-1)
     ok = idx < n
     return jnp.minimum(idx, n - 1), ok
+
+
+tile_counts = functools.partial(jax.jit, static_argnames=("samples_per_tile", "method"))(_tile_counts)
+tile_sample_indices = functools.partial(jax.jit, static_argnames=("samples_per_tile", "method"))(
+    _tile_sample_indices
+)
 
 
 def _prepare(q, k, v, kv_lengths, block_k):
@@ -380,12 +384,12 @@ def santa_decode_reference(
     def tile(q_GxD, k_NxD, v_NxD, valid_N, unif_GxS):
         m, u, ell = tile_scores(q_GxD, k_NxD, valid_N, scale)
         if value_stage == "counts":
-            c = tile_counts(u, ell, unif_GxS, samples_per_tile=samples_per_tile, method=method)
+            c = _tile_counts(u, ell, unif_GxS, samples_per_tile=samples_per_tile, method=method)
             acc = jnp.dot(c, v_NxD, precision=jax.lax.Precision.HIGHEST)
         else:
             if method == "systematic":
                 unif_GxS = jnp.broadcast_to(unif_GxS, (unif_GxS.shape[0], samples_per_tile))
-            idx, ok = tile_sample_indices(
+            idx, ok = _tile_sample_indices(
                 u, ell, unif_GxS, samples_per_tile=samples_per_tile, method=method
             )
             rows_GxSxD = v_NxD[idx]
