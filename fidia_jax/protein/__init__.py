@@ -13,6 +13,54 @@ from fidia_jax.protein._structure import default_backbone_path as default_backbo
 from fidia_jax.protein._structure import load_structure as load_structure
 from fidia_jax.protein._types import ALPHABET as ALPHABET
 from fidia_jax.protein._types import Protein as Protein
+from fidia_jax.protein._geometry import SSE_CODES as SSE_CODES
+from fidia_jax.protein._geometry import cb_neighbor_counts as cb_neighbor_counts
+from fidia_jax.protein._geometry import kabsch as kabsch
+from fidia_jax.protein._geometry import kabsch_rmsd as kabsch_rmsd
+from fidia_jax.protein._geometry import pairwise_distances as pairwise_distances
+from fidia_jax.protein._geometry import secondary_structure as secondary_structure
+from fidia_jax.protein._geometry import virtual_cb as virtual_cb
+from fidia_jax.protein._tasks import ENZYME_PDB_IDS as ENZYME_PDB_IDS
+from fidia_jax.protein._tasks import EPITOPE_PDB_IDS as EPITOPE_PDB_IDS
+from fidia_jax.protein._tasks import DesignTask as DesignTask
+from fidia_jax.protein._tasks import assign_splits as assign_splits
+from fidia_jax.protein._tasks import check_split as check_split
+from fidia_jax.protein._tasks import load_generic_tasks as load_generic_tasks
+from fidia_jax.protein._tasks import load_motifbench_tasks as load_motifbench_tasks
+from fidia_jax.protein._tasks import load_rfdiffusion_tasks as load_rfdiffusion_tasks
+from fidia_jax.protein._tasks import load_tasks as load_tasks
+from fidia_jax.protein._tasks import restrict_to_chains as restrict_to_chains
+from fidia_jax.protein._tasks import task_from_structure as task_from_structure
+from fidia_jax.protein._rewards_judge import DEFAULT_JUDGE_CHECKPOINTS as DEFAULT_JUDGE_CHECKPOINTS
+from fidia_jax.protein._rewards_judge import Judge as Judge
+from fidia_jax.protein._rewards_judge import JudgeConfig as JudgeConfig
+from fidia_jax.protein._rewards_terms import HYDROPATHY_KD as HYDROPATHY_KD
+from fidia_jax.protein._rewards_terms import SSE_PROPENSITY as SSE_PROPENSITY
+from fidia_jax.protein._rewards_terms import burial_score as burial_score
+from fidia_jax.protein._rewards_terms import decode_tokens as decode_tokens
+from fidia_jax.protein._rewards_terms import epitope_cys_count as epitope_cys_count
+from fidia_jax.protein._rewards_terms import homopolymer_max_run as homopolymer_max_run
+from fidia_jax.protein._rewards_terms import low_complexity_fraction as low_complexity_fraction
+from fidia_jax.protein._rewards_terms import protparam_metrics as protparam_metrics
+from fidia_jax.protein._rewards_terms import sequon_count as sequon_count
+from fidia_jax.protein._rewards_terms import sse_score as sse_score
+from fidia_jax.protein._rewards_terms import unpaired_cys_count as unpaired_cys_count
+from fidia_jax.protein._rewards import COMPONENTS as COMPONENTS
+from fidia_jax.protein._rewards import ProxyThresholds as ProxyThresholds
+from fidia_jax.protein._rewards import RewardBreakdown as RewardBreakdown
+from fidia_jax.protein._rewards import RewardConfig as RewardConfig
+from fidia_jax.protein._rewards import RewardFeatures as RewardFeatures
+from fidia_jax.protein._rewards import RewardModel as RewardModel
+from fidia_jax.protein._rewards import RewardResult as RewardResult
+from fidia_jax.protein._rewards import Standardizer as Standardizer
+from fidia_jax.protein._rewards import StructurePredictor as StructurePredictor
+from fidia_jax.protein._rewards import combine_rewards as combine_rewards
+from fidia_jax.protein._rewards import developability_score as developability_score
+from fidia_jax.protein._rewards import fit_standardizer as fit_standardizer
+from fidia_jax.protein._rewards import make_reward_features as make_reward_features
+from fidia_jax.protein._rewards import sequence_terms as sequence_terms
+from fidia_jax.protein._rewards import standardize as standardize
+from fidia_jax.protein._rewards import structure_success as structure_success
 
 __all__: list[str] = [
     # records and structure I/O
@@ -30,4 +78,57 @@ __all__: list[str] = [
     "load_rfdiffusion_benchmark",
     "motif_segments",
     "parse_motif_spec",
+    # geometry
+    "SSE_CODES",
+    "cb_neighbor_counts",
+    "kabsch",
+    "kabsch_rmsd",
+    "pairwise_distances",
+    "secondary_structure",
+    "virtual_cb",
+    # design tasks and splits
+    "ENZYME_PDB_IDS",
+    "EPITOPE_PDB_IDS",
+    "DesignTask",
+    "assign_splits",
+    "check_split",
+    "load_generic_tasks",
+    "load_motifbench_tasks",
+    "load_rfdiffusion_tasks",
+    "load_tasks",
+    "restrict_to_chains",
+    "task_from_structure",
+    # FIDIA rewards: judge ensemble
+    "DEFAULT_JUDGE_CHECKPOINTS",
+    "Judge",
+    "JudgeConfig",
+    # FIDIA rewards: sequence terms
+    "HYDROPATHY_KD",
+    "SSE_PROPENSITY",
+    "burial_score",
+    "decode_tokens",
+    "epitope_cys_count",
+    "homopolymer_max_run",
+    "low_complexity_fraction",
+    "protparam_metrics",
+    "sequon_count",
+    "sse_score",
+    "unpaired_cys_count",
+    # FIDIA rewards: composite reward and success criteria
+    "COMPONENTS",
+    "ProxyThresholds",
+    "RewardBreakdown",
+    "RewardConfig",
+    "RewardFeatures",
+    "RewardModel",
+    "RewardResult",
+    "Standardizer",
+    "StructurePredictor",
+    "combine_rewards",
+    "developability_score",
+    "fit_standardizer",
+    "make_reward_features",
+    "sequence_terms",
+    "standardize",
+    "structure_success",
 ]

@@ -1,0 +1,301 @@
+"""FIDIA composite rewards: terms against hand computations, ProtParam, gate, z-scoring, judge."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from Bio.SeqUtils.ProtParam import ProteinAnalysis
+from flax import nnx
+
+from fidia_jax import protein as fp
+from fidia_jax.errors import ConfigError
+from fidia_jax.protein._tasks import _make_task
+
+TOK = {a: i for i, a in enumerate(fp.ALPHABET)}
+
+
+def enc(s):
+    return np.array([TOK[c] for c in s], np.int32)
+
+
+@pytest.fixture(scope="module")
+def bpti():
+    return fp.load_structure(fp.default_backbone_path())
+
+
+def make_task(protein, motif_slots=(), kind="motif", fixed=True):
+    motif = np.zeros(protein.length, bool)
+    motif[list(motif_slots)] = True
+    redesign = np.zeros_like(motif) if fixed else motif.copy()
+    return _make_task("test", protein, tuple(protein.chain_order), motif, redesign, kind, "TEST", "file")
+
+
+def np_cb(X):
+    X = np.asarray(X, np.float64)
+    b, c = X[:, 1] - X[:, 0], X[:, 2] - X[:, 1]
+    return -0.58273431 * np.cross(b, c) + 0.56802827 * b - 0.54067466 * c + X[:, 1]
+
+
+# ------------------------------------------------------------------------------ sequence terms
+
+
+def test_sequon_detection_hand_made():
+    L = 12
+    link1 = np.ones(L, bool)
+    link1[-1:] = False
+    link2 = np.ones(L, bool)
+    link2[-2:] = False
+    count = lambda s: int(fp.sequon_count(jnp.asarray(enc(s)), link1, link2))  # noqa: E731
+    assert count("AAANASAAAAAA") == 1
+    assert count("AAANATAAAAAA") == 1
+    assert count("AAANPSAAAAAA") == 0  # X = P is not a sequon
+    assert count("AAANAAAAAAAA") == 0
+    assert count("NGTANVSANQTA") == 3
+    assert count("AAAAAAAAAANA") == 0  # runs off the end
+    assert count("AAAAAAAAAANS") == 0
+    # A chain break between N and X/S voids the sequon.
+    broken = link1.copy()
+    broken[3] = False
+    assert int(fp.sequon_count(jnp.asarray(enc("AAANASAAAAAA")), broken, link2)) == 0
+    elsewhere = link1.copy()
+    elsewhere[7] = False
+    assert int(fp.sequon_count(jnp.asarray(enc("AAANASAAAAAA")), elsewhere, link2)) == 1
+    broken2 = link2.copy()
+    broken2[3] = False
+    assert int(fp.sequon_count(jnp.asarray(enc("AAANASAAAAAA")), link1, broken2)) == 0
+
+
+def test_homopolymer_and_low_complexity():
+    starts = np.zeros(14, bool)
+    starts[0] = True
+    run = lambda s, st=starts: int(fp.homopolymer_max_run(jnp.asarray(enc(s)), st))  # noqa: E731
+    assert run("ACDEFGHIKLMNPQ") == 1
+    assert run("AKKKKKDEFGHIAA") == 5
+    split = starts.copy()
+    split[3] = True  # chain break inside the run of K
+    assert run("AKKKKKDEFGHIAA", split) == 3
+    lc = lambda s: float(fp.low_complexity_fraction(jnp.asarray(enc(s)), 12, 2.2))  # noqa: E731
+    assert lc("A" * 20) == 1.0
+    assert lc("ACDEFGHIKLMNPQRSTVWY") == 0.0  # every window has 12 distinct residues (3.58 bits)
+    # 13-mer: windows 'AAAAAAAAAAAC' (0.41 bits) and 'AAAAAAAAAACD' (0.82 bits) -> both low.
+    assert lc("AAAAAAAAAAACD") == 1.0
+    # Windows of 6 x 2 residues: entropy exactly log2(6) = 2.585 > 2.2 -> not low.
+    assert lc("AACCDDEEFFGGAACCDDEEFFGG") == 0.0
+    assert float(fp.low_complexity_fraction(jnp.asarray(enc("AAAA")), 12, 2.2)) == 0.0
+
+
+def test_sse_and_burial_scores_by_hand():
+    seq = enc("EVGAK")
+    sse = np.array([0, 1, 2, 0, 2])
+    w = np.array([1, 1, 1, 0, 1], np.float32)
+    # Creighton (1992): E helix 1.59, V strand 1.87, G turn 1.77, K turn 1.07 (A masked out)
+    expected = (np.log(1.59) + np.log(1.87) + np.log(1.77) + np.log(1.07)) / 4
+    assert float(fp.sse_score(jnp.asarray(seq), jnp.asarray(sse), jnp.asarray(w))) == pytest.approx(expected, rel=1e-5)
+    # Burial: I buried (+4.5), K exposed (-3.9), L half-buried (b=0.5 -> 0).
+    seq = enc("IKL")
+    b = np.array([1.0, 0.0, 0.5], np.float32)
+    expected = (4.5 / 4.5 * 1 + (-3.9 / 4.5) * -1 + 0.0) / 3
+    assert float(fp.burial_score(jnp.asarray(seq), jnp.asarray(b), jnp.ones(3))) == pytest.approx(expected, rel=1e-5)
+    # KD table equals Biopython's.
+    from Bio.SeqUtils.ProtParamData import kd
+
+    for a, v in kd.items():
+        assert fp.HYDROPATHY_KD[TOK[a]] == pytest.approx(v)
+
+
+def test_protparam_equals_biopython_and_developability(bpti):
+    task = make_task(bpti, motif_slots=range(10, 16))
+    rm = fp.RewardModel.build(task)
+    rng = np.random.default_rng(0)
+    seqs = np.tile(bpti.S, (4, 1))
+    free = task.designable_mask
+    seqs[1:, free] = rng.integers(0, 20, size=(3, free.sum()))
+    br = rm.breakdown(seqs)
+    for i, s in enumerate(seqs):
+        pa = ProteinAnalysis(fp.decode_tokens(s))
+        assert br.diagnostics["instability"][i] == pytest.approx(pa.instability_index(), rel=1e-5)
+        assert br.diagnostics["gravy"][i] == pytest.approx(pa.gravy(), rel=1e-5)
+        assert br.diagnostics["pi"][i] == pytest.approx(pa.isoelectric_point(), rel=1e-5)
+        assert br.diagnostics["charge_ph7"][i] == pytest.approx(pa.charge_at_pH(7.0), rel=1e-4)
+    m = {k: br.diagnostics[k] for k in ("instability", "gravy", "charge_ph7", "max_run", "low_complexity", "unpaired_cys")}
+    relu = lambda x: np.maximum(x, 0)  # noqa: E731
+    expected = -(relu(m["instability"] - 40) / 10 + relu(m["gravy"]) / 0.5 + relu(2 - np.abs(m["charge_ph7"])) / 2
+                 + relu(m["max_run"] - 4) / 2 + 5 * m["low_complexity"] + 0.5 * m["unpaired_cys"])
+    np.testing.assert_allclose(br.components["developability"], expected, rtol=1e-5, atol=1e-5)
+    assert set(br.components) == {"sse", "burial", "developability"}  # no judge, no function term
+
+
+def test_cys_rules_on_synthetic_geometry(bpti):
+    motif = list(range(20, 26))
+    task = make_task(bpti, motif_slots=motif, kind="epitope")
+    feats = fp.make_reward_features(task)
+    cb = np_cb(bpti.X)
+    dmin = np.sqrt(((cb[:, None] - cb[None, motif]) ** 2).sum(-1)).min(-1)
+    expect_near = (dmin < 10.0) & task.designable_mask
+    np.testing.assert_array_equal(feats.epitope_near > 0, expect_near)
+    near_idx, far_idx = np.flatnonzero(expect_near), np.flatnonzero(~expect_near & task.designable_mask)
+    assert len(near_idx) >= 2 and len(far_idx) >= 2
+    seq = bpti.S.copy()
+    seq[seq == TOK["C"]] = TOK["A"]
+    seq[motif] = bpti.S[motif]  # motif identities unchanged (BPTI has no Cys there)
+    seq[near_idx[:2]] = TOK["C"]
+    seq[far_idx[:3]] = TOK["C"]
+    terms = fp.sequence_terms(feats, jnp.asarray(seq))
+    assert int(terms["epitope_cys"]) == 2
+    # Unpaired Cys: a Cys with another Cys at Cβ-Cβ < 4.5 Å is paired.
+    dcb = np.sqrt(((cb[:, None] - cb[None]) ** 2).sum(-1))
+    cys = np.flatnonzero(seq == TOK["C"])
+    expected_unpaired = sum(1 for i in cys if not any(dcb[i, j] < 4.5 for j in cys if j != i))
+    assert int(terms["unpaired_cys"]) == expected_unpaired
+    # The native BPTI disulfides (C5-C55, C14-C38, C30-C51) are all paired.
+    nat = fp.sequence_terms(fp.make_reward_features(make_task(bpti)), jnp.asarray(bpti.S))
+    assert int(nat["unpaired_cys"]) == 0
+    # Penalty: per sequon and per Cys near the epitope.
+    seq2 = seq.copy()
+    free = np.flatnonzero(task.designable_mask & ~expect_near)
+    start = next(i for i in free if i + 2 in free and i + 1 in free)
+    seq2[start : start + 3] = enc("NAS")
+    rm = fp.RewardModel.build(task)
+    br = rm.breakdown(np.stack([seq, seq2]))
+    np.testing.assert_array_equal(br.diagnostics["sequons"], [0, 1])
+    np.testing.assert_allclose(br.penalty, [2.0, 3.0])
+
+
+def test_standardizer_gate_and_combination(bpti):
+    ref = {"a": np.array([1.0, 2.0, 3.0, 4.0]), "b": np.array([5.0, 5.0, 5.0, 5.0])}
+    st = fp.fit_standardizer(ref, std_floor=0.5)
+    assert st.mean["a"] == 2.5 and st.std["a"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
+    assert st.std["b"] == 0.5
+    z = fp.standardize({"a": np.array([2.5, 5.0]), "b": np.array([5.5, 5.0])}, st)
+    np.testing.assert_allclose(z["a"], [0.0, 2.5 / st.std["a"]], rtol=1e-6)
+    np.testing.assert_allclose(z["b"], [1.0, 0.0])
+    total = fp.combine_rewards(z, {"a": 2.0, "b": 1.0}, np.array([True, False]), np.array([0.5, 1.0]), -5.0)
+    np.testing.assert_allclose(total, [2.0 * 0 + 1.0 - 0.5, -5.0 - 1.0], rtol=1e-6)
+    with pytest.raises(ValueError, match="no statistics"):
+        fp.standardize({"c": np.zeros(2)}, st)
+    with pytest.raises(ValueError, match="N>=2"):
+        fp.fit_standardizer({"a": np.zeros(1)})
+
+    # End to end on BPTI: gate breaks when a motif identity changes or X is placed.
+    task = make_task(bpti, motif_slots=range(30, 40))
+    rm = fp.RewardModel.build(task)
+    with pytest.raises(ConfigError, match="fit"):
+        rm(np.tile(bpti.S, (2, 1)))
+    rng = np.random.default_rng(3)
+    ref_seqs = np.tile(bpti.S, (6, 1))
+    free = task.designable_mask
+    ref_seqs[:, free] = rng.integers(0, 20, size=(6, free.sum()))
+    rm = rm.fit(ref_seqs)
+    res = rm(ref_seqs)
+    # Every reference sample passes the gate and pays nothing, so the totals average to zero.
+    assert res.breakdown.gate.all() and res.total.mean() == pytest.approx(0.0, abs=1e-5)
+    bad = ref_seqs[:3].copy()
+    bad[0, 31] = (bad[0, 31] + 1) % 20  # motif identity changed
+    bad[1, np.flatnonzero(free)[0]] = TOK["X"]  # unknown token at a designed position
+    res_bad = rm(bad)
+    np.testing.assert_array_equal(res_bad.breakdown.gate, [False, False, True])
+    np.testing.assert_allclose(res_bad.total[:2], [-5.0, -5.0])
+    assert not res_bad.passes[:2].any() and res.criteria == "proxy"
+    with pytest.raises(ConfigError):
+        fp.RewardConfig(weights={"novelty": 1.0})
+
+
+# ------------------------------------------------------------------------------------- judge
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    from fidia_jax.models import ProteinMPNN
+
+    return [
+        ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(i)) for i in range(2)
+    ]
+
+
+def test_judge_averages_models_and_orders(bpti, tiny_models):
+    from fidia_jax.models import MPNNInputs, random_decoding_order, score
+
+    judge = fp.Judge(tiny_models, num_orders=2, seed=7)
+    task = make_task(bpti, motif_slots=range(0, 8))
+    mask = task.designable_mask
+    rng = np.random.default_rng(0)
+    seqs = np.tile(bpti.S, (3, 1))
+    seqs[:, mask] = rng.integers(0, 20, size=(3, mask.sum()))
+    got = judge.log_likelihood(bpti, seqs, mask)
+    inputs = MPNNInputs.from_protein(bpti)._replace(chain_mask=mask.astype(np.float32))
+    vals = []
+    for o in range(2):
+        order = random_decoding_order(jax.random.fold_in(jax.random.key(7), o), jnp.asarray(mask, jnp.float32))
+        for m in tiny_models:
+            r = score(m, inputs, seqs, jnp.broadcast_to(order, seqs.shape))
+            vals.append(-np.asarray(r.nll))
+    np.testing.assert_allclose(got, np.mean(vals, 0), rtol=1e-5, atol=1e-6)
+    # Ensemble excludes the policy's start.
+    with pytest.raises(ConfigError, match="exclude"):
+        fp.JudgeConfig(checkpoints=(("v_48_020", "vanilla"),))
+    with pytest.raises(ConfigError):
+        fp.JudgeConfig(num_orders=0)
+    # RewardModel with a judge adds the designability component (== judge value).
+    rm = fp.RewardModel.build(task, judge=judge)
+    br = rm.breakdown(seqs)
+    assert br.components["designability"] == pytest.approx(got)
+    assert "function" not in br.components
+
+
+def test_function_term_holo_minus_apo(shared_data_dir, tiny_models):
+    # p53 peptide (chain B, motif B19-27) designed next to MDM2 (chain A, visible partner).
+    prot = fp.load_structure(shared_data_dir / "protein/motif_problems/1YCR.pdb", chains="B,A")
+    motif = fp.parse_motif_spec("B19-27", prot)
+    task = _make_task("1YCR", prot, ("B",), motif, motif & (prot.resnum % 2 == 0), "enzyme", "1YCR", "file", ("A",))
+    judge = fp.Judge(tiny_models[:1], num_orders=1, seed=0)
+    rm = fp.RewardModel.build(task, judge=judge)
+    iface = rm.features.interface
+    assert iface.any() and not iface[np.asarray(task.protein.chain_id) == "A"].any()
+    seqs = np.tile(task.protein.S, (2, 1))
+    free = task.designable_mask
+    seqs[1, free] = TOK["G"]
+    f = rm.breakdown(seqs).components["function"]
+    mask = free
+    holo = judge.token_log_likelihood(task.protein, seqs, mask)
+    keep = np.asarray(task.protein.chain_id) == "B"
+    apo = judge.token_log_likelihood(task.apo().protein, seqs[:, keep], mask[keep])
+    expected = (holo[:, iface].sum(-1) - apo[:, iface[keep]].sum(-1)) / iface.sum()
+    np.testing.assert_allclose(f, expected, rtol=1e-5, atol=1e-6)
+    assert abs(f[0] - f[1]) > 0  # depends on the sequence
+
+
+# ------------------------------------------------------------------------- success criteria
+
+
+def test_structure_success_with_a_predictor(bpti):
+    task = make_task(bpti, motif_slots=range(10, 20))
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    q = q if np.linalg.det(q) > 0 else -q
+
+    class Oracle:
+        def predict(self, sequence):
+            return np.asarray(bpti.X) @ q.T + 5.0, np.full(len(sequence), 90.0)
+
+    assert isinstance(Oracle(), fp.StructurePredictor)
+    coords, plddt = Oracle().predict(bpti.sequence)
+    ok = fp.structure_success(task, coords, plddt)
+    assert ok["success"] and ok["scrmsd"] < 1e-3 and ok["motif_rmsd"] < 1e-3
+    moved = coords.copy()
+    moved[10:20] += rng.normal(scale=1.5, size=moved[10:20].shape)
+    bad = fp.structure_success(task, moved, plddt)
+    assert not bad["success"] and bad["motif_rmsd"] > 1.0
+    assert not fp.structure_success(task, coords, np.full(58, 60.0))["success"]
+    ca = fp.structure_success(task, coords[:, 1], plddt)
+    assert ca["success"]
+    with pytest.raises(ValueError, match="coords"):
+        fp.structure_success(task, coords[:10], plddt)
+
+
+def test_public_api():
+    for name in ("RewardModel", "RewardConfig", "fit_standardizer", "Judge", "DesignTask", "load_tasks",
+                 "kabsch_rmsd", "virtual_cb", "StructurePredictor", "structure_success"):
+        assert name in fp.__all__ and hasattr(fp, name)
+    _ = dataclasses  # keep import used
