@@ -2,6 +2,9 @@
 
 from fidia_jax.optim._schedules import exponential_horizon_schedule as exponential_horizon_schedule
 from fidia_jax.optim._schedules import inverse_time_schedule as inverse_time_schedule
+from fidia_jax.optim._paso import PasoResult as PasoResult
+from fidia_jax.optim._paso import paso as paso
+from fidia_jax.optim._paso import sequential_optimize as sequential_optimize
 from fidia_jax.optim._scale import DEFAULT_LAST_LAYER_NAMES as DEFAULT_LAST_LAYER_NAMES
 from fidia_jax.optim._scale import column_rms_normalize as column_rms_normalize
 from fidia_jax.optim._scale import path_to_name as path_to_name
@@ -10,6 +13,9 @@ from fidia_jax.optim._scale import scale_by_column_rms as scale_by_column_rms
 from fidia_jax.optim._scale import scale_param_labels as scale_param_labels
 
 __all__ = [
+    "PasoResult",
+    "paso",
+    "sequential_optimize",
     "DEFAULT_LAST_LAYER_NAMES",
     "column_rms_normalize",
     "exponential_horizon_schedule",
