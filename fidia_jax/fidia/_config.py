@@ -1,0 +1,347 @@
+"""Typed configuration of a FIDIA / baseline fine-tuning run.
+
+A run is described by one :class:`FidiaConfig` made of four frozen groups (model, data, train,
+eval). Named presets come from :func:`get_config` (``"tiny"`` for tests, ``"demo"`` for
+``make demo``, ``"small"`` for the CPU method comparison, ``"default"`` for an accelerator);
+:func:`load_config` also reads a JSON or TOML file whose keys mirror the dataclasses, optionally
+starting from a preset given under the top-level key ``base``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import tomllib
+import typing
+from typing import Any
+
+from fidia_jax.errors import ConfigError
+
+__all__ = [
+    "METHODS",
+    "DataConfig",
+    "EvalConfig",
+    "FidiaConfig",
+    "ModelConfig",
+    "RewardSpec",
+    "TrainConfig",
+    "config_from_dict",
+    "config_to_dict",
+    "get_config",
+    "load_config",
+    "override_config",
+]
+
+#: Methods sharing the training loop. ``bon`` is the frozen reference (no update).
+METHODS = ("fidia", "rloo", "grpo", "dpo", "bon")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Policy initialisation and decoding.
+
+    Attributes:
+      checkpoint: ProteinMPNN weights the policy and the frozen reference start from.
+      variant: ``"vanilla"`` or ``"soluble"``.
+      temperature: sampling temperature of rollouts and evaluation samples; the policy's
+        log-probabilities are those of the tempered distribution that is actually sampled.
+      omit_aas: tokens never sampled (and excluded from the policy's softmax).
+    """
+
+    checkpoint: str = "v_48_020"
+    variant: str = "vanilla"
+    temperature: float = 0.3
+    omit_aas: str = "X"
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Which backbones to train and evaluate on.
+
+    Attributes:
+      data_dir: root of the shared data (``None``: ``$FIDIA_DATA_DIR``, else ``../shared/data``).
+      train_tasks: task-set name for training (passed to ``fidia_jax.protein`` task builders),
+        or ``"default"`` for the built-in default backbone.
+      eval_tasks: task-set name for held-out evaluation (never overlaps the training proteins).
+      max_train_tasks: cap on the number of training backbones (``0``: all).
+      max_eval_tasks: cap on the number of held-out backbones (``0``: all).
+      eval_names: explicit held-out task names (``"rfdiffusion/5TPN"`` or ``"5TPN"``); empty:
+        the first ``max_eval_tasks`` of the held-out split.
+      max_length: backbones longer than this are cropped to a window around their motif.
+      batch_backbones: backbones per update step (a multiple of the device count when sharded).
+    """
+
+    data_dir: str | None = None
+    train_tasks: str = "train"
+    eval_tasks: str = "heldout"
+    max_train_tasks: int = 0
+    max_eval_tasks: int = 0
+    eval_names: tuple[str, ...] = ()
+    max_length: int = 128
+    batch_backbones: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation. Every method uses the same sample budget: ``n_samples`` per backbone/step.
+
+    Attributes:
+      num_steps: update steps (``0`` for the ``bon`` baseline).
+      n_samples: sequences sampled per backbone and step (n >= k_bon).
+      k_bon: Best-of-N size FIDIA optimises (PKPO loo-1 effective rewards with k = k_bon).
+      learning_rate, weight_decay, grad_clip: optax adamw (+ global-norm clipping).
+      beta_kl: weight of the per-token k3 KL to the frozen reference.
+      clip_eps: PPO ratio clipping (``0``: no clipping).
+      ppo_epochs: gradient steps on each rollout batch.
+      dpo_beta: DPO temperature on sequence log-ratios.
+      grpo_eps: added to the group standard deviation of GRPO.
+      checkpoint_every: orbax checkpoint period in steps (the last step is always saved).
+      keep_checkpoints: how many checkpoints orbax keeps.
+    """
+
+    num_steps: int = 40
+    n_samples: int = 16
+    k_bon: int = 8
+    learning_rate: float = 3e-5
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    beta_kl: float = 0.02
+    clip_eps: float = 0.2
+    ppo_epochs: int = 2
+    dpo_beta: float = 0.1
+    grpo_eps: float = 1e-6
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """Held-out evaluation.
+
+    Attributes:
+      n_samples: samples per backbone (>= max(ns)); max@N uses the unbiased estimator.
+      ns: the N of max@N.
+      bon_n: the N whose Best-of-N pick decides success and whose samples give precision.
+      before_training: also evaluate the initial policy (the frozen reference).
+    """
+
+    n_samples: int = 32
+    ns: tuple[int, ...] = (1, 4, 8, 16, 32)
+    bon_n: int = 8
+    before_training: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardSpec:
+    """Composite reward (:class:`fidia_jax.protein.RewardModel`, default weights).
+
+    Attributes:
+      judge: ``"variant/name"`` ProteinMPNN checkpoints of the frozen designability judge (never
+        the policy's start); empty: no designability / function terms.
+      judge_orders: random decoding orders per judge checkpoint.
+      calibration_samples: reference samples per backbone that fit the standardiser.
+    """
+
+    judge: tuple[str, ...] = ("vanilla/v_48_002", "vanilla/v_48_010", "vanilla/v_48_030",
+                              "soluble/v_48_020")
+    judge_orders: int = 2
+    calibration_samples: int = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class FidiaConfig:
+    """A complete run: ``method`` trained with ``train`` on ``data``, judged by ``eval``."""
+
+    method: str = "fidia"
+    seed: int = 0
+    model: ModelConfig = ModelConfig()
+    data: DataConfig = DataConfig()
+    train: TrainConfig = TrainConfig()
+    eval: EvalConfig = EvalConfig()
+    reward: RewardSpec = RewardSpec()
+
+    def __post_init__(self) -> None:
+        validate_config(self)
+
+
+def validate_config(config: FidiaConfig) -> None:
+    """Raises :class:`~fidia_jax.errors.ConfigError` when values are inconsistent."""
+    t, e, d = config.train, config.eval, config.data
+    if config.method not in METHODS:
+        raise ConfigError(f"method must be one of {METHODS}, got {config.method!r}")
+    if t.num_steps < 0:
+        raise ConfigError(f"train.num_steps must be >= 0, got {t.num_steps}")
+    if t.n_samples < 2:
+        raise ConfigError(f"train.n_samples must be >= 2 (baselines need a group), got {t.n_samples}")
+    if not 1 <= t.k_bon <= t.n_samples:
+        raise ConfigError(f"train.k_bon must be in [1, n_samples={t.n_samples}], got {t.k_bon}")
+    if t.ppo_epochs < 1:
+        raise ConfigError(f"train.ppo_epochs must be >= 1, got {t.ppo_epochs}")
+    if t.clip_eps < 0 or t.beta_kl < 0 or t.learning_rate < 0:
+        raise ConfigError("train.clip_eps, train.beta_kl and train.learning_rate must be >= 0")
+    if t.checkpoint_every < 1:
+        raise ConfigError(f"train.checkpoint_every must be >= 1, got {t.checkpoint_every}")
+    if not e.ns or min(e.ns) < 1 or max(e.ns) > e.n_samples:
+        raise ConfigError(f"eval.ns must lie in [1, eval.n_samples={e.n_samples}], got {e.ns}")
+    if not 1 <= e.bon_n <= e.n_samples:
+        raise ConfigError(f"eval.bon_n must be in [1, eval.n_samples={e.n_samples}], got {e.bon_n}")
+    if d.batch_backbones < 1 or d.max_length < 8:
+        raise ConfigError("data.batch_backbones must be >= 1 and data.max_length >= 8")
+    if config.reward.calibration_samples < 2 or config.reward.judge_orders < 1:
+        raise ConfigError("reward.calibration_samples must be >= 2 and reward.judge_orders >= 1")
+    if config.model.temperature <= 0:
+        raise ConfigError(f"model.temperature must be > 0, got {config.model.temperature}")
+
+
+_SMALL_EVAL = ("rfdiffusion/5TPN", "rfdiffusion/1YCR", "rfdiffusion/6EXZ", "rfdiffusion/7MRX",
+               "generic/2cviA", "generic/2va0A")
+
+_PRESETS: dict[str, dict[str, Any]] = {
+    # Unit tests: the default backbone cropped short, 4 samples, 2 steps, a 1-checkpoint judge.
+    "tiny": {
+        "data": {"train_tasks": "default", "eval_tasks": "default", "max_length": 24,
+                 "batch_backbones": 1},
+        "train": {"num_steps": 2, "n_samples": 4, "k_bon": 2, "ppo_epochs": 1,
+                  "checkpoint_every": 1, "learning_rate": 1e-4},
+        "eval": {"n_samples": 4, "ns": (1, 2, 4), "bon_n": 2, "before_training": False},
+        "reward": {"judge": ("vanilla/v_48_002",), "judge_orders": 1, "calibration_samples": 4},
+    },
+    # `make demo`: a short FIDIA fine-tune on the built-in default backbone (<= 5 min, 2 cores).
+    "demo": {
+        "data": {"train_tasks": "default", "eval_tasks": "default", "max_length": 64,
+                 "batch_backbones": 1},
+        "train": {"num_steps": 10, "n_samples": 16, "k_bon": 8, "ppo_epochs": 2,
+                  "checkpoint_every": 5, "learning_rate": 3e-4, "beta_kl": 0.01},
+        "eval": {"n_samples": 32, "ns": (1, 4, 8, 16, 32), "bon_n": 8},
+        "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
+                   "calibration_samples": 32},
+    },
+    # The CPU-scale five-method comparison of docs/fidia.md.
+    "small": {
+        "data": {"train_tasks": "train", "eval_tasks": "heldout", "max_train_tasks": 8,
+                 "eval_names": _SMALL_EVAL, "max_length": 96, "batch_backbones": 2},
+        "train": {"num_steps": 12, "n_samples": 16, "k_bon": 8, "ppo_epochs": 2,
+                  "checkpoint_every": 6, "learning_rate": 3e-4, "beta_kl": 0.01},
+        "eval": {"n_samples": 32, "ns": (1, 4, 8, 16, 32), "bon_n": 8},
+        "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
+                   "calibration_samples": 32},
+    },
+    "default": {},
+}
+
+
+def _build(cls: type, values: dict[str, Any], where: str) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown config key(s) {unknown} in {where or 'config'}; "
+                          f"known: {sorted(fields)}")
+    kwargs = {}
+    for name, value in values.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}{name} must be a table/object, got {value!r}")
+            kwargs[name] = _build(hint, value, f"{where}{name}.")
+        elif typing.get_origin(hint) is tuple:
+            kwargs[name] = tuple(value)
+        else:
+            kwargs[name] = value
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # pragma: no cover - defensive
+        raise ConfigError(f"{where or 'config'}: {exc}") from exc
+
+
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def config_from_dict(values: dict[str, Any]) -> FidiaConfig:
+    """Builds a config from nested dicts; a top-level ``base`` names the preset to start from.
+
+    Raises:
+      ConfigError: unknown keys, unknown preset or inconsistent values.
+    """
+    values = dict(values)
+    base = values.pop("base", "default")
+    if base not in _PRESETS:
+        raise ConfigError(f"unknown base config {base!r}; presets: {sorted(_PRESETS)}")
+    return _build(FidiaConfig, _merge(_PRESETS[base], values), "")
+
+
+def config_to_dict(config: FidiaConfig) -> dict[str, Any]:
+    """The config as JSON-serialisable nested dicts (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def get_config(name: str = "default", **overrides: Any) -> FidiaConfig:
+    """A named preset (``tiny``, ``demo``, ``small``, ``default``), with ``method``/``seed`` overrides.
+
+    Raises:
+      ConfigError: unknown preset name.
+    """
+    if name not in _PRESETS:
+        raise ConfigError(f"unknown config {name!r}; presets: {sorted(_PRESETS)}")
+    return config_from_dict({"base": name, **overrides})
+
+
+def load_config(name_or_path: str | pathlib.Path) -> FidiaConfig:
+    """A preset NAME, or a ``.json`` / ``.toml`` FILE (keys mirror the dataclasses).
+
+    Raises:
+      ConfigError: unknown name, unreadable or malformed file, unknown keys, bad values.
+    """
+    text = str(name_or_path)
+    if text in _PRESETS:
+        return get_config(text)
+    path = pathlib.Path(text)
+    if not path.is_file():
+        raise ConfigError(f"{text!r} is neither a config preset {sorted(_PRESETS)} nor a file")
+    try:
+        if path.suffix == ".toml":
+            values = tomllib.loads(path.read_text())
+        elif path.suffix == ".json":
+            values = json.loads(path.read_text())
+        else:
+            raise ConfigError(f"{path}: config files must end in .json or .toml")
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot parse config: {exc}") from exc
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: top level must be a table/object")
+    return config_from_dict(values)
+
+
+def override_config(config: FidiaConfig, assignments: list[str] | tuple[str, ...]) -> FidiaConfig:
+    """Applies ``group.key=value`` strings (values parsed as JSON, else kept as strings).
+
+    Raises:
+      ConfigError: malformed assignment or unknown key.
+    """
+    values = config_to_dict(config)
+    for item in assignments:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} must look like group.key=value")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        node = values
+        *parents, leaf = key.split(".")
+        for part in parents:
+            if not isinstance(node.get(part), dict):
+                raise ConfigError(f"override {item!r}: unknown group {part!r}")
+            node = node[part]
+        if leaf not in node:
+            raise ConfigError(f"override {item!r}: unknown key {leaf!r}")
+        node[leaf] = value
+    return _build(FidiaConfig, values, "")

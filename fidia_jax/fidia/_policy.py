@@ -1,0 +1,200 @@
+"""The policy-gradient loss shared by FIDIA and its baselines, and the DPO loss.
+
+Per backbone with ``n`` sampled sequences ``y_i`` (designed positions ``D``, ``L_D = |D|``)::
+
+    loss = sum_i [ -(1/L_D) sum_{t in D} surr_{i,t}  +  beta * (1/L_D) sum_{t in D} k3_{i,t} ]
+
+    surr_{i,t} = min(rho_{i,t} A_i, clip(rho_{i,t}, 1 - eps, 1 + eps) A_i)   (eps > 0)
+               = rho_{i,t} A_i                                              (eps = 0)
+    rho_{i,t}  = pi(y_{i,t} | ctx) / pi_old(y_{i,t} | ctx)
+    k3_{i,t}   = exp(d) - 1 - d,  d = log pi_ref(y_{i,t}) - log pi(y_{i,t})
+
+At the rollout parameters (``pi = pi_old``, first PPO epoch) the gradient of the first term is
+exactly ``-sum_i A_i grad log pi(y_i) / L_D``, the score-function estimator of the method's
+objective with the per-residue normalisation of the issue; later epochs are PPO-style clipped
+importance-weighted updates. ``k3`` is Schulman's non-negative unbiased estimator of
+``KL(pi || pi_ref)`` per token (samples come from ``pi``). The token log-probabilities are those
+of the distribution actually sampled: ProteinMPNN's teacher-forced log-softmax, divided by the
+sampling temperature, with omitted tokens removed, re-normalised (see
+:func:`tempered_token_log_probs`).
+
+References:
+  Schulman et al., "Proximal Policy Optimization Algorithms", 2017. https://arxiv.org/abs/1707.06347
+  Schulman, "Approximating KL Divergence", 2020. http://joschu.net/blog/kl-approx.html
+  Rafailov et al., "Direct Preference Optimization", NeurIPS 2023. https://arxiv.org/abs/2305.18290
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from fidia_jax import models
+from fidia_jax.protein import ALPHABET
+
+__all__ = [
+    "dpo_loss",
+    "omit_mask",
+    "policy_loss",
+    "policy_token_log_probs",
+    "tempered_token_log_probs",
+]
+
+_NEG = -1e9
+
+
+def omit_mask(omit_aas: str) -> jax.Array:
+    """``(21,)`` float32, 1.0 for tokens in ``omit_aas`` (letters of ``ALPHABET``)."""
+    bad = [c for c in omit_aas if c not in ALPHABET]
+    if bad:
+        raise ValueError(f"omit_mask: unknown amino-acid letters {bad}; alphabet {ALPHABET}")
+    return jnp.asarray([1.0 if c in omit_aas else 0.0 for c in ALPHABET], jnp.float32)
+
+
+def tempered_token_log_probs(
+    log_probs_NxLx21: jax.Array,
+    sequences_NxL: jax.Array,
+    *,
+    temperature: float,
+    omit_21: jax.Array | None = None,
+) -> jax.Array:
+    """Log-probability of each chosen token under the tempered, token-masked distribution.
+
+    ``log_softmax(log p / T)`` equals ``log_softmax(logits / T)`` because ``log p`` and the logits
+    differ by a per-position constant, so the model's T=1 log-softmax is enough.
+
+    Args:
+      log_probs_NxLx21: ``(..., L, 21)`` float32 log-softmax at temperature 1.
+      sequences_NxL: ``(..., L)`` int32 tokens.
+      temperature: sampling temperature (> 0).
+      omit_21: ``(21,)`` float32 mask of tokens never sampled (``None``: none).
+
+    Returns:
+      ``(..., L)`` float32 log-probabilities.
+    """
+    logits = log_probs_NxLx21 / temperature
+    if omit_21 is not None:
+        logits = logits + jnp.broadcast_to(omit_21, logits.shape) * _NEG
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return jnp.take_along_axis(logp, sequences_NxL[..., None], axis=-1)[..., 0]
+
+
+def policy_token_log_probs(
+    model,
+    inputs_B,
+    sequences_BxNxL: jax.Array,
+    decoding_order_BxNxL: jax.Array,
+    *,
+    temperature: float,
+    omit_21: jax.Array | None = None,
+) -> jax.Array:
+    """Teacher-forced per-token log pi of sampled sequences, in each sample's decoding order.
+
+    Args:
+      model: a :class:`fidia_jax.models.ProteinMPNN`.
+      inputs_B: batched :class:`fidia_jax.models.MPNNInputs`, leading axis ``B`` (backbones).
+      sequences_BxNxL: ``(B, N, L)`` int32 sampled sequences.
+      decoding_order_BxNxL: ``(B, N, L)`` int32 decoding orders returned by the sampler.
+      temperature, omit_21: see :func:`tempered_token_log_probs`.
+
+    Returns:
+      ``(B, N, L)`` float32.
+    """
+    b, n, length = sequences_BxNxL.shape
+    flat = jax.tree_util.tree_map(lambda a: jnp.repeat(a, n, axis=0), inputs_B)
+    flat = flat._replace(S=sequences_BxNxL.reshape(b * n, length))
+    lp = models.log_probs(model, flat, decoding_order_BxNxL.reshape(b * n, length))
+    tok = tempered_token_log_probs(
+        lp, sequences_BxNxL.reshape(b * n, length), temperature=temperature, omit_21=omit_21
+    )
+    return tok.reshape(b, n, length)
+
+
+def policy_loss(
+    logp_NxL: jax.Array,
+    old_logp_NxL: jax.Array,
+    ref_logp_NxL: jax.Array,
+    advantages_N: jax.Array,
+    designed_NxL: jax.Array,
+    *,
+    beta_kl: float,
+    clip_eps: float = 0.0,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Clipped policy-gradient loss with a per-token k3 KL penalty, one backbone.
+
+    Args:
+      logp_NxL: ``(N, L)`` float32 log pi of the sampled tokens (differentiated).
+      old_logp_NxL: ``(N, L)`` log pi at rollout time (treated as constant).
+      ref_logp_NxL: ``(N, L)`` log pi_ref of the frozen reference (constant).
+      advantages_N: ``(N,)`` per-sample advantages (sum convention, constant).
+      designed_NxL: ``(N, L)`` float32, 1.0 on designed (non-fixed, non-padding) positions.
+      beta_kl: KL weight (>= 0).
+      clip_eps: PPO clip range; 0 disables clipping.
+
+    Returns:
+      ``(loss, aux)``: scalar loss; aux has ``pg`` (policy term), ``kl`` (mean k3 per designed
+      token) and ``clip_frac``.
+
+    Raises:
+      ValueError: shape mismatch.
+    """
+    n, length = logp_NxL.shape
+    for name, a in (("old_logp_NxL", old_logp_NxL), ("ref_logp_NxL", ref_logp_NxL),
+                    ("designed_NxL", designed_NxL)):
+        if a.shape != (n, length):
+            raise ValueError(f"policy_loss: {name} has shape {a.shape}, expected {(n, length)}")
+    if advantages_N.shape != (n,):
+        raise ValueError(f"policy_loss: advantages_N has shape {advantages_N.shape}, expected {(n,)}")
+    old = jax.lax.stop_gradient(old_logp_NxL)
+    ref = jax.lax.stop_gradient(ref_logp_NxL)
+    adv = jax.lax.stop_gradient(advantages_N)[:, None]
+    mask = designed_NxL
+    inv_len = 1.0 / jnp.maximum(jnp.sum(mask, axis=-1, keepdims=True), 1.0)  # (N, 1)
+
+    ratio = jnp.exp(logp_NxL - old)
+    surr = ratio * adv
+    if clip_eps > 0:
+        clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv
+        clip_frac = jnp.sum(mask * (clipped < surr)) / jnp.maximum(jnp.sum(mask), 1.0)
+        surr = jnp.minimum(surr, clipped)
+    else:
+        clip_frac = jnp.zeros((), logp_NxL.dtype)
+    pg = -jnp.sum(surr * mask * inv_len)
+
+    d = ref - logp_NxL
+    k3 = jnp.exp(d) - 1.0 - d
+    kl_per_seq = jnp.sum(k3 * mask * inv_len, axis=-1)  # (N,)
+    loss = pg + beta_kl * jnp.sum(kl_per_seq)
+    return loss, {"pg": pg, "kl": jnp.mean(kl_per_seq), "clip_frac": clip_frac}
+
+
+def dpo_loss(
+    logp_2xL: jax.Array,
+    ref_logp_2xL: jax.Array,
+    designed_2xL: jax.Array,
+    valid: jax.Array,
+    *,
+    beta: float,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """DPO loss of one (chosen, rejected) pair, sequence log-probs over designed positions.
+
+    ``loss = -valid * log sigmoid(beta * [(log pi(y_w) - log pi_ref(y_w)) -
+    (log pi(y_l) - log pi_ref(y_l))])``.
+
+    Args:
+      logp_2xL: ``(2, L)`` per-token log pi of (chosen, rejected).
+      ref_logp_2xL: ``(2, L)`` per-token log pi_ref (constant).
+      designed_2xL: ``(2, L)`` float32 designed-position mask.
+      valid: scalar float32, 0 when the pair carries no preference.
+      beta: DPO temperature.
+
+    Returns:
+      ``(loss, aux)`` with aux ``margin`` (the log-ratio difference) and ``accuracy``.
+    """
+    if logp_2xL.shape[0] != 2 or logp_2xL.shape != ref_logp_2xL.shape:
+        raise ValueError(f"dpo_loss: expected (2, L) inputs, got {logp_2xL.shape}, {ref_logp_2xL.shape}")
+    ref = jax.lax.stop_gradient(ref_logp_2xL)
+    seq = jnp.sum((logp_2xL - ref) * designed_2xL, axis=-1)  # (2,)
+    margin = seq[0] - seq[1]
+    loss = -valid * jax.nn.log_sigmoid(beta * margin)
+    return loss, {"margin": margin, "accuracy": valid * (margin > 0).astype(jnp.float32)}
