@@ -65,7 +65,11 @@ def kabsch(
     if mobile_n3.shape != target_n3.shape:
         raise ValueError(f"kabsch: shapes differ, {mobile_n3.shape} vs {target_n3.shape}")
     n = mobile_n3.shape[0]
-    w = jnp.ones((n,), mobile_n3.dtype) if weights_n is None else jnp.asarray(weights_n, mobile_n3.dtype)
+    w = (
+        jnp.ones((n,), mobile_n3.dtype)
+        if weights_n is None
+        else jnp.asarray(weights_n, mobile_n3.dtype)
+    )
     if w.shape != (n,):
         raise ValueError(f"kabsch: weights_n must have shape ({n},), got {w.shape}")
     wsum = jnp.maximum(jnp.sum(w), jnp.finfo(mobile_n3.dtype).tiny)
@@ -173,7 +177,9 @@ def cb_neighbor_counts(
 
 
 def secondary_structure(
-    X_l43: np.ndarray, mask_l: np.ndarray, chain_encoding_l: np.ndarray | None = None,
+    X_l43: np.ndarray,
+    mask_l: np.ndarray,
+    chain_encoding_l: np.ndarray | None = None,
     residue_idx_l: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-residue SSE codes from CA coordinates with biotite's P-SEA (host function).

@@ -153,7 +153,9 @@ class RewardConfig:
     def __post_init__(self):
         unknown = set(self.weights) - set(COMPONENTS)
         if unknown:
-            raise ConfigError(f"unknown reward component(s) {sorted(unknown)}; expected {COMPONENTS}")
+            raise ConfigError(
+                f"unknown reward component(s) {sorted(unknown)}; expected {COMPONENTS}"
+            )
         if not self.burial_high > self.burial_low:
             raise ConfigError("burial_high must exceed burial_low")
         if self.std_floor <= 0:
@@ -203,7 +205,9 @@ def make_reward_features(task: DesignTask, config: RewardConfig = RewardConfig()
     designable = design & ~np.asarray(task.fixed_mask, bool)
     cb = np.asarray(virtual_cb(jnp.asarray(p.X)), np.float64)
     d = np.sqrt(((cb[:, None, :] - cb[None, :, :]) ** 2).sum(-1))
-    counts = np.asarray(cb_neighbor_counts(jnp.asarray(p.X), jnp.asarray(p.mask), config.burial_radius))
+    counts = np.asarray(
+        cb_neighbor_counts(jnp.asarray(p.X), jnp.asarray(p.mask), config.burial_radius)
+    )
     burial = np.clip((counts - config.burial_low) / (config.burial_high - config.burial_low), 0, 1)
     sse = secondary_structure(p.X, p.mask, p.chain_encoding, p.residue_idx)
 
@@ -224,7 +228,9 @@ def make_reward_features(task: DesignTask, config: RewardConfig = RewardConfig()
     near = np.zeros(L, bool)
     if task.kind == "epitope" and motif.any():
         near = designable & (d[:, motif].min(-1) < config.cys_radius)
-    pairable = (d < config.disulfide_radius) & ~np.eye(L, dtype=bool) & design[:, None] & design[None, :]
+    pairable = (
+        (d < config.disulfide_radius) & ~np.eye(L, dtype=bool) & design[:, None] & design[None, :]
+    )
     compact_idx = np.flatnonzero(design).astype(np.int32)
     starts = np.ones(compact_idx.size, bool)
     if compact_idx.size > 1:
@@ -264,7 +270,9 @@ def sequence_terms(
     seq_L = jnp.asarray(seq_L, jnp.int32)
     tokens_M = seq_L[jnp.asarray(f.compact_idx)]
     return {
-        "motif_ok": jnp.all(jnp.where(jnp.asarray(f.fixed), seq_L == jnp.asarray(f.motif_tokens), True)),
+        "motif_ok": jnp.all(
+            jnp.where(jnp.asarray(f.fixed), seq_L == jnp.asarray(f.motif_tokens), True)
+        ),
         "no_unknown": jnp.all(jnp.where(jnp.asarray(f.designable) > 0, seq_L != _X, True)),
         "sse": sse_score(seq_L, jnp.asarray(f.sse), jnp.asarray(f.designable)),
         "burial": burial_score(seq_L, jnp.asarray(f.burial), jnp.asarray(f.designable)),
@@ -288,7 +296,9 @@ def _relu(x):
     return np.maximum(x, 0.0)
 
 
-def developability_score(metrics: Mapping[str, np.ndarray], config: RewardConfig = RewardConfig()) -> np.ndarray:
+def developability_score(
+    metrics: Mapping[str, np.ndarray], config: RewardConfig = RewardConfig()
+) -> np.ndarray:
     """``-(hinge penalties)`` from the developability descriptors (see :class:`RewardConfig`)."""
     m = {k: np.asarray(v, np.float64) for k, v in metrics.items()}
     pen = (
@@ -309,7 +319,9 @@ class Standardizer(NamedTuple):
     std: dict[str, float]
 
 
-def fit_standardizer(ref_components: Mapping[str, np.ndarray], *, std_floor: float = 1e-2) -> Standardizer:
+def fit_standardizer(
+    ref_components: Mapping[str, np.ndarray], *, std_floor: float = 1e-2
+) -> Standardizer:
     """Fits ``z = (x - mean) / max(std, std_floor)`` on reference samples.
 
     Args:
@@ -323,7 +335,9 @@ def fit_standardizer(ref_components: Mapping[str, np.ndarray], *, std_floor: flo
     for k, v in ref_components.items():
         v = np.asarray(v, np.float64)
         if v.ndim != 1 or v.shape[0] < 2:
-            raise ValueError(f"fit_standardizer: component {k!r} needs shape (N>=2,), got {v.shape}")
+            raise ValueError(
+                f"fit_standardizer: component {k!r} needs shape (N>=2,), got {v.shape}"
+            )
         if not np.all(np.isfinite(v)):
             raise ValueError(f"fit_standardizer: component {k!r} holds non-finite values")
         mean[k] = float(v.mean())
@@ -413,8 +427,12 @@ class RewardModel:
     stats: Standardizer | None = None
 
     @classmethod
-    def build(cls, task: DesignTask, config: RewardConfig = RewardConfig(), judge: Judge | None = None) -> RewardModel:
-        return cls(task=task, config=config, features=make_reward_features(task, config), judge=judge)
+    def build(
+        cls, task: DesignTask, config: RewardConfig = RewardConfig(), judge: Judge | None = None
+    ) -> RewardModel:
+        return cls(
+            task=task, config=config, features=make_reward_features(task, config), judge=judge
+        )
 
     @property
     def component_names(self) -> tuple[str, ...]:
@@ -439,12 +457,18 @@ class RewardModel:
         """Raw components, diagnostics, gate and penalties of ``(N, L)`` int32 sequences."""
         seqs = self._check(sequences_NL)
         cfg = self.config
-        terms = {k: np.asarray(v) for k, v in _batched_terms(
+        terms = {
+            k: np.asarray(v)
+            for k, v in _batched_terms(
                 self.features, jnp.asarray(seqs), cfg.low_complexity_window, cfg.low_complexity_bits
-            ).items()}
+            ).items()
+        }
         design = self.features.design > 0
         pp = [protparam_metrics(decode_tokens(s, design)) for s in seqs]
-        diag = {k: np.array([m[k] for m in pp], np.float32) for k in ("instability", "gravy", "pi", "charge_ph7")}
+        diag = {
+            k: np.array([m[k] for m in pp], np.float32)
+            for k in ("instability", "gravy", "pi", "charge_ph7")
+        }
         for k in ("sequons", "epitope_cys", "unpaired_cys", "max_run", "low_complexity"):
             diag[k] = terms[k]
         comps = {
@@ -460,7 +484,10 @@ class RewardModel:
         gate = terms["motif_ok"] & terms["no_unknown"]
         penalty = np.zeros(seqs.shape[0], np.float32)
         if self.task.kind == "epitope":
-            penalty = (cfg.sequon_penalty * terms["sequons"] + cfg.epitope_cys_penalty * terms["epitope_cys"]).astype(np.float32)
+            penalty = (
+                cfg.sequon_penalty * terms["sequons"]
+                + cfg.epitope_cys_penalty * terms["epitope_cys"]
+            ).astype(np.float32)
         diag["motif_ok"] = terms["motif_ok"]
         ordered = {k: comps[k] for k in self.component_names}
         return RewardBreakdown(ordered, diag, gate.astype(bool), penalty)
@@ -480,7 +507,9 @@ class RewardModel:
     def fit(self, ref_sequences_NL) -> RewardModel:
         """Returns a copy whose standardiser is fitted on the reference policy's samples."""
         comps = self.breakdown(ref_sequences_NL).components
-        return dataclasses.replace(self, stats=fit_standardizer(comps, std_floor=self.config.std_floor))
+        return dataclasses.replace(
+            self, stats=fit_standardizer(comps, std_floor=self.config.std_floor)
+        )
 
     def with_stats(self, stats: Standardizer) -> RewardModel:
         return dataclasses.replace(self, stats=stats)
@@ -549,7 +578,9 @@ def structure_success(
     m = ref.shape[0]
     ca_only = coords.ndim == 2
     if coords.shape not in ((m, 3), (m, 4, 3)):
-        raise ValueError(f"coords must be ({m}, 4, 3) or ({m}, 3) for task {task.name}, got {coords.shape}")
+        raise ValueError(
+            f"coords must be ({m}, 4, 3) or ({m}, 3) for task {task.name}, got {coords.shape}"
+        )
     plddt = np.asarray(plddt, np.float32)
     if plddt.shape != (m,):
         raise ValueError(f"plddt must have shape ({m},), got {plddt.shape}")
@@ -560,7 +591,12 @@ def structure_success(
         if ca_only:
             mr = float(kabsch_rmsd(jnp.asarray(pred_ca[motif]), jnp.asarray(ref[motif, 1])))
         else:
-            mr = float(kabsch_rmsd(jnp.asarray(coords[motif].reshape(-1, 3)), jnp.asarray(ref[motif].reshape(-1, 3))))
+            mr = float(
+                kabsch_rmsd(
+                    jnp.asarray(coords[motif].reshape(-1, 3)),
+                    jnp.asarray(ref[motif].reshape(-1, 3)),
+                )
+            )
     else:
         mr = 0.0
     mean_plddt = float(plddt.mean())

@@ -81,7 +81,9 @@ class Judge:
       names: labels for reports.
     """
 
-    def __init__(self, models: Sequence, *, num_orders: int = 2, seed: int = 0, names: Sequence[str] = ()):
+    def __init__(
+        self, models: Sequence, *, num_orders: int = 2, seed: int = 0, names: Sequence[str] = ()
+    ):
         if not models:
             raise ConfigError("a Judge needs at least one model")
         if int(num_orders) < 1:
@@ -100,7 +102,9 @@ class Judge:
         """
         models = [_load_model(n, v) for n, v in config.checkpoints]
         return cls(
-            models, num_orders=config.num_orders, seed=config.seed,
+            models,
+            num_orders=config.num_orders,
+            seed=config.seed,
             names=[f"{v}/{n}" for n, v in config.checkpoints],
         )
 
@@ -110,7 +114,9 @@ class Judge:
         out = []
         for o in range(self.num_orders):
             key = jax.random.fold_in(jax.random.key(self.seed), o)
-            out.append(np.asarray(random_decoding_order(key, jnp.asarray(score_mask_L, jnp.float32))))
+            out.append(
+                np.asarray(random_decoding_order(key, jnp.asarray(score_mask_L, jnp.float32)))
+            )
         return out
 
     def token_log_likelihood(
@@ -144,7 +150,9 @@ class Judge:
         del n
         return (total / count).astype(np.float32)
 
-    def log_likelihood(self, protein: Protein, sequences_NL, score_mask_L: np.ndarray) -> np.ndarray:
+    def log_likelihood(
+        self, protein: Protein, sequences_NL, score_mask_L: np.ndarray
+    ) -> np.ndarray:
         """``(N,)`` mean log-likelihood (nats/residue) over ``score_mask_L & mask`` positions."""
         tok = self.token_log_likelihood(protein, sequences_NL, score_mask_L)
         w = (np.asarray(score_mask_L) > 0) & (np.asarray(protein.mask) > 0)

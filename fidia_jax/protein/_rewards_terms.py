@@ -52,9 +52,7 @@ _PROPENSITY = {
 
 #: ``(21, 3)`` float32 propensities (helix, strand, coil) indexed by token; ``X`` gets 0.5
 #: everywhere (an unknown residue is never compatible).
-SSE_PROPENSITY = np.array(
-    [_PROPENSITY.get(a, (0.5, 0.5, 0.5)) for a in ALPHABET], np.float32
-)
+SSE_PROPENSITY = np.array([_PROPENSITY.get(a, (0.5, 0.5, 0.5)) for a in ALPHABET], np.float32)
 
 _KD = {
     "A": 1.8, "R": -4.5, "N": -3.5, "D": -3.5, "C": 2.5, "Q": -3.5, "E": -3.5, "G": -0.4,

@@ -107,7 +107,9 @@ class DesignTask:
         for field in ("design_mask", "motif_mask", "fixed_mask", "motif_tokens"):
             arr = getattr(self, field)
             if np.shape(arr) != (L,):
-                raise DataError(f"task {self.name}: {field} must have shape ({L},), got {np.shape(arr)}")
+                raise DataError(
+                    f"task {self.name}: {field} must have shape ({L},), got {np.shape(arr)}"
+                )
         if np.any(self.fixed_mask & ~self.motif_mask):
             raise DataError(f"task {self.name}: fixed_mask must lie inside motif_mask")
         if np.any(self.motif_mask & ~self.design_mask):
@@ -139,9 +141,16 @@ def _slice_protein(p: Protein, keep: np.ndarray, chains: tuple[str, ...]) -> Pro
     old_chain = np.asarray(p.chain_encoding)[idx]
     residue_idx = old_idx - 100 * (old_chain - 1) + 100 * (new_enc - 1)
     return Protein(
-        X=p.X[idx], mask=p.mask[idx], S=p.S[idx], residue_idx=residue_idx.astype(np.int32),
-        chain_encoding=new_enc, chain_id=chain_id, resnum=np.asarray(p.resnum)[idx],
-        icode=np.asarray(p.icode)[idx], chain_order=chains, source=p.source,
+        X=p.X[idx],
+        mask=p.mask[idx],
+        S=p.S[idx],
+        residue_idx=residue_idx.astype(np.int32),
+        chain_encoding=new_enc,
+        chain_id=chain_id,
+        resnum=np.asarray(p.resnum)[idx],
+        icode=np.asarray(p.icode)[idx],
+        chain_order=chains,
+        source=p.source,
     )
 
 
@@ -176,8 +185,14 @@ def _kind(group: str, default: TaskKind = "motif") -> TaskKind:
 
 
 def _make_task(
-    name: str, protein: Protein, design_chains: tuple[str, ...], motif: np.ndarray,
-    redesign: np.ndarray, kind: TaskKind, group: str, source: str,
+    name: str,
+    protein: Protein,
+    design_chains: tuple[str, ...],
+    motif: np.ndarray,
+    redesign: np.ndarray,
+    kind: TaskKind,
+    group: str,
+    source: str,
     partner_chains: tuple[str, ...] = (),
 ) -> DesignTask:
     present = np.asarray(protein.mask) > 0
@@ -185,9 +200,17 @@ def _make_task(
     motif = motif & present
     fixed = motif & ~redesign
     return DesignTask(
-        name=name, protein=protein, design_chains=design_chains, design_mask=design,
-        motif_mask=motif, fixed_mask=fixed, motif_tokens=np.asarray(protein.S, np.int32).copy(),
-        kind=kind, partner_chains=partner_chains, group=group, source=source,
+        name=name,
+        protein=protein,
+        design_chains=design_chains,
+        design_mask=design,
+        motif_mask=motif,
+        fixed_mask=fixed,
+        motif_tokens=np.asarray(protein.S, np.int32).copy(),
+        kind=kind,
+        partner_chains=partner_chains,
+        group=group,
+        source=source,
     )
 
 
@@ -199,7 +222,9 @@ def _cb(protein: Protein) -> np.ndarray:
     return -0.58273431 * a + 0.56802827 * b - 0.54067466 * cc + ca
 
 
-def _contact_chains(protein: Protein, motif: np.ndarray, exclude: Iterable[str], radius: float) -> tuple[str, ...]:
+def _contact_chains(
+    protein: Protein, motif: np.ndarray, exclude: Iterable[str], radius: float
+) -> tuple[str, ...]:
     cb = _cb(protein)
     present = np.asarray(protein.mask) > 0
     m = cb[motif & present]
@@ -247,8 +272,14 @@ def load_motifbench_tasks(data_dir: str | os.PathLike | None = None) -> list[Des
             )
         tasks.append(
             _make_task(
-                f"motifbench/{info.name}", protein, tuple(protein.chain_order), motif,
-                info.redesign_mask(), _kind(group), group, "motifbench",
+                f"motifbench/{info.name}",
+                protein,
+                tuple(protein.chain_order),
+                motif,
+                info.redesign_mask(),
+                _kind(group),
+                group,
+                "motifbench",
             )
         )
     return tasks
@@ -285,13 +316,22 @@ def load_rfdiffusion_tasks(
         protein = load_structure(prob.pdb_path, chains=list(design_chains + partners))
         motif = parse_motif_spec(prob.contig, protein)
         redesign = (
-            parse_motif_spec(prob.redesign, protein) if prob.redesign.strip() else np.zeros_like(motif)
+            parse_motif_spec(prob.redesign, protein)
+            if prob.redesign.strip()
+            else np.zeros_like(motif)
         )
         name = prob.name if not prob.name.startswith(prob.pdb_path.stem) else prob.pdb_path.stem
         tasks.append(
             _make_task(
-                f"rfdiffusion/{name}", protein, design_chains, motif, redesign & motif, kind,
-                group, "rfdiffusion", partners,
+                f"rfdiffusion/{name}",
+                protein,
+                design_chains,
+                motif,
+                redesign & motif,
+                kind,
+                group,
+                "rfdiffusion",
+                partners,
             )
         )
     return tasks
@@ -346,8 +386,14 @@ def load_generic_tasks(
                     break
         tasks.append(
             _make_task(
-                f"generic/{stem}", protein, tuple(protein.chain_order), motif,
-                np.zeros_like(motif), "generic", stem[:4].upper(), "generic",
+                f"generic/{stem}",
+                protein,
+                tuple(protein.chain_order),
+                motif,
+                np.zeros_like(motif),
+                "generic",
+                stem[:4].upper(),
+                "generic",
             )
         )
     return tasks
@@ -432,8 +478,13 @@ def load_tasks(
 
 
 def task_from_structure(
-    path: str | os.PathLike, *, fixed: str | None = None, chains: str | None = None,
-    name: str | None = None, kind: TaskKind = "motif", split: str = "heldout",
+    path: str | os.PathLike,
+    *,
+    fixed: str | None = None,
+    chains: str | None = None,
+    name: str | None = None,
+    kind: TaskKind = "motif",
+    split: str = "heldout",
 ) -> DesignTask:
     """A task from any structure file and an optional motif spec in author numbering (CLI use).
 
@@ -450,8 +501,13 @@ def task_from_structure(
     motif = parse_motif_spec(fixed, protein) if fixed else np.zeros(protein.length, bool)
     stem = path.name.split(".")[0]
     task = _make_task(
-        name or stem, protein, tuple(protein.chain_order), motif, np.zeros_like(motif), kind,
-        stem.upper(), "file",
+        name or stem,
+        protein,
+        tuple(protein.chain_order),
+        motif,
+        np.zeros_like(motif),
+        kind,
+        stem.upper(),
+        "file",
     )
     return dataclasses.replace(task, split=split)
-

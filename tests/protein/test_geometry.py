@@ -64,7 +64,9 @@ def _read_pdb_atoms(path):
             if line.startswith("ATOM") and line[16] in " A":
                 key = (line[21], int(line[22:26]), line[26])
                 rows.setdefault(key, {})[line[12:16].strip()] = [
-                    float(line[30:38]), float(line[38:46]), float(line[46:54])
+                    float(line[30:38]),
+                    float(line[38:46]),
+                    float(line[46:54]),
                 ]
     return rows
 
@@ -77,7 +79,9 @@ def test_virtual_cb_close_to_real_cb_and_neighbour_counts(shared_data_dir):
     cb_real = np.array([r["CB"] for r in res])
     cb = np.asarray(fp.virtual_cb(jnp.asarray(X)))
     dev = np.linalg.norm(cb - cb_real, axis=-1)
-    assert np.median(dev) < 0.3 and np.mean(np.linalg.norm(cb - X[:, 1], axis=-1)) == pytest.approx(1.52, abs=0.05)
+    assert np.median(dev) < 0.3 and np.mean(np.linalg.norm(cb - X[:, 1], axis=-1)) == pytest.approx(
+        1.52, abs=0.05
+    )
     # Neighbour counts equal a brute-force double loop (with one residue masked).
     mask = np.ones(len(X), np.float32)
     mask[3] = 0
@@ -106,7 +110,11 @@ def test_secondary_structure_ideal_helix_and_dssp_agreement(shared_data_dir):
     agree = []
     for name in ("1ahsA", "1bvyF", "1eteA"):
         p = fp.load_structure(shared_data_dir / f"protein/mdanalysistests_dssp/{name}.pdb.gz")
-        ref = (shared_data_dir / f"protein/mdanalysistests_dssp/{name}.pdb.dssp").read_text().split()[0]
+        ref = (
+            (shared_data_dir / f"protein/mdanalysistests_dssp/{name}.pdb.dssp")
+            .read_text()
+            .split()[0]
+        )
         assert len(ref) == p.length
         codes = fp.secondary_structure(p.X, p.mask, p.chain_encoding, p.residue_idx)
         ref_codes = np.array([{"H": 0, "E": 1}.get(c, 2) for c in ref])

@@ -29,7 +29,9 @@ def make_task(protein, motif_slots=(), kind="motif", fixed=True):
     motif = np.zeros(protein.length, bool)
     motif[list(motif_slots)] = True
     redesign = np.zeros_like(motif) if fixed else motif.copy()
-    return _make_task("test", protein, tuple(protein.chain_order), motif, redesign, kind, "TEST", "file")
+    return _make_task(
+        "test", protein, tuple(protein.chain_order), motif, redesign, kind, "TEST", "file"
+    )
 
 
 def np_cb(X):
@@ -92,12 +94,16 @@ def test_sse_and_burial_scores_by_hand():
     w = np.array([1, 1, 1, 0, 1], np.float32)
     # Creighton (1992): E helix 1.59, V strand 1.87, G turn 1.77, K turn 1.07 (A masked out)
     expected = (np.log(1.59) + np.log(1.87) + np.log(1.77) + np.log(1.07)) / 4
-    assert float(fp.sse_score(jnp.asarray(seq), jnp.asarray(sse), jnp.asarray(w))) == pytest.approx(expected, rel=1e-5)
+    assert float(fp.sse_score(jnp.asarray(seq), jnp.asarray(sse), jnp.asarray(w))) == pytest.approx(
+        expected, rel=1e-5
+    )
     # Burial: I buried (+4.5), K exposed (-3.9), L half-buried (b=0.5 -> 0).
     seq = enc("IKL")
     b = np.array([1.0, 0.0, 0.5], np.float32)
     expected = (4.5 / 4.5 * 1 + (-3.9 / 4.5) * -1 + 0.0) / 3
-    assert float(fp.burial_score(jnp.asarray(seq), jnp.asarray(b), jnp.ones(3))) == pytest.approx(expected, rel=1e-5)
+    assert float(fp.burial_score(jnp.asarray(seq), jnp.asarray(b), jnp.ones(3))) == pytest.approx(
+        expected, rel=1e-5
+    )
     # KD table equals Biopython's.
     from Bio.SeqUtils.ProtParamData import kd
 
@@ -119,10 +125,19 @@ def test_protparam_equals_biopython_and_developability(bpti):
         assert br.diagnostics["gravy"][i] == pytest.approx(pa.gravy(), rel=1e-5)
         assert br.diagnostics["pi"][i] == pytest.approx(pa.isoelectric_point(), rel=1e-5)
         assert br.diagnostics["charge_ph7"][i] == pytest.approx(pa.charge_at_pH(7.0), rel=1e-4)
-    m = {k: br.diagnostics[k] for k in ("instability", "gravy", "charge_ph7", "max_run", "low_complexity", "unpaired_cys")}
+    m = {
+        k: br.diagnostics[k]
+        for k in ("instability", "gravy", "charge_ph7", "max_run", "low_complexity", "unpaired_cys")
+    }
     relu = lambda x: np.maximum(x, 0)  # noqa: E731
-    expected = -(relu(m["instability"] - 40) / 10 + relu(m["gravy"]) / 0.5 + relu(2 - np.abs(m["charge_ph7"])) / 2
-                 + relu(m["max_run"] - 4) / 2 + 5 * m["low_complexity"] + 0.5 * m["unpaired_cys"])
+    expected = -(
+        relu(m["instability"] - 40) / 10
+        + relu(m["gravy"]) / 0.5
+        + relu(2 - np.abs(m["charge_ph7"])) / 2
+        + relu(m["max_run"] - 4) / 2
+        + 5 * m["low_complexity"]
+        + 0.5 * m["unpaired_cys"]
+    )
     np.testing.assert_allclose(br.components["developability"], expected, rtol=1e-5, atol=1e-5)
     assert set(br.components) == {"sse", "burial", "developability"}  # no judge, no function term
 
@@ -135,7 +150,10 @@ def test_cys_rules_on_synthetic_geometry(bpti):
     dmin = np.sqrt(((cb[:, None] - cb[None, motif]) ** 2).sum(-1)).min(-1)
     expect_near = (dmin < 10.0) & task.designable_mask
     np.testing.assert_array_equal(feats.epitope_near > 0, expect_near)
-    near_idx, far_idx = np.flatnonzero(expect_near), np.flatnonzero(~expect_near & task.designable_mask)
+    near_idx, far_idx = (
+        np.flatnonzero(expect_near),
+        np.flatnonzero(~expect_near & task.designable_mask),
+    )
     assert len(near_idx) >= 2 and len(far_idx) >= 2
     seq = bpti.S.copy()
     seq[seq == TOK["C"]] = TOK["A"]
@@ -171,7 +189,9 @@ def test_standardizer_gate_and_combination(bpti):
     z = fp.standardize({"a": np.array([2.5, 5.0]), "b": np.array([5.5, 5.0])}, st)
     np.testing.assert_allclose(z["a"], [0.0, 2.5 / st.std["a"]], rtol=1e-6)
     np.testing.assert_allclose(z["b"], [1.0, 0.0])
-    total = fp.combine_rewards(z, {"a": 2.0, "b": 1.0}, np.array([True, False]), np.array([0.5, 1.0]), -5.0)
+    total = fp.combine_rewards(
+        z, {"a": 2.0, "b": 1.0}, np.array([True, False]), np.array([0.5, 1.0]), -5.0
+    )
     np.testing.assert_allclose(total, [2.0 * 0 + 1.0 - 0.5, -5.0 - 1.0], rtol=1e-6)
     with pytest.raises(ValueError, match="no statistics"):
         fp.standardize({"c": np.zeros(2)}, st)
@@ -209,9 +229,7 @@ def test_standardizer_gate_and_combination(bpti):
 def tiny_models():
     from fidia_jax.models import ProteinMPNN
 
-    return [
-        ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(i)) for i in range(2)
-    ]
+    return [ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(i)) for i in range(2)]
 
 
 def test_judge_averages_models_and_orders(bpti, tiny_models):
@@ -227,7 +245,9 @@ def test_judge_averages_models_and_orders(bpti, tiny_models):
     inputs = MPNNInputs.from_protein(bpti)._replace(chain_mask=mask.astype(np.float32))
     vals = []
     for o in range(2):
-        order = random_decoding_order(jax.random.fold_in(jax.random.key(7), o), jnp.asarray(mask, jnp.float32))
+        order = random_decoding_order(
+            jax.random.fold_in(jax.random.key(7), o), jnp.asarray(mask, jnp.float32)
+        )
         for m in tiny_models:
             r = score(m, inputs, seqs, jnp.broadcast_to(order, seqs.shape))
             vals.append(-np.asarray(r.nll))
@@ -248,7 +268,17 @@ def test_function_term_holo_minus_apo(shared_data_dir, tiny_models):
     # p53 peptide (chain B, motif B19-27) designed next to MDM2 (chain A, visible partner).
     prot = fp.load_structure(shared_data_dir / "protein/motif_problems/1YCR.pdb", chains="B,A")
     motif = fp.parse_motif_spec("B19-27", prot)
-    task = _make_task("1YCR", prot, ("B",), motif, motif & (prot.resnum % 2 == 0), "enzyme", "1YCR", "file", ("A",))
+    task = _make_task(
+        "1YCR",
+        prot,
+        ("B",),
+        motif,
+        motif & (prot.resnum % 2 == 0),
+        "enzyme",
+        "1YCR",
+        "file",
+        ("A",),
+    )
     judge = fp.Judge(tiny_models[:1], num_orders=1, seed=0)
     rm = fp.RewardModel.build(task, judge=judge)
     iface = rm.features.interface
@@ -295,7 +325,33 @@ def test_structure_success_with_a_predictor(bpti):
 
 
 def test_public_api():
-    for name in ("RewardModel", "RewardConfig", "fit_standardizer", "Judge", "DesignTask", "load_tasks",
-                 "kabsch_rmsd", "virtual_cb", "StructurePredictor", "structure_success"):
+    for name in (
+        "RewardModel",
+        "RewardConfig",
+        "fit_standardizer",
+        "Judge",
+        "DesignTask",
+        "load_tasks",
+        "kabsch_rmsd",
+        "virtual_cb",
+        "StructurePredictor",
+        "structure_success",
+    ):
         assert name in fp.__all__ and hasattr(fp, name)
     _ = dataclasses  # keep import used
+
+
+@pytest.mark.slow
+def test_real_judge_prefers_native_sequence():
+    """With released weights (v_48_002): the native BPTI sequence scores far above shuffles."""
+    from fidia_jax.errors import CheckpointError
+
+    try:
+        judge = fp.Judge.from_config(fp.JudgeConfig(checkpoints=(("v_48_002", "vanilla"),), num_orders=2))
+    except CheckpointError as e:
+        pytest.skip(str(e))
+    p = fp.load_structure(fp.default_backbone_path())
+    rng = np.random.default_rng(0)
+    seqs = np.stack([p.S] + [rng.permutation(p.S) for _ in range(3)])
+    ll = judge.log_likelihood(p, seqs, np.ones(p.length, bool))
+    assert -2.0 < ll[0] < -0.8 and np.all(ll[1:] < ll[0] - 1.0)

@@ -46,7 +46,9 @@ def test_kinds_and_partner_chains(rfd_tasks):
     assert not t.design_mask[np.asarray(t.protein.chain_id) == "A"].any()
     apo = t.apo()
     assert apo.protein.chain_order == ("B",) and apo.partner_chains == ()
-    np.testing.assert_array_equal(apo.motif_mask, t.motif_mask[np.asarray(t.protein.chain_id) == "B"])
+    np.testing.assert_array_equal(
+        apo.motif_mask, t.motif_mask[np.asarray(t.protein.chain_id) == "B"]
+    )
     assert apo.protein.chain_encoding.max() == 1 and apo.protein.residue_idx.max() < 100
     # Non-binding tasks carry no partner.
     assert rfd_tasks["rfdiffusion/5TPN"].partner_chains == ()
@@ -78,8 +80,14 @@ def test_generic_pseudo_motifs_seeded(shared_data_dir, generic_tasks):
         assert np.all(t.fixed_mask == t.motif_mask) and t.kind == "generic"
     again = fp.load_generic_tasks(shared_data_dir, seed=0)
     other = fp.load_generic_tasks(shared_data_dir, seed=1)
-    assert all(np.array_equal(a.motif_mask, b.motif_mask) for a, b in zip(generic_tasks, again))
-    assert not all(np.array_equal(a.motif_mask, b.motif_mask) for a, b in zip(generic_tasks, other))
+    assert all(
+        np.array_equal(a.motif_mask, b.motif_mask)
+        for a, b in zip(generic_tasks, again, strict=True)
+    )
+    assert not all(
+        np.array_equal(a.motif_mask, b.motif_mask)
+        for a, b in zip(generic_tasks, other, strict=True)
+    )
 
 
 def test_split_by_protein(rfd_tasks, generic_tasks):
@@ -99,7 +107,10 @@ def test_split_by_protein(rfd_tasks, generic_tasks):
     clash = dataclasses.replace(generic_tasks[0], group="1PRW", name="generic/1prwA")
     out = fp.assign_splits(list(rfd_tasks.values()) + [clash], heldout_fraction=0.0)
     assert out[-1].split == "heldout"
-    bad = [dataclasses.replace(generic_tasks[0], split="train"), dataclasses.replace(generic_tasks[1], group=generic_tasks[0].group, split="heldout")]
+    bad = [
+        dataclasses.replace(generic_tasks[0], split="train"),
+        dataclasses.replace(generic_tasks[1], group=generic_tasks[0].group, split="heldout"),
+    ]
     with pytest.raises(DataError, match="both"):
         fp.check_split(bad)
 
