@@ -48,7 +48,12 @@ _REGISTRY: dict[str, tuple[AttentionFn, bool]] = {}
 
 # name -> (module path, attribute, decode_only); imported on first lookup.
 # The kernels helper adds its entries here (e.g. "santa": ("fidia_jax.kernels.santa.api", ...)).
-_LAZY_IMPLS: dict[str, tuple[str, str, bool]] = {}
+_LAZY_IMPLS: dict[str, tuple[str, str, bool]] = {
+    "santa": ("fidia_jax.kernels.santa.api", "santa_attention", True),
+    "flash_decode": ("fidia_jax.kernels.santa.api", "flash_decode_attention", True),
+    "attn_qat": ("fidia_jax.kernels.attn_qat.api", "attn_qat_attention", False),
+    "attn_qat_dropin": ("fidia_jax.kernels.attn_qat.api", "attn_qat_dropin_attention", False),
+}
 
 
 def register_attention_impl(name: str, fn: AttentionFn, *, decode_only: bool = False) -> None:
