@@ -258,3 +258,12 @@ def test_ca_only_has_no_complete_backbone(tmp_path):
     path.write_text("\n".join(lines) + "\nEND\n")
     with pytest.raises(StructureError, match="complete N/CA/C/O"):
         load_structure(path)
+
+
+def test_public_api():
+    import fidia_jax.protein as fp
+
+    for name in ("load_structure", "default_backbone_path", "parse_motif_spec", "load_motif_info",
+                 "load_motifbench_cases", "load_rfdiffusion_benchmark", "Protein", "ALPHABET"):  # fmt: skip
+        assert name in fp.__all__ and hasattr(fp, name)
+    assert all(hasattr(fp, n) for n in fp.__all__)
