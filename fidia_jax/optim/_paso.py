@@ -71,6 +71,12 @@ def _tree_where(pred, a, b):
     return jax.tree.map(lambda x, y: jnp.where(pred, x, y), a, b)
 
 
+def _same_dtypes(new, old):
+    """Casts ``new`` to the dtypes of ``old`` (loop carries need fixed types; some optax
+    states, e.g. ``inject_hyperparams`` with float32 hyperparameters, promote bf16 moments)."""
+    return jax.tree.map(lambda a, b: jnp.asarray(a).astype(jnp.asarray(b).dtype), new, old)
+
+
 def _sq_norm(tree):
     return sum(jnp.sum(jnp.square(x.astype(jnp.float32))) for x in jax.tree.leaves(tree))
 
@@ -117,8 +123,8 @@ def sequential_optimize(
     def body(carry, t):
         x, s = carry
         loss, g = grad_fn(x, batch_fn(t))
-        u, s = optimizer.update(g, s, x)
-        return (optax.apply_updates(x, u), s), loss.astype(jnp.float32)
+        u, s_new = optimizer.update(g, s, x)
+        return (optax.apply_updates(x, u), _same_dtypes(s_new, s)), loss.astype(jnp.float32)
 
     (params, opt_state), losses = jax.lax.scan(
         body, (params, opt_state), jnp.arange(num_steps, dtype=jnp.int32)
@@ -235,6 +241,7 @@ def paso(
             x, s, found, ind, saved = c
             g, x_old, i, ok = inp
             u, s_new = optimizer.update(g, s, x)
+            s_new = _same_dtypes(s_new, s)
             x_new = optax.apply_updates(x, u)
             x_new = _tree_where(ok, x_new, x)
             s_new = _tree_where(ok, s_new, s)
