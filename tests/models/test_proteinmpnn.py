@@ -152,6 +152,7 @@ def test_from_protein_matches_fixture_featurisation(fixtures):
 
 FIXED = np.zeros(L_PAD, bool)
 FIXED[[2, 7]] = True  # two chain-B positions keep their native identity
+HOLES = [5, 40]  # missing residues (mask 0, coordinates 0): one designed, one visible
 OMIT = "CWX"
 
 
@@ -161,20 +162,33 @@ def ycr(fixtures):
 
 
 @pytest.fixture(scope="module")
-def samples(model, ycr):
+def ycr_holes(ycr):
+    """1YCR with two residues marked missing, as parse_PDB leaves gaps (same shapes: no recompile)."""
+    X, mask = np.array(ycr.X), np.array(ycr.mask)
+    X[HOLES], mask[HOLES] = 0.0, 0.0
+    return ycr._replace(X=X, mask=mask)
+
+
+def _designed(inp):
+    return (np.asarray(inp.chain_mask) > 0) & ~FIXED & (np.asarray(inp.mask) > 0)
+
+
+@pytest.fixture(scope="module")
+def samples(model, ycr_holes):
     kw = dict(num_samples=N_SAMPLES, fixed_mask=FIXED, omit_aas=OMIT)
-    a = sample(model, jax.random.key(0), ycr, temperature=0.1, **kw)
-    b = sample(model, jax.random.key(0), ycr, temperature=0.1, **kw)
-    c = sample(model, jax.random.key(1), ycr, temperature=0.1, **kw)
+    a = sample(model, jax.random.key(0), ycr_holes, temperature=0.1, **kw)
+    b = sample(model, jax.random.key(0), ycr_holes, temperature=0.1, **kw)
+    c = sample(model, jax.random.key(1), ycr_holes, temperature=0.1, **kw)
     bias = np.zeros((L_PAD, 21), np.float32)
     bias[:, MPNN_ALPHABET.index("A")] = 1.5  # pushes argmax towards alanine at some positions
-    cold = sample(model, jax.random.key(2), ycr, temperature=1e-5, bias=bias, **kw)
+    cold = sample(model, jax.random.key(2), ycr_holes, temperature=1e-5, bias=bias, **kw)
     return jax.tree.map(np.asarray, dict(a=a, b=b, c=c, cold=cold, bias=bias))
 
 
-def test_sample_respects_fixed_visible_and_omitted(samples, ycr):
-    S_nat = np.asarray(ycr.S)
-    designed = (np.asarray(ycr.chain_mask) > 0) & ~FIXED
+def test_sample_respects_fixed_visible_missing_and_omitted(samples, ycr_holes):
+    S_nat = np.asarray(ycr_holes.S)
+    designed = _designed(ycr_holes)
+    assert designed.sum() == 10 and not designed[HOLES].any()
     omitted = [MPNN_ALPHABET.index(a) for a in OMIT]
     for r in (samples["a"], samples["c"], samples["cold"]):
         seq, order = r.sequences, r.decoding_order
@@ -186,11 +200,15 @@ def test_sample_respects_fixed_visible_and_omitted(samples, ycr):
             assert designed[o[: (~designed).sum()]].sum() == 0
 
 
-def test_sample_log_probs_equal_teacher_forced(model, samples, ycr):
+def test_sample_log_probs_equal_teacher_forced(model, samples, ycr_holes):
+    ycr = ycr_holes
     r = samples["a"]
     batch = jax.tree.map(lambda a: np.broadcast_to(np.asarray(a), (N_SAMPLES,) + np.shape(a)), ycr)
     lp_tf = np.asarray(log_probs(model, batch._replace(S=r.sequences), r.decoding_order))
     np.testing.assert_allclose(r.log_probs, lp_tf, atol=1e-4, rtol=0)
+    # missing residues: zeroed final state -> log_softmax(W_out.bias)
+    lp_bias = np.asarray(jax.nn.log_softmax(model.W_out.bias[...]))
+    np.testing.assert_allclose(r.log_probs[:, HOLES], np.broadcast_to(lp_bias, (N_SAMPLES, 2, 21)), atol=1e-6)
     np.testing.assert_allclose(r.token_log_probs, np.take_along_axis(lp_tf, r.sequences[..., None], -1)[..., 0], atol=1e-4)
     # score() reuses the same compiled forward (unbatched structure, N sequences)
     sc = score(model, ycr, r.sequences, r.decoding_order)
@@ -199,9 +217,9 @@ def test_sample_log_probs_equal_teacher_forced(model, samples, ycr):
     np.testing.assert_allclose(sc.nll, -(r.token_log_probs * design).sum(-1) / design.sum(), atol=1e-5)
 
 
-def test_sample_near_zero_temperature_is_argmax(samples, ycr):
+def test_sample_near_zero_temperature_is_argmax(samples, ycr_holes):
     r = samples["cold"]
-    designed = (np.asarray(ycr.chain_mask) > 0) & ~FIXED
+    designed = _designed(ycr_holes)
     z = r.log_probs + samples["bias"]  # bias shifts logits; log_softmax shifts them by a constant
     z[..., [MPNN_ALPHABET.index(a) for a in OMIT]] = -np.inf
     np.testing.assert_array_equal(r.sequences[:, designed], np.argmax(z, -1)[:, designed])
@@ -240,3 +258,25 @@ def test_sample_validates_arguments(model, ycr):
         sample(model, jax.random.key(0), ycr, num_samples=1, bias=jnp.zeros((5, 21)))
     with pytest.raises(ValueError, match="fixed_mask"):
         sample(model, jax.random.key(0), ycr, num_samples=1, fixed_mask=np.zeros(3, bool))
+
+
+@pytest.mark.slow
+def test_log_probs_gradient_matches_finite_difference(model, fixtures):
+    """Gradients flow through log_probs (as RL fine-tuning needs); one bias entry vs central FD."""
+    fx = fixtures[0]
+    inp = jax.tree.map(lambda a: a[None], _inputs(fx))
+    order = fx["decoding_order"][None]
+
+    def loss(m):
+        lp = log_probs(m, inp, order)
+        return -jnp.mean(jnp.take_along_axis(lp, jnp.asarray(inp.S)[..., None], -1))
+
+    _, grads = nnx.jit(nnx.value_and_grad(loss))(model)
+    m2 = ProteinMPNN.from_checkpoint()
+    b = m2.W_out.bias[...]
+    eps = 1e-3
+    m2.W_out.bias[...] = b.at[3].add(eps)
+    up = loss(m2)
+    m2.W_out.bias[...] = b.at[3].add(-eps)
+    down = loss(m2)
+    np.testing.assert_allclose(grads.W_out.bias[...][3], (up - down) / (2 * eps), rtol=2e-2, atol=1e-5)
