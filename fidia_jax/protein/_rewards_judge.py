@@ -139,15 +139,15 @@ class Judge:
             chain_mask=np.asarray(score_mask_L, np.float32)
         )
         n = seqs.shape[0]
+        # One batched call per model: every sequence under every order (N * num_orders rows).
+        orders = self._orders(np.asarray(score_mask_L, np.float32) * np.asarray(protein.mask))
+        order_RL = np.repeat(np.stack(orders), n, axis=0)
+        seqs_RL = np.tile(seqs, (len(orders), 1))
         total = np.zeros(seqs.shape, np.float64)
-        count = 0
-        for order in self._orders(np.asarray(score_mask_L, np.float32) * np.asarray(protein.mask)):
-            order_NL = np.broadcast_to(order, seqs.shape)
-            for model in self.models:
-                res = score(model, inputs, seqs, order_NL)
-                total += np.asarray(res.token_log_probs, np.float64)
-                count += 1
-        del n
+        for model in self.models:
+            tok = np.asarray(score(model, inputs, seqs_RL, order_RL).token_log_probs, np.float64)
+            total += tok.reshape(len(orders), n, -1).sum(0)
+        count = len(orders) * len(self.models)
         return (total / count).astype(np.float32)
 
     def log_likelihood(

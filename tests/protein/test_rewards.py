@@ -227,31 +227,48 @@ def test_standardizer_gate_and_combination(bpti):
 
 @pytest.fixture(scope="module")
 def tiny_models():
+    """Two tiny random ProteinMPNNs (abstract init + numpy-random parameters: fast)."""
     from fidia_jax.models import ProteinMPNN
 
-    return [ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(i)) for i in range(2)]
+    def tiny(seed):
+        abstract = nnx.eval_shape(
+            lambda: ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(0))
+        )
+        graphdef, state = nnx.split(abstract)
+        rng = np.random.default_rng(seed)
+        state = jax.tree.map(
+            lambda a: jnp.asarray(rng.normal(scale=0.3, size=a.shape).astype(a.dtype)), state
+        )
+        return nnx.merge(graphdef, state)
+
+    return [tiny(0), tiny(1)]
 
 
 def test_judge_averages_models_and_orders(bpti, tiny_models):
     from fidia_jax.models import MPNNInputs, random_decoding_order, score
 
+    # Shapes are chosen so that every ProteinMPNN call in this file is (2, 58) or (2, 40):
+    # few compilations.
     judge = fp.Judge(tiny_models, num_orders=2, seed=7)
     task = make_task(bpti, motif_slots=range(0, 8))
     mask = task.designable_mask
     rng = np.random.default_rng(0)
-    seqs = np.tile(bpti.S, (3, 1))
-    seqs[:, mask] = rng.integers(0, 20, size=(3, mask.sum()))
+    seqs = np.tile(bpti.S, (1, 1))
+    seqs[:, mask] = rng.integers(0, 20, size=(1, mask.sum()))
     got = judge.log_likelihood(bpti, seqs, mask)
     inputs = MPNNInputs.from_protein(bpti)._replace(chain_mask=mask.astype(np.float32))
-    vals = []
-    for o in range(2):
-        order = random_decoding_order(
-            jax.random.fold_in(jax.random.key(7), o), jnp.asarray(mask, jnp.float32)
-        )
-        for m in tiny_models:
-            r = score(m, inputs, seqs, jnp.broadcast_to(order, seqs.shape))
-            vals.append(-np.asarray(r.nll))
-    np.testing.assert_allclose(got, np.mean(vals, 0), rtol=1e-5, atol=1e-6)
+    orders = jnp.stack(
+        [
+            random_decoding_order(
+                jax.random.fold_in(jax.random.key(7), o), jnp.asarray(mask, jnp.float32)
+            )
+            for o in range(2)
+        ]
+    )
+    # Reference: the model's own per-sequence mean NLL, averaged over 2 models x 2 orders.
+    vals = [-np.asarray(score(m, inputs, np.tile(seqs, (2, 1)), orders).nll) for m in tiny_models]
+    np.testing.assert_allclose(got, [np.mean(vals)], rtol=1e-5, atol=1e-6)
+    assert len({float(v) for v in np.ravel(vals)}) == 4  # models and orders really differ
     # Ensemble excludes the policy's start.
     with pytest.raises(ConfigError, match="exclude"):
         fp.JudgeConfig(checkpoints=(("v_48_020", "vanilla"),))
@@ -264,33 +281,41 @@ def test_judge_averages_models_and_orders(bpti, tiny_models):
     assert "function" not in br.components
 
 
-def test_function_term_holo_minus_apo(shared_data_dir, tiny_models):
-    # p53 peptide (chain B, motif B19-27) designed next to MDM2 (chain A, visible partner).
-    prot = fp.load_structure(shared_data_dir / "protein/motif_problems/1YCR.pdb", chains="B,A")
-    motif = fp.parse_motif_spec("B19-27", prot)
+def test_function_term_holo_minus_apo(bpti, tiny_models):
+    # Synthetic complex: BPTI residues 0-39 as designed chain A, 40-57 as partner chain B.
+    chain_b = np.arange(bpti.length) >= 40
+    two = dataclasses.replace(
+        bpti,
+        chain_id=np.where(chain_b, "B", "A"),
+        chain_encoding=np.where(chain_b, 2, 1).astype(np.int32),
+        residue_idx=np.where(
+            chain_b, 100 + np.arange(bpti.length) - 40, np.arange(bpti.length)
+        ).astype(np.int32),
+        chain_order=("A", "B"),
+    )
+    motif = np.zeros(bpti.length, bool)
+    motif[10:16] = True
     task = _make_task(
-        "1YCR",
-        prot,
-        ("B",),
-        motif,
-        motif & (prot.resnum % 2 == 0),
-        "enzyme",
-        "1YCR",
-        "file",
-        ("A",),
+        "bpti2", two, ("A",), motif, np.zeros_like(motif), "enzyme", "BPTI", "file", ("B",)
     )
     judge = fp.Judge(tiny_models[:1], num_orders=1, seed=0)
     rm = fp.RewardModel.build(task, judge=judge)
     iface = rm.features.interface
-    assert iface.any() and not iface[np.asarray(task.protein.chain_id) == "A"].any()
-    seqs = np.tile(task.protein.S, (2, 1))
+    cb = np_cb(bpti.X)
+    dmin = np.sqrt(((cb[:, None] - cb[None, chain_b]) ** 2).sum(-1)).min(-1)
+    np.testing.assert_array_equal(iface, (dmin < 10.0) & task.designable_mask)
+    assert iface.any() and not iface[chain_b].any()
+    seqs = np.tile(two.S, (2, 1))
     free = task.designable_mask
     seqs[1, free] = TOK["G"]
-    f = rm.breakdown(seqs).components["function"]
-    mask = free
-    holo = judge.token_log_likelihood(task.protein, seqs, mask)
-    keep = np.asarray(task.protein.chain_id) == "B"
-    apo = judge.token_log_likelihood(task.apo().protein, seqs[:, keep], mask[keep])
+    br = rm.breakdown(seqs)
+    assert set(br.components) == {"designability", "sse", "burial", "developability", "function"}
+    f = br.components["function"]
+    holo = judge.token_log_likelihood(two, seqs, free)
+    keep = ~chain_b
+    apo_task = task.apo()
+    assert apo_task.protein.length == 40 and apo_task.protein.chain_order == ("A",)
+    apo = judge.token_log_likelihood(apo_task.protein, seqs[:, keep], free[keep])
     expected = (holo[:, iface].sum(-1) - apo[:, iface[keep]].sum(-1)) / iface.sum()
     np.testing.assert_allclose(f, expected, rtol=1e-5, atol=1e-6)
     assert abs(f[0] - f[1]) > 0  # depends on the sequence
@@ -347,7 +372,9 @@ def test_real_judge_prefers_native_sequence():
     from fidia_jax.errors import CheckpointError
 
     try:
-        judge = fp.Judge.from_config(fp.JudgeConfig(checkpoints=(("v_48_002", "vanilla"),), num_orders=2))
+        judge = fp.Judge.from_config(
+            fp.JudgeConfig(checkpoints=(("v_48_002", "vanilla"),), num_orders=2)
+        )
     except CheckpointError as e:
         pytest.skip(str(e))
     p = fp.load_structure(fp.default_backbone_path())
