@@ -112,7 +112,7 @@ def _make_update(graphdef, tx: optax.GradientTransformation, config: FidiaConfig
         (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, ref_params, batch)
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        aux = dict(aux, loss=loss, grad_norm=optax.global_norm(grads))
+        aux = dict(aux, loss=loss, grad_norm=optax.tree.norm(grads))
         return params, opt_state, aux
 
     return update

@@ -1,0 +1,59 @@
+"""Each method's advantages against a hand computation (loops over samples / subsets)."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fidia_jax import fidia, rl
+
+REWARDS = np.array([0.3, -1.2, 2.5, 0.3, 1.1, -0.4], np.float32)
+
+
+def test_rloo_by_hand_and_equals_k1_pkpo():
+    n = len(REWARDS)
+    hand = [(REWARDS[i] - np.mean(np.delete(REWARDS, i))) / n for i in range(n)]
+    got = fidia.rloo_advantages(jnp.asarray(REWARDS))
+    np.testing.assert_allclose(got, hand, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got, rl.max_at_k_effective_rewards(jnp.asarray(REWARDS), 1), atol=1e-7)
+
+
+def test_grpo_by_hand():
+    n = len(REWARDS)
+    mean = sum(REWARDS) / n
+    std = (sum((r - mean) ** 2 for r in REWARDS) / (n - 1)) ** 0.5
+    hand = [(r - mean) / (std + 1e-6) / n for r in REWARDS]
+    np.testing.assert_allclose(fidia.grpo_advantages(jnp.asarray(REWARDS)), hand, rtol=1e-5)
+    # all-equal group: zero advantages, no NaN
+    np.testing.assert_array_equal(fidia.grpo_advantages(jnp.ones(4)), np.zeros(4))
+
+
+@pytest.mark.parametrize("k", [2, 3, 6])
+def test_fidia_is_loo_minus_one_by_enumeration(k):
+    """s_i = mean over k-subsets I containing i of (r_i - max of the other k-1)_+ * (k/n)...
+
+    written out as the defining sum: (1/C(n,k)) sum_{|J|=k-1, i notin J} (r_i - max r_J)_+.
+    """
+    r, n = REWARDS.astype(np.float64), len(REWARDS)
+    total = len(list(itertools.combinations(range(n), k)))
+    hand = []
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        acc = sum(max(r[i] - max(r[list(J)]), 0.0) for J in itertools.combinations(others, k - 1))
+        hand.append(acc / total)
+    np.testing.assert_allclose(fidia.fidia_advantages(jnp.asarray(REWARDS), k), hand, rtol=1e-5, atol=1e-6)
+
+
+def test_dpo_pair_and_dispatch():
+    chosen, rejected, valid = fidia.dpo_pair(jnp.asarray(REWARDS))
+    assert (int(chosen), int(rejected), float(valid)) == (2, 1, 1.0)
+    _, _, valid = fidia.dpo_pair(jnp.zeros(3))
+    assert float(valid) == 0.0
+    batched = jax.vmap(lambda r: fidia.advantages("fidia", r, k=2))(jnp.stack([jnp.asarray(REWARDS)] * 2))
+    np.testing.assert_allclose(batched[1], fidia.fidia_advantages(jnp.asarray(REWARDS), 2), atol=1e-7)
+    with pytest.raises(ValueError):
+        fidia.advantages("dpo", jnp.asarray(REWARDS), k=2)
+    with pytest.raises(ValueError):
+        fidia.rloo_advantages(jnp.ones((2, 3)))

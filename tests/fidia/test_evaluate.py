@@ -1,0 +1,44 @@
+"""Evaluation metrics against brute force over subsets and hand counts."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fidia_jax import fidia
+
+
+@pytest.mark.parametrize("n_bon", [1, 2, 4])
+def test_success_at_n_is_mean_over_subsets_of_pick_passing(n_bon):
+    rng = np.random.default_rng(0)
+    rewards = rng.normal(size=6).round(1)
+    passes = rng.random(6) > 0.5
+    subsets = list(itertools.combinations(range(6), n_bon))
+    # the pick of a subset is its highest reward (ties: the later one in stable ascending order)
+    order = np.argsort(rewards, kind="stable")
+    rank = np.empty(6, int)
+    rank[order] = np.arange(6)
+    brute = np.mean([passes[max(s, key=lambda i: rank[i])] for s in subsets])
+    assert fidia.success_at_n(rewards, passes, n_bon) == pytest.approx(brute)
+
+
+def test_backbone_metrics_by_hand():
+    seqs = np.array([[0, 1, 2, 3], [0, 1, 2, 4], [0, 5, 2, 4]])
+    native = np.array([0, 1, 2, 3])
+    fixed = np.array([True, False, False, False])
+    designed = ~fixed
+    rewards = np.array([1.0, 3.0, 2.0])
+    passes = np.array([True, False, True])
+    m = fidia.backbone_metrics(rewards, passes, seqs, native, designed, fixed, ns=(1, 3), bon_n=2)
+    assert m["max@1"] == pytest.approx(2.0)
+    assert m["max@3"] == pytest.approx(3.0)
+    # pairs {0,1}->1 fails, {0,2}->2 passes, {1,2}->1 fails
+    assert m["success"] == pytest.approx(1 / 3)
+    assert m["precision"] == pytest.approx(2 / 3)
+    # identities over designed positions: (0,1) 2/3, (0,2) 1/3, (1,2) 2/3
+    assert m["identity"] == pytest.approx(5 / 9)
+    assert m["unique"] == pytest.approx(1.0)
+    assert m["recovery"] == pytest.approx((3 + 2 + 1) / 9)
+    assert m["motif"] == 1.0
+    s = fidia.summarise([m, dict(m, precision=0.0)])
+    assert s["precision"] == pytest.approx(1 / 3)
