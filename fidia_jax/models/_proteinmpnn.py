@@ -644,6 +644,20 @@ def _forward_jit(graphdef, state, inputs, decoding_order):
     return nnx.merge(graphdef, state)(inputs, decoding_order)
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _score_jit(graphdef, state, inputs, sequences_NxL, order_NxL):
+    model = nnx.merge(graphdef, state)
+    n = sequences_NxL.shape[0]
+    h_V, h_E, E_idx = model.encode(inputs.X[None], inputs.mask[None], inputs.residue_idx[None], inputs.chain_encoding[None])
+
+    def tile(a):
+        return jnp.broadcast_to(a, (n,) + a.shape[1:])
+
+    mask_NxL = jnp.broadcast_to(inputs.mask, sequences_NxL.shape)
+    logits = model.decode(tile(h_V), tile(h_E), tile(E_idx), sequences_NxL, mask_NxL, order_NxL)
+    return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+
+
 def random_decoding_order(key: jax.Array, design_mask_xL: jax.Array) -> jax.Array:
     """The original's random order: ``argsort((design_mask + 1e-4) * |randn|)``.
 
@@ -683,8 +697,9 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order) -> 
 
     Args:
       model: a :class:`ProteinMPNN`.
-      inputs: unbatched :class:`MPNNInputs` (the structure; ``inputs.S`` is ignored), or batched
-        with leading axis ``N`` (one structure per sequence).
+      inputs: unbatched :class:`MPNNInputs` (the structure; ``inputs.S`` is ignored; the encoder
+        then runs once for all ``N`` sequences), or batched with leading axis ``N`` (one
+        structure per sequence).
       sequences: ``(N, L)`` int32 tokens.
       decoding_order: ``(N, L)`` int32 permutations, or a PRNG key to draw the original's random
         order (visible / missing positions first) per sequence.
@@ -701,17 +716,20 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order) -> 
     n, length = sequences.shape
     batched = inputs.X.ndim == 4
     _check_inputs(inputs, batched=batched)
-    if not batched:
-        inputs = jax.tree.map(lambda a: jnp.broadcast_to(jnp.asarray(a), (n,) + jnp.shape(a)), inputs)
-    if inputs.S.shape != (n, length):
-        raise ValueError(f"inputs have shape {inputs.S.shape[:2]}, sequences {sequences.shape}")
-    design = inputs.mask.astype(jnp.float32) * inputs.chain_mask.astype(jnp.float32)
+    lead = inputs.S.shape[:1] if batched else (n,)
+    if lead + inputs.S.shape[-1:] != (n, length):
+        raise ValueError(f"inputs have length {inputs.S.shape[-1]} (batch {lead}), sequences {sequences.shape}")
+    design = jnp.broadcast_to(jnp.asarray(inputs.mask, jnp.float32) * jnp.asarray(inputs.chain_mask, jnp.float32), (n, length))
     order = jnp.asarray(decoding_order)
     if jnp.issubdtype(order.dtype, jax.dtypes.prng_key) or (order.dtype == jnp.uint32 and order.shape == (2,)):
         order = random_decoding_order(order, design)
     if order.shape != (n, length):
         raise ValueError(f"decoding_order must be (N, L) = {(n, length)}, got {order.shape}")
-    lp = log_probs(model, inputs._replace(S=sequences), order)
+    if batched:
+        lp = log_probs(model, inputs._replace(S=sequences), order)
+    else:  # one structure: run the encoder once, decode the N sequences
+        graphdef, state = nnx.split(model)
+        lp = _score_jit(graphdef, state, _canonical(inputs), sequences, order.astype(jnp.int32))
     tok = jnp.take_along_axis(lp, sequences[..., None], -1)[..., 0]
     nll = -jnp.sum(tok * design, -1) / jnp.sum(design, -1)
     return ScoreResult(token_log_probs=tok, nll=nll, decoding_order=order, log_probs=lp)
