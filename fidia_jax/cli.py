@@ -543,6 +543,9 @@ def _parser() -> argparse.ArgumentParser:
     pd.add_argument("--out", default="out/demo")
     pd.add_argument("--seed", type=int, default=0)
     pd.add_argument("--quiet", action="store_true")
+    from fidia_jax.fidia._commands import add_subcommands  # train / evaluate / design
+
+    add_subcommands(sub)
     return parser
 
 
@@ -562,6 +565,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fixed=args.fixed, num_orders=args.num_orders, checkpoint=args.checkpoint,
                 variant=args.variant, seed=args.seed, out=args.out, quiet=args.quiet,
             )  # fmt: skip
+        elif args.command in ("train", "evaluate", "design"):
+            from fidia_jax.fidia._commands import run_command
+
+            run_command(args)
         else:
             run_demo(args.out, seed=args.seed, quiet=args.quiet)
     except FidiaError as e:
