@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 import pathlib
 import re
 from typing import TYPE_CHECKING, NamedTuple
@@ -619,6 +618,12 @@ def log_probs(model: ProteinMPNN, inputs: MPNNInputs, decoding_order) -> jax.Arr
 
     Raises:
       ValueError: inconsistent shapes.
+
+    The forward is ``jax.jit``-compiled (one compilation per input shape) and differentiable
+    with respect to the model's parameters, e.g. inside ``nnx.value_and_grad``::
+
+        loss = lambda m: -log_probs(m, inputs, order)[..., 0].mean()
+        value, grads = nnx.jit(nnx.value_and_grad(loss))(model)
     """
     _check_inputs(inputs, batched=True)
     if jnp.shape(decoding_order) != inputs.S.shape:
