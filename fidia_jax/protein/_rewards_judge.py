@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
 from fidia_jax.errors import ConfigError
 from fidia_jax.protein._types import Protein
@@ -64,6 +65,25 @@ class JudgeConfig:
             )
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _token_log_probs(graphdef, state, X_Lx4x3, mask_L, residue_idx_L, chain_L, S_RxL, order_RxL):
+    """Teacher-forced ``log p(S[r, i])`` ``(R, L)``: encoder once, decoder for all ``R`` rows.
+
+    Same math as ``fidia_jax.models.log_probs`` on a structure broadcast to ``R`` rows (tested
+    against :func:`fidia_jax.models.score`).
+    """
+    model = nnx.merge(graphdef, state)
+    h_V, h_E, E_idx = model.encode(X_Lx4x3[None], mask_L[None], residue_idx_L[None], chain_L[None])
+    rows = S_RxL.shape[0]
+
+    def bc(a):
+        return jnp.broadcast_to(a, (rows,) + a.shape[1:])
+
+    logits_RxLxV = model.decode(bc(h_V), bc(h_E), bc(E_idx), S_RxL, bc(mask_L[None]), order_RxL)
+    lp = jax.nn.log_softmax(logits_RxLxV.astype(jnp.float32), axis=-1)
+    return jnp.take_along_axis(lp, S_RxL[..., None], -1)[..., 0]
+
+
 @functools.lru_cache(maxsize=8)
 def _load_model(name: str, variant: str):
     from fidia_jax.models import ProteinMPNN
@@ -89,6 +109,7 @@ class Judge:
         if int(num_orders) < 1:
             raise ConfigError(f"num_orders must be >= 1, got {num_orders}")
         self.models = tuple(models)
+        self._graphs = [nnx.split(m) for m in self.models]  # frozen: split once
         self.num_orders = int(num_orders)
         self.seed = int(seed)
         self.names = tuple(names) or tuple(f"model{i}" for i in range(len(self.models)))
@@ -130,22 +151,26 @@ class Judge:
           score_mask_L: ``(L,)`` bool, positions treated as designed (decoded after all others;
             every other position is visible).
         """
-        from fidia_jax.models import MPNNInputs, score
-
         seqs = np.asarray(sequences_NL, np.int32)
         if seqs.ndim != 2 or seqs.shape[1] != protein.length:
             raise ValueError(f"sequences must be (N, {protein.length}), got {seqs.shape}")
-        inputs = MPNNInputs.from_protein(protein)._replace(
-            chain_mask=np.asarray(score_mask_L, np.float32)
-        )
         n = seqs.shape[0]
-        # One batched call per model: every sequence under every order (N * num_orders rows).
+        # One batched call per model: every sequence under every order (N * num_orders rows);
+        # the encoder (sequence- and order-independent) runs once per model.
         orders = self._orders(np.asarray(score_mask_L, np.float32) * np.asarray(protein.mask))
-        order_RL = np.repeat(np.stack(orders), n, axis=0)
-        seqs_RL = np.tile(seqs, (len(orders), 1))
+        order_RL = jnp.asarray(np.repeat(np.stack(orders), n, axis=0), jnp.int32)
+        seqs_RL = jnp.asarray(np.tile(seqs, (len(orders), 1)))
+        structure = (
+            jnp.asarray(protein.X, jnp.float32),
+            jnp.asarray(protein.mask, jnp.float32),
+            jnp.asarray(protein.residue_idx, jnp.int32),
+            jnp.asarray(protein.chain_encoding, jnp.int32),
+        )
         total = np.zeros(seqs.shape, np.float64)
-        for model in self.models:
-            tok = np.asarray(score(model, inputs, seqs_RL, order_RL).token_log_probs, np.float64)
+        for graphdef, state in self._graphs:
+            tok = np.asarray(
+                _token_log_probs(graphdef, state, *structure, seqs_RL, order_RL), np.float64
+            )
             total += tok.reshape(len(orders), n, -1).sum(0)
         count = len(orders) * len(self.models)
         return (total / count).astype(np.float32)
