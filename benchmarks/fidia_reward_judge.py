@@ -1,0 +1,123 @@
+"""CPU benchmark: the FIDIA reward's judge (designability proxy) and a full reward call.
+
+The judge averages ProteinMPNN log-likelihoods over checkpoints x decoding orders.
+``fidia_jax.protein.Judge`` runs the encoder once per checkpoint and decodes every
+(sequence, order) row in one jitted call. The peer, measured in the same run, is the plain
+path through ``fidia_jax.models.score`` (encoder and decoder per row, one call per order),
+which gives the same numbers.
+
+Usage:
+  python benchmarks/fidia_reward_judge.py [--num-samples 16] [--orders 2] [--repeats 5]
+
+Backbone: the packaged default (BPTI 5PTI chain A, 58 residues) with 16 samples of vanilla
+v_48_020 at T = 0.1; judge = vanilla v_48_002 (one checkpoint; the default ensemble has four and
+costs four times as much). Prints a table and writes benchmarks/results/fidia_reward_judge.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import platform
+import statistics
+import time
+
+import jax
+import numpy as np
+
+from fidia_jax import protein as fp
+from fidia_jax.models import MPNNInputs, ProteinMPNN, sample, score
+
+
+def _time_interleaved(fns, repeats):
+    """Median seconds per call of each function, calls interleaved (fair under shared load)."""
+    outs = [fn() for fn in fns]  # compile + warm up
+    ts = [[] for _ in fns]
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            ts[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in ts], outs
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--num-samples", type=int, default=16)
+    ap.add_argument("--orders", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+
+    task = fp.task_from_structure(fp.default_backbone_path(), fixed="A13-17,A30,A38,A51")
+    policy = ProteinMPNN.from_checkpoint("v_48_020")
+    inputs = MPNNInputs.from_protein(task.protein)
+    seqs = np.asarray(
+        sample(
+            policy,
+            jax.random.key(0),
+            inputs,
+            num_samples=args.num_samples,
+            temperature=0.1,
+            fixed_mask=task.fixed_mask,
+        ).sequences
+    )
+    judge = fp.Judge.from_config(
+        fp.JudgeConfig(checkpoints=(("v_48_002", "vanilla"),), num_orders=args.orders)
+    )
+    mask = task.designable_mask
+    model = judge.models[0]
+    orders = judge._orders(mask.astype(np.float32))
+    base = inputs._replace(chain_mask=mask.astype(np.float32))
+
+    def ours():
+        return judge.log_likelihood(task.protein, seqs, mask)
+
+    def peer():
+        vals = [
+            -np.asarray(score(model, base, seqs, np.broadcast_to(o, seqs.shape)).nll)
+            for o in orders
+        ]
+        return np.mean(vals, 0)
+
+    rm = fp.RewardModel.build(task, judge=judge).fit(seqs)
+    (t_ours, t_peer, t_reward), (v_ours, v_peer, res) = _time_interleaved(
+        [ours, peer, lambda: rm(seqs)], args.repeats
+    )
+    max_diff = float(np.max(np.abs(v_ours - v_peer)))
+
+    rows = [
+        ("Judge.log_likelihood (shared encoder)", t_ours, t_peer / t_ours),
+        ("peer: models.score per order", t_peer, 1.0),
+        ("full RewardModel call (judge + terms + ProtParam)", t_reward, t_peer / t_reward),
+    ]
+    print(
+        f"N = {args.num_samples} sequences, L = {task.length}, 1 checkpoint x {args.orders} orders"
+    )
+    print(f"{'path':55s} {'s/call':>8s} {'ratio':>7s}")
+    for name, t, r in rows:
+        print(f"{name:55s} {t:8.3f} {r:7.2f}")
+    print(
+        f"max |ours - peer| = {max_diff:.2e} nats; proxy pass rate of the samples = {res.passes.mean():.3f}"
+    )
+    out = {
+        "machine": platform.platform(),
+        "jax": jax.__version__,
+        "num_samples": args.num_samples,
+        "length": task.length,
+        "orders": args.orders,
+        "seconds": {name: t for name, t, _ in rows},
+        "ratio_vs_peer": {name: r for name, _, r in rows},
+        "max_abs_diff": max_diff,
+        "proxy_pass_rate": float(res.passes.mean()),
+        "mean_designability": float(res.breakdown.components["designability"].mean()),
+    }
+    path = pathlib.Path(__file__).parent / "results" / "fidia_reward_judge.json"
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=2))
+    tmp.replace(path)
+
+
+if __name__ == "__main__":
+    main()
