@@ -78,7 +78,9 @@ def test_generic_pseudo_motifs_seeded(shared_data_dir, generic_tasks):
         lengths = ends - starts + 1
         assert 1 <= len(starts) <= 2 and np.all((lengths >= 5) & (lengths <= 12))
         assert np.all(t.fixed_mask == t.motif_mask) and t.kind == "generic"
-    again = fp.load_generic_tasks(shared_data_dir, seed=0)
+    again = fp.load_tasks(shared_data_dir, sources=("generic",), seed=0, heldout_fraction=0.2)
+    fp.check_split(again)
+    assert {t.split for t in again} == {"train", "heldout"}
     other = fp.load_generic_tasks(shared_data_dir, seed=1)
     assert all(
         np.array_equal(a.motif_mask, b.motif_mask)
