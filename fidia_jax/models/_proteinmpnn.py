@@ -345,8 +345,34 @@ class PositionWiseFeedForward(nnx.Module):
         return self.W_out(_gelu(self.W_in(h)))
 
 
+def _mm(x, w, lin: nnx.Linear):
+    """``x @ w`` with the dtype / precision of ``lin`` (``w`` is a row block of ``lin.kernel``)."""
+    dt = lin.dtype or x.dtype
+    return jnp.matmul(x.astype(dt), w.astype(dt), precision=lin.precision)
+
+
+def _row_blocks(lin: nnx.Linear, n: int):
+    """Split ``lin.kernel`` ``(n*C, C')`` into ``n`` row blocks ``(C, C')``."""
+    k = lin.kernel.get_value()
+    size = k.shape[0] // n
+    return [k[i * size : (i + 1) * size] for i in range(n)]
+
+
+def _bias(lin: nnx.Linear, x):
+    dt = lin.dtype or x.dtype
+    return lin.bias.get_value().astype(dt)
+
+
 class EncLayer(nnx.Module):
-    """Encoder layer: node update from edge+neighbour messages, then edge update."""
+    """Encoder layer: node update from edge+neighbour messages, then edge update.
+
+    The original applies ``W1`` (and ``W11``) to the concatenation ``[h_i, h_ij, h_j]``
+    ``(B, L, K, 3C)``. We evaluate the same affine map as the sum of its three row blocks,
+    ``h_i W1a + h_ij W1b + (h W1c)_j + b1``, projecting node states before gathering them, and
+    apply ``W3`` after the masked neighbour sum (``sum_j m_ij (g_j W3 + b3) =
+    (sum_j m_ij g_j) W3 + (sum_j m_ij) b3``). Same math, fewer per-edge FLOPs; parity with the
+    original is tested to 1e-4.
+    """
 
     def __init__(self, num_hidden: int, num_in: int, *, scale: float = 30.0, cfg, rngs):
         self.scale = scale
@@ -361,27 +387,37 @@ class EncLayer(nnx.Module):
         self.W13 = _linear(num_hidden, num_hidden, cfg=cfg, rngs=rngs)
         self.dense = PositionWiseFeedForward(num_hidden, num_hidden * 4, cfg=cfg, rngs=rngs)
 
-    def _edge_inputs(self, h_V_BxLxC, h_E_BxLxKxC, E_idx):
-        h_nb = _gather_nodes(h_V_BxLxC, E_idx)
-        h_self = jnp.broadcast_to(h_V_BxLxC[:, :, None, :], h_nb.shape)
-        return jnp.concatenate([h_self, h_E_BxLxKxC, h_nb], -1)  # (B, L, K, 3C)
+    @staticmethod
+    def _pre(lin, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK):
+        """``lin([h_i, h_ij, h_j])`` as a sum of row blocks -> ``(B, L, K, C)``."""
+        Wa, Wb, Wc = _row_blocks(lin, 3)
+        self_BxLxC = _mm(h_V_BxLxC, Wa, lin) + _bias(lin, h_V_BxLxC)[None, None, :]
+        nb_BxLxKxC = _gather_nodes(_mm(h_V_BxLxC, Wc, lin), E_idx_BxLxK)
+        return _mm(h_E_BxLxKxC, Wb, lin) + self_BxLxC[:, :, None, :] + nb_BxLxKxC
 
     def __call__(self, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, mask_BxL, mask_attend_BxLxK):
-        h_EV = self._edge_inputs(h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK)
-        msg = self.W3(_gelu(self.W2(_gelu(self.W1(h_EV)))))
-        msg = mask_attend_BxLxK[..., None].astype(msg.dtype) * msg
-        h_V = self.norm1(h_V_BxLxC + jnp.sum(msg, -2) / self.scale)
+        g = _gelu(self.W2(_gelu(self._pre(self.W1, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK))))
+        m = mask_attend_BxLxK.astype(g.dtype)
+        g_sum = jnp.einsum("blk,blkc->blc", m, g, precision=self.W3.precision)
+        msg_sum = self.W3(g_sum) + (jnp.sum(m, -1, keepdims=True) - 1.0) * _bias(self.W3, g_sum)[None, None, :]
+        h_V = self.norm1(h_V_BxLxC + msg_sum / self.scale)
         h_V = self.norm2(h_V + self.dense(h_V))
         h_V = mask_BxL[..., None].astype(h_V.dtype) * h_V
 
-        h_EV = self._edge_inputs(h_V, h_E_BxLxKxC, E_idx_BxLxK)
-        msg = self.W13(_gelu(self.W12(_gelu(self.W11(h_EV)))))
+        msg = self.W13(_gelu(self.W12(_gelu(self._pre(self.W11, h_V, h_E_BxLxKxC, E_idx_BxLxK)))))
         h_E = self.norm3(h_E_BxLxKxC + msg)
         return h_V, h_E
 
 
 class DecLayer(nnx.Module):
-    """Decoder layer: node update from (already order-masked) edge inputs; no attention mask."""
+    """Decoder layer: node update from order-masked edge inputs; no attention mask.
+
+    The original builds, for neighbour ``j`` of ``i``, ``h_ESV = [h_ij, s_j, h_j]`` if ``j`` is
+    decoded before ``i`` (``mask_bw``) and ``[h_ij, 0, h_j^enc]`` otherwise (``mask_fw``), both
+    times ``mask_i``, and applies ``W1`` to ``[h_i, h_ESV]``. As in :class:`EncLayer` we sum the
+    row blocks of ``W1`` instead (same math) and apply ``W3`` after the neighbour sum
+    (``sum_j (g_j W3 + b3) = (sum_j g_j) W3 + K b3``).
+    """
 
     def __init__(self, num_hidden: int, num_in: int, *, scale: float = 30.0, cfg, rngs):
         self.scale = scale
@@ -392,13 +428,42 @@ class DecLayer(nnx.Module):
         self.W3 = _linear(num_hidden, num_hidden, cfg=cfg, rngs=rngs)
         self.dense = PositionWiseFeedForward(num_hidden, num_hidden * 4, cfg=cfg, rngs=rngs)
 
-    def __call__(self, h_V_BxLxC, h_ESV_BxLxKx3C, mask_BxL):
-        h_self = jnp.broadcast_to(h_V_BxLxC[..., None, :], h_ESV_BxLxKx3C.shape[:-1] + h_V_BxLxC.shape[-1:])
-        h_EV = jnp.concatenate([h_self, h_ESV_BxLxKx3C], -1)
-        msg = self.W3(_gelu(self.W2(_gelu(self.W1(h_EV)))))
-        h_V = self.norm1(h_V_BxLxC + jnp.sum(msg, -2) / self.scale)
+    def __call__(self, h_V_BxLxC, h_E_BxLxKxC, h_S_BxLxC, h_enc_BxLxC, E_idx_BxLxK, mask_bw_BxLxK, mask_fw_BxLxK, mask_BxL):
+        """One decoder layer on all positions (teacher forcing).
+
+        Args:
+          h_V_BxLxC: this layer's input node states (the encoder output for layer 0).
+          h_E_BxLxKxC: encoder edge states.
+          h_S_BxLxC: embedded tokens ``W_s(S)``.
+          h_enc_BxLxC: encoder node states (seen through not-yet-decoded neighbours).
+          E_idx_BxLxK: neighbour indices.
+          mask_bw_BxLxK / mask_fw_BxLxK: ``mask_i`` times (not) "``j`` decoded before ``i``".
+          mask_BxL: residue mask.
+
+        Returns:
+          ``(B, L, C)`` updated node states (zero where ``mask`` is 0).
+        """
+        Wa, Wb, Wc, Wd = _row_blocks(self.W1, 4)
+        lin = self.W1
+        dt = h_E_BxLxKxC.dtype
+        bw = mask_bw_BxLxK.astype(dt)[..., None]
+        fw = mask_fw_BxLxK.astype(dt)[..., None]
+        mask = mask_BxL.astype(dt)
+        self_BxLxC = _mm(h_V_BxLxC, Wa, lin) + _bias(lin, h_V_BxLxC)[None, None, :]
+        nb_dec = _gather_nodes(_mm(h_S_BxLxC, Wc, lin) + _mm(h_V_BxLxC, Wd, lin), E_idx_BxLxK)
+        nb_enc = _gather_nodes(_mm(h_enc_BxLxC, Wd, lin), E_idx_BxLxK)
+        pre = (
+            mask[:, :, None, None] * _mm(h_E_BxLxKxC, Wb, lin)
+            + self_BxLxC[:, :, None, :]
+            + bw * nb_dec
+            + fw * nb_enc
+        )
+        g = _gelu(self.W2(_gelu(pre)))
+        K = g.shape[-2]
+        msg_sum = self.W3(jnp.sum(g, -2)) + (K - 1.0) * _bias(self.W3, g)[None, None, :]
+        h_V = self.norm1(h_V_BxLxC + msg_sum / self.scale)
         h_V = self.norm2(h_V + self.dense(h_V))
-        return mask_BxL[..., None].astype(h_V.dtype) * h_V
+        return mask[..., None] * h_V
 
 
 class ProteinMPNN(nnx.Module):
@@ -575,19 +640,13 @@ class ProteinMPNN(nnx.Module):
         mask = mask_BxL.astype(dt)
         rank_BxL = jnp.argsort(decoding_order_BxL, axis=-1)  # step at which each position is decoded
         rank_nb = jax.vmap(lambda r, i: r[i])(rank_BxL, E_idx_BxLxK)
-        mask_attend = (rank_nb < rank_BxL[..., None]).astype(dt)[..., None]  # neighbour decoded earlier
-        mask_bw = mask[:, :, None, None] * mask_attend
-        mask_fw = mask[:, :, None, None] * (1.0 - mask_attend)
-
+        attend = (rank_nb < rank_BxL[..., None]).astype(dt)  # neighbour decoded earlier
+        mask_bw = mask[:, :, None] * attend
+        mask_fw = mask[:, :, None] * (1.0 - attend)
         h_S = self.W_s(S_BxL)
-        h_ES = jnp.concatenate([h_E_BxLxKxC, _gather_nodes(h_S, E_idx_BxLxK)], -1)
-        h_EX_enc = jnp.concatenate([h_E_BxLxKxC, jnp.zeros_like(h_E_BxLxKxC)], -1)
-        h_EXV_enc_fw = mask_fw * jnp.concatenate([h_EX_enc, _gather_nodes(h_V_BxLxC, E_idx_BxLxK)], -1)
         h_V = h_V_BxLxC
         for layer in self.decoder_layers:
-            h_ESV = jnp.concatenate([h_ES, _gather_nodes(h_V, E_idx_BxLxK)], -1)
-            h_ESV = mask_bw * h_ESV + h_EXV_enc_fw
-            h_V = layer(h_V, h_ESV, mask)
+            h_V = layer(h_V, h_E_BxLxKxC, h_S, h_V_BxLxC, E_idx_BxLxK, mask_bw, mask_fw, mask)
         return self.W_out(h_V)
 
     def __call__(self, inputs: MPNNInputs, decoding_order_BxL):
