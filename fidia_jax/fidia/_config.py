@@ -194,8 +194,7 @@ def validate_config(config: FidiaConfig) -> None:
         raise ConfigError(f"model.temperature must be > 0, got {config.model.temperature}")
 
 
-_SMALL_EVAL = ("rfdiffusion/5TPN", "rfdiffusion/1YCR", "rfdiffusion/6EXZ", "rfdiffusion/7MRX",
-               "generic/2cviA", "generic/2va0A")
+_SMALL_EVAL = ("rfdiffusion/5TPN", "rfdiffusion/1YCR", "rfdiffusion/6EXZ", "rfdiffusion/7MRX")
 
 _PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests: the default backbone cropped short, 4 samples, 2 steps, a 1-checkpoint judge.
@@ -212,20 +211,20 @@ _PRESETS: dict[str, dict[str, Any]] = {
         "data": {"train_tasks": "default", "eval_tasks": "default", "max_length": 64,
                  "batch_backbones": 1},
         "train": {"num_steps": 10, "n_samples": 16, "k_bon": 8, "ppo_epochs": 2,
-                  "checkpoint_every": 5, "learning_rate": 3e-4, "beta_kl": 0.01},
+                  "checkpoint_every": 5, "learning_rate": 5e-5, "beta_kl": 0.01},
         "eval": {"n_samples": 32, "ns": (1, 4, 8, 16, 32), "bon_n": 8},
         "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
                    "calibration_samples": 32},
     },
     # The CPU-scale five-method comparison of docs/fidia.md.
     "small": {
-        "data": {"train_tasks": "train", "eval_tasks": "heldout", "max_train_tasks": 8,
+        "data": {"train_tasks": "train", "eval_tasks": "heldout", "max_train_tasks": 6,
                  "eval_names": _SMALL_EVAL, "max_length": 96, "batch_backbones": 2},
-        "train": {"num_steps": 12, "n_samples": 16, "k_bon": 8, "ppo_epochs": 2,
-                  "checkpoint_every": 6, "learning_rate": 3e-4, "beta_kl": 0.01},
-        "eval": {"n_samples": 32, "ns": (1, 4, 8, 16, 32), "bon_n": 8},
+        "train": {"num_steps": 8, "n_samples": 16, "k_bon": 8, "ppo_epochs": 2,
+                  "checkpoint_every": 4, "learning_rate": 5e-5, "beta_kl": 0.01},
+        "eval": {"n_samples": 16, "ns": (1, 4, 8, 16), "bon_n": 8},
         "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
-                   "calibration_samples": 32},
+                   "calibration_samples": 16},
     },
     "default": {},
 }

@@ -82,28 +82,40 @@ def _rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, tempe
 
 
 def _make_update(graphdef, tx: optax.GradientTransformation, config: FidiaConfig):
-    """The jitted adamw step of ``config.method`` (closure over static hyperparameters)."""
+    """The jitted adamw step of ``config.method`` (closure over static hyperparameters).
+
+    FIDIA, RLOO and GRPO differ only in the advantages fed to the step, so they share one
+    compiled function (cached on the hyperparameters the step reads).
+    """
     t, m = config.train, config.model
-    method = config.method
-    omit = m.omit_aas
+    key = (graphdef, config.method == "dpo", m.temperature, m.omit_aas, t.dpo_beta, t.beta_kl,
+           t.clip_eps, t.learning_rate, t.weight_decay, t.grad_clip)
+    del tx  # rebuilt from the key's hyperparameters (equal keys give equal optimisers)
+    return _build_update(*key)
+
+
+@functools.lru_cache(maxsize=16)
+def _build_update(graphdef, is_dpo, temperature, omit, dpo_beta, beta_kl, clip_eps,
+                  learning_rate, weight_decay, grad_clip):
+    tx = _optimizer(learning_rate, weight_decay, grad_clip)
 
     def token_logp(params, batch):
         return policy_token_log_probs(
             nnx.merge(graphdef, params), batch["inputs"], batch["seqs"], batch["orders"],
-            temperature=m.temperature, omit_21=omit_mask(omit),
+            temperature=temperature, omit_21=omit_mask(omit),
         )
 
     def loss_fn(params, ref_params, batch):
         logp = token_logp(params, batch)
-        if method != "dpo":  # DPO's pairs were sampled from the reference: batch["ref"] is exact
+        if not is_dpo:  # DPO's pairs were sampled from the reference: batch["ref"] is exact
             batch = dict(batch, ref=jax.lax.stop_gradient(token_logp(ref_params, batch)))
-        if method == "dpo":
-            loss_b, aux = jax.vmap(functools.partial(dpo_loss, beta=t.dpo_beta))(
+        if is_dpo:
+            loss_b, aux = jax.vmap(functools.partial(dpo_loss, beta=dpo_beta))(
                 logp, batch["ref"], batch["designed"], batch["valid"]
             )
         else:
             loss_b, aux = jax.vmap(
-                functools.partial(policy_loss, beta_kl=t.beta_kl, clip_eps=t.clip_eps)
+                functools.partial(policy_loss, beta_kl=beta_kl, clip_eps=clip_eps)
             )(logp, batch["old"], batch["ref"], batch["adv"], batch["designed"])
         return jnp.mean(loss_b), jax.tree.map(jnp.mean, aux)
 
@@ -118,13 +130,17 @@ def _make_update(graphdef, tx: optax.GradientTransformation, config: FidiaConfig
     return update
 
 
+def _optimizer(learning_rate: float, weight_decay: float, grad_clip: float):
+    adamw = optax.adamw(learning_rate, weight_decay=weight_decay)
+    if grad_clip > 0:
+        return optax.chain(optax.clip_by_global_norm(grad_clip), adamw)
+    return adamw
+
+
 def make_optimizer(config: FidiaConfig) -> optax.GradientTransformation:
     """adamw with global-norm clipping (``train.grad_clip <= 0`` disables clipping)."""
     t = config.train
-    adamw = optax.adamw(t.learning_rate, weight_decay=t.weight_decay)
-    if t.grad_clip > 0:
-        return optax.chain(optax.clip_by_global_norm(t.grad_clip), adamw)
-    return adamw
+    return _optimizer(t.learning_rate, t.weight_decay, t.grad_clip)
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,6 +224,23 @@ class Trainer:
             seqs = np.asarray(res.sequences)
             out += [fit_reward(bb, seqs[j, :, : bb.length]) for j, bb in enumerate(chunk)]
         return out
+
+    def with_method(self, method: str, **train_overrides: Any) -> Trainer:
+        """A trainer for another method sharing this one's reference, backbones and rewards.
+
+        Rewards are calibrated once (same standardisation for every method); jitted samplers are
+        shared, only the update step is rebuilt.
+        """
+        import copy
+
+        from fidia_jax.fidia._config import override_config
+
+        sets = [f"method={method}"] + [f"train.{k}={json.dumps(v)}" for k, v in train_overrides.items()]
+        other = copy.copy(self)
+        other.config = override_config(self.config, sets)
+        other.tx = make_optimizer(other.config)
+        other._update = _make_update(self.graphdef, other.tx, other.config)
+        return other
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -548,7 +581,13 @@ def train_and_evaluate(
             before = trainer.evaluate(trainer.ref_params)
             _write_json(before_path, before)
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     columns = (TextColumn(f"[bold]{config.method}[/]"), BarColumn(), MofNCompleteColumn(),
                TimeRemainingColumn(), TextColumn("{task.fields[info]}"))

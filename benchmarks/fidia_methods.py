@@ -1,0 +1,137 @@
+"""Five methods at equal sample budget on held-out backbones (FIDIA, RLOO, GRPO, DPO, BoN).
+
+For each seed: one :class:`fidia_jax.fidia.Trainer` (rewards calibrated once on samples of the
+frozen reference, identical for every method), then each method is trained with
+``train_and_evaluate`` and evaluated on the same held-out backbones with the same evaluation
+key. ``bon`` is the frozen ProteinMPNN + Best-of-N (no update). Prints one table against the
+``bon`` peer measured in the same run (differences: rewards are z-scores, so ratios would be
+meaningless), and writes JSON to
+``benchmarks/results/fidia_methods.json``.
+
+Usage (2-core CPU, ~minutes per run)::
+
+  python benchmarks/fidia_methods.py --config small --seeds 0 1 2 --workdir out/fidia_methods
+  python benchmarks/fidia_methods.py --config small --seeds 0 --set train.num_steps=4   # quicker
+
+Success and precision use *proxy* thresholds (no structure predictor is available offline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import platform
+import time
+
+import numpy as np
+
+from fidia_jax import fidia
+
+METHODS = ("bon", "rloo", "grpo", "dpo", "fidia")
+KEYS = ("max@1", "max@8", "max@32", "success", "precision", "identity", "unique", "recovery", "motif")
+
+
+def _mean_std(values):
+    a = np.asarray(values, np.float64)
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="small")
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--workdir", default="out/fidia_methods")
+    ap.add_argument("--out", default="benchmarks/results/fidia_methods.json")
+    args = ap.parse_args(argv)
+
+    base = fidia.override_config(fidia.load_config(args.config), args.set)
+    runs: list[dict] = []
+    out_path = pathlib.Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    for seed in args.seeds:
+        cfg = fidia.override_config(base, [f"seed={seed}", "method=bon"])
+        t0 = time.time()
+        trainer = fidia.Trainer(cfg)
+        print(f"[seed {seed}] trainer ready in {time.time() - t0:.0f}s: "
+              f"{len(trainer.train_backbones)} train / {len(trainer.eval_backbones)} held-out backbones",
+              flush=True)
+        for method in args.methods:
+            tr = trainer if method == "bon" else trainer.with_method(method)
+            t0 = time.time()
+            res = fidia.train_and_evaluate(
+                tr.config, pathlib.Path(args.workdir) / f"{method}_s{seed}", trainer=tr,
+                resume=False, progress=False)
+            ev = res["after"]
+            runs.append({"method": method, "seed": seed, "seconds": time.time() - t0,
+                         "summary": ev["summary"], "by_kind": ev["by_kind"],
+                         "per_backbone": ev["per_backbone"]})
+            print(f"[seed {seed}] {method:5s} max@8 {ev['summary']['max@8']:+.3f} "
+                  f"success {ev['summary']['success']:.2f} precision {ev['summary']['precision']:.2f} "
+                  f"({time.time() - t0:.0f}s)", flush=True)
+            _write(out_path, args, base, runs, t_start)
+    return _write(out_path, args, base, runs, t_start, final=True)
+
+
+def _aggregate(runs, methods, key_fn):
+    table = {}
+    for m in methods:
+        rows = [r for r in runs if r["method"] == m]
+        vals = {}
+        for k in KEYS:
+            xs = [key_fn(r).get(k) for r in rows]
+            xs = [x for x in xs if x is not None and np.isfinite(x)]
+            if xs:
+                vals[k] = _mean_std(xs)
+        table[m] = vals
+    return table
+
+
+def _write(out_path, args, base, runs, t_start, final=False):
+    methods = [m for m in METHODS if any(r["method"] == m for r in runs)]
+    overall = _aggregate(runs, methods, lambda r: r["summary"])
+    kinds = sorted({k for r in runs for k in r["by_kind"]})
+    by_kind = {kind: _aggregate(runs, methods, lambda r, kind=kind: r["by_kind"].get(kind, {}))
+               for kind in kinds}
+    per_backbone = {}
+    for r in runs:
+        for b in r["per_backbone"]:
+            per_backbone.setdefault(b["name"], {}).setdefault(r["method"], []).append(
+                {k: b[k] for k in ("max@8", "success", "precision", "identity") if k in b})
+    result = {
+        "benchmark": "fidia_methods",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.processor() or platform.machine()}, CPU only",
+        "command": "python benchmarks/fidia_methods.py " + " ".join(
+            ["--config", args.config, "--seeds", *map(str, args.seeds)] +
+            [f"--set {s}" for s in args.set]),
+        "config": fidia.config_to_dict(base),
+        "criteria": "proxy (no structure predictor offline)",
+        "wall_seconds": time.time() - t_start,
+        "overall": overall, "by_kind": by_kind, "per_backbone": per_backbone, "runs": runs,
+    }
+    tmp = out_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=float))
+    tmp.replace(out_path)
+    if final:
+        ref = overall.get("bon", {})
+        # Rewards are z-scores (standardised on the reference), so a ratio of max@8 values is
+        # meaningless; the peer comparison is the difference to the ``bon`` peer of the same run.
+        print("\nheld-out, mean ± std over seeds (delta = method - bon peer of the same run)")
+        print(f"{'method':7s} {'max@8':>16s} {'delta':>7s} {'success':>14s} {'precision':>14s} "
+              f"{'identity':>14s}")
+        for m in methods:
+            v = overall[m]
+            delta = v["max@8"][0] - ref["max@8"][0] if ref.get("max@8") else float("nan")
+            print(f"{m:7s} {v['max@8'][0]:+8.3f}±{v['max@8'][1]:.3f} {delta:+7.3f} "
+                  f"{v['success'][0]:6.3f}±{v['success'][1]:.3f} {v['precision'][0]:6.3f}±"
+                  f"{v['precision'][1]:.3f} {v['identity'][0]:6.3f}±{v['identity'][1]:.3f}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
