@@ -204,7 +204,7 @@ def test_missing_file(tmp_path):
         load_structure(tmp_path / "nope.pdb")
 
 
-@pytest.mark.parametrize("content", [b"", b"   \n\n", gzip.compress(b"")])
+@pytest.mark.parametrize("content", [b"", b"   \n\n", gzip.compress(b"", mtime=0)], ids=["empty", "blank", "empty-gz"])
 def test_empty_file(tmp_path, content):
     path = tmp_path / "empty.pdb"
     path.write_bytes(content)
