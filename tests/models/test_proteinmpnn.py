@@ -146,6 +146,20 @@ def test_from_protein_matches_fixture_featurisation(fixtures):
     np.testing.assert_array_equal(MPNNInputs.from_protein(prot).chain_mask, np.ones(n, np.float32))
 
 
+def test_from_protein_with_parsed_structure_matches_fixture(fixtures, shared_data_dir):
+    """load_structure + from_protein reproduce the featurisation the torch fixture was made from."""
+    from fidia_jax.protein import load_structure
+
+    fx = fixtures[2]
+    path = shared_data_dir / "protein" / "motif_problems" / "1YCR.pdb"
+    if not path.is_file():
+        pytest.skip(f"{path} missing")
+    inp = MPNNInputs.from_protein(load_structure(path, chains="B,A"), design_chains="B")
+    np.testing.assert_allclose(inp.X, fx["X"], atol=1e-3)
+    for name in ("S", "mask", "chain_mask", "residue_idx", "chain_encoding"):
+        np.testing.assert_array_equal(getattr(inp, name), fx[name], err_msg=name)
+
+
 # ---------------------------------------------------------------------------------------------
 # Sampling / scoring (1YCR: designed chain B = positions 0..12, visible chain A = 13..97)
 # ---------------------------------------------------------------------------------------------
