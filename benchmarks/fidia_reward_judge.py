@@ -3,8 +3,8 @@
 The judge averages ProteinMPNN log-likelihoods over checkpoints x decoding orders.
 ``fidia_jax.protein.Judge`` runs the encoder once per checkpoint and decodes every
 (sequence, order) row in one jitted call. The peer, measured in the same run, is the plain
-path through ``fidia_jax.models.score`` (encoder and decoder per row, one call per order),
-which gives the same numbers.
+path through ``fidia_jax.models.score``, called once per decoding order, which gives the same
+numbers.
 
 Usage:
   python benchmarks/fidia_reward_judge.py [--num-samples 16] [--orders 2] [--repeats 5]
