@@ -119,6 +119,13 @@ def test_weight_mapping_transposes_linear_kernels(model):
     assert n_model == sum(v.size for v in sd.values())
 
 
+def test_soluble_variant_has_same_layout_other_values():
+    van, sol = load_checkpoint("v_48_020"), load_checkpoint("v_48_020", variant="soluble")
+    assert van.keys() == sol.keys()
+    assert all(van[k].shape == sol[k].shape and sol[k].dtype == np.float32 for k in van)
+    assert not np.allclose(van["W_out.weight"], sol["W_out.weight"])
+
+
 def test_checkpoint_errors(monkeypatch, tmp_path):
     with pytest.raises(ConfigError):
         load_checkpoint("v_48_020", variant="ca_only")
