@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import optax
 
@@ -23,7 +25,8 @@ def exponential_horizon_schedule(
     names "an exponential step-size schedule". Steps beyond ``T`` keep decaying.
 
     Args:
-      init_value: ``eta_0 > 0``.
+      init_value: ``eta_0 > 0`` (a Python number, or an array, e.g. traced for a vmapped
+        sweep; arrays are not validated).
       horizon: ``T >= 1`` (number of updates).
       beta: ``0 < beta <= T``; the final step size is ``eta_0 * beta / T``.
 
@@ -39,13 +42,13 @@ def exponential_horizon_schedule(
       Vaswani, Dubois-Taine, Babanezhad, "Towards Noise-adaptive, Problem-adaptive
       (Accelerated) Stochastic Gradient Descent", ICML 2022.
     """
-    if not init_value > 0:
+    if isinstance(init_value, int | float) and not init_value > 0:
         raise ConfigError(f"init_value must be > 0, got {init_value}")
     if int(horizon) < 1:
         raise ConfigError(f"horizon must be >= 1, got {horizon}")
     if not 0 < beta <= horizon:
         raise ConfigError(f"beta must be in (0, horizon], got {beta}")
-    log_ratio = float(jnp.log(beta / horizon))
+    log_ratio = math.log(beta / horizon)
     t_total = float(horizon)
 
     def schedule(count):
@@ -66,7 +69,7 @@ def inverse_time_schedule(init_value: float, offset: float = 1.0) -> optax.Sched
     Raises:
       ConfigError: non-positive arguments.
     """
-    if not init_value > 0 or not offset > 0:
+    if isinstance(init_value, int | float) and not init_value > 0 or not offset > 0:
         raise ConfigError(f"init_value and offset must be > 0, got {init_value}, {offset}")
 
     def schedule(count):
