@@ -400,7 +400,7 @@ class RewardResult(NamedTuple):
       breakdown: :class:`RewardBreakdown`.
       passes: ``(N,)`` bool success flags under ``criteria``.
       criteria: ``"proxy"`` (thresholds of :class:`ProxyThresholds`; no structure predictor) or
-        ``"structure"``.
+        ``"structure"`` (gate, no penalty and :func:`structure_success` on the predictor's fold).
     """
 
     total: np.ndarray
@@ -425,13 +425,24 @@ class RewardModel:
     features: RewardFeatures
     judge: Judge | None = None
     stats: Standardizer | None = None
+    predictor: StructurePredictor | None = None
 
     @classmethod
     def build(
-        cls, task: DesignTask, config: RewardConfig = RewardConfig(), judge: Judge | None = None
+        cls,
+        task: DesignTask,
+        config: RewardConfig = RewardConfig(),
+        judge: Judge | None = None,
+        predictor: StructurePredictor | None = None,
     ) -> RewardModel:
+        """Precomputes the task features. With a ``predictor``, ``passes`` uses the real
+        structure criteria (:func:`structure_success`) instead of the proxy thresholds."""
         return cls(
-            task=task, config=config, features=make_reward_features(task, config), judge=judge
+            task=task,
+            config=config,
+            features=make_reward_features(task, config),
+            judge=judge,
+            predictor=predictor,
         )
 
     @property
@@ -527,6 +538,19 @@ class RewardModel:
         total = np.asarray(
             combine_rewards(z, self.config.weights, br.gate, br.penalty, self.config.gate_value)
         )
+        if self.predictor is not None:
+            seqs = self._check(sequences_NL)
+            design = self.features.design > 0
+            folded = np.array(
+                [
+                    structure_success(self.task, *self.predictor.predict(decode_tokens(s, design)))[
+                        "success"
+                    ]
+                    for s in seqs
+                ],
+                bool,
+            )
+            return RewardResult(total, z, br, br.gate & (br.penalty <= 0) & folded, "structure")
         th = self.config.thresholds
         passes = br.gate & (br.penalty <= 0) & (br.diagnostics["instability"] <= th.max_instability)
         if "designability" in br.components:

@@ -345,6 +345,19 @@ def test_structure_success_with_a_predictor(bpti):
     assert not fp.structure_success(task, coords, np.full(58, 60.0))["success"]
     ca = fp.structure_success(task, coords[:, 1], plddt)
     assert ca["success"]
+    # RewardModel switches its pass criterion to the predictor's fold.
+    seqs = np.tile(bpti.S, (2, 1))
+    seqs[1, 31] = (seqs[1, 31] + 1) % 20  # designable change, still gated in
+    rm = fp.RewardModel.build(task, predictor=Oracle()).fit(seqs)
+    res = rm(seqs)
+    assert res.criteria == "structure" and res.passes.all()
+
+    class Unfolded:
+        def predict(self, sequence):
+            return moved, np.full(len(sequence), 90.0)
+
+    res_bad = dataclasses.replace(rm, predictor=Unfolded())(seqs)
+    assert res_bad.criteria == "structure" and not res_bad.passes.any()
     with pytest.raises(ValueError, match="coords"):
         fp.structure_success(task, coords[:10], plddt)
 
