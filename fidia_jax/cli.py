@@ -497,11 +497,15 @@ def run_score(
 def run_demo(
     out: str | os.PathLike = "out/demo", *, seed: int = 0, quiet: bool = False
 ) -> dict[str, Any]:
-    """The ``fidia-jax demo`` job: design the built-in backbone (BPTI, 5PTI) with ProteinMPNN.
+    """The ``fidia-jax demo`` job (``make demo``): FIDIA on the built-in backbone (BPTI, 5PTI).
 
-    Currently :func:`run_sample` on :func:`default_backbone_path` with 16 samples at T=0.1.
+    A short FIDIA fine-tune of ProteinMPNN, max@N before and after, then a Best-of-N design with
+    the fine-tuned policy (:func:`fidia_jax.fidia._commands.run_fidia_demo`; outputs under
+    ``out/train`` and ``out/design``). Plain ProteinMPNN sampling is ``fidia-jax sample``.
     """
-    return run_sample(out, pdb=None, num_samples=16, temperature=0.1, seed=seed, quiet=quiet)
+    from fidia_jax.fidia._commands import run_fidia_demo
+
+    return run_fidia_demo(out, seed=seed, quiet=quiet)
 
 
 # ----------------------------------------------------------------------------- argparse

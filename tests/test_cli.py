@@ -122,12 +122,14 @@ def test_score_bad_fasta(tmp_path, capsys):
     assert "letters outside" in capsys.readouterr().err
 
 
-def test_demo_runs_sample_on_default_backbone(monkeypatch, tmp_path):
+def test_demo_runs_fidia_demo(monkeypatch, tmp_path):
+    from fidia_jax.fidia import _commands
+
     calls = []
-    monkeypatch.setattr(cli, "run_sample", lambda out, **kw: calls.append((out, kw)) or {})
-    assert cli.main(["demo", "--out", str(tmp_path / "d"), "--quiet"]) == 0
+    monkeypatch.setattr(_commands, "run_fidia_demo", lambda out, **kw: calls.append((out, kw)) or {})
+    assert cli.main(["demo", "--out", str(tmp_path / "d"), "--quiet", "--seed", "3"]) == 0
     ((out, kw),) = calls
-    assert pathlib.Path(out) == tmp_path / "d" and kw["pdb"] is None and kw["temperature"] == 0.1
+    assert pathlib.Path(out) == tmp_path / "d" and kw == {"seed": 3, "quiet": True}
 
 
 def test_fasta_reader_errors(tmp_path):
