@@ -32,7 +32,13 @@ from flax import nnx
 
 from fidia_jax.data import load_shakespeare, sample_windows
 from fidia_jax.kernels.santa import make_santa_attention
-from fidia_jax.models import Llama, LlamaConfig, next_token_loss, register_attention_impl, xla_attention
+from fidia_jax.models import (
+    Llama,
+    LlamaConfig,
+    next_token_loss,
+    register_attention_impl,
+    xla_attention,
+)
 
 
 def bf16_attention(q, k, v, *, causal, kv_lengths=None, rng=None):

@@ -5,6 +5,8 @@
 * NVFP4 fake quantisation helpers.
 """
 
+from fidia_jax.kernels import attn_qat as attn_qat  # noqa: E402  (after _fp4, which it uses)
+from fidia_jax.kernels import santa as santa  # noqa: E402
 from fidia_jax.kernels._fp4 import E2M1_MAX as E2M1_MAX
 from fidia_jax.kernels._fp4 import E4M3_MAX as E4M3_MAX
 from fidia_jax.kernels._fp4 import fake_quant_nvfp4 as fake_quant_nvfp4
@@ -14,6 +16,8 @@ from fidia_jax.kernels._fp4 import round_to_e4m3 as round_to_e4m3
 __all__ = [
     "E2M1_MAX",
     "E4M3_MAX",
+    "attn_qat",
+    "santa",
     "fake_quant_nvfp4",
     "round_to_e2m1",
     "round_to_e4m3",

@@ -30,19 +30,19 @@ def _np_scores(q, k, causal):
     return s
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_forward_single_tile_brute_force(inputs, causal):
-    """One tile (block_k = S): O = FQ(exp(S - rowmax)) V̂ / Σ exp(S - rowmax)."""
+def test_forward_single_tile_brute_force(inputs):
+    """One tile (block_k = S), no mask: O = FQ(exp(S - rowmax)) V̂ / Σ exp(S - rowmax)."""
+    causal = False  # the causal mask is covered by the tiled and gradient tests
     q, k, v, _ = inputs
     o, o_hp, lse = R.attn_qat_forward_reference(q, k, v, causal=causal, block_k=S)
     s = _np_scores(q, k, causal)
     p = np.exp(s - s.max(-1, keepdims=True))
-    l = p.sum(-1, keepdims=True)
+    ell = p.sum(-1, keepdims=True)
     pq = np.asarray(fake_quant_nvfp4(jnp.asarray(p, jnp.float32)), np.float64)
     vh = np.asarray(fake_quant_nvfp4(v), np.float64)
-    np.testing.assert_allclose(o, np.einsum("bhts,bshd->bthd", pq / l, vh), atol=2e-5)
-    np.testing.assert_allclose(o_hp, np.einsum("bhts,bshd->bthd", p / l, vh), atol=2e-5)
-    np.testing.assert_allclose(lse, (np.log(l[..., 0]) + s.max(-1)), atol=2e-5)
+    np.testing.assert_allclose(o, np.einsum("bhts,bshd->bthd", pq / ell, vh), atol=2e-5)
+    np.testing.assert_allclose(o_hp, np.einsum("bhts,bshd->bthd", p / ell, vh), atol=2e-5)
+    np.testing.assert_allclose(lse, (np.log(ell[..., 0]) + s.max(-1)), atol=2e-5)
     # FP4 P really changes the output, by a few percent
     rel = float(jnp.linalg.norm(o - o_hp) / jnp.linalg.norm(o_hp))
     assert 1e-3 < rel < 0.2
@@ -55,9 +55,8 @@ def test_forward_tiles_and_hp_accumulator(inputs):
     hp = R.hp_path_reference(q, k, v, causal=True)
     np.testing.assert_allclose(o_hp, hp, atol=2e-5)
     np.testing.assert_allclose(o_np, hp, atol=2e-5)
-    o1, _, _ = R.attn_qat_forward_reference(q, k, v, causal=True, block_k=S)
-    # the per-tile running max changes the P groups' scales: tiled != single tile, but close
-    assert 0 < float(jnp.max(jnp.abs(o - o1))) < 0.2
+    # FQ(P) makes the output differ from the high-precision one, but only a little
+    assert 0 < float(jnp.max(jnp.abs(o - o_hp))) < 0.2
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ class TestSantaPallas:
         if not self.INTERPRET and not ON_ACCEL:
             pytest.skip("no GPU/TPU; see the Interpret subclass")
 
-    @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+    @pytest.mark.parametrize("dtype", [jnp.float32, pytest.param(jnp.bfloat16, marks=pytest.mark.slow)])
     def test_flash_decode(self, dtype):
         q, k, v, lengths = _inputs(dtype)
         out = santa.flash_decode_pallas(
@@ -40,7 +40,12 @@ class TestSantaPallas:
         np.testing.assert_allclose(np.asarray(out, np.float32), want, atol=TOL[dtype], rtol=TOL[dtype])
 
     @pytest.mark.parametrize(
-        "method,dtype", [("iid", jnp.float32), ("stratified", jnp.float32), ("systematic", jnp.bfloat16)]
+        "method,dtype",
+        [
+            ("iid", jnp.float32),
+            pytest.param("stratified", jnp.float32, marks=pytest.mark.slow),
+            ("systematic", jnp.bfloat16),
+        ],
     )
     def test_santa(self, method, dtype):
         q, k, v, lengths = _inputs(dtype)

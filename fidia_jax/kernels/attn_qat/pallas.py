@@ -65,7 +65,7 @@ def _fwd_kernel(q_ref, k_ref, v_ref, o_ref, ohp_ref, lse_ref, *, block_k, scale,
     nk = k_ref.shape[1] // block_k
 
     def body(j, carry):
-        m, l, acc, acc_hp = carry
+        m, ell, acc, acc_hp = carry
         k = k_ref[0, pl.ds(j * block_k, block_k), 0, :].astype(jnp.float32)
         v = v_ref[0, pl.ds(j * block_k, block_k), 0, :].astype(jnp.float32)
         s = jnp.dot(q, k.T, precision=_HI) * scale
@@ -79,10 +79,10 @@ def _fwd_kernel(q_ref, k_ref, v_ref, o_ref, ohp_ref, lse_ref, *, block_k, scale,
         alpha = jnp.exp(jnp.where(jnp.isfinite(m), m, -jnp.inf) - m_safe)
         p = jnp.where(mask, jnp.exp(s - m_safe[:, None]), 0.0)
         p_q = fake_quant_nvfp4(p, axis=-1) if quantize_p else p
-        l = alpha * l + jnp.sum(p, axis=-1)
+        ell = alpha * ell + jnp.sum(p, axis=-1)
         acc = alpha[:, None] * acc + jnp.dot(p_q, v, precision=_HI)
         acc_hp = alpha[:, None] * acc_hp + jnp.dot(p, v, precision=_HI)
-        return m_new, l, acc, acc_hp
+        return m_new, ell, acc, acc_hp
 
     init = (
         jnp.full((bq,), -jnp.inf, jnp.float32),
@@ -90,11 +90,11 @@ def _fwd_kernel(q_ref, k_ref, v_ref, o_ref, ohp_ref, lse_ref, *, block_k, scale,
         jnp.zeros((bq, d), jnp.float32),
         jnp.zeros((bq, d), jnp.float32),
     )
-    m, l, acc, acc_hp = jax.lax.fori_loop(0, nk, body, init)
-    l_safe = jnp.where(l > 0, l, 1.0)
-    o_ref[0, :, 0, :] = acc / l_safe[:, None]
-    ohp_ref[0, :, 0, :] = acc_hp / l_safe[:, None]
-    lse_ref[0, 0, :] = jnp.where(l > 0, m + jnp.log(l_safe), -jnp.inf)
+    m, ell, acc, acc_hp = jax.lax.fori_loop(0, nk, body, init)
+    ell_safe = jnp.where(ell > 0, ell, 1.0)
+    o_ref[0, :, 0, :] = acc / ell_safe[:, None]
+    ohp_ref[0, :, 0, :] = acc_hp / ell_safe[:, None]
+    lse_ref[0, 0, :] = jnp.where(ell > 0, m + jnp.log(ell_safe), -jnp.inf)
 
 
 def attn_qat_forward_pallas(

@@ -128,7 +128,7 @@ def attn_qat_forward_reference(
     q_BxHxTxD = qh.transpose(0, 2, 1, 3)
 
     def step(carry, xs):
-        m, l, acc, acc_hp = carry
+        m, ell, acc, acc_hp = carry
         k_j, v_j, mask_j = xs
         s = jnp.einsum("bhtd,bhnd->bhtn", q_BxHxTxD, k_j, precision=_HI) * scale
         s = jnp.where(mask_j[None, None], s, -jnp.inf)
@@ -137,10 +137,10 @@ def attn_qat_forward_reference(
         alpha = jnp.exp(jnp.where(jnp.isfinite(m), m, -jnp.inf) - m_safe)
         p = jnp.where(mask_j[None, None], jnp.exp(s - m_safe[..., None]), 0.0)
         p_q = fake_quant_nvfp4(p, axis=-1) if quantize_p else p
-        l = alpha * l + jnp.sum(p, axis=-1)
+        ell = alpha * ell + jnp.sum(p, axis=-1)
         acc = alpha[..., None] * acc + jnp.einsum("bhtn,bhnd->bhtd", p_q, v_j, precision=_HI)
         acc_hp = alpha[..., None] * acc_hp + jnp.einsum("bhtn,bhnd->bhtd", p, v_j, precision=_HI)
-        return (m_new, l, acc, acc_hp), None
+        return (m_new, ell, acc, acc_hp), None
 
     init = (
         jnp.full((b, h, t), -jnp.inf, jnp.float32),
@@ -148,11 +148,11 @@ def attn_qat_forward_reference(
         jnp.zeros((b, h, t, d), jnp.float32),
         jnp.zeros((b, h, t, d), jnp.float32),
     )
-    (m, l, acc, acc_hp), _ = jax.lax.scan(step, init, (k_blocks, v_blocks, mask_blocks))
-    l_safe = jnp.where(l > 0, l, 1.0)
-    o = (acc / l_safe[..., None]).transpose(0, 2, 1, 3)
-    o_hp = (acc_hp / l_safe[..., None]).transpose(0, 2, 1, 3)
-    lse = jnp.where(l > 0, m + jnp.log(l_safe), -jnp.inf)
+    (m, ell, acc, acc_hp), _ = jax.lax.scan(step, init, (k_blocks, v_blocks, mask_blocks))
+    ell_safe = jnp.where(ell > 0, ell, 1.0)
+    o = (acc / ell_safe[..., None]).transpose(0, 2, 1, 3)
+    o_hp = (acc_hp / ell_safe[..., None]).transpose(0, 2, 1, 3)
+    lse = jnp.where(ell > 0, m + jnp.log(ell_safe), -jnp.inf)
     return o, o_hp, lse
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import jax
-import jax.numpy as jnp
 
 from fidia_jax.kernels._dispatch import resolve_backend
 from fidia_jax.kernels.santa import pallas as _pallas
