@@ -132,8 +132,10 @@ def policy_loss(
       clip_eps: PPO clip range; 0 disables clipping.
 
     Returns:
-      ``(loss, aux)``: scalar loss; aux has ``pg`` (policy term), ``kl`` (mean k3 per designed
-      token) and ``clip_frac``.
+      ``(loss, aux)``: scalar loss ``pg + beta_kl * mean_i kl_i``; aux has ``pg`` (policy term),
+      ``kl`` (mean over samples of the per-token k3 estimate) and ``clip_frac``. The k3 value is
+      an unbiased estimate of KL(pi || pi_ref) for tokens drawn from pi; as in GRPO, its
+      gradient as a loss is that of KL(pi_ref || pi), not of KL(pi || pi_ref).
 
     Raises:
       ValueError: shape mismatch.
@@ -151,7 +153,11 @@ def policy_loss(
     mask = designed_NxL
     inv_len = 1.0 / jnp.maximum(jnp.sum(mask, axis=-1, keepdims=True), 1.0)  # (N, 1)
 
-    ratio = jnp.exp(logp_NxL - old)
+    on = mask > 0
+    # Padding / fixed positions can hold log-probs near the -1e9 omit floor, where policy and
+    # reference may round apart by > 88 nats: zero the exponents there so exp() cannot overflow
+    # into inf * 0 = NaN.
+    ratio = jnp.exp(jnp.where(on, logp_NxL - old, 0.0))
     surr = ratio * adv
     if clip_eps > 0:
         clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv
@@ -161,10 +167,12 @@ def policy_loss(
         clip_frac = jnp.zeros((), logp_NxL.dtype)
     pg = -jnp.sum(surr * mask * inv_len)
 
-    d = ref - logp_NxL
+    d = jnp.where(on, ref - logp_NxL, 0.0)
     k3 = jnp.exp(d) - 1.0 - d
     kl_per_seq = jnp.sum(k3 * mask * inv_len, axis=-1)  # (N,)
-    loss = pg + beta_kl * jnp.sum(kl_per_seq)
+    # The policy term already carries a 1/n (RLOO, GRPO) or C(.)/C(n, k) (PKPO) factor in the
+    # advantages, so the KL term is averaged over the n samples: beta is per sequence, not per group.
+    loss = pg + beta_kl * jnp.mean(kl_per_seq)
     return loss, {"pg": pg, "kl": jnp.mean(kl_per_seq), "clip_frac": clip_frac}
 
 
