@@ -40,19 +40,19 @@ class TestSantaPallas:
         np.testing.assert_allclose(np.asarray(out, np.float32), want, atol=TOL[dtype], rtol=TOL[dtype])
 
     @pytest.mark.parametrize(
-        "method,dtype",
+        "method,dtype,value_stage",
         [
-            ("iid", jnp.float32),
-            pytest.param("stratified", jnp.float32, marks=pytest.mark.slow),
-            ("systematic", jnp.bfloat16),
+            ("iid", jnp.float32, "counts"),
+            pytest.param("stratified", jnp.float32, "gather", marks=pytest.mark.slow),
+            ("systematic", jnp.bfloat16, "gather"),
         ],
     )
-    def test_santa(self, method, dtype):
+    def test_santa(self, method, dtype, value_stage):
         q, k, v, lengths = _inputs(dtype)
         u = R.make_uniforms(jax.random.key(4), 2, 4, 100, block_k=32, samples_per_tile=8, method=method)
         out = santa.santa_decode_pallas(
             q, k, v, u, lengths, samples_per_tile=8, method=method,
-            block_sizes=santa.BlockSizes(32), interpret=self.INTERPRET,
+            block_sizes=santa.BlockSizes(32), interpret=self.INTERPRET, value_stage=value_stage,
         )
         want = R.santa_decode_reference(q, k, v, u, lengths, samples_per_tile=8, method=method, block_k=32)
         assert out.dtype == dtype

@@ -7,11 +7,12 @@ a small jnp pass merges the tiles with the flash-decoding weights (the authors' 
 kernel). The per-tile maths is the same code as the reference (``reference._tile_*``), so the
 kernel differs from the reference only in layout, blocking and masking.
 
-Value stage: the Pallas SANTA kernel forms ``c @ V_tile`` inside the tile, i.e. it still *loads*
-every V row of the tile; the counts are small integers and most are zero, so a gather of only the
-sampled rows (what the authors' CUDA kernel does, and where the bandwidth saving comes from) is
-the next step. ``distinct_rows_read`` in ``api.py`` reports what a gather kernel would read. This
-kernel has been run in interpret mode on CPU only; GPU lowering through Triton is untested.
+Value stage: ``value_stage="gather"`` (default) computes the row index of every sample in the
+tile and gathers only those V rows from the tile's block (``v_ref[0, idx, 0, :]``), then adds
+them; ``"counts"`` forms ``c @ V_tile`` and so loads every V row of the tile. With Pallas on GPU
+(Triton) blocks are not staged, so the gather reads only the sampled rows (where the bandwidth
+saving of the authors' CUDA kernel comes from); on TPU the whole block would still be copied to
+VMEM. These kernels have been run in interpret mode on CPU only; GPU lowering is untested.
 """
 
 from __future__ import annotations
@@ -54,15 +55,28 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, method):
     valid = pos < len_ref[0]
     q = q_ref[0, 0].astype(jnp.float32)  # (G, D)
     k = k_ref[0, :, 0, :].astype(jnp.float32)  # (bk, D)
-    v = v_ref[0, :, 0, :].astype(jnp.float32)
     m, u, ell = ref.tile_scores(q, k, valid, scale)
-    if mode == "flash":
-        w = u
-    else:
-        w = ref._tile_counts(
-            u, ell, unif_ref[0, 0, 0], samples_per_tile=samples_per_tile, method=method
+    if mode == "santa_gather":
+        g = q.shape[0]
+        unif = unif_ref[0, 0, 0]
+        if method == "systematic":
+            unif = jnp.broadcast_to(unif, (g, samples_per_tile))
+        idx, ok = ref._tile_sample_indices(
+            u, ell, unif, samples_per_tile=samples_per_tile, method=method
         )
-    acc = jnp.dot(w, v, precision=jax.lax.Precision.HIGHEST)
+        # gather only the sampled V rows of the tile (row indices within the block)
+        rows = v_ref[0, idx.reshape(-1), 0, :].astype(jnp.float32)
+        rows = rows.reshape(g, samples_per_tile, rows.shape[-1])
+        acc = jnp.sum(jnp.where(ok[..., None], rows, 0.0), axis=1)
+    else:
+        v = v_ref[0, :, 0, :].astype(jnp.float32)
+        if mode == "flash":
+            w = u
+        else:
+            w = ref._tile_counts(
+                u, ell, unif_ref[0, 0, 0], samples_per_tile=samples_per_tile, method=method
+            )
+        acc = jnp.dot(w, v, precision=jax.lax.Precision.HIGHEST)
     m_ref[0, 0, 0, :] = m
     ell_ref[0, 0, 0, :] = ell
     acc_ref[0, 0, 0, :, :] = acc
@@ -93,7 +107,7 @@ def _run(q, k, v, kv_lengths, uniforms, *, mode, block_k, scale, samples_per_til
         pl.BlockSpec((1, block_k, 1, d), lambda i, j, t: (i, t, j, 0)),
     ]
     args = [kv_lengths, q4, k, v]
-    if mode == "santa":
+    if mode != "flash":
         s = uniforms.shape[-1]
         unif = uniforms.astype(jnp.float32).reshape(b, hkv, g, nt, s).transpose(0, 1, 3, 2, 4)
         in_specs.append(pl.BlockSpec((1, 1, 1, g, s), lambda i, j, t: (i, j, t, 0, 0)))
@@ -120,7 +134,7 @@ def _run(q, k, v, kv_lengths, uniforms, *, mode, block_k, scale, samples_per_til
         interpret=interpret,
         name=f"{mode}_decode",
     )(*args)
-    return _merge(m, ell, acc, mode=mode, samples_per_tile=samples_per_tile).reshape(b, hq, d).astype(q.dtype)
+    return _merge(m, ell, acc, mode="flash" if mode == "flash" else "santa", samples_per_tile=samples_per_tile).reshape(b, hq, d).astype(q.dtype)
 
 
 def _merge(m, ell, acc, *, mode, samples_per_tile):
@@ -170,7 +184,8 @@ def flash_decode_pallas(
 
 
 @functools.partial(
-    jax.jit, static_argnames=("samples_per_tile", "method", "block_sizes", "scale", "interpret")
+    jax.jit,
+    static_argnames=("samples_per_tile", "method", "block_sizes", "scale", "interpret", "value_stage"),
 )
 def santa_decode_pallas(
     q: jax.Array,
@@ -184,16 +199,23 @@ def santa_decode_pallas(
     block_sizes: BlockSizes = BlockSizes(),
     scale: float | None = None,
     interpret: bool = False,
+    value_stage: str = "gather",
 ) -> jax.Array:
     """SANTA decode estimate (Pallas). Same contract as
-    :func:`fidia_jax.kernels.santa.reference.santa_decode_reference` (counts value stage),
-    with ``block_k`` taken from ``block_sizes``.
+    :func:`fidia_jax.kernels.santa.reference.santa_decode_reference`, with ``block_k`` taken
+    from ``block_sizes``.
+
+    ``value_stage="gather"`` (default) loads only the sampled V rows of each tile (a row gather
+    from the tile's block; on GPU the block is not staged, so only those rows are read);
+    ``"counts"`` multiplies the count vector with the whole V tile.
 
     Raises:
       ValueError: incompatible shapes, unknown method, wrong uniforms shape.
     """
     if method not in ref.METHODS:
         raise ValueError(f"unknown sampling method {method!r}; expected one of {ref.METHODS}")
+    if value_stage not in ("counts", "gather"):
+        raise ValueError(f"value_stage must be 'counts' or 'gather', got {value_stage!r}")
     b, hq, _ = q.shape
     want = ref.uniform_shape(
         b, hq, k.shape[1], block_k=block_sizes.block_k, samples_per_tile=samples_per_tile, method=method
@@ -201,6 +223,7 @@ def santa_decode_pallas(
     if uniforms.shape != want:
         raise ValueError(f"uniforms must have shape {want}, got {uniforms.shape}")
     return _run(
-        q, k, v, kv_lengths, uniforms, mode="santa", block_k=block_sizes.block_k, scale=scale,
+        q, k, v, kv_lengths, uniforms, mode="santa" if value_stage == "counts" else "santa_gather",
+        block_k=block_sizes.block_k, scale=scale,
         samples_per_tile=samples_per_tile, method=method, interpret=interpret,
     )
