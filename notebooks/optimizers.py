@@ -1,0 +1,185 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # SCALE vs AdamW on a tiny LLaMA, and TD(0) with exponential step sizes
+#
+# Two of the companion methods, each as a few lines of plain optax / JAX:
+#
+# 1. **SCALE** (`optim.scale`): SGD with column-normalised updates for every matrix and
+#    momentum only on the output layer, against `optax.adamw`, on a byte-level LLaMA.
+# 2. **TD(0)** with linear features on a random Markov reward process, comparing the
+#    exponential horizon schedule `optim.exponential_horizon_schedule` with a constant and a
+#    `1/t` step size.
+#
+# Text: the Shakespeare corpus from `$FIDIA_DATA_DIR` when that is set (see
+# `../shared/data/README.md`), else a small built-in text (the package's docstrings), so the
+# notebook runs without any data. `FIDIA_NOTEBOOK_TINY=1` shrinks everything to a few steps.
+
+# %%
+import functools
+import os
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+import optax
+from flax import nnx
+
+import fidia_jax
+from fidia_jax import data, models, optim, rl
+
+TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
+DATA_DIR = os.environ.get("FIDIA_DATA_DIR")
+LM_STEPS = 3 if TINY else 200
+BATCH, SEQ_LEN = (2, 16) if TINY else (16, 64)
+
+# %% [markdown]
+# ## Text as byte tokens
+
+# %%
+if DATA_DIR and os.path.isdir(DATA_DIR):
+    splits = data.load_shakespeare(DATA_DIR, max_files=1 if TINY else None)
+    train_tokens, val_tokens = splits.train, splits.val
+    source = f"Shakespeare ({len(splits.files)} files)"
+else:
+    mods = (fidia_jax, fidia_jax.fidia, fidia_jax.optim, fidia_jax.rl, fidia_jax.protein,
+            optim.scale, optim.paso, rl.max_at_k, rl.run_linear_td0, models.sample)
+    ids = data.encode_bytes("\n\n".join(m.__doc__ for m in mods))
+    cut = int(0.9 * len(ids))
+    train_tokens, val_tokens = ids[:cut], ids[cut:]
+    source = "built-in docstrings"
+train_tokens, val_tokens = jnp.asarray(train_tokens), jnp.asarray(val_tokens)
+print(f"{source}: {len(train_tokens)} train / {len(val_tokens)} validation bytes")
+print(repr(data.decode_bytes(np.asarray(train_tokens[:80]))))
+
+# %% [markdown]
+# ## The model and two optimisers
+#
+# `models.Llama` is a Flax NNX module (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied
+# `lm_head`). We split it into a graph definition and a parameter state, so that the training
+# step is a pure function of the parameters. `optim.scale` finds the output layer by its path
+# (`lm_head`) and gives the 1-D parameters (norm scales) AdamW.
+
+# %%
+cfg = models.LlamaConfig.tiny(max_seq_len=SEQ_LEN, n_layers=1 if TINY else 2)
+graphdef, params0 = nnx.split(models.Llama(cfg, rngs=nnx.Rngs(0)), nnx.Param)
+n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params0))
+labels = jax.tree.leaves(optim.scale_param_labels(params0))
+print(f"{n_params} parameters; SCALE groups:", {g: labels.count(g) for g in sorted(set(labels))})
+
+
+def loss_fn(params, tokens_BxT):
+    return models.next_token_loss(nnx.merge(graphdef, params)(tokens_BxT), tokens_BxT)
+
+
+eval_loss = jax.jit(loss_fn)
+
+
+def train(tx, num_steps):
+    key = jax.random.key(1)
+
+    @jax.jit
+    def step(params, opt_state, t):
+        batch = data.sample_windows(jax.random.fold_in(key, t), train_tokens, BATCH, SEQ_LEN)
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    params, opt_state, losses = params0, tx.init(params0), []
+    for t in range(num_steps):
+        params, opt_state, loss = step(params, opt_state, t)
+        losses.append(float(loss))
+    val = data.sample_windows(jax.random.key(2), val_tokens, 4 * BATCH, SEQ_LEN)
+    return losses, float(eval_loss(params, val))
+
+
+# Both optimisers see the same batches (a function of the step index).
+schedule = optax.warmup_cosine_decay_schedule(0.0, 3e-3, max(LM_STEPS // 10, 1), LM_STEPS)
+runs = {
+    "AdamW": train(optax.adamw(schedule, weight_decay=0.0), LM_STEPS),
+    "SCALE": train(optim.scale(schedule), LM_STEPS),
+}
+for name, (losses, val) in runs.items():
+    print(f"{name:6s} first loss {losses[0]:.3f}  last loss {losses[-1]:.3f}  val loss {val:.3f}")
+
+# %%
+fig, ax = plt.subplots(figsize=(5, 3.5))
+for name, (losses, _) in runs.items():
+    ax.plot(losses, label=name)
+ax.set_xlabel("step")
+ax.set_ylabel("train loss (nats / byte)")
+ax.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## TD(0) with an exponential step-size schedule
+#
+# `rl.random_linear_mrp` draws a Markov reward process (Dirichlet transitions, uniform
+# rewards, unit-norm features). `rl.td_fixed_point` solves for the TD fixed point
+# `theta*`, and `rl.run_linear_td0` runs `T` TD(0) updates in a `lax.scan` with any optax
+# schedule. The error is `||Phi (theta_T - theta*)||_D^2`. The exponential schedule
+# `eta_t = eta_0 T^(-t/T)` needs only the horizon `T`; the `1/t` schedule's theory needs the
+# smallest eigenvalue of the feature covariance.
+
+# %%
+HORIZONS = (50,) if TINY else (500, 2000, 8000)
+NUM_SEEDS = 4 if TINY else 32
+mrp = rl.random_linear_mrp(jax.random.key(0), n_states=20, n_features=5, discount=0.9)
+theta_star = rl.td_fixed_point(mrp)
+keys = jax.random.split(jax.random.key(1), NUM_SEEDS)
+ETA0 = 0.5
+
+
+schedules = {
+    "constant": lambda T: optax.constant_schedule(ETA0),
+    "1/t": lambda T: optim.inverse_time_schedule(ETA0, offset=10.0),
+    "exponential": lambda T: optim.exponential_horizon_schedule(ETA0, T),
+}
+
+
+def final_errors(schedule, horizon, keys):
+    """``(seeds,)`` errors of the last iterate of ``horizon`` TD(0) updates."""
+    thetas_SxD = jax.vmap(lambda k: rl.run_linear_td0(k, mrp, schedule, horizon))(keys)
+    return jax.vmap(lambda th: rl.td_param_error(mrp, th, theta_star))(thetas_SxD)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def td_errors(horizon, keys):
+    """Mean error over the seeds for every schedule (one compilation per horizon)."""
+    return jnp.stack([jnp.mean(final_errors(make(horizon), horizon, keys))
+                      for make in schedules.values()])
+
+
+errs_HxS = np.stack([np.asarray(td_errors(T, keys)) for T in HORIZONS])
+td = {name: errs_HxS[:, i].tolist() for i, name in enumerate(schedules)}
+print("mean ||Phi (theta_T - theta*)||_D^2 over", NUM_SEEDS, "seeds")
+print(f"{'T':>6} " + " ".join(f"{name:>12}" for name in td))
+for i, T in enumerate(HORIZONS):
+    print(f"{T:>6} " + " ".join(f"{td[name][i]:12.2e}" for name in td))
+
+# %%
+fig, ax = plt.subplots(figsize=(5, 3.5))
+for name, errs in td.items():
+    ax.plot(HORIZONS, errs, marker="o", label=name)
+ax.set_xscale("log")
+ax.set_yscale("log")
+ax.set_xlabel("horizon T (updates)")
+ax.set_ylabel("value error at T")
+ax.legend()
+fig.tight_layout()
+plt.show()
