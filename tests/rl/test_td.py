@@ -109,3 +109,9 @@ def test_direction_with_optax_sgd_matches_runner(mrp):
         theta_b = rl.linear_td0_update(theta_b, phi_tm1, r, mrp.discount, phi_t, sch(t))
     np.testing.assert_allclose(theta_a, theta_b, rtol=1e-6)
     assert float(jnp.abs(theta_a).max()) > 0
+
+
+def test_public_api():
+    for name in ("linear_td0_error", "linear_td0_update", "random_linear_mrp", "td_fixed_point",
+                 "run_linear_td0", "LinearMRP"):
+        assert name in rl.__all__ and hasattr(rl, name)
