@@ -53,7 +53,9 @@ def distinct_rows(q, k, u, *, spt, block_k):
         c = R._tile_counts(p, ell, u_, samples_per_tile=spt, method="systematic")
         return jnp.sum(jnp.any(c > 0, axis=0))
 
-    f = jax.vmap(jax.vmap(jax.vmap(tile, in_axes=(None, 0, 0)), in_axes=(0, 0, 0)), in_axes=(0, 0, 0))
+    f = jax.vmap(
+        jax.vmap(jax.vmap(tile, in_axes=(None, 0, 0)), in_axes=(0, 0, 0)), in_axes=(0, 0, 0)
+    )
     return int(jnp.sum(f(qf, kf, uu)))
 
 
@@ -67,35 +69,66 @@ def main(argv=None):
     args = ap.parse_args(argv)
     b, hq, hkv, d = 1, 8, 2, 64
     rows = []
-    print(f"{'n_k':>8} {'dense ms':>10} {'SANTA ms':>10} {'dense/SANTA':>12} {'V rows read':>14} {'max|err|':>9}")
+    print(
+        f"{'n_k':>8} {'dense ms':>10} {'SANTA ms':>10} {'dense/SANTA':>12} {'V rows read':>14} {'max|err|':>9}"
+    )
     for nk in args.nk:
         kq, kk, kv, ku = jax.random.split(jax.random.key(nk), 4)
         q = jax.random.normal(kq, (b, hq, d), jnp.bfloat16)
         k = jax.random.normal(kk, (b, nk, hkv, d), jnp.bfloat16)
         v = jax.random.normal(kv, (b, nk, hkv, d), jnp.bfloat16)
         spt = samples_per_tile_for(args.samples, nk, args.block_k)
-        u = R.make_uniforms(ku, b, hq, nk, block_k=args.block_k, samples_per_tile=spt, method="systematic")
+        u = R.make_uniforms(
+            ku, b, hq, nk, block_k=args.block_k, samples_per_tile=spt, method="systematic"
+        )
         dense = jax.jit(R.dense_decode_reference)
         santa = jax.jit(
             lambda q, k, v, u, spt=spt: R.santa_decode_reference(
-                q, k, v, u, samples_per_tile=spt, method="systematic", block_k=args.block_k,
+                q,
+                k,
+                v,
+                u,
+                samples_per_tile=spt,
+                method="systematic",
+                block_k=args.block_k,
                 value_stage="gather",
             )
         )
         t_dense = _time(dense, q, k, v, repeats=args.repeats)
         t_santa = _time(santa, q, k, v, u, repeats=args.repeats)
-        err = float(jnp.max(jnp.abs(santa(q, k, v, u).astype(jnp.float32) - dense(q, k, v).astype(jnp.float32))))
+        err = float(
+            jnp.max(
+                jnp.abs(santa(q, k, v, u).astype(jnp.float32) - dense(q, k, v).astype(jnp.float32))
+            )
+        )
         n_rows = distinct_rows(q, k, u, spt=spt, block_k=args.block_k)
-        row = dict(n_k=nk, dense_ms=1e3 * t_dense, santa_ms=1e3 * t_santa, ratio=t_dense / t_santa,
-                   samples_per_tile=spt, v_rows_read=n_rows, v_rows_total=b * hkv * nk, max_abs_err=err)
+        row = dict(
+            n_k=nk,
+            dense_ms=1e3 * t_dense,
+            santa_ms=1e3 * t_santa,
+            ratio=t_dense / t_santa,
+            samples_per_tile=spt,
+            v_rows_read=n_rows,
+            v_rows_total=b * hkv * nk,
+            max_abs_err=err,
+        )
         rows.append(row)
-        print(f"{nk:>8} {row['dense_ms']:>10.2f} {row['santa_ms']:>10.2f} {row['ratio']:>12.2f} "
-              f"{n_rows:>7}/{b * hkv * nk:<7} {err:>8.3f}", flush=True)
+        print(
+            f"{nk:>8} {row['dense_ms']:>10.2f} {row['santa_ms']:>10.2f} {row['ratio']:>12.2f} "
+            f"{n_rows:>7}/{b * hkv * nk:<7} {err:>8.3f}",
+            flush=True,
+        )
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = dict(jax=jax.__version__, machine=platform.machine(), processor=platform.processor(),
-                shapes=dict(batch=b, q_heads=hq, kv_heads=hkv, head_dim=d, dtype="bfloat16"),
-                samples=args.samples, block_k=args.block_k, method="systematic")
+    meta = dict(
+        jax=jax.__version__,
+        machine=platform.machine(),
+        processor=platform.processor(),
+        shapes=dict(batch=b, q_heads=hq, kv_heads=hkv, head_dim=d, dtype="bfloat16"),
+        samples=args.samples,
+        block_k=args.block_k,
+        method="systematic",
+    )
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
     tmp.replace(out)

@@ -44,7 +44,9 @@ from fidia_jax.models import (
 def bf16_attention(q, k, v, *, causal, kv_lengths=None, rng=None):
     """Softmax attention on bf16-rounded q, k, v (the bf16 baseline of the Attn-QAT paper)."""
     bf = jnp.bfloat16
-    out = xla_attention(q.astype(bf), k.astype(bf), v.astype(bf), causal=causal, kv_lengths=kv_lengths)
+    out = xla_attention(
+        q.astype(bf), k.astype(bf), v.astype(bf), causal=causal, kv_lengths=kv_lengths
+    )
     return out.astype(q.dtype)
 
 
@@ -53,7 +55,12 @@ register_attention_impl("bf16", bf16_attention)
 
 def make_config(impl: str, seq_len: int) -> LlamaConfig:
     return LlamaConfig(
-        dim=128, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=344, max_seq_len=seq_len,
+        dim=128,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        hidden_dim=344,
+        max_seq_len=seq_len,
         attention_impl=impl,
     )
 
@@ -61,7 +68,11 @@ def make_config(impl: str, seq_len: int) -> LlamaConfig:
 def train(impl, splits, *, steps, batch, seq_len, lr, seed=0, eval_batches=8, log_every=25):
     model = Llama(make_config(impl, seq_len), rngs=nnx.Rngs(seed))
     sched = optax.warmup_cosine_decay_schedule(0.0, lr, max(steps // 10, 1), steps, lr * 0.1)
-    opt = nnx.Optimizer(model, optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=0.01)), wrt=nnx.Param)
+    opt = nnx.Optimizer(
+        model,
+        optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=0.01)),
+        wrt=nnx.Param,
+    )
     train_tokens = jnp.asarray(splits.train)
     val_tokens = jnp.asarray(splits.val)
     key = jax.random.key(1234)
@@ -76,11 +87,16 @@ def train(impl, splits, *, steps, batch, seq_len, lr, seed=0, eval_batches=8, lo
     def eval_loss(model, tokens):
         return next_token_loss(model(tokens), tokens)
 
-    val_batches = [sample_windows(jax.random.fold_in(jax.random.key(99), i), val_tokens, batch, seq_len) for i in range(eval_batches)]
+    val_batches = [
+        sample_windows(jax.random.fold_in(jax.random.key(99), i), val_tokens, batch, seq_len)
+        for i in range(eval_batches)
+    ]
     curve = []
     t0 = time.time()
     for t in range(steps):
-        loss = step(model, opt, sample_windows(jax.random.fold_in(key, t), train_tokens, batch, seq_len))
+        loss = step(
+            model, opt, sample_windows(jax.random.fold_in(key, t), train_tokens, batch, seq_len)
+        )
         if t % log_every == 0 or t == steps - 1:
             curve.append((t, float(loss)))
             if not math.isfinite(float(loss)):
@@ -131,17 +147,24 @@ def main(argv=None):
     models = {}
     results["qat"] = []
     for impl in impls:
-        model, res = train(impl, splits, steps=args.steps, batch=args.batch, seq_len=args.seq_len, lr=args.lr)
+        model, res = train(
+            impl, splits, steps=args.steps, batch=args.batch, seq_len=args.seq_len, lr=args.lr
+        )
         models[impl] = model
         results["qat"].append(res)
-        print(f"[qat] {impl:16s} final train {res['curve'][-1][1]:.4f}  val {res['val_loss']:.4f}  ({res['seconds']:.0f}s)", flush=True)
+        print(
+            f"[qat] {impl:16s} final train {res['curve'][-1][1]:.4f}  val {res['val_loss']:.4f}  ({res['seconds']:.0f}s)",
+            flush=True,
+        )
     base = {r["impl"]: r["val_loss"] for r in results["qat"]}["bf16"]
     for r in results["qat"]:
         r["val_rel_to_bf16"] = r["val_loss"] / base - 1.0
 
     model = models["bf16"]
     model.config = dataclasses.replace(model.config, attention_impl="xla")
-    tokens = sample_windows(jax.random.key(2024), jnp.asarray(splits.val), args.santa_batch, args.seq_len)
+    tokens = sample_windows(
+        jax.random.key(2024), jnp.asarray(splits.val), args.santa_batch, args.seq_len
+    )
     prefix = args.seq_len // 2
     target = tokens[:, prefix:]
 
@@ -149,16 +172,32 @@ def main(argv=None):
         lp = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
         return float(-jnp.mean(jnp.take_along_axis(lp, target[..., None], -1)))
 
-    dense = santa_eval(model, lambda q, k, v, **kw: xla_attention(q, k, v, causal=False, kv_lengths=kw.get("kv_lengths")), tokens, prefix)
+    dense = santa_eval(
+        model,
+        lambda q, k, v, **kw: xla_attention(q, k, v, causal=False, kv_lengths=kw.get("kv_lengths")),
+        tokens,
+        prefix,
+    )
     results["santa"] = {"dense_ppl": math.exp(nll(dense)), "context": args.seq_len, "rows": []}
-    print(f"[santa] dense decode ppl {results['santa']['dense_ppl']:.3f} (context {args.seq_len})", flush=True)
+    print(
+        f"[santa] dense decode ppl {results['santa']['dense_ppl']:.3f} (context {args.seq_len})",
+        flush=True,
+    )
     for method in ("iid", "stratified", "systematic"):
         for s in (32, 128, 512, 2048):
-            lg = santa_eval(model, make_santa_attention(num_samples=s, method=method, block_k=64, backend="reference"), tokens, prefix)
+            lg = santa_eval(
+                model,
+                make_santa_attention(num_samples=s, method=method, block_k=64, backend="reference"),
+                tokens,
+                prefix,
+            )
             agree = float(jnp.mean(jnp.argmax(lg, -1) == jnp.argmax(dense, -1)))
             row = {"method": method, "S": s, "ppl": math.exp(nll(lg)), "top1_agreement": agree}
             results["santa"]["rows"].append(row)
-            print(f"[santa] {method:10s} S={s:5d} ppl {row['ppl']:.3f}  top-1 agreement {agree:.3f}", flush=True)
+            print(
+                f"[santa] {method:10s} S={s:5d} ppl {row['ppl']:.3f}  top-1 agreement {agree:.3f}",
+                flush=True,
+            )
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

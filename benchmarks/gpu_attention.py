@@ -61,7 +61,9 @@ def attempt(name, results, f):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="GPU attention benchmark (SANTA, flash-decode, Attn-QAT)")
+    ap = argparse.ArgumentParser(
+        description="GPU attention benchmark (SANTA, flash-decode, Attn-QAT)"
+    )
     ap.add_argument("--smoke", action="store_true", help="tiny shapes in interpret mode (CPU)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--out", default="benchmarks/results/gpu_attention.json")
@@ -72,7 +74,13 @@ def main(argv=None):
     b, hq, hkv, d = (1, 8, 2, 64) if smoke else (1, 32, 8, 128)
     nk = 256 if smoke else 32768
     bk = 64 if smoke else 128
-    res = {"device": str(jax.devices()[0]), "jax": jax.__version__, "smoke": smoke, "decode": [], "train": []}
+    res = {
+        "device": str(jax.devices()[0]),
+        "jax": jax.__version__,
+        "smoke": smoke,
+        "decode": [],
+        "train": [],
+    }
 
     # 1) copy bandwidth
     def copy_bw():
@@ -93,12 +101,20 @@ def main(argv=None):
     def decode_row(fn, *a, extra=None):
         t = timeit(fn, *a, repeats=reps)
         out = fn(*a).astype(jnp.float32).reshape(b, hq, d)
-        row = {"ms": 1e3 * t, "GBps_kv": kv_bytes / t / 1e9, "max_abs_err": float(jnp.max(jnp.abs(out - exact)))}
+        row = {
+            "ms": 1e3 * t,
+            "GBps_kv": kv_bytes / t / 1e9,
+            "max_abs_err": float(jnp.max(jnp.abs(out - exact))),
+        }
         row.update(extra or {})
         return row
 
     lengths = jnp.full((b,), nk, jnp.int32)
-    flash = jax.jit(lambda q, k, v: flash_decode_pallas(q, k, v, lengths, block_sizes=BlockSizes(bk), interpret=interpret))
+    flash = jax.jit(
+        lambda q, k, v: flash_decode_pallas(
+            q, k, v, lengths, block_sizes=BlockSizes(bk), interpret=interpret
+        )
+    )
     attempt("pallas_flash_decode", res["decode"], lambda: decode_row(flash, q, k, v))
 
     for s_total in (512, 2048):
@@ -106,8 +122,15 @@ def main(argv=None):
         u = R.make_uniforms(ku, b, hq, nk, block_k=bk, samples_per_tile=spt, method="systematic")
         santa = jax.jit(
             lambda q, k, v, u, spt=spt: santa_decode_pallas(
-                q, k, v, u, lengths, samples_per_tile=spt, method="systematic",
-                block_sizes=BlockSizes(bk), interpret=interpret,
+                q,
+                k,
+                v,
+                u,
+                lengths,
+                samples_per_tile=spt,
+                method="systematic",
+                block_sizes=BlockSizes(bk),
+                interpret=interpret,
             )
         )
 
@@ -115,8 +138,12 @@ def main(argv=None):
             rows = _distinct_rows(q, k, u, spt=spt, block_k=bk)
             k_bytes = b * nk * hkv * d * 2
             gather_bytes = k_bytes + rows * d * 2
-            extra = {"S": s_total, "samples_per_tile": spt, "distinct_v_rows": rows,
-                     "v_rows_total": b * nk * hkv}
+            extra = {
+                "S": s_total,
+                "samples_per_tile": spt,
+                "distinct_v_rows": rows,
+                "v_rows_total": b * nk * hkv,
+            }
             row = decode_row(santa, q, k, v, u, extra=extra)
             row["GBps_if_gather"] = gather_bytes / (row["ms"] / 1e3) / 1e9
             return row
@@ -125,7 +152,9 @@ def main(argv=None):
 
     q4 = q[:, None]
     for impl in ("xla", "cudnn"):
-        f = jax.jit(lambda q, k, v, impl=impl: jax.nn.dot_product_attention(q, k, v, implementation=impl))
+        f = jax.jit(
+            lambda q, k, v, impl=impl: jax.nn.dot_product_attention(q, k, v, implementation=impl)
+        )
         attempt(f"dot_product_attention_{impl}", res["decode"], lambda f=f: decode_row(f, q4, k, v))
 
     # 2) Attn-QAT training kernels vs bf16 attention
@@ -139,20 +168,40 @@ def main(argv=None):
 
     def train_rows(fn, name):
         fwd = jax.jit(fn)
-        bwd = jax.jit(jax.grad(lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2)))
-        attempt(f"{name}_fwd", res["train"], lambda: {"ms": 1e3 * timeit(fwd, Q, K, V, repeats=reps)})
-        attempt(f"{name}_fwd_bwd", res["train"], lambda: {"ms": 1e3 * timeit(bwd, Q, K, V, repeats=reps)})
+        bwd = jax.jit(
+            jax.grad(lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
+        )
+        attempt(
+            f"{name}_fwd", res["train"], lambda: {"ms": 1e3 * timeit(fwd, Q, K, V, repeats=reps)}
+        )
+        attempt(
+            f"{name}_fwd_bwd",
+            res["train"],
+            lambda: {"ms": 1e3 * timeit(bwd, Q, K, V, repeats=reps)},
+        )
 
-    train_rows(lambda q, k, v: attn_qat_pallas(q, k, v, causal=True, block_sizes=blocks, interpret=interpret), "attn_qat_pallas")
+    train_rows(
+        lambda q, k, v: attn_qat_pallas(
+            q, k, v, causal=True, block_sizes=blocks, interpret=interpret
+        ),
+        "attn_qat_pallas",
+    )
     for impl in ("cudnn", "xla"):
-        train_rows(lambda q, k, v, impl=impl: jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl), f"bf16_dpa_{impl}")
+        train_rows(
+            lambda q, k, v, impl=impl: jax.nn.dot_product_attention(
+                q, k, v, is_causal=True, implementation=impl
+            ),
+            f"bf16_dpa_{impl}",
+        )
 
     print("\nname                              ms      GB/s(kv)")
     for row in res["decode"] + res["train"]:
         if "error" in row:
             print(f"{row['name']:30s}  FAILED")
         else:
-            print(f"{row['name']:30s} {row.get('ms', float('nan')):8.3f}  {row.get('GBps_kv', row.get('GBps', float('nan'))):8.1f}")
+            print(
+                f"{row['name']:30s} {row.get('ms', float('nan')):8.3f}  {row.get('GBps_kv', row.get('GBps', float('nan'))):8.1f}"
+            )
     dec = {r["name"]: r for r in res["decode"] if "error" not in r}
     if "pallas_flash_decode" in dec and "pallas_santa_S2048" in dec:
         ratio = dec["pallas_flash_decode"]["ms"] / dec["pallas_santa_S2048"]["ms"]

@@ -54,7 +54,10 @@ class TestAttnQatPallas:
         pallas_fn = lambda q, k, v: aq.attn_qat_pallas(  # noqa: E731
             q, k, v, causal=True, variant=variant, block_sizes=BS, interpret=self.INTERPRET
         )
-        ref_fn = lambda q, k, v: R.attn_qat_reference(q, k, v, causal=True, block_k=16, variant=variant)  # noqa: E731
+
+        def ref_fn(q, k, v):
+            return R.attn_qat_reference(q, k, v, causal=True, block_k=16, variant=variant)
+
         got = jax.grad(loss(pallas_fn), argnums=(0, 1, 2))(q, k, v)
         want = jax.grad(loss(ref_fn), argnums=(0, 1, 2))(q, k, v)
         for g, w in zip(got, want, strict=True):
@@ -69,7 +72,9 @@ def test_api_gqa_and_adapter(inputs):
     q, k, v, _ = inputs
     q4 = jnp.concatenate([q, q[:, :, ::-1]], axis=2)  # 4 query heads on 2 kv heads
     out = aq.attn_qat(q4, k, v, causal=True, backend="reference")
-    want = R.attn_qat_reference(q4, jnp.repeat(k, 2, axis=2), jnp.repeat(v, 2, axis=2), causal=True, block_k=16)
+    want = R.attn_qat_reference(
+        q4, jnp.repeat(k, 2, axis=2), jnp.repeat(v, 2, axis=2), causal=True, block_k=16
+    )
     np.testing.assert_allclose(out, want, atol=1e-6)
     np.testing.assert_allclose(aq.attn_qat_attention(q4, k, v, causal=True), out, atol=1e-6)
     with pytest.raises(ValueError, match="kv_lengths"):

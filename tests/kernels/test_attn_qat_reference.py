@@ -51,7 +51,9 @@ def test_forward_single_tile_brute_force(inputs):
 def test_forward_tiles_and_hp_accumulator(inputs):
     q, k, v, _ = inputs
     o, o_hp, _ = R.attn_qat_forward_reference(q, k, v, causal=True, block_k=BK)
-    o_np, o_hp_np, _ = R.attn_qat_forward_reference(q, k, v, causal=True, block_k=BK, quantize_p=False)
+    o_np, o_hp_np, _ = R.attn_qat_forward_reference(
+        q, k, v, causal=True, block_k=BK, quantize_p=False
+    )
     hp = R.hp_path_reference(q, k, v, causal=True)
     np.testing.assert_allclose(o_hp, hp, atol=2e-5)
     np.testing.assert_allclose(o_np, hp, atol=2e-5)
@@ -89,7 +91,9 @@ def test_dv_is_quantised_p_transpose_do(inputs, grads):
     s = _np_scores(q, k, True)
     p = np.exp(s - np.asarray(lse, np.float64)[..., None])
     pq = np.asarray(fake_quant_nvfp4(jnp.asarray(p, jnp.float32)), np.float64)
-    np.testing.assert_allclose(grads["attn_qat"][2], np.einsum("bhts,bthd->bshd", pq, np.asarray(do)), atol=2e-5)
+    np.testing.assert_allclose(
+        grads["attn_qat"][2], np.einsum("bhts,bthd->bshd", pq, np.asarray(do)), atol=2e-5
+    )
 
 
 def test_rowsum_ds_zero_with_hp_delta_only(inputs):
@@ -97,7 +101,9 @@ def test_rowsum_ds_zero_with_hp_delta_only(inputs):
     o, o_hp, lse = R.attn_qat_forward_reference(q, k, v, causal=True, block_k=BK)
     kw = dict(causal=True, return_ds=True)
     ds_fix = R.attn_qat_backward_reference(q, k, v, o, o_hp, lse, do, variant="attn_qat", **kw)[3]
-    ds_fp4 = R.attn_qat_backward_reference(q, k, v, o, o_hp, lse, do, variant="attn_qat_fp4_delta", **kw)[3]
+    ds_fp4 = R.attn_qat_backward_reference(
+        q, k, v, o, o_hp, lse, do, variant="attn_qat_fp4_delta", **kw
+    )[3]
     r_fix = float(jnp.max(jnp.abs(jnp.sum(ds_fix, -1))))
     r_fp4 = float(jnp.max(jnp.abs(jnp.sum(ds_fp4, -1))))
     assert r_fix < 1e-5, r_fix

@@ -32,9 +32,14 @@ def test_e2m1_bit_exact_including_ties_and_saturation():
 
 
 def test_e4m3_bit_exact_including_subnormals_ties_and_max():
-    vals = np.float32([i * 2.0**-9 for i in range(8)] + [2.0**e * (1 + m / 8) for e in range(-6, 9) for m in range(8)])
+    vals = np.float32(
+        [i * 2.0**-9 for i in range(8)]
+        + [2.0**e * (1 + m / 8) for e in range(-6, 9) for m in range(8)]
+    )
     vals = vals[vals <= 448]
-    xs = np.concatenate([_grid_and_ties(vals), np.float32([448.0, 450.0, 460.0, 3 * 2.0**-10, 2.0**-10])])
+    xs = np.concatenate(
+        [_grid_and_ties(vals), np.float32([448.0, 450.0, 460.0, 3 * 2.0**-10, 2.0**-10])]
+    )
     rng = np.random.default_rng(1)
     xs = np.concatenate([xs, np.exp(rng.uniform(-12, 6, size=2000)).astype(np.float32)])
     want = xs.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
@@ -51,9 +56,13 @@ def test_fake_quant_matches_ml_dtypes_blockwise(dtype):
     x[1, 1, 16:32] *= 1e-4  # tiny block (scale in the e4m3 subnormal range)
     x = np.asarray(jnp.asarray(x, dtype).astype(jnp.float32))
     xb = x.reshape(3, 5, 4, 16)
-    scale = (np.abs(xb).max(-1, keepdims=True) / 6).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    scale = (
+        (np.abs(xb).max(-1, keepdims=True) / 6).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    )
     safe = np.where(scale > 0, scale, 1)
-    want = np.where(scale > 0, (xb / safe).astype(ml_dtypes.float4_e2m1fn).astype(np.float32) * scale, 0)
+    want = np.where(
+        scale > 0, (xb / safe).astype(ml_dtypes.float4_e2m1fn).astype(np.float32) * scale, 0
+    )
     got = jax.jit(fake_quant_nvfp4)(jnp.asarray(x, dtype))
     assert got.dtype == dtype
     np.testing.assert_array_equal(
@@ -62,7 +71,9 @@ def test_fake_quant_matches_ml_dtypes_blockwise(dtype):
     )
     # along another axis: same as moving that axis last
     got0 = fake_quant_nvfp4(jnp.asarray(x).transpose(2, 0, 1), axis=0)
-    np.testing.assert_array_equal(np.asarray(got0).transpose(1, 2, 0), np.asarray(fake_quant_nvfp4(jnp.asarray(x))))
+    np.testing.assert_array_equal(
+        np.asarray(got0).transpose(1, 2, 0), np.asarray(fake_quant_nvfp4(jnp.asarray(x)))
+    )
     with pytest.raises(ValueError, match="multiple of 16"):
         fake_quant_nvfp4(jnp.ones((3, 20)))
 

@@ -51,7 +51,9 @@ def decode_logits():
 
 
 def test_flash_decode_in_llama_equals_xla(decode_logits):
-    np.testing.assert_allclose(decode_logits["flash_decode"], decode_logits["xla"], atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(
+        decode_logits["flash_decode"], decode_logits["xla"], atol=1e-4, rtol=1e-4
+    )
 
 
 def test_santa_in_llama_is_close_to_xla(decode_logits):

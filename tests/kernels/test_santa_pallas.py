@@ -29,15 +29,21 @@ class TestSantaPallas:
         if not self.INTERPRET and not ON_ACCEL:
             pytest.skip("no GPU/TPU; see the Interpret subclass")
 
-    @pytest.mark.parametrize("dtype", [jnp.float32, pytest.param(jnp.bfloat16, marks=pytest.mark.slow)])
+    @pytest.mark.parametrize(
+        "dtype", [jnp.float32, pytest.param(jnp.bfloat16, marks=pytest.mark.slow)]
+    )
     def test_flash_decode(self, dtype):
         q, k, v, lengths = _inputs(dtype)
         out = santa.flash_decode_pallas(
             q, k, v, lengths, block_sizes=santa.BlockSizes(32), interpret=self.INTERPRET
         )
-        want = R.dense_decode_reference(q.astype(jnp.float32), k.astype(jnp.float32), v.astype(jnp.float32), lengths)
+        want = R.dense_decode_reference(
+            q.astype(jnp.float32), k.astype(jnp.float32), v.astype(jnp.float32), lengths
+        )
         assert out.dtype == dtype
-        np.testing.assert_allclose(np.asarray(out, np.float32), want, atol=TOL[dtype], rtol=TOL[dtype])
+        np.testing.assert_allclose(
+            np.asarray(out, np.float32), want, atol=TOL[dtype], rtol=TOL[dtype]
+        )
 
     @pytest.mark.parametrize(
         "method,dtype,value_stage",
@@ -49,15 +55,30 @@ class TestSantaPallas:
     )
     def test_santa(self, method, dtype, value_stage):
         q, k, v, lengths = _inputs(dtype)
-        u = R.make_uniforms(jax.random.key(4), 2, 4, 100, block_k=32, samples_per_tile=8, method=method)
-        out = santa.santa_decode_pallas(
-            q, k, v, u, lengths, samples_per_tile=8, method=method,
-            block_sizes=santa.BlockSizes(32), interpret=self.INTERPRET, value_stage=value_stage,
+        u = R.make_uniforms(
+            jax.random.key(4), 2, 4, 100, block_k=32, samples_per_tile=8, method=method
         )
-        want = R.santa_decode_reference(q, k, v, u, lengths, samples_per_tile=8, method=method, block_k=32)
+        out = santa.santa_decode_pallas(
+            q,
+            k,
+            v,
+            u,
+            lengths,
+            samples_per_tile=8,
+            method=method,
+            block_sizes=santa.BlockSizes(32),
+            interpret=self.INTERPRET,
+            value_stage=value_stage,
+        )
+        want = R.santa_decode_reference(
+            q, k, v, u, lengths, samples_per_tile=8, method=method, block_k=32
+        )
         assert out.dtype == dtype
         np.testing.assert_allclose(
-            np.asarray(out, np.float32), np.asarray(want, np.float32), atol=TOL[dtype], rtol=TOL[dtype]
+            np.asarray(out, np.float32),
+            np.asarray(want, np.float32),
+            atol=TOL[dtype],
+            rtol=TOL[dtype],
         )
 
 
@@ -72,13 +93,17 @@ def test_block_sizes_validated():
 
 def test_attention_impl_adapter_matches_reference():
     q, k, v, lengths = _inputs(jnp.float32)
-    fn = santa.make_santa_attention(num_samples=16, method="stratified", block_k=32, backend="reference")
+    fn = santa.make_santa_attention(
+        num_samples=16, method="stratified", block_k=32, backend="reference"
+    )
     rng = jax.random.key(9)
     out = fn(q[:, None], k, v, causal=False, kv_lengths=lengths, rng=rng)
     spt = santa.samples_per_tile_for(16, 100, 32)
     assert spt == 4
     u = R.make_uniforms(rng, 2, 4, 100, block_k=32, samples_per_tile=spt, method="stratified")
-    want = R.santa_decode_reference(q, k, v, u, lengths, samples_per_tile=spt, method="stratified", block_k=32)
+    want = R.santa_decode_reference(
+        q, k, v, u, lengths, samples_per_tile=spt, method="stratified", block_k=32
+    )
     np.testing.assert_allclose(out[:, 0], want, atol=1e-6)
     exact = santa.flash_decode_attention(q[:, None], k, v, causal=False, kv_lengths=lengths)
     np.testing.assert_allclose(exact[:, 0], R.dense_decode_reference(q, k, v, lengths), atol=1e-5)

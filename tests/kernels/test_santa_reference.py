@@ -153,9 +153,13 @@ def test_systematic_error_bound(qkv):
         sl = slice(t * BK, (t + 1) * BK)
         bound += p[sl].sum() / p.sum() * np.abs(np.diff(vv[sl], axis=0)).sum(axis=0) / ST
     for seed in range(8):
-        u = R.make_uniforms(jax.random.key(seed), 1, 1, N, block_k=BK, samples_per_tile=ST, method="systematic")
+        u = R.make_uniforms(
+            jax.random.key(seed), 1, 1, N, block_k=BK, samples_per_tile=ST, method="systematic"
+        )
         est = np.asarray(
-            R.santa_decode_reference(q1, k1, v1, u, samples_per_tile=ST, method="systematic", block_k=BK)
+            R.santa_decode_reference(
+                q1, k1, v1, u, samples_per_tile=ST, method="systematic", block_k=BK
+            )
         )[0, 0]
         assert np.all(np.abs(est - dense) <= bound + 1e-5)
 
@@ -177,7 +181,9 @@ def test_ternary_query_unbiased():
 
 def test_bf16_inputs(qkv):
     q, k, v = qkv
-    u = R.make_uniforms(jax.random.key(3), B, HQ, N, block_k=BK, samples_per_tile=ST, method="stratified")
+    u = R.make_uniforms(
+        jax.random.key(3), B, HQ, N, block_k=BK, samples_per_tile=ST, method="stratified"
+    )
     kw = dict(samples_per_tile=ST, method="stratified", block_k=BK)
     ref = R.santa_decode_reference(q, k, v, u, LENGTHS, **kw)
     out = R.santa_decode_reference(

@@ -59,7 +59,9 @@ def attn_qat(
       ValueError: incompatible shapes, unknown variant/backend.
     """
     if q.ndim != 4 or k.ndim != 4 or v.shape != k.shape:
-        raise ValueError(f"expected q (B,T,Hq,D), k=v (B,S,Hkv,D); got {q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(
+            f"expected q (B,T,Hq,D), k=v (B,S,Hkv,D); got {q.shape}, {k.shape}, {v.shape}"
+        )
     hq, hkv = q.shape[2], k.shape[2]
     if hq % hkv:
         raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
@@ -70,10 +72,18 @@ def attn_qat(
     bk = block_k or pick_block(k.shape[1])
     be = resolve_backend(backend)
     if be == "reference":
-        return _ref.attn_qat_reference(q, k, v, causal=causal, block_k=bk, scale=scale, variant=variant)
+        return _ref.attn_qat_reference(
+            q, k, v, causal=causal, block_k=bk, scale=scale, variant=variant
+        )
     return _pallas.attn_qat_pallas(
-        q, k, v, causal=causal, variant=variant, block_sizes=_pallas.BlockSizes(bq, bk),
-        scale=scale, interpret=be == "pallas_interpret",
+        q,
+        k,
+        v,
+        causal=causal,
+        variant=variant,
+        block_sizes=_pallas.BlockSizes(bq, bk),
+        scale=scale,
+        interpret=be == "pallas_interpret",
     )
 
 

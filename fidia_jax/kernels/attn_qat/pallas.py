@@ -57,7 +57,9 @@ def _iota(n):
     return jax.lax.broadcasted_iota(jnp.int32, (n,), 0)
 
 
-def _fwd_kernel(q_ref, k_ref, v_ref, o_ref, ohp_ref, lse_ref, *, block_k, scale, causal, offset, quantize_p):
+def _fwd_kernel(
+    q_ref, k_ref, v_ref, o_ref, ohp_ref, lse_ref, *, block_k, scale, causal, offset, quantize_p
+):
     i = pl.program_id(2)
     q = q_ref[0, :, 0, :].astype(jnp.float32)
     bq, d = q.shape
@@ -148,7 +150,22 @@ def _p_tile(q, k, lse, q_pos, k_pos, scale, causal):
     return p
 
 
-def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref, *, block_q, scale, causal, offset, quantize_p):
+def _dkdv_kernel(
+    q_ref,
+    k_ref,
+    v_ref,
+    do_ref,
+    lse_ref,
+    delta_ref,
+    dk_ref,
+    dv_ref,
+    *,
+    block_q,
+    scale,
+    causal,
+    offset,
+    quantize_p,
+):
     n = pl.program_id(2)
     k = k_ref[0, :, 0, :].astype(jnp.float32)
     v = v_ref[0, :, 0, :].astype(jnp.float32)
@@ -178,7 +195,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref
     dv_ref[0, :, 0, :] = dv
 
 
-def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, *, block_k, scale, causal, offset):
+def _dq_kernel(
+    q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, *, block_k, scale, causal, offset
+):
     i = pl.program_id(2)
     q = q_ref[0, :, 0, :].astype(jnp.float32)
     do = do_ref[0, :, 0, :].astype(jnp.float32)
@@ -221,7 +240,12 @@ def _backward(qx, kx, vx, o_delta, lse, do, *, causal, block_sizes, scale, inter
     )(do, o_delta)
     dk, dv = pl.pallas_call(
         functools.partial(
-            _dkdv_kernel, block_q=bq, scale=scale, causal=causal, offset=offset, quantize_p=quantize_p
+            _dkdv_kernel,
+            block_q=bq,
+            scale=scale,
+            causal=causal,
+            offset=offset,
+            quantize_p=quantize_p,
         ),
         out_shape=(
             jax.ShapeDtypeStruct((b, s_len, h, d), jnp.float32),
@@ -267,8 +291,17 @@ def _bwd(causal, variant, block_sizes, scale, interpret, res, do):
         qx, kx, vx = (x.astype(jnp.float32) for x in (q, k, v))
         o_delta, quantize_p = o, False
     dq, dk, dv = _backward(
-        qx, kx, vx, o_delta, lse, do.astype(jnp.float32), causal=causal, block_sizes=block_sizes,
-        scale=scale, interpret=interpret, quantize_p=quantize_p,
+        qx,
+        kx,
+        vx,
+        o_delta,
+        lse,
+        do.astype(jnp.float32),
+        causal=causal,
+        block_sizes=block_sizes,
+        scale=scale,
+        interpret=interpret,
+        quantize_p=quantize_p,
     )
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
 
@@ -299,10 +332,14 @@ def attn_qat_pallas(
       ValueError: bad shapes or unknown variant.
     """
     if q.ndim != 4 or k.ndim != 4 or v.shape != k.shape:
-        raise ValueError(f"expected q (B,T,H,D), k=v (B,S,H,D); got {q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(
+            f"expected q (B,T,H,D), k=v (B,S,H,D); got {q.shape}, {k.shape}, {v.shape}"
+        )
     b, t, h, d = q.shape
     if k.shape[0] != b or k.shape[2] != h or k.shape[3] != d or d % 16:
-        raise ValueError(f"incompatible q {q.shape} / k {k.shape} (head dim must be a multiple of 16)")
+        raise ValueError(
+            f"incompatible q {q.shape} / k {k.shape} (head dim must be a multiple of 16)"
+        )
     if t % block_sizes.block_q or k.shape[1] % block_sizes.block_k:
         raise ValueError(
             f"T={t} and S={k.shape[1]} must be multiples of block_q={block_sizes.block_q} "

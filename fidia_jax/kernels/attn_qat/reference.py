@@ -64,7 +64,9 @@ _HI = jax.lax.Precision.HIGHEST
 
 def _validate(q, k, v, block_k):
     if q.ndim != 4 or k.ndim != 4 or v.shape != k.shape:
-        raise ValueError(f"expected q (B,T,H,D), k=v (B,S,H,D); got {q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(
+            f"expected q (B,T,H,D), k=v (B,S,H,D); got {q.shape}, {k.shape}, {v.shape}"
+        )
     b, t, h, d = q.shape
     if k.shape[0] != b or k.shape[2] != h or k.shape[3] != d:
         raise ValueError(f"q {q.shape} and k {k.shape} disagree on batch/heads/head dim")

@@ -60,8 +60,14 @@ def santa_decode(
     if be == "reference":
         return _ref.santa_decode_reference(q, k, v, uniforms, kv_lengths, block_k=block_k, **kw)
     return _pallas.santa_decode_pallas(
-        q, k, v, uniforms, kv_lengths, block_sizes=_pallas.BlockSizes(block_k),
-        interpret=be == "pallas_interpret", **kw,
+        q,
+        k,
+        v,
+        uniforms,
+        kv_lengths,
+        block_sizes=_pallas.BlockSizes(block_k),
+        interpret=be == "pallas_interpret",
+        **kw,
     )
 
 
@@ -80,14 +86,21 @@ def flash_decode(
     if be == "reference":
         return _ref.flash_decode_reference(q, k, v, kv_lengths, block_k=block_k, scale=scale)
     return _pallas.flash_decode_pallas(
-        q, k, v, kv_lengths, block_sizes=_pallas.BlockSizes(block_k), scale=scale,
+        q,
+        k,
+        v,
+        kv_lengths,
+        block_sizes=_pallas.BlockSizes(block_k),
+        scale=scale,
         interpret=be == "pallas_interpret",
     )
 
 
 def _check_decode_call(name, q, causal):
     if q.ndim != 4 or q.shape[1] != 1:
-        raise ValueError(f"{name} supports decode steps only (q of shape (B, 1, Hq, D)), got {q.shape}")
+        raise ValueError(
+            f"{name} supports decode steps only (q of shape (B, 1, Hq, D)), got {q.shape}"
+        )
     if causal:
         raise ValueError(f"{name} is a decode kernel; call it with causal=False and kv_lengths")
 
@@ -114,10 +127,19 @@ def make_santa_attention(
         n = k.shape[1]
         spt = samples_per_tile_for(num_samples, n, block_k)
         key = jax.random.key(0) if rng is None else rng
-        unif = _ref.make_uniforms(key, b, hq, n, block_k=block_k, samples_per_tile=spt, method=method)
+        unif = _ref.make_uniforms(
+            key, b, hq, n, block_k=block_k, samples_per_tile=spt, method=method
+        )
         out = santa_decode(
-            q[:, 0], k, v, unif, kv_lengths, samples_per_tile=spt, method=method,
-            block_k=block_k, backend=backend,
+            q[:, 0],
+            k,
+            v,
+            unif,
+            kv_lengths,
+            samples_per_tile=spt,
+            method=method,
+            block_k=block_k,
+            backend=backend,
         )
         return out[:, None]
 

@@ -82,9 +82,13 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, method):
     acc_ref[0, 0, 0, :, :] = acc
 
 
-def _run(q, k, v, kv_lengths, uniforms, *, mode, block_k, scale, samples_per_tile, method, interpret):
+def _run(
+    q, k, v, kv_lengths, uniforms, *, mode, block_k, scale, samples_per_tile, method, interpret
+):
     if q.ndim != 3 or k.ndim != 4 or v.shape != k.shape:
-        raise ValueError(f"expected q (B,Hq,D), k=v (B,N,Hkv,D); got {q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(
+            f"expected q (B,Hq,D), k=v (B,N,Hkv,D); got {q.shape}, {k.shape}, {v.shape}"
+        )
     b, hq, d = q.shape
     _, n, hkv, _ = k.shape
     if k.shape[0] != b or k.shape[3] != d or hq % hkv:
@@ -123,7 +127,12 @@ def _run(q, k, v, kv_lengths, uniforms, *, mode, block_k, scale, samples_per_til
         pl.BlockSpec((1, 1, 1, g, d), lambda i, j, t: (i, j, t, 0, 0)),
     )
     kernel = functools.partial(
-        _kernel, block_k=block_k, scale=scale, mode=mode, samples_per_tile=samples_per_tile, method=method
+        _kernel,
+        block_k=block_k,
+        scale=scale,
+        mode=mode,
+        samples_per_tile=samples_per_tile,
+        method=method,
     )
     m, ell, acc = pl.pallas_call(
         kernel,
@@ -134,7 +143,17 @@ def _run(q, k, v, kv_lengths, uniforms, *, mode, block_k, scale, samples_per_til
         interpret=interpret,
         name=f"{mode}_decode",
     )(*args)
-    return _merge(m, ell, acc, mode="flash" if mode == "flash" else "santa", samples_per_tile=samples_per_tile).reshape(b, hq, d).astype(q.dtype)
+    return (
+        _merge(
+            m,
+            ell,
+            acc,
+            mode="flash" if mode == "flash" else "santa",
+            samples_per_tile=samples_per_tile,
+        )
+        .reshape(b, hq, d)
+        .astype(q.dtype)
+    )
 
 
 def _merge(m, ell, acc, *, mode, samples_per_tile):
@@ -178,14 +197,30 @@ def flash_decode_pallas(
       ValueError: incompatible shapes.
     """
     return _run(
-        q, k, v, kv_lengths, None, mode="flash", block_k=block_sizes.block_k, scale=scale,
-        samples_per_tile=0, method="systematic", interpret=interpret,
+        q,
+        k,
+        v,
+        kv_lengths,
+        None,
+        mode="flash",
+        block_k=block_sizes.block_k,
+        scale=scale,
+        samples_per_tile=0,
+        method="systematic",
+        interpret=interpret,
     )
 
 
 @functools.partial(
     jax.jit,
-    static_argnames=("samples_per_tile", "method", "block_sizes", "scale", "interpret", "value_stage"),
+    static_argnames=(
+        "samples_per_tile",
+        "method",
+        "block_sizes",
+        "scale",
+        "interpret",
+        "value_stage",
+    ),
 )
 def santa_decode_pallas(
     q: jax.Array,
@@ -218,12 +253,25 @@ def santa_decode_pallas(
         raise ValueError(f"value_stage must be 'counts' or 'gather', got {value_stage!r}")
     b, hq, _ = q.shape
     want = ref.uniform_shape(
-        b, hq, k.shape[1], block_k=block_sizes.block_k, samples_per_tile=samples_per_tile, method=method
+        b,
+        hq,
+        k.shape[1],
+        block_k=block_sizes.block_k,
+        samples_per_tile=samples_per_tile,
+        method=method,
     )
     if uniforms.shape != want:
         raise ValueError(f"uniforms must have shape {want}, got {uniforms.shape}")
     return _run(
-        q, k, v, kv_lengths, uniforms, mode="santa" if value_stage == "counts" else "santa_gather",
-        block_k=block_sizes.block_k, scale=scale,
-        samples_per_tile=samples_per_tile, method=method, interpret=interpret,
+        q,
+        k,
+        v,
+        kv_lengths,
+        uniforms,
+        mode="santa" if value_stage == "counts" else "santa_gather",
+        block_k=block_sizes.block_k,
+        scale=scale,
+        samples_per_tile=samples_per_tile,
+        method=method,
+        interpret=interpret,
     )

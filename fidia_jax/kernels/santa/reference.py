@@ -216,7 +216,9 @@ def _tile_sample_indices(
     return jnp.minimum(idx, n - 1), ok
 
 
-tile_counts = functools.partial(jax.jit, static_argnames=("samples_per_tile", "method"))(_tile_counts)
+tile_counts = functools.partial(jax.jit, static_argnames=("samples_per_tile", "method"))(
+    _tile_counts
+)
 tile_sample_indices = functools.partial(jax.jit, static_argnames=("samples_per_tile", "method"))(
     _tile_sample_indices
 )
@@ -224,7 +226,9 @@ tile_sample_indices = functools.partial(jax.jit, static_argnames=("samples_per_t
 
 def _prepare(q, k, v, kv_lengths, block_k):
     if q.ndim != 3 or k.ndim != 4 or v.shape != k.shape:
-        raise ValueError(f"expected q (B,Hq,D), k=v (B,N,Hkv,D); got {q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(
+            f"expected q (B,Hq,D), k=v (B,N,Hkv,D); got {q.shape}, {k.shape}, {v.shape}"
+        )
     b, hq, d = q.shape
     _, n, hkv, _ = k.shape
     if k.shape[0] != b or k.shape[3] != d:
@@ -291,7 +295,10 @@ def dense_decode_reference(
     p = jnp.where(valid[:, None, None, 0], jnp.exp(s - jnp.where(jnp.isfinite(m), m, 0.0)), 0.0)
     z = jnp.sum(p, axis=-1, keepdims=True)
     o = jnp.einsum(
-        "bkgn,bknd->bkgd", p / jnp.where(z > 0, z, 1.0), v_[:, :, 0], precision=jax.lax.Precision.HIGHEST
+        "bkgn,bknd->bkgd",
+        p / jnp.where(z > 0, z, 1.0),
+        v_[:, :, 0],
+        precision=jax.lax.Precision.HIGHEST,
     )
     return o.reshape(b, hq, d).astype(q.dtype)
 
@@ -314,7 +321,9 @@ def flash_decode_reference(
     scale = d**-0.5 if scale is None else scale
 
     def one(q_GxD, k_TxNxD, v_TxNxD, valid_TxN):
-        m, u, ell = jax.vmap(tile_scores, in_axes=(None, 0, 0, None))(q_GxD, k_TxNxD, valid_TxN, scale)
+        m, u, ell = jax.vmap(tile_scores, in_axes=(None, 0, 0, None))(
+            q_GxD, k_TxNxD, valid_TxN, scale
+        )
         acc_TxGxD = jnp.einsum("tgn,tnd->tgd", u, v_TxNxD, precision=jax.lax.Precision.HIGHEST)
         # _merge weights a tile by exp(m_t - m*) * ell_t, so pass the tile's normalised output
         acc_TxGxD = acc_TxGxD / jnp.where(ell > 0, ell, 1.0)[..., None]
@@ -376,7 +385,9 @@ def santa_decode_reference(
         q = ternary_query(q, query_uniforms)
     q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(q, k, v, kv_lengths, block_k)
     scale = (q.shape[-1]) ** -0.5 if scale is None else scale
-    want = uniform_shape(b, hq, k.shape[1], block_k=block_k, samples_per_tile=samples_per_tile, method=method)
+    want = uniform_shape(
+        b, hq, k.shape[1], block_k=block_k, samples_per_tile=samples_per_tile, method=method
+    )
     if uniforms.shape != want:
         raise ValueError(f"uniforms must have shape {want}, got {uniforms.shape}")
     u_ = uniforms.astype(jnp.float32).reshape(b, hkv, g, nt, want[-1]).transpose(0, 1, 3, 2, 4)
@@ -406,4 +417,3 @@ def santa_decode_reference(
         q_, k_, v_, valid, u_
     )
     return out.reshape(b, hq, d).astype(out_dtype)
-
