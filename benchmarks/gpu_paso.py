@@ -51,19 +51,29 @@ def main():
     for window in (16, 32):
         if mesh is not None and window % len(devices):
             continue
-        rows.append(cpu_bench.bench("digits MLP", digits, "adam(1e-3)", optax.adam(1e-3),
-                                    t_digits, window, mesh))
-        rows.append(cpu_bench.bench("tiny LLaMA", llama, "adam(1e-3)", optax.adam(1e-3),
-                                    t_llama, window, mesh))
+        rows.append(
+            cpu_bench.bench(
+                "digits MLP", digits, "adam(1e-3)", optax.adam(1e-3), t_digits, window, mesh
+            )
+        )
+        rows.append(
+            cpu_bench.bench(
+                "tiny LLaMA", llama, "adam(1e-3)", optax.adam(1e-3), t_llama, window, mesh
+            )
+        )
     print(f"\nPASO vs sequential on {len(devices)} x {devices[0].device_kind}")
-    print("| task | window | T | K | T/K | grad evals / T | loss seq | loss PASO | "
-          "wall seq s | wall PASO s | wall speed-up |")
+    print(
+        "| task | window | T | K | T/K | grad evals / T | loss seq | loss PASO | "
+        "wall seq s | wall PASO s | wall speed-up |"
+    )
     print("|" + "---|" * 11)
     for r in rows:
-        print(f"| {r['task']} | {r['window']} | {r['T']} | {r['K']} | {r['T_over_K']:.2f} | "
-              f"{r['grad_evals'] / r['T']:.2f} | {r['loss_seq']:.4f} | {r['loss_paso']:.4f} | "
-              f"{r['wall_seq_s']:.2f} | {r['wall_paso_s']:.2f} | "
-              f"{r['wall_seq_s'] / r['wall_paso_s']:.2f} |")
+        print(
+            f"| {r['task']} | {r['window']} | {r['T']} | {r['K']} | {r['T_over_K']:.2f} | "
+            f"{r['grad_evals'] / r['T']:.2f} | {r['loss_seq']:.4f} | {r['loss_paso']:.4f} | "
+            f"{r['wall_seq_s']:.2f} | {r['wall_paso_s']:.2f} | "
+            f"{r['wall_seq_s'] / r['wall_paso_s']:.2f} |"
+        )
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.tmp")

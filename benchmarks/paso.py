@@ -42,8 +42,10 @@ def digits_task(seed: int):
     y = jnp.asarray(y, jnp.int32)
     r = np.random.default_rng(seed)
     params = {
-        "hidden": {"kernel": jnp.asarray(r.standard_normal((64, 64)) / 8.0, jnp.float32),
-                   "bias": jnp.zeros(64)},
+        "hidden": {
+            "kernel": jnp.asarray(r.standard_normal((64, 64)) / 8.0, jnp.float32),
+            "bias": jnp.zeros(64),
+        },
         "lm_head": {"kernel": jnp.asarray(r.standard_normal((64, 10)) / 8.0, jnp.float32)},
     }
 
@@ -72,8 +74,9 @@ def llama_task(seed: int, data_dir: str):
     splits = load_shakespeare(data_dir)
     train = jnp.asarray(splits.train)
     val = jnp.asarray(splits.val)
-    cfg = LlamaConfig.tiny(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=128,
-                           max_seq_len=64)
+    cfg = LlamaConfig.tiny(
+        dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=128, max_seq_len=64
+    )
     model = Llama(cfg, rngs=nnx.Rngs(seed))
     graphdef, params = nnx.split(model, nnx.Param)
 
@@ -94,8 +97,10 @@ def llama_task(seed: int, data_dir: str):
 
 
 def rel_diff(a, b):
-    num = max(float(jnp.max(jnp.abs(x - y))) for x, y in zip(jax.tree.leaves(a),
-                                                             jax.tree.leaves(b), strict=True))
+    num = max(
+        float(jnp.max(jnp.abs(x - y)))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
     return num / max(float(jnp.max(jnp.abs(y))) for y in jax.tree.leaves(b))
 
 
@@ -108,18 +113,39 @@ def timed(fn, *args):
 
 def bench(task_name, task, opt_name, opt, steps, window, mesh, mode="exact"):
     params, loss_fn, batch_fn, eval_loss = task
-    seq = jax.jit(functools.partial(optim.sequential_optimize, loss_fn, opt, batch_fn=batch_fn,
-                                    num_steps=steps))
-    par = jax.jit(functools.partial(optim.paso, loss_fn, opt, batch_fn=batch_fn,
-                                    num_steps=steps, window=window, mode=mode, mesh=mesh))
+    seq = jax.jit(
+        functools.partial(
+            optim.sequential_optimize, loss_fn, opt, batch_fn=batch_fn, num_steps=steps
+        )
+    )
+    par = jax.jit(
+        functools.partial(
+            optim.paso,
+            loss_fn,
+            opt,
+            batch_fn=batch_fn,
+            num_steps=steps,
+            window=window,
+            mode=mode,
+            mesh=mesh,
+        )
+    )
     (p_seq, _, _), t_seq = timed(seq, params)
     res, t_par = timed(par, params)
     row = {
-        "task": task_name, "optimizer": opt_name, "mode": mode, "T": steps, "window": window,
-        "K": int(res.num_iterations), "grad_evals": int(res.num_grad_evals),
-        "loss_init": eval_loss(params), "loss_seq": eval_loss(p_seq),
-        "loss_paso": eval_loss(res.params), "param_rel_diff": rel_diff(res.params, p_seq),
-        "wall_seq_s": t_seq, "wall_paso_s": t_par,
+        "task": task_name,
+        "optimizer": opt_name,
+        "mode": mode,
+        "T": steps,
+        "window": window,
+        "K": int(res.num_iterations),
+        "grad_evals": int(res.num_grad_evals),
+        "loss_init": eval_loss(params),
+        "loss_seq": eval_loss(p_seq),
+        "loss_paso": eval_loss(res.params),
+        "param_rel_diff": rel_diff(res.params, p_seq),
+        "wall_seq_s": t_seq,
+        "wall_paso_s": t_par,
     }
     row["T_over_K"] = steps / row["K"]
     print(json.dumps(row), flush=True)
@@ -139,33 +165,65 @@ def main():
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:4]), ("window",))
     rows = []
     digits = digits_task(0)
-    for opt_name, opt in [("sgd(0.05)", optax.sgd(0.05)), ("adam(1e-3)", optax.adam(1e-3)),
-                          ("scale(1e-2)", optim.scale(1e-2))]:
+    for opt_name, opt in [
+        ("sgd(0.05)", optax.sgd(0.05)),
+        ("adam(1e-3)", optax.adam(1e-3)),
+        ("scale(1e-2)", optim.scale(1e-2)),
+    ]:
         rows.append(bench("digits MLP", digits, opt_name, opt, args.steps, args.window, mesh))
-    rows.append(bench("digits MLP", digits, "adam(1e-3)", optax.adam(1e-3), args.steps,
-                      args.window, mesh, mode="adaptive"))
+    rows.append(
+        bench(
+            "digits MLP",
+            digits,
+            "adam(1e-3)",
+            optax.adam(1e-3),
+            args.steps,
+            args.window,
+            mesh,
+            mode="adaptive",
+        )
+    )
     if not args.skip_llama:
         llama = llama_task(0, args.data_dir)
-        rows.append(bench("tiny LLaMA", llama, "adam(1e-3)", optax.adam(1e-3),
-                          args.llama_steps, args.window, mesh))
+        rows.append(
+            bench(
+                "tiny LLaMA",
+                llama,
+                "adam(1e-3)",
+                optax.adam(1e-3),
+                args.llama_steps,
+                args.window,
+                mesh,
+            )
+        )
 
     print(f"\nPASO (window {args.window}, 4 host devices on a CPU) vs sequential, same batches")
-    print("| task | optimizer | mode | T | K | T/K | grad evals / T | final loss seq | "
-          "final loss PASO | loss ratio | param rel diff | wall PASO / seq |")
+    print(
+        "| task | optimizer | mode | T | K | T/K | grad evals / T | final loss seq | "
+        "final loss PASO | loss ratio | param rel diff | wall PASO / seq |"
+    )
     print("|" + "---|" * 12)
     for r in rows:
-        print(f"| {r['task']} | {r['optimizer']} | {r['mode']} | {r['T']} | {r['K']} | "
-              f"{r['T_over_K']:.2f} | {r['grad_evals'] / r['T']:.2f} | {r['loss_seq']:.4f} | "
-              f"{r['loss_paso']:.4f} | {r['loss_paso'] / r['loss_seq']:.4f} | "
-              f"{r['param_rel_diff']:.1e} | {r['wall_paso_s'] / r['wall_seq_s']:.2f} |")
-    goal = all(r["T_over_K"] >= 8 and abs(r["loss_paso"] / r["loss_seq"] - 1) < 1e-3
-               for r in rows if r["mode"] == "exact")
+        print(
+            f"| {r['task']} | {r['optimizer']} | {r['mode']} | {r['T']} | {r['K']} | "
+            f"{r['T_over_K']:.2f} | {r['grad_evals'] / r['T']:.2f} | {r['loss_seq']:.4f} | "
+            f"{r['loss_paso']:.4f} | {r['loss_paso'] / r['loss_seq']:.4f} | "
+            f"{r['param_rel_diff']:.1e} | {r['wall_paso_s'] / r['wall_seq_s']:.2f} |"
+        )
+    goal = all(
+        r["T_over_K"] >= 8 and abs(r["loss_paso"] / r["loss_seq"] - 1) < 1e-3
+        for r in rows
+        if r["mode"] == "exact"
+    )
     print(f"\ngoal K <= T/8 at equal final loss (exact mode, all rows): {goal}")
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"rows": rows, "goal_met": goal,
-                               "devices": [str(d) for d in jax.devices()]}, indent=2))
+    tmp.write_text(
+        json.dumps(
+            {"rows": rows, "goal_met": goal, "devices": [str(d) for d in jax.devices()]}, indent=2
+        )
+    )
     tmp.replace(out)
     print(f"wrote {out}")
 

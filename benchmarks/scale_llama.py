@@ -63,8 +63,14 @@ def main():
 
     splits = load_shakespeare(args.data_dir)
     train, val = jnp.asarray(splits.train), jnp.asarray(splits.val)
-    cfg = LlamaConfig(dim=args.dim, n_layers=args.layers, n_heads=4, n_kv_heads=2,
-                      hidden_dim=int(args.dim * 8 / 3) // 8 * 8, max_seq_len=args.seq_len)
+    cfg = LlamaConfig(
+        dim=args.dim,
+        n_layers=args.layers,
+        n_heads=4,
+        n_kv_heads=2,
+        hidden_dim=int(args.dim * 8 / 3) // 8 * 8,
+        max_seq_len=args.seq_len,
+    )
     val_tokens = sample_windows(jax.random.key(999), val, 64, args.seq_len)
     names = args.optimizers.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -86,15 +92,19 @@ def main():
                 0.0, peak, max(1, args.steps // 10), args.steps, end_value=0.1 * peak
             )
             adam_sched = optax.warmup_cosine_decay_schedule(
-                0.0, PEAK_LR["adamw"], max(1, args.steps // 10), args.steps,
+                0.0,
+                PEAK_LR["adamw"],
+                max(1, args.steps // 10),
+                args.steps,
                 end_value=0.1 * PEAK_LR["adamw"],
             )
             opt = make_optimizer(name, sched, adam_sched)
 
             @jax.jit
             def step(p, s, t, opt=opt, loss_fn=loss_fn, data_key=data_key):
-                tokens = sample_windows(jax.random.fold_in(data_key, t), train, args.batch,
-                                        args.seq_len)
+                tokens = sample_windows(
+                    jax.random.fold_in(data_key, t), train, args.batch, args.seq_len
+                )
                 loss, g = jax.value_and_grad(loss_fn)(p, tokens)
                 u, s = opt.update(g, s, p)
                 return optax.apply_updates(p, u), s, loss
@@ -109,9 +119,12 @@ def main():
                 if t > 0:  # skip the compiling call
                     times.append(time.perf_counter() - t0)
             row = {
-                "seed": seed, "val_loss": float(eval_loss(p, val_tokens)),
-                "train_loss_last": float(loss), "state_bytes": state_bytes,
-                "weights_bytes": nbytes(params0), "step_time_s": statistics.median(times),
+                "seed": seed,
+                "val_loss": float(eval_loss(p, val_tokens)),
+                "train_loss_last": float(loss),
+                "state_bytes": state_bytes,
+                "weights_bytes": nbytes(params0),
+                "step_time_s": statistics.median(times),
             }
             runs[name].append(row)
             print(json.dumps({"optimizer": name, **row}), flush=True)
@@ -120,10 +133,14 @@ def main():
         return float(np.mean([r[key] for r in runs[name]]))
 
     ref = "adamw"
-    print(f"\nsmall LLaMA ({n_params / 1e6:.2f} M params, {args.steps} steps, batch "
-          f"{args.batch}x{args.seq_len} bytes, seeds {seeds}); ratios vs AdamW")
-    print("| optimizer | peak lr | val loss | ratio | state bytes | weights+state bytes | ratio | "
-          "step time ms | ratio |")
+    print(
+        f"\nsmall LLaMA ({n_params / 1e6:.2f} M params, {args.steps} steps, batch "
+        f"{args.batch}x{args.seq_len} bytes, seeds {seeds}); ratios vs AdamW"
+    )
+    print(
+        "| optimizer | peak lr | val loss | ratio | state bytes | weights+state bytes | ratio | "
+        "step time ms | ratio |"
+    )
     print("|" + "---|" * 9)
     summary = {}
     for name in names:
@@ -137,9 +154,11 @@ def main():
             "step_time_ratio": mean(name, "step_time_s") / mean(ref, "step_time_s"),
         }
         sm = summary[name]
-        print(f"| {name} | {PEAK_LR[name]:g} | {sm['val_loss']:.4f} | {sm['val_loss_ratio']:.3f} "
-              f"| {int(sm['state_bytes'])} | {int(wst)} | {sm['weights_plus_state_ratio']:.3f} | "
-              f"{1e3 * mean(name, 'step_time_s'):.1f} | {sm['step_time_ratio']:.2f} |")
+        print(
+            f"| {name} | {PEAK_LR[name]:g} | {sm['val_loss']:.4f} | {sm['val_loss_ratio']:.3f} "
+            f"| {int(sm['state_bytes'])} | {int(wst)} | {sm['weights_plus_state_ratio']:.3f} | "
+            f"{1e3 * mean(name, 'step_time_s'):.1f} | {sm['step_time_ratio']:.2f} |"
+        )
     if "scale" in summary:
         sc = summary["scale"]
         goals = {
@@ -152,8 +171,11 @@ def main():
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"args": vars(args), "n_params": n_params, "runs": runs,
-                               "summary": summary}, indent=2))
+    tmp.write_text(
+        json.dumps(
+            {"args": vars(args), "n_params": n_params, "runs": runs, "summary": summary}, indent=2
+        )
+    )
     tmp.replace(out)
     print(f"wrote {out}")
 

@@ -79,10 +79,10 @@ def main():
     for horizon in horizons:
         row = {}
         schedules = {
-            "exponential eta0*T^(-t/T)": lambda e, w: optim.exponential_horizon_schedule(
-                e, horizon
+            "exponential eta0*T^(-t/T)": lambda e, w, h=horizon: optim.exponential_horizon_schedule(
+                e, h
             ),
-            "constant eta0": lambda e, w: (lambda t: e),
+            "constant eta0": lambda e, w: lambda t: e,
             "1/t: eta0/(1+t)": lambda e, w: optim.inverse_time_schedule(e, 1.0),
             "1/t: eta0*100/(t+100)": lambda e, w: optim.inverse_time_schedule(e, 100.0),
         }
@@ -90,13 +90,12 @@ def main():
             errs = run(make, horizon, etas=ETA_GRID)
             best = min(errs, key=errs.get)
             row[name] = {"best_eta0": best, "error": errs[best], "grid": errs}
-        # Told omega: eta_t = 1 / (omega (t + t0)), t0 = 2/omega^2-ish is unstable for tiny omega,
-        # so t0 = 1/omega (step <= 1 at t = 0).
-        told = lambda e, w: (lambda t: 1.0 / (w * (t + 1.0 / w + 1.0)))  # noqa: E731
+        # Told omega: eta_t = 1 / (omega (t + t0)) with t0 = 1/omega + 1 (step < 1 at t = 0).
+        told = lambda e, w: lambda t: 1.0 / (w * (t + 1.0 / w + 1.0))  # noqa: E731
         row["1/(omega t) [told omega]"] = {"error": run(told, horizon)[1.0]}
         lam = 1.0 / np.sqrt(horizon)
         best_exp = row["exponential eta0*T^(-t/T)"]["best_eta0"]
-        sch = lambda e, w: optim.exponential_horizon_schedule(best_exp, horizon)  # noqa: E731
+        sch = lambda e, w, b=best_exp, h=horizon: optim.exponential_horizon_schedule(b, h)  # noqa: E731
         row["Markovian exponential"] = {"error": run(sch, horizon, markovian=True)[1.0]}
         row["Markovian regularised (lambda=1/sqrt(T))"] = {
             "error": run(sch, horizon, markovian=True, l2_reg=lam)[1.0]
@@ -107,8 +106,10 @@ def main():
     results["omega_median"] = float(jnp.median(omega))
     names = list(results["rows"][str(horizons[0])])
     ref = "exponential eta0*T^(-t/T)"
-    print(f"\nTD(0) relative value error, mean over {args.num_mrps} MRPs "
-          f"(ratio = error / exponential's, >1 means exponential is better)")
+    print(
+        f"\nTD(0) relative value error, mean over {args.num_mrps} MRPs "
+        f"(ratio = error / exponential's, >1 means exponential is better)"
+    )
     header = "| schedule | " + " | ".join(f"T={h:g} error (ratio)" for h in horizons) + " |"
     print(header)
     print("|" + "---|" * (len(horizons) + 1))

@@ -114,14 +114,10 @@ def load_shakespeare(
         cut = int(round(len(ids) * (1.0 - val_fraction)))
         train += [ids[:cut], sep]
         val += [ids[cut:], sep]
-    return TextSplits(
-        np.concatenate(train), np.concatenate(val), tuple(f.name for f in files)
-    )
+    return TextSplits(np.concatenate(train), np.concatenate(val), tuple(f.name for f in files))
 
 
-def sample_windows(
-    key: jax.Array, tokens: jax.Array, batch_size: int, seq_len: int
-) -> jax.Array:
+def sample_windows(key: jax.Array, tokens: jax.Array, batch_size: int, seq_len: int) -> jax.Array:
     """``batch_size`` random contiguous windows of ``seq_len`` tokens (a pure function of key).
 
     Use ``sample_windows(jax.random.fold_in(key, t), ...)`` as ``batch_fn(t)`` so that every

@@ -142,9 +142,7 @@ def xla_attention(
         raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
     g = hq // hkv
     q_BxTxKxGxD = q.astype(jnp.float32).reshape(b, t, hkv, g, d)
-    s_BxKxGxTxS = jnp.einsum(
-        "btkgd,bskd->bkgts", q_BxTxKxGxD, k.astype(jnp.float32)
-    ) * (d**-0.5)
+    s_BxKxGxTxS = jnp.einsum("btkgd,bskd->bkgts", q_BxTxKxGxD, k.astype(jnp.float32)) * (d**-0.5)
     mask_BxTxS = jnp.ones((b, t, s), dtype=bool)
     if causal:
         qi = jnp.arange(t)[:, None] + (s - t)

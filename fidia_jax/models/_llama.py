@@ -69,8 +69,15 @@ class LlamaConfig:
     param_dtype: jnp.dtype = jnp.float32
 
     def __post_init__(self):
-        for name in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim",
-                     "max_seq_len"):
+        for name in (
+            "vocab_size",
+            "dim",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "hidden_dim",
+            "max_seq_len",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"LlamaConfig.{name} must be a positive int, got {value!r}")

@@ -1,7 +1,5 @@
 """fidia_jax.optim: optax GradientTransformations (SCALE, PASO) and schedules."""
 
-from fidia_jax.optim._schedules import exponential_horizon_schedule as exponential_horizon_schedule
-from fidia_jax.optim._schedules import inverse_time_schedule as inverse_time_schedule
 from fidia_jax.optim._paso import PasoResult as PasoResult
 from fidia_jax.optim._paso import paso as paso
 from fidia_jax.optim._paso import sequential_optimize as sequential_optimize
@@ -11,6 +9,8 @@ from fidia_jax.optim._scale import path_to_name as path_to_name
 from fidia_jax.optim._scale import scale as scale
 from fidia_jax.optim._scale import scale_by_column_rms as scale_by_column_rms
 from fidia_jax.optim._scale import scale_param_labels as scale_param_labels
+from fidia_jax.optim._schedules import exponential_horizon_schedule as exponential_horizon_schedule
+from fidia_jax.optim._schedules import inverse_time_schedule as inverse_time_schedule
 
 __all__ = [
     "PasoResult",

@@ -194,7 +194,8 @@ def scale_param_labels(
     names = [path_to_name(p) for p, _ in flat]
     pattern = DEFAULT_LAST_LAYER_NAMES if last_layer is None else last_layer
     hits = [
-        n for n, (_, leaf) in zip(names, flat, strict=True)
+        n
+        for n, (_, leaf) in zip(names, flat, strict=True)
         if jnp.ndim(leaf) >= 2 and _match_last(pattern, n, leaf)
     ]
     if len(hits) > 1:
@@ -291,7 +292,10 @@ def scale(
         "matrix": matrix_tx(False),
         "last_layer": matrix_tx(True),
         "vector": optax.adamw(
-            adam_learning_rate, b1=adam_b1, b2=adam_b2, eps=adam_eps,
+            adam_learning_rate,
+            b1=adam_b1,
+            b2=adam_b2,
+            eps=adam_eps,
             weight_decay=adam_weight_decay,
         ),
     }

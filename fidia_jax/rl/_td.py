@@ -69,8 +69,13 @@ def linear_td0_error(
     Raises:
       ValueError: wrong ranks.
     """
-    for name, x, nd in (("theta", theta, 1), ("phi_tm1", phi_tm1, 1), ("phi_t", phi_t, 1),
-                        ("r_t", r_t, 0), ("discount_t", discount_t, 0)):
+    for name, x, nd in (
+        ("theta", theta, 1),
+        ("phi_tm1", phi_tm1, 1),
+        ("phi_t", phi_t, 1),
+        ("r_t", r_t, 0),
+        ("discount_t", discount_t, 0),
+    ):
         _check_vec(name, x, nd)
     return r_t + discount_t * jnp.dot(phi_t, theta) - jnp.dot(phi_tm1, theta)
 
@@ -125,8 +130,12 @@ class LinearMRP(NamedTuple):
 
 
 def random_linear_mrp(
-    key: jax.Array, n_states: int = 20, n_features: int = 5, discount: float = 0.9,
-    *, sparsity: float = 0.0,
+    key: jax.Array,
+    n_states: int = 20,
+    n_features: int = 5,
+    discount: float = 0.9,
+    *,
+    sparsity: float = 0.0,
 ) -> LinearMRP:
     """A random MRP: Dirichlet(1) transition rows, uniform rewards in ``[0, 1]``, Gaussian
     features with rows normalised to unit norm (full column rank with probability 1).

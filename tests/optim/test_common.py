@@ -62,8 +62,9 @@ def test_parabola_with_decaying_schedule(name):
     assert float(loss(final)) < 1e-3 * float(loss(params))
 
 
-@pytest.mark.parametrize("name,lr0,steps,tol", [("scale", 0.02, 2000, 1e-3),
-                                                ("column_rms_sgd", 0.05, 3000, 0.05)])
+@pytest.mark.parametrize(
+    "name,lr0,steps,tol", [("scale", 0.02, 2000, 1e-3), ("column_rms_sgd", 0.05, 3000, 0.05)]
+)
 def test_rosenbrock(name, lr0, steps, tol):
     def rosen(p):
         w = p["lm_head"]["kernel"]
@@ -141,12 +142,18 @@ def test_paso_preserves_bf16_and_no_retrace():
         traces.append(1)
         return parabola(p, jax.tree.map(lambda x: x.astype(jnp.float32) * (1.0 + 0.0 * t), target))
 
-    run_paso = jax.jit(functools.partial(
-        optim.paso, loss,
-        # bf16 params: keep hyperparameters in f32 (b2 = 0.999 rounds to 1 in bf16).
-        optax.inject_hyperparams(optax.adam, hyperparam_dtype=jnp.float32)(learning_rate=0.05),
-        batch_fn=lambda t: t.astype(jnp.float32), num_steps=30, window=4, tol=1e-2,
-    ))
+    run_paso = jax.jit(
+        functools.partial(
+            optim.paso,
+            loss,
+            # bf16 params: keep hyperparameters in f32 (b2 = 0.999 rounds to 1 in bf16).
+            optax.inject_hyperparams(optax.adam, hyperparam_dtype=jnp.float32)(learning_rate=0.05),
+            batch_fn=lambda t: t.astype(jnp.float32),
+            num_steps=30,
+            window=4,
+            tol=1e-2,
+        )
+    )
     res = run_paso(params)
     n = len(traces)
     res2 = run_paso(jax.tree.map(lambda x: x + 1, params))

@@ -30,8 +30,10 @@ def batch_fn(t):
 def init_params():
     r = np.random.default_rng(2)
     return {
-        "l1": {"kernel": jnp.asarray(r.standard_normal((6, 8)) * 0.3, jnp.float32),
-               "bias": jnp.zeros(8)},
+        "l1": {
+            "kernel": jnp.asarray(r.standard_normal((6, 8)) * 0.3, jnp.float32),
+            "bias": jnp.zeros(8),
+        },
         "lm_head": {"kernel": jnp.asarray(r.standard_normal((8, 3)) * 0.3, jnp.float32)},
     }
 
@@ -44,8 +46,10 @@ OPTIMIZERS = {
 
 
 def rel_err(a, b):
-    num = max(float(jnp.max(jnp.abs(x - y))) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b),
-                                                             strict=True))
+    num = max(
+        float(jnp.max(jnp.abs(x - y)))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
     return num / max(float(jnp.max(jnp.abs(y))) for y in jax.tree.leaves(b))
 
 
@@ -56,8 +60,9 @@ def test_exact_mode_equals_sequential(name):
     seq_params, seq_state, _ = jax.jit(
         functools.partial(optim.sequential_optimize, loss_fn, opt, batch_fn=batch_fn, num_steps=T)
     )(params)
-    run = jax.jit(functools.partial(optim.paso, loss_fn, opt, batch_fn=batch_fn, num_steps=T,
-                                    window=8))
+    run = jax.jit(
+        functools.partial(optim.paso, loss_fn, opt, batch_fn=batch_fn, num_steps=T, window=8)
+    )
     res = run(params)
     assert rel_err(res.params, seq_params) < 1e-5
     if jax.tree.leaves(seq_state):
@@ -142,8 +147,18 @@ def test_adaptive_mode_matches_reference_transcription(adaptivity):
 
     x0 = np.zeros(5, np.float32)
     ref_x, ref_k, ref_g, ref_tol = reference_loop(x0, np_grad, 0.05, 30, 6, 1e-3, 0.9, adaptivity)
-    res = optim.paso(jloss, optax.sgd(0.05), jnp.asarray(x0), lambda t: jnp.asarray(bs)[t], 30,
-                     window=6, mode="adaptive", tol=1e-3, ema_decay=0.9, adaptivity=adaptivity)
+    res = optim.paso(
+        jloss,
+        optax.sgd(0.05),
+        jnp.asarray(x0),
+        lambda t: jnp.asarray(bs)[t],
+        30,
+        window=6,
+        mode="adaptive",
+        tol=1e-3,
+        ema_decay=0.9,
+        adaptivity=adaptivity,
+    )
     assert ref_k < 30  # the reference loop advanced several steps per iteration
     assert (int(res.num_iterations), int(res.num_grad_evals)) == (ref_k, ref_g)
     np.testing.assert_allclose(res.params, ref_x, rtol=1e-4, atol=1e-6)

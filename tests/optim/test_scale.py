@@ -86,7 +86,11 @@ def test_matches_numpy_transcription():
     sched = optax.linear_schedule(0.05, 0.01, 4)
     adam_sched = optax.linear_schedule(0.02, 0.004, 4)
     opt = optim.scale(
-        sched, momentum=0.8, weight_decay=0.1, adam_learning_rate=adam_sched, adam_b1=0.85,
+        sched,
+        momentum=0.8,
+        weight_decay=0.1,
+        adam_learning_rate=adam_sched,
+        adam_b1=0.85,
         adam_b2=0.99,
     )
     p = jax.tree.map(jnp.asarray, params)
@@ -96,8 +100,15 @@ def test_matches_numpy_transcription():
         u, state = step(g, state, p)
         p = optax.apply_updates(p, u)
     ref = numpy_reference(
-        params, grads_seq, lambda t: float(sched(t)), wd=0.1, beta=0.8,
-        adam_lr_fn=lambda t: float(adam_sched(t)), b1=0.85, b2=0.99, eps=1e-8,
+        params,
+        grads_seq,
+        lambda t: float(sched(t)),
+        wd=0.1,
+        beta=0.8,
+        adam_lr_fn=lambda t: float(adam_sched(t)),
+        b1=0.85,
+        b2=0.99,
+        eps=1e-8,
     )
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), p, ref)
 

@@ -112,6 +112,12 @@ def test_direction_with_optax_sgd_matches_runner(mrp):
 
 
 def test_public_api():
-    for name in ("linear_td0_error", "linear_td0_update", "random_linear_mrp", "td_fixed_point",
-                 "run_linear_td0", "LinearMRP"):
+    for name in (
+        "linear_td0_error",
+        "linear_td0_update",
+        "random_linear_mrp",
+        "td_fixed_point",
+        "run_linear_td0",
+        "LinearMRP",
+    ):
         assert name in rl.__all__ and hasattr(rl, name)
