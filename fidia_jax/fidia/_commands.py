@@ -18,7 +18,6 @@ import dataclasses
 import json
 import os
 import pathlib
-import shutil
 import tempfile
 from collections.abc import Sequence
 from typing import Any
@@ -100,8 +99,6 @@ def run_train(config, workdir: str | os.PathLike, *, resume: bool = True, quiet:
     from fidia_jax.fidia._train import train_and_evaluate
 
     workdir = pathlib.Path(workdir)
-    if not resume and (workdir / "checkpoints").exists():
-        shutil.rmtree(workdir / "checkpoints")
     result = train_and_evaluate(config, workdir, resume=resume, progress=not quiet)
     cols, rows = _summary_rows({"before (reference)": result["before"], config.method: result["after"]},
                                config.eval.ns, config.eval.bon_n)
@@ -280,10 +277,6 @@ def run_fidia_demo(out: str | os.PathLike = "out/demo", *, seed: int = 0, quiet:
     out = pathlib.Path(out)
     config = config or override_config(get_config("demo"), [f"seed={seed}"])
     train_dir = out / "train"
-    if (train_dir / "checkpoints").exists():
-        shutil.rmtree(train_dir / "checkpoints")
-    if (train_dir / "eval_before.json").exists():
-        (train_dir / "eval_before.json").unlink()
     console = _console(quiet)
     if console is not None:
         console.print(f"[bold]FIDIA demo[/]: {config.train.num_steps} steps x {config.train.n_samples} "

@@ -532,7 +532,8 @@ def train_and_evaluate(
     Args:
       config: the run configuration.
       workdir: output directory (created).
-      resume: continue from the latest checkpoint in ``workdir`` when there is one.
+      resume: continue from the latest checkpoint in ``workdir`` when there is one; ``False``
+        deletes the checkpoints and cached evaluation of a previous run in ``workdir``.
       progress: show a rich progress bar.
       trainer: a prepared :class:`Trainer` (tests reuse one; built from ``config`` otherwise).
       on_step: called after each step with ``(step, metrics)``.
@@ -546,6 +547,11 @@ def train_and_evaluate(
     """
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    if not resume:  # start over: old checkpoints and the cached "before" evaluation go
+        import shutil
+
+        shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
+        (workdir / "eval_before.json").unlink(missing_ok=True)
     cfg_path = workdir / "config.json"
     if resume and cfg_path.is_file():
         previous = json.loads(cfg_path.read_text())
