@@ -218,10 +218,10 @@ _PRESETS: dict[str, dict[str, Any]] = {
     },
     # The CPU-scale five-method comparison of docs/fidia.md.
     "small": {
-        "data": {"train_tasks": "train", "eval_tasks": "heldout", "max_train_tasks": 6,
-                 "eval_names": _SMALL_EVAL, "max_length": 96, "batch_backbones": 2},
-        "train": {"num_steps": 8, "n_samples": 16, "k_bon": 8, "ppo_epochs": 2,
-                  "checkpoint_every": 4, "learning_rate": 5e-5, "beta_kl": 0.01},
+        "data": {"train_tasks": "train", "eval_tasks": "heldout", "max_train_tasks": 4,
+                 "eval_names": _SMALL_EVAL, "max_length": 64, "batch_backbones": 2},
+        "train": {"num_steps": 4, "n_samples": 16, "k_bon": 8, "ppo_epochs": 1,
+                  "checkpoint_every": 2, "learning_rate": 5e-5, "beta_kl": 0.01},
         "eval": {"n_samples": 16, "ns": (1, 4, 8, 16), "bon_n": 8},
         "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
                    "calibration_samples": 16},
