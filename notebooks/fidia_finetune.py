@@ -29,8 +29,9 @@
 # before/after numbers show the mechanics, not a held-out result (see `docs/fidia.md`).
 # No data directory is needed.
 #
-# `FIDIA_NOTEBOOK_TINY=1` uses the `tiny` preset (backbone cropped to 24 residues, 2 steps of
-# 4 samples); otherwise the `demo` preset (10 steps of 16 samples, a few minutes on a CPU).
+# `FIDIA_NOTEBOOK_TINY=1` uses the `tiny` preset (backbone cropped to 24 residues, a couple of
+# steps with 4 samples); otherwise the `demo` preset of `fidia-jax demo` (a few minutes on a
+# CPU). The sizes are printed below.
 
 # %%
 import json
