@@ -178,15 +178,20 @@ def test_padding_does_not_change_log_probs(setup):
 
     _, backbones = setup
     bb = backbones[0]
-    model = models.ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(0))
+    graphdef, state = nnx.split(models.ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(0)))
+
+    @jax.jit
+    def logp(inputs, seqs, order):
+        return fidia.policy_token_log_probs(nnx.merge(graphdef, state), inputs, seqs, order,
+                                            temperature=0.5)
+
     rng = np.random.default_rng(0)
     seqs = jnp.asarray(rng.integers(0, 20, size=(1, 2, 24)), jnp.int32)
     order = jnp.asarray(np.stack([rng.permutation(24) for _ in range(2)])[None])
-    unpadded = fidia.policy_token_log_probs(
-        model, jax.tree.map(lambda a: jnp.asarray(a)[None], bb.inputs), seqs, order, temperature=0.5)
+    unpadded = logp(jax.tree.map(lambda a: jnp.asarray(a)[None], bb.inputs), seqs, order)
     padded = fidia.stack_backbones([bb], 30)
     assert np.asarray(padded.fixed)[0, 24:].all() and not np.asarray(padded.designed)[0, 24:].any()
     seqs_p = jnp.concatenate([seqs, jnp.full((1, 2, 6), 20, jnp.int32)], -1)
     order_p = jnp.concatenate([jnp.broadcast_to(24 + jnp.arange(6), (1, 2, 6)), order], -1)
-    got = fidia.policy_token_log_probs(model, padded.inputs, seqs_p, order_p, temperature=0.5)
+    got = logp(padded.inputs, seqs_p, order_p)
     np.testing.assert_allclose(got[..., :24], unpadded, atol=2e-5)
