@@ -143,6 +143,7 @@ def _design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards: np.n
     from fidia_jax.protein import ALPHABET
 
     L = backbone.length
+    seqs = np.asarray(seqs)[:, :L]  # drop padding slots
     designed = backbone.designed_mask
     native = backbone.native
     n = seqs.shape[0]
@@ -188,8 +189,9 @@ def _design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards: np.n
     axes[0].legend()
     axes[1].plot(ns, [metrics[f"max@{k}"] for k in ns], marker="o", label="policy")
     if ref_rewards is not None:
-        axes[1].plot(list(report["reference_max@N"]), list(report["reference_max@N"].values()),
-                     marker="s", label="reference")
+        ref_curve = report["reference_max@N"]
+        axes[1].plot([int(k) for k in ref_curve], list(ref_curve.values()), marker="s",
+                     label="reference")
     axes[1].set_xscale("log", base=2)
     axes[1].set_xlabel("N")
     axes[1].set_ylabel("max@N")
@@ -283,8 +285,9 @@ def run_fidia_demo(out: str | os.PathLike = "out/demo", *, seed: int = 0, quiet:
                       f"samples, Best-of-{config.train.k_bon} objective, built-in backbone 5PTI")
     trainer = Trainer(config)
     result = train_and_evaluate(config, train_dir, resume=False, progress=not quiet, trainer=trainer)
-    cols, rows = _summary_rows({"ProteinMPNN (before)": result["before"], "FIDIA (after)": result["after"]},
-                               config.eval.ns, config.eval.bon_n)
+    ns = [n for n in config.eval.ns if n in (1, config.train.k_bon, config.eval.n_samples)]
+    cols, rows = _summary_rows({"ProteinMPNN": result["before"], "FIDIA": result["after"]},
+                               ns, config.eval.bon_n)
     _print_table(console, "max@N on the demo backbone (proxy reward)", cols, rows)
     # Best-of-N design with the fine-tuned policy: reuse the compiled evaluation sampler.
     bb = trainer.eval_backbones[0]
