@@ -51,6 +51,7 @@ from flax import nnx
 
 from fidia_jax.errors import CheckpointError, ConfigError
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint
+from fidia_jax.protein._types import ALPHABET
 
 if TYPE_CHECKING:  # pragma: no cover
     from fidia_jax.protein._types import Protein
@@ -68,8 +69,9 @@ __all__ = [
     "score",
 ]
 
-#: Token alphabet of ProteinMPNN (index 20, ``X``, is unknown / gap).
-MPNN_ALPHABET = "ACDEFGHIKLMNPQRSTVWYX"
+#: Token alphabet of ProteinMPNN (index 20, ``X``, is unknown / gap); the same string as
+#: :data:`fidia_jax.protein.ALPHABET`.
+MPNN_ALPHABET = ALPHABET
 
 # Pairs of backbone atoms whose distances are RBF-encoded, in the original's concatenation order
 # (the first, CA-CA, uses the masked top-k distances themselves).
