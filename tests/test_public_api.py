@@ -20,9 +20,9 @@ def test_subpackage_all_resolves(name):
     for symbol in exported:
         obj = getattr(module, symbol)  # AttributeError names the missing export
         assert not symbol.startswith("_"), f"private name {symbol} exported from fidia_jax.{name}"
-        assert not isinstance(obj, types.ModuleType), (
-            f"fidia_jax.{name}.{symbol} leaks a module; export its public names instead"
-        )
+        if isinstance(obj, types.ModuleType):  # public subpackages (kernels.santa) are fine
+            private = [part for part in obj.__name__.split(".") if part.startswith("_")]
+            assert not private, f"fidia_jax.{name}.{symbol} leaks the private module {obj.__name__}"
 
 
 def test_version_is_pep440():
