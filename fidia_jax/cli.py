@@ -25,13 +25,13 @@ import json
 import os
 import pathlib
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from fidia_jax._io import atomic_write_text
 from fidia_jax.errors import ConfigError, DataError, FidiaError
 from fidia_jax.protein import (
     ALPHABET,
@@ -105,20 +105,6 @@ class _Reporter:
         for r in rows:
             t.add_row(*(str(x) for x in r))
         self.out.print(t)
-
-
-def _atomic_write(path: pathlib.Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory + ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _sha256(path: pathlib.Path) -> str:
@@ -315,8 +301,8 @@ def run_sample(
             out = pathlib.Path(out)
             fasta, js = out / "samples.fasta", out / "summary.json"
             summary["files"] = {"fasta": str(fasta), "summary": str(js)}
-            _atomic_write(fasta, _sample_fasta(setup, summary))
-            _atomic_write(js, json.dumps(summary, indent=2) + "\n")
+            atomic_write_text(fasta, _sample_fasta(setup, summary))
+            atomic_write_text(js, json.dumps(summary, indent=2) + "\n")
         rep.table(
             f"{setup.protein.source}: {int(setup.designed.sum())} designed positions, "
             f"mean recovery {summary['mean_recovery']:.3f}",
@@ -481,7 +467,7 @@ def run_score(
         if out is not None:
             path = pathlib.Path(out) / "scores.json"
             summary["files"] = {"scores": str(path)}
-            _atomic_write(path, json.dumps(summary, indent=2) + "\n")
+            atomic_write_text(path, json.dumps(summary, indent=2) + "\n")
         rep.table(
             f"{setup.protein.source}: {int(setup.designed.sum())} scored positions",
             ["record", "score (NLL)", "recovery"],

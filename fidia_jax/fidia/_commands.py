@@ -18,11 +18,12 @@ import dataclasses
 import json
 import os
 import pathlib
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from fidia_jax._io import atomic_path, atomic_write_text
 
 __all__ = ["COMMANDS", "add_subcommands", "run_command", "run_design", "run_evaluate",
            "run_fidia_demo", "run_train"]
@@ -32,19 +33,6 @@ COMMANDS = ("train", "evaluate", "design")
 
 _PROXY_NOTE = ("success/precision use proxy thresholds (gate, no function penalty, judge "
                "log-likelihood, instability index); no structure predictor is available offline")
-
-
-def _atomic_write(path: pathlib.Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _console(quiet: bool):
@@ -128,7 +116,7 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
     res = trainer.evaluate(params)
     res.update(checkpoint=str(checkpoint), step=step, criteria="proxy", note=_PROXY_NOTE)
     out = pathlib.Path(out)
-    _atomic_write(out / "eval.json", json.dumps(res, indent=1, default=float))
+    atomic_write_text(out / "eval.json", json.dumps(res, indent=1, default=float))
     plot_max_at_n({str(checkpoint): res["summary"]}, config.eval.ns, out / "max_at_n.png")
     cols, rows = _summary_rows({str(checkpoint): res}, config.eval.ns, config.eval.bon_n)
     _print_table(_console(quiet), "held-out evaluation", cols, rows)
@@ -159,8 +147,8 @@ def _design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards: np.n
         lines.append(f">sample={i} rank={rank} reward={rewards[i]:.4f} passes_proxy={bool(passes[i])} "
                      f"recovery={rec:.3f}")
         lines.append(text(seqs[i]))
-    _atomic_write(out / "samples.fasta", "\n".join(lines) + "\n")
-    _atomic_write(out / "best.fasta", f">{backbone.name} best_of_{n} reward={rewards[best]:.4f}\n"
+    atomic_write_text(out / "samples.fasta", "\n".join(lines) + "\n")
+    atomic_write_text(out / "best.fasta", f">{backbone.name} best_of_{n} reward={rewards[best]:.4f}\n"
                   f"{text(seqs[best])}\n")
     ns = [k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k <= n]
     metrics = backbone_metrics(rewards, passes, seqs[:, :L], native, designed, backbone.fixed, ns=ns,
@@ -173,7 +161,7 @@ def _design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards: np.n
         from fidia_jax.fidia._evaluate import max_at_n
 
         report["reference_max@N"] = {str(k): max_at_n(ref_rewards, k) for k in ns if k <= len(ref_rewards)}
-    _atomic_write(out / "report.json", json.dumps(report, indent=1, default=float))
+    atomic_write_text(out / "report.json", json.dumps(report, indent=1, default=float))
 
     import matplotlib
 
@@ -197,10 +185,9 @@ def _design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards: np.n
     axes[1].set_ylabel("max@N")
     axes[1].legend()
     fig.tight_layout()
-    tmp = out / ".design.png.tmp.png"
-    fig.savefig(tmp, dpi=100)
+    with atomic_path(out / "design.png") as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
-    os.replace(tmp, out / "design.png")
     return report
 
 

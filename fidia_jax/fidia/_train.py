@@ -38,6 +38,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from fidia_jax import models
+from fidia_jax._io import atomic_write_text
 from fidia_jax.errors import CheckpointError
 from fidia_jax.fidia import _advantages as adv_lib
 from fidia_jax.fidia import _evaluate as eval_lib
@@ -165,9 +166,7 @@ def _schedule(step: int, num_tasks: int, batch: int, seed: int) -> np.ndarray:
 
 
 def _write_json(path: pathlib.Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=float))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=1, default=float))
 
 
 class Trainer:
@@ -574,9 +573,7 @@ def train_and_evaluate(
         start = latest
     metrics_path = workdir / "metrics.jsonl"
     history = [m for m in _read_jsonl(metrics_path) if m["step"] < start]
-    tmp = metrics_path.with_name("metrics.jsonl.tmp")
-    tmp.write_text("".join(json.dumps(m) + "\n" for m in history))
-    os.replace(tmp, metrics_path)
+    atomic_write_text(metrics_path, "".join(json.dumps(m) + "\n" for m in history))
 
     before = None
     if config.eval.before_training:

@@ -1,0 +1,38 @@
+"""Atomic file output: a reader never sees a half-written file (DESIGN.md #12)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import tempfile
+from collections.abc import Iterator
+
+__all__ = ["atomic_path", "atomic_write_text"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[pathlib.Path]:
+    """Yields a temporary path beside ``path``; on success it is renamed onto ``path``.
+
+    The temporary file keeps ``path``'s suffix (so writers that infer a format from it, such as
+    matplotlib's ``savefig``, still work). On any exception the temporary file is removed and
+    ``path`` is left as it was.
+    """
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    try:
+        yield pathlib.Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file and ``os.replace``."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
