@@ -25,6 +25,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[pathlib.Path]:
     os.close(fd)
     try:
         yield pathlib.Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -36,3 +37,9 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Writes ``text`` to ``path`` through a temporary file and ``os.replace``."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

