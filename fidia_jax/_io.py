@@ -1,4 +1,5 @@
-"""Atomic file output: a reader never sees a half-written file (DESIGN.md #12)."""
+"""Output helpers: atomic files (a reader never sees a half-written file, DESIGN.md #12) and
+the rich console used by the CLI."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pathlib
 import tempfile
 from collections.abc import Iterator
 
-__all__ = ["atomic_path", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_write_text", "make_console"]
 
 
 @contextlib.contextmanager
@@ -43,3 +44,14 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def make_console(*, stderr: bool = False):
+    """A ``rich`` console; 120 columns wide when not writing to a terminal (logs, pipes), where
+    rich would otherwise truncate tables at 80 columns. ``$COLUMNS`` still wins."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, width=120)
+    return console

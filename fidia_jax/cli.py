@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import atomic_write_text
+from fidia_jax._io import atomic_write_text, make_console
 from fidia_jax.errors import ConfigError, DataError, FidiaError
 from fidia_jax.protein import (
     ALPHABET,
@@ -54,10 +54,8 @@ class _Reporter:
         self.quiet = quiet
         self._progress = None
         if not quiet:
-            from rich.console import Console
-
-            self.err = Console(stderr=True)
-            self.out = Console()
+            self.err = make_console(stderr=True)
+            self.out = make_console()
 
     def __enter__(self):
         if not self.quiet:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import atomic_path, atomic_write_text
+from fidia_jax._io import atomic_path, atomic_write_text, make_console
 
 __all__ = ["COMMANDS", "add_subcommands", "run_command", "run_design", "run_evaluate",
            "run_fidia_demo", "run_train"]
@@ -36,9 +36,7 @@ _PROXY_NOTE = ("success/precision use proxy thresholds (gate, no function penalt
 
 
 def _console(quiet: bool):
-    from rich.console import Console
-
-    return None if quiet else Console()
+    return None if quiet else make_console()
 
 
 def _print_table(console, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
