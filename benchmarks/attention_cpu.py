@@ -38,27 +38,6 @@ def _time(fn, *args, repeats):
     return statistics.median(ts)
 
 
-def distinct_rows(q, k, u, *, spt, block_k):
-    """Distinct V rows a gather kernel reads: rows with a positive count for any query head."""
-    b, hq, d = q.shape
-    _, n, hkv, _ = k.shape
-    g = hq // hkv
-    nt = R.num_tiles(n, block_k)
-    qf = q.astype(jnp.float32).reshape(b, hkv, g, d)
-    kf = k.astype(jnp.float32).reshape(b, nt, block_k, hkv, d).transpose(0, 3, 1, 2, 4)
-    uu = u.reshape(b, hkv, g, nt, -1).transpose(0, 1, 3, 2, 4)
-
-    def tile(q_, k_, u_):
-        _, p, ell = R.tile_scores(q_, k_, jnp.ones((block_k,), bool), d**-0.5)
-        c = R._tile_counts(p, ell, u_, samples_per_tile=spt, method="systematic")
-        return jnp.sum(jnp.any(c > 0, axis=0))
-
-    f = jax.vmap(
-        jax.vmap(jax.vmap(tile, in_axes=(None, 0, 0)), in_axes=(0, 0, 0)), in_axes=(0, 0, 0)
-    )
-    return int(jnp.sum(f(qf, kf, uu)))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description="dense vs SANTA decode step on CPU (XLA reference)")
     ap.add_argument("--nk", type=int, nargs="+", default=[4096, 32768, 131072])
@@ -101,7 +80,7 @@ def main(argv=None):
                 jnp.abs(santa(q, k, v, u).astype(jnp.float32) - dense(q, k, v).astype(jnp.float32))
             )
         )
-        n_rows = distinct_rows(q, k, u, spt=spt, block_k=args.block_k)
+        n_rows = R.distinct_value_rows(q, k, u, samples_per_tile=spt, block_k=args.block_k)
         row = dict(
             n_k=nk,
             dense_ms=1e3 * t_dense,

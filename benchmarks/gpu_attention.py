@@ -135,7 +135,7 @@ def main(argv=None):
         )
 
         def santa_row2(santa=santa, u=u, spt=spt, s_total=s_total):
-            rows = _distinct_rows(q, k, u, spt=spt, block_k=bk)
+            rows = R.distinct_value_rows(q, k, u, samples_per_tile=spt, block_k=bk)
             k_bytes = b * nk * hkv * d * 2
             gather_bytes = k_bytes + rows * d * 2
             extra = {
@@ -212,24 +212,6 @@ def main(argv=None):
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(res, indent=1))
     tmp.replace(out)
-
-
-def _distinct_rows(q, k, u, *, spt, block_k):
-    b, hq, d = q.shape
-    _, n, hkv, _ = k.shape
-    g = hq // hkv
-    nt = R.num_tiles(n, block_k)
-    qf = q.astype(jnp.float32).reshape(b, hkv, g, d)
-    kf = k.astype(jnp.float32).reshape(b, nt, block_k, hkv, d).transpose(0, 3, 1, 2, 4)
-    uu = u.reshape(b, hkv, g, nt, -1).transpose(0, 1, 3, 2, 4)
-
-    def tile(q_, k_, u_):
-        _, p, ell = R.tile_scores(q_, k_, jnp.ones((block_k,), bool), d**-0.5)
-        c = R._tile_counts(p, ell, u_, samples_per_tile=spt, method="systematic")
-        return jnp.sum(jnp.any(c > 0, axis=0))
-
-    f = jax.jit(jax.vmap(jax.vmap(jax.vmap(tile, in_axes=(None, 0, 0)))))
-    return int(jnp.sum(f(qf, kf, uu)))
 
 
 if __name__ == "__main__":

@@ -118,7 +118,8 @@ def _check_k(n: int, k, name: str) -> int:
     return k
 
 
-def _check_rewards(rewards_n, name: str) -> jax.Array:
+def _check_stream(rewards_n, name: str) -> jax.Array:
+    """``rewards_n`` as an array of rank 1 with at least one sample (any dtype)."""
     rewards_n = jnp.asarray(rewards_n)
     if rewards_n.ndim != 1:
         raise ValueError(
@@ -127,6 +128,11 @@ def _check_rewards(rewards_n, name: str) -> jax.Array:
         )
     if rewards_n.shape[0] < 1:
         raise ValueError(f"{name}: rewards_n must hold at least one sample.")
+    return rewards_n
+
+
+def _check_rewards(rewards_n, name: str) -> jax.Array:
+    rewards_n = _check_stream(rewards_n, name)
     if not jnp.issubdtype(rewards_n.dtype, jnp.floating):
         raise ValueError(f"{name}: rewards_n must be floating point, got dtype {rewards_n.dtype}.")
     return rewards_n
@@ -264,14 +270,7 @@ def max_at_k_effective_rewards(
 
 
 def _check_binary(rewards_n, name: str) -> jax.Array:
-    rewards_n = jnp.asarray(rewards_n)
-    if rewards_n.ndim != 1:
-        raise ValueError(
-            f"{name}: rewards_n must have rank 1 (one stream of n samples; vmap to batch), "
-            f"got shape {rewards_n.shape}."
-        )
-    if rewards_n.shape[0] < 1:
-        raise ValueError(f"{name}: rewards_n must hold at least one sample.")
+    rewards_n = _check_stream(rewards_n, name)
     if rewards_n.dtype == jnp.bool_:
         return rewards_n.astype(jnp.float32)
     if not jnp.issubdtype(rewards_n.dtype, jnp.floating):

@@ -11,6 +11,7 @@ from fidia_jax.kernels.santa.pallas import flash_decode_pallas as flash_decode_p
 from fidia_jax.kernels.santa.pallas import santa_decode_pallas as santa_decode_pallas
 from fidia_jax.kernels.santa.reference import METHODS as METHODS
 from fidia_jax.kernels.santa.reference import dense_decode_reference as dense_decode_reference
+from fidia_jax.kernels.santa.reference import distinct_value_rows as distinct_value_rows
 from fidia_jax.kernels.santa.reference import flash_decode_reference as flash_decode_reference
 from fidia_jax.kernels.santa.reference import make_uniforms as make_uniforms
 from fidia_jax.kernels.santa.reference import santa_decode_reference as santa_decode_reference
@@ -21,6 +22,7 @@ __all__ = [
     "BlockSizes",
     "METHODS",
     "dense_decode_reference",
+    "distinct_value_rows",
     "flash_decode",
     "flash_decode_attention",
     "flash_decode_pallas",

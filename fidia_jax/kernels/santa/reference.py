@@ -64,6 +64,7 @@ __all__ = [
     "dense_decode_reference",
     "flash_decode_reference",
     "santa_decode_reference",
+    "distinct_value_rows",
 ]
 
 Method = Literal["iid", "stratified", "systematic"]
@@ -417,3 +418,45 @@ def santa_decode_reference(
         q_, k_, v_, valid, u_
     )
     return out.reshape(b, hq, d).astype(out_dtype)
+
+
+def distinct_value_rows(
+    q: jax.Array,
+    k: jax.Array,
+    uniforms: jax.Array,
+    *,
+    samples_per_tile: int,
+    block_k: int,
+    method: str = "systematic",
+) -> int:
+    """Number of distinct V rows a gather-stage SANTA decode reads (the memory-traffic proxy).
+
+    A row counts once per (batch, kv head) if any of the query heads sharing that kv head samples
+    it. All keys are taken as valid (full caches), as in the benchmarks.
+
+    Args:
+      q: ``(B, Hq, D)`` decode queries.
+      k: ``(B, n_k, Hkv, D)`` keys; ``n_k`` a multiple of ``block_k``.
+      uniforms: uniforms of :func:`uniform_shape` for these shapes.
+      samples_per_tile: per-tile sample budget ``S_t``.
+      block_k: key tile size.
+      method: ``"iid"``, ``"stratified"`` or ``"systematic"``.
+
+    Returns:
+      A Python int, at most ``B * Hkv * n_k``.
+    """
+    b, hq, d = q.shape
+    _, n, hkv, _ = k.shape
+    g = hq // hkv
+    nt = num_tiles(n, block_k)
+    qf = q.astype(jnp.float32).reshape(b, hkv, g, d)
+    kf = k.astype(jnp.float32).reshape(b, nt, block_k, hkv, d).transpose(0, 3, 1, 2, 4)
+    uu = uniforms.reshape(b, hkv, g, nt, -1).transpose(0, 1, 3, 2, 4)
+
+    def tile(q_gxd, k_nxd, u_gxs):
+        _, p, ell = tile_scores(q_gxd, k_nxd, jnp.ones((block_k,), bool), d**-0.5)
+        c = _tile_counts(p, ell, u_gxs, samples_per_tile=samples_per_tile, method=method)
+        return jnp.sum(jnp.any(c > 0, axis=0))
+
+    per_tile = jax.jit(jax.vmap(jax.vmap(jax.vmap(tile, in_axes=(None, 0, 0)))))
+    return int(jnp.sum(per_tile(qf, kf, uu)))
