@@ -24,6 +24,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+from fidia_jax._io import atomic_write_text
 from fidia_jax.kernels.santa import reference as R
 from fidia_jax.kernels.santa.api import samples_per_tile_for
 
@@ -108,9 +109,7 @@ def main(argv=None):
         block_k=args.block_k,
         method="systematic",
     )
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    tmp.replace(out)
+    atomic_write_text(out, json.dumps(dict(meta=meta, rows=rows), indent=1))
 
 
 if __name__ == "__main__":

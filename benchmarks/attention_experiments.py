@@ -30,6 +30,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from fidia_jax._io import atomic_write_text
 from fidia_jax.data import load_shakespeare, sample_windows
 from fidia_jax.kernels.santa import make_santa_attention
 from fidia_jax.models import (
@@ -199,10 +200,7 @@ def main(argv=None):
                 flush=True,
             )
     out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    tmp.replace(out)
+    atomic_write_text(out, json.dumps(results, indent=1))
     print(f"wrote {out}")
 
 

@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from fidia_jax import fidia
+from fidia_jax._io import atomic_write_text
 
 METHODS = ("bon", "rloo", "grpo", "dpo", "fidia")
 KEYS = ("max@1", "max@8", "max@32", "success", "precision", "identity", "unique", "recovery", "motif")
@@ -114,9 +115,7 @@ def _write(out_path, args, base, runs, t_start, final=False):
         "wall_seconds": time.time() - t_start,
         "overall": overall, "by_kind": by_kind, "per_backbone": per_backbone, "runs": runs,
     }
-    tmp = out_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=1, default=float))
-    tmp.replace(out_path)
+    atomic_write_text(out_path, json.dumps(result, indent=1, default=float))
     if final:
         ref = overall.get("bon", {})
         # Rewards are z-scores (standardised on the reference), so a ratio of max@8 values is

@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 from fidia_jax import protein as fp
+from fidia_jax._io import atomic_write_text
 from fidia_jax.models import MPNNInputs, ProteinMPNN, sample, score
 
 
@@ -114,9 +115,7 @@ def main(argv=None):
     }
     path = pathlib.Path(__file__).parent / "results" / "fidia_reward_judge.json"
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=2))
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import traceback
 import jax
 import jax.numpy as jnp
 
+from fidia_jax._io import atomic_write_text
 from fidia_jax.kernels.attn_qat import BlockSizes as QatBlocks
 from fidia_jax.kernels.attn_qat import attn_qat_pallas
 from fidia_jax.kernels.santa import BlockSizes, flash_decode_pallas, santa_decode_pallas
@@ -208,10 +209,7 @@ def main(argv=None):
         res["santa_speedup_vs_flash_S2048"] = ratio
         print(f"SANTA(S=2048) speed-up over Pallas flash-decoding: {ratio:.2f}x (goal >= 1.3x)")
     out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(res, indent=1))
-    tmp.replace(out)
+    atomic_write_text(out, json.dumps(res, indent=1))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ import optax
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import paso as cpu_bench  # noqa: E402  (task definitions shared with benchmarks/paso.py)
 
+from fidia_jax._io import atomic_write_text
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -75,10 +77,9 @@ def main():
             f"{r['wall_seq_s'] / r['wall_paso_s']:.2f} |"
         )
     out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"rows": rows, "devices": [str(d) for d in devices]}, indent=2))
-    tmp.replace(out)
+    atomic_write_text(
+        out, json.dumps({"rows": rows, "devices": [str(d) for d in devices]}, indent=2)
+    )
     print(f"wrote {out}")
 
 

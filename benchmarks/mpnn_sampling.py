@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from fidia_jax._io import atomic_write_text
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -181,10 +183,7 @@ def main(argv=None):
         print("torch peer not measured (install torch in another venv and pass --torch-python)")
 
     out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(out)
+    atomic_write_text(out, json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from fidia_jax import optim  # noqa: E402
+from fidia_jax._io import atomic_write_text  # noqa: E402
 
 
 def digits_task(seed: int):
@@ -217,14 +218,10 @@ def main():
     )
     print(f"\ngoal K <= T/8 at equal final loss (exact mode, all rows): {goal}")
     out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(
-        json.dumps(
-            {"rows": rows, "goal_met": goal, "devices": [str(d) for d in jax.devices()]}, indent=2
-        )
+    devices = [str(d) for d in jax.devices()]
+    atomic_write_text(
+        out, json.dumps({"rows": rows, "goal_met": goal, "devices": devices}, indent=2)
     )
-    tmp.replace(out)
     print(f"wrote {out}")
 
 

@@ -26,6 +26,7 @@ import optax
 from flax import nnx
 
 from fidia_jax import optim
+from fidia_jax._io import atomic_write_text
 from fidia_jax.data import load_shakespeare, sample_windows
 from fidia_jax.models import Llama, LlamaConfig, next_token_loss
 
@@ -169,14 +170,12 @@ def main():
         print(f"\nSCALE goals: {goals}")
         summary["goals"] = goals
     out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(
+    atomic_write_text(
+        out,
         json.dumps(
             {"args": vars(args), "n_params": n_params, "runs": runs, "summary": summary}, indent=2
-        )
+        ),
     )
-    tmp.replace(out)
     print(f"wrote {out}")
 
 

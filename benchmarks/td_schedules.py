@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fidia_jax import optim, rl
+from fidia_jax._io import atomic_write_text
 
 ETA_GRID = (0.03, 0.1, 0.3, 1.0)
 
@@ -127,10 +128,7 @@ def main():
     print(f"\nexponential best among omega-free i.i.d. schedules at every T: {exp_best}")
     results["exponential_best_at_every_T"] = exp_best
     out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=2))
-    tmp.replace(out)
+    atomic_write_text(out, json.dumps(results, indent=2))
     print(f"wrote {out} ({results['wall_s']:.0f} s)")
 
 
