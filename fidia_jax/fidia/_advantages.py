@@ -56,9 +56,8 @@ def rloo_advantages(rewards_n: jax.Array) -> jax.Array:
       ValueError: bad rank, dtype or ``n < 2``.
     """
     rewards_n = _check(rewards_n, "rloo_advantages")
-    n = rewards_n.shape[0]
-    others = (jnp.sum(rewards_n) - rewards_n) / (n - 1)
-    return (rewards_n - others) / n
+    # RLOO is the k = 1 case of the Best-of-N effective rewards: (r_i - mean of the others) / n.
+    return rl.max_at_k_effective_rewards(rewards_n, 1, "loo-1")
 
 
 def grpo_advantages(rewards_n: jax.Array, eps: float = 1e-6) -> jax.Array:
