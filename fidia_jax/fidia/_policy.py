@@ -29,7 +29,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fidia_jax import models
 from fidia_jax.protein import ALPHABET
 
 __all__ = [
@@ -101,11 +100,10 @@ def policy_token_log_probs(
       ``(B, N, L)`` float32.
     """
     b, n, length = sequences_BxNxL.shape
-    flat = jax.tree_util.tree_map(lambda a: jnp.repeat(a, n, axis=0), inputs_B)
-    flat = flat._replace(S=sequences_BxNxL.reshape(b * n, length))
-    lp = models.log_probs(model, flat, decoding_order_BxNxL.reshape(b * n, length))
+    lp = model.log_probs_many(inputs_B, sequences_BxNxL, decoding_order_BxNxL)  # encoder once per backbone
     tok = tempered_token_log_probs(
-        lp, sequences_BxNxL.reshape(b * n, length), temperature=temperature, omit_21=omit_21
+        lp.reshape(b * n, length, -1), sequences_BxNxL.reshape(b * n, length),
+        temperature=temperature, omit_21=omit_21,
     )
     return tok.reshape(b, n, length)
 

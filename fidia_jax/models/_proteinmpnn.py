@@ -651,6 +651,31 @@ class ProteinMPNN(nnx.Module):
             h_V = layer(h_V, h_E_BxLxKxC, h_S, h_V_BxLxC, E_idx_BxLxK, mask_bw, mask_fw, mask)
         return self.W_out(h_V)
 
+    def log_probs_many(self, inputs: MPNNInputs, sequences_BxNxL, decoding_order_BxNxL):
+        """Teacher-forced log-softmax of ``N`` sequences per structure, encoding each structure once.
+
+        Equal to :meth:`__call__` on the structures repeated ``N`` times (the encoder does not see
+        the sequence), at about a third of the cost for ``N = 16``; gradients flow through the
+        shared encoder states.
+
+        Args:
+          inputs: batched :class:`MPNNInputs`, leading axis ``B`` (``inputs.S`` is ignored).
+          sequences_BxNxL: ``(B, N, L)`` int32 tokens.
+          decoding_order_BxNxL: ``(B, N, L)`` int32 permutations.
+
+        Returns:
+          ``(B, N, L, 21)`` float32 log-softmax.
+        """
+        b, n, length = sequences_BxNxL.shape
+        h_V, h_E, E_idx = self.encode(inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding)
+
+        def tile(a):  # (B, ...) -> (B * N, ...)
+            return jnp.broadcast_to(a[:, None], (b, n) + a.shape[1:]).reshape((b * n,) + a.shape[1:])
+
+        logits = self.decode(tile(h_V), tile(h_E), tile(E_idx), sequences_BxNxL.reshape(b * n, length),
+                             tile(inputs.mask), decoding_order_BxNxL.reshape(b * n, length))
+        return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1).reshape(b, n, length, -1)
+
     def __call__(self, inputs: MPNNInputs, decoding_order_BxL):
         """Teacher-forced log-softmax ``(B, L, vocab)`` float32 (batched inputs)."""
         h_V, h_E, E_idx = self.encode(inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding)
@@ -712,16 +737,8 @@ def _forward_jit(graphdef, state, inputs, decoding_order):
 
 @functools.partial(jax.jit, static_argnums=0)
 def _score_jit(graphdef, state, inputs, sequences_NxL, order_NxL):
-    model = nnx.merge(graphdef, state)
-    n = sequences_NxL.shape[0]
-    h_V, h_E, E_idx = model.encode(inputs.X[None], inputs.mask[None], inputs.residue_idx[None], inputs.chain_encoding[None])
-
-    def tile(a):
-        return jnp.broadcast_to(a, (n,) + a.shape[1:])
-
-    mask_NxL = jnp.broadcast_to(inputs.mask, sequences_NxL.shape)
-    logits = model.decode(tile(h_V), tile(h_E), tile(E_idx), sequences_NxL, mask_NxL, order_NxL)
-    return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    batched = jax.tree.map(lambda a: a[None], inputs)
+    return nnx.merge(graphdef, state).log_probs_many(batched, sequences_NxL[None], order_NxL[None])[0]
 
 
 def random_decoding_order(key: jax.Array, design_mask_xL: jax.Array) -> jax.Array:

@@ -274,6 +274,35 @@ def test_score_with_fixture_order_and_with_key(model, fixtures, ycr):
     assert not np.allclose(np.asarray(sc_key.nll), float(fx["nll"]), atol=1e-6)  # other order, other NLL
 
 
+def test_log_probs_many_equals_repeated_structures_value_and_gradient(model, fixtures):
+    """Encoder once per structure == encoder per (structure, sample) row, incl. the encoder's grads."""
+    fx = fixtures[0]
+    b, n, length = 2, 3, fx["S"].shape[-1]
+    inp = jax.tree.map(lambda a: np.broadcast_to(np.asarray(a), (b,) + np.shape(a)), _inputs(fx))
+    rng = np.random.default_rng(0)
+    x = np.array(inp.X, np.float32)
+    x[1] += rng.normal(scale=0.5, size=x[1].shape)  # two different structures
+    inp = inp._replace(X=x)
+    seqs = rng.integers(0, 20, (b, n, length)).astype(np.int32)
+    orders = np.stack([rng.permutation(length) for _ in range(b * n)]).reshape(b, n, length).astype(np.int32)
+    w = jnp.asarray(rng.normal(size=(b, n, length, 21)), jnp.float32)  # a loss that reads every logit
+
+    def shared(m):
+        return jnp.sum(w * m.log_probs_many(inp, jnp.asarray(seqs), jnp.asarray(orders)))
+
+    def repeated(m):
+        flat = jax.tree.map(lambda a: jnp.repeat(jnp.asarray(a), n, axis=0), inp)
+        flat = flat._replace(S=jnp.asarray(seqs).reshape(b * n, length))
+        return jnp.sum(w * m(flat, jnp.asarray(orders).reshape(b * n, length)).reshape(w.shape))
+
+    v1, g1 = nnx.jit(nnx.value_and_grad(shared))(model)
+    v2, g2 = nnx.jit(nnx.value_and_grad(repeated))(model)
+    np.testing.assert_allclose(v1, v2, rtol=1e-5)
+    for name in ("W_e", "W_out"):
+        np.testing.assert_allclose(getattr(g1, name).kernel[...], getattr(g2, name).kernel[...],
+                                   rtol=1e-3, atol=1e-3 * float(jnp.abs(getattr(g2, name).kernel[...]).max()))
+
+
 def test_sample_validates_arguments(model, ycr):
     with pytest.raises(ValueError, match="temperature"):
         sample(model, jax.random.key(0), ycr, num_samples=1, temperature=0.0)
