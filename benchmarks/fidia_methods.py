@@ -12,6 +12,10 @@ Usage (2-core CPU, ~minutes per run)::
 
   python benchmarks/fidia_methods.py --config small --seeds 0 1 2 --workdir out/fidia_methods
   python benchmarks/fidia_methods.py --config small --seeds 0 --set train.num_steps=4   # quicker
+  python benchmarks/fidia_methods.py --methods bon fidia fidia_gn=fidia,fidia_group_norm=true
+
+A method entry is a method name or ``LABEL=METHOD,KEY=VALUE,...`` (``train.KEY`` overrides for
+that entry only, JSON values), so variants share the seed's trainer and rewards.
 
 Success and precision use *proxy* thresholds (no structure predictor is available offline).
 """
@@ -39,6 +43,24 @@ def _mean_std(values):
     return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
 
 
+def _parse_method(entry: str) -> tuple[str, str, dict]:
+    """``"grpo"`` -> ``("grpo", "grpo", {})``; ``"a=fidia,k_bon=4"`` -> ``("a", "fidia", {"k_bon": 4})``."""
+    label, sep, spec = entry.partition("=")
+    if not sep:
+        return entry, entry, {}
+    method, *pairs = spec.split(",")
+    overrides = {}
+    for pair in pairs:
+        key, eq, raw = pair.partition("=")
+        if not eq:
+            raise SystemExit(f"--methods {entry!r}: {pair!r} is not KEY=VALUE")
+        try:
+            overrides[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[key] = raw
+    return label, method, overrides
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="small")
@@ -61,14 +83,16 @@ def main(argv=None) -> dict:
         print(f"[seed {seed}] trainer ready in {time.time() - t0:.0f}s: "
               f"{len(trainer.train_backbones)} train / {len(trainer.eval_backbones)} held-out backbones",
               flush=True)
-        for method in args.methods:
-            tr = trainer if method == "bon" else trainer.with_method(method)
+        for entry in args.methods:
+            method, kind, overrides = _parse_method(entry)
+            tr = trainer if kind == "bon" and not overrides else trainer.with_method(kind, **overrides)
             t0 = time.time()
             res = fidia.train_and_evaluate(
                 tr.config, pathlib.Path(args.workdir) / f"{method}_s{seed}", trainer=tr,
                 resume=False, progress=False)
             ev = res["after"]
-            runs.append({"method": method, "seed": seed, "seconds": time.time() - t0,
+            runs.append({"method": method, "base_method": kind, "train_overrides": overrides,
+                         "seed": seed, "seconds": time.time() - t0,
                          "summary": ev["summary"], "by_kind": ev["by_kind"],
                          "per_backbone": ev["per_backbone"]})
             print(f"[seed {seed}] {method:5s} max@8 {ev['summary']['max@8']:+.3f} "
@@ -93,7 +117,7 @@ def _aggregate(runs, methods, key_fn):
 
 
 def _write(out_path, args, base, runs, t_start, final=False):
-    methods = [m for m in METHODS if any(r["method"] == m for r in runs)]
+    methods = list(dict.fromkeys(r["method"] for r in runs))
     overall = _aggregate(runs, methods, lambda r: r["summary"])
     kinds = sorted({k for r in runs for k in r["by_kind"]})
     by_kind = {kind: _aggregate(runs, methods, lambda r, kind=kind: r["by_kind"].get(kind, {}))
@@ -121,12 +145,12 @@ def _write(out_path, args, base, runs, t_start, final=False):
         # Rewards are z-scores (standardised on the reference), so a ratio of max@8 values is
         # meaningless; the peer comparison is the difference to the ``bon`` peer of the same run.
         print("\nheld-out, mean ± std over seeds (delta = method - bon peer of the same run)")
-        print(f"{'method':7s} {'max@8':>16s} {'delta':>7s} {'success':>14s} {'precision':>14s} "
+        print(f"{'method':9s} {'max@8':>16s} {'delta':>7s} {'success':>14s} {'precision':>14s} "
               f"{'identity':>14s}")
         for m in methods:
             v = overall[m]
             delta = v["max@8"][0] - ref["max@8"][0] if ref.get("max@8") else float("nan")
-            print(f"{m:7s} {v['max@8'][0]:+8.3f}±{v['max@8'][1]:.3f} {delta:+7.3f} "
+            print(f"{m:9s} {v['max@8'][0]:+8.3f}±{v['max@8'][1]:.3f} {delta:+7.3f} "
                   f"{v['success'][0]:6.3f}±{v['success'][1]:.3f} {v['precision'][0]:6.3f}±"
                   f"{v['precision'][1]:.3f} {v['identity'][0]:6.3f}±{v['identity'][1]:.3f}")
     return result

@@ -6,7 +6,8 @@ and use the *sum* convention of :mod:`fidia_jax.rl`: the policy loss is
 gradient of the method's per-backbone objective:
 
 * ``fidia``: PKPO ``loo-1`` effective rewards with ``k = k_bon``, unbiased for
-  ``grad E[max of k_bon]`` (:func:`fidia_jax.rl.max_at_k_effective_rewards`).
+  ``grad E[max of k_bon]`` (:func:`fidia_jax.rl.max_at_k_effective_rewards`); optionally divided
+  by the group's reward std like GRPO (``train.fidia_group_norm``).
 * ``rloo``: ``(r_i - mean_{j != i} r_j) / n``, unbiased for ``grad E[r]`` (the ``k = 1`` case).
 * ``grpo``: group-normalised ``(r_i - mean r) / (std r + eps) / n`` (DeepSeekMath's GRPO
   averages its per-sample terms over the group, hence ``/ n``; ``std`` uses ``ddof = 1``).
@@ -60,6 +61,12 @@ def rloo_advantages(rewards_n: jax.Array) -> jax.Array:
     return rl.max_at_k_effective_rewards(rewards_n, 1, "loo-1")
 
 
+def _group_std(rewards_n: jax.Array) -> jax.Array:
+    n = rewards_n.shape[0]
+    centred = rewards_n - jnp.mean(rewards_n)
+    return jnp.sqrt(jnp.sum(centred * centred) / (n - 1))
+
+
 def grpo_advantages(rewards_n: jax.Array, eps: float = 1e-6) -> jax.Array:
     """GRPO: ``A_i = (r_i - mean r) / (std r + eps) / n`` with the unbiased (ddof=1) std.
 
@@ -75,17 +82,22 @@ def grpo_advantages(rewards_n: jax.Array, eps: float = 1e-6) -> jax.Array:
     """
     rewards_n = _check(rewards_n, "grpo_advantages")
     n = rewards_n.shape[0]
-    centred = rewards_n - jnp.mean(rewards_n)
-    std = jnp.sqrt(jnp.sum(centred * centred) / (n - 1))
-    return centred / (std + eps) / n
+    return (rewards_n - jnp.mean(rewards_n)) / (_group_std(rewards_n) + eps) / n
 
 
-def fidia_advantages(rewards_n: jax.Array, k: int) -> jax.Array:
+def fidia_advantages(rewards_n: jax.Array, k: int, *, group_norm: bool = False,
+                     eps: float = 1e-6) -> jax.Array:
     """FIDIA: PKPO ``loo-1`` effective rewards for Best-of-``k``.
 
     Args:
       rewards_n: ``(n,)`` float.
       k: static int in ``[1, n]``, the Best-of-N size used at design time.
+      group_norm: divide by the group's reward standard deviation (``ddof = 1``) plus ``eps``,
+        as GRPO does to RLOO. Each backbone's estimate is then that of ``grad E[max of k] / std``:
+        scale-free per backbone (a backbone whose rewards have spread down after training keeps
+        its weight), at the price of the small bias GRPO also has (the std is estimated from the
+        same samples). Our choice, not from the paper.
+      eps: see ``group_norm``.
 
     Returns:
       ``(n,)`` effective rewards (non-negative for ``k >= 2``; only samples that beat the others
@@ -95,17 +107,19 @@ def fidia_advantages(rewards_n: jax.Array, k: int) -> jax.Array:
       ValueError: bad rank, dtype or ``k``.
     """
     rewards_n = _check(rewards_n, "fidia_advantages")
-    return rl.max_at_k_effective_rewards(rewards_n, k, "loo-1")
+    eff = rl.max_at_k_effective_rewards(rewards_n, k, "loo-1")
+    return eff / (_group_std(rewards_n) + eps) if group_norm else eff
 
 
-def advantages(method: str, rewards_n: jax.Array, *, k: int, grpo_eps: float = 1e-6) -> jax.Array:
+def advantages(method: str, rewards_n: jax.Array, *, k: int, grpo_eps: float = 1e-6,
+               fidia_group_norm: bool = False) -> jax.Array:
     """Dispatches to the advantage of ``method`` in ``("fidia", "rloo", "grpo")``.
 
     Raises:
       ValueError: unknown or non-advantage method (``dpo``, ``bon``).
     """
     if method == "fidia":
-        return fidia_advantages(rewards_n, k)
+        return fidia_advantages(rewards_n, k, group_norm=fidia_group_norm, eps=grpo_eps)
     if method == "rloo":
         return rloo_advantages(rewards_n)
     if method == "grpo":

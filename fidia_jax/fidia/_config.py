@@ -95,7 +95,9 @@ class TrainConfig:
       clip_eps: PPO ratio clipping (``0``: no clipping).
       ppo_epochs: gradient steps on each rollout batch.
       dpo_beta: DPO temperature on sequence log-ratios.
-      grpo_eps: added to the group standard deviation of GRPO.
+      grpo_eps: added to the group standard deviation of GRPO (and of FIDIA with group norm).
+      fidia_group_norm: divide FIDIA's effective rewards by the group's reward std, as GRPO
+        does to RLOO (see :func:`fidia_jax.fidia.fidia_advantages`).
       checkpoint_every: orbax checkpoint period in steps (the last step is always saved).
       keep_checkpoints: how many checkpoints orbax keeps.
     """
@@ -111,6 +113,7 @@ class TrainConfig:
     ppo_epochs: int = 2
     dpo_beta: float = 0.1
     grpo_eps: float = 1e-6
+    fidia_group_norm: bool = False
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
 

@@ -326,7 +326,8 @@ class Trainer:
             }
         else:
             adv = jax.vmap(
-                functools.partial(adv_lib.advantages, cfg.method, k=t.k_bon, grpo_eps=t.grpo_eps)
+                functools.partial(adv_lib.advantages, cfg.method, k=t.k_bon, grpo_eps=t.grpo_eps,
+                                  fidia_group_norm=t.fidia_group_norm)
             )(jnp.asarray(rewards))
             batch = {"adv": np.asarray(adv, np.float32), "seqs": seqs, "orders": orders,
                      "designed": designed, "old": sample_logp}

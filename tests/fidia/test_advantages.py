@@ -46,6 +46,19 @@ def test_fidia_is_loo_minus_one_by_enumeration(k):
     np.testing.assert_allclose(fidia.fidia_advantages(jnp.asarray(REWARDS), k), hand, rtol=1e-5, atol=1e-6)
 
 
+def test_fidia_group_norm_divides_by_sample_std_and_is_affine_invariant():
+    r = jnp.asarray(REWARDS)
+    std = float(np.std(REWARDS.astype(np.float64), ddof=1))
+    np.testing.assert_allclose(fidia.fidia_advantages(r, 3, group_norm=True),
+                               np.asarray(fidia.fidia_advantages(r, 3)) / std, rtol=1e-5)
+    # invariant to r -> a r + b (a > 0), unlike the raw effective rewards, which scale with a
+    np.testing.assert_allclose(fidia.fidia_advantages(2.5 * r - 7.0, 3, group_norm=True),
+                               fidia.fidia_advantages(r, 3, group_norm=True), rtol=1e-4, atol=1e-6)
+    via_dispatch = fidia.advantages("fidia", r, k=3, fidia_group_norm=True)
+    np.testing.assert_allclose(via_dispatch, fidia.fidia_advantages(r, 3, group_norm=True), rtol=1e-6)
+    np.testing.assert_array_equal(fidia.fidia_advantages(jnp.ones(4), 2, group_norm=True), np.zeros(4))
+
+
 def test_dpo_pair_and_dispatch():
     chosen, rejected, valid = fidia.dpo_pair(jnp.asarray(REWARDS))
     assert (int(chosen), int(rejected), float(valid)) == (2, 1, 1.0)

@@ -16,7 +16,15 @@ from flax import nnx
 
 import fidia_jax.models as models
 from fidia_jax.errors import CheckpointError, ConfigError
-from fidia_jax.models import MPNN_ALPHABET, MPNNInputs, ProteinMPNN, load_checkpoint, log_probs, sample, score
+from fidia_jax.models import (
+    MPNN_ALPHABET,
+    MPNNInputs,
+    ProteinMPNN,
+    load_checkpoint,
+    log_probs,
+    sample,
+    score,
+)
 
 FIXTURES = (
     "mpnn_v48_020_6E6R_A.npz",
