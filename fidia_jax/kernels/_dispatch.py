@@ -1,17 +1,22 @@
-"""Backend choice shared by the kernel ``api.py`` modules."""
+"""Backend choice and GPU compiler parameters shared by the kernel modules."""
 
 from __future__ import annotations
 
 import jax
+from jax.experimental.pallas import triton as pl_triton
 
-__all__ = ["Backend", "resolve_backend"]
+__all__ = ["Backend", "resolve_backend", "triton_params"]
 
 Backend = str  # "auto" | "pallas" | "pallas_interpret" | "reference"
 _BACKENDS = ("auto", "pallas", "pallas_interpret", "reference")
 
 
 def resolve_backend(backend: str) -> str:
-    """``"auto"`` -> ``"pallas"`` on GPU/TPU, ``"reference"`` elsewhere; others are checked.
+    """``"auto"`` -> ``"pallas"`` on GPU, ``"reference"`` elsewhere (CPU, TPU); others are checked.
+
+    The Pallas kernels are written for the Triton GPU lowering (pointer loads, row gathers,
+    power-of-two blocks); they are not laid out for TPU's VMEM tiling, so TPU uses the jnp
+    reference.
 
     Raises:
       ValueError: unknown backend name.
@@ -19,5 +24,16 @@ def resolve_backend(backend: str) -> str:
     if backend not in _BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; expected one of {_BACKENDS}")
     if backend == "auto":
-        return "pallas" if jax.default_backend() in ("gpu", "cuda", "rocm", "tpu") else "reference"
+        return "pallas" if jax.default_backend() in ("gpu", "cuda", "rocm") else "reference"
     return backend
+
+
+def triton_params(num_warps: int = 4, num_stages: int = 2) -> pl_triton.CompilerParams:
+    """Compiler parameters that select Pallas' Triton lowering for a ``pallas_call`` on GPU.
+
+    Without them, jax >= 0.10 lowers a GPU ``pallas_call`` through Mosaic GPU, which rejects
+    these kernels (their 4-byte per-row copies are below a warpgroup). Interpret mode ignores
+    them. ``tests/kernels/test_triton_lowering.py`` lowers every kernel for CUDA on a CPU-only
+    machine with these parameters.
+    """
+    return pl_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)

@@ -35,12 +35,29 @@ E2M1_MAX = 6.0
 E4M3_MAX = 448.0
 
 
+def _round_half_even(y: jax.Array) -> jax.Array:
+    """``jnp.round`` (half to even) from ``floor`` and exact comparisons.
+
+    Pallas' Triton lowering has no ``round`` primitive; ``y - floor(y)`` is exact in float32, so
+    this equals ``jnp.round`` for every finite ``y`` (tested against it).
+    """
+    f = jnp.floor(y)
+    frac = y - f
+    odd = jnp.floor(f * 0.5) * 2.0 != f
+    return f + jnp.where((frac > 0.5) | ((frac == 0.5) & odd), 1.0, 0.0)
+
+
+def _is_even_integer(k: jax.Array) -> jax.Array:
+    """Whether the integer-valued float ``k`` is even (no ``rem``, which Triton lowers poorly)."""
+    return jnp.floor(k * 0.5) * 2.0 == k
+
+
 def round_to_e2m1(x: jax.Array) -> jax.Array:
     """Rounds to the nearest FP4 E2M1 value (ties to even), saturating at +-6.
 
     The E2M1 grid is {0, 0.5, 1, 1.5, 2, 3, 4, 6}: spacing 0.5 below 2, 1 in [2, 4), 2 in [4, 6].
     Within each binade the "even" neighbour is the one with an even multiple of the spacing,
-    which is exactly ``jnp.round`` (half to even) of ``|x| / spacing``.
+    which is exactly round-half-to-even of ``|x| / spacing``.
 
     Args:
       x: any float array (computed in float32).
@@ -52,7 +69,7 @@ def round_to_e2m1(x: jax.Array) -> jax.Array:
     x = jnp.asarray(x, jnp.float32)
     a = jnp.abs(x)
     step = jnp.where(a < 2.0, 0.5, jnp.where(a < 4.0, 1.0, 2.0))
-    q = jnp.minimum(jnp.round(a / step) * step, E2M1_MAX)
+    q = jnp.minimum(_round_half_even(a / step) * step, E2M1_MAX)
     return jnp.where(x < 0, -q, q)
 
 
@@ -74,7 +91,7 @@ def round_to_e4m3(x: jax.Array) -> jax.Array:
     _, e = jnp.frexp(a)  # a = m * 2**e with m in [0.5, 1): floor(log2 a) = e - 1
     e = jnp.maximum(e - 1, -6)  # subnormals share the spacing of the smallest binade
     step = jnp.ldexp(jnp.ones_like(a), e - 3)
-    q = jnp.minimum(jnp.round(a / step) * step, E4M3_MAX)
+    q = jnp.minimum(_round_half_even(a / step) * step, E4M3_MAX)
     return jnp.where(x < 0, -q, q)
 
 
@@ -99,7 +116,7 @@ def _e4m3_step(q: jax.Array) -> jax.Array:
 
 
 def _e4m3_is_even(q: jax.Array) -> jax.Array:
-    return jnp.mod(q / _e4m3_step(q), 2.0) == 0  # q / step is a small exact integer
+    return _is_even_integer(q / _e4m3_step(q))  # q / step is a small exact integer
 
 
 def _e4m3_of_sixth(amax: jax.Array) -> jax.Array:

@@ -1,4 +1,4 @@
-"""Dispatching entry point for Attn-QAT (Pallas on GPU/TPU, jnp reference elsewhere), and the
+"""Dispatching entry point for Attn-QAT (Pallas on GPU, jnp reference elsewhere), and the
 ``attention_impl`` adapters ``"attn_qat"`` / ``"attn_qat_dropin"`` of the small LLaMA
 (training / prefill only: ``kv_lengths`` must be ``None``).
 """

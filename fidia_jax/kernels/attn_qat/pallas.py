@@ -13,8 +13,9 @@ Same semantics as :mod:`fidia_jax.kernels.attn_qat.reference` (see its docstring
 
 Q, K, V are fake-quantised by a jnp pass before the kernels (one elementwise pass; a fused
 kernel would quantise on load). Causal masking is applied elementwise on every tile (fully
-masked tiles are not skipped yet). Tested in Pallas interpret mode on CPU; Triton lowering on a
-GPU is untested (no GPU was available), so ``api.py`` keeps the reference as the CPU default.
+masked tiles are not skipped yet). Tested in Pallas interpret mode on CPU; the
+kernels lower through Pallas' Triton backend for CUDA (``tests/kernels/test_triton_lowering.py``,
+on CPU) but have not run on a GPU, and ``api.py`` keeps the reference as the CPU default.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from fidia_jax.kernels._dispatch import triton_params
 from fidia_jax.kernels._fp4 import fake_quant_nvfp4
 from fidia_jax.kernels.attn_qat.reference import VARIANTS, quantize_qkv
 
@@ -131,6 +133,7 @@ def attn_qat_forward_pallas(
             pl.BlockSpec((1, 1, bq), lambda i, j, n: (i, j, n)),
         ),
         interpret=interpret,
+        compiler_params=triton_params(),
         name="attn_qat_fwd",
     )(qh, kh, vh)
 
@@ -236,6 +239,7 @@ def _backward(qx, kx, vx, o_delta, lse, do, *, causal, block_sizes, scale, inter
         in_specs=[row_q, row_q],
         out_specs=vec_q,
         interpret=interpret,
+        compiler_params=triton_params(),
         name="attn_qat_bwd_delta",
     )(do, o_delta)
     dk, dv = pl.pallas_call(
@@ -255,6 +259,7 @@ def _backward(qx, kx, vx, o_delta, lse, do, *, causal, block_sizes, scale, inter
         in_specs=[full_q, row_k, row_k, full_q, vec_full, vec_full],
         out_specs=(row_k, row_k),
         interpret=interpret,
+        compiler_params=triton_params(),
         name="attn_qat_bwd_dkdv",
     )(qx, kx, vx, do, lse, delta)
     dq = pl.pallas_call(
@@ -264,6 +269,7 @@ def _backward(qx, kx, vx, o_delta, lse, do, *, causal, block_sizes, scale, inter
         in_specs=[row_q, full_k, full_k, row_q, vec_q, vec_q],
         out_specs=row_q,
         interpret=interpret,
+        compiler_params=triton_params(),
         name="attn_qat_bwd_dq",
     )(qx, kx, vx, do, lse, delta)
     return dq, dk, dv

@@ -1,4 +1,4 @@
-"""Dispatching entry points for SANTA and flash-decoding (Pallas on GPU/TPU, jnp elsewhere).
+"""Dispatching entry points for SANTA and flash-decoding (Pallas on GPU, jnp elsewhere).
 
 Also the adapters registered as the small LLaMA's ``attention_impl`` ``"santa"`` and
 ``"flash_decode"`` (contract in ``fidia_jax/models/_attention.py``; decode steps only).
@@ -52,7 +52,7 @@ def santa_decode(
     """SANTA decode estimate ``(B, Hq, D)``; see ``reference.santa_decode_reference`` for args.
 
     Args:
-      backend: ``"auto"`` (Pallas on GPU/TPU, reference elsewhere), ``"pallas"``,
+      backend: ``"auto"`` (Pallas on GPU, reference elsewhere), ``"pallas"``,
         ``"pallas_interpret"`` or ``"reference"``.
     """
     be = resolve_backend(backend)

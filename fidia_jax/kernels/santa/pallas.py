@@ -12,7 +12,8 @@ tile and gathers only those V rows from the tile's block (``v_ref[0, idx, 0, :]`
 them; ``"counts"`` forms ``c @ V_tile`` and so loads every V row of the tile. With Pallas on GPU
 (Triton) blocks are not staged, so the gather reads only the sampled rows (where the bandwidth
 saving of the authors' CUDA kernel comes from); on TPU the whole block would still be copied to
-VMEM. These kernels have been run in interpret mode on CPU only; GPU lowering is untested.
+VMEM. The kernels match the reference in interpret mode on CPU and lower through Pallas' Triton
+backend for CUDA (``tests/kernels/test_triton_lowering.py``, on CPU); they have not run on a GPU.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pl_triton
 
+from fidia_jax.kernels._dispatch import triton_params
 from fidia_jax.kernels.santa import reference as ref
 
 __all__ = ["BlockSizes", "flash_decode_pallas", "santa_decode_pallas"]
@@ -34,17 +37,25 @@ class BlockSizes:
     """Tile sizes of the decode kernels.
 
     Attributes:
-      block_k: keys per tile (one program per tile); a multiple of 8, at least 8.
+      block_k: keys per tile (one program per tile); a multiple of 16 (Triton's ``tl.dot``
+        needs operands of at least 16 along every axis).
+      min_query_rows: the ``G`` query heads of a kv head are padded with zero rows to
+        ``max(min_query_rows, next_power_of_two(G))`` so that the score and value dots have at
+        least 16 rows (GQA decode has ``G = 4`` for Llama-3-8B); Triton kernels for GQA decode
+        pad the same way. Padded rows are masked: they draw no samples and read no value rows.
     """
 
     block_k: int = 64
+    min_query_rows: int = 16
 
     def __post_init__(self):
-        if self.block_k < 8 or self.block_k % 8:
-            raise ValueError(f"block_k must be a positive multiple of 8, got {self.block_k}")
+        if self.block_k < 16 or self.block_k % 16:
+            raise ValueError(f"block_k must be a positive multiple of 16, got {self.block_k}")
+        if self.min_query_rows < 1:
+            raise ValueError(f"min_query_rows must be >= 1, got {self.min_query_rows}")
 
 
-def _kernel(*refs, block_k, scale, mode, samples_per_tile, method):
+def _kernel(*refs, block_k, scale, mode, samples_per_tile, method, num_rows, interpret):
     if mode == "flash":
         len_ref, q_ref, k_ref, v_ref, m_ref, ell_ref, acc_ref = refs
         unif_ref = None
@@ -53,20 +64,23 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, method):
     t = pl.program_id(2)
     pos = t * block_k + jax.lax.broadcasted_iota(jnp.int32, (block_k,), 0)
     valid = pos < len_ref[0]
-    q = q_ref[0, 0].astype(jnp.float32)  # (G, D)
+    q = q_ref[0, 0].astype(jnp.float32)  # (Gp, D), rows >= num_rows are padding
     k = k_ref[0, :, 0, :].astype(jnp.float32)  # (bk, D)
     m, u, ell = ref.tile_scores(q, k, valid, scale)
+    gp = q.shape[0]
+    real = jax.lax.broadcasted_iota(jnp.int32, (gp,), 0) < num_rows
+    u = jnp.where(real[:, None], u, 0.0)  # padded rows: empty distribution, no samples
+    ell = jnp.where(real, ell, 0.0)
     if mode == "santa_gather":
-        g = q.shape[0]
-        unif = unif_ref[0, 0, 0]
-        if method == "systematic":
-            unif = jnp.broadcast_to(unif, (g, samples_per_tile))
         idx, ok = ref._tile_sample_indices(
-            u, ell, unif, samples_per_tile=samples_per_tile, method=method
+            u, ell, unif_ref[0, 0, 0], samples_per_tile=samples_per_tile, method=method
         )
-        # gather only the sampled V rows of the tile (row indices within the block)
-        rows = v_ref[0, idx.reshape(-1), 0, :].astype(jnp.float32)
-        rows = rows.reshape(g, samples_per_tile, rows.shape[-1])
+        flat_idx, flat_ok = idx.reshape(-1), ok.reshape(-1)
+        if interpret:  # interpret mode has no masked gather; the where below does the masking
+            rows = v_ref[0, flat_idx, 0, :]
+        else:  # masked load: dropped samples and padded rows read no memory
+            rows = pl_triton.load(v_ref.at[0, flat_idx, 0, :], mask=flat_ok[:, None], other=0.0)
+        rows = rows.astype(jnp.float32).reshape(gp, samples_per_tile, rows.shape[-1])
         acc = jnp.sum(jnp.where(ok[..., None], rows, 0.0), axis=1)
     else:
         v = v_ref[0, :, 0, :].astype(jnp.float32)
@@ -83,7 +97,7 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, method):
 
 
 def _run(
-    q, k, v, kv_lengths, uniforms, *, mode, block_k, scale, samples_per_tile, method, interpret
+    q, k, v, kv_lengths, uniforms, *, mode, block_sizes, scale, samples_per_tile, method, interpret
 ):
     if q.ndim != 3 or k.ndim != 4 or v.shape != k.shape:
         raise ValueError(
@@ -94,6 +108,8 @@ def _run(
     if k.shape[0] != b or k.shape[3] != d or hq % hkv:
         raise ValueError(f"incompatible q {q.shape} and k {k.shape} (need Hq % Hkv == 0)")
     g = hq // hkv
+    block_k = block_sizes.block_k
+    gp = max(block_sizes.min_query_rows, pl.next_power_of_2(g))
     nt = ref.num_tiles(n, block_k)
     pad = nt * block_k - n
     if pad:
@@ -103,10 +119,10 @@ def _run(
         kv_lengths = jnp.full((b,), n, jnp.int32)
     kv_lengths = jnp.asarray(kv_lengths, jnp.int32).reshape(b)
     scale = d**-0.5 if scale is None else scale
-    q4 = q.reshape(b, hkv, g, d)
+    q4 = jnp.pad(q.reshape(b, hkv, g, d), ((0, 0), (0, 0), (0, gp - g), (0, 0)))
     in_specs = [
         pl.BlockSpec((1,), lambda i, j, t: (i,)),
-        pl.BlockSpec((1, 1, g, d), lambda i, j, t: (i, j, 0, 0)),
+        pl.BlockSpec((1, 1, gp, d), lambda i, j, t: (i, j, 0, 0)),
         pl.BlockSpec((1, block_k, 1, d), lambda i, j, t: (i, t, j, 0)),
         pl.BlockSpec((1, block_k, 1, d), lambda i, j, t: (i, t, j, 0)),
     ]
@@ -114,17 +130,18 @@ def _run(
     if mode != "flash":
         s = uniforms.shape[-1]
         unif = uniforms.astype(jnp.float32).reshape(b, hkv, g, nt, s).transpose(0, 1, 3, 2, 4)
-        in_specs.append(pl.BlockSpec((1, 1, 1, g, s), lambda i, j, t: (i, j, t, 0, 0)))
+        unif = jnp.pad(unif, ((0, 0), (0, 0), (0, 0), (0, gp - g), (0, 0)))
+        in_specs.append(pl.BlockSpec((1, 1, 1, gp, s), lambda i, j, t: (i, j, t, 0, 0)))
         args.append(unif)
     out_shape = (
-        jax.ShapeDtypeStruct((b, hkv, nt, g), jnp.float32),
-        jax.ShapeDtypeStruct((b, hkv, nt, g), jnp.float32),
-        jax.ShapeDtypeStruct((b, hkv, nt, g, d), jnp.float32),
+        jax.ShapeDtypeStruct((b, hkv, nt, gp), jnp.float32),
+        jax.ShapeDtypeStruct((b, hkv, nt, gp), jnp.float32),
+        jax.ShapeDtypeStruct((b, hkv, nt, gp, d), jnp.float32),
     )
     out_specs = (
-        pl.BlockSpec((1, 1, 1, g), lambda i, j, t: (i, j, t, 0)),
-        pl.BlockSpec((1, 1, 1, g), lambda i, j, t: (i, j, t, 0)),
-        pl.BlockSpec((1, 1, 1, g, d), lambda i, j, t: (i, j, t, 0, 0)),
+        pl.BlockSpec((1, 1, 1, gp), lambda i, j, t: (i, j, t, 0)),
+        pl.BlockSpec((1, 1, 1, gp), lambda i, j, t: (i, j, t, 0)),
+        pl.BlockSpec((1, 1, 1, gp, d), lambda i, j, t: (i, j, t, 0, 0)),
     )
     kernel = functools.partial(
         _kernel,
@@ -133,6 +150,8 @@ def _run(
         mode=mode,
         samples_per_tile=samples_per_tile,
         method=method,
+        num_rows=g,
+        interpret=bool(interpret),
     )
     m, ell, acc = pl.pallas_call(
         kernel,
@@ -141,8 +160,10 @@ def _run(
         in_specs=in_specs,
         out_specs=out_specs,
         interpret=interpret,
+        compiler_params=triton_params(),
         name=f"{mode}_decode",
     )(*args)
+    m, ell, acc = m[..., :g], ell[..., :g], acc[..., :g, :]  # drop the padded query rows
     return (
         _merge(
             m,
@@ -203,7 +224,7 @@ def flash_decode_pallas(
         kv_lengths,
         None,
         mode="flash",
-        block_k=block_sizes.block_k,
+        block_sizes=block_sizes,
         scale=scale,
         samples_per_tile=0,
         method="systematic",
@@ -269,7 +290,7 @@ def santa_decode_pallas(
         kv_lengths,
         uniforms,
         mode="santa" if value_stage == "counts" else "santa_gather",
-        block_k=block_sizes.block_k,
+        block_sizes=block_sizes,
         scale=scale,
         samples_per_tile=samples_per_tile,
         method=method,

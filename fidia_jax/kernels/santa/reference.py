@@ -122,11 +122,21 @@ def ternary_query(q: jax.Array, uniforms: jax.Array) -> jax.Array:
     return jnp.where(keep, jnp.sign(qf) * c, 0.0)
 
 
-def _prefix_sum(x: jax.Array) -> jax.Array:
-    """Inclusive prefix sum along the last axis as a triangular matmul (the kernel does the same)."""
+def _prefix_sum(x: jax.Array, *, inclusive: bool = True) -> jax.Array:
+    """Prefix sum along the last axis as a triangular matmul (the kernel does the same).
+
+    The kernels call this same function; the exclusive form avoids slicing, which Pallas' Triton
+    lowering does not support inside a kernel.
+    """
     n = x.shape[-1]
-    tri = (jnp.arange(n)[:, None] <= jnp.arange(n)[None, :]).astype(jnp.float32)
+    i, j = jnp.arange(n)[:, None], jnp.arange(n)[None, :]
+    tri = ((i <= j) if inclusive else (i < j)).astype(jnp.float32)
     return jnp.dot(x, tri, precision=jax.lax.Precision.HIGHEST)
+
+
+def _first_uniform(uniforms_GxS: jax.Array) -> jax.Array:
+    """The ``(G, 1)`` uniform of systematic sampling (its uniforms come with ``S = 1``)."""
+    return uniforms_GxS if uniforms_GxS.shape[-1] == 1 else uniforms_GxS[:, :1]
 
 
 def tile_scores(
@@ -158,13 +168,15 @@ def _positions(uniforms_GxS: jax.Array, samples_per_tile: int, method: str) -> j
     if method == "stratified":
         return j + uniforms_GxS
     if method == "systematic":
-        return j + 1.0 - uniforms_GxS[:, :1]
+        return j + 1.0 - _first_uniform(uniforms_GxS)
     raise ValueError(f"unknown sampling method {method!r}; expected one of {METHODS}")
 
 
-def _cumulative(u_GxN: jax.Array, ell_G: jax.Array, samples_per_tile: int) -> jax.Array:
+def _cumulative(
+    u_GxN: jax.Array, ell_G: jax.Array, samples_per_tile: int, *, inclusive: bool = True
+) -> jax.Array:
     invdel = jnp.where(ell_G > 0, samples_per_tile / jnp.where(ell_G > 0, ell_G, 1.0), 0.0)
-    return _prefix_sum(u_GxN * invdel[:, None])
+    return _prefix_sum(u_GxN * invdel[:, None], inclusive=inclusive)
 
 
 def _tile_counts(
@@ -182,10 +194,11 @@ def _tile_counts(
     samples.
     """
     c = _cumulative(u_GxN, ell_G, samples_per_tile)
-    # exclusive prefix by shifting (not by subtraction), so neighbouring rows share bounds
-    c_prev = jnp.concatenate([jnp.zeros_like(c[:, :1]), c[:, :-1]], axis=-1)
+    # the exclusive prefix sums the same terms in the same order minus the last (not c - x), so
+    # row r's upper bound and row r+1's lower bound are the same float
+    c_prev = _cumulative(u_GxN, ell_G, samples_per_tile, inclusive=False)
     if method == "systematic":
-        a = uniforms_GxS[:, :1]
+        a = _first_uniform(uniforms_GxS)
         return jnp.floor(a + c) - jnp.floor(a + c_prev)
     y_GxSx1 = _positions(uniforms_GxS, samples_per_tile, method)[:, :, None]
     hit = (y_GxSx1 >= c_prev[:, None, :]) & (y_GxSx1 < c[:, None, :]) & (u_GxN[:, None, :] > 0)
