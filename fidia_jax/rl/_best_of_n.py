@@ -247,11 +247,14 @@ def max_at_k_effective_rewards(
     g, order = _sort(rewards_n)
 
     if baseline == "loo-1":
-        # s_(i) = w_max[i] g_(i) - sum_{j<i} w_down[j] g_(j)
-        wg = jnp.asarray(w_down64, dtype) * g
+        # s_(i) = w_max[i] g_(i) - sum_{j<i} w_down[j] g_(j). The weights of each s_(i) sum to 0
+        # (it is a sum of (g_i - g_j)_+ terms), so s is invariant to a shift of the rewards:
+        # work on g - min(g) so that a large common offset cannot cancel away float32 digits.
+        g0 = g - g[0]
+        wg = jnp.asarray(w_down64, dtype) * g0
         below = jnp.cumsum(wg) - wg
-        # Exact value is >= 0 (a sum of (g_i - g_j)_+ terms); clip rounding noise.
-        return _unsort(jnp.maximum(w_max * g - below, 0.0), order, g)
+        # Exact value is >= 0; clip rounding noise.
+        return _unsort(jnp.maximum(w_max * g0 - below, 0.0), order, g)
 
     # No baseline: s_(i) = w_max[i] g_(i) + sum_{j>i} w_up[j] g_(j)
     wg_up = jnp.asarray(w_up64, dtype) * g

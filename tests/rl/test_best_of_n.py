@@ -202,3 +202,13 @@ def test_public_api():
         "pass_at_k_effective_rewards",
     ]:
         assert name in rl.__all__ and callable(getattr(rl, name))
+
+
+def test_loo1_effective_rewards_unaffected_by_a_large_offset_in_float32():
+    """loo-1 is shift invariant; a common offset of 1e4 must not cost float32 digits."""
+    base = np.random.default_rng(3).normal(size=32).astype(np.float32)
+    shifted = base + np.float32(1e4)
+    exact_diffs = shifted - np.float32(1e4)  # exact in float32 (Sterbenz), so same differences
+    got = rl.max_at_k_effective_rewards(jnp.asarray(shifted), 8, "loo-1")
+    want = rl.max_at_k_effective_rewards(jnp.asarray(exact_diffs), 8, "loo-1")
+    np.testing.assert_allclose(got, want, atol=2e-6)
