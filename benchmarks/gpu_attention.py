@@ -49,7 +49,11 @@ def timeit(fn, *args, repeats=10):
     return statistics.median(ts)
 
 
+_SAVE = []  # set by main: writes the results so far (a run cut off by a time limit keeps them)
+
+
 def attempt(name, results, f):
+    t0 = time.perf_counter()
     try:
         row = f()
         row["name"] = name
@@ -58,6 +62,9 @@ def attempt(name, results, f):
     except Exception as e:  # noqa: BLE001 - report and continue
         results.append({"name": name, "error": f"{type(e).__name__}: {e}"[:500]})
         print(f"{name}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+    results[-1]["wall_s_incl_compile"] = time.perf_counter() - t0
+    for save in _SAVE:
+        save()
         traceback.print_exc(limit=2)
 
 
@@ -82,6 +89,8 @@ def main(argv=None):
         "decode": [],
         "train": [],
     }
+    out = pathlib.Path(args.out)
+    _SAVE[:] = [lambda: atomic_write_text(out, json.dumps(res, indent=1))]
 
     # 1) copy bandwidth
     def copy_bw():
@@ -208,7 +217,6 @@ def main(argv=None):
         ratio = dec["pallas_flash_decode"]["ms"] / dec["pallas_santa_S2048"]["ms"]
         res["santa_speedup_vs_flash_S2048"] = ratio
         print(f"SANTA(S=2048) speed-up over Pallas flash-decoding: {ratio:.2f}x (goal >= 1.3x)")
-    out = pathlib.Path(args.out)
     atomic_write_text(out, json.dumps(res, indent=1))
 
 

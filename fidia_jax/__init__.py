@@ -1,14 +1,25 @@
-"""fidia_jax: reference JAX implementations of FIDIA and companion ICML 2026 methods."""
+"""fidia_jax: reference JAX implementations of FIDIA and companion ICML 2026 methods.
+
+Subpackages are imported on first attribute access (PEP 562), so ``import fidia_jax.kernels``
+needs only jax, not the protein stack (biotite, Biopython) that ``fidia_jax.protein`` uses.
+"""
+
+import importlib
 
 __version__ = "0.1.0"
 
-from fidia_jax import data as data
-from fidia_jax import errors as errors
-from fidia_jax import fidia as fidia
-from fidia_jax import kernels as kernels
-from fidia_jax import models as models
-from fidia_jax import optim as optim
-from fidia_jax import protein as protein
-from fidia_jax import rl as rl
+_SUBPACKAGES = ("data", "errors", "fidia", "kernels", "models", "optim", "protein", "rl")
 
-__all__ = ["__version__", "data", "errors", "fidia", "kernels", "models", "optim", "protein", "rl"]
+__all__ = ["__version__", *_SUBPACKAGES]
+
+
+def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        module = importlib.import_module(f"fidia_jax.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'fidia_jax' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBPACKAGES))
