@@ -86,6 +86,20 @@ class TestSantaPallasInterpret(TestSantaPallas):
     INTERPRET = True
 
 
+@pytest.mark.parametrize("method,value_stage", [("iid", "gather"), ("stratified", "counts"),
+                                                ("systematic", "gather")])
+def test_santa_with_non_power_of_two_samples_per_tile(method, value_stage):
+    """spt = 3 is padded to 4 sample slots inside the kernel; the padding slot never counts."""
+    q, k, v, lengths = _inputs(jnp.float32)
+    u = R.make_uniforms(jax.random.key(5), 2, 4, 100, block_k=32, samples_per_tile=3, method=method)
+    out = santa.santa_decode_pallas(q, k, v, u, lengths, samples_per_tile=3, method=method,
+                                    block_sizes=santa.BlockSizes(32), interpret=True,
+                                    value_stage=value_stage)
+    want = R.santa_decode_reference(q, k, v, u, lengths, samples_per_tile=3, method=method,
+                                    block_k=32)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(want), atol=1e-5, rtol=1e-5)
+
+
 def test_block_sizes_validated():
     with pytest.raises(ValueError, match="block_k"):
         santa.BlockSizes(12)

@@ -37,8 +37,8 @@ class BlockSizes:
     """Tile sizes of the decode kernels.
 
     Attributes:
-      block_k: keys per tile (one program per tile); a multiple of 16 (Triton's ``tl.dot``
-        needs operands of at least 16 along every axis).
+      block_k: keys per tile (one program per tile); a power of two >= 16 (Triton arrays
+        have power-of-two sizes, and ``tl.dot`` operands at least 16 along every axis).
       min_query_rows: the ``G`` query heads of a kv head are padded with zero rows to
         ``max(min_query_rows, next_power_of_two(G))`` so that the score and value dots have at
         least 16 rows (GQA decode has ``G = 4`` for Llama-3-8B); Triton kernels for GQA decode
@@ -49,13 +49,13 @@ class BlockSizes:
     min_query_rows: int = 16
 
     def __post_init__(self):
-        if self.block_k < 16 or self.block_k % 16:
-            raise ValueError(f"block_k must be a positive multiple of 16, got {self.block_k}")
-        if self.min_query_rows < 1:
-            raise ValueError(f"min_query_rows must be >= 1, got {self.min_query_rows}")
+        if self.block_k < 16 or self.block_k & (self.block_k - 1):
+            raise ValueError(f"block_k must be a power of two >= 16, got {self.block_k}")
+        if self.min_query_rows < 1 or self.min_query_rows & (self.min_query_rows - 1):
+            raise ValueError(f"min_query_rows must be a power of two, got {self.min_query_rows}")
 
 
-def _kernel(*refs, block_k, scale, mode, samples_per_tile, method, num_rows, interpret):
+def _kernel(*refs, block_k, scale, mode, samples_per_tile, num_slots, method, num_rows, interpret):
     if mode == "flash":
         len_ref, q_ref, k_ref, v_ref, m_ref, ell_ref, acc_ref = refs
         unif_ref = None
@@ -73,14 +73,15 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, method, num_rows, int
     ell = jnp.where(real, ell, 0.0)
     if mode == "santa_gather":
         idx, ok = ref._tile_sample_indices(
-            u, ell, unif_ref[0, 0, 0], samples_per_tile=samples_per_tile, method=method
+            u, ell, unif_ref[0, 0, 0], samples_per_tile=samples_per_tile, method=method,
+            num_slots=num_slots,
         )
         flat_idx, flat_ok = idx.reshape(-1), ok.reshape(-1)
         if interpret:  # interpret mode has no masked gather; the where below does the masking
             rows = v_ref[0, flat_idx, 0, :]
         else:  # masked load: dropped samples and padded rows read no memory
             rows = pl_triton.load(v_ref.at[0, flat_idx, 0, :], mask=flat_ok[:, None], other=0.0)
-        rows = rows.astype(jnp.float32).reshape(gp, samples_per_tile, rows.shape[-1])
+        rows = rows.astype(jnp.float32).reshape(gp, num_slots, rows.shape[-1])
         acc = jnp.sum(jnp.where(ok[..., None], rows, 0.0), axis=1)
     else:
         v = v_ref[0, :, 0, :].astype(jnp.float32)
@@ -88,7 +89,8 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, method, num_rows, int
             w = u
         else:
             w = ref._tile_counts(
-                u, ell, unif_ref[0, 0, 0], samples_per_tile=samples_per_tile, method=method
+                u, ell, unif_ref[0, 0, 0], samples_per_tile=samples_per_tile, method=method,
+                num_slots=num_slots,
             )
         acc = jnp.dot(w, v, precision=jax.lax.Precision.HIGHEST)
     m_ref[0, 0, 0, :] = m
@@ -110,6 +112,7 @@ def _run(
     g = hq // hkv
     block_k = block_sizes.block_k
     gp = max(block_sizes.min_query_rows, pl.next_power_of_2(g))
+    num_slots = pl.next_power_of_2(max(samples_per_tile, 1))
     nt = ref.num_tiles(n, block_k)
     pad = nt * block_k - n
     if pad:
@@ -130,7 +133,11 @@ def _run(
     if mode != "flash":
         s = uniforms.shape[-1]
         unif = uniforms.astype(jnp.float32).reshape(b, hkv, g, nt, s).transpose(0, 1, 3, 2, 4)
-        unif = jnp.pad(unif, ((0, 0), (0, 0), (0, 0), (0, gp - g), (0, 0)))
+        # pad query rows to gp and (iid/stratified) the sample axis to a power of two: Triton
+        # arrays have power-of-two sizes; the padding slots are masked inside the kernel
+        s_pad = 1 if s == 1 else num_slots
+        unif = jnp.pad(unif, ((0, 0), (0, 0), (0, 0), (0, gp - g), (0, s_pad - s)))
+        s = s_pad
         in_specs.append(pl.BlockSpec((1, 1, 1, gp, s), lambda i, j, t: (i, j, t, 0, 0)))
         args.append(unif)
     out_shape = (
@@ -149,6 +156,7 @@ def _run(
         scale=scale,
         mode=mode,
         samples_per_tile=samples_per_tile,
+        num_slots=num_slots,
         method=method,
         num_rows=g,
         interpret=bool(interpret),

@@ -161,8 +161,11 @@ def tile_scores(
     return m, u, jnp.sum(u, axis=-1)
 
 
-def _positions(uniforms_GxS: jax.Array, samples_per_tile: int, method: str) -> jax.Array:
-    j = jnp.arange(samples_per_tile, dtype=jnp.float32)[None, :]
+def _positions(
+    uniforms_GxS: jax.Array, samples_per_tile: int, method: str, num_slots: int | None = None
+) -> jax.Array:
+    """Sample positions on ``[0, S)``; ``num_slots >= S`` columns (slots ``>= S`` are padding)."""
+    j = jnp.arange(num_slots or samples_per_tile, dtype=jnp.float32)[None, :]
     if method == "iid":
         return uniforms_GxS * samples_per_tile
     if method == "stratified":
@@ -186,12 +189,14 @@ def _tile_counts(
     *,
     samples_per_tile: int,
     method: str,
+    num_slots: int | None = None,
 ) -> jax.Array:
     """Sample counts ``c_GxN`` (float32, small integers) of one tile; ``Σ_r c_r ≈ S_t``.
 
     Systematic uses the floor formula ``floor(a + C_r) - floor(a + C_{r-1})``; iid and stratified
     count positions ``y_j`` with ``C_{r-1} <= y_j < C_r``. An empty tile (``ell = 0``) gets no
-    samples.
+    samples. ``num_slots``: the uniforms' (padded) sample axis, ``>= samples_per_tile``; slots
+    past ``samples_per_tile`` never count (the Pallas kernels pad it to a power of two).
     """
     c = _cumulative(u_GxN, ell_G, samples_per_tile)
     # the exclusive prefix sums the same terms in the same order minus the last (not c - x), so
@@ -200,9 +205,14 @@ def _tile_counts(
     if method == "systematic":
         a = _first_uniform(uniforms_GxS)
         return jnp.floor(a + c) - jnp.floor(a + c_prev)
-    y_GxSx1 = _positions(uniforms_GxS, samples_per_tile, method)[:, :, None]
+    y_GxSx1 = _positions(uniforms_GxS, samples_per_tile, method, num_slots)[:, :, None]
     hit = (y_GxSx1 >= c_prev[:, None, :]) & (y_GxSx1 < c[:, None, :]) & (u_GxN[:, None, :] > 0)
+    hit = hit & _real_slots(y_GxSx1.shape[1], samples_per_tile)[None, :, None]
     return jnp.sum(hit.astype(jnp.float32), axis=1)
+
+
+def _real_slots(num_slots: int, samples_per_tile: int) -> jax.Array:
+    return jax.lax.broadcasted_iota(jnp.int32, (num_slots,), 0) < samples_per_tile
 
 
 def _tile_sample_indices(
@@ -212,21 +222,23 @@ def _tile_sample_indices(
     *,
     samples_per_tile: int,
     method: str,
+    num_slots: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Row index of every sample in one tile (for the gather-based value stage).
 
     Returns:
       ``idx_GxS`` int32 row indices within the tile and ``ok_GxS`` bool (a sample is dropped
-      when it falls past the last prefix sum, which only rounding or an empty tile can cause).
+      when it falls past the last prefix sum, which only rounding or an empty tile can cause,
+      and padding slots ``>= samples_per_tile`` of a ``num_slots`` axis are always dropped).
     """
     c = _cumulative(u_GxN, ell_G, samples_per_tile)
-    y_GxS = _positions(uniforms_GxS, samples_per_tile, method)
+    y_GxS = _positions(uniforms_GxS, samples_per_tile, method, num_slots)
     n = u_GxN.shape[-1]
     if method == "systematic":  # first r with C_r >= y
         idx = jnp.sum((c[:, None, :] < y_GxS[:, :, None]).astype(jnp.int32), axis=-1)
     else:  # first r with C_r > y
         idx = jnp.sum((c[:, None, :] <= y_GxS[:, :, None]).astype(jnp.int32), axis=-1)
-    ok = idx < n
+    ok = (idx < n) & _real_slots(y_GxS.shape[1], samples_per_tile)[None, :]
     return jnp.minimum(idx, n - 1), ok
 
 
