@@ -27,12 +27,14 @@ import datetime
 import json
 import pathlib
 import platform
+import re
 import time
 
 import numpy as np
 
 from fidia_jax import fidia
 from fidia_jax._io import atomic_write_text
+from fidia_jax.errors import ConfigError
 
 METHODS = ("bon", "rloo", "grpo", "dpo", "fidia")
 KEYS = ("max@1", "max@8", "max@32", "success", "precision", "identity", "unique", "recovery", "motif")
@@ -44,21 +46,43 @@ def _mean_std(values):
 
 
 def _parse_method(entry: str) -> tuple[str, str, dict]:
-    """``"grpo"`` -> ``("grpo", "grpo", {})``; ``"a=fidia,k_bon=4"`` -> ``("a", "fidia", {"k_bon": 4})``."""
+    """``"grpo"`` -> ``("grpo", "grpo", {})``; ``"a=fidia,k_bon=4"`` -> ``("a", "fidia", {"k_bon": 4})``.
+
+    Keys are ``train.`` fields (the prefix is optional); values are JSON (``[1,2]`` keeps its
+    commas) or plain strings.
+    """
     label, sep, spec = entry.partition("=")
     if not sep:
         return entry, entry, {}
-    method, *pairs = spec.split(",")
+    method, *pairs = re.split(r",(?=[A-Za-z_.]+=)", spec)
     overrides = {}
     for pair in pairs:
         key, eq, raw = pair.partition("=")
         if not eq:
             raise SystemExit(f"--methods {entry!r}: {pair!r} is not KEY=VALUE")
+        key = key.removeprefix("train.")
         try:
             overrides[key] = json.loads(raw)
         except json.JSONDecodeError:
             overrides[key] = raw
     return label, method, overrides
+
+
+def _parse_methods(entries, base) -> list[tuple[str, str, dict]]:
+    """Parses and validates every ``--methods`` entry before any training starts."""
+    parsed = [_parse_method(e) for e in entries]
+    labels = [label for label, _, _ in parsed]
+    if any(not label for label in labels) or len(set(labels)) != len(labels):
+        raise SystemExit(f"--methods: labels must be non-empty and unique, got {labels}")
+    for label, kind, overrides in parsed:
+        if label == "bon" and (kind != "bon" or overrides):
+            raise SystemExit("--methods: the label 'bon' is reserved for the frozen reference peer")
+        try:
+            fidia.override_config(base, [f"method={kind}"] +
+                                  [f"train.{k}={json.dumps(v)}" for k, v in overrides.items()])
+        except ConfigError as exc:
+            raise SystemExit(f"--methods {label!r}: {exc}") from exc
+    return parsed
 
 
 def main(argv=None) -> dict:
@@ -69,13 +93,28 @@ def main(argv=None) -> dict:
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--workdir", default="out/fidia_methods")
     ap.add_argument("--out", default="benchmarks/results/fidia_methods.json")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="no training: combine the runs of earlier result files into --out")
     args = ap.parse_args(argv)
-
-    base = fidia.override_config(fidia.load_config(args.config), args.set)
-    runs: list[dict] = []
     out_path = pathlib.Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
+    if args.merge:
+        files = [json.loads(pathlib.Path(f).read_text()) for f in args.merge]
+        runs = [run for f in files for run in f["runs"]]
+        pairs = [(r["method"], r["seed"]) for r in runs]
+        if len(set(pairs)) != len(pairs):
+            raise SystemExit("--merge: the files repeat a (method, seed) run")
+        meta = {"command": " ; ".join(f["command"] for f in files), "config": files[0]["config"]}
+        return _write(out_path, meta, runs, t_start, final=True)
+
+    base = fidia.override_config(fidia.load_config(args.config), args.set)
+    entries = _parse_methods(args.methods, base)
+    meta = {"command": "python benchmarks/fidia_methods.py " + " ".join(
+                ["--config", args.config, "--seeds", *map(str, args.seeds)] +
+                [f"--set {s}" for s in args.set] + ["--methods", *args.methods]),
+            "config": fidia.config_to_dict(base)}
+    runs: list[dict] = []
     for seed in args.seeds:
         cfg = fidia.override_config(base, [f"seed={seed}", "method=bon"])
         t0 = time.time()
@@ -83,8 +122,7 @@ def main(argv=None) -> dict:
         print(f"[seed {seed}] trainer ready in {time.time() - t0:.0f}s: "
               f"{len(trainer.train_backbones)} train / {len(trainer.eval_backbones)} held-out backbones",
               flush=True)
-        for entry in args.methods:
-            method, kind, overrides = _parse_method(entry)
+        for method, kind, overrides in entries:
             tr = trainer if kind == "bon" and not overrides else trainer.with_method(kind, **overrides)
             t0 = time.time()
             res = fidia.train_and_evaluate(
@@ -98,8 +136,8 @@ def main(argv=None) -> dict:
             print(f"[seed {seed}] {method:5s} max@8 {ev['summary']['max@8']:+.3f} "
                   f"success {ev['summary']['success']:.2f} precision {ev['summary']['precision']:.2f} "
                   f"({time.time() - t0:.0f}s)", flush=True)
-            _write(out_path, args, base, runs, t_start)
-    return _write(out_path, args, base, runs, t_start, final=True)
+            _write(out_path, meta, runs, t_start)
+    return _write(out_path, meta, runs, t_start, final=True)
 
 
 def _aggregate(runs, methods, key_fn):
@@ -116,7 +154,7 @@ def _aggregate(runs, methods, key_fn):
     return table
 
 
-def _write(out_path, args, base, runs, t_start, final=False):
+def _write(out_path, meta, runs, t_start, final=False):
     methods = list(dict.fromkeys(r["method"] for r in runs))
     overall = _aggregate(runs, methods, lambda r: r["summary"])
     kinds = sorted({k for r in runs for k in r["by_kind"]})
@@ -131,10 +169,9 @@ def _write(out_path, args, base, runs, t_start, final=False):
         "benchmark": "fidia_methods",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, CPU only",
-        "command": "python benchmarks/fidia_methods.py " + " ".join(
-            ["--config", args.config, "--seeds", *map(str, args.seeds)] +
-            [f"--set {s}" for s in args.set]),
-        "config": fidia.config_to_dict(base),
+        "command": meta["command"],
+        "config": meta["config"],
+        "seeds": sorted({r["seed"] for r in runs}),
         "criteria": "proxy (no structure predictor offline)",
         "wall_seconds": time.time() - t_start,
         "overall": overall, "by_kind": by_kind, "per_backbone": per_backbone, "runs": runs,

@@ -39,7 +39,8 @@ def _round_half_even(y: jax.Array) -> jax.Array:
     """``jnp.round`` (half to even) from ``floor`` and exact comparisons.
 
     Pallas' Triton lowering has no ``round`` primitive; ``y - floor(y)`` is exact in float32, so
-    this equals ``jnp.round`` for every finite ``y`` (tested against it).
+    this equals ``jnp.round`` for every finite ``y`` (tested against it), except that inputs in
+    ``(-0.5, 0]`` give ``+0.0`` where ``jnp.round`` gives ``-0.0`` (the callers pass ``|x|``).
     """
     f = jnp.floor(y)
     frac = y - f

@@ -665,8 +665,16 @@ class ProteinMPNN(nnx.Module):
 
         Returns:
           ``(B, N, L, 21)`` float32 log-softmax.
+
+        Raises:
+          ValueError: ``B`` or ``L`` of the structures, sequences and orders disagree.
         """
         b, n, length = sequences_BxNxL.shape
+        if inputs.X.shape[:2] != (b, length) or decoding_order_BxNxL.shape != (b, n, length):
+            raise ValueError(
+                f"log_probs_many: structures {inputs.X.shape[:2]} (B, L), sequences "
+                f"{sequences_BxNxL.shape} and orders {decoding_order_BxNxL.shape} must agree on "
+                "(B, N, L)")
         h_V, h_E, E_idx = self.encode(inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding)
 
         def tile(a):  # (B, ...) -> (B * N, ...)

@@ -303,6 +303,8 @@ def test_log_probs_many_equals_repeated_structures_value_and_gradient(model, fix
         flat = flat._replace(S=jnp.asarray(seqs).reshape(b * n, length))
         return jnp.sum(w * m(flat, jnp.asarray(orders).reshape(b * n, length)).reshape(w.shape))
 
+    with pytest.raises(ValueError, match="must agree"):  # one structure, two sequence groups
+        model.log_probs_many(jax.tree.map(lambda a: a[:1], inp), jnp.asarray(seqs), jnp.asarray(orders))
     v1, g1 = nnx.jit(nnx.value_and_grad(shared))(model)
     v2, g2 = nnx.jit(nnx.value_and_grad(repeated))(model)
     np.testing.assert_allclose(v1, v2, rtol=1e-5)
