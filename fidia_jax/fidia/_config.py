@@ -248,6 +248,9 @@ def _build(cls: type, values: dict[str, Any], where: str) -> Any:
                 raise ConfigError(f"{where}{name} must be a table/object, got {value!r}")
             kwargs[name] = _build(hint, value, f"{where}{name}.")
         elif typing.get_origin(hint) is tuple:
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError(f"{where}{name} must be a list, got {value!r} "
+                                  "(on the command line: a JSON list such as '[\"a\", \"b\"]')")
             kwargs[name] = tuple(value)
         else:
             kwargs[name] = value

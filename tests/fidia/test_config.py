@@ -46,5 +46,9 @@ def test_override_and_missing_file(tmp_path):
     assert (cfg.train.beta_kl, cfg.method) == (0.5, "rloo")
     with pytest.raises(ConfigError):
         fidia.override_config(cfg, ["train.nope=1"])
+    # a list written without JSON quotes arrives as a string: refused, not split into characters
+    with pytest.raises(ConfigError, match="must be a list"):
+        fidia.override_config(cfg, ["data.eval_names=[rfdiffusion/5TPN]"])
+    assert fidia.override_config(cfg, ['data.eval_names=["5TPN"]']).data.eval_names == ("5TPN",)
     with pytest.raises(ConfigError):
         fidia.load_config(tmp_path / "absent.toml")
