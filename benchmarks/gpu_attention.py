@@ -68,30 +68,8 @@ def attempt(name, results, f):
         traceback.print_exc(limit=2)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(
-        description="GPU attention benchmark (SANTA, flash-decode, Attn-QAT)"
-    )
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes in interpret mode (CPU)")
-    ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--out", default="benchmarks/results/gpu_attention.json")
-    args = ap.parse_args(argv)
-    smoke = args.smoke
-    interpret = smoke
-    reps = 1 if smoke else args.repeats
-    b, hq, hkv, d = (1, 8, 2, 64) if smoke else (1, 32, 8, 128)
-    nk = 256 if smoke else 32768
-    bk = 64 if smoke else 128
-    res = {
-        "device": str(jax.devices()[0]),
-        "jax": jax.__version__,
-        "smoke": smoke,
-        "decode": [],
-        "train": [],
-    }
-    out = pathlib.Path(args.out)
-    _SAVE[:] = [lambda: atomic_write_text(out, json.dumps(res, indent=1))]
-
+def _decode(res, args, smoke, interpret, reps, shape, nk, bk):
+    b, hq, hkv, d = shape
     # 1) copy bandwidth
     def copy_bw():
         n = (1 << 20) if smoke else (1 << 29)  # bf16 elements (1 GiB on GPU)
@@ -167,8 +145,10 @@ def main(argv=None):
         )
         attempt(f"dot_product_attention_{impl}", res["decode"], lambda f=f: decode_row(f, q4, k, v))
 
+
+def _train(res, args, smoke, interpret, reps, hq, d):
     # 2) Attn-QAT training kernels vs bf16 attention
-    t_len = 64 if smoke else 4096
+    t_len = 64 if smoke else args.train_len
     h = hq
     kq2, kk2, kv2 = jax.random.split(jax.random.key(1), 3)
     Q = jax.random.normal(kq2, (1, t_len, h, d), jnp.bfloat16)
@@ -204,6 +184,37 @@ def main(argv=None):
             f"bf16_dpa_{impl}",
         )
 
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="GPU attention benchmark (SANTA, flash-decode, Attn-QAT)"
+    )
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes in interpret mode (CPU)")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--out", default="benchmarks/results/gpu_attention.json")
+    ap.add_argument("--only", choices=("decode", "train"), help="run one half of the benchmark")
+    ap.add_argument("--train-len", type=int, default=4096, help="sequence length of the Attn-QAT part")
+    args = ap.parse_args(argv)
+    smoke = args.smoke
+    interpret = smoke
+    reps = 1 if smoke else args.repeats
+    b, hq, hkv, d = (1, 8, 2, 64) if smoke else (1, 32, 8, 128)
+    nk = 256 if smoke else 32768
+    bk = 64 if smoke else 128
+    res = {
+        "device": str(jax.devices()[0]),
+        "jax": jax.__version__,
+        "smoke": smoke,
+        "decode": [],
+        "train": [],
+    }
+    out = pathlib.Path(args.out)
+    _SAVE[:] = [lambda: atomic_write_text(out, json.dumps(res, indent=1))]
+
+    if args.only != "train":
+        _decode(res, args, smoke, interpret, reps, (b, hq, hkv, d), nk, bk)
+    if args.only != "decode":
+        _train(res, args, smoke, interpret, reps, hq, d)
     print("\nname                              ms      GB/s(kv)")
     for row in res["decode"] + res["train"]:
         if "error" in row:
