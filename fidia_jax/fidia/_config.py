@@ -197,7 +197,8 @@ def validate_config(config: FidiaConfig) -> None:
         raise ConfigError(f"model.temperature must be > 0, got {config.model.temperature}")
 
 
-_SMALL_EVAL = ("rfdiffusion/5TPN", "rfdiffusion/1YCR", "rfdiffusion/6EXZ", "rfdiffusion/7MRX")
+_SMALL_EVAL = ("rfdiffusion/5TPN", "rfdiffusion/3IXT", "rfdiffusion/1YCR", "rfdiffusion/5YUI",
+               "rfdiffusion/6EXZ", "rfdiffusion/7MRX", "rfdiffusion/2KL8", "rfdiffusion/1PRW")
 
 _PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests: the default backbone cropped short, 4 samples, 2 steps, a 1-checkpoint judge.
@@ -219,13 +220,14 @@ _PRESETS: dict[str, dict[str, Any]] = {
         "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
                    "calibration_samples": 32},
     },
-    # The CPU-scale five-method comparison of docs/fidia.md.
+    # The CPU-scale five-method comparison of docs/fidia.md (~2 min per trained run, 2 cores).
     "small": {
-        "data": {"train_tasks": "train", "eval_tasks": "heldout", "max_train_tasks": 4,
+        "data": {"train_tasks": "train", "eval_tasks": "heldout", "max_train_tasks": 8,
                  "eval_names": _SMALL_EVAL, "max_length": 64, "batch_backbones": 2},
-        "train": {"num_steps": 4, "n_samples": 16, "k_bon": 8, "ppo_epochs": 1,
-                  "checkpoint_every": 2, "learning_rate": 5e-5, "beta_kl": 0.01},
-        "eval": {"n_samples": 16, "ns": (1, 4, 8, 16), "bon_n": 8},
+        "train": {"num_steps": 24, "n_samples": 16, "k_bon": 8, "ppo_epochs": 1,
+                  "checkpoint_every": 12, "learning_rate": 5e-5, "beta_kl": 0.01},
+        "eval": {"n_samples": 32, "ns": (1, 4, 8, 16, 32), "bon_n": 8,
+                 "before_training": False},
         "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
                    "calibration_samples": 16},
     },
