@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import pathlib
 from collections.abc import Sequence
@@ -30,6 +31,8 @@ __all__ = ["COMMANDS", "add_subcommands", "run_command", "run_design", "run_eval
 
 #: Subcommands registered by :func:`add_subcommands`.
 COMMANDS = ("train", "evaluate", "design")
+
+_LOG = logging.getLogger(__name__)
 
 _PROXY_NOTE = ("success/precision use proxy thresholds (gate, no function penalty, judge "
                "log-likelihood, instability index); no structure predictor is available offline")
@@ -63,7 +66,18 @@ def _config_from_args(args) -> Any:
         sets.append(f"seed={args.seed}")
     if getattr(args, "data_dir", None):
         sets.append(f"data.data_dir={args.data_dir}")
+        if config.data.train_tasks == "default" and config.data.eval_tasks == "default":
+            _LOG.warning("--data-dir is unused: config %r trains and evaluates on the built-in "
+                         "backbone (data.train_tasks = data.eval_tasks = 'default')", args.config)
     return override_config(config, sets) if sets else config
+
+
+def _eval_title(config, n: int) -> str:
+    """Table title: "held-out" only when the evaluation backbones are not the training ones."""
+    what = f"{n} backbone{'s' if n != 1 else ''}"
+    if config.data.train_tasks == "default" and config.data.eval_tasks == "default":
+        return f"evaluation on the training backbone ({what}; not held out)"
+    return f"held-out ({what})"
 
 
 def _summary_rows(results: dict[str, dict[str, Any] | None], ns: Sequence[int], bon_n: int):
@@ -89,7 +103,7 @@ def run_train(config, workdir: str | os.PathLike, *, resume: bool = True, quiet:
     cols, rows = _summary_rows({"before (reference)": result["before"], config.method: result["after"]},
                                config.eval.ns, config.eval.bon_n)
     console = _console(quiet)
-    _print_table(console, f"held-out ({len(result['after']['per_backbone'])} backbones)", cols, rows)
+    _print_table(console, _eval_title(config, len(result["after"]["per_backbone"])), cols, rows)
     if console is not None:
         console.print(f"* {_PROXY_NOTE}. Outputs in {workdir}")
     return result
@@ -117,7 +131,7 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
     atomic_write_text(out / "eval.json", json.dumps(res, indent=1, default=float))
     plot_max_at_n({str(checkpoint): res["summary"]}, config.eval.ns, out / "max_at_n.png")
     cols, rows = _summary_rows({str(checkpoint): res}, config.eval.ns, config.eval.bon_n)
-    _print_table(_console(quiet), "held-out evaluation", cols, rows)
+    _print_table(_console(quiet), _eval_title(config, len(res["per_backbone"])), cols, rows)
     return res
 
 

@@ -41,3 +41,13 @@ def test_train_with_missing_data_leaves_no_workdir(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fidia-jax: error: "), err
     assert not workdir.exists()
+
+
+def test_data_dir_with_builtin_backbone_config_warns_and_titles_say_not_held_out(caplog, tmp_path):
+    args = cli._parser().parse_args(["train", "--config", "tiny", "--data-dir", str(tmp_path)])
+    with caplog.at_level("WARNING"):
+        cfg = _commands._config_from_args(args)
+    assert "--data-dir is unused" in caplog.text
+    assert _commands._eval_title(cfg, 1) == "evaluation on the training backbone (1 backbone; not held out)"
+    small = _commands._config_from_args(cli._parser().parse_args(["train", "--config", "small"]))
+    assert _commands._eval_title(small, 8) == "held-out (8 backbones)"
