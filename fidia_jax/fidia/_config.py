@@ -214,8 +214,8 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "demo": {
         "data": {"train_tasks": "default", "eval_tasks": "default", "max_length": 64,
                  "batch_backbones": 1},
-        "train": {"num_steps": 8, "n_samples": 16, "k_bon": 8, "ppo_epochs": 1,
-                  "checkpoint_every": 4, "learning_rate": 1e-4, "beta_kl": 0.01},
+        "train": {"num_steps": 12, "n_samples": 16, "k_bon": 8, "ppo_epochs": 1,
+                  "checkpoint_every": 4, "learning_rate": 5e-5, "beta_kl": 0.02},
         "eval": {"n_samples": 32, "ns": (1, 4, 8, 16, 32), "bon_n": 8},
         "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
                    "calibration_samples": 32},
