@@ -105,7 +105,8 @@ def main(argv=None) -> dict:
         pairs = [(r["method"], r["seed"]) for r in runs]
         if len(set(pairs)) != len(pairs):
             raise SystemExit("--merge: the files repeat a (method, seed) run")
-        meta = {"command": " ; ".join(f["command"] for f in files), "config": files[0]["config"]}
+        meta = {"command": " ; ".join(f["command"] for f in files), "config": files[0]["config"],
+                "wall_seconds": sum(f["wall_seconds"] for f in files)}
         return _write(out_path, meta, runs, t_start, final=True)
 
     base = fidia.override_config(fidia.load_config(args.config), args.set)
@@ -173,7 +174,7 @@ def _write(out_path, meta, runs, t_start, final=False):
         "config": meta["config"],
         "seeds": sorted({r["seed"] for r in runs}),
         "criteria": "proxy (no structure predictor offline)",
-        "wall_seconds": time.time() - t_start,
+        "wall_seconds": meta.get("wall_seconds", time.time() - t_start),
         "overall": overall, "by_kind": by_kind, "per_backbone": per_backbone, "runs": runs,
     }
     atomic_write_text(out_path, json.dumps(result, indent=1, default=float))

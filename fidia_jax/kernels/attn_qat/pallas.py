@@ -15,7 +15,9 @@ Q, K, V are fake-quantised by a jnp pass before the kernels (one elementwise pas
 kernel would quantise on load). Causal masking is applied elementwise on every tile (fully
 masked tiles are not skipped yet). Tested in Pallas interpret mode on CPU; the
 kernels lower through Pallas' Triton backend for CUDA (``tests/kernels/test_triton_lowering.py``,
-on CPU) but have not run on a GPU, and ``api.py`` keeps the reference as the CPU default.
+on CPU). On one H200 the forward ran (two orders of magnitude slower than bf16 cuDNN) and the
+backward's compile outlasted the time available (``docs/benchmarks.md``). ``api.py`` keeps the
+reference as the CPU default.
 """
 
 from __future__ import annotations
