@@ -18,25 +18,14 @@ import argparse
 import json
 import pathlib
 import platform
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
+from _timing import median_seconds
 
 from fidia_jax._io import atomic_write_text
 from fidia_jax.kernels.santa import reference as R
 from fidia_jax.kernels.santa.api import samples_per_tile_for
-
-
-def _time(fn, *args, repeats):
-    jax.block_until_ready(fn(*args))  # compile + warm up
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def main(argv=None):
@@ -74,8 +63,8 @@ def main(argv=None):
                 value_stage="gather",
             )
         )
-        t_dense = _time(dense, q, k, v, repeats=args.repeats)
-        t_santa = _time(santa, q, k, v, u, repeats=args.repeats)
+        t_dense = median_seconds(dense, q, k, v, repeats=args.repeats)
+        t_santa = median_seconds(santa, q, k, v, u, repeats=args.repeats)
         err = float(
             jnp.max(
                 jnp.abs(santa(q, k, v, u).astype(jnp.float32) - dense(q, k, v).astype(jnp.float32))

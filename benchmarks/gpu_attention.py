@@ -26,12 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import statistics
 import time
 import traceback
 
 import jax
 import jax.numpy as jnp
+from _timing import median_seconds
 
 from fidia_jax._io import atomic_write_text
 from fidia_jax.kernels.attn_qat import BlockSizes as QatBlocks
@@ -39,17 +39,6 @@ from fidia_jax.kernels.attn_qat import attn_qat_pallas
 from fidia_jax.kernels.santa import BlockSizes, flash_decode_pallas, santa_decode_pallas
 from fidia_jax.kernels.santa import reference as R
 from fidia_jax.kernels.santa.api import samples_per_tile_for
-
-
-def timeit(fn, *args, repeats=10):
-    jax.block_until_ready(fn(*args))
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
 
 _SAVE = []  # set by main: writes the results so far (a run cut off by a time limit keeps them)
 
@@ -76,7 +65,7 @@ def _decode(res, args, smoke, interpret, reps, shape, nk, bk):
     def copy_bw():
         n = (1 << 20) if smoke else (1 << 29)  # bf16 elements (1 GiB on GPU)
         x = jnp.ones((n,), jnp.bfloat16)
-        t = timeit(jax.jit(lambda x: x + 1), x, repeats=reps)
+        t = median_seconds(jax.jit(lambda x: x + 1), x, repeats=reps)
         return {"bytes": 2 * 2 * n, "ms": 1e3 * t, "GBps": 2 * 2 * n / t / 1e9}
 
     attempt("copy_bandwidth", res["decode"], copy_bw)
@@ -89,7 +78,7 @@ def _decode(res, args, smoke, interpret, reps, shape, nk, bk):
     exact = R.dense_decode_reference(q, k, v).astype(jnp.float32)
 
     def decode_row(fn, *a, extra=None):
-        t = timeit(fn, *a, repeats=reps)
+        t = median_seconds(fn, *a, repeats=reps)
         out = fn(*a).astype(jnp.float32).reshape(b, hq, d)
         row = {
             "ms": 1e3 * t,
@@ -164,12 +153,12 @@ def _train(res, args, smoke, interpret, reps, hq, d):
             jax.grad(lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
         )
         attempt(
-            f"{name}_fwd", res["train"], lambda: {"ms": 1e3 * timeit(fwd, Q, K, V, repeats=reps)}
+            f"{name}_fwd", res["train"], lambda: {"ms": 1e3 * median_seconds(fwd, Q, K, V, repeats=reps)}
         )
         attempt(
             f"{name}_fwd_bwd",
             res["train"],
-            lambda: {"ms": 1e3 * timeit(bwd, Q, K, V, repeats=reps)},
+            lambda: {"ms": 1e3 * median_seconds(bwd, Q, K, V, repeats=reps)},
         )
 
     train_rows(

@@ -18,26 +18,15 @@ import datetime
 import json
 import pathlib
 import platform
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import median_seconds
 from flax import nnx
 
 from fidia_jax import models, protein
 from fidia_jax._io import atomic_write_text
-
-
-def _time(fn, model, repeats):
-    jax.block_until_ready(fn(model))  # compile
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(model))
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def main(argv=None) -> dict:
@@ -75,7 +64,7 @@ def main(argv=None) -> dict:
 
     rows = {}
     for name, fn in (("shared_encoder", shared), ("repeated_structures", repeated)):
-        rows[name] = _time(nnx.jit(nnx.value_and_grad(fn)), model, args.repeats)
+        rows[name] = median_seconds(nnx.jit(nnx.value_and_grad(fn)), model, repeats=args.repeats)
         print(f"{name:20s} value+grad {1e3 * rows[name]:8.1f} ms", flush=True)
     speedup = rows["repeated_structures"] / rows["shared_encoder"]
     print(f"speed-up of log_probs_many over the repeated-structure peer: {speedup:.2f}x")
