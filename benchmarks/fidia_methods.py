@@ -1,6 +1,6 @@
 """Five methods at equal sample budget on held-out backbones (FIDIA, RLOO, GRPO, DPO, BoN).
 
-For each seed: one :class:`fidia_jax.fidia.Trainer` (rewards calibrated once on samples of the
+For each seed: one :class:`fidia_jax.projects.fidia.Trainer` (rewards calibrated once on samples of the
 frozen reference, identical for every method), then each method is trained with
 ``train_and_evaluate`` and evaluated on the same held-out backbones with the same evaluation
 key. ``bon`` is the frozen ProteinMPNN + Best-of-N (no update). Prints one table against the
@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from fidia_jax import fidia
+from fidia_jax.projects import fidia
 from fidia_jax._io import atomic_write_text
 from fidia_jax.errors import ConfigError
 

@@ -8,7 +8,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBPACKAGES = ("data", "errors", "fidia", "kernels", "models", "optim", "protein", "rl")
+_SUBPACKAGES = ("data", "errors", "kernels", "models", "optim", "projects", "protein", "rl")
 
 __all__ = ["__version__", *_SUBPACKAGES]
 

@@ -484,10 +484,10 @@ def run_demo(
     """The ``fidia-jax demo`` job (``make demo``): FIDIA on the built-in backbone (BPTI, 5PTI).
 
     A short FIDIA fine-tune of ProteinMPNN, max@N before and after, then a Best-of-N design with
-    the fine-tuned policy (:func:`fidia_jax.fidia._commands.run_fidia_demo`; outputs under
+    the fine-tuned policy (:func:`fidia_jax.projects.fidia._commands.run_fidia_demo`; outputs under
     ``out/train`` and ``out/design``). Plain ProteinMPNN sampling is ``fidia-jax sample``.
     """
-    from fidia_jax.fidia._commands import run_fidia_demo
+    from fidia_jax.projects.fidia._commands import run_fidia_demo
 
     return run_fidia_demo(out, seed=seed, quiet=quiet)
 
@@ -531,7 +531,7 @@ def _parser() -> argparse.ArgumentParser:
     pd.add_argument("--out", default="out/demo")
     pd.add_argument("--seed", type=int, default=0)
     pd.add_argument("--quiet", action="store_true")
-    from fidia_jax.fidia._commands import add_subcommands  # train / evaluate / design
+    from fidia_jax.projects.fidia._commands import add_subcommands  # train / evaluate / design
 
     add_subcommands(sub)
     return parser
@@ -554,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 variant=args.variant, seed=args.seed, out=args.out, quiet=args.quiet,
             )  # fmt: skip
         elif args.command in ("train", "evaluate", "design"):
-            from fidia_jax.fidia._commands import run_command
+            from fidia_jax.projects.fidia._commands import run_command
 
             run_command(args)
         else:

@@ -43,7 +43,8 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import fidia, models, rl
+from fidia_jax import models, rl
+from fidia_jax.projects import fidia
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
 WORKDIR = pathlib.Path("out/notebooks/fidia_finetune")

@@ -56,7 +56,7 @@ if DATA_DIR and os.path.isdir(DATA_DIR):
     train_tokens, val_tokens = splits.train, splits.val
     source = f"Shakespeare ({len(splits.files)} files)"
 else:
-    mods = (fidia_jax, fidia_jax.fidia, fidia_jax.optim, fidia_jax.rl, fidia_jax.protein,
+    mods = (fidia_jax, fidia_jax.kernels, fidia_jax.optim, fidia_jax.rl, fidia_jax.protein,
             optim.scale, optim.paso, rl.max_at_k, rl.run_linear_td0, models.sample)
     ids = data.encode_bytes("\n\n".join(m.__doc__ for m in mods))
     cut = int(0.9 * len(ids))

@@ -123,7 +123,7 @@ def test_score_bad_fasta(tmp_path, capsys):
 
 
 def test_demo_runs_fidia_demo(monkeypatch, tmp_path):
-    from fidia_jax.fidia import _commands
+    from fidia_jax.projects.fidia import _commands
 
     calls = []
     monkeypatch.setattr(_commands, "run_fidia_demo", lambda out, **kw: calls.append((out, kw)) or {})

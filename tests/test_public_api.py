@@ -7,7 +7,7 @@ import pytest
 
 import fidia_jax
 
-SUBPACKAGES = ["errors", "models", "optim", "rl", "kernels", "protein", "data", "fidia"]
+SUBPACKAGES = ["errors", "models", "optim", "rl", "kernels", "protein", "data"]
 
 
 @pytest.mark.parametrize("name", SUBPACKAGES)

@@ -3,7 +3,7 @@
 import pytest
 
 from fidia_jax import cli
-from fidia_jax.fidia import _commands
+from fidia_jax.projects.fidia import _commands
 
 
 def test_parser_registers_fidia_commands():

@@ -97,7 +97,7 @@ class TrainConfig:
       dpo_beta: DPO temperature on sequence log-ratios.
       grpo_eps: added to the group standard deviation of GRPO (and of FIDIA with group norm).
       fidia_group_norm: divide FIDIA's effective rewards by the group's reward std, as GRPO
-        does to RLOO (see :func:`fidia_jax.fidia.fidia_advantages`).
+        does to RLOO (see :func:`fidia_jax.projects.fidia.fidia_advantages`).
       checkpoint_every: orbax checkpoint period in steps (the last step is always saved).
       keep_checkpoints: how many checkpoints orbax keeps.
     """

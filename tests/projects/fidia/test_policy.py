@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fidia_jax import fidia
+from fidia_jax.projects import fidia
 
 N, L, V = 5, 6, 21
 T = 0.7

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from fidia_jax import fidia
+from fidia_jax.projects import fidia
 
 
 @pytest.mark.parametrize("n_bon", [1, 2, 4])

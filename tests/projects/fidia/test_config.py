@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fidia_jax import fidia
+from fidia_jax.projects import fidia
 from fidia_jax.errors import ConfigError
 
 

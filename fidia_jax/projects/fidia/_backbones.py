@@ -134,8 +134,8 @@ def stack_backbones(backbones: Sequence[Backbone], length: int) -> StackedBackbo
 def load_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
     """Training and held-out backbones of ``config.data`` with *unfitted* composite rewards.
 
-    :class:`~fidia_jax.fidia.Trainer` standardises each reward on samples of the frozen reference
-    (:func:`fidia_jax.fidia._tasks_bridge.fit_reward`).
+    :class:`~fidia_jax.projects.fidia.Trainer` standardises each reward on samples of the frozen reference
+    (:func:`fidia_jax.projects.fidia._tasks_bridge.fit_reward`).
 
     Returns:
       ``(train, heldout)`` lists; no protein appears in both.
@@ -143,6 +143,6 @@ def load_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
     Raises:
       DataError: data directory or files missing, unknown task names.
     """
-    from fidia_jax.fidia._tasks_bridge import build_backbones
+    from fidia_jax.projects.fidia._tasks_bridge import build_backbones
 
     return build_backbones(config)

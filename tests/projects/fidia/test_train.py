@@ -21,7 +21,8 @@ HERE = pathlib.Path(__file__).resolve()
 
 
 def _setup():
-    from fidia_jax import fidia, models, protein
+    from fidia_jax import models, protein
+    from fidia_jax.projects import fidia
 
     prot = protein.load_structure(protein.default_backbone_path())
     full = models.MPNNInputs.from_protein(prot)
@@ -47,7 +48,7 @@ def _setup():
 
 
 def _run(workdir, kill_after=None, trainer=None, num_devices=0):
-    from fidia_jax import fidia
+    from fidia_jax.projects import fidia
 
     cfg, backbones = _setup()
     if trainer is None:
@@ -69,7 +70,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
 
-from fidia_jax import fidia, models  # noqa: E402
+from fidia_jax import models  # noqa: E402
+from fidia_jax.projects import fidia  # noqa: E402
 
 
 @pytest.fixture(scope="module")

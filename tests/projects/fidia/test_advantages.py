@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fidia_jax import fidia, rl
+from fidia_jax import rl
+from fidia_jax.projects import fidia
 
 REWARDS = np.array([0.3, -1.2, 2.5, 0.3, 1.1, -0.4], np.float32)
 

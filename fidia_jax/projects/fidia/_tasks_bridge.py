@@ -1,4 +1,4 @@
-"""Builds :class:`~fidia_jax.fidia.Backbone` lists from ``fidia_jax.protein`` tasks and rewards.
+"""Builds :class:`~fidia_jax.projects.fidia.Backbone` lists from ``fidia_jax.protein`` tasks and rewards.
 
 * task sets: ``"default"`` (the packaged default backbone with a fixed pseudo-motif; train and
   evaluation on the same backbone -- a demo, not a held-out result), ``"train"`` (the training
@@ -21,7 +21,7 @@ import numpy as np
 
 from fidia_jax import models
 from fidia_jax.errors import DataError
-from fidia_jax.fidia._backbones import Backbone
+from fidia_jax.projects.fidia._backbones import Backbone
 
 __all__ = ["DEFAULT_MOTIF", "build_backbones", "crop_task", "fit_reward", "unfitted_backbone"]
 

@@ -9,8 +9,8 @@ Step ``s`` (all methods, same sample budget):
    ``data`` axis of a device mesh; the key is ``fold_in(PRNGKey(seed), s)``;
 3. composite rewards per backbone (host side), then advantages (FIDIA: PKPO loo-1 with
    ``k = k_bon``; RLOO; GRPO) or the DPO best/worst pair;
-4. ``train.ppo_epochs`` adamw steps on :func:`fidia_jax.fidia.policy_loss` (or
-   :func:`fidia_jax.fidia.dpo_loss`), sequences teacher-forced in their own decoding order;
+4. ``train.ppo_epochs`` adamw steps on :func:`fidia_jax.projects.fidia.policy_loss` (or
+   :func:`fidia_jax.projects.fidia.dpo_loss`), sequences teacher-forced in their own decoding order;
 5. metrics appended to ``metrics.jsonl``; an orbax checkpoint every ``train.checkpoint_every``
    steps and at the end.
 
@@ -41,11 +41,11 @@ from jax.sharding import PartitionSpec as P
 from fidia_jax import models
 from fidia_jax._io import atomic_write_text
 from fidia_jax.errors import CheckpointError
-from fidia_jax.fidia import _advantages as adv_lib
-from fidia_jax.fidia import _evaluate as eval_lib
-from fidia_jax.fidia._backbones import Backbone, load_backbones, stack_backbones
-from fidia_jax.fidia._config import FidiaConfig, config_from_dict, config_to_dict
-from fidia_jax.fidia._policy import (
+from fidia_jax.projects.fidia import _advantages as adv_lib
+from fidia_jax.projects.fidia import _evaluate as eval_lib
+from fidia_jax.projects.fidia._backbones import Backbone, load_backbones, stack_backbones
+from fidia_jax.projects.fidia._config import FidiaConfig, config_from_dict, config_to_dict
+from fidia_jax.projects.fidia._policy import (
     dpo_loss,
     omit_mask,
     policy_loss,
@@ -175,8 +175,8 @@ class Trainer:
 
     Args:
       config: the run configuration.
-      train_backbones / eval_backbones: :class:`~fidia_jax.fidia.Backbone` lists (``None``:
-        built by :func:`~fidia_jax.fidia.load_backbones` from ``config.data``).
+      train_backbones / eval_backbones: :class:`~fidia_jax.projects.fidia.Backbone` lists (``None``:
+        built by :func:`~fidia_jax.projects.fidia.load_backbones` from ``config.data``).
       num_devices: devices of the ``data`` mesh axis (``0``: as many as divide the batch).
     """
 
@@ -211,7 +211,7 @@ class Trainer:
 
     def calibrate(self, backbones: Sequence[Backbone], salt: int) -> list[Backbone]:
         """Fits each backbone's reward standardiser on samples of the frozen reference."""
-        from fidia_jax.fidia._tasks_bridge import fit_reward
+        from fidia_jax.projects.fidia._tasks_bridge import fit_reward
 
         n = self.config.reward.calibration_samples
         b = self.config.data.batch_backbones
@@ -233,7 +233,7 @@ class Trainer:
         """
         import copy
 
-        from fidia_jax.fidia._config import override_config
+        from fidia_jax.projects.fidia._config import override_config
 
         sets = [f"method={method}"] + [f"train.{k}={json.dumps(v)}" for k, v in train_overrides.items()]
         other = copy.copy(self)
@@ -345,7 +345,7 @@ class Trainer:
     # ---- evaluation --------------------------------------------------------------------------
 
     def evaluate(self, params, backbones: Sequence[Backbone] | None = None, *, seed_offset: int = 10_000):
-        """Held-out metrics (see :mod:`fidia_jax.fidia._evaluate`) of ``params``.
+        """Held-out metrics (see :mod:`fidia_jax.projects.fidia._evaluate`) of ``params``.
 
         The evaluation key depends only on ``config.seed`` (paired comparison before/after and
         across methods).
