@@ -19,18 +19,18 @@ from fidia_jax.projects.fidia._backbones import StackedBackbones as StackedBackb
 from fidia_jax.projects.fidia._backbones import crop_inputs as crop_inputs
 from fidia_jax.projects.fidia._backbones import load_backbones as load_backbones
 from fidia_jax.projects.fidia._backbones import stack_backbones as stack_backbones
-from fidia_jax.projects.fidia._config import METHODS as METHODS
-from fidia_jax.projects.fidia._config import DataConfig as DataConfig
-from fidia_jax.projects.fidia._config import EvalConfig as EvalConfig
-from fidia_jax.projects.fidia._config import FidiaConfig as FidiaConfig
-from fidia_jax.projects.fidia._config import ModelConfig as ModelConfig
-from fidia_jax.projects.fidia._config import RewardSpec as RewardSpec
-from fidia_jax.projects.fidia._config import TrainConfig as TrainConfig
-from fidia_jax.projects.fidia._config import config_from_dict as config_from_dict
-from fidia_jax.projects.fidia._config import config_to_dict as config_to_dict
-from fidia_jax.projects.fidia._config import get_config as get_config
-from fidia_jax.projects.fidia._config import load_config as load_config
-from fidia_jax.projects.fidia._config import override_config as override_config
+from fidia_jax.projects.fidia.configs import METHODS as METHODS
+from fidia_jax.projects.fidia.configs import DataConfig as DataConfig
+from fidia_jax.projects.fidia.configs import EvalConfig as EvalConfig
+from fidia_jax.projects.fidia.configs import FidiaConfig as FidiaConfig
+from fidia_jax.projects.fidia.configs import ModelConfig as ModelConfig
+from fidia_jax.projects.fidia.configs import RewardSpec as RewardSpec
+from fidia_jax.projects.fidia.configs import TrainConfig as TrainConfig
+from fidia_jax.projects.fidia.configs import config_from_dict as config_from_dict
+from fidia_jax.projects.fidia.configs import config_to_dict as config_to_dict
+from fidia_jax.projects.fidia.configs import get_config as get_config
+from fidia_jax.projects.fidia.configs import load_config as load_config
+from fidia_jax.projects.fidia.configs import override_config as override_config
 from fidia_jax.projects.fidia._evaluate import backbone_metrics as backbone_metrics
 from fidia_jax.projects.fidia._evaluate import max_at_n as max_at_n
 from fidia_jax.projects.fidia._evaluate import mean_pairwise_identity as mean_pairwise_identity
@@ -41,13 +41,13 @@ from fidia_jax.projects.fidia._policy import omit_mask as omit_mask
 from fidia_jax.projects.fidia._policy import policy_loss as policy_loss
 from fidia_jax.projects.fidia._policy import policy_token_log_probs as policy_token_log_probs
 from fidia_jax.projects.fidia._policy import tempered_token_log_probs as tempered_token_log_probs
-from fidia_jax.projects.fidia._train import Trainer as Trainer
-from fidia_jax.projects.fidia._train import evaluate_params as evaluate_params
-from fidia_jax.projects.fidia._train import load_policy as load_policy
-from fidia_jax.projects.fidia._train import make_optimizer as make_optimizer
-from fidia_jax.projects.fidia._train import plot_max_at_n as plot_max_at_n
-from fidia_jax.projects.fidia._train import plot_training as plot_training
-from fidia_jax.projects.fidia._train import train_and_evaluate as train_and_evaluate
+from fidia_jax.projects.fidia.train import Trainer as Trainer
+from fidia_jax.projects.fidia.train import evaluate_params as evaluate_params
+from fidia_jax.projects.fidia.train import load_policy as load_policy
+from fidia_jax.projects.fidia.train import make_optimizer as make_optimizer
+from fidia_jax.projects.fidia.train import plot_max_at_n as plot_max_at_n
+from fidia_jax.projects.fidia.train import plot_training as plot_training
+from fidia_jax.projects.fidia.train import train_and_evaluate as train_and_evaluate
 
 __all__ = [
     "METHODS",

@@ -56,7 +56,7 @@ def _print_table(console, title: str, columns: Sequence[str], rows: Sequence[Seq
 
 
 def _config_from_args(args) -> Any:
-    from fidia_jax.projects.fidia._config import load_config, override_config
+    from fidia_jax.projects.fidia.configs import load_config, override_config
 
     config = load_config(args.config)
     sets = list(getattr(args, "set", None) or [])
@@ -96,7 +96,7 @@ def _summary_rows(results: dict[str, dict[str, Any] | None], ns: Sequence[int], 
 # ----------------------------------------------------------------------------- train
 def run_train(config, workdir: str | os.PathLike, *, resume: bool = True, quiet: bool = False):
     """Trains and evaluates ``config`` in ``workdir``; prints the before/after table."""
-    from fidia_jax.projects.fidia._train import train_and_evaluate
+    from fidia_jax.projects.fidia.train import train_and_evaluate
 
     workdir = pathlib.Path(workdir)
     result = train_and_evaluate(config, workdir, resume=resume, progress=not quiet)
@@ -114,7 +114,7 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
     """Held-out metrics of a run directory's policy (or of ProteinMPNN weights) under ``config``."""
     from flax import nnx
 
-    from fidia_jax.projects.fidia._train import Trainer, load_policy, plot_max_at_n
+    from fidia_jax.projects.fidia.train import Trainer, load_policy, plot_max_at_n
 
     model, run_config, step = load_policy(checkpoint)
     if config is None:
@@ -218,9 +218,9 @@ def run_design(checkpoint: str, pdb: str | None, out: str | os.PathLike, *, fixe
     from flax import nnx
 
     from fidia_jax.errors import ConfigError
-    from fidia_jax.projects.fidia._config import get_config, override_config
+    from fidia_jax.projects.fidia.configs import get_config, override_config
     from fidia_jax.projects.fidia._tasks_bridge import unfitted_backbone
-    from fidia_jax.projects.fidia._train import Trainer, load_policy
+    from fidia_jax.projects.fidia.train import Trainer, load_policy
     from fidia_jax.protein import default_backbone_path, task_from_structure
 
     if num_samples < 2:
@@ -272,8 +272,8 @@ def run_fidia_demo(out: str | os.PathLike = "out/demo", *, seed: int = 0, quiet:
     """
     import jax
 
-    from fidia_jax.projects.fidia._config import get_config, override_config
-    from fidia_jax.projects.fidia._train import Trainer, train_and_evaluate
+    from fidia_jax.projects.fidia.configs import get_config, override_config
+    from fidia_jax.projects.fidia.train import Trainer, train_and_evaluate
 
     out = pathlib.Path(out)
     config = config or override_config(get_config("demo"), [f"seed={seed}"])
@@ -352,11 +352,11 @@ def run_command(args: argparse.Namespace) -> Any:
     if args.command == "evaluate":
         config = _config_from_args(args) if args.config else None
         if config is None and (args.set or args.data_dir):
-            from fidia_jax.projects.fidia._train import load_policy
+            from fidia_jax.projects.fidia.train import load_policy
 
             _, run_config, _ = load_policy(args.checkpoint)
             if run_config is not None:
-                from fidia_jax.projects.fidia._config import override_config
+                from fidia_jax.projects.fidia.configs import override_config
 
                 sets = list(args.set) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
                 config = override_config(run_config, sets)

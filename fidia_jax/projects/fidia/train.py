@@ -44,7 +44,7 @@ from fidia_jax.errors import CheckpointError
 from fidia_jax.projects.fidia import _advantages as adv_lib
 from fidia_jax.projects.fidia import _evaluate as eval_lib
 from fidia_jax.projects.fidia._backbones import Backbone, load_backbones, stack_backbones
-from fidia_jax.projects.fidia._config import FidiaConfig, config_from_dict, config_to_dict
+from fidia_jax.projects.fidia.configs import FidiaConfig, config_from_dict, config_to_dict
 from fidia_jax.projects.fidia._policy import (
     dpo_loss,
     omit_mask,
@@ -233,7 +233,7 @@ class Trainer:
         """
         import copy
 
-        from fidia_jax.projects.fidia._config import override_config
+        from fidia_jax.projects.fidia.configs import override_config
 
         sets = [f"method={method}"] + [f"train.{k}={json.dumps(v)}" for k, v in train_overrides.items()]
         other = copy.copy(self)
