@@ -10,16 +10,16 @@ starting from a preset given under the top-level key ``base``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
-import tomllib
-import typing
 from typing import Any
 
+from fidia_jax import config as config_lib
+from fidia_jax.config import config_to_dict, override_config
 from fidia_jax.errors import ConfigError
 
 __all__ = [
     "METHODS",
+    "PRESETS",
     "DataConfig",
     "EvalConfig",
     "FidiaConfig",
@@ -200,7 +200,7 @@ def validate_config(config: FidiaConfig) -> None:
 _SMALL_EVAL = ("rfdiffusion/5TPN", "rfdiffusion/3IXT", "rfdiffusion/1YCR", "rfdiffusion/5YUI",
                "rfdiffusion/6EXZ", "rfdiffusion/7MRX", "rfdiffusion/2KL8", "rfdiffusion/1PRW")
 
-_PRESETS: dict[str, dict[str, Any]] = {
+PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests: the default backbone cropped short, 4 samples, 2 steps, a 1-checkpoint judge.
     "tiny": {
         "data": {"train_tasks": "default", "eval_tasks": "default", "max_length": 24,
@@ -235,59 +235,13 @@ _PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _build(cls: type, values: dict[str, Any], where: str) -> Any:
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ConfigError(f"unknown config key(s) {unknown} in {where or 'config'}; "
-                          f"known: {sorted(fields)}")
-    kwargs = {}
-    for name, value in values.items():
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint):
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where}{name} must be a table/object, got {value!r}")
-            kwargs[name] = _build(hint, value, f"{where}{name}.")
-        elif typing.get_origin(hint) is tuple:
-            if not isinstance(value, (list, tuple)):
-                raise ConfigError(f"{where}{name} must be a list, got {value!r} "
-                                  "(on the command line: a JSON list such as '[\"a\", \"b\"]')")
-            kwargs[name] = tuple(value)
-        else:
-            kwargs[name] = value
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:  # pragma: no cover - defensive
-        raise ConfigError(f"{where or 'config'}: {exc}") from exc
-
-
-def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def config_from_dict(values: dict[str, Any]) -> FidiaConfig:
     """Builds a config from nested dicts; a top-level ``base`` names the preset to start from.
 
     Raises:
       ConfigError: unknown keys, unknown preset or inconsistent values.
     """
-    values = dict(values)
-    base = values.pop("base", "default")
-    if base not in _PRESETS:
-        raise ConfigError(f"unknown base config {base!r}; presets: {sorted(_PRESETS)}")
-    return _build(FidiaConfig, _merge(_PRESETS[base], values), "")
-
-
-def config_to_dict(config: FidiaConfig) -> dict[str, Any]:
-    """The config as JSON-serialisable nested dicts (tuples become lists)."""
-    return json.loads(json.dumps(dataclasses.asdict(config)))
+    return config_lib.config_from_dict(FidiaConfig, PRESETS, values)
 
 
 def get_config(name: str = "default", **overrides: Any) -> FidiaConfig:
@@ -296,9 +250,7 @@ def get_config(name: str = "default", **overrides: Any) -> FidiaConfig:
     Raises:
       ConfigError: unknown preset name.
     """
-    if name not in _PRESETS:
-        raise ConfigError(f"unknown config {name!r}; presets: {sorted(_PRESETS)}")
-    return config_from_dict({"base": name, **overrides})
+    return config_lib.get_config(FidiaConfig, PRESETS, name, **overrides)
 
 
 def load_config(name_or_path: str | pathlib.Path) -> FidiaConfig:
@@ -307,48 +259,4 @@ def load_config(name_or_path: str | pathlib.Path) -> FidiaConfig:
     Raises:
       ConfigError: unknown name, unreadable or malformed file, unknown keys, bad values.
     """
-    text = str(name_or_path)
-    if text in _PRESETS:
-        return get_config(text)
-    path = pathlib.Path(text)
-    if not path.is_file():
-        raise ConfigError(f"{text!r} is neither a config preset {sorted(_PRESETS)} nor a file")
-    try:
-        if path.suffix == ".toml":
-            values = tomllib.loads(path.read_text())
-        elif path.suffix == ".json":
-            values = json.loads(path.read_text())
-        else:
-            raise ConfigError(f"{path}: config files must end in .json or .toml")
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot parse config: {exc}") from exc
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: top level must be a table/object")
-    return config_from_dict(values)
-
-
-def override_config(config: FidiaConfig, assignments: list[str] | tuple[str, ...]) -> FidiaConfig:
-    """Applies ``group.key=value`` strings (values parsed as JSON, else kept as strings).
-
-    Raises:
-      ConfigError: malformed assignment or unknown key.
-    """
-    values = config_to_dict(config)
-    for item in assignments:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"override {item!r} must look like group.key=value")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        node = values
-        *parents, leaf = key.split(".")
-        for part in parents:
-            if not isinstance(node.get(part), dict):
-                raise ConfigError(f"override {item!r}: unknown group {part!r}")
-            node = node[part]
-        if leaf not in node:
-            raise ConfigError(f"override {item!r}: unknown key {leaf!r}")
-        node[leaf] = value
-    return _build(FidiaConfig, values, "")
+    return config_lib.load_config(FidiaConfig, PRESETS, name_or_path)
