@@ -5,9 +5,11 @@ Two addressing schemes occur in the benchmarks:
 * **Author numbering** (RFdiffusion ``benchmark.csv`` contigs such as ``"10-40,A163-181,10-40"``,
   MotifBench ``test_cases.csv`` ``motif_residues`` such as ``"F63-69;F196-212"``, and the CLI's
   ``--fixed``): a motif segment is ``<chain><start>[<icode>][-<end>[<icode>]]`` in the numbering
-  of the structure file. :func:`parse_motif_spec` turns such a spec into an ``(L,)`` bool mask
+  of the structure file, or ``<chain>:<start>...`` for any chain ID (needed for digit chain IDs:
+  ``1:13``, ``1:5-10``). :func:`parse_motif_spec` turns such a spec into an ``(L,)`` bool mask
   over a :class:`~fidia_jax.protein.Protein`'s slots. Bare numbers / number ranges (``"10-40"``,
-  ``"20"``, ``"0"``) are scaffold lengths and are skipped.
+  ``"20"``, ``"0"``) are scaffold lengths of a contig: accepted (and skipped) only with
+  ``scaffold_lengths=True``, an error otherwise, so that no part of a spec is skipped silently.
 * **Segment-relative placement** (MotifBench ``example/reference_pdb_baseline/*/motif_info.csv``,
   e.g. ``"161/A1-21/112"``): numbers are scaffold lengths, ``A1-21`` is residues 1-21 of motif
   segment ``A``; :meth:`MotifInfo.motif_mask` walks the contig.
@@ -44,16 +46,20 @@ __all__ = [
     "parse_motif_spec",
 ]
 
-_SEGMENT = re.compile(
-    r"^(?P<chain>[A-Za-z]+)(?P<start>-?\d+)(?P<si>[A-Za-z]?)(?:-(?P<end>-?\d+)(?P<ei>[A-Za-z]?))?$"
-)
+_RANGE = r"(?P<start>-?\d+)(?P<si>[A-Za-z]?)(?:-(?P<end>-?\d+)(?P<ei>[A-Za-z]?))?$"
+_SEGMENT = re.compile(r"^(?P<chain>[A-Za-z]+)" + _RANGE)
+#: Explicit chain form ``<chain>:<range>``: any alphanumeric chain ID, digits included.
+_SEGMENT_EXPLICIT = re.compile(r"^(?P<chain>[A-Za-z0-9]+):" + _RANGE)
 _SCAFFOLD = re.compile(r"^\d+(?:-\d+)?$")
 _SPLIT = re.compile(r"[,;/\s]+")
 
 
 @dataclasses.dataclass(frozen=True)
 class MotifSegment:
-    """One motif segment ``<chain><start><start_icode>-<end><end_icode>`` (author numbering)."""
+    """One motif segment ``<chain><start><start_icode>-<end><end_icode>`` (author numbering).
+
+    ``str()`` gives the spec form: ``A5-10``, or ``1:5-10`` when the chain ID holds a digit.
+    """
 
     chain: str
     start: int
@@ -62,21 +68,40 @@ class MotifSegment:
     end_icode: str = ""
 
     def __str__(self) -> str:
-        s = f"{self.chain}{self.start}{self.start_icode}"
+        s = _residue_label(self.chain, self.start, self.start_icode)
         if (self.end, self.end_icode) != (self.start, self.start_icode):
             s += f"-{self.end}{self.end_icode}"
         return s
 
 
-def motif_segments(spec: str) -> list[MotifSegment]:
-    """Parses the motif segments of a contig / motif spec; scaffold-length tokens are skipped.
+def _residue_label(chain: str, num: int, icode: str = "") -> str:
+    """``A5`` for a letters-only chain ID, ``1:5`` otherwise (the spec form that parses back)."""
+    return f"{chain}{'' if chain.isalpha() else ':'}{num}{icode}"
 
-    Segments may be separated by ``,``, ``;``, ``/`` or whitespace; surrounding ``[...]`` are
-    ignored. ``"10-40/A163-181/10-40"`` -> ``[MotifSegment("A", 163, 181)]``.
+
+def _match_segment(tok: str) -> re.Match | None:
+    """``A5-10`` (letters-only chain ID) or ``<chain>:<range>`` (any alphanumeric chain ID)."""
+    return _SEGMENT_EXPLICIT.match(tok) or _SEGMENT.match(tok)
+
+
+def motif_segments(spec: str, *, scaffold_lengths: bool = False) -> list[MotifSegment]:
+    """Parses the motif segments of a motif spec or (with ``scaffold_lengths``) a contig.
+
+    Segments are ``<chain><start>[icode][-<end>[icode]]`` with a letters-only chain ID
+    (``A16-35``, ``H52A-52C``) or ``<chain>:<start>...`` with any alphanumeric chain ID
+    (``1:13``, ``1:5-10``, ``AB:7``); they may be separated by ``,``, ``;``, ``/`` or whitespace;
+    surrounding ``[...]`` are ignored. ``motif_segments("10-40/A163-181/10-40",
+    scaffold_lengths=True)`` -> ``[MotifSegment("A", 163, 181)]``.
+
+    Args:
+      spec: the spec string.
+      scaffold_lengths: read bare numbers and number ranges (``10-40``, ``20``, ``0``) as the
+        scaffold lengths of an RFdiffusion contig and skip them. With ``False`` (default) such a
+        token is an error: it addresses no chain, so it would select nothing.
 
     Raises:
-      MotifSpecError: a token is neither a scaffold length nor a motif segment, a segment's end
-        precedes its start, or the spec holds no motif segment.
+      MotifSpecError: a token is not a motif segment (nor, with ``scaffold_lengths``, a scaffold
+        length), a segment's end number precedes its start, or the spec holds no motif segment.
     """
     if not isinstance(spec, str):
         raise MotifSpecError(f"motif spec must be a string, got {type(spec).__name__}")
@@ -84,16 +109,22 @@ def motif_segments(spec: str) -> list[MotifSegment]:
     segments = []
     for tok in tokens:
         if _SCAFFOLD.match(tok):
-            continue
-        m = _SEGMENT.match(tok)
+            if scaffold_lengths:
+                continue
+            raise MotifSpecError(
+                f"motif spec {spec!r}: {tok!r} names no chain, so it selects no residue (write "
+                f"the chain: 'A{tok}', or '1:{tok}' for a digit chain ID; bare numbers are "
+                "scaffold lengths only in RFdiffusion contigs)"
+            )
+        m = _match_segment(tok)
         if m is None:
             raise MotifSpecError(
                 f"motif spec {spec!r}: cannot parse {tok!r} (expected e.g. 'A16-35', 'B7', "
-                "'H52A-52C' or a scaffold length such as '10-40')"
+                "'H52A-52C', or '1:5-10' for a digit chain ID)"
             )
         start, si = int(m["start"]), m["si"]
         end, ei = (int(m["end"]), m["ei"]) if m["end"] is not None else (start, si)
-        if (end, ei) < (start, si):
+        if end < start:
             raise MotifSpecError(f"motif spec {spec!r}: segment {tok!r} ends before it starts")
         segments.append(MotifSegment(m["chain"], start, end, si, ei))
     if not segments:
@@ -101,43 +132,59 @@ def motif_segments(spec: str) -> list[MotifSegment]:
     return segments
 
 
-def parse_motif_spec(spec: str, protein: Protein) -> np.ndarray:
+def parse_motif_spec(spec: str, protein: Protein, *, scaffold_lengths: bool = False) -> np.ndarray:
     """Fixed-position mask of a motif spec in author numbering.
 
     A segment ``A52-55`` covers every slot of chain ``A`` from the slot numbered 52 (no insertion
-    code) through the slot numbered 55, in slot order, so insertion-code residues in between
-    (``52A``, ``52B``) and numbering-gap placeholder slots are included.
+    code) through the slot numbered 55, in slot (chain) order, so insertion-code residues in
+    between (``52A``, ``52B``) and numbering-gap placeholder slots are included. Every part of
+    the spec must select at least one slot: nothing is skipped silently.
 
     Args:
-      spec: e.g. ``"A16-35,A52-71"``, ``"10-40/A163-181/10-40"``, ``"F63-69;F196-212"``,
-        ``"H52A-52C"``.
+      spec: e.g. ``"A16-35,A52-71"``, ``"F63-69;F196-212"``, ``"H52A-52C"``, ``"1:13"`` (chain
+        ``1``), or with ``scaffold_lengths=True`` a contig ``"10-40/A163-181/10-40"``.
       protein: the structure the spec addresses.
+      scaffold_lengths: accept (and skip) the scaffold lengths of an RFdiffusion contig; see
+        :func:`motif_segments`.
 
     Returns:
       ``(L,)`` bool, True at motif (fixed) slots.
 
     Raises:
-      MotifSpecError: unparseable spec, unknown chain (the message lists the loaded chains), or a
-        segment endpoint that is not a residue of the chain (the message gives the chain's range).
+      MotifSpecError: unparseable spec, a bare number without ``scaffold_lengths`` (it names no
+        chain), unknown chain (the message lists the loaded chains), a segment endpoint that is
+        not a residue of the chain (the message gives the chain's range), or a segment whose end
+        comes before its start in chain order.
     """
     fixed = np.zeros(protein.length, bool)
     chain_id = np.asarray(protein.chain_id)
-    for seg in motif_segments(spec):
+    src = protein.source or "the structure"
+    for seg in motif_segments(spec, scaffold_lengths=scaffold_lengths):
         if seg.chain not in protein.chain_order:
             raise MotifSpecError(
                 f"motif spec {spec!r}: chain {seg.chain!r} not among the loaded chains "
-                f"{list(protein.chain_order)} of {protein.source or 'the structure'}"
+                f"{list(protein.chain_order)} of {src}"
             )
         slots = np.flatnonzero(chain_id == seg.chain)
         keys = [(int(protein.resnum[i]), str(protein.icode[i])) for i in slots]
         where = {k: j for j, k in enumerate(keys)}
         lo, hi = where.get((seg.start, seg.start_icode)), where.get((seg.end, seg.end_icode))
         if lo is None or hi is None:
-            bad = f"{seg.start}{seg.start_icode}" if lo is None else f"{seg.end}{seg.end_icode}"
+            num, ic = (seg.start, seg.start_icode) if lo is None else (seg.end, seg.end_icode)
+            label = _residue_label(seg.chain, num, ic)
             first, last = keys[0], keys[-1]
+            span = f"residues {first[0]}{first[1]}-{last[0]}{last[1]}"
+            nums = [k[0] for k in keys]
+            if min(nums) <= num <= max(nums):  # inside the numbering, but no such residue
+                span += f"; {num}{ic} is absent from the numbering"
             raise MotifSpecError(
-                f"motif spec {spec!r}: residue {seg.chain}{bad} is outside chain {seg.chain} of "
-                f"{protein.source or 'the structure'} (residues {first[0]}{first[1]}-{last[0]}{last[1]})"
+                f"motif spec {spec!r}: residue {label} is outside chain {seg.chain} of {src} "
+                f"({span})"
+            )
+        if hi < lo:
+            raise MotifSpecError(
+                f"motif spec {spec!r}: segment {seg} ends before it starts in the chain order of "
+                f"{src}"
             )
         fixed[slots[lo : hi + 1]] = True
     return fixed
@@ -272,7 +319,7 @@ class MotifInfo:
             if tok.isdigit():
                 pos += int(tok)
                 continue
-            m = _SEGMENT.match(tok)
+            m = _match_segment(tok)
             if m is None or m["si"] or m["ei"]:
                 raise MotifSpecError(
                     f"{self.name}: cannot parse contig token {tok!r} of {self.contig!r}"
@@ -385,7 +432,7 @@ class RFDiffusionProblem:
 
     def segments(self) -> list[MotifSegment]:
         """Motif segments of ``contig``."""
-        return motif_segments(self.contig)
+        return motif_segments(self.contig, scaffold_lengths=True)
 
 
 def load_rfdiffusion_benchmark(

@@ -8,27 +8,31 @@ feed the model (Dauparas et al. 2022, github.com/dauparas/ProteinMPNN):
 * ``residue_idx = 100 * chain_index + running position`` where the running position counts
   residue slots over the whole concatenation (so the first slot of the second chain of a
   50-residue first chain has index 150);
-* within a chain, residues are ordered by (author residue number, insertion code) and every
-  residue number missing between the chain's first and last residue becomes a *placeholder slot*
-  (token ``X``, ``mask`` 0, coordinates 0) -- exactly as ``parse_PDB`` does -- so the relative
-  positional encoding and the neighbour sets match the original model's input;
+* a numbering gap where the backbone is broken becomes *placeholder slots* (token ``X``,
+  ``mask`` 0, coordinates 0), one per missing residue number, as ``parse_PDB`` does, so the
+  relative positional encoding and the neighbour sets match the original model's input;
+  ``gaps="numbering"`` inserts them at every numbering gap, exactly as ``parse_PDB``;
 * residues with an insertion code are separate slots (``52``, ``52A``, ``52B`` ...);
-* ``mask`` is 1 only when all four backbone atoms N, CA, C, O are present; absent atoms have
-  coordinate 0 while the present atoms of an incomplete residue keep their coordinates (as in
-  ``tied_featurize``, which zeroes only the NaN entries).
+* ``mask`` is 1 only when all four backbone atoms N, CA, C, O are present and finite and not
+  coincident; absent (or non-finite) atoms have coordinate 0 while the other atoms of an
+  incomplete residue keep their coordinates (as in ``tied_featurize``, which zeroes only the NaN
+  entries).
 
-Deliberate differences from ``parse_PDB`` (documented in ``docs/protein_io.md``): modified amino
-acids are mapped to their parent residue with the Chemical Component Dictionary shipped with
-biotite (``MSE`` -> ``M``, ``SEP`` -> ``S``, ``TPO`` -> ``T``, ``PTR`` -> ``Y``, ``HYP`` -> ``P``,
-``MLY`` -> ``K``, ``CSO``/``CME`` -> ``C`` ...) whether they are ``ATOM`` or ``HETATM`` records
-(the original keeps only ``HETATM MSE`` and turns other non-standard residues into ``X`` or
-drops them); non-amino-acid records (ligands, waters, nucleotides) are ignored; alternate
-locations follow biotite's "first altloc of the residue" rule; mmCIF files use author chain IDs
-and author numbering.
+The parsing rules (residue order, duplicates, insertion codes, force-field residue names, gaps,
+non-finite coordinates, HETATM records, missing atoms) are listed with what the user sees in one
+table in ``docs/protein_io.md``. Deliberate differences from ``parse_PDB``: residues follow
+file order (``parse_PDB`` sorts by number and insertion code); by default a numbering gap
+bridged by a peptide bond gets no placeholders; modified amino acids are mapped to their parent
+residue with the Chemical Component Dictionary shipped with biotite (``MSE`` -> ``M``, ``SEP`` ->
+``S`` ...) and force-field protonation names to theirs (``HID`` -> ``H``, ``ASH`` -> ``D`` ...)
+whether they are ``ATOM`` or ``HETATM`` records; a ``HETATM`` amino acid that is not part of the
+chain (a free amino-acid ligand) is ignored; alternate locations follow biotite's "first altloc
+of the residue" rule; mmCIF files use author chain IDs and author numbering.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import logging
@@ -37,6 +41,7 @@ import pathlib
 import re
 import warnings
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -59,10 +64,38 @@ _MODIFIED = {
     "CME": "C", "CSD": "C", "CSS": "C", "OCS": "C", "KCX": "K", "LLP": "K", "M3L": "K",
     "PCA": "Q", "CGU": "E", "SAC": "S", "TYS": "Y", "HIC": "H", "MEN": "N", "NEP": "H",
 }  # fmt: skip
+#: Protonation / disulfide residue names of molecular-dynamics force fields -> parent residue.
+#: Amber (ff14SB/ff19SB) and OPLS-AA; CHARMM (CHARMM36); GROMACS (pdb2gmx, GROMOS/OPLS).
+_FORCE_FIELD = {
+    # Amber / OPLS-AA
+    "HID": "H", "HIE": "H", "HIP": "H", "ASH": "D", "GLH": "E", "CYX": "C", "CYM": "C",
+    "LYN": "K", "ARN": "R", "TYM": "Y",
+    # CHARMM
+    "HSD": "H", "HSE": "H", "HSP": "H", "ASPP": "D", "GLUP": "E", "LSN": "K",
+    # GROMACS
+    "HISD": "H", "HISE": "H", "HISH": "H", "HISA": "H", "HISB": "H", "HIS1": "H",
+    "ASPH": "D", "GLUH": "E", "LYSN": "K", "LYSH": "K", "CYS2": "C", "CYSH": "C", "ARGN": "R",
+}  # fmt: skip
+#: Force-field names that are also CCD components of another amino acid (CCD ``GLH`` is a
+#: glutamine derivative, ``HSE`` is L-homoserine): the force-field reading holds unless the
+#: residue has heavy atoms that the force-field parent lacks.
+_PARENT_HEAVY_ATOMS = {
+    "GLH": frozenset({"N", "CA", "C", "O", "OXT", "CB", "CG", "CD", "OE1", "OE2"}),
+    "HSE": frozenset({"N", "CA", "C", "O", "OXT", "CB", "CG", "ND1", "CD2", "CE1", "NE2"}),
+}
 _TOKEN = {a: i for i, a in enumerate(ALPHABET)}
 _UNKNOWN = _TOKEN["X"]
 _CIF_SUFFIXES = (".cif", ".mmcif", ".pdbx")
 _PDB_SUFFIXES = (".pdb", ".ent")
+
+#: Largest C(i)-N(i+1) distance (Å) read as a peptide bond. The bond is 1.33 Å; a C...N contact
+#: between non-bonded residues is at least ~2.7 Å (van der Waals), and poorly refined bonds in
+#: deposited structures reach ~1.8 Å, so 2.0 Å separates the two with margin.
+_PEPTIDE_BOND_CUTOFF = 2.0
+#: Backbone bonds N-CA, CA-C, C-O (1.46, 1.52, 1.23 Å) shorter than this (Å) mark a residue whose
+#: atoms coincide (a degenerate backbone, e.g. every atom written at one point).
+_COINCIDENT = 0.5
+_MAX_LISTED = 12
 
 #: File name of the built-in default backbone (BPTI, PDB 5PTI), see ``data/PROVENANCE.md``.
 _DEFAULT_BACKBONE = "5PTI.cif.gz"
@@ -82,17 +115,10 @@ def default_backbone_path() -> pathlib.Path:
 
 
 @functools.lru_cache(maxsize=4096)
-def _residue_token(res_name: str) -> int | None:
-    """Token of a residue name, or ``None`` when it is not an amino acid.
-
-    Standard residues map directly; other names are looked up in the Chemical Component
-    Dictionary bundled with biotite: a component whose link type is a peptide linking type is an
-    amino acid, mapped to its parent's one-letter code when that is one of the 20, else ``X``.
-    """
-    if res_name in _STANDARD:
-        return _TOKEN[_STANDARD[res_name]]
-    if res_name in _MODIFIED:
-        return _TOKEN[_MODIFIED[res_name]]
+def _ccd_token(res_name: str) -> int | None:
+    """Token from the Chemical Component Dictionary bundled with biotite, ``None`` if not an
+    amino acid: a component whose link type is a peptide linking type is an amino acid, mapped
+    to its parent's one-letter code when that is one of the 20, else ``X``."""
     import biotite.structure.info as info
 
     try:
@@ -108,6 +134,21 @@ def _residue_token(res_name: str) -> int | None:
     if code is not None and len(code) == 1 and code.upper() in _TOKEN and code.upper() != "X":
         return _TOKEN[code.upper()]
     return _UNKNOWN
+
+
+def _residue_token(res_name: str) -> int | None:
+    """Token of a residue name, or ``None`` when it is not an amino acid.
+
+    Lookup order: the 20 standard names, frequent modified residues, force-field names
+    (:data:`_FORCE_FIELD`), then the Chemical Component Dictionary (:func:`_ccd_token`).
+    """
+    if res_name in _STANDARD:
+        return _TOKEN[_STANDARD[res_name]]
+    if res_name in _MODIFIED:
+        return _TOKEN[_MODIFIED[res_name]]
+    if res_name in _FORCE_FIELD:
+        return _TOKEN[_FORCE_FIELD[res_name]]
+    return _ccd_token(res_name)
 
 
 def _detect_format(path: pathlib.Path, head: bytes) -> str:
@@ -142,6 +183,80 @@ def _read_bytes(path: pathlib.Path) -> bytes:
     return raw
 
 
+def _locate_pdb_error(text: str) -> str | None:
+    """``"line 6: CA ALA A 2: x coordinate '********' is not a number ..."`` for the first
+    ATOM/HETATM record whose coordinate or residue number cannot be read, else ``None``."""
+    fields = (("x coordinate", 30, 38), ("y coordinate", 38, 46), ("z coordinate", 46, 54))
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.startswith(("ATOM  ", "HETATM")):
+            continue
+        where = (
+            f"line {n}: {line[12:16].strip()} {line[17:21].strip()} {line[21:22].strip() or '_'} "
+            f"{line[22:27].strip()}"
+        )
+        for what, a, b in fields:
+            value = line[a:b]
+            try:
+                float(value)
+            except ValueError:
+                hint = ""
+                if "*" in value:
+                    hint = (
+                        " (the PDB format's fixed-width field overflowed: coordinates must lie "
+                        "within -999.999..9999.999 Å; write the structure as mmCIF)"
+                    )
+                return f"{where}: {what} {value.strip()!r} is not a number{hint}"
+        try:
+            int(line[22:26])
+        except ValueError:
+            return f"{where}: residue number {line[22:26].strip()!r} is not an integer"
+    return None
+
+
+def _unknown_coordinates_to_nan(block) -> None:
+    """mmCIF/BinaryCIF ``?``/``.`` coordinates become NaN (biotite would read them as 0.0), so
+    the non-finite rule of :func:`load_structure` flags them instead of placing atoms at the
+    origin."""
+    try:
+        site = block["atom_site"]
+    except KeyError:
+        return
+    for name in ("Cartn_x", "Cartn_y", "Cartn_z"):
+        try:
+            column = site[name]
+        except KeyError:
+            return
+        if column.mask is not None:
+            site[name] = column.as_array(np.float64, masked_value=np.nan)
+
+
+def _locate_cif_error(block) -> str | None:
+    """Where an mmCIF coordinate cannot be read: ``atom_site row 2 (id 2): CA ALA A 1: ...``."""
+    try:
+        site = block["atom_site"]
+        cols = {k: site[k].as_array(str) for k in ("Cartn_x", "Cartn_y", "Cartn_z")}
+    except Exception:  # noqa: BLE001 - nothing more precise to say
+        return None
+
+    def col(name: str, i: int) -> str:
+        try:
+            return str(site[name].as_array(str)[i])
+        except Exception:  # noqa: BLE001
+            return "?"
+
+    for key, values in cols.items():
+        for i, v in enumerate(values):
+            try:
+                float(v)
+            except ValueError:
+                atom = (
+                    f"{col('auth_atom_id', i)} {col('auth_comp_id', i)} {col('auth_asym_id', i)} "
+                    f"{col('auth_seq_id', i)}"
+                )
+                return f"atom_site row {i + 1} (id {col('id', i)}): {atom}: {key} {str(v)!r} is not a number"
+    return None
+
+
 def _read_atoms(path: pathlib.Path):
     """Atoms of the first model, first altloc, author fields (biotite ``AtomArray``)."""
     import io
@@ -150,14 +265,21 @@ def _read_atoms(path: pathlib.Path):
 
     raw = _read_bytes(path)
     fmt = _detect_format(path, raw[:256])
+    text, block = "", None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # biotite warns about guessed elements etc.
             if fmt == "bcif":
-                atoms = pdbx.get_structure(pdbx.BinaryCIFFile.read(io.BytesIO(raw)), model=1)
+                cif = pdbx.BinaryCIFFile.read(io.BytesIO(raw))
+                block = cif.block
+                _unknown_coordinates_to_nan(block)
+                atoms = pdbx.get_structure(cif, model=1)
             elif fmt == "cif":
                 text = raw.decode("utf-8")
-                atoms = pdbx.get_structure(pdbx.CIFFile.read(io.StringIO(text)), model=1)
+                cif = pdbx.CIFFile.read(io.StringIO(text))
+                block = cif.block
+                _unknown_coordinates_to_nan(block)
+                atoms = pdbx.get_structure(cif, model=1)
             else:
                 text = raw.decode("utf-8", errors="replace")
                 if not re.search(r"^(ATOM  |HETATM)", text, flags=re.MULTILINE):
@@ -169,6 +291,13 @@ def _read_atoms(path: pathlib.Path):
         raise
     except Exception as e:  # noqa: BLE001 - any parser failure is a malformed file for the user
         kind = {"pdb": "PDB", "cif": "mmCIF", "bcif": "BinaryCIF"}[fmt]
+        where = None
+        if fmt == "pdb":
+            where = _locate_pdb_error(text)
+        elif block is not None:
+            where = _locate_cif_error(block)
+        if where is not None:
+            raise StructureError(f"{path}: cannot parse as {kind}: {where}") from e
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if isinstance(e, KeyError):
             msg = f"required field or category {msg} is missing"
@@ -191,52 +320,53 @@ def _split_chains(chains: str | Sequence[str] | None) -> list[str] | None:
 
 
 def _label(chain: str, resnum: int, icode: str) -> str:
-    return f"{chain}{resnum}{icode}"
+    """``A45``, ``H52A``; ``1:45`` when the chain ID holds a digit (the motif-spec form)."""
+    sep = "" if chain.isalpha() or not chain else ":"
+    return f"{chain}{sep}{resnum}{icode}"
 
 
-def load_structure(
-    path: str | os.PathLike,
-    chains: str | Sequence[str] | None = None,
-    *,
-    fill_gaps: bool = True,
-) -> Protein:
-    """Reads the protein backbone of a PDB / mmCIF / BinaryCIF file (optionally gzipped).
+def _listing(labels: Sequence[str]) -> str:
+    shown = ", ".join(labels[:_MAX_LISTED])
+    return shown if len(labels) <= _MAX_LISTED else f"{shown}, ... ({len(labels)} in all)"
 
-    Only the first model is read, with the first alternate location of each residue. Residues
-    are amino acids according to the Chemical Component Dictionary (modified residues such as
-    ``MSE``, ``SEP``, ``TPO``, ``PTR``, ``HYP``, ``MLY``, ``CSO``, ``CME`` map to their parent;
-    unknown amino acids such as ``UNK`` become ``X``); ligands, waters and nucleic acids are
-    ignored.
 
-    Args:
-      path: structure file; the format follows the suffix (``.pdb``/``.ent``,
-        ``.cif``/``.mmcif``, ``.bcif``, each optionally ``.gz``) and is sniffed otherwise.
-      chains: author chain IDs to load, in concatenation order (``"B,A"``, ``["B", "A"]``);
-        ``None`` loads every chain holding amino acids, in the order of first appearance.
-      fill_gaps: insert a placeholder slot (token ``X``, ``mask`` 0, coordinates 0) for every
-        residue number missing between a chain's first and last residue, as ProteinMPNN's
-        ``parse_PDB`` does (default). With ``False`` only residues present in the file get slots.
+@dataclasses.dataclass
+class _Residue:
+    """One amino-acid residue block of the file (first model, first altloc)."""
 
-    Returns:
-      A :class:`~fidia_jax.protein.Protein`; ``Protein.missing`` lists the labels
-      (``chain + number + insertion code``) of slots with ``mask`` 0, which are also reported
-      through the ``fidia_jax.protein._structure`` logger.
+    chain: str
+    num: int
+    icode: str
+    name: str
+    hetero: bool
+    token: int
+    bb: dict[str, np.ndarray]  # first occurrence of each backbone atom, as read (may be NaN)
 
-    Raises:
-      StructureError: the file is missing, empty, not a structure file, cannot be parsed,
-        holds no amino-acid residues, or no residue with a complete N/CA/C/O backbone.
-      ChainError: a requested chain does not exist (the message lists the available chains),
-        holds no amino acids, or is requested twice.
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.num, self.icode)
 
-    Example:
-      >>> from fidia_jax.protein import default_backbone_path, load_structure
-      >>> p = load_structure(default_backbone_path(), chains="A")
-      >>> p.length, p.sequence[:10]
-      (58, 'RPDFCLEPPY')
-    """
-    path = pathlib.Path(path)
-    wanted = _split_chains(chains)
-    atoms = _read_atoms(path)
+    @property
+    def label(self) -> str:
+        return _label(self.chain, self.num, self.icode)
+
+
+def _peptide_bonded(a: _Residue, b: _Residue) -> bool | None:
+    """Whether C(a)-N(b) is a peptide bond (<= ``_PEPTIDE_BOND_CUTOFF``); ``None`` when an
+    atom is absent or not finite."""
+    c, n = a.bb.get("C"), b.bb.get("N")
+    if c is None or n is None or not (np.isfinite(c).all() and np.isfinite(n).all()):
+        return None
+    return bool(np.linalg.norm(c - n) <= _PEPTIDE_BOND_CUTOFF)
+
+
+def _c_n_distance(a: _Residue, b: _Residue) -> float:
+    return float(np.linalg.norm(a.bb["C"] - b.bb["N"]))
+
+
+def _residues(atoms) -> list[_Residue]:
+    """Amino-acid residue blocks in file order (biotite residue starts of the first model)."""
+    import biotite.structure as struc
 
     # Only residue names that carry a backbone-like atom are looked up in the CCD (waters and
     # most ligands never trigger the dictionary load).
@@ -245,14 +375,154 @@ def load_structure(
         set(atoms.res_name.tolist()) & set(_STANDARD)
     )
     amino = [r for r in candidates if _residue_token(str(r)) is not None]
-    is_aa = np.isin(atoms.res_name, amino)
+    aa = atoms[np.isin(atoms.res_name, amino)]
+    if aa.array_length() == 0:
+        return []
+    starts = np.append(struc.get_residue_starts(aa), aa.array_length())
+    names, coords, hetero = aa.atom_name.tolist(), aa.coord, aa.hetero
+    elements = aa.element.tolist()
+    out = []
+    for s, e in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+        rn = str(aa.res_name[s])
+        token = _residue_token(rn)
+        if rn in _PARENT_HEAVY_ATOMS:
+            heavy = {
+                n for n, el in zip(names[s:e], elements[s:e], strict=True) if el not in ("H", "D")
+            }
+            if heavy - _PARENT_HEAVY_ATOMS[rn]:  # atoms of the CCD component, not the FF residue
+                token = _ccd_token(rn)
+                if token is None:
+                    continue
+        bb: dict[str, np.ndarray] = {}
+        for i in range(s, e):
+            if names[i] in _BACKBONE and names[i] not in bb:
+                bb[names[i]] = coords[i].astype(np.float32)
+        out.append(
+            _Residue(
+                chain=str(aa.chain_id[s]),
+                num=int(aa.res_id[s]),
+                icode=str(aa.ins_code[s]).strip(),
+                name=rn,
+                hetero=bool(hetero[s:e].all()),
+                token=int(token),
+                bb=bb,
+            )
+        )
+    return out
+
+
+def _polymer_members(res: list[_Residue]) -> tuple[list[_Residue], list[_Residue]]:
+    """Splits one chain's residues (file order) into polymer residues and free amino acids.
+
+    ``ATOM`` records are polymer residues. A ``HETATM`` amino acid is a polymer residue when it
+    is peptide-bonded to its neighbour in file order (a modified residue inside the chain), when
+    it lies between two ``ATOM`` residues of the chain in file order (a modified residue next to a
+    gap or with missing atoms), or when it is bonded into a run of two or more residues (a chain
+    written entirely as ``HETATM``). Otherwise it is a free amino acid (a ligand).
+    """
+    n = len(res)
+    bonded = [bool(_peptide_bonded(res[i], res[i + 1])) for i in range(n - 1)]
+    atom_idx = [i for i, r in enumerate(res) if not r.hetero]
+    first_atom, last_atom = (atom_idx[0], atom_idx[-1]) if atom_idx else (n, -1)
+    keep, free = [], []
+    for i, r in enumerate(res):
+        linked = (i > 0 and bonded[i - 1]) or (i < n - 1 and bonded[i])
+        if not r.hetero or linked or first_atom < i < last_atom:
+            keep.append(r)
+        else:
+            free.append(r)
+    return keep, free
+
+
+def load_structure(
+    path: str | os.PathLike,
+    chains: str | Sequence[str] | None = None,
+    *,
+    gaps: Literal["geometry", "numbering", "none"] = "geometry",
+) -> Protein:
+    """Reads the protein backbone of a PDB / mmCIF / BinaryCIF file (optionally gzipped).
+
+    Only the first model is read, with the first alternate location of each residue. Residues
+    are amino acids according to the Chemical Component Dictionary (modified residues such as
+    ``MSE``, ``SEP``, ``TPO``, ``PTR``, ``HYP``, ``MLY``, ``CSO``, ``CME`` map to their parent;
+    unknown amino acids such as ``UNK`` become ``X``) or force-field residue names (Amber
+    ``HID``/``HIE``/``HIP`` -> H, ``ASH`` -> D, ``GLH`` -> E, ``CYX``/``CYM`` -> C, ``LYN`` -> K;
+    CHARMM ``HSD``/``HSE``/``HSP``, ``ASPP``, ``GLUP``, ``LSN``; GROMACS ``HISD``/``HISE``/``HISH``,
+    ``ASPH``, ``GLUH``, ``LYSN``, ``CYS2`` ...); ligands, waters and nucleic acids are ignored,
+    and so is a ``HETATM`` amino acid that is not part of its chain (not peptide-bonded to it and
+    not between two of its ``ATOM`` residues: a free amino-acid ligand).
+
+    Rules (each listed with what the user sees in ``docs/protein_io.md``):
+
+    * **Order**: within a chain, residues keep file order. Where the numbering does not increase
+      along the file (descending insertion codes ``1B, 1A, 1``), file order is kept; a
+      :class:`UserWarning` is issued unless a peptide bond confirms the file order.
+    * **Duplicates**: a residue ID (chain, number, insertion code) that occurs again later in the
+      file keeps its first copy; the later copies are ignored with a :class:`UserWarning` naming
+      them (``A2``).
+    * **Gaps** (``gaps``): see below; placeholders are logged at INFO level.
+    * **Non-finite coordinates** (NaN/inf in N, CA, C or O; ``?`` coordinates in mmCIF): the atom
+      counts as missing (coordinate 0.0) and the residue gets ``mask`` 0, with a
+      :class:`UserWarning` naming it (``A2 (O)``).
+    * **Degenerate backbone**: a residue whose N-CA, CA-C or C-O distance is below 0.5 Å gets
+      ``mask`` 0 with a :class:`UserWarning`; when no residue is left, :class:`StructureError`.
+    * **Missing backbone atoms**: ``mask`` 0, present atoms keep their coordinates; one WARNING
+      on the ``fidia_jax.protein._structure`` logger (printed on stderr by default).
+
+    Args:
+      path: structure file; the format follows the suffix (``.pdb``/``.ent``,
+        ``.cif``/``.mmcif``, ``.bcif``, each optionally ``.gz``) and is sniffed otherwise.
+      chains: author chain IDs to load, in concatenation order (``"B,A"``, ``["B", "A"]``);
+        ``None`` loads every chain holding amino acids, in the order of first appearance.
+      gaps: how residue numbers missing between two consecutive residues of a chain become
+        placeholder slots (token ``X``, ``mask`` 0, coordinates 0, one per missing number):
+        ``"geometry"`` (default) inserts them only where the backbone is broken, i.e. unless
+        C(i)-N(i+1) <= ``_PEPTIDE_BOND_CUTOFF`` (2.0 Å; a numbering jump over a continuous
+        backbone, as antibody numbering schemes make, gets no placeholder); ``"numbering"``
+        inserts them at every numbering gap, exactly as ProteinMPNN's ``parse_PDB``;
+        ``"none"`` inserts none (only residues present in the file get slots).
+
+    Returns:
+      A :class:`~fidia_jax.protein.Protein`; ``Protein.missing`` lists the labels
+      (``chain + number + insertion code``) of slots with ``mask`` 0.
+
+    Raises:
+      StructureError: the file is missing, empty, not a structure file, cannot be parsed (the
+        message names the line and atom of an unreadable PDB field, e.g. ``line 6: CA ALA A 2``),
+        holds no amino-acid residues, or no residue with a complete, finite, non-degenerate
+        N/CA/C/O backbone.
+      ChainError: a requested chain does not exist (the message lists the available chains),
+        holds no amino acids, or is requested twice.
+      ValueError: ``gaps`` is not one of the three modes.
+
+    Example:
+      >>> from fidia_jax.protein import default_backbone_path, load_structure
+      >>> p = load_structure(default_backbone_path(), chains="A")
+      >>> p.length, p.sequence[:10]
+      (58, 'RPDFCLEPPY')
+    """
+    if gaps not in ("geometry", "numbering", "none"):
+        raise ValueError(f"gaps must be 'geometry', 'numbering' or 'none', got {gaps!r}")
+    path = pathlib.Path(path)
+    wanted = _split_chains(chains)
+    atoms = _read_atoms(path)
     all_chains = list(dict.fromkeys(str(c) for c in atoms.chain_id))
-    aa_atoms = atoms[is_aa]
-    if aa_atoms.array_length() == 0:
+
+    by_chain: dict[str, list[_Residue]] = {}
+    for r in _residues(atoms):
+        by_chain.setdefault(r.chain, []).append(r)
+    members: dict[str, list[_Residue]] = {}
+    free: list[_Residue] = []
+    for chain, res in by_chain.items():
+        keep, lone = _polymer_members(res)
+        free += lone
+        if keep:
+            members[chain] = keep
+    if not members:
         raise StructureError(
             f"{path}: no protein residues found (chains present: {all_chains or 'none'})"
         )
-    protein_chains = list(dict.fromkeys(str(c) for c in aa_atoms.chain_id))
+    protein_chains = list(members)
 
     if wanted is None:
         wanted = protein_chains
@@ -272,75 +542,138 @@ def load_structure(
                 f"available protein chains: {protein_chains}"
             )
 
-    chain_arr = aa_atoms.chain_id.astype(str)
     xs, ss, oks, cids, nums, icodes = [], [], [], [], [], []
-    missing, incomplete, gaps = [], [], []
+    missing, incomplete, placeholders = [], [], []
+    nonfinite, degenerate, duplicates, disorder, confirmed, bridged = [], [], [], [], [], []
     for chain in wanted:
-        sub = aa_atoms[chain_arr == chain]
-        residues: dict[tuple[int, str], tuple[int, dict[str, np.ndarray]]] = {}
-        coords = sub.coord
-        for i, (rid, ic, rn, an) in enumerate(
-            zip(
-                sub.res_id.tolist(),
-                sub.ins_code.tolist(),
-                sub.res_name.tolist(),
-                sub.atom_name.tolist(),
-                strict=True,
-            )
-        ):
-            key = (int(rid), str(ic).strip())
-            entry = residues.get(key)
-            if entry is None:
-                entry = residues[key] = (_residue_token(str(rn)), {})
-            if an in _BACKBONE and an not in entry[1]:
-                entry[1][an] = coords[i]
-        keys = sorted(residues)
-        if fill_gaps:
-            present = {k[0] for k in keys}
-            keys = sorted(
-                keys + [(n, "") for n in range(keys[0][0], keys[-1][0] + 1) if n not in present]
-            )
-        for key in keys:
-            entry = residues.get(key)
+        seen: dict[tuple[int, str], int] = {}
+        res = []
+        for r in members[chain]:
+            if r.key in seen:
+                seen[r.key] += 1
+                continue
+            seen[r.key] = 1
+            res.append(r)
+        duplicates += [f"{_label(chain, *k)} ({n} copies)" for k, n in seen.items() if n > 1]
+        prev = None
+        for r in res:
+            if prev is not None:
+                bond = _peptide_bonded(prev, r)
+                if r.key <= prev.key:
+                    pair = f"{prev.label} -> {r.label}"
+                    (confirmed if bond else disorder).append(pair)
+                absent = range(prev.num + 1, r.num)
+                if len(absent) and gaps == "geometry" and bond:
+                    bridged.append(
+                        f"{prev.label} -> {r.label} (C-N {_c_n_distance(prev, r):.2f} Å)"
+                    )
+                elif len(absent) and gaps != "none":
+                    for num in absent:
+                        xs.append(np.zeros((4, 3), np.float32))
+                        ss.append(_UNKNOWN)
+                        oks.append(False)
+                        cids.append(chain)
+                        nums.append(num)
+                        icodes.append("")
+                        missing.append(_label(chain, num, ""))
+                        placeholders.append(_label(chain, num, ""))
             x = np.zeros((4, 3), np.float32)
-            if entry is None:
-                tok, ok = _UNKNOWN, False
-                gaps.append(_label(chain, *key))
-            else:
-                tok, bb = entry
-                for j, name in enumerate(_BACKBONE):
-                    if name in bb:
-                        x[j] = bb[name]
-                ok = len(bb) == 4
-                if not ok:
-                    absent = ",".join(a for a in _BACKBONE if a not in bb)
-                    incomplete.append(f"{_label(chain, *key)} (no {absent})")
+            bad = [a for a in _BACKBONE if a in r.bb and not np.isfinite(r.bb[a]).all()]
+            for j, name in enumerate(_BACKBONE):
+                if name in r.bb and name not in bad:
+                    x[j] = r.bb[name]
+            absent_atoms = [a for a in _BACKBONE if a not in r.bb]
+            ok = not absent_atoms and not bad
+            if absent_atoms:
+                incomplete.append(f"{r.label} (no {','.join(absent_atoms)})")
+            if bad:
+                nonfinite.append(f"{r.label} ({','.join(bad)})")
+            if ok:
+                bonds = np.linalg.norm(x[[0, 1, 2]] - x[[1, 2, 3]], axis=-1)
+                if (bonds < _COINCIDENT).any():
+                    ok = False
+                    degenerate.append(r.label)
             if not ok:
-                missing.append(_label(chain, *key))
+                missing.append(r.label)
             xs.append(x)
-            ss.append(tok)
+            ss.append(r.token)
             oks.append(ok)
             cids.append(chain)
-            nums.append(key[0])
-            icodes.append(key[1])
+            nums.append(r.num)
+            icodes.append(r.icode)
+            prev = r
 
     mask = np.asarray(oks, np.float32)
     if not mask.any():
+        why = []
+        if degenerate:
+            why.append(f"{len(degenerate)} residue(s) with coincident backbone atoms: "
+                       "all atoms at one point?")  # fmt: skip
+        if nonfinite:
+            why.append(f"{len(nonfinite)} residue(s) with non-finite coordinates")
+        if incomplete and not why:
+            why.append("CA-only model?")
         raise StructureError(
             f"{path}: no residue with a complete N/CA/C/O backbone in chain(s) {wanted} "
-            "(CA-only model?)"
+            f"({'; '.join(why) or 'CA-only model?'})"
         )
     chain_index = np.array([wanted.index(c) for c in cids], np.int32)
     residue_idx = (100 * chain_index + np.arange(len(cids), dtype=np.int32)).astype(np.int32)
+
+    # What the user must confirm: UserWarning (the file is inconsistent or broken).
+    if nonfinite:
+        warnings.warn(
+            f"{path}: {len(nonfinite)} residue(s) with non-finite backbone coordinates get mask 0 "
+            f"(those atoms are treated as missing and set to 0.0): {_listing(nonfinite)}",
+            UserWarning,
+            stacklevel=2,
+        )
+    if degenerate:
+        warnings.warn(
+            f"{path}: {len(degenerate)} residue(s) with coincident backbone atoms (N-CA, CA-C or "
+            f"C-O shorter than {_COINCIDENT} Å) get mask 0: {_listing(degenerate)}",
+            UserWarning,
+            stacklevel=2,
+        )
+    if duplicates:
+        warnings.warn(
+            f"{path}: residue ID(s) occurring more than once: {_listing(duplicates)}; the first "
+            "copy in the file is kept, later copies are ignored",
+            UserWarning,
+            stacklevel=2,
+        )
+    if disorder:
+        warnings.warn(
+            f"{path}: residue numbering does not increase along the file at "
+            f"{_listing(disorder)} (no peptide bond confirms the order); file order is kept",
+            UserWarning,
+            stacklevel=2,
+        )
+    # Ordinary properties of experimental structures: logged (WARNING is printed on stderr).
     if incomplete:
         logger.warning(
             "%s: %d residue(s) missing backbone atoms get mask 0: %s",
             path, len(incomplete), ", ".join(incomplete),
         )  # fmt: skip
-    if gaps:
+    if free:
+        logger.warning(
+            "%s: %d HETATM amino acid(s) not part of a chain are ignored as ligands: %s",
+            path, len(free), ", ".join(f"{r.name} {r.label}" for r in free),
+        )  # fmt: skip
+    if placeholders:
         logger.info(
             "%s: %d numbering-gap placeholder slot(s) (mask 0, token X): %s",
-            path, len(gaps), ", ".join(gaps),
+            path, len(placeholders), ", ".join(placeholders),
+        )  # fmt: skip
+    if bridged:
+        logger.info(
+            "%s: numbering jumps over a continuous backbone, no placeholder slots: %s",
+            path, ", ".join(bridged),
+        )  # fmt: skip
+    if confirmed:
+        logger.info(
+            "%s: numbering decreases along the file but peptide bonds confirm the file order: %s",
+            path, ", ".join(confirmed),
         )  # fmt: skip
     return Protein(
         X=np.stack(xs).astype(np.float32),

@@ -20,8 +20,10 @@ class Protein:
     leading length ``L`` (number of residue slots).
 
     Attributes:
-      X: ``(L, 4, 3)`` float32, Å. Backbone atoms N, CA, C, O; missing atoms are 0.0.
-      mask: ``(L,)`` float32. 1.0 where all four backbone atoms are present, else 0.0.
+      X: ``(L, 4, 3)`` float32, Å. Backbone atoms N, CA, C, O; missing atoms (and atoms whose
+        coordinates in the file were not finite) are 0.0, so ``X`` is always finite.
+      mask: ``(L,)`` float32. 1.0 where all four backbone atoms are present, finite and not
+        coincident, else 0.0.
       S: ``(L,)`` int32. Native tokens in :data:`ALPHABET` (20 = ``X``, unknown).
       residue_idx: ``(L,)`` int32. ``100 * c + running position`` for the c-th chain (0-based),
         the index fed to ProteinMPNN's relative positional encoding.
@@ -32,7 +34,8 @@ class Protein:
       chain_order: chain IDs in concatenation order.
       source: where the structure came from (file path or description).
       missing: labels (chain + author number + insertion code, e.g. ``"A45"``) of the slots with
-        ``mask`` 0: residues lacking a backbone atom and numbering-gap placeholders.
+        ``mask`` 0: residues lacking a backbone atom, with a non-finite or degenerate backbone,
+        and numbering-gap placeholders.
     """
 
     X: np.ndarray
@@ -57,7 +60,9 @@ class Protein:
         """Native sequence as a one-letter string (``X`` for unknown residues)."""
         return "".join(ALPHABET[int(t)] for t in self.S)
 
-    def chain_mask(self, design_chains: str | tuple[str, ...] | list[str] | None = None) -> np.ndarray:
+    def chain_mask(
+        self, design_chains: str | tuple[str, ...] | list[str] | None = None
+    ) -> np.ndarray:
         """``(L,)`` float32: 1.0 on slots of the designed chains (all chains when ``None``).
 
         Raises:
@@ -67,7 +72,11 @@ class Protein:
 
         if design_chains is None:
             return np.ones(self.length, np.float32)
-        chains = tuple(design_chains.split(",")) if isinstance(design_chains, str) else tuple(design_chains)
+        chains = (
+            tuple(design_chains.split(","))
+            if isinstance(design_chains, str)
+            else tuple(design_chains)
+        )
         unknown = [c for c in chains if c not in self.chain_order]
         if unknown:
             raise ChainError(

@@ -119,7 +119,7 @@ def test_matches_proteinmpnn_featurisation(name, fixtures_dir, shared_data_dir):
 def test_toy_pdb_rules(toy, caplog):
     path, expected = toy
     with caplog.at_level(logging.INFO, logger="fidia_jax.protein._structure"):
-        p = load_structure(path, chains="A,B")
+        p = load_structure(path, chains="A,B", gaps="numbering")
     a, b = expected["A"], expected["B"]
     assert p.sequence == a["seq"] + b["seq"]
     assert p.resnum.tolist() == a["resnum"] + b["resnum"]
@@ -143,14 +143,14 @@ def test_toy_pdb_rules(toy, caplog):
 
 def test_toy_chain_order_and_default(toy):
     path, _ = toy
-    ba = load_structure(path, chains=["B", "A"])
+    ba = load_structure(path, chains=["B", "A"], gaps="numbering")
     assert ba.sequence == "VX" + "AMGSTXXKS"
     assert ba.residue_idx.tolist() == [0, 1] + list(range(102, 111))
     assert load_structure(path).chain_order == ("A", "B")  # DNA chain C is not protein
 
 
 def test_no_gap_filling(toy):
-    p = load_structure(toy[0], chains="A", fill_gaps=False)
+    p = load_structure(toy[0], chains="A", gaps="none")
     assert p.sequence == "AMGSTKS" and p.resnum.tolist() == [1, 2, 3, 3, 3, 6, 7]
 
 
@@ -204,7 +204,9 @@ def test_missing_file(tmp_path):
         load_structure(tmp_path / "nope.pdb")
 
 
-@pytest.mark.parametrize("content", [b"", b"   \n\n", gzip.compress(b"", mtime=0)], ids=["empty", "blank", "empty-gz"])
+@pytest.mark.parametrize(
+    "content", [b"", b"   \n\n", gzip.compress(b"", mtime=0)], ids=["empty", "blank", "empty-gz"]
+)
 def test_empty_file(tmp_path, content):
     path = tmp_path / "empty.pdb"
     path.write_bytes(content)
@@ -267,3 +269,268 @@ def test_public_api():
                  "load_motifbench_cases", "load_rfdiffusion_benchmark", "Protein", "ALPHABET"):  # fmt: skip
         assert name in fp.__all__ and hasattr(fp, name)
     assert all(hasattr(fp, n) for n in fp.__all__)
+
+
+# --------------------------------------------------------------------------- parsing rules
+# Backbone (N, CA, C, O) of four consecutive residues with 1.33 Å peptide bonds, copied from the
+# failing inputs of 2026-11-30 (shared/cases/2026-11-30/*.pdb, residues A1-A4).
+_BB4 = np.array(
+    [
+        [[0.000, 0.000, 0.000], [1.458, 0.000, 0.000], [2.009, 1.422, 0.000], [2.910, 1.743, 0.776]],
+        [[1.463, 2.263, -0.872], [1.899, 3.650, -0.974], [1.768, 4.370, 0.364], [2.693, 5.057, 0.797]],
+        [[0.618, 4.205, 1.008], [0.364, 4.838, 2.297], [1.421, 4.443, 3.323], [1.958, 5.298, 4.027]],
+        [[1.711, 3.149, 3.398], [2.704, 2.639, 4.337], [4.057, 3.309, 4.126], [4.696, 3.743, 5.085]],
+    ]
+)  # fmt: skip
+
+
+def _pdb(residues, tmp_path, name="x.pdb") -> pathlib.Path:
+    """``residues``: (record, resname, chain, number, icode, (4, 3) backbone) tuples."""
+    lines = []
+    for rec, resn, chain, num, icode, bb in residues:
+        for a, xyz in zip(("N", "CA", "C", "O"), bb, strict=True):
+            line = _atom(rec, len(lines) + 1, a, resn[:3], chain, num, np.asarray(xyz), icode)
+            # a 4-letter name (CHARMM, GROMACS) spills into column 21, as those programs write it
+            lines.append(line if len(resn) == 3 else line[:20] + resn[3] + line[21:])
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\nEND\n")
+    return path
+
+
+def _chain(names=("ALA",) * 4, nums=(1, 2, 3, 4), chain="A", bb=_BB4, rec="ATOM", icodes=None):
+    icodes = icodes or ("",) * len(nums)
+    return [(rec, n, chain, r, i, x) for n, r, i, x in zip(names, nums, icodes, bb, strict=True)]
+
+
+def _strict(fn, *args, **kwargs):
+    """Calls ``fn`` turning any warning into an error (to assert that none is issued)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("atom", range(4), ids=["N", "CA", "C", "O"])
+def test_non_finite_backbone_atom_masks_the_residue(tmp_path, atom, value):
+    """A non-finite N/CA/C/O never reaches the model: mask 0, atom 0.0, a warning naming it."""
+    bb = _BB4.copy()
+    path = _pdb(_chain(bb=bb), tmp_path)
+    lines = path.read_text().splitlines()
+    k = 4 * 1 + atom  # residue A2
+    lines[k] = lines[k][:30] + f"{value:>8}" + lines[k][38:]
+    path.write_text("\n".join(lines) + "\n")
+    name = ("N", "CA", "C", "O")[atom]
+    with pytest.warns(UserWarning, match=rf"1 residue\(s\) with non-finite .*: A2 \({name}\)"):
+        p = load_structure(path)
+    assert p.mask.tolist() == [1.0, 0.0, 1.0, 1.0] and p.missing == ("A2",)
+    assert np.isfinite(p.X).all()
+    np.testing.assert_array_equal(p.X[1, atom], 0.0)
+    keep = [j for j in range(4) if j != atom]
+    np.testing.assert_allclose(p.X[1, keep], _BB4[1, keep], atol=1e-3)
+    assert p.sequence == "AAAA"
+
+
+def test_unknown_mmcif_coordinate_is_not_read_as_zero(tmp_path):
+    """mmCIF ``?`` in Cartn_x: biotite alone reads 0.0; here it is flagged like NaN."""
+    from biotite.structure.io import pdb as bpdb
+    from biotite.structure.io import pdbx
+
+    atoms = bpdb.PDBFile.read(str(_pdb(_chain(), tmp_path))).get_structure(model=1)
+    cif = pdbx.CIFFile()
+    pdbx.set_structure(cif, atoms)
+    x = cif.block["atom_site"]["Cartn_x"].as_array(str)
+    x[5] = "?"  # CA of A2
+    cif.block["atom_site"]["Cartn_x"] = pdbx.CIFColumn(pdbx.CIFData(x), pdbx.CIFData(
+        np.where(np.arange(len(x)) == 5, pdbx.MaskValue.MISSING, pdbx.MaskValue.PRESENT)))  # fmt: skip
+    path = tmp_path / "q.cif"
+    cif.write(str(path))
+    with pytest.warns(UserWarning, match=r"non-finite .*A2 \(CA\)"):
+        p = load_structure(path)
+    assert p.mask.tolist() == [1.0, 0.0, 1.0, 1.0]
+    np.testing.assert_array_equal(p.X[1, 1], 0.0)
+    # BinaryCIF: the same masked value
+    bcif = pdbx.BinaryCIFFile()
+    pdbx.set_structure(bcif, atoms)
+    site = bcif.block["atom_site"]
+    xb = site["Cartn_x"].as_array(np.float32)
+    missing = np.where(np.arange(len(xb)) == 5, 2, 0).astype(np.uint8)  # 2 = MaskValue.MISSING
+    site["Cartn_x"] = pdbx.BinaryCIFColumn(pdbx.BinaryCIFData(xb), pdbx.BinaryCIFData(missing))
+    bpath = tmp_path / "q.bcif"
+    bcif.write(str(bpath))
+    with pytest.warns(UserWarning, match=r"non-finite .*A2 \(CA\)"):
+        assert load_structure(bpath).mask.tolist() == [1.0, 0.0, 1.0, 1.0]
+    # a coordinate that is not a number at all: the error says which atom
+    text = path.read_text().replace("?", "abc", 1)
+    path.write_text(text)
+    with pytest.raises(
+        StructureError, match=r"atom_site row 6 \(id 6\): CA ALA A 2: Cartn_x 'abc'"
+    ):
+        load_structure(path)
+
+
+def test_digit_chain_labels_use_the_motif_spec_form(tmp_path):
+    """Chain ``1`` residue 2 is labelled ``1:2`` (not ``12``), as motif specs address it."""
+    path = _pdb(_chain(chain="1"), tmp_path)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:7] + lines[8:]) + "\n")  # drop the O of residue 2
+    p = load_structure(path)
+    assert p.chain_order == ("1",) and p.missing == ("1:2",)
+
+
+def test_degenerate_backbone(tmp_path):
+    bb = _BB4.copy()
+    bb[2, :3] = bb[2, 1]  # A3: N, CA, C at one point
+    with pytest.warns(UserWarning, match=r"1 residue\(s\) with coincident backbone atoms.*: A3"):
+        p = load_structure(_pdb(_chain(bb=bb), tmp_path))
+    assert p.mask.tolist() == [1.0, 1.0, 0.0, 1.0] and p.missing == ("A3",)
+    one_point = np.full_like(_BB4, 7.0)  # every atom at one point
+    with pytest.raises(StructureError, match="4 residue.*coincident backbone atoms"):
+        load_structure(_pdb(_chain(bb=one_point), tmp_path, "point.pdb"))
+
+
+def test_duplicated_residue_id_keeps_the_first_copy(tmp_path):
+    """duplicate_residue.pdb: A2 again after A3, moved 5 Å: a warning naming A2, first copy kept."""
+    res = _chain()[:3] + [("ATOM", "GLY", "A", 2, "", _BB4[1] + 5.0)]
+    with pytest.warns(UserWarning, match=r"more than once: A2 \(2 copies\); the first copy"):
+        p = load_structure(_pdb(res, tmp_path))
+    assert p.sequence == "AAA" and p.resnum.tolist() == [1, 2, 3]
+    np.testing.assert_allclose(p.X[1], _BB4[1], atol=1e-3)
+
+
+def test_descending_insertion_codes_keep_file_order(tmp_path, caplog):
+    """descending_insertion_codes.pdb: file order 1B, 1A, 1 (bonded) stays the chain order."""
+    res = _chain(("GLY", "SER", "TRP"), (1, 1, 1), bb=_BB4[:3], icodes=("B", "A", ""))
+    with caplog.at_level(logging.INFO, logger="fidia_jax.protein._structure"):
+        p = _strict(load_structure, _pdb(res, tmp_path))
+    assert p.sequence == "GSW" and p.icode.tolist() == ["B", "A", ""]
+    np.testing.assert_allclose(p.X[:, 1], _BB4[:3, 1], atol=1e-3)
+    assert any("confirm the file order: A1B -> A1A" in r.getMessage() for r in caplog.records)
+    # Without a peptide bond confirming it, file order is kept with a warning.
+    res[1] = res[1][:5] + (_BB4[1] + 10.0,)
+    with pytest.warns(
+        UserWarning,
+        match=r"does not increase along the file at A1B -> A1A, A1A -> A1 \(no peptide bond",
+    ):
+        p = load_structure(_pdb(res, tmp_path, "y.pdb"))
+    assert p.sequence == "GSW"
+
+
+_FF = {
+    "HID": "H", "HIE": "H", "HIP": "H", "ASH": "D", "GLH": "E", "CYX": "C", "CYM": "C",
+    "LYN": "K", "ARN": "R", "TYM": "Y", "HSD": "H", "HSE": "H", "HSP": "H", "ASPP": "D",
+    "GLUP": "E", "LSN": "K", "HISD": "H", "HISE": "H", "HISH": "H", "ASPH": "D", "GLUH": "E",
+    "LYSN": "K", "CYS2": "C",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["pdb", "cif"])
+def test_force_field_residue_names(tmp_path, fmt):
+    """amber_residue_names.pdb (HID, ASH inside a chain) and the other force fields' names:
+    the parent residue's letter, coordinates kept, mask 1 (mmCIF keeps 4-letter names whole)."""
+    names = list(_FF)
+    nums = list(range(1, len(names) + 1))
+    bb = [_BB4[i % 4] + 20.0 * i for i in range(len(names))]  # one chain break per residue
+    path = _pdb(_chain(names, nums, bb=bb), tmp_path)
+    if fmt == "cif":
+        from biotite.structure.io import pdb as bpdb
+        from biotite.structure.io import pdbx
+
+        atoms = bpdb.PDBFile.read(str(path)).get_structure(model=1)
+        atoms.res_name = np.repeat(names, 4)  # PDB columns truncate ASPP to ASP: restore
+        cif = pdbx.CIFFile()
+        pdbx.set_structure(cif, atoms)
+        path = tmp_path / "ff.cif"
+        cif.write(str(path))
+    p = _strict(load_structure, path)
+    assert p.sequence == "".join(_FF.values())
+    assert p.mask.all() and p.resnum.tolist() == nums
+    np.testing.assert_allclose(p.X, np.stack(bb), atol=1e-3)
+
+
+def test_amber_names_in_a_chain(tmp_path):
+    p = _strict(load_structure, _pdb(_chain(("ALA", "HID", "ASH", "ALA")), tmp_path))
+    assert p.sequence == "AHDA" and p.mask.all()
+    np.testing.assert_allclose(p.X, _BB4, atol=1e-3)
+
+
+def test_force_field_name_clash_with_ccd_component(tmp_path):
+    """HSE is CHARMM's histidine and the CCD's homoserine: the atoms decide."""
+    lines = []
+    for name, xyz in zip(
+        ("N", "CA", "C", "O", "CB", "C4", "O3"), np.arange(21).reshape(7, 3) * 0.9, strict=True
+    ):
+        lines.append(_atom("ATOM", len(lines) + 1, name, "HSE", "A", 1, xyz.astype(float)))
+    path = tmp_path / "hse.pdb"
+    path.write_text("\n".join(lines) + "\nEND\n")
+    assert load_structure(path).sequence == "S"  # homoserine side chain (C4, O3)
+    assert (
+        _strict(load_structure, _pdb(_chain(("HSE",), (1,), bb=_BB4[:1]), tmp_path)).sequence == "H"
+    )
+
+
+def test_gaps_from_geometry(tmp_path, caplog):
+    """numbering_gap_continuous_backbone.pdb: 10, 11, 15, 16 with C(11)-N(15) = 1.33 Å."""
+    path = _pdb(_chain(nums=(10, 11, 15, 16)), tmp_path)
+    with caplog.at_level(logging.INFO, logger="fidia_jax.protein._structure"):
+        p = _strict(load_structure, path)
+    assert p.sequence == "AAAA" and p.resnum.tolist() == [10, 11, 15, 16] and p.mask.all()
+    assert p.residue_idx.tolist() == [0, 1, 2, 3] and p.missing == ()
+    assert any("A11 -> A15 (C-N 1.33 Å)" in r.getMessage() for r in caplog.records)
+    # parity with ProteinMPNN's parse_PDB: one placeholder per missing number
+    q = load_structure(path, gaps="numbering")
+    assert q.sequence == "AAXXXAA" and q.resnum.tolist() == [10, 11, 12, 13, 14, 15, 16]
+    assert q.mask.tolist() == [1, 1, 0, 0, 0, 1, 1] and q.missing == ("A12", "A13", "A14")
+    assert load_structure(path, gaps="none").sequence == "AAAA"
+    # a broken backbone (residues 15-16 moved 8 Å away) keeps the placeholders by default
+    bb = _BB4.copy()
+    bb[2:] += 8.0
+    r = load_structure(_pdb(_chain(nums=(10, 11, 15, 16), bb=bb), tmp_path, "b.pdb"))
+    assert r.sequence == "AAXXXAA" and r.residue_idx.tolist() == list(range(7))
+    with pytest.raises(ValueError, match="gaps must be"):
+        load_structure(path, gaps="distance")  # type: ignore[arg-type]
+
+
+def test_toy_default_geometry_has_no_placeholders(toy):
+    """The toy's 3B -> 6 numbering gap is bridged by a 1.41 Å C-N bond, so no placeholder."""
+    p = load_structure(toy[0], chains="A")
+    assert p.sequence == "AMGSTKS" and p.resnum.tolist() == [1, 2, 3, 3, 3, 6, 7]
+    assert p.missing == ("A6",)
+
+
+def test_coordinate_overflow_names_line_and_atom(tmp_path):
+    """overflow_coordinate.pdb: ``********`` in the x field of line 6."""
+    path = _pdb(_chain()[:2], tmp_path)
+    lines = path.read_text().splitlines()
+    lines[5] = lines[5][:30] + "********" + lines[5][38:]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(StructureError, match=r"line 6: CA ALA A 2: x coordinate '\*{8}'.*overflow"):
+        load_structure(path)
+    lines[5] = lines[5][:30] + f"{1.0:>8.3f}" + lines[5][38:46] + "   abc  " + lines[5][54:]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(
+        StructureError, match=r"line 6: CA ALA A 2: z coordinate 'abc' is not a number"
+    ):
+        load_structure(path)
+
+
+def test_free_hetatm_amino_acids_are_not_chain_residues(tmp_path, caplog):
+    """A HETATM lysine numbered 501 (not bonded) does not join chain A with 496 placeholders, an
+    UNK ligand with a blank chain ID is not a chain; bonded HETATM residues stay."""
+    lig = _BB4[0] + 15.0
+    res = _chain() + [("HETATM", "LYS", "A", 501, "", lig), ("HETATM", "UNK", " ", 1, "", lig + 9)]
+    with caplog.at_level(logging.INFO, logger="fidia_jax.protein._structure"):
+        p = load_structure(_pdb(res, tmp_path), gaps="numbering")
+    assert p.chain_order == ("A",) and p.sequence == "AAAA" and p.resnum.tolist() == [1, 2, 3, 4]
+    msg = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(msg) == 1 and "ignored as ligands: LYS A501, UNK 1" in msg[0]
+    with pytest.raises(ChainError, match="hold no protein residues"):
+        load_structure(_pdb(res, tmp_path), chains=[""])
+    # Modified residues written as HETATM inside the chain (bonded) or a HETATM-only chain stay.
+    het = _chain(("ALA", "MSE", "SEP", "ALA"), rec="ATOM")
+    het[1] = ("HETATM",) + het[1][1:]
+    het[2] = ("HETATM",) + het[2][1:]
+    assert _strict(load_structure, _pdb(het, tmp_path, "h.pdb")).sequence == "AMSA"
+    only = _chain(("MSE", "MSE"), (1, 2), bb=_BB4[:2], rec="HETATM")
+    assert _strict(load_structure, _pdb(only, tmp_path, "o.pdb")).sequence == "MM"
