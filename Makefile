@@ -4,6 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?= -n 2
+# The docstring examples of these modules run as written (--doctest-modules).
+DOCTEST_PATHS := fidia_jax/config.py fidia_jax/rl fidia_jax/optim
 
 .PHONY: demo test test-slow bench lint clean
 
@@ -20,7 +22,7 @@ demo: $(STAMP)
 	$(VENV)/bin/fidia-jax demo
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS) -q
+	$(PY) -m pytest $(PYTEST_ARGS) -q --durations=15 tests --doctest-modules $(DOCTEST_PATHS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

@@ -1,7 +1,7 @@
 """CPU benchmark: the FIDIA reward's judge (designability proxy) and a full reward call.
 
 The judge averages ProteinMPNN log-likelihoods over checkpoints x decoding orders.
-``fidia_jax.protein.Judge`` runs the encoder once per checkpoint and decodes every
+``fidia_jax.projects.fidia.Judge`` runs the encoder once per checkpoint and decodes every
 (sequence, order) row in one jitted call. The peer, measured in the same run, is the plain
 path through ``fidia_jax.models.score``, called once per decoding order, which gives the same
 numbers.
@@ -29,6 +29,7 @@ import numpy as np
 from fidia_jax import protein as fp
 from fidia_jax._io import atomic_write_text
 from fidia_jax.models import MPNNInputs, ProteinMPNN, sample, score
+from fidia_jax.projects import fidia
 
 
 def _time_interleaved(fns, repeats):
@@ -63,8 +64,8 @@ def main(argv=None):
             fixed_mask=task.fixed_mask,
         ).sequences
     )
-    judge = fp.Judge.from_config(
-        fp.JudgeConfig(checkpoints=(("v_48_002", "vanilla"),), num_orders=args.orders)
+    judge = fidia.Judge.from_config(
+        fidia.JudgeConfig(checkpoints=(("v_48_002", "vanilla"),), num_orders=args.orders)
     )
     mask = task.designable_mask
     model = judge.models[0]
@@ -81,7 +82,7 @@ def main(argv=None):
         ]
         return np.mean(vals, 0)
 
-    rm = fp.RewardModel.build(task, judge=judge).fit(seqs)
+    rm = fidia.RewardModel.build(task, judge=judge).fit(seqs)
     (t_ours, t_peer, t_reward), (v_ours, v_peer, res) = _time_interleaved(
         [ours, peer, lambda: rm(seqs)], args.repeats
     )

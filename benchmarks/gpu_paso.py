@@ -28,7 +28,7 @@ import numpy as np
 import optax
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import paso as cpu_bench  # noqa: E402  (task definitions shared with benchmarks/paso.py)
+import paso as cpu_bench  # noqa: E402  (tasks of benchmarks/paso.py; LLaMA from the lm driver)
 
 from fidia_jax._io import atomic_write_text
 

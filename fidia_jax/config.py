@@ -36,11 +36,12 @@ import tomllib
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fidia_jax.errors import ConfigError
 
 __all__ = [
+    "ConfigSet",
     "config_from_dict",
     "config_to_dict",
     "get_config",
@@ -87,6 +88,11 @@ def _field_types(cls: type) -> dict[str, Any]:
             else:
                 out[f.name] = eval(f.type, {"Any": Any})  # builtins: int, str | None, tuple[...]
         return out
+
+
+def _admits_str(hint: Any) -> bool:
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    return str in (typing.get_args(hint) if union else (hint,))
 
 
 def _build(cls: type[C], values: Mapping[str, Any], where: str) -> C:
@@ -205,15 +211,63 @@ def override_config(config: C, assignments: Sequence[str]) -> C:
             value = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
-        node = values
+        node, cls = values, type(config)
         *parents, leaf = key.split(".")
         for part in parents:
             if not isinstance(node.get(part), dict):
                 raise ConfigError(f"override {item!r}: unknown group {part!r}")
-            node = node[part]
+            node, cls = node[part], _field_types(cls)[part]
         if leaf not in node:
             raise ConfigError(f"override {item!r}: unknown key {leaf!r}")
-        if isinstance(node[leaf], str) and not isinstance(value, str):
-            value = raw  # a string field keeps the text as written (``checkpoint=020``)
+        hint = _field_types(cls)[leaf]
+        if not dataclasses.is_dataclass(hint) and typing.get_origin(hint) is not tuple:
+            try:
+                _check_scalar(hint, value, key)
+            except ConfigError:
+                if not _admits_str(hint):
+                    raise
+                value = raw  # a string field keeps the text as written (``checkpoint=020``)
         node[leaf] = value
     return _build(type(config), values, "")
+
+
+class ConfigSet(Generic[C]):
+    """A project's config dataclass bound to its presets.
+
+    A driver's ``configs.py`` ends with::
+
+        CONFIGS = config.ConfigSet(RunConfig, PRESETS)
+        get_config, load_config = CONFIGS.get_config, CONFIGS.load_config
+        config_from_dict = CONFIGS.config_from_dict
+
+    Example:
+      >>> import dataclasses
+      >>> @dataclasses.dataclass(frozen=True)
+      ... class Run:
+      ...     steps: int = 100
+      >>> configs = ConfigSet(Run, {"tiny": {"steps": 2}, "default": {}})
+      >>> configs.get_config("tiny"), configs.names
+      (Run(steps=2), ('default', 'tiny'))
+    """
+
+    def __init__(self, cls: type[C], presets: Presets):
+        if "default" not in presets:
+            raise ConfigError(f"{cls.__name__} presets need a 'default' entry; got {sorted(presets)}")
+        self.cls, self.presets = cls, presets
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The preset names, sorted."""
+        return tuple(sorted(self.presets))
+
+    def get_config(self, name: str = "default", **overrides: Any) -> C:
+        """The preset ``name`` with top-level ``overrides``; see :func:`get_config`."""
+        return get_config(self.cls, self.presets, name, **overrides)
+
+    def load_config(self, name_or_path: str | pathlib.Path) -> C:
+        """A preset NAME or a ``.json`` / ``.toml`` FILE; see :func:`load_config`."""
+        return load_config(self.cls, self.presets, name_or_path)
+
+    def config_from_dict(self, values: Mapping[str, Any]) -> C:
+        """Nested dicts (a top-level ``base`` names the preset); see :func:`config_from_dict`."""
+        return config_from_dict(self.cls, self.presets, values)

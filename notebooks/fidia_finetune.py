@@ -19,7 +19,7 @@
 # FIDIA fine-tunes ProteinMPNN so that the **best** of `N` sampled sequences scores well under
 # a composite reward, instead of the average. The training loop is
 # `fidia.train_and_evaluate(config, workdir)`. It samples `n` sequences per backbone and step,
-# scores them with a frozen judge ensemble plus sequence terms (`protein.RewardModel`, the
+# scores them with a frozen judge ensemble plus sequence terms (`fidia.RewardModel`, the
 # reward is standardised on samples of the frozen reference), turns the rewards into PKPO
 # loo-1 effective rewards for `k = k_bon` (`rl.max_at_k_effective_rewards`) and takes clipped
 # policy-gradient steps with a KL penalty to the reference.

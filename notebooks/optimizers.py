@@ -16,10 +16,11 @@
 # %% [markdown]
 # # SCALE vs AdamW on a tiny LLaMA, and TD(0) with exponential step sizes
 #
-# Two of the companion methods, each as a few lines of plain optax / JAX:
+# Two of the companion methods:
 #
 # 1. **SCALE** (`optim.scale`): SGD with column-normalised updates for every matrix and
-#    momentum only on the output layer, against `optax.adamw`, on a byte-level LLaMA.
+#    momentum only on the output layer, against `optax.adamw`, on a byte-level LLaMA trained
+#    by the language-model driver of the benchmarks (`fidia_jax.projects.optimizers`).
 # 2. **TD(0)** with linear features on a random Markov reward process, comparing the
 #    exponential horizon schedule `optim.exponential_horizon_schedule` with a constant and a
 #    `1/t` step size.
@@ -37,10 +38,11 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 import fidia_jax
 from fidia_jax import data, models, optim, rl
+from fidia_jax.projects import optimizers as lm
+from fidia_jax.projects import td as td_driver
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
 DATA_DIR = os.environ.get("FIDIA_DATA_DIR")
@@ -57,7 +59,7 @@ if DATA_DIR and os.path.isdir(DATA_DIR):
     source = f"Shakespeare ({len(splits.files)} files)"
 else:
     mods = (fidia_jax, fidia_jax.kernels, fidia_jax.optim, fidia_jax.rl, fidia_jax.protein,
-            optim.scale, optim.paso, rl.max_at_k, rl.run_linear_td0, models.sample)
+            optim.scale, optim.paso, rl.max_at_k, td_driver.run_linear_td0, models.sample)
     ids = data.encode_bytes("\n\n".join(m.__doc__ for m in mods))
     cut = int(0.9 * len(ids))
     train_tokens, val_tokens = ids[:cut], ids[cut:]
@@ -69,52 +71,39 @@ print(repr(data.decode_bytes(np.asarray(train_tokens[:80]))))
 # %% [markdown]
 # ## The model and two optimisers
 #
-# `models.Llama` is a Flax NNX module (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied
-# `lm_head`). We split it into a graph definition and a parameter state, so that the training
-# step is a pure function of the parameters. `optim.scale` finds the output layer by its path
+# The `optimizers` driver (`fidia_jax.projects.optimizers`, the one the benchmarks use) builds
+# a byte-level `models.Llama` (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied `lm_head`)
+# from a typed config, splits it into a graph definition and a parameter state (so the training
+# step is a pure function of the parameters), and trains several optimisers with their steps
+# interleaved: at every step each optimiser's jitted step runs once, on the same batch (a
+# function of the step index), and is timed. `optim.scale` finds the output layer by its path
 # (`lm_head`) and gives the 1-D parameters (norm scales) AdamW.
 
 # %%
-cfg = models.LlamaConfig.tiny(max_seq_len=SEQ_LEN, n_layers=1 if TINY else 2)
-graphdef, params0 = nnx.split(models.Llama(cfg, rngs=nnx.Rngs(0)), nnx.Param)
-n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params0))
-labels = jax.tree.leaves(optim.scale_param_labels(params0))
+config = lm.get_config(
+    "default",
+    steps=LM_STEPS,
+    model={"dim": 32, "n_layers": 1 if TINY else 2, "hidden_dim": 64},
+    data={"batch_size": BATCH, "seq_len": SEQ_LEN, "data_seed": 1, "val_windows": 4 * BATCH,
+          "val_seed": 2},
+    optimizer={"learning_rate": 3e-3, "end_fraction": 0.0},
+)
+task = lm.make_task(config, tokens=(train_tokens, val_tokens))
+n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(task.params))
+labels = jax.tree.leaves(optim.scale_param_labels(task.params))
 print(f"{n_params} parameters; SCALE groups:", {g: labels.count(g) for g in sorted(set(labels))})
 
-
-def loss_fn(params, tokens_BxT):
-    return models.next_token_loss(nnx.merge(graphdef, params)(tokens_BxT), tokens_BxT)
-
-
-eval_loss = jax.jit(loss_fn)
-
-
-def train(tx, num_steps):
-    key = jax.random.key(1)
-
-    @jax.jit
-    def step(params, opt_state, t):
-        batch = data.sample_windows(jax.random.fold_in(key, t), train_tokens, BATCH, SEQ_LEN)
-        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    params, opt_state, losses = params0, tx.init(params0), []
-    for t in range(num_steps):
-        params, opt_state, loss = step(params, opt_state, t)
-        losses.append(float(loss))
-    val = data.sample_windows(jax.random.key(2), val_tokens, 4 * BATCH, SEQ_LEN)
-    return losses, float(eval_loss(params, val))
-
-
-# Both optimisers see the same batches (a function of the step index).
-schedule = optax.warmup_cosine_decay_schedule(0.0, 3e-3, max(LM_STEPS // 10, 1), LM_STEPS)
-runs = {
-    "AdamW": train(optax.adamw(schedule, weight_decay=0.0), LM_STEPS),
-    "SCALE": train(optim.scale(schedule), LM_STEPS),
+# Both optimisers: warm-up over 10 % of the steps, cosine decay to 0, peak 3e-3.
+optimizers = {
+    "AdamW": lm.make_optimizer(lm.with_optimizer(config, "adamw")),
+    "SCALE": lm.make_optimizer(lm.with_optimizer(config, "scale")),
 }
+results = lm.train_interleaved(task, optimizers, LM_STEPS)
+runs = {name: (r.losses, lm.evaluate(task, r.params)) for name, r in results.items()}
 for name, (losses, val) in runs.items():
     print(f"{name:6s} first loss {losses[0]:.3f}  last loss {losses[-1]:.3f}  val loss {val:.3f}")
+ratio = lm.step_time_ratios(results, "AdamW")["SCALE"]
+print(f"SCALE / AdamW step time (median of paired per-step ratios): {ratio:.2f}")
 
 # %%
 fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -129,9 +118,9 @@ plt.show()
 # %% [markdown]
 # ## TD(0) with an exponential step-size schedule
 #
-# `rl.random_linear_mrp` draws a Markov reward process (Dirichlet transitions, uniform
-# rewards, unit-norm features). `rl.td_fixed_point` solves for the TD fixed point
-# `theta*`, and `rl.run_linear_td0` runs `T` TD(0) updates in a `lax.scan` with any optax
+# `td_driver.random_linear_mrp` (the TD driver, `fidia_jax.projects.td`) draws a Markov
+# reward process (Dirichlet transitions, uniform rewards, unit-norm features).
+# `rl.td_fixed_point` solves for the TD fixed point `theta*`, and `td_driver.run_linear_td0` runs `T` TD(0) updates in a `lax.scan` with any optax
 # schedule. The error is `||Phi (theta_T - theta*)||_D^2`. The exponential schedule
 # `eta_t = eta_0 T^(-t/T)` needs only the horizon `T`; the `1/t` schedule's theory needs the
 # smallest eigenvalue of the feature covariance.
@@ -139,7 +128,7 @@ plt.show()
 # %%
 HORIZONS = (50,) if TINY else (500, 2000, 8000)
 NUM_SEEDS = 4 if TINY else 32
-mrp = rl.random_linear_mrp(jax.random.key(0), n_states=20, n_features=5, discount=0.9)
+mrp = td_driver.random_linear_mrp(jax.random.key(0), n_states=20, n_features=5, discount=0.9)
 theta_star = rl.td_fixed_point(mrp)
 keys = jax.random.split(jax.random.key(1), NUM_SEEDS)
 ETA0 = 0.5
@@ -154,7 +143,7 @@ schedules = {
 
 def final_errors(schedule, horizon, keys):
     """``(seeds,)`` errors of the last iterate of ``horizon`` TD(0) updates."""
-    thetas_SxD = jax.vmap(lambda k: rl.run_linear_td0(k, mrp, schedule, horizon))(keys)
+    thetas_SxD = jax.vmap(lambda k: td_driver.run_linear_td0(k, mrp, schedule, horizon))(keys)
     return jax.vmap(lambda th: rl.td_param_error(mrp, th, theta_star))(thetas_SxD)
 
 

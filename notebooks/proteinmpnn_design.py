@@ -99,7 +99,7 @@ for i in np.argsort(nll_N)[:4]:
 # ## Best-of-N: max@k
 #
 # Use the model's own log-likelihood as a simple reward, `r = -nll` (FIDIA's composite reward
-# is in `protein.RewardModel`; see `docs/fidia_rewards.md`). `rl.max_at_k(rewards_n, k)` is
+# is in `fidia.RewardModel`; see `docs/fidia_rewards.md`). `rl.max_at_k(rewards_n, k)` is
 # the mean of the maximum over all size-`k` subsets of the `n` samples: an unbiased estimate of
 # the expected best reward of `k` fresh samples. `k = 1` is the mean and `k = n` the maximum.
 

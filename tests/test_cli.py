@@ -1,144 +1,228 @@
-"""Tests of the ``fidia-jax`` command line (run in-process through ``main``)."""
+"""The ``fidia-jax`` command line: the project registry, the verb protocol, the short forms.
+
+The numbers of each command are tested with its project (``tests/projects/*/test_*``); here: what
+the parser lists, where each command is dispatched, and how errors come out.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import subprocess
+import sys
+import textwrap
 
-import numpy as np
 import pytest
 
 from fidia_jax import cli
-from fidia_jax.protein import ALPHABET, default_backbone_path, load_structure, parse_motif_spec
-
-FIXED = "A10-20"
+from fidia_jax.projects import PROJECTS, Project
 
 
-@pytest.fixture(scope="module")
-def sampled(tmp_path_factory):
-    """One ``fidia-jax sample`` run on the default backbone (compiles the sampler once)."""
-    out = tmp_path_factory.mktemp("cli") / "run"
-    rc = cli.main(
-        ["sample", "--num-samples", "2", "--fixed", FIXED, "--seed", "3", "--out", str(out)]
-    )
-    return rc, out
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fidia-jax: error: "), err
+    return err[0]
 
 
-def test_sample_writes_fasta_and_summary(sampled, capsys):
-    rc, out = sampled
-    assert rc == 0
-    assert sorted(p.name for p in out.iterdir()) == [
-        "samples.fasta",
-        "summary.json",
-    ]  # no temp files
-    records = cli.read_fasta(out / "samples.fasta")
-    summary = json.loads((out / "summary.json").read_text())
-    protein = load_structure(default_backbone_path())
-    fixed = parse_motif_spec(FIXED, protein)
-    native = protein.sequence
-
-    assert len(records) == 3 and records[0][0].startswith("native") and records[0][1] == native
-    inp = summary["inputs"]
-    assert inp["num_samples"] == 2 and inp["seed"] == 3 and inp["temperature"] == 0.1
-    assert inp["checkpoint"] == "v_48_020" and inp["variant"] == "vanilla"
-    assert inp["num_fixed"] == 11 and inp["num_designed"] == protein.length - 11
-    assert inp["pdb"] == str(default_backbone_path()) and len(inp["pdb_sha256"]) == 64
-    assert set(summary["timing_s"]) >= {"sample", "total"}
-    designed = ~fixed & (protein.mask > 0)
-    recs = []
-    for i, ((header, seq), s) in enumerate(
-        zip(records[1:], summary["samples"], strict=True), start=1
-    ):
-        assert s["index"] == i and s["sequence"] == seq and len(seq) == protein.length
-        assert set(seq) <= set(ALPHABET[:20])  # X is never sampled
-        arr = np.array(list(seq))
-        nat = np.array(list(native))
-        np.testing.assert_array_equal(arr[fixed], nat[fixed])  # motif kept
-        rec = float((arr[designed] == nat[designed]).mean())
-        assert s["recovery"] == pytest.approx(rec, abs=1e-12)
-        recs.append(rec)
-        fields = dict(kv.split("=") for kv in header.split())
-        assert int(fields["sample"]) == i and fields["seed"] == "3" and float(fields["T"]) == 0.1
-        assert float(fields["score"]) == pytest.approx(s["score"], abs=1e-4)
-        assert float(fields["recovery"]) == pytest.approx(rec, abs=1e-4)
-        assert 0.0 < s["score"] < np.log(20.0)  # mean NLL at T=0.1 is well below uniform
-    assert summary["mean_recovery"] == pytest.approx(np.mean(recs))
-    assert summary["mean_score"] == pytest.approx(np.mean([s["score"] for s in summary["samples"]]))
-
-
-def test_score_matches_library(sampled, tmp_path):
-    """``fidia-jax score`` = mean NLL over designed positions of models.score in the same order."""
-    import jax
-
-    from fidia_jax.models import MPNNInputs, ProteinMPNN, random_decoding_order, score
-
-    _, out = sampled
-    assert cli.main(["score", "--fasta", str(out / "samples.fasta"), "--fixed", FIXED, "--seed", "5",
-                     "--out", str(tmp_path), "--quiet"]) == 0  # fmt: skip
-    got = json.loads((tmp_path / "scores.json").read_text())
-    records = cli.read_fasta(out / "samples.fasta")
-    assert [r["header"] for r in got["records"]] == [h for h, _ in records]
-    assert got["records"][0]["recovery"] == 1.0
-
-    protein = load_structure(default_backbone_path())
-    designed = (~parse_motif_spec(FIXED, protein) & (protein.mask > 0)).astype(np.float32)
-    toks = np.array([[ALPHABET.index(a) for a in s] for _, s in records], np.int32)
-    (k,) = jax.random.split(jax.random.key(5), 1)
-    order = random_decoding_order(k, np.broadcast_to(designed, toks.shape))
-    model = ProteinMPNN.from_checkpoint("v_48_020")
-    res = score(model, MPNNInputs.from_protein(protein), toks, order)
-    want = -(np.asarray(res.token_log_probs) * designed).sum(-1) / designed.sum()
-    np.testing.assert_allclose([r["score"] for r in got["records"]], want, rtol=1e-5)
+def test_help_lists_projects_without_importing_them():
+    code = textwrap.dedent("""
+        import sys
+        from fidia_jax import cli
+        try:
+            cli.main(["--help"])
+        except SystemExit as e:
+            assert e.code == 0, e.code
+        print(sorted(m for m in sys.modules if m.startswith("fidia_jax.projects.")))
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "COLUMNS": "100"})  # fmt: skip
+    *help_lines, imported = res.stdout.strip().splitlines()
+    assert imported == "[]"
+    for name, project in PROJECTS.items():  # one line each: name and summary
+        assert any(line.split() == [name, *project.summary.split()] for line in help_lines), name
+    assert {"fidia", "proteinmpnn"} <= set(PROJECTS)
 
 
 @pytest.mark.parametrize(
-    ("extra", "needle"),
+    "argv, needle",
     [
-        (["--chains", "Z"], "chain(s) ['Z'] not found; available protein chains: ['A']"),
-        (["--fixed", "A500-510"], "outside chain A"),
-        (["--temperature", "0"], "--temperature must be a positive number"),
-        (["--pdb", "/nonexistent/x.pdb"], "x.pdb: structure file not found"),
-        (["--design-chains", "B"], "design chain(s) ['B'] not among loaded chains"),
+        (["nope", "train"], "argument PROJECT: invalid choice: 'nope'"),
+        (["fidia", "nope"], "argument VERB: invalid choice: 'nope'"),
+        (["proteinmpnn", "train"], "argument VERB: invalid choice: 'train'"),
+        (["fidia"], "the following arguments are required: VERB"),
+        ([], "the following arguments are required: PROJECT"),
     ],
 )
-def test_bad_input_exit_2_one_line_no_files(extra, needle, tmp_path, capsys):
-    out = tmp_path / "out"
-    rc = cli.main(["sample", "--num-samples", "2", "--out", str(out), *extra])
-    captured = capsys.readouterr()
-    assert rc == 2
-    lines = captured.err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fidia-jax: error: ") and needle in lines[0]
-    assert not out.exists()
+def test_bad_project_or_verb_is_a_usage_error(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and needle in capsys.readouterr().err
 
 
-def test_score_bad_fasta(tmp_path, capsys):
-    fasta = tmp_path / "x.fasta"
-    fasta.write_text(">short\nACDE\n")
-    assert cli.main(["score", "--fasta", str(fasta)]) == 2
-    err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and "has 4 residues; expected 58" in err[0]
-    fasta.write_text(">bad\n" + "B" * 58 + "\n")
-    assert cli.main(["score", "--fasta", str(fasta)]) == 2
-    assert "letters outside" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    "short, project, verb, func",
+    [
+        (["sample", "--out", "o"], "proteinmpnn", "sample", "_sample"),
+        (["score", "--fasta", "f"], "proteinmpnn", "score", "_score"),
+        (["train"], "fidia", "train", "_train"),
+        (["evaluate", "--checkpoint", "c"], "fidia", "evaluate", "_evaluate"),
+        (["design", "--checkpoint", "c"], "fidia", "design", "_design"),
+        (["demo"], "fidia", "demo", "_demo"),
+    ],
+)
+def test_short_forms_parse_as_the_project_form(short, project, verb, func):
+    old = cli._parse_args(short)
+    new = cli._parse_args([project, *short])
+    assert vars(old) == vars(new)
+    assert (old.project, old.verb, old.run.__name__) == (project, verb, func)
+
+
+def test_train_both_forms_dispatch_the_same_run(monkeypatch, tmp_path):
+    from fidia_jax.projects.fidia import commands, get_config
+
+    calls = []
+    monkeypatch.setattr(commands, "run_train", lambda *a, **kw: calls.append((a, kw)))
+    for prefix in ([], ["fidia"]):
+        assert cli.main([*prefix, "train", "--config", "tiny", "--workdir", str(tmp_path)]) == 0
+    assert calls[0] == calls[1]
+    (config, workdir), kw = calls[0]
+    assert config == get_config("tiny") and workdir == str(tmp_path)
+    assert kw == {"resume": True, "quiet": False}
 
 
 def test_demo_runs_fidia_demo(monkeypatch, tmp_path):
-    from fidia_jax.projects.fidia import _commands
+    from fidia_jax.projects.fidia import demo
 
     calls = []
-    monkeypatch.setattr(_commands, "run_fidia_demo", lambda out, **kw: calls.append((out, kw)) or {})
+    monkeypatch.setattr(demo, "run_demo", lambda out, **kw: calls.append((out, kw)) or {})
     assert cli.main(["demo", "--out", str(tmp_path / "d"), "--quiet", "--seed", "3"]) == 0
-    ((out, kw),) = calls
-    assert pathlib.Path(out) == tmp_path / "d" and kw == {"seed": 3, "quiet": True}
+    assert cli.main(["fidia", "demo", "--workdir", str(tmp_path / "d"), "--quiet", "--seed", "3"]) == 0
+    for out, kw in calls:
+        assert pathlib.Path(out) == tmp_path / "d" and kw == {"seed": 3, "quiet": True}
 
 
-def test_fasta_reader_errors(tmp_path):
-    from fidia_jax.errors import DataError
+@pytest.mark.slow
+def test_fidia_train_tiny_runs(tmp_path):
+    """``fidia-jax fidia train --config tiny --workdir W`` trains for real (about a minute)."""
+    assert cli.main(["fidia", "train", "--config", "tiny", "--workdir", str(tmp_path), "--quiet"]) == 0
+    assert json.loads((tmp_path / "config.json").read_text())["train"]["num_steps"] == 2
+    assert {"metrics.jsonl", "eval_after.json", "checkpoints"} <= {p.name for p in tmp_path.iterdir()}
 
-    with pytest.raises(DataError, match="not found"):
-        cli.read_fasta(tmp_path / "none.fa")
-    (tmp_path / "a.fa").write_text("ACDE\n>x\nAC\n")
-    with pytest.raises(DataError, match="before the first"):
-        cli.read_fasta(tmp_path / "a.fa")
-    (tmp_path / "b.fa").write_text(">x\nAC\nDE\n\n>y\nW\n")
-    assert cli.read_fasta(tmp_path / "b.fa") == [("x", "ACDE"), ("y", "W")]
+
+# ----------------------------------------------------------------------------- the convention
+_TOY_CONFIGS = '''
+import dataclasses
+from fidia_jax import config as config_lib
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+    data_dir: str | None = None
+
+@dataclasses.dataclass(frozen=True)
+class Train:
+    steps: int = 100
+    lr: float = 1e-3
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    seed: int = 0
+    data: Data = Data()
+    train: Train = Train()
+
+PRESETS = {"tiny": {"train": {"steps": 2}}, "demo": {"train": {"steps": 5}}, "default": {}}
+
+def load_config(name_or_path):
+    return config_lib.load_config(Config, PRESETS, name_or_path)
+'''
+_TOY_TRAIN = '''
+import json, pathlib
+from fidia_jax.config import config_to_dict
+
+def {func}(config, workdir):
+    path = pathlib.Path(workdir)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "{func}.json").write_text(json.dumps(config_to_dict(config)))
+'''
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """A driver package following the convention (configs.py, train.py; no commands.py)."""
+    root = tmp_path_factory.mktemp("toy")
+    pkg = root / "cli_toy_project"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""A toy driver."""\n')
+    (pkg / "configs.py").write_text(_TOY_CONFIGS)
+    (pkg / "train.py").write_text(_TOY_TRAIN.format(func="train_and_evaluate"))
+    sys.path.insert(0, str(root))
+    yield pkg
+    sys.path.remove(str(root))
+    for name in [m for m in sys.modules if m.startswith("cli_toy_project")]:
+        del sys.modules[name]
+
+
+@pytest.fixture()
+def registered(toy, monkeypatch):
+    monkeypatch.setitem(PROJECTS, "toy", Project("cli_toy_project", "a toy driver"))
+    return toy
+
+
+def test_convention_train_set_data_dir(registered, tmp_path, capsys):
+    argv = ["toy", "train", "--config", "tiny", "--set", "train.lr=1", "--set", "seed=7",
+            "--data-dir", "/data", "--workdir", str(tmp_path)]
+    assert cli.main(argv) == 0
+    got = json.loads((tmp_path / "train_and_evaluate.json").read_text())
+    assert got == {"seed": 7, "data": {"data_dir": "/data"}, "train": {"steps": 2, "lr": 1.0}}
+
+
+def test_convention_demo_uses_the_demo_preset_and_no_evaluate_without_evaluate_py(
+    registered, tmp_path, capsys
+):
+    assert cli.main(["toy", "demo", "--workdir", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "train_and_evaluate.json").read_text())["train"]["steps"] == 5
+    with pytest.raises(SystemExit):
+        cli.main(["toy", "--help"])
+    verbs = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("    ")]
+    assert verbs == ["train", "demo"]
+
+
+def test_convention_evaluate_from_evaluate_py(registered, tmp_path):
+    (registered / "evaluate.py").write_text(_TOY_TRAIN.format(func="evaluate"))
+    try:
+        assert cli.main(["toy", "evaluate", "--config", "demo", "--workdir", str(tmp_path)]) == 0
+    finally:
+        (registered / "evaluate.py").unlink()
+    assert json.loads((tmp_path / "evaluate.json").read_text())["train"]["steps"] == 5
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--set", "train.bogus=1"], "override 'train.bogus=1': unknown key 'bogus'"),
+        (["--set", 'train.steps="abc"'], "train.steps must be int, got 'abc'"),
+        (["--config", "nope"], "'nope' is neither a config preset"),
+    ],
+)
+def test_convention_errors_one_line_exit_2(registered, extra, needle, tmp_path, capsys):
+    assert cli.main(["toy", "train", "--workdir", str(tmp_path / "w"), *extra]) == 2
+    assert needle in _one_error_line(capsys)
+    assert not (tmp_path / "w").exists()
+
+
+def test_data_dir_needs_a_data_dir_field():
+    import dataclasses
+
+    from fidia_jax.errors import ConfigError
+
+    @dataclasses.dataclass(frozen=True)
+    class Flat:
+        data_dir: str | None = None
+
+    @dataclasses.dataclass(frozen=True)
+    class NoData:
+        seed: int = 0
+
+    assert cli._with_data_dir(Flat(), "/d") == Flat("/d")
+    with pytest.raises(ConfigError, match="NoData has no data.data_dir or data_dir field"):
+        cli._with_data_dir(NoData(), "/d")

@@ -18,8 +18,9 @@ Training / prefill calls pass ``causal=True, kv_lengths=None``; a decode step pa
 ``causal=False``, ``kv_lengths`` = valid cache length per row and ``rng`` already folded with
 ``(layer, step)`` (``None`` when the caller gave no key).
 
-Kernel implementations live in ``fidia_jax.kernels`` (which must not import ``models``); they are
-registered here lazily through ``_LAZY_IMPLS`` so importing the model never imports a kernel.
+Kernel implementations live in ``fidia_jax.kernels`` (which imports neither ``layers`` nor
+``models``); they are registered here lazily through ``_LAZY_IMPLS`` so importing a model never
+imports a kernel.
 """
 
 from __future__ import annotations

@@ -1,27 +1,31 @@
-"""fidia_jax.models: Flax NNX models (ProteinMPNN, ...)."""
+"""fidia_jax.models: Flax NNX networks (ProteinMPNN, small LLaMA).
 
-from fidia_jax.models._attention import AttentionFn as AttentionFn
-from fidia_jax.models._attention import get_attention_impl as get_attention_impl
-from fidia_jax.models._attention import is_decode_only as is_decode_only
-from fidia_jax.models._attention import list_attention_impls as list_attention_impls
-from fidia_jax.models._attention import register_attention_impl as register_attention_impl
-from fidia_jax.models._attention import xla_attention as xla_attention
+Reusable layers (attention registry, RoPE) live in :mod:`fidia_jax.layers`.
+"""
+
 from fidia_jax.models._llama import Llama as Llama
 from fidia_jax.models._llama import LlamaCache as LlamaCache
 from fidia_jax.models._llama import LlamaConfig as LlamaConfig
-from fidia_jax.models._llama import apply_rope as apply_rope
 from fidia_jax.models._llama import next_token_loss as next_token_loss
-from fidia_jax.models._proteinmpnn import MPNN_ALPHABET as MPNN_ALPHABET
-from fidia_jax.models._proteinmpnn import MPNNInputs as MPNNInputs
-from fidia_jax.models._proteinmpnn import ProteinMPNN as ProteinMPNN
-from fidia_jax.models._proteinmpnn import SampleResult as SampleResult
-from fidia_jax.models._proteinmpnn import ScoreResult as ScoreResult
-from fidia_jax.models._proteinmpnn import load_checkpoint as load_checkpoint
-from fidia_jax.models._proteinmpnn import log_probs as log_probs
-from fidia_jax.models._proteinmpnn import random_decoding_order as random_decoding_order
-from fidia_jax.models._proteinmpnn import sample as sample
-from fidia_jax.models._proteinmpnn import score as score
+from fidia_jax.models._lm_task import LmTask as LmTask
+from fidia_jax.models._lm_task import init_lm_state as init_lm_state
+from fidia_jax.models._lm_task import lm_data_mesh as lm_data_mesh
+from fidia_jax.models._lm_task import make_lm_batch_fn as make_lm_batch_fn
+from fidia_jax.models._lm_task import make_lm_task as make_lm_task
+from fidia_jax.models._lm_task import make_lm_train_step as make_lm_train_step
+from fidia_jax.models._lm_task import place_lm_batch as place_lm_batch
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint as load_torch_checkpoint
+from fidia_jax.models.proteinmpnn import MPNN_ALPHABET as MPNN_ALPHABET
+from fidia_jax.models.proteinmpnn import MPNNInputs as MPNNInputs
+from fidia_jax.models.proteinmpnn import ProteinMPNN as ProteinMPNN
+from fidia_jax.models.proteinmpnn import SampleResult as SampleResult
+from fidia_jax.models.proteinmpnn import ScoreResult as ScoreResult
+from fidia_jax.models.proteinmpnn import load_checkpoint as load_checkpoint
+from fidia_jax.models.proteinmpnn import log_probs as log_probs
+from fidia_jax.models.proteinmpnn import omit_mask as omit_mask
+from fidia_jax.models.proteinmpnn import random_decoding_order as random_decoding_order
+from fidia_jax.models.proteinmpnn import sample as sample
+from fidia_jax.models.proteinmpnn import score as score
 
 __all__ = [
     "MPNN_ALPHABET",
@@ -32,19 +36,20 @@ __all__ = [
     "load_checkpoint",
     "load_torch_checkpoint",
     "log_probs",
+    "omit_mask",
     "random_decoding_order",
     "sample",
     "score",
-    # small LLaMA + attention registry
-    "AttentionFn",
-    "get_attention_impl",
-    "is_decode_only",
-    "list_attention_impls",
-    "register_attention_impl",
-    "xla_attention",
+    # small LLaMA
     "Llama",
     "LlamaCache",
     "LlamaConfig",
-    "apply_rope",
+    "LmTask",
+    "init_lm_state",
+    "lm_data_mesh",
+    "make_lm_batch_fn",
+    "make_lm_task",
+    "make_lm_train_step",
     "next_token_loss",
+    "place_lm_batch",
 ]

@@ -6,7 +6,7 @@ that treat the last layer specially (SCALE) can find it by name. Dense kernels a
 ``(in, out)`` (Flax layout; PyTorch stores ``(out, in)``).
 
 The attention itself is looked up by name (``LlamaConfig.attention_impl``) in
-``fidia_jax.models._attention``; ``"xla"`` is the plain ``jnp`` reference.
+``fidia_jax.layers`` (the attention registry); ``"xla"`` is the plain ``jnp`` reference.
 
 References:
   Touvron et al., "LLaMA: Open and Efficient Foundation Language Models", arXiv:2302.13971.
@@ -24,13 +24,12 @@ import jax.numpy as jnp
 from flax import nnx
 
 from fidia_jax.errors import ConfigError
-from fidia_jax.models._attention import get_attention_impl, is_decode_only
+from fidia_jax.layers import apply_rope, get_attention_impl, is_decode_only
 
 __all__ = [
     "LlamaConfig",
     "LlamaCache",
     "Llama",
-    "apply_rope",
     "next_token_loss",
 ]
 
@@ -118,33 +117,6 @@ class LlamaCache(NamedTuple):
     v: jax.Array
     lengths: jax.Array
     step: jax.Array
-
-
-def apply_rope(x: jax.Array, positions: jax.Array, theta: float = 10000.0) -> jax.Array:
-    """Rotary position embedding, "rotate-half" layout.
-
-    Pair ``(x[..., i], x[..., i + D/2])`` is rotated by angle ``pos * theta ** (-2 i / D)``.
-    (Meta's code rotates interleaved pairs ``(2i, 2i+1)``; the two differ by a fixed permutation
-    of the head dimension of ``wq``/``wk``, so they are equivalent models.)
-
-    Args:
-      x: ``(B, T, H, D)`` with ``D`` even.
-      positions: ``(B, T)`` integer positions.
-      theta: RoPE base.
-
-    Returns:
-      ``(B, T, H, D)`` in ``x.dtype`` (computed in float32).
-    """
-    d = x.shape[-1]
-    half = d // 2
-    inv_freq = theta ** (-jnp.arange(half, dtype=jnp.float32) * 2.0 / d)
-    ang_BxTxF = positions.astype(jnp.float32)[..., None] * inv_freq[None, None, :]
-    cos = jnp.cos(ang_BxTxF)[:, :, None, :]
-    sin = jnp.sin(ang_BxTxF)[:, :, None, :]
-    xf = x.astype(jnp.float32)
-    x1, x2 = xf[..., :half], xf[..., half:]
-    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-    return out.astype(x.dtype)
 
 
 class RMSNorm(nnx.Module):

@@ -115,6 +115,17 @@ def sequential_optimize(
 
     Returns:
       ``(params, opt_state, losses (T,) float32)`` with ``losses[t]`` the loss before step t.
+
+    Example (SGD on ``0.5 ||x - b_t||^2`` with a step-dependent target ``b_t``)::
+
+      >>> import jax.numpy as jnp, optax
+      >>> from fidia_jax import optim
+      >>> loss_fn = lambda x, b: 0.5 * jnp.sum((x - b) ** 2)
+      >>> batch_fn = lambda t: jnp.sin(t.astype(jnp.float32)) * jnp.ones(2)
+      >>> x, _, losses = optim.sequential_optimize(loss_fn, optax.sgd(0.1), jnp.zeros(2),
+      ...                                          batch_fn, num_steps=64)
+      >>> losses.shape, round(float(x[0]), 4)
+      ((64,), -0.0788)
     """
     if opt_state is None:
         opt_state = optimizer.init(params)
@@ -177,6 +188,18 @@ def paso(
 
     Raises:
       ConfigError: invalid window, steps, mode, tolerance or mesh.
+
+    Example (the problem of :func:`sequential_optimize`'s example: 64 steps in 38 sequential
+    rounds of a window of 8, equal to sequential training)::
+
+      >>> import jax.numpy as jnp, optax
+      >>> from fidia_jax import optim
+      >>> loss_fn = lambda x, b: 0.5 * jnp.sum((x - b) ** 2)
+      >>> batch_fn = lambda t: jnp.sin(t.astype(jnp.float32)) * jnp.ones(2)
+      >>> res = optim.paso(loss_fn, optax.sgd(0.1), jnp.zeros(2), batch_fn, num_steps=64,
+      ...                  window=8)
+      >>> int(res.num_iterations), int(res.num_grad_evals), round(float(res.params[0]), 4)
+      (38, 289, -0.0788)
     """
     if int(num_steps) < 1:
         raise ConfigError(f"num_steps must be >= 1, got {num_steps}")

@@ -57,6 +57,13 @@ def path_to_name(path: Sequence[Any]) -> str:
     """``"layers/0/attention/wq/kernel"`` from a ``jax.tree_util`` key path.
 
     ``GetAttrKey('value')`` (the array inside an ``nnx.Variable``) is dropped.
+
+    Example:
+      >>> import jax
+      >>> from fidia_jax import optim
+      >>> [(path, _)] = jax.tree_util.tree_flatten_with_path({"layers": [{"kernel": 0}]})[0]
+      >>> optim.path_to_name(path)
+      'layers/0/kernel'
     """
     parts = []
     for k in path:
@@ -109,6 +116,14 @@ def column_rms_normalize(
 
     Returns:
       array of ``g.shape`` and ``g.dtype`` whose every output unit has RMS 1 (unless clamped).
+
+    Example (column 0 has RMS ``sqrt((9 + 16) / 2)``; the zero column stays zero)::
+
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from fidia_jax import optim
+      >>> u = optim.column_rms_normalize(jnp.array([[3.0, 0.0], [4.0, 0.0]]), axes=(0,))
+      >>> np.asarray(u, np.float64).round(4).tolist()
+      [[0.8485, 0.0], [1.1314, 0.0]]
     """
     gf = g.astype(jnp.float32)
     rms = jnp.sqrt(jnp.mean(gf * gf, axis=tuple(axes), keepdims=True))
@@ -135,6 +150,15 @@ def scale_by_column_rms(
 
     Raises:
       ConfigError: (at update time) a leaf with fewer than 2 dimensions, or invalid axes.
+
+    Example::
+
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from fidia_jax import optim
+      >>> tx = optim.scale_by_column_rms()
+      >>> u, _ = tx.update({"w": jnp.array([[3.0, 1.0], [4.0, -1.0]])}, tx.init(None))
+      >>> np.asarray(u["w"], np.float64).round(4).tolist()
+      [[0.8485, 1.0], [1.1314, -1.0]]
     """
 
     def init_fn(params):
@@ -189,6 +213,15 @@ def scale_param_labels(
 
     Raises:
       ConfigError: no ``>= 2-D`` leaf matches (and ``require_last_layer``), or several do.
+
+    Example::
+
+      >>> import jax.numpy as jnp
+      >>> from fidia_jax import optim
+      >>> params = {"hidden": {"kernel": jnp.ones((3, 4)), "bias": jnp.zeros(4)},
+      ...           "lm_head": {"kernel": jnp.ones((4, 2))}}
+      >>> optim.scale_param_labels(params)
+      {'hidden': {'bias': 'vector', 'kernel': 'matrix'}, 'lm_head': {'kernel': 'last_layer'}}
     """
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
     names = [path_to_name(p) for p, _ in flat]
@@ -265,12 +298,22 @@ def scale(
     Raises:
       ConfigError: (at ``init``) missing or ambiguous last layer.
 
-    Example::
+    Example (every group's first update has size ``lr`` per entry: column-normalised
+    constant gradients for the matrices, the normalised momentum ``0.1 * g`` for the head, and
+    AdamW's first step ``lr * sign(g)`` for the bias)::
 
-      opt = scale(optax.cosine_decay_schedule(1e-3, 1000))
-      state = opt.init(params)
-      updates, state = opt.update(grads, state, params)
-      params = optax.apply_updates(params, updates)
+      >>> import jax, jax.numpy as jnp, optax
+      >>> from fidia_jax import optim
+      >>> params = {"hidden": {"kernel": jnp.ones((3, 4)), "bias": jnp.zeros(4)},
+      ...           "lm_head": {"kernel": jnp.ones((4, 2))}}
+      >>> grads = {"hidden": {"kernel": jnp.full((3, 4), 2.0), "bias": jnp.ones(4)},
+      ...          "lm_head": {"kernel": jnp.full((4, 2), -5.0)}}
+      >>> opt = optim.scale(0.1)
+      >>> state = opt.init(params)
+      >>> updates, state = opt.update(grads, state, params)
+      >>> params = optax.apply_updates(params, updates)
+      >>> [round(float(u.ravel()[0]), 4) for u in jax.tree.leaves(updates)]
+      [-0.1, -0.1, 0.1]
     """
     if adam_learning_rate is None:
         adam_learning_rate = learning_rate

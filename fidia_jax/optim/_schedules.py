@@ -36,6 +36,14 @@ def exponential_horizon_schedule(
     Raises:
       ConfigError: non-positive ``init_value``, ``horizon`` or ``beta``.
 
+    Example::
+
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from fidia_jax import optim
+      >>> eta = optim.exponential_horizon_schedule(1.0, horizon=100)
+      >>> np.asarray(eta(jnp.array([0, 50, 100])), np.float64).round(4).tolist()
+      [1.0, 0.1, 0.01]
+
     References:
       Li, Schmidt, Babanezhad, Vaswani, "Towards Parameter-Free Temporal Difference
       Learning", arXiv:2603.02577 (2026).
@@ -68,6 +76,14 @@ def inverse_time_schedule(init_value: float, offset: float = 1.0) -> optax.Sched
 
     Raises:
       ConfigError: non-positive arguments.
+
+    Example::
+
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from fidia_jax import optim
+      >>> eta = optim.inverse_time_schedule(1.0, offset=10.0)
+      >>> np.asarray(eta(jnp.array([0, 10, 30])), np.float64).round(4).tolist()
+      [1.0, 0.5, 0.25]
     """
     if isinstance(init_value, int | float) and not init_value > 0 or not offset > 0:
         raise ConfigError(f"init_value and offset must be > 0, got {init_value}, {offset}")

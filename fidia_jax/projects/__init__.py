@@ -1,8 +1,60 @@
-"""fidia_jax.projects: one driver package per paper.
+"""fidia_jax.projects: one driver package per paper, and the registry the command line reads.
 
 A driver reads a config, loops over training steps, writes files and reports; everything a second
 method could call lives in the primitive packages (``models``, ``layers``, ``rl``, ``optim``,
 ``kernels``, ``protein``, ``data``). Nothing in the library imports a driver except the command
-line (:mod:`fidia_jax.cli`), through the registry below, so ``import fidia_jax.projects`` imports
-no project.
+line (:mod:`fidia_jax.cli`), through :data:`PROJECTS` below, which holds only strings: ``import
+fidia_jax.projects`` imports no project, and ``fidia-jax --help`` lists them without importing any.
+
+Driver convention (``fidia_jax/projects/<name>/``, the flax-examples file set)::
+
+  __init__.py   docstring: the paper (authors, title, venue, link) and the primitives it uses;
+                re-exports the driver's public names with ``__all__``.
+  configs.py    a frozen config dataclass, ``PRESETS`` (``tiny`` for tests, ``demo`` for a short
+                CPU run, ``default`` for the paper-scale run) and ``get_config(name)`` /
+                ``load_config(name_or_file)`` wrappers over :mod:`fidia_jax.config`.
+  train.py      ``train_and_evaluate(config, workdir)``               -> verb ``train``
+  evaluate.py   ``evaluate(config, workdir)`` (evaluation-only methods) -> verb ``evaluate``
+  commands.py   optional: ``add_commands(subparsers)`` for extra or customised verbs.
+
+How ``fidia-jax <project> <verb>`` finds the verbs (only the named project is imported):
+
+1. If the package has ``commands.py``, its ``add_commands(subparsers)`` adds verbs to the
+   project's ``argparse`` subparsers object. Each verb parser sets the function that runs it,
+   ``parser.set_defaults(run=fn)``; the CLI calls ``fn(args)`` with the parsed namespace.
+2. Then, for every verb not added in step 1, the convention: with ``configs.py``,
+   ``train`` exists when ``train.py`` does, ``evaluate`` when ``evaluate.py`` does, and ``demo``
+   when either does (it runs the ``demo`` preset). They take
+   ``[--config NAME|FILE] [--set a.b=v ...] [--workdir DIR] [--data-dir DIR]``: the config is
+   ``configs.load_config(NAME|FILE)`` with the ``--set`` overrides
+   (:func:`fidia_jax.config.override_config`), then ``--data-dir`` stored in ``data.data_dir``
+   or ``data_dir``, whichever field the config has.
+
+Every :class:`fidia_jax.errors.FidiaError` a verb raises becomes one line
+``fidia-jax: error: ...`` on stderr and exit code 2.
+
+Registering a project is one line in :data:`PROJECTS`.
 """
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["PROJECTS", "Project"]
+
+
+class Project(NamedTuple):
+    """One registry entry: the driver's import path and a one-line summary for ``--help``."""
+
+    module: str
+    summary: str
+
+
+#: Project name (the first word after ``fidia-jax``) -> driver package and summary.
+PROJECTS: dict[str, Project] = {
+    "attention": Project("fidia_jax.projects.attention", "SANTA, Attn-QAT: sampled decode attention, FP4 attention training"),
+    "fidia": Project("fidia_jax.projects.fidia", "FIDIA: Best-of-N-aligned RL fine-tuning of ProteinMPNN"),
+    "optimizers": Project("fidia_jax.projects.optimizers", "SCALE, PASO: byte-level LLaMA LM, any optax optimiser"),
+    "proteinmpnn": Project("fidia_jax.projects.proteinmpnn", "ProteinMPNN: sample and score sequences for a backbone"),
+    "td": Project("fidia_jax.projects.td", "TD(0) with exponential step sizes vs constant and 1/t, on random MRPs"),
+}  # fmt: skip

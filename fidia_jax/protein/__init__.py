@@ -1,5 +1,8 @@
 """fidia_jax.protein: structure I/O, featurisation, motif specifications."""
 
+from fidia_jax.protein._design import DesignSetup as DesignSetup
+from fidia_jax.protein._design import prepare_design as prepare_design
+from fidia_jax.protein._fasta import read_fasta as read_fasta
 from fidia_jax.protein._geometry import SSE_CODES as SSE_CODES
 from fidia_jax.protein._geometry import cb_neighbor_counts as cb_neighbor_counts
 from fidia_jax.protein._geometry import kabsch as kabsch
@@ -16,25 +19,6 @@ from fidia_jax.protein._motif import load_motifbench_cases as load_motifbench_ca
 from fidia_jax.protein._motif import load_rfdiffusion_benchmark as load_rfdiffusion_benchmark
 from fidia_jax.protein._motif import motif_segments as motif_segments
 from fidia_jax.protein._motif import parse_motif_spec as parse_motif_spec
-from fidia_jax.protein._rewards import COMPONENTS as COMPONENTS
-from fidia_jax.protein._rewards import ProxyThresholds as ProxyThresholds
-from fidia_jax.protein._rewards import RewardBreakdown as RewardBreakdown
-from fidia_jax.protein._rewards import RewardConfig as RewardConfig
-from fidia_jax.protein._rewards import RewardFeatures as RewardFeatures
-from fidia_jax.protein._rewards import RewardModel as RewardModel
-from fidia_jax.protein._rewards import RewardResult as RewardResult
-from fidia_jax.protein._rewards import Standardizer as Standardizer
-from fidia_jax.protein._rewards import StructurePredictor as StructurePredictor
-from fidia_jax.protein._rewards import combine_rewards as combine_rewards
-from fidia_jax.protein._rewards import developability_score as developability_score
-from fidia_jax.protein._rewards import fit_standardizer as fit_standardizer
-from fidia_jax.protein._rewards import make_reward_features as make_reward_features
-from fidia_jax.protein._rewards import sequence_terms as sequence_terms
-from fidia_jax.protein._rewards import standardize as standardize
-from fidia_jax.protein._rewards import structure_success as structure_success
-from fidia_jax.protein._rewards_judge import DEFAULT_JUDGE_CHECKPOINTS as DEFAULT_JUDGE_CHECKPOINTS
-from fidia_jax.protein._rewards_judge import Judge as Judge
-from fidia_jax.protein._rewards_judge import JudgeConfig as JudgeConfig
 from fidia_jax.protein._rewards_terms import HYDROPATHY_KD as HYDROPATHY_KD
 from fidia_jax.protein._rewards_terms import SSE_PROPENSITY as SSE_PROPENSITY
 from fidia_jax.protein._rewards_terms import burial_score as burial_score
@@ -48,6 +32,8 @@ from fidia_jax.protein._rewards_terms import sse_score as sse_score
 from fidia_jax.protein._rewards_terms import unpaired_cys_count as unpaired_cys_count
 from fidia_jax.protein._structure import default_backbone_path as default_backbone_path
 from fidia_jax.protein._structure import load_structure as load_structure
+from fidia_jax.protein._success import StructurePredictor as StructurePredictor
+from fidia_jax.protein._success import structure_success as structure_success
 from fidia_jax.protein._tasks import ENZYME_PDB_IDS as ENZYME_PDB_IDS
 from fidia_jax.protein._tasks import EPITOPE_PDB_IDS as EPITOPE_PDB_IDS
 from fidia_jax.protein._tasks import DesignTask as DesignTask
@@ -68,6 +54,10 @@ __all__: list[str] = [
     "Protein",
     "default_backbone_path",
     "load_structure",
+    "read_fasta",
+    # design problems on a structure (designed chains, fixed motif)
+    "DesignSetup",
+    "prepare_design",
     # motif specifications and benchmark tables
     "MotifBenchCase",
     "MotifInfo",
@@ -98,11 +88,7 @@ __all__: list[str] = [
     "load_tasks",
     "restrict_to_chains",
     "task_from_structure",
-    # FIDIA rewards: judge ensemble
-    "DEFAULT_JUDGE_CHECKPOINTS",
-    "Judge",
-    "JudgeConfig",
-    # FIDIA rewards: sequence terms
+    # sequence terms (judge-free; FIDIA's composite reward in fidia_jax.projects.fidia builds on them)
     "HYDROPATHY_KD",
     "SSE_PROPENSITY",
     "burial_score",
@@ -114,21 +100,7 @@ __all__: list[str] = [
     "sequon_count",
     "sse_score",
     "unpaired_cys_count",
-    # FIDIA rewards: composite reward and success criteria
-    "COMPONENTS",
-    "ProxyThresholds",
-    "RewardBreakdown",
-    "RewardConfig",
-    "RewardFeatures",
-    "RewardModel",
-    "RewardResult",
-    "Standardizer",
+    # success criteria on a predicted structure
     "StructurePredictor",
-    "combine_rewards",
-    "developability_score",
-    "fit_standardizer",
-    "make_reward_features",
-    "sequence_terms",
-    "standardize",
     "structure_success",
 ]

@@ -300,7 +300,7 @@ def load_rfdiffusion_tasks(
     """
     tasks, seen = [], set()
     for prob in load_rfdiffusion_benchmark(data_dir):
-        segs = motif_segments(prob.contig)
+        segs = motif_segments(prob.contig, scaffold_lengths=True)
         design_chains = tuple(dict.fromkeys(s.chain for s in segs))
         group = prob.pdb_path.stem.split("_")[0].upper()
         key = (prob.pdb_path.name, tuple(str(s) for s in segs))
@@ -311,10 +311,10 @@ def load_rfdiffusion_tasks(
         full = load_structure(prob.pdb_path)
         partners: tuple[str, ...] = ()
         if kind == "enzyme":
-            motif_full = parse_motif_spec(prob.contig, full)
+            motif_full = parse_motif_spec(prob.contig, full, scaffold_lengths=True)
             partners = _contact_chains(full, motif_full, design_chains, partner_radius)
         protein = load_structure(prob.pdb_path, chains=list(design_chains + partners))
-        motif = parse_motif_spec(prob.contig, protein)
+        motif = parse_motif_spec(prob.contig, protein, scaffold_lengths=True)
         redesign = (
             parse_motif_spec(prob.redesign, protein)
             if prob.redesign.strip()

@@ -1,38 +1,62 @@
-"""fidia_jax.rl."""
+"""fidia_jax.rl: reinforcement-learning primitives, one pure function per concept (rlax style).
 
+Every function acts on a single stream (one prompt's group of samples ``rewards_n``, one
+sequence's steps ``logp_t``, one transition ``phi_tm1, r_t, phi_t``) and is batched by the caller
+with ``jax.vmap``. Arguments are named by index: ``_n`` over samples of a group, ``_t`` over
+steps, ``_tm1`` for the previous step.
+"""
+
+from ._advantages import grpo_advantages as grpo_advantages
+from ._advantages import pkpo_advantages as pkpo_advantages
+from ._advantages import rloo_advantages as rloo_advantages
 from ._best_of_n import max_at_k as max_at_k
 from ._best_of_n import max_at_k_effective_rewards as max_at_k_effective_rewards
 from ._best_of_n import max_at_k_weights as max_at_k_weights
 from ._best_of_n import pass_at_k as pass_at_k
 from ._best_of_n import pass_at_k_effective_rewards as pass_at_k_effective_rewards
+from ._dpo import dpo_loss as dpo_loss
+from ._dpo import dpo_pair as dpo_pair
+from ._policy_gradient import K3_LOG_RATIO_MAX as K3_LOG_RATIO_MAX
+from ._policy_gradient import clipped_surrogate as clipped_surrogate
+from ._policy_gradient import k3_kl as k3_kl
 from ._td import LinearMRP as LinearMRP
 from ._td import linear_td0_direction as linear_td0_direction
 from ._td import linear_td0_error as linear_td0_error
 from ._td import linear_td0_update as linear_td0_update
-from ._td import random_linear_mrp as random_linear_mrp
-from ._td import run_linear_td0 as run_linear_td0
 from ._td import sample_transition_iid as sample_transition_iid
 from ._td import sample_transition_markov as sample_transition_markov
 from ._td import stationary_distribution as stationary_distribution
 from ._td import td_fixed_point as td_fixed_point
+from ._td import td_linear_system as td_linear_system
 from ._td import td_param_error as td_param_error
 
 __all__: list[str] = [
+    # Best-of-N estimators and their effective rewards
     "max_at_k",
     "max_at_k_effective_rewards",
     "max_at_k_weights",
     "pass_at_k",
     "pass_at_k_effective_rewards",
+    # group advantages
+    "grpo_advantages",
+    "pkpo_advantages",
+    "rloo_advantages",
+    # per-step policy-gradient terms
+    "K3_LOG_RATIO_MAX",
+    "clipped_surrogate",
+    "k3_kl",
+    # preference optimisation
+    "dpo_loss",
+    "dpo_pair",
     # TD(0) with linear function approximation
     "LinearMRP",
     "linear_td0_direction",
     "linear_td0_error",
     "linear_td0_update",
-    "random_linear_mrp",
-    "run_linear_td0",
     "sample_transition_iid",
     "sample_transition_markov",
     "stationary_distribution",
     "td_fixed_point",
+    "td_linear_system",
     "td_param_error",
 ]

@@ -61,6 +61,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fidia_jax import _checks
+
 __all__ = [
     "max_at_k",
     "max_at_k_weights",
@@ -121,20 +123,15 @@ def _check_k(n: int, k, name: str) -> int:
 def _check_stream(rewards_n, name: str) -> jax.Array:
     """``rewards_n`` as an array of rank 1 with at least one sample (any dtype)."""
     rewards_n = jnp.asarray(rewards_n)
-    if rewards_n.ndim != 1:
-        raise ValueError(
-            f"{name}: rewards_n must have rank 1 (one stream of n samples; vmap to batch), "
-            f"got shape {rewards_n.shape}."
-        )
-    if rewards_n.shape[0] < 1:
-        raise ValueError(f"{name}: rewards_n must hold at least one sample.")
+    _checks.assert_rank(rewards_n, 1, "rewards_n", where=name,
+                        detail="one stream of n samples; vmap to batch")
+    _checks.assert_min_length(rewards_n, 1, "rewards_n", where=name, what="samples")
     return rewards_n
 
 
 def _check_rewards(rewards_n, name: str) -> jax.Array:
     rewards_n = _check_stream(rewards_n, name)
-    if not jnp.issubdtype(rewards_n.dtype, jnp.floating):
-        raise ValueError(f"{name}: rewards_n must be floating point, got dtype {rewards_n.dtype}.")
+    _checks.assert_floating(rewards_n, "rewards_n", where=name)
     return rewards_n
 
 
@@ -230,10 +227,10 @@ def max_at_k_effective_rewards(
     rewards_n = _check_rewards(rewards_n, name)
     n = rewards_n.shape[0]
     k = _check_k(n, k, name)
-    if baseline not in _BASELINES:
-        raise ValueError(f"{name}: baseline must be one of {_BASELINES}, got {baseline!r}.")
-    if baseline != "none" and n == 1:
-        raise ValueError(f"{name}: a leave-one-out baseline needs n >= 2 samples.")
+    _checks.assert_in(baseline, _BASELINES, "baseline", where=name)
+    if baseline != "none":
+        _checks.assert_min_length(rewards_n, 2, "rewards_n", where=name,
+                                  what="samples for a leave-one-out baseline")
     if baseline == "loo-1" and k == 1:
         baseline = "loo"
     if baseline == "loo" and k >= n:
@@ -274,13 +271,9 @@ def max_at_k_effective_rewards(
 
 def _check_binary(rewards_n, name: str) -> jax.Array:
     rewards_n = _check_stream(rewards_n, name)
-    if rewards_n.dtype == jnp.bool_:
-        return rewards_n.astype(jnp.float32)
-    if not jnp.issubdtype(rewards_n.dtype, jnp.floating):
-        raise ValueError(
-            f"{name}: rewards_n must be bool or floating 0/1, got dtype {rewards_n.dtype}."
-        )
-    return rewards_n
+    _checks.assert_type(rewards_n, (jnp.bool_, jnp.floating), "rewards_n", where=name,
+                        detail="0/1 values")
+    return rewards_n.astype(jnp.float32) if rewards_n.dtype == jnp.bool_ else rewards_n
 
 
 def _comb_ratio(top: jax.Array, n: int, m: int, dtype) -> jax.Array:
@@ -346,8 +339,7 @@ def pass_at_k_effective_rewards(
     rewards_n = _check_binary(rewards_n, name)
     n = rewards_n.shape[0]
     k = _check_k(n, k, name)
-    if baseline not in ("none", "loo-1"):
-        raise ValueError(f"{name}: baseline must be 'none' or 'loo-1', got {baseline!r}.")
+    _checks.assert_in(baseline, ("none", "loo-1"), "baseline", where=name)
     dtype = rewards_n.dtype
     f = (rewards_n > 0.5).astype(dtype)
     c = jnp.sum(f)
@@ -356,8 +348,8 @@ def pass_at_k_effective_rewards(
         fail_value = kn * (1.0 - _comb_ratio(n - 1 - c, n - 1, k - 1, dtype))
         return jnp.where(f > 0, kn, fail_value)
     if k == 1:
-        if n == 1:
-            raise ValueError(f"{name}: the leave-one-out baseline needs n >= 2 samples.")
+        _checks.assert_min_length(rewards_n, 2, "rewards_n", where=name,
+                                  what="samples for a leave-one-out baseline")
         return (f - (c - f) / (n - 1)) / n
     # C(n-c, k-1) / C(n, k) = (k/n) * C(n-c, k-1) / C(n-1, k-1)
     success_value = kn * _comb_ratio(n - c, n - 1, k - 1, dtype)

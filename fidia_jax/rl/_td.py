@@ -1,5 +1,5 @@
-"""TD(0) with linear function approximation: pure single-transition functions (rlax style),
-a random Markov-reward-process generator, the exact TD fixed point and a scan-based runner.
+"""TD(0) with linear function approximation: pure single-transition functions (rlax style), a
+finite Markov reward process with its transition samplers, and the exact TD fixed point.
 
 Value estimate ``V(s) = phi(s) @ theta``. For a transition ``(s_tm1, r_t, s_t)``::
 
@@ -15,6 +15,9 @@ The TD fixed point solves ``A theta = b`` with ``A = Phi^T D (Phi - gamma P Phi)
 ``b = Phi^T D r_bar`` (``D = diag(mu)``, ``mu`` the stationary distribution); the regularised
 one solves ``(A + l2_reg I) theta = b``.
 
+The random-MRP generator and the scan-based experiment runner of the exponential-step TD(0)
+paper live in its driver, :mod:`fidia_jax.projects.td`.
+
 References:
   Sutton, "Learning to predict by the methods of temporal differences", Mach. Learn. 1988.
   Tsitsiklis & Van Roy, "An analysis of temporal-difference learning with function
@@ -25,30 +28,25 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from fidia_jax import _checks
 
 __all__ = [
     "LinearMRP",
     "linear_td0_error",
     "linear_td0_direction",
     "linear_td0_update",
-    "random_linear_mrp",
     "td_fixed_point",
+    "td_linear_system",
     "stationary_distribution",
     "sample_transition_iid",
     "sample_transition_markov",
-    "run_linear_td0",
     "td_param_error",
 ]
-
-
-def _check_vec(name, x, ndim):
-    if jnp.ndim(x) != ndim:
-        raise ValueError(f"{name} must have rank {ndim}, got shape {jnp.shape(x)}")
 
 
 def linear_td0_error(
@@ -68,6 +66,15 @@ def linear_td0_error(
 
     Raises:
       ValueError: wrong ranks.
+
+    Example:
+      >>> from fidia_jax import rl
+      >>> theta, phi_tm1, phi_t = jnp.array([1.0, -2.0]), jnp.array([0.5, 0.5]), jnp.eye(2)[0]
+      >>> r_t, discount_t = jnp.float32(2.0), jnp.float32(0.9)
+      >>> print(rl.linear_td0_error(theta, phi_tm1, r_t, discount_t, phi_t))  # 2 + .9 + .5
+      3.4
+      >>> print(rl.linear_td0_update(theta, phi_tm1, r_t, discount_t, phi_t, 0.1))
+      [ 1.17 -1.83]
     """
     for name, x, nd in (
         ("theta", theta, 1),
@@ -76,7 +83,7 @@ def linear_td0_error(
         ("r_t", r_t, 0),
         ("discount_t", discount_t, 0),
     ):
-        _check_vec(name, x, nd)
+        _checks.assert_rank(x, nd, name, where="linear_td0_error")
     return r_t + discount_t * jnp.dot(phi_t, theta) - jnp.dot(phi_tm1, theta)
 
 
@@ -121,6 +128,18 @@ class LinearMRP(NamedTuple):
       rewards: ``(S, S)`` reward ``R[s, s']`` of the transition ``s -> s'``.
       features: ``(S, d)`` feature matrix ``Phi`` (rows of norm <= 1).
       discount: ``()`` ``gamma`` in ``[0, 1)``.
+
+    Example (two states, tabular features; the generator of random ones is
+    :func:`fidia_jax.projects.td.random_linear_mrp`):
+
+      >>> from fidia_jax import rl
+      >>> mrp = rl.LinearMRP(transition=jnp.full((2, 2), 0.5),
+      ...                    rewards=jnp.array([[1.0, 1.0], [0.0, 0.0]]),
+      ...                    features=jnp.eye(2), discount=jnp.float32(0.5))
+      >>> print(rl.stationary_distribution(mrp.transition))
+      [0.5 0.5]
+      >>> print(rl.td_fixed_point(mrp))  # tabular: the true values V = r_bar + gamma P V
+      [1.5 0.5]
     """
 
     transition: jax.Array
@@ -129,55 +148,39 @@ class LinearMRP(NamedTuple):
     discount: jax.Array
 
 
-def random_linear_mrp(
-    key: jax.Array,
-    n_states: int = 20,
-    n_features: int = 5,
-    discount: float = 0.9,
-    *,
-    sparsity: float = 0.0,
-) -> LinearMRP:
-    """A random MRP: Dirichlet(1) transition rows, uniform rewards in ``[0, 1]``, Gaussian
-    features with rows normalised to unit norm (full column rank with probability 1).
+def stationary_distribution(transition: jax.Array) -> jax.Array:
+    """``mu`` with ``mu @ P = mu``, ``sum(mu) = 1`` (linear solve; ``(S,)``).
 
     Args:
-      key: PRNG key (vmap over keys for a batch of MRPs).
-      n_states: ``S``.
-      n_features: ``d <= S``.
-      discount: ``gamma``.
-      sparsity: fraction of transition entries zeroed before renormalising (each row keeps
-        its self-loop, so the chain stays aperiodic); slower mixing for Markovian tests.
+      transition: ``(S, S)`` row-stochastic matrix of an irreducible chain.
 
     Returns:
-      :class:`LinearMRP`.
-
-    Raises:
-      ValueError: ``n_features > n_states`` or discount outside ``[0, 1)``.
+      ``(S,)`` float32.
     """
-    if n_features > n_states:
-        raise ValueError(f"n_features={n_features} must be <= n_states={n_states}")
-    if not 0.0 <= discount < 1.0:
-        raise ValueError(f"discount must be in [0, 1), got {discount}")
-    kp, kr, kf, ks = jax.random.split(key, 4)
-    p = jax.random.dirichlet(kp, jnp.ones((n_states,)), (n_states,))
-    if sparsity > 0:
-        keep = jax.random.uniform(ks, (n_states, n_states)) >= sparsity
-        keep = keep | jnp.eye(n_states, dtype=bool)
-        p = jnp.where(keep, p + 1e-3, 0.0)
-        p = p / jnp.sum(p, axis=1, keepdims=True)
-    r = jax.random.uniform(kr, (n_states, n_states))
-    phi = jax.random.normal(kf, (n_states, n_features))
-    phi = phi / jnp.linalg.norm(phi, axis=1, keepdims=True)
-    return LinearMRP(p, r, phi, jnp.asarray(discount, jnp.float32))
-
-
-def stationary_distribution(transition: jax.Array) -> jax.Array:
-    """``mu`` with ``mu @ P = mu``, ``sum(mu) = 1`` (linear solve; ``(S,)``)."""
     s = transition.shape[0]
     # Replace one balance equation by the normalisation constraint.
     a = (jnp.eye(s) - transition.T).at[-1].set(1.0)
     rhs = jnp.zeros((s,)).at[-1].set(1.0)
     return jnp.linalg.solve(a, rhs)
+
+
+def td_linear_system(mrp: LinearMRP) -> tuple[jax.Array, jax.Array]:
+    """``(A, b)`` of the expected TD(0) update ``E[delta phi_tm1] = b - A theta``.
+
+    ``A = Phi^T D (Phi - gamma P Phi)``, ``b = Phi^T D r_bar`` with ``D = diag(mu)`` (``mu`` the
+    stationary distribution) and ``r_bar[s] = sum_s' P[s, s'] R[s, s']``. The smallest
+    eigenvalue of ``(A + A^T) / 2`` is the ``omega`` that ``1/t`` step-size theory needs.
+
+    Returns:
+      ``(A (d, d), b (d,))`` float32.
+    """
+    p, r, phi, gamma = mrp
+    mu = stationary_distribution(p)
+    r_bar = jnp.sum(p * r, axis=1)
+    d_phi = phi * mu[:, None]
+    a = d_phi.T @ (phi - gamma * (p @ phi))
+    b = d_phi.T @ r_bar
+    return a, b
 
 
 def td_fixed_point(mrp: LinearMRP, l2_reg: float | jax.Array = 0.0) -> jax.Array:
@@ -190,24 +193,25 @@ def td_fixed_point(mrp: LinearMRP, l2_reg: float | jax.Array = 0.0) -> jax.Array
     Returns:
       ``(d,)`` ``theta*`` (float32).
     """
-    p, r, phi, gamma = mrp
-    mu = stationary_distribution(p)
-    r_bar = jnp.sum(p * r, axis=1)
-    d_phi = phi * mu[:, None]
-    a = d_phi.T @ (phi - gamma * (p @ phi))
-    b = d_phi.T @ r_bar
-    return jnp.linalg.solve(a + l2_reg * jnp.eye(phi.shape[1]), b)
+    a, b = td_linear_system(mrp)
+    return jnp.linalg.solve(a + l2_reg * jnp.eye(mrp.features.shape[1]), b)
 
 
 def td_param_error(mrp: LinearMRP, theta: jax.Array, theta_star: jax.Array) -> jax.Array:
-    """``||Phi (theta - theta*)||_D^2`` (stationary-distribution-weighted value error)."""
+    """``||Phi (theta - theta*)||_D^2`` (stationary-distribution-weighted value error); ``()``."""
     mu = stationary_distribution(mrp.transition)
     diff = mrp.features @ (theta - theta_star)
     return jnp.sum(mu * diff * diff)
 
 
 def sample_transition_iid(key: jax.Array, mrp: LinearMRP, mu: jax.Array):
-    """``s ~ mu``, ``s' ~ P[s]``; returns ``(s, s', phi_tm1, r_t, phi_t)``."""
+    """``s ~ mu``, ``s' ~ P[s]``; returns ``(s, s', phi_tm1, r_t, phi_t)``.
+
+    Args:
+      key: PRNG key (two draws: the state, then its successor).
+      mrp: the process.
+      mu: ``(S,)`` state distribution (usually :func:`stationary_distribution`).
+    """
     k1, k2 = jax.random.split(key)
     s = jax.random.categorical(k1, jnp.log(mu))
     return _step_from(k2, mrp, s)
@@ -221,48 +225,3 @@ def sample_transition_markov(key: jax.Array, mrp: LinearMRP, s: jax.Array):
 def _step_from(key, mrp, s):
     s_next = jax.random.categorical(key, jnp.log(mrp.transition[s]))
     return s, s_next, mrp.features[s], mrp.rewards[s, s_next], mrp.features[s_next]
-
-
-def run_linear_td0(
-    key: jax.Array,
-    mrp: LinearMRP,
-    schedule: Callable[[jax.Array], jax.Array],
-    num_steps: int,
-    *,
-    markovian: bool = False,
-    l2_reg: float | jax.Array = 0.0,
-    theta0: jax.Array | None = None,
-) -> jax.Array:
-    """Runs ``num_steps`` TD(0) updates from ``theta0`` (default zeros) with ``lax.scan``.
-
-    Args:
-      key: PRNG key for sampling.
-      mrp: the process (vmap over keys and MRPs for batches).
-      schedule: ``t -> eta_t`` (any optax schedule), evaluated at ``t = 0 .. num_steps - 1``.
-      num_steps: ``T`` (static).
-      markovian: sample one trajectory (started from the stationary distribution) instead of
-        i.i.d. transitions from ``mu``.
-      l2_reg: regulariser ``lambda`` of the regularised TD(0).
-      theta0: ``(d,)`` initial weights.
-
-    Returns:
-      ``(d,)`` last iterate ``theta_T``.
-    """
-    d = mrp.features.shape[1]
-    theta = jnp.zeros((d,), jnp.float32) if theta0 is None else theta0
-    mu = stationary_distribution(mrp.transition)
-    k0, key = jax.random.split(key)
-    s0 = jax.random.categorical(k0, jnp.log(mu))
-
-    def body(carry, t):
-        theta, s = carry
-        k = jax.random.fold_in(key, t)
-        if markovian:
-            _, s_next, phi_tm1, r, phi_t = sample_transition_markov(k, mrp, s)
-        else:
-            _, s_next, phi_tm1, r, phi_t = sample_transition_iid(k, mrp, mu)
-        theta = linear_td0_update(theta, phi_tm1, r, mrp.discount, phi_t, schedule(t), l2_reg)
-        return (theta, s_next), None
-
-    (theta, _), _ = jax.lax.scan(body, (theta, s0), jnp.arange(num_steps))
-    return theta

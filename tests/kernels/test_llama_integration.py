@@ -8,13 +8,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax.models import (
-    Llama,
-    LlamaConfig,
-    get_attention_impl,
-    is_decode_only,
-    list_attention_impls,
-)
+from fidia_jax.layers import get_attention_impl, is_decode_only, list_attention_impls
+from fidia_jax.models import Llama, LlamaConfig
 
 CFG = LlamaConfig.tiny(dim=64, n_heads=4, n_kv_heads=2, max_seq_len=32)  # head dim 16
 

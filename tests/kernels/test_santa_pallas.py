@@ -1,5 +1,7 @@
 """Pallas SANTA / flash-decoding kernels == jnp references (interpret mode on CPU)."""
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,6 +105,26 @@ def test_santa_with_non_power_of_two_samples_per_tile(method, value_stage):
 def test_block_sizes_validated():
     with pytest.raises(ValueError, match="block_k"):
         santa.BlockSizes(12)
+
+
+def test_value_stage_default_and_validation_shared_with_reference():
+    """Same default value stage in both backends, so `santa_decode` gives the same estimator."""
+    default = {
+        fn.__name__: inspect.signature(fn).parameters["value_stage"].default
+        for fn in (R.santa_decode_reference, santa.santa_decode_pallas)
+    }
+    assert set(default.values()) == {"gather"}, default
+    q, k, v, lengths = _inputs(jnp.float32, n=64)
+    u = R.make_uniforms(jax.random.key(1), 2, 4, 64, block_k=32, samples_per_tile=4, method="iid")
+    kw = dict(samples_per_tile=4, method="iid")
+    with pytest.raises(ValueError, match="santa_decode_pallas: value_stage must be one of"):
+        santa.santa_decode_pallas(q, k, v, u, lengths, value_stage="bogus",
+                                  block_sizes=santa.BlockSizes(32), **kw)
+    with pytest.raises(ValueError, match="santa_decode_pallas: uniforms must have shape"):
+        santa.santa_decode_pallas(q, k, v, u[..., :1], lengths, block_sizes=santa.BlockSizes(32),
+                                  **kw)
+    with pytest.raises(ValueError, match="multiple of kv heads"):
+        santa.flash_decode_pallas(q[:, :3], k, v, lengths)
 
 
 def test_attention_impl_adapter_matches_reference():

@@ -1,4 +1,7 @@
-"""Small LLaMA: KV-cache decode equals the full forward, GQA/RoPE/masks against brute force."""
+"""Small LLaMA: KV-cache decode equals the full forward; masks, layout and the attention switch.
+
+The attention reference and RoPE are tested in tests/layers.
+"""
 
 import dataclasses
 
@@ -8,31 +11,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax import models
+from fidia_jax import layers, models
 from fidia_jax.errors import ConfigError
-from fidia_jax.models import _attention
-
-
-def np_attention(q, k, v, *, causal, kv_lengths=None):
-    """Brute-force per-head attention with kv heads repeated (float64)."""
-    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
-    b, t, hq, d = q.shape
-    s, hkv = k.shape[1], k.shape[2]
-    g = hq // hkv
-    out = np.zeros_like(q)
-    for bi in range(b):
-        for h in range(hq):
-            kh, vh = k[bi, :, h // g], v[bi, :, h // g]
-            for i in range(t):
-                valid = np.ones(s, bool)
-                if causal:
-                    valid &= np.arange(s) <= i + (s - t)
-                if kv_lengths is not None:
-                    valid &= np.arange(s) < kv_lengths[bi]
-                sc = kh[valid] @ q[bi, i, h] / np.sqrt(d)
-                p = np.exp(sc - sc.max())
-                out[bi, i, h] = (p / p.sum()) @ vh[valid]
-    return out
+from fidia_jax.layers import _attention
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +25,6 @@ def model():
 fwd = nnx.jit(lambda m, t: m(t))
 dec = nnx.jit(lambda m, t, c: m.decode(t, c))
 pre = nnx.jit(lambda m, t, c, n: m.prefill(t, c, lengths=n))
-attn = jax.jit(models.xla_attention, static_argnames="causal")
 
 
 @pytest.fixture(scope="module")
@@ -55,45 +35,6 @@ def tokens():
 def test_public_api():
     for name in models.__all__:
         assert hasattr(models, name), name
-
-
-@pytest.mark.parametrize(
-    "causal,lengths,t,s", [(True, None, 5, 5), (True, None, 3, 7), (False, [7, 2], 1, 7)]
-)
-def test_xla_attention_gqa_matches_brute_force(causal, lengths, t, s):
-    r = np.random.default_rng(0)
-    q = r.standard_normal((2, t, 6, 4), np.float32)
-    k = r.standard_normal((2, s, 2, 4), np.float32)
-    v = r.standard_normal((2, s, 2, 4), np.float32)
-    kvl = None if lengths is None else jnp.array(lengths, jnp.int32)
-    out = attn(q, k, v, causal=causal, kv_lengths=kvl, rng=None)
-    np.testing.assert_allclose(
-        out, np_attention(q, k, v, causal=causal, kv_lengths=lengths), rtol=1e-5, atol=1e-5
-    )
-
-
-def test_rope_relative_and_norm_preserving():
-    r = np.random.default_rng(2)
-    x = r.standard_normal((1, 1, 1, 8), np.float32)
-    y = r.standard_normal((1, 1, 1, 8), np.float32)
-    rope = jax.jit(models.apply_rope)
-
-    def at(a, p):
-        return np.asarray(rope(a, jnp.array([[p]], jnp.int32))[0, 0, 0])
-
-    # <R_m x, R_n y> depends only on m - n.
-    d1 = np.dot(at(x, 7), at(y, 3))
-    d2 = np.dot(at(x, 14), at(y, 10))
-    d3 = np.dot(at(x, 4), at(y, 3))
-    np.testing.assert_allclose(d1, d2, rtol=1e-5)
-    assert abs(float(d1 - d3)) > 1e-3
-    np.testing.assert_allclose(np.linalg.norm(at(x, 5)), np.linalg.norm(x), rtol=1e-6)
-    np.testing.assert_allclose(at(x, 0), x[0, 0, 0], rtol=1e-6)
-    # Rotation of the first pair (i = 0, frequency 1) by angle p, rotate-half layout.
-    xr = at(x, 2)
-    c, s_ = np.cos(2.0), np.sin(2.0)
-    x0, x4 = float(x[0, 0, 0, 0]), float(x[0, 0, 0, 4])
-    np.testing.assert_allclose([xr[0], xr[4]], [x0 * c - x4 * s_, x4 * c + x0 * s_], rtol=1e-5)
 
 
 def test_param_count_and_layout(model):
@@ -153,18 +94,16 @@ def test_prefill_ragged_then_decode(model, tokens):
 
 
 def test_registry_switch_and_errors(model, tokens):
-    with pytest.raises(ConfigError, match="available: .*xla"):
-        models.get_attention_impl("no-such-impl")
     with pytest.raises(ConfigError):
         models.Llama(models.LlamaConfig.tiny(attention_impl="no-such-impl"), rngs=nnx.Rngs(0))
     calls = []
 
     def spy(q, k, v, *, causal, kv_lengths, rng):
         calls.append((q.shape[1], causal, kv_lengths is None, rng is None))
-        return models.xla_attention(q, k, v, causal=causal, kv_lengths=kv_lengths) * 0.5
+        return layers.xla_attention(q, k, v, causal=causal, kv_lengths=kv_lengths) * 0.5
 
     try:
-        models.register_attention_impl("_test_spy", spy, decode_only=True)
+        layers.register_attention_impl("_test_spy", spy, decode_only=True)
         m2 = nnx.clone(model)
         m2.config = dataclasses.replace(model.config, attention_impl="_test_spy")
         # decode-only: the forward pass uses "xla", so it equals the reference model.

@@ -1,7 +1,7 @@
 """Dispatching entry points for SANTA and flash-decoding (Pallas on GPU, jnp elsewhere).
 
 Also the adapters registered as the small LLaMA's ``attention_impl`` ``"santa"`` and
-``"flash_decode"`` (contract in ``fidia_jax/models/_attention.py``; decode steps only).
+``"flash_decode"`` (contract in ``fidia_jax/layers/_attention.py``; decode steps only).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import jax
 
+from fidia_jax import _checks
 from fidia_jax.kernels._dispatch import resolve_backend
 from fidia_jax.kernels.santa import pallas as _pallas
 from fidia_jax.kernels.santa import reference as _ref
@@ -97,7 +98,8 @@ def flash_decode(
 
 
 def _check_decode_call(name, q, causal):
-    if q.ndim != 4 or q.shape[1] != 1:
+    _checks.assert_rank(q, 4, "q", where=name, detail="decode steps only: (B, 1, Hq, D)")
+    if q.shape[1] != 1:
         raise ValueError(
             f"{name} supports decode steps only (q of shape (B, 1, Hq, D)), got {q.shape}"
         )
@@ -118,8 +120,7 @@ def make_santa_attention(
     it uses ``jax.random.key(0)``, i.e. the same uniforms at every call (still unbiased per call,
     but errors are then correlated across layers and steps).
     """
-    if method not in _ref.METHODS:
-        raise ValueError(f"unknown sampling method {method!r}; expected one of {_ref.METHODS}")
+    _checks.assert_in(method, _ref.METHODS, "method", where="make_santa_attention")
 
     def fn(q, k, v, *, causal=False, kv_lengths=None, rng=None):
         _check_decode_call("santa attention", q, causal)

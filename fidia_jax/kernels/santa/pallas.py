@@ -103,14 +103,8 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, num_slots, method, nu
 def _run(
     q, k, v, kv_lengths, uniforms, *, mode, block_sizes, scale, samples_per_tile, method, interpret
 ):
-    if q.ndim != 3 or k.ndim != 4 or v.shape != k.shape:
-        raise ValueError(
-            f"expected q (B,Hq,D), k=v (B,N,Hkv,D); got {q.shape}, {k.shape}, {v.shape}"
-        )
     b, hq, d = q.shape
     _, n, hkv, _ = k.shape
-    if k.shape[0] != b or k.shape[3] != d or hq % hkv:
-        raise ValueError(f"incompatible q {q.shape} and k {k.shape} (need Hq % Hkv == 0)")
     g = hq // hkv
     block_k = block_sizes.block_k
     gp = max(block_sizes.min_query_rows, pl.next_power_of_2(g))
@@ -227,6 +221,7 @@ def flash_decode_pallas(
     Raises:
       ValueError: incompatible shapes.
     """
+    ref.check_decode_shapes(q, k, v, where="flash_decode_pallas")
     return _run(
         q,
         k,
@@ -276,23 +271,12 @@ def santa_decode_pallas(
     ``"counts"`` multiplies the count vector with the whole V tile.
 
     Raises:
-      ValueError: incompatible shapes, unknown method, wrong uniforms shape.
+      ValueError: incompatible shapes, unknown method or value stage, ``samples_per_tile < 1``,
+        wrong uniforms shape (:func:`fidia_jax.kernels.santa.reference.check_santa_args`).
     """
-    if method not in ref.METHODS:
-        raise ValueError(f"unknown sampling method {method!r}; expected one of {ref.METHODS}")
-    if value_stage not in ("counts", "gather"):
-        raise ValueError(f"value_stage must be 'counts' or 'gather', got {value_stage!r}")
-    b, hq, _ = q.shape
-    want = ref.uniform_shape(
-        b,
-        hq,
-        k.shape[1],
-        block_k=block_sizes.block_k,
-        samples_per_tile=samples_per_tile,
-        method=method,
-    )
-    if uniforms.shape != want:
-        raise ValueError(f"uniforms must have shape {want}, got {uniforms.shape}")
+    ref.check_santa_args(q, k, v, uniforms, samples_per_tile=samples_per_tile, method=method,
+                         block_k=block_sizes.block_k, value_stage=value_stage,
+                         where="santa_decode_pallas")
     return _run(
         q,
         k,

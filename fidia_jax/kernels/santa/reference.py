@@ -51,9 +51,12 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
+from fidia_jax import _checks
+
 __all__ = [
     "Method",
     "METHODS",
+    "VALUE_STAGES",
     "num_tiles",
     "make_uniforms",
     "uniform_shape",
@@ -69,6 +72,8 @@ __all__ = [
 
 Method = Literal["iid", "stratified", "systematic"]
 METHODS: tuple[str, ...] = ("iid", "stratified", "systematic")
+#: SANTA value stages; ``"gather"`` (add the sampled V rows) is the default everywhere.
+VALUE_STAGES: tuple[str, ...] = ("gather", "counts")
 
 
 def num_tiles(n_k: int, block_k: int) -> int:
@@ -172,7 +177,8 @@ def _positions(
         return j + uniforms_GxS
     if method == "systematic":
         return j + 1.0 - _first_uniform(uniforms_GxS)
-    raise ValueError(f"unknown sampling method {method!r}; expected one of {METHODS}")
+    _checks.assert_in(method, METHODS, "method", where="santa sampling")
+    raise AssertionError("unreachable")
 
 
 def _cumulative(
@@ -250,17 +256,49 @@ tile_sample_indices = functools.partial(jax.jit, static_argnames=("samples_per_t
 )
 
 
-def _prepare(q, k, v, kv_lengths, block_k):
-    if q.ndim != 3 or k.ndim != 4 or v.shape != k.shape:
-        raise ValueError(
-            f"expected q (B,Hq,D), k=v (B,N,Hkv,D); got {q.shape}, {k.shape}, {v.shape}"
-        )
+def check_decode_shapes(q, k, v, *, where: str) -> None:
+    """Validates decode inputs ``q (B, Hq, D)``, ``k = v (B, N, Hkv, D)`` with ``Hq % Hkv == 0``.
+
+    Shared by the reference and the Pallas wrappers (:mod:`fidia_jax._checks` messages).
+
+    Raises:
+      ValueError: wrong ranks, ``v.shape != k.shape``, batch/head-dim mismatch, or ``Hq`` not a
+        multiple of ``Hkv``.
+    """
+    _checks.assert_rank(q, 3, "q", where=where, detail="B, Hq, D")
+    _checks.assert_rank(k, 4, "k", where=where, detail="B, N, Hkv, D")
+    _checks.assert_shape(v, k.shape, "v", where=where)
+    (b, hq, d), hkv = q.shape, k.shape[2]
+    if k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(f"{where}: batch/head-dim mismatch: q {q.shape}, k {k.shape}")
+    if hq % hkv:
+        raise ValueError(f"{where}: query heads {hq} must be a multiple of kv heads {hkv}")
+
+
+def check_santa_args(q, k, v, uniforms, *, samples_per_tile: int, method: str, block_k: int,
+                     value_stage: str, where: str) -> None:
+    """:func:`check_decode_shapes`, then the SANTA arguments (shared by reference and Pallas).
+
+    Raises:
+      ValueError: bad shapes, unknown ``method`` or ``value_stage``, ``samples_per_tile < 1``,
+        or ``uniforms`` not of :func:`uniform_shape`.
+    """
+    check_decode_shapes(q, k, v, where=where)
+    _checks.assert_in(method, METHODS, "method", where=where)
+    _checks.assert_in(value_stage, VALUE_STAGES, "value_stage", where=where)
+    if samples_per_tile < 1:
+        raise ValueError(f"{where}: samples_per_tile must be >= 1, got {samples_per_tile}")
+    want = uniform_shape(
+        q.shape[0], q.shape[1], k.shape[1], block_k=block_k, samples_per_tile=samples_per_tile,
+        method=method,
+    )
+    _checks.assert_shape(uniforms, want, "uniforms", where=where)
+
+
+def _prepare(q, k, v, kv_lengths, block_k, where):
+    check_decode_shapes(q, k, v, where=where)
     b, hq, d = q.shape
     _, n, hkv, _ = k.shape
-    if k.shape[0] != b or k.shape[3] != d:
-        raise ValueError(f"batch/head-dim mismatch: q {q.shape}, k {k.shape}")
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
     if kv_lengths is None:
         kv_lengths = jnp.full((b,), n, jnp.int32)
     kv_lengths = jnp.asarray(kv_lengths, jnp.int32).reshape(b)
@@ -313,7 +351,9 @@ def dense_decode_reference(
     Returns:
       ``(B, Hq, D)`` in ``q.dtype`` (float32 accumulation).
     """
-    q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(q, k, v, kv_lengths, max(k.shape[1], 1))
+    q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(
+        q, k, v, kv_lengths, max(k.shape[1], 1), "dense_decode_reference"
+    )
     scale = d**-0.5 if scale is None else scale
     s = jnp.einsum("bkgd,bknd->bkgn", q_, k_[:, :, 0], precision=jax.lax.Precision.HIGHEST) * scale
     s = jnp.where(valid[:, None, None, 0], s, -jnp.inf)
@@ -343,7 +383,9 @@ def flash_decode_reference(
 
     Same arguments as :func:`dense_decode_reference` plus ``block_k`` (tile length).
     """
-    q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(q, k, v, kv_lengths, block_k)
+    q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(
+        q, k, v, kv_lengths, block_k, "flash_decode_reference"
+    )
     scale = d**-0.5 if scale is None else scale
 
     def one(q_GxD, k_TxNxD, v_TxNxD, valid_TxN):
@@ -373,7 +415,7 @@ def santa_decode_reference(
     method: str = "systematic",
     block_k: int = 64,
     scale: float | None = None,
-    value_stage: Literal["counts", "gather"] = "counts",
+    value_stage: Literal["gather", "counts"] = "gather",
     query_uniforms: jax.Array | None = None,
 ) -> jax.Array:
     """SANTA decode attention estimate (tile-wise sampling + flash merge), pure jnp.
@@ -388,8 +430,9 @@ def santa_decode_reference(
       method: ``"iid"``, ``"stratified"`` or ``"systematic"``.
       block_k: tile length; ``N`` is zero-padded to a multiple of it.
       scale: softmax scale (default ``D ** -0.5``).
-      value_stage: ``"counts"`` (``Σ_r c_r v_r`` as a product with the count vector) or
-        ``"gather"`` (gather the sampled rows and add them); identical in exact arithmetic.
+      value_stage: ``"gather"`` (default, as the Pallas kernel: gather the sampled rows and add
+        them) or ``"counts"`` (``Σ_r c_r v_r`` as a product with the count vector); identical in
+        exact arithmetic, they may differ in the last float32 bits.
       query_uniforms: optional ``(B, Hq, D)`` uniforms; if given the score stage uses the
         Bernoulli ternary query :func:`ternary_query` (reconstructed, see module docstring).
 
@@ -399,24 +442,16 @@ def santa_decode_reference(
     Raises:
       ValueError: bad ranks/shapes, unknown ``method`` or ``value_stage``.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown sampling method {method!r}; expected one of {METHODS}")
-    if value_stage not in ("counts", "gather"):
-        raise ValueError(f"value_stage must be 'counts' or 'gather', got {value_stage!r}")
-    if samples_per_tile < 1:
-        raise ValueError(f"samples_per_tile must be >= 1, got {samples_per_tile}")
+    where = "santa_decode_reference"
+    check_santa_args(q, k, v, uniforms, samples_per_tile=samples_per_tile, method=method,
+                     block_k=block_k, value_stage=value_stage, where=where)
     out_dtype = q.dtype
     if query_uniforms is not None:
-        out_dtype = q.dtype
         q = ternary_query(q, query_uniforms)
-    q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(q, k, v, kv_lengths, block_k)
+    q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(q, k, v, kv_lengths, block_k, where)
     scale = (q.shape[-1]) ** -0.5 if scale is None else scale
-    want = uniform_shape(
-        b, hq, k.shape[1], block_k=block_k, samples_per_tile=samples_per_tile, method=method
-    )
-    if uniforms.shape != want:
-        raise ValueError(f"uniforms must have shape {want}, got {uniforms.shape}")
-    u_ = uniforms.astype(jnp.float32).reshape(b, hkv, g, nt, want[-1]).transpose(0, 1, 3, 2, 4)
+    u_ = uniforms.astype(jnp.float32).reshape(b, hkv, g, nt, uniforms.shape[-1])
+    u_ = u_.transpose(0, 1, 3, 2, 4)
 
     def tile(q_GxD, k_NxD, v_NxD, valid_N, unif_GxS):
         m, u, ell = tile_scores(q_GxD, k_NxD, valid_N, scale)

@@ -33,7 +33,7 @@ class Backbone:
       inputs: unbatched :class:`fidia_jax.models.MPNNInputs` (numpy, length ``L``).
       fixed: ``(L,)`` bool, motif positions that keep their native residue.
       reward: :data:`RewardFn` of this backbone.
-      reward_model: the underlying :class:`fidia_jax.protein.RewardModel` when built from a task
+      reward_model: the underlying :class:`~fidia_jax.projects.fidia.RewardModel` when built from a task
         (``None`` for hand-made backbones).
     """
 

@@ -5,8 +5,8 @@ ensemble of checkpoints that does *not* include the policy's starting point (so 
 simply agree with itself) and over several fixed random decoding orders (the same orders for
 every sequence of a task, so comparisons are paired).
 
-Layering note: ``protein`` sits left of ``models`` in the package's data flow, so this module
-imports :mod:`fidia_jax.models` lazily, only when a judge is built or used.
+It belongs to the FIDIA driver (moved from ``fidia_jax.protein``, which sits left of
+``models`` in the package's data flow and so cannot hold a model-based judge).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from fidia_jax import models as models_lib
 from fidia_jax.errors import ConfigError
-from fidia_jax.protein._types import Protein
+from fidia_jax.protein import Protein
 
 __all__ = ["DEFAULT_JUDGE_CHECKPOINTS", "Judge", "JudgeConfig"]
 
@@ -86,9 +87,7 @@ def _token_log_probs(graphdef, state, X_Lx4x3, mask_L, residue_idx_L, chain_L, S
 
 @functools.lru_cache(maxsize=8)
 def _load_model(name: str, variant: str):
-    from fidia_jax.models import ProteinMPNN
-
-    return ProteinMPNN.from_checkpoint(name, variant=variant)
+    return models_lib.ProteinMPNN.from_checkpoint(name, variant=variant)
 
 
 class Judge:
@@ -130,13 +129,11 @@ class Judge:
         )
 
     def _orders(self, score_mask_L: np.ndarray) -> list[np.ndarray]:
-        from fidia_jax.models import random_decoding_order
-
         out = []
         for o in range(self.num_orders):
             key = jax.random.fold_in(jax.random.key(self.seed), o)
             out.append(
-                np.asarray(random_decoding_order(key, jnp.asarray(score_mask_L, jnp.float32)))
+                np.asarray(models_lib.random_decoding_order(key, jnp.asarray(score_mask_L, jnp.float32)))
             )
         return out
 

@@ -9,13 +9,16 @@ Per backbone with ``n`` sampled sequences ``y_i`` (designed positions ``D``, ``L
     rho_{i,t}  = pi(y_{i,t} | ctx) / pi_old(y_{i,t} | ctx)
     k3_{i,t}   = exp(d) - 1 - d,  d = log pi_ref(y_{i,t}) - log pi(y_{i,t})
 
-At the rollout parameters (``pi = pi_old``, first PPO epoch) the gradient of the first term is
-exactly ``-sum_i A_i grad log pi(y_i) / L_D``, the score-function estimator of the method's
-objective with the per-residue normalisation of the issue; later epochs are PPO-style clipped
-importance-weighted updates. ``k3`` is Schulman's non-negative unbiased estimator of
-``KL(pi || pi_ref)`` per token (samples come from ``pi``). The token log-probabilities are those
-of the distribution actually sampled: ProteinMPNN's teacher-forced log-softmax, divided by the
-sampling temperature, with omitted tokens removed, re-normalised (see
+The per-token terms are the primitives :func:`fidia_jax.rl.clipped_surrogate` and
+:func:`fidia_jax.rl.k3_kl` (whose exponent is clamped at ``rl.K3_LOG_RATIO_MAX``); this module
+adds what is FIDIA's: the tempered, token-masked log-probabilities, the designed-position mask and
+the per-residue normalisation. At the rollout parameters (``pi = pi_old``, first PPO epoch) the
+gradient of the first term is exactly ``-sum_i A_i grad log pi(y_i) / L_D``, the score-function
+estimator of the method's objective with the per-residue normalisation of the issue; later epochs
+are PPO-style clipped importance-weighted updates. ``k3`` is Schulman's non-negative unbiased
+estimator of ``KL(pi || pi_ref)`` per token (samples come from ``pi``). The token
+log-probabilities are those of the distribution actually sampled: ProteinMPNN's teacher-forced
+log-softmax, divided by the sampling temperature, with omitted tokens removed, re-normalised (see
 :func:`tempered_token_log_probs`).
 
 References:
@@ -29,6 +32,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from fidia_jax import _checks, rl
 from fidia_jax.protein import ALPHABET
 
 __all__ = [
@@ -138,16 +142,15 @@ def policy_loss(
     Raises:
       ValueError: shape mismatch.
     """
+    _checks.assert_rank(logp_NxL, 2, "logp_NxL", where="policy_loss")
     n, length = logp_NxL.shape
     for name, a in (("old_logp_NxL", old_logp_NxL), ("ref_logp_NxL", ref_logp_NxL),
                     ("designed_NxL", designed_NxL)):
-        if a.shape != (n, length):
-            raise ValueError(f"policy_loss: {name} has shape {a.shape}, expected {(n, length)}")
-    if advantages_N.shape != (n,):
-        raise ValueError(f"policy_loss: advantages_N has shape {advantages_N.shape}, expected {(n,)}")
+        _checks.assert_shape(a, (n, length), name, where="policy_loss")
+    _checks.assert_shape(advantages_N, (n,), "advantages_N", where="policy_loss")
     old = jax.lax.stop_gradient(old_logp_NxL)
     ref = jax.lax.stop_gradient(ref_logp_NxL)
-    adv = jax.lax.stop_gradient(advantages_N)[:, None]
+    adv = jax.lax.stop_gradient(advantages_N)
     mask = designed_NxL
     inv_len = 1.0 / jnp.maximum(jnp.sum(mask, axis=-1, keepdims=True), 1.0)  # (N, 1)
 
@@ -156,20 +159,20 @@ def policy_loss(
     # reference may round apart by > 88 nats: zero the exponents there so exp() cannot overflow
     # into inf * 0 = NaN.
     ratio = jnp.exp(jnp.where(on, logp_NxL - old, 0.0))
-    surr = ratio * adv
+    surr = jax.vmap(rl.clipped_surrogate, in_axes=(0, 0, None))(ratio, adv, clip_eps)
     if clip_eps > 0:
-        clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv
-        clip_frac = jnp.sum(mask * (clipped < surr)) / jnp.maximum(jnp.sum(mask), 1.0)
-        surr = jnp.minimum(surr, clipped)
+        clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv[:, None]
+        is_clipped = clipped < ratio * adv[:, None]
+        clip_frac = jnp.sum(mask * is_clipped) / jnp.maximum(jnp.sum(mask), 1.0)
     else:
         clip_frac = jnp.zeros((), logp_NxL.dtype)
     pg = -jnp.sum(surr * mask * inv_len)
 
-    d = jnp.where(on, ref - logp_NxL, 0.0)
-    k3 = jnp.exp(d) - 1.0 - d
+    k3 = jax.vmap(rl.k3_kl)(jnp.where(on, logp_NxL, 0.0), jnp.where(on, ref, 0.0))
     kl_per_seq = jnp.sum(k3 * mask * inv_len, axis=-1)  # (N,)
     # The policy term already carries a 1/n (RLOO, GRPO) or C(.)/C(n, k) (PKPO) factor in the
-    # advantages, so the KL term is averaged over the n samples: beta is per sequence, not per group.
+    # advantages, so the KL term is averaged over the n samples: beta is per sequence, not per
+    # group.
     loss = pg + beta_kl * jnp.mean(kl_per_seq)
     return loss, {"pg": pg, "kl": jnp.mean(kl_per_seq), "clip_frac": clip_frac}
 
@@ -184,8 +187,9 @@ def dpo_loss(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """DPO loss of one (chosen, rejected) pair, sequence log-probs over designed positions.
 
-    ``loss = -valid * log sigmoid(beta * [(log pi(y_w) - log pi_ref(y_w)) -
-    (log pi(y_l) - log pi_ref(y_l))])``.
+    ``loss = valid * rl.dpo_loss(lr_w, lr_l, beta)`` with the sequence log-ratios
+    ``lr = sum_{t in D} (log pi(y_t) - log pi_ref(y_t))``, i.e.
+    ``-valid * log sigmoid(beta * (lr_w - lr_l))``.
 
     Args:
       logp_2xL: ``(2, L)`` per-token log pi of (chosen, rejected).
@@ -196,11 +200,15 @@ def dpo_loss(
 
     Returns:
       ``(loss, aux)`` with aux ``margin`` (the log-ratio difference) and ``accuracy``.
+
+    Raises:
+      ValueError: inputs not of one shape ``(2, L)``.
     """
-    if logp_2xL.shape[0] != 2 or logp_2xL.shape != ref_logp_2xL.shape:
-        raise ValueError(f"dpo_loss: expected (2, L) inputs, got {logp_2xL.shape}, {ref_logp_2xL.shape}")
+    _checks.assert_rank(logp_2xL, 2, "logp_2xL", where="dpo_loss")
+    _checks.assert_shape(logp_2xL, (2, logp_2xL.shape[1]), "logp_2xL", where="dpo_loss")
+    _checks.assert_shape(ref_logp_2xL, logp_2xL.shape, "ref_logp_2xL", where="dpo_loss")
     ref = jax.lax.stop_gradient(ref_logp_2xL)
     seq = jnp.sum((logp_2xL - ref) * designed_2xL, axis=-1)  # (2,)
     margin = seq[0] - seq[1]
-    loss = -valid * jax.nn.log_sigmoid(beta * margin)
+    loss = valid * rl.dpo_loss(seq[0], seq[1], beta)
     return loss, {"margin": margin, "accuracy": valid * (margin > 0).astype(jnp.float32)}

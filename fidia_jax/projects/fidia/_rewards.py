@@ -1,6 +1,10 @@
 """FIDIA composite rewards: gate(hard constraints) * sum_c w_c z_c - penalties.
 
-For one :class:`~fidia_jax.protein.DesignTask` and a batch of sequences ``(N, L)``:
+They live in the FIDIA driver because the designability and function terms need a ProteinMPNN
+judge (:mod:`fidia_jax.models`); the judge-free sequence terms and the structure criteria they
+build on are primitives of :mod:`fidia_jax.protein`.
+
+For one :class:`fidia_jax.protein.DesignTask` and a batch of sequences ``(N, L)``:
 
 1. **Raw components** (higher is better), each a function of (task, sequence):
 
@@ -29,8 +33,9 @@ The sequence terms are jnp functions vmapped over the batch (:func:`sequence_ter
 and the judge run on the host. Everything not from the FIDIA abstract (thresholds, hinge
 shapes, weights) is our reconstruction and is stated as such in ``docs/fidia_rewards.md``.
 
-Success criteria: with a :class:`StructurePredictor`, :func:`structure_success` applies the real
-criteria (scRMSD < 2 Å, motif RMSD < 1 Å, mean pLDDT > 70). No predictor weights are available
+Success criteria: with a :class:`fidia_jax.protein.StructurePredictor`,
+:func:`fidia_jax.protein.structure_success` applies the real criteria (scRMSD < 2 Å, motif RMSD
+< 1 Å, mean pLDDT > 70). No predictor weights are available
 offline; :meth:`RewardModel.__call__` then reports ``passes`` from :class:`ProxyThresholds`, and
 ``RewardResult.criteria == "proxy"`` says so.
 """
@@ -40,33 +45,32 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from fidia_jax.errors import ConfigError
-from fidia_jax.protein._geometry import (
-    cb_neighbor_counts,
-    kabsch_rmsd,
-    secondary_structure,
-    virtual_cb,
-)
-from fidia_jax.protein._rewards_judge import Judge
-from fidia_jax.protein._rewards_terms import (
+from fidia_jax.projects.fidia._judge import Judge
+from fidia_jax.protein import (
+    ALPHABET,
+    DesignTask,
+    StructurePredictor,
     burial_score,
+    cb_neighbor_counts,
     decode_tokens,
     epitope_cys_count,
     homopolymer_max_run,
     low_complexity_fraction,
     protparam_metrics,
+    secondary_structure,
     sequon_count,
     sse_score,
+    structure_success,
     unpaired_cys_count,
+    virtual_cb,
 )
-from fidia_jax.protein._tasks import DesignTask
-from fidia_jax.protein._types import ALPHABET
 
 __all__ = [
     "COMPONENTS",
@@ -77,14 +81,12 @@ __all__ = [
     "RewardModel",
     "RewardResult",
     "Standardizer",
-    "StructurePredictor",
     "combine_rewards",
     "developability_score",
     "fit_standardizer",
     "make_reward_features",
     "sequence_terms",
     "standardize",
-    "structure_success",
 ]
 
 #: Standardised components, in a fixed order.
@@ -556,77 +558,3 @@ class RewardModel:
         if "designability" in br.components:
             passes &= br.components["designability"] >= th.min_designability
         return RewardResult(total, z, br, passes, "proxy")
-
-
-# ----------------------------------------------------------------------------- structure
-
-
-@runtime_checkable
-class StructurePredictor(Protocol):
-    """A folding model (e.g. ESMFold / AF2) for the real success criteria; none ships offline.
-
-    ``predict(sequence)`` takes the designed chain(s) as one-letter string (chains concatenated in
-    task order, present residues only) and returns ``(coords, plddt)``: ``coords`` ``(M, 4, 3)``
-    backbone N, CA, C, O in Å (or ``(M, 3)`` CA only) and ``plddt`` ``(M,)`` in ``[0, 100]``.
-    """
-
-    def predict(self, sequence: str) -> tuple[np.ndarray, np.ndarray]: ...
-
-
-def structure_success(
-    task: DesignTask,
-    coords: np.ndarray,
-    plddt: np.ndarray,
-    *,
-    max_scrmsd: float = 2.0,
-    max_motif_rmsd: float = 1.0,
-    min_plddt: float = 70.0,
-) -> dict[str, float | bool]:
-    """The designability / motif criteria of motif-scaffolding benchmarks on a predicted structure.
-
-    scRMSD: CA RMSD between prediction and design backbone after Kabsch superposition on all CA.
-    Motif RMSD: backbone (N, CA, C, O; CA only if ``coords`` is CA only) RMSD over the motif after
-    superposition on the motif. Success: ``scrmsd < 2`` Å, ``motif_rmsd < 1`` Å, mean pLDDT > 70.
-
-    Args:
-      task: the design task (its designed chains, present residues, define the ``M`` slots).
-      coords: ``(M, 4, 3)`` or ``(M, 3)`` predicted coordinates, Å.
-      plddt: ``(M,)`` per-residue pLDDT.
-
-    Raises:
-      ValueError: shapes do not match the task's designed residues.
-    """
-    design = np.asarray(task.design_mask, bool) & (np.asarray(task.protein.mask) > 0)
-    ref = np.asarray(task.protein.X, np.float32)[design]
-    coords = np.asarray(coords, np.float32)
-    m = ref.shape[0]
-    ca_only = coords.ndim == 2
-    if coords.shape not in ((m, 3), (m, 4, 3)):
-        raise ValueError(
-            f"coords must be ({m}, 4, 3) or ({m}, 3) for task {task.name}, got {coords.shape}"
-        )
-    plddt = np.asarray(plddt, np.float32)
-    if plddt.shape != (m,):
-        raise ValueError(f"plddt must have shape ({m},), got {plddt.shape}")
-    pred_ca = coords if ca_only else coords[:, 1]
-    sc = float(kabsch_rmsd(jnp.asarray(pred_ca), jnp.asarray(ref[:, 1])))
-    motif = np.asarray(task.motif_mask, bool)[design]
-    if motif.any():
-        if ca_only:
-            mr = float(kabsch_rmsd(jnp.asarray(pred_ca[motif]), jnp.asarray(ref[motif, 1])))
-        else:
-            mr = float(
-                kabsch_rmsd(
-                    jnp.asarray(coords[motif].reshape(-1, 3)),
-                    jnp.asarray(ref[motif].reshape(-1, 3)),
-                )
-            )
-    else:
-        mr = 0.0
-    mean_plddt = float(plddt.mean())
-    return {
-        "scrmsd": sc,
-        "motif_rmsd": mr,
-        "plddt": mean_plddt,
-        "success": bool(sc < max_scrmsd and mr < max_motif_rmsd and mean_plddt > min_plddt),
-    }

@@ -7,7 +7,7 @@
 * backbones longer than ``data.max_length`` are cropped *spatially*: the ``max_length`` slots
   whose CA is nearest to the motif's CA centroid are kept (in their original order and with
   their original residue indices, so chain breaks stay chain breaks).
-* rewards: :class:`fidia_jax.protein.RewardModel` with a frozen judge ensemble, standardised with
+* rewards: :class:`~fidia_jax.projects.fidia.RewardModel` with a frozen judge ensemble, standardised with
   ``reward.calibration_samples`` samples of the frozen reference per backbone (drawn by the
   trainer with a key derived from the seed only, so every method sees the same rewards).
 """
@@ -22,6 +22,8 @@ import numpy as np
 from fidia_jax import models
 from fidia_jax.errors import DataError
 from fidia_jax.projects.fidia._backbones import Backbone
+from fidia_jax.projects.fidia._judge import Judge, JudgeConfig
+from fidia_jax.projects.fidia._rewards import RewardConfig, RewardModel
 
 __all__ = ["DEFAULT_MOTIF", "build_backbones", "crop_task", "fit_reward", "unfitted_backbone"]
 
@@ -72,8 +74,6 @@ def _inputs(task) -> models.MPNNInputs:
 
 @functools.lru_cache(maxsize=4)
 def _judge(checkpoints: tuple[str, ...], num_orders: int, seed: int):
-    from fidia_jax.protein import Judge, JudgeConfig
-
     pairs = tuple((c.split("/")[1], c.split("/")[0]) for c in checkpoints)
     return Judge.from_config(JudgeConfig(checkpoints=pairs, num_orders=num_orders, seed=seed))
 
@@ -82,10 +82,8 @@ def unfitted_backbone(task, config) -> Backbone:
     """A cropped task as a :class:`Backbone` whose reward still needs :func:`fit_reward`.
 
     ``backbone.reward`` raises until fitted; ``backbone.task`` / ``backbone.reward_model`` hold
-    the cropped task and its unfitted :class:`fidia_jax.protein.RewardModel`.
+    the cropped task and its unfitted :class:`~fidia_jax.projects.fidia.RewardModel`.
     """
-    from fidia_jax.protein import RewardConfig, RewardModel
-
     task = crop_task(task, config.data.max_length)
     r = config.reward
     judge = _judge(tuple(r.judge), r.judge_orders, config.seed) if r.judge else None

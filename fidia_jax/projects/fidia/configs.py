@@ -10,12 +10,12 @@ starting from a preset given under the top-level key ``base``.
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.config import config_to_dict, override_config
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 
 __all__ = [
     "METHODS",
@@ -69,7 +69,9 @@ class DataConfig:
       eval_names: explicit held-out task names (``"rfdiffusion/5TPN"`` or ``"5TPN"``); empty:
         the first ``max_eval_tasks`` of the held-out split.
       max_length: backbones longer than this are cropped to a window around their motif.
-      batch_backbones: backbones per update step (a multiple of the device count when sharded).
+      batch_backbones: backbones per update step; the batch is split over the largest number of
+        devices that divides it (:func:`fidia_jax.parallel.data_mesh`), so make it a multiple
+        of :func:`jax.device_count` to use every device.
     """
 
     data_dir: str | None = None
@@ -100,6 +102,10 @@ class TrainConfig:
         does to RLOO (see :func:`fidia_jax.projects.fidia.fidia_advantages`).
       checkpoint_every: orbax checkpoint period in steps (the last step is always saved).
       keep_checkpoints: how many checkpoints orbax keeps.
+      param_sharding: how the policy, reference and optimiser state sit on the device mesh:
+        ``"replicated"`` (every device holds them; the batch is split over the ``data`` axis)
+        or ``"fsdp"`` (each array split over ``data`` along its largest divisible axis);
+        see :func:`fidia_jax.parallel.param_shardings`.
     """
 
     num_steps: int = 40
@@ -116,6 +122,7 @@ class TrainConfig:
     fidia_group_norm: bool = False
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
+    param_sharding: str = "replicated"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +144,7 @@ class EvalConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RewardSpec:
-    """Composite reward (:class:`fidia_jax.protein.RewardModel`, default weights).
+    """Composite reward (:class:`~fidia_jax.projects.fidia.RewardModel`, default weights).
 
     Attributes:
       judge: ``"variant/name"`` ProteinMPNN checkpoints of the frozen designability judge (never
@@ -185,6 +192,9 @@ def validate_config(config: FidiaConfig) -> None:
         raise ConfigError("train.clip_eps, train.beta_kl and train.learning_rate must be >= 0")
     if t.checkpoint_every < 1:
         raise ConfigError(f"train.checkpoint_every must be >= 1, got {t.checkpoint_every}")
+    if t.param_sharding not in PARAM_SHARDING_MODES:
+        raise ConfigError(f"train.param_sharding must be one of {PARAM_SHARDING_MODES}, "
+                          f"got {t.param_sharding!r}")
     if not e.ns or min(e.ns) < 1 or max(e.ns) > e.n_samples:
         raise ConfigError(f"eval.ns must lie in [1, eval.n_samples={e.n_samples}], got {e.ns}")
     if not 1 <= e.bon_n <= e.n_samples:
@@ -235,28 +245,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def config_from_dict(values: dict[str, Any]) -> FidiaConfig:
-    """Builds a config from nested dicts; a top-level ``base`` names the preset to start from.
 
-    Raises:
-      ConfigError: unknown keys, unknown preset or inconsistent values.
-    """
-    return config_lib.config_from_dict(FidiaConfig, PRESETS, values)
-
-
-def get_config(name: str = "default", **overrides: Any) -> FidiaConfig:
-    """A named preset (``tiny``, ``demo``, ``small``, ``default``), with ``method``/``seed`` overrides.
-
-    Raises:
-      ConfigError: unknown preset name.
-    """
-    return config_lib.get_config(FidiaConfig, PRESETS, name, **overrides)
-
-
-def load_config(name_or_path: str | pathlib.Path) -> FidiaConfig:
-    """A preset NAME, or a ``.json`` / ``.toml`` FILE (keys mirror the dataclasses).
-
-    Raises:
-      ConfigError: unknown name, unreadable or malformed file, unknown keys, bad values.
-    """
-    return config_lib.load_config(FidiaConfig, PRESETS, name_or_path)
+CONFIGS = config_lib.ConfigSet(FidiaConfig, PRESETS)
+get_config, load_config = CONFIGS.get_config, CONFIGS.load_config
+config_from_dict = CONFIGS.config_from_dict

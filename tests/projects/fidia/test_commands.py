@@ -1,19 +1,22 @@
-"""CLI glue of train / evaluate / design: parsing and error paths (no training here)."""
+"""CLI glue of ``fidia-jax fidia train | evaluate | design | demo``: parsing and error paths
+(no training here; ``tests/test_cli.py`` holds the one real ``train --config tiny`` run)."""
 
 import pytest
 
 from fidia_jax import cli
-from fidia_jax.projects.fidia import _commands
+from fidia_jax.projects.fidia import commands
 
 
-def test_parser_registers_fidia_commands():
-    args = cli._parser().parse_args(
-        ["train", "--config", "tiny", "--set", "train.num_steps=3", "--method", "rloo", "--seed", "4"])
-    cfg = _commands._config_from_args(args)
+@pytest.mark.parametrize("prefix", [[], ["fidia"]])  # short form and project form
+def test_parser_registers_fidia_commands(prefix):
+    args = cli._parse_args(prefix + [
+        "train", "--config", "tiny", "--set", "train.num_steps=3", "--method", "rloo", "--seed", "4"])
+    assert (args.project, args.verb) == ("fidia", "train")
+    cfg = commands._config_from_args(args)
     assert (cfg.method, cfg.seed, cfg.train.num_steps, cfg.train.n_samples) == ("rloo", 4, 3, 4)
-    args = cli._parser().parse_args(["design", "--checkpoint", "run", "--num-samples", "8",
+    args = cli._parse_args(prefix + ["design", "--checkpoint", "run", "--num-samples", "8",
                                      "--fixed", "A10-12"])
-    assert (args.command, args.num_samples, args.fixed) == ("design", 8, "A10-12")
+    assert (args.verb, args.num_samples, args.fixed) == ("design", 8, "A10-12")
 
 
 @pytest.mark.parametrize(
@@ -21,6 +24,8 @@ def test_parser_registers_fidia_commands():
     [
         (["train", "--config", "no_such_preset"], "neither a config preset"),
         (["train", "--config", "tiny", "--set", "train.k_bon=9"], "k_bon"),
+        (["fidia", "train", "--config", "tiny", "--set", "train.bogus=1"], "unknown key 'bogus'"),
+        (["fidia", "train", "--config", "tiny", "--set", "train.num_steps=abc"], "train.num_steps"),
         (["evaluate", "--checkpoint", "{tmp}"], "not a training run directory"),
         (["design", "--checkpoint", "{tmp}", "--num-samples", "1"], "num-samples"),
         (["design", "--checkpoint", "{tmp}/no_such_run"], "no such training run directory"),
@@ -44,10 +49,10 @@ def test_train_with_missing_data_leaves_no_workdir(tmp_path, capsys):
 
 
 def test_data_dir_with_builtin_backbone_config_warns_and_titles_say_not_held_out(caplog, tmp_path):
-    args = cli._parser().parse_args(["train", "--config", "tiny", "--data-dir", str(tmp_path)])
+    args = cli._parse_args(["train", "--config", "tiny", "--data-dir", str(tmp_path)])
     with caplog.at_level("WARNING"):
-        cfg = _commands._config_from_args(args)
+        cfg = commands._config_from_args(args)
     assert "--data-dir is unused" in caplog.text
-    assert _commands._eval_title(cfg, 1) == "evaluation on the training backbone (1 backbone; not held out)"
-    small = _commands._config_from_args(cli._parser().parse_args(["train", "--config", "small"]))
-    assert _commands._eval_title(small, 8) == "held-out (8 backbones)"
+    assert commands._eval_title(cfg, 1) == "evaluation on the training backbone (1 backbone; not held out)"
+    small = commands._config_from_args(cli._parse_args(["train", "--config", "small"]))
+    assert commands._eval_title(small, 8) == "held-out (8 backbones)"

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from fidia_jax.projects import fidia
 from fidia_jax.errors import ConfigError
+from fidia_jax.projects import fidia
 
 
 @pytest.mark.parametrize("name", ["tiny", "demo", "small", "default"])

@@ -1,4 +1,7 @@
-"""FIDIA composite rewards: terms against hand computations, ProtParam, gate, z-scoring, judge."""
+"""FIDIA composite rewards: ProtParam, Cys rules, gate, z-scoring, judge, structure criteria.
+
+(The judge-free sequence terms they build on are tested in ``tests/protein/test_rewards_terms.py``.)
+"""
 
 import dataclasses
 
@@ -11,6 +14,7 @@ from flax import nnx
 
 from fidia_jax import protein as fp
 from fidia_jax.errors import ConfigError
+from fidia_jax.projects import fidia
 from fidia_jax.protein._tasks import _make_task
 
 TOK = {a: i for i, a in enumerate(fp.ALPHABET)}
@@ -40,80 +44,12 @@ def np_cb(X):
     return -0.58273431 * np.cross(b, c) + 0.56802827 * b - 0.54067466 * c + X[:, 1]
 
 
-# ------------------------------------------------------------------------------ sequence terms
-
-
-def test_sequon_detection_hand_made():
-    L = 12
-    link1 = np.ones(L, bool)
-    link1[-1:] = False
-    link2 = np.ones(L, bool)
-    link2[-2:] = False
-    count = lambda s: int(fp.sequon_count(jnp.asarray(enc(s)), link1, link2))  # noqa: E731
-    assert count("AAANASAAAAAA") == 1
-    assert count("AAANATAAAAAA") == 1
-    assert count("AAANPSAAAAAA") == 0  # X = P is not a sequon
-    assert count("AAANAAAAAAAA") == 0
-    assert count("NGTANVSANQTA") == 3
-    assert count("AAAAAAAAAANA") == 0  # runs off the end
-    assert count("AAAAAAAAAANS") == 0
-    # A chain break between N and X/S voids the sequon.
-    broken = link1.copy()
-    broken[3] = False
-    assert int(fp.sequon_count(jnp.asarray(enc("AAANASAAAAAA")), broken, link2)) == 0
-    elsewhere = link1.copy()
-    elsewhere[7] = False
-    assert int(fp.sequon_count(jnp.asarray(enc("AAANASAAAAAA")), elsewhere, link2)) == 1
-    broken2 = link2.copy()
-    broken2[3] = False
-    assert int(fp.sequon_count(jnp.asarray(enc("AAANASAAAAAA")), link1, broken2)) == 0
-
-
-def test_homopolymer_and_low_complexity():
-    starts = np.zeros(14, bool)
-    starts[0] = True
-    run = lambda s, st=starts: int(fp.homopolymer_max_run(jnp.asarray(enc(s)), st))  # noqa: E731
-    assert run("ACDEFGHIKLMNPQ") == 1
-    assert run("AKKKKKDEFGHIAA") == 5
-    split = starts.copy()
-    split[3] = True  # chain break inside the run of K
-    assert run("AKKKKKDEFGHIAA", split) == 3
-    lc = lambda s: float(fp.low_complexity_fraction(jnp.asarray(enc(s)), 12, 2.2))  # noqa: E731
-    assert lc("A" * 20) == 1.0
-    assert lc("ACDEFGHIKLMNPQRSTVWY") == 0.0  # every window has 12 distinct residues (3.58 bits)
-    # 13-mer: windows 'AAAAAAAAAAAC' (0.41 bits) and 'AAAAAAAAAACD' (0.82 bits) -> both low.
-    assert lc("AAAAAAAAAAACD") == 1.0
-    # Windows of 6 x 2 residues: entropy exactly log2(6) = 2.585 > 2.2 -> not low.
-    assert lc("AACCDDEEFFGGAACCDDEEFFGG") == 0.0
-    assert float(fp.low_complexity_fraction(jnp.asarray(enc("AAAA")), 12, 2.2)) == 0.0
-
-
-def test_sse_and_burial_scores_by_hand():
-    seq = enc("EVGAK")
-    sse = np.array([0, 1, 2, 0, 2])
-    w = np.array([1, 1, 1, 0, 1], np.float32)
-    # Creighton (1992): E helix 1.59, V strand 1.87, G turn 1.77, K turn 1.07 (A masked out)
-    expected = (np.log(1.59) + np.log(1.87) + np.log(1.77) + np.log(1.07)) / 4
-    assert float(fp.sse_score(jnp.asarray(seq), jnp.asarray(sse), jnp.asarray(w))) == pytest.approx(
-        expected, rel=1e-5
-    )
-    # Burial: I buried (+4.5), K exposed (-3.9), L half-buried (b=0.5 -> 0).
-    seq = enc("IKL")
-    b = np.array([1.0, 0.0, 0.5], np.float32)
-    expected = (4.5 / 4.5 * 1 + (-3.9 / 4.5) * -1 + 0.0) / 3
-    assert float(fp.burial_score(jnp.asarray(seq), jnp.asarray(b), jnp.ones(3))) == pytest.approx(
-        expected, rel=1e-5
-    )
-    # KD table equals Biopython's.
-    from Bio.SeqUtils.ProtParamData import kd
-
-    for a, v in kd.items():
-        assert fp.HYDROPATHY_KD[TOK[a]] == pytest.approx(v)
+# ------------------------------------------------------------------- composite reward terms
 
 
 def test_protparam_equals_biopython_and_developability(bpti):
     task = make_task(bpti, motif_slots=range(10, 16))
-    rm = fp.RewardModel.build(task)
+    rm = fidia.RewardModel.build(task)
     rng = np.random.default_rng(0)
     seqs = np.tile(bpti.S, (4, 1))
     free = task.designable_mask
@@ -145,7 +81,7 @@ def test_protparam_equals_biopython_and_developability(bpti):
 def test_cys_rules_on_synthetic_geometry(bpti):
     motif = list(range(20, 26))
     task = make_task(bpti, motif_slots=motif, kind="epitope")
-    feats = fp.make_reward_features(task)
+    feats = fidia.make_reward_features(task)
     cb = np_cb(bpti.X)
     dmin = np.sqrt(((cb[:, None] - cb[None, motif]) ** 2).sum(-1)).min(-1)
     expect_near = (dmin < 10.0) & task.designable_mask
@@ -160,7 +96,7 @@ def test_cys_rules_on_synthetic_geometry(bpti):
     seq[motif] = bpti.S[motif]  # motif identities unchanged (BPTI has no Cys there)
     seq[near_idx[:2]] = TOK["C"]
     seq[far_idx[:3]] = TOK["C"]
-    terms = fp.sequence_terms(feats, jnp.asarray(seq))
+    terms = fidia.sequence_terms(feats, jnp.asarray(seq))
     assert int(terms["epitope_cys"]) == 2
     # Unpaired Cys: a Cys with another Cys at Cβ-Cβ < 4.5 Å is paired.
     dcb = np.sqrt(((cb[:, None] - cb[None]) ** 2).sum(-1))
@@ -168,14 +104,14 @@ def test_cys_rules_on_synthetic_geometry(bpti):
     expected_unpaired = sum(1 for i in cys if not any(dcb[i, j] < 4.5 for j in cys if j != i))
     assert int(terms["unpaired_cys"]) == expected_unpaired
     # The native BPTI disulfides (C5-C55, C14-C38, C30-C51) are all paired.
-    nat = fp.sequence_terms(fp.make_reward_features(make_task(bpti)), jnp.asarray(bpti.S))
+    nat = fidia.sequence_terms(fidia.make_reward_features(make_task(bpti)), jnp.asarray(bpti.S))
     assert int(nat["unpaired_cys"]) == 0
     # Penalty: per sequon and per Cys near the epitope.
     seq2 = seq.copy()
     free = np.flatnonzero(task.designable_mask & ~expect_near)
     start = next(i for i in free if i + 2 in free and i + 1 in free)
     seq2[start : start + 3] = enc("NAS")
-    rm = fp.RewardModel.build(task)
+    rm = fidia.RewardModel.build(task)
     br = rm.breakdown(np.stack([seq, seq2]))
     np.testing.assert_array_equal(br.diagnostics["sequons"], [0, 1])
     np.testing.assert_allclose(br.penalty, [2.0, 3.0])
@@ -183,24 +119,24 @@ def test_cys_rules_on_synthetic_geometry(bpti):
 
 def test_standardizer_gate_and_combination(bpti):
     ref = {"a": np.array([1.0, 2.0, 3.0, 4.0]), "b": np.array([5.0, 5.0, 5.0, 5.0])}
-    st = fp.fit_standardizer(ref, std_floor=0.5)
+    st = fidia.fit_standardizer(ref, std_floor=0.5)
     assert st.mean["a"] == 2.5 and st.std["a"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
     assert st.std["b"] == 0.5
-    z = fp.standardize({"a": np.array([2.5, 5.0]), "b": np.array([5.5, 5.0])}, st)
+    z = fidia.standardize({"a": np.array([2.5, 5.0]), "b": np.array([5.5, 5.0])}, st)
     np.testing.assert_allclose(z["a"], [0.0, 2.5 / st.std["a"]], rtol=1e-6)
     np.testing.assert_allclose(z["b"], [1.0, 0.0])
-    total = fp.combine_rewards(
+    total = fidia.combine_rewards(
         z, {"a": 2.0, "b": 1.0}, np.array([True, False]), np.array([0.5, 1.0]), -5.0
     )
     np.testing.assert_allclose(total, [2.0 * 0 + 1.0 - 0.5, -5.0 - 1.0], rtol=1e-6)
     with pytest.raises(ValueError, match="no statistics"):
-        fp.standardize({"c": np.zeros(2)}, st)
+        fidia.standardize({"c": np.zeros(2)}, st)
     with pytest.raises(ValueError, match="N>=2"):
-        fp.fit_standardizer({"a": np.zeros(1)})
+        fidia.fit_standardizer({"a": np.zeros(1)})
 
     # End to end on BPTI: gate breaks when a motif identity changes or X is placed.
     task = make_task(bpti, motif_slots=range(30, 40))
-    rm = fp.RewardModel.build(task)
+    rm = fidia.RewardModel.build(task)
     with pytest.raises(ConfigError, match="fit"):
         rm(np.tile(bpti.S, (2, 1)))
     rng = np.random.default_rng(3)
@@ -219,7 +155,7 @@ def test_standardizer_gate_and_combination(bpti):
     np.testing.assert_allclose(res_bad.total[:2], [-5.0, -5.0])
     assert not res_bad.passes[:2].any() and res.criteria == "proxy"
     with pytest.raises(ConfigError):
-        fp.RewardConfig(weights={"novelty": 1.0})
+        fidia.RewardConfig(weights={"novelty": 1.0})
 
 
 # ------------------------------------------------------------------------------------- judge
@@ -249,7 +185,7 @@ def test_judge_averages_models_and_orders(bpti, tiny_models):
 
     # Shapes are chosen so that every ProteinMPNN call in this file is (2, 58) or (2, 40):
     # few compilations.
-    judge = fp.Judge(tiny_models, num_orders=2, seed=7)
+    judge = fidia.Judge(tiny_models, num_orders=2, seed=7)
     task = make_task(bpti, motif_slots=range(0, 8))
     mask = task.designable_mask
     rng = np.random.default_rng(0)
@@ -271,11 +207,11 @@ def test_judge_averages_models_and_orders(bpti, tiny_models):
     assert len({float(v) for v in np.ravel(vals)}) == 4  # models and orders really differ
     # Ensemble excludes the policy's start.
     with pytest.raises(ConfigError, match="exclude"):
-        fp.JudgeConfig(checkpoints=(("v_48_020", "vanilla"),))
+        fidia.JudgeConfig(checkpoints=(("v_48_020", "vanilla"),))
     with pytest.raises(ConfigError):
-        fp.JudgeConfig(num_orders=0)
+        fidia.JudgeConfig(num_orders=0)
     # RewardModel with a judge adds the designability component (== judge value).
-    rm = fp.RewardModel.build(task, judge=judge)
+    rm = fidia.RewardModel.build(task, judge=judge)
     br = rm.breakdown(seqs)
     assert br.components["designability"] == pytest.approx(got)
     assert "function" not in br.components
@@ -298,8 +234,8 @@ def test_function_term_holo_minus_apo(bpti, tiny_models):
     task = _make_task(
         "bpti2", two, ("A",), motif, np.zeros_like(motif), "enzyme", "BPTI", "file", ("B",)
     )
-    judge = fp.Judge(tiny_models[:1], num_orders=1, seed=0)
-    rm = fp.RewardModel.build(task, judge=judge)
+    judge = fidia.Judge(tiny_models[:1], num_orders=1, seed=0)
+    rm = fidia.RewardModel.build(task, judge=judge)
     iface = rm.features.interface
     cb = np_cb(bpti.X)
     dmin = np.sqrt(((cb[:, None] - cb[None, chain_b]) ** 2).sum(-1)).min(-1)
@@ -348,7 +284,7 @@ def test_structure_success_with_a_predictor(bpti):
     # RewardModel switches its pass criterion to the predictor's fold.
     seqs = np.tile(bpti.S, (2, 1))
     seqs[1, 31] = (seqs[1, 31] + 1) % 20  # designable change, still gated in
-    rm = fp.RewardModel.build(task, predictor=Oracle()).fit(seqs)
+    rm = fidia.RewardModel.build(task, predictor=Oracle()).fit(seqs)
     res = rm(seqs)
     assert res.criteria == "structure" and res.passes.all()
 
@@ -363,11 +299,9 @@ def test_structure_success_with_a_predictor(bpti):
 
 
 def test_public_api():
+    for name in ("RewardModel", "RewardConfig", "fit_standardizer", "Judge"):
+        assert name in fidia.__all__ and hasattr(fidia, name)
     for name in (
-        "RewardModel",
-        "RewardConfig",
-        "fit_standardizer",
-        "Judge",
         "DesignTask",
         "load_tasks",
         "kabsch_rmsd",
@@ -385,8 +319,8 @@ def test_real_judge_prefers_native_sequence():
     from fidia_jax.errors import CheckpointError
 
     try:
-        judge = fp.Judge.from_config(
-            fp.JudgeConfig(checkpoints=(("v_48_002", "vanilla"),), num_orders=2)
+        judge = fidia.Judge.from_config(
+            fidia.JudgeConfig(checkpoints=(("v_48_002", "vanilla"),), num_orders=2)
         )
     except CheckpointError as e:
         pytest.skip(str(e))

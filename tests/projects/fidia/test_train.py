@@ -3,17 +3,26 @@
 * a run killed with SIGKILL after step 3 of 4 (subprocess, one device) and resumed ends with exactly the
   parameters and metrics of an uninterrupted run;
 * the rollout and update sharded over 4 host devices equal the single-device result;
+  ``train.param_sharding="fsdp"`` splits the parameters over the mesh;
 * padding a backbone does not change its teacher-forced log-probabilities;
 * ``load_policy`` restores the trained parameters.
 
-Run as a script (``python test_train.py WORKDIR KILL_AFTER_STEP``) it is the subprocess.
+Compiling the update dominates these tests. The SIGKILL test's subprocess therefore starts
+training only after the uninterrupted run's first step, with JAX's persistent compilation cache
+pointing at the programs that run just compiled: it loads them instead of compiling them again
+(the same executables, so the same numbers).
+
+Run as a script (``python test_train.py WORKDIR KILL_AFTER_STEP READY_FILE``) it is the
+subprocess: it imports and loads the model while the parent compiles, then waits for READY_FILE.
 """
 
+import contextlib
 import os
 import pathlib
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -47,15 +56,19 @@ def _setup():
     return cfg, backbones
 
 
-def _run(workdir, kill_after=None, trainer=None, num_devices=0):
+def _run(workdir, kill_after=None, trainer=None, num_devices=0, after_step=None, wait_for=None):
     from fidia_jax.projects import fidia
 
     cfg, backbones = _setup()
     if trainer is None:
         trainer = fidia.Trainer(cfg, train_backbones=backbones, eval_backbones=backbones,
                                 num_devices=num_devices)
+    while wait_for is not None and not wait_for.exists():  # imports overlap the parent's compile
+        time.sleep(0.05)
 
     def on_step(step, metrics):
+        if after_step is not None:
+            after_step(step)
         if kill_after is not None and step == kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -63,7 +76,8 @@ def _run(workdir, kill_after=None, trainer=None, num_devices=0):
 
 
 if __name__ == "__main__":
-    _run(pathlib.Path(sys.argv[1]), kill_after=int(sys.argv[2]), num_devices=1)
+    _run(pathlib.Path(sys.argv[1]), kill_after=int(sys.argv[2]), num_devices=1,
+         wait_for=pathlib.Path(sys.argv[3]))
     sys.exit(0)
 
 import jax  # noqa: E402
@@ -92,15 +106,40 @@ def _leaves(tree):
     return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
+@contextlib.contextmanager
+def _persistent_compilation_cache(path):
+    """JAX's persistent compilation cache at ``path`` (every program) inside the block."""
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    values = {"jax_compilation_cache_dir": str(path),
+              "jax_persistent_cache_min_compile_time_secs": 0.0,
+              "jax_persistent_cache_min_entry_size_bytes": 0}
+    old = {name: getattr(jax.config, name) for name in values}
+    for name, value in values.items():
+        jax.config.update(name, value)
+    cc.reset_cache()
+    try:
+        yield {name.upper(): str(value) for name, value in values.items()}
+    finally:
+        for name, value in old.items():
+            jax.config.update(name, value)
+        cc.reset_cache()
+
+
 def test_sigkill_and_resume_equals_uninterrupted(tmp_path, trainer, setup):
     cfg, _ = setup
     assert trainer.mesh.devices.size == 1
-    killed = tmp_path / "killed"
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4")
-    proc = subprocess.Popen([sys.executable, str(HERE), str(killed), "2"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    full = _run(tmp_path / "full", trainer=trainer)  # overlaps with the subprocess
+    killed, ready = tmp_path / "killed", tmp_path / "cache_ready"
+    with _persistent_compilation_cache(tmp_path / "xla_cache") as cache_env:
+        env = dict(os.environ, JAX_PLATFORMS="cpu", **cache_env)
+        proc = subprocess.Popen([sys.executable, str(HERE), str(killed), "2", str(ready)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+        def release_killed_run(step):  # step 0 compiled and cached the step's programs
+            if step == 0:
+                ready.touch()
+
+        full = _run(tmp_path / "full", trainer=trainer, after_step=release_killed_run)  # overlaps
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == -signal.SIGKILL, out.decode()[-2000:]
     # killed after step index 2: checkpoint of step 2 on disk, 3 metric lines, no final eval
@@ -146,8 +185,9 @@ def test_sharded_step_equals_single_device(trainer, setup):
     _, b = single.rollout(single.ref_params, backbones, key, 4)
     np.testing.assert_array_equal(np.asarray(a.sequences), np.asarray(b.sequences))
     np.testing.assert_allclose(np.asarray(a.log_probs), np.asarray(b.log_probs), atol=1e-5)
-    s4, m4 = sharded.step(sharded.init_state(), 0)
-    s1, m1 = single.step(single.init_state(), 0)
+    s4, m4 = sharded.step(sharded.init_state())
+    s1, m1 = single.step(single.init_state())
+    assert s4.step == s1.step == 1
     assert m4["reward_mean"] == m1["reward_mean"]
     assert m4["loss"] == pytest.approx(m1["loss"], rel=1e-4, abs=1e-6)
     assert m4["grad_norm"] == pytest.approx(m1["grad_norm"], rel=1e-4)
@@ -155,12 +195,29 @@ def test_sharded_step_equals_single_device(trainer, setup):
     # so allow 2 lr on a handful of entries and require the rest to agree to 1e-6.
     lr = cfg.train.learning_rate
     diffs = np.concatenate([np.abs(x - y).ravel() for x, y in
-                            zip(_leaves(s4["params"]), _leaves(s1["params"]), strict=True)])
+                            zip(_leaves(s4.params), _leaves(s1.params), strict=True)])
     assert diffs.max() <= 2 * lr + 1e-6
     assert np.mean(diffs > 1e-6) < 1e-3
     # the sharded parameters are replicated over the 4-device mesh
-    leaf = jax.tree.leaves(s4["params"])[0]
+    leaf = jax.tree.leaves(s4.params)[0]
     assert len(leaf.sharding.device_set) == 4
+
+
+def test_fsdp_config_splits_parameters_over_the_mesh(trainer, setup):
+    """``train.param_sharding="fsdp"``: each parameter (and Adam moment) is split 4 ways along
+    its largest axis divisible by 4; the values are the reference's (placement only)."""
+    cfg, backbones = setup
+    fsdp = fidia.Trainer(fidia.override_config(cfg, ["train.param_sharding=fsdp"]),
+                         train_backbones=backbones, eval_backbones=backbones,
+                         reference=nnx_model(trainer))
+    state = fsdp.init_state()
+    for tree in (fsdp.ref_params, state.params, state.opt_state):
+        for x in jax.tree.leaves(tree):
+            if any(d % 4 == 0 for d in x.shape):
+                assert not x.sharding.is_fully_replicated and len(x.sharding.device_set) == 4
+                assert x.addressable_shards[0].data.size * 4 == x.size
+    for a, b in zip(_leaves(state.params), _leaves(trainer.ref_params), strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def nnx_model(trainer):

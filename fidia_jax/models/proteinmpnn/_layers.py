@@ -1,0 +1,371 @@
+"""ProteinMPNN's layers in Flax NNX: featurisation, encoder layer, decoder layer (with its
+one-position decoding step), each following ``protein_mpnn_utils.py`` of the original code
+(``PositionalEncodings``, ``ProteinFeatures``, ``PositionWiseFeedForward``, ``EncLayer``,
+``DecLayer``) operation by operation; the code is our own.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+# Pairs of backbone atoms whose distances are RBF-encoded, in the original's concatenation order
+# (the first, CA-CA, uses the masked top-k distances themselves).
+_RBF_PAIRS = (
+    ("Ca", "Ca"), ("N", "N"), ("C", "C"), ("O", "O"), ("Cb", "Cb"),
+    ("Ca", "N"), ("Ca", "C"), ("Ca", "O"), ("Ca", "Cb"),
+    ("N", "C"), ("N", "O"), ("N", "Cb"),
+    ("Cb", "C"), ("Cb", "O"), ("O", "C"),
+    ("N", "Ca"), ("C", "Ca"), ("O", "Ca"), ("Cb", "Ca"),
+    ("C", "N"), ("O", "N"), ("Cb", "N"),
+    ("C", "Cb"), ("O", "Cb"), ("C", "O"),
+)  # fmt: skip
+
+
+def _gelu(x):
+    return jax.nn.gelu(x, approximate=False)  # torch.nn.GELU() default: exact erf form
+
+
+def _gather_nodes(nodes_BxLxC, idx_BxLxK):
+    """``out[b, i, k] = nodes[b, idx[b, i, k]]`` -> ``(B, L, K, C)``."""
+    return jax.vmap(lambda n, i: n[i])(nodes_BxLxC, idx_BxLxK)
+
+
+def gather_edges(edges_BxLxL, idx_BxLxK):
+    """``out[b, i, k] = edges[b, i, idx[b, i, k]]`` -> ``(B, L, K)``."""
+    return jnp.take_along_axis(edges_BxLxL, idx_BxLxK, axis=-1)
+
+
+def linear(din, dout, *, use_bias=True, cfg, rngs):
+    return nnx.Linear(
+        din,
+        dout,
+        use_bias=use_bias,
+        dtype=cfg["dtype"],
+        param_dtype=cfg["param_dtype"],
+        precision=cfg["precision"],
+        kernel_init=nnx.initializers.xavier_uniform(),
+        rngs=rngs,
+    )
+
+
+def _layer_norm(d, *, cfg, rngs):
+    # torch.nn.LayerNorm: eps 1e-5, biased variance E[(x - mean)^2].
+    return nnx.LayerNorm(
+        d,
+        epsilon=1e-5,
+        use_fast_variance=False,
+        dtype=cfg["dtype"],
+        param_dtype=cfg["param_dtype"],
+        rngs=rngs,
+    )
+
+
+class PositionalEncodings(nnx.Module):
+    """Relative-offset one-hot (``2*max_rel + 2`` classes) -> linear ``num_embeddings``."""
+
+    def __init__(self, num_embeddings: int, *, max_relative_feature: int = 32, cfg, rngs):
+        self.max_relative_feature = max_relative_feature
+        self.linear = linear(2 * max_relative_feature + 2, num_embeddings, cfg=cfg, rngs=rngs)
+
+    def __call__(self, offset_BxLxK, same_chain_BxLxK):
+        m = self.max_relative_feature
+        d = jnp.clip(offset_BxLxK + m, 0, 2 * m) * same_chain_BxLxK + (1 - same_chain_BxLxK) * (2 * m + 1)
+        onehot = jax.nn.one_hot(d, 2 * m + 2, dtype=jnp.float32)
+        return self.linear(onehot)
+
+
+class ProteinFeatures(nnx.Module):
+    """Edge features of the full-backbone model (``ProteinFeatures`` of the original)."""
+
+    def __init__(
+        self,
+        edge_features: int,
+        *,
+        top_k: int,
+        num_rbf: int = 16,
+        num_positional_embeddings: int = 16,
+        max_relative_feature: int = 32,
+        cfg,
+        rngs,
+    ):
+        self.top_k = top_k
+        self.num_rbf = num_rbf
+        self.embeddings = PositionalEncodings(
+            num_positional_embeddings, max_relative_feature=max_relative_feature, cfg=cfg, rngs=rngs
+        )
+        edge_in = num_positional_embeddings + num_rbf * len(_RBF_PAIRS)
+        self.edge_embedding = linear(edge_in, edge_features, use_bias=False, cfg=cfg, rngs=rngs)
+        self.norm_edges = _layer_norm(edge_features, cfg=cfg, rngs=rngs)
+
+    def _rbf(self, D):
+        mu = jnp.linspace(2.0, 22.0, self.num_rbf, dtype=jnp.float32).reshape((1,) * D.ndim + (-1,))
+        sigma = (22.0 - 2.0) / self.num_rbf
+        return jnp.exp(-(((D[..., None] - mu) / sigma) ** 2))
+
+    def __call__(self, X_BxLx4x3, mask_BxL, residue_idx_BxL, chain_BxL):
+        """Returns ``(E_BxLxKxC, E_idx_BxLxK)``; ``K = min(top_k, L)``, neighbours by CA distance."""
+        X = X_BxLx4x3.astype(jnp.float32)
+        mask = mask_BxL.astype(jnp.float32)
+        N, Ca, C, O = X[..., 0, :], X[..., 1, :], X[..., 2, :], X[..., 3, :]
+        b = Ca - N
+        c = C - Ca
+        a = jnp.cross(b, c)
+        Cb = -0.58273431 * a + 0.56802827 * b - 0.54067466 * c + Ca
+        atoms = {"N": N, "Ca": Ca, "C": C, "O": O, "Cb": Cb}
+
+        # _dist: masked pairwise CA distances, top-k smallest (masked pairs pushed to the row max).
+        mask_2D = mask[:, None, :] * mask[:, :, None]
+        dX = Ca[:, None, :, :] - Ca[:, :, None, :]
+        D = mask_2D * jnp.sqrt(jnp.sum(dX**2, -1) + 1e-6)
+        D_max = jnp.max(D, -1, keepdims=True)
+        D_adjust = D + (1.0 - mask_2D) * D_max
+        k = min(self.top_k, X.shape[1])
+        neg_D, E_idx = jax.lax.top_k(-D_adjust, k)
+        D_neighbors = -neg_D
+
+        rbfs = []
+        for a_name, b_name in _RBF_PAIRS:
+            if (a_name, b_name) == ("Ca", "Ca"):
+                rbfs.append(self._rbf(D_neighbors))
+                continue
+            A, B_nb = atoms[a_name], _gather_nodes(atoms[b_name], E_idx)
+            D_AB = jnp.sqrt(jnp.sum((A[:, :, None, :] - B_nb) ** 2, -1) + 1e-6)
+            rbfs.append(self._rbf(D_AB))
+        rbf_BxLxKx400 = jnp.concatenate(rbfs, -1)
+
+        offset = gather_edges(residue_idx_BxL[:, :, None] - residue_idx_BxL[:, None, :], E_idx)
+        same_chain = gather_edges(
+            (chain_BxL[:, :, None] == chain_BxL[:, None, :]).astype(jnp.int32), E_idx
+        )
+        E_pos = self.embeddings(offset.astype(jnp.int32), same_chain)
+        E = jnp.concatenate([E_pos.astype(jnp.float32), rbf_BxLxKx400], -1)
+        E = self.norm_edges(self.edge_embedding(E))
+        return E, E_idx
+
+
+class PositionWiseFeedForward(nnx.Module):
+    """``W_out(gelu(W_in(h)))`` with a 4x hidden width."""
+
+    def __init__(self, num_hidden: int, num_ff: int, *, cfg, rngs):
+        self.W_in = linear(num_hidden, num_ff, cfg=cfg, rngs=rngs)
+        self.W_out = linear(num_ff, num_hidden, cfg=cfg, rngs=rngs)
+
+    def __call__(self, h):
+        return self.W_out(_gelu(self.W_in(h)))
+
+
+def _mm(x, w, lin: nnx.Linear):
+    """``x @ w`` with the dtype / precision of ``lin`` (``w`` is a row block of ``lin.kernel``)."""
+    dt = lin.dtype or x.dtype
+    return jnp.matmul(x.astype(dt), w.astype(dt), precision=lin.precision)
+
+
+def _row_blocks(lin: nnx.Linear, n: int):
+    """Split ``lin.kernel`` ``(n*C, C')`` into ``n`` row blocks ``(C, C')``."""
+    k = lin.kernel.get_value()
+    size = k.shape[0] // n
+    return [k[i * size : (i + 1) * size] for i in range(n)]
+
+
+def _bias(lin: nnx.Linear, x):
+    dt = lin.dtype or x.dtype
+    return lin.bias.get_value().astype(dt)
+
+
+class EncLayer(nnx.Module):
+    """Encoder layer: node update from edge+neighbour messages, then edge update.
+
+    The original applies ``W1`` (and ``W11``) to the concatenation ``[h_i, h_ij, h_j]``
+    ``(B, L, K, 3C)``. We evaluate the same affine map as the sum of its three row blocks,
+    ``h_i W1a + h_ij W1b + (h W1c)_j + b1``, projecting node states before gathering them, and
+    apply ``W3`` after the masked neighbour sum (``sum_j m_ij (g_j W3 + b3) =
+    (sum_j m_ij g_j) W3 + (sum_j m_ij) b3``). Same math, fewer per-edge FLOPs; parity with the
+    original is tested to 1e-4.
+    """
+
+    def __init__(self, num_hidden: int, num_in: int, *, scale: float = 30.0, cfg, rngs):
+        self.scale = scale
+        self.norm1 = _layer_norm(num_hidden, cfg=cfg, rngs=rngs)
+        self.norm2 = _layer_norm(num_hidden, cfg=cfg, rngs=rngs)
+        self.norm3 = _layer_norm(num_hidden, cfg=cfg, rngs=rngs)
+        self.W1 = linear(num_hidden + num_in, num_hidden, cfg=cfg, rngs=rngs)
+        self.W2 = linear(num_hidden, num_hidden, cfg=cfg, rngs=rngs)
+        self.W3 = linear(num_hidden, num_hidden, cfg=cfg, rngs=rngs)
+        self.W11 = linear(num_hidden + num_in, num_hidden, cfg=cfg, rngs=rngs)
+        self.W12 = linear(num_hidden, num_hidden, cfg=cfg, rngs=rngs)
+        self.W13 = linear(num_hidden, num_hidden, cfg=cfg, rngs=rngs)
+        self.dense = PositionWiseFeedForward(num_hidden, num_hidden * 4, cfg=cfg, rngs=rngs)
+
+    @staticmethod
+    def _pre(lin, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK):
+        """``lin([h_i, h_ij, h_j])`` as a sum of row blocks -> ``(B, L, K, C)``."""
+        Wa, Wb, Wc = _row_blocks(lin, 3)
+        self_BxLxC = _mm(h_V_BxLxC, Wa, lin) + _bias(lin, h_V_BxLxC)[None, None, :]
+        nb_BxLxKxC = _gather_nodes(_mm(h_V_BxLxC, Wc, lin), E_idx_BxLxK)
+        return _mm(h_E_BxLxKxC, Wb, lin) + self_BxLxC[:, :, None, :] + nb_BxLxKxC
+
+    def __call__(self, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, mask_BxL, mask_attend_BxLxK):
+        g = _gelu(self.W2(_gelu(self._pre(self.W1, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK))))
+        m = mask_attend_BxLxK.astype(g.dtype)
+        g_sum = jnp.einsum("blk,blkc->blc", m, g, precision=self.W3.precision)
+        msg_sum = self.W3(g_sum) + (jnp.sum(m, -1, keepdims=True) - 1.0) * _bias(self.W3, g_sum)[None, None, :]
+        h_V = self.norm1(h_V_BxLxC + msg_sum / self.scale)
+        h_V = self.norm2(h_V + self.dense(h_V))
+        h_V = mask_BxL[..., None].astype(h_V.dtype) * h_V
+
+        msg = self.W13(_gelu(self.W12(_gelu(self._pre(self.W11, h_V, h_E_BxLxKxC, E_idx_BxLxK)))))
+        h_E = self.norm3(h_E_BxLxKxC + msg)
+        return h_V, h_E
+
+
+class DecStepCache(NamedTuple):
+    """Per-structure terms of one :class:`DecLayer`, shared by every sample and decoding step.
+
+    Attributes:
+      edge_LxKxC: ``mask_i * h_E_ij W1b + b1`` (edge block of ``W1`` plus its bias).
+      token_21xC: ``W_s W1c`` (every token's embedding through the token block).
+      enc_LxC: ``h_enc W1d`` (encoder node states through the neighbour block).
+    """
+
+    edge_LxKxC: jax.Array
+    token_21xC: jax.Array
+    enc_LxC: jax.Array
+
+
+class DecLayer(nnx.Module):
+    """Decoder layer: node update from order-masked edge inputs; no attention mask.
+
+    The original builds, for neighbour ``j`` of ``i``, ``h_ESV = [h_ij, s_j, h_j]`` if ``j`` is
+    decoded before ``i`` (``mask_bw``) and ``[h_ij, 0, h_j^enc]`` otherwise (``mask_fw``), both
+    times ``mask_i``, and applies ``W1`` to ``[h_i, h_ESV]``. As in :class:`EncLayer` we sum the
+    row blocks ``W1 = [W1a; W1b; W1c; W1d]`` instead (same math) and apply ``W3`` after the
+    neighbour sum (``sum_j (g_j W3 + b3) = (sum_j g_j) W3 + K b3``).
+
+    Two entry points share the message MLP (:meth:`messages`) and the node update
+    (:meth:`node_update`): :meth:`__call__` updates every position at once (teacher forcing);
+    :meth:`step` updates one position per sample from the per-structure :class:`DecStepCache`
+    (:meth:`step_cache`) and the neighbour states already projected by :meth:`project`
+    (autoregressive sampling). They differ only in float rounding (the step folds ``K b3`` in one
+    add and pre-projects cached terms), about 1e-5 on the log-probabilities.
+    """
+
+    def __init__(self, num_hidden: int, num_in: int, *, scale: float = 30.0, cfg, rngs):
+        self.scale = scale
+        self.norm1 = _layer_norm(num_hidden, cfg=cfg, rngs=rngs)
+        self.norm2 = _layer_norm(num_hidden, cfg=cfg, rngs=rngs)
+        self.W1 = linear(num_hidden + num_in, num_hidden, cfg=cfg, rngs=rngs)
+        self.W2 = linear(num_hidden, num_hidden, cfg=cfg, rngs=rngs)
+        self.W3 = linear(num_hidden, num_hidden, cfg=cfg, rngs=rngs)
+        self.dense = PositionWiseFeedForward(num_hidden, num_hidden * 4, cfg=cfg, rngs=rngs)
+
+    def messages(self, pre_xKxC):
+        """Per-neighbour messages ``gelu(W2(gelu(pre)))`` from ``W1``'s output ``(..., K, C)``."""
+        return _gelu(self.W2(_gelu(pre_xKxC)))
+
+    def node_update(self, h_xC, msg_sum_xC, mask_x):
+        """``norm1(h + msg_sum / scale)``, then ``norm2(h + FFN(h))``, zeroed where ``mask`` is 0."""
+        h = self.norm1(h_xC + msg_sum_xC / self.scale)
+        h = self.norm2(h + self.dense(h))
+        return mask_x[..., None].astype(h.dtype) * h
+
+    def __call__(self, h_V_BxLxC, h_E_BxLxKxC, h_S_BxLxC, h_enc_BxLxC, E_idx_BxLxK, mask_bw_BxLxK, mask_fw_BxLxK, mask_BxL):
+        """One decoder layer on all positions (teacher forcing).
+
+        Args:
+          h_V_BxLxC: this layer's input node states (the encoder output for layer 0).
+          h_E_BxLxKxC: encoder edge states.
+          h_S_BxLxC: embedded tokens ``W_s(S)``.
+          h_enc_BxLxC: encoder node states (seen through not-yet-decoded neighbours).
+          E_idx_BxLxK: neighbour indices.
+          mask_bw_BxLxK / mask_fw_BxLxK: ``mask_i`` times (not) "``j`` decoded before ``i``".
+          mask_BxL: residue mask.
+
+        Returns:
+          ``(B, L, C)`` updated node states (zero where ``mask`` is 0).
+        """
+        Wa, Wb, Wc, Wd = _row_blocks(self.W1, 4)
+        lin = self.W1
+        dt = h_E_BxLxKxC.dtype
+        bw = mask_bw_BxLxK.astype(dt)[..., None]
+        fw = mask_fw_BxLxK.astype(dt)[..., None]
+        mask = mask_BxL.astype(dt)
+        self_BxLxC = _mm(h_V_BxLxC, Wa, lin) + _bias(lin, h_V_BxLxC)[None, None, :]
+        nb_dec = _gather_nodes(_mm(h_S_BxLxC, Wc, lin) + _mm(h_V_BxLxC, Wd, lin), E_idx_BxLxK)
+        nb_enc = _gather_nodes(_mm(h_enc_BxLxC, Wd, lin), E_idx_BxLxK)
+        pre = (
+            mask[:, :, None, None] * _mm(h_E_BxLxKxC, Wb, lin)
+            + self_BxLxC[:, :, None, :]
+            + bw * nb_dec
+            + fw * nb_enc
+        )
+        g = self.messages(pre)
+        K = g.shape[-2]
+        msg_sum = self.W3(jnp.sum(g, -2)) + (K - 1.0) * _bias(self.W3, g)[None, None, :]
+        return self.node_update(h_V_BxLxC, msg_sum, mask)
+
+    # ---- one position at a time (autoregressive sampling) ------------------------------------
+
+    def _step_mm(self, x, w):
+        """``x @ w`` with ``w`` cast to the layer dtype, at the layer precision."""
+        return jnp.matmul(x, w.astype(self.W1.dtype), precision=self.W1.precision)
+
+    def project(self, h_xC):
+        """``h W1d``: node states through ``W1``'s neighbour block (what :meth:`step` caches)."""
+        return self._step_mm(h_xC, _row_blocks(self.W1, 4)[3])
+
+    def step_cache(self, h_E_LxKxC, h_enc_LxC, W_s_21xC, mask_L) -> DecStepCache:
+        """The terms of :meth:`step` that depend only on the structure (computed once).
+
+        Args:
+          h_E_LxKxC: encoder edge states of one structure.
+          h_enc_LxC: encoder node states.
+          W_s_21xC: token embedding table (in the layer dtype).
+          mask_L: ``(L,)`` float32 residue mask.
+        """
+        _, W1b, W1c, W1d = _row_blocks(self.W1, 4)
+        b1 = self.W1.bias.get_value().astype(self.W1.dtype)
+        return DecStepCache(
+            edge_LxKxC=mask_L.astype(self.W1.dtype)[:, None, None] * self._step_mm(h_E_LxKxC, W1b) + b1[None, None, :],
+            token_21xC=self._step_mm(W_s_21xC, W1c),
+            enc_LxC=self._step_mm(h_enc_LxC, W1d),
+        )
+
+    def step(self, h_NxC, cache: DecStepCache, pos_N, nb_NxK, bw_NxK, fw_NxK, tok_nb_NxK, mask_N, proj_NxLxC=None):
+        """This layer at one position per sample (the decoding step of the sampler).
+
+        Same math as :meth:`__call__` restricted to row ``pos_N[n]`` of sample ``n``.
+
+        Args:
+          h_NxC: this layer's input state at the current positions.
+          cache: :meth:`step_cache` of the structure.
+          pos_N: ``(N,)`` int32 current position per sample.
+          nb_NxK: ``(N, K)`` int32 its neighbours.
+          bw_NxK / fw_NxK: ``mask_i`` times (not) "neighbour already decoded", in the layer dtype.
+          tok_nb_NxK: ``(N, K)`` int32 the neighbours' tokens (read only where decoded).
+          mask_N: ``(N,)`` float32 residue mask at the current positions.
+          proj_NxLxC: :meth:`project` of this layer's input states at the positions decoded so
+            far, or ``None`` for the first layer (whose input is the encoder state everywhere).
+
+        Returns:
+          ``(N, C)`` updated states (zero where ``mask_N`` is 0).
+        """
+        dt = self.W1.dtype
+        if proj_NxLxC is None:
+            proj_nb = cache.enc_LxC[nb_NxK] * mask_N[:, None, None].astype(dt)
+        else:
+            proj_bw = jnp.take_along_axis(proj_NxLxC, nb_NxK[..., None], 1)
+            proj_nb = bw_NxK[..., None] * proj_bw + fw_NxK[..., None] * cache.enc_LxC[nb_NxK]
+        pre = (
+            self._step_mm(h_NxC, _row_blocks(self.W1, 4)[0])[:, None, :]
+            + cache.edge_LxKxC[pos_N]
+            + bw_NxK[..., None] * cache.token_21xC[tok_nb_NxK]
+            + proj_nb
+        )
+        g = self.messages(pre)  # (N, K, C)
+        K = g.shape[-2]
+        msg_sum = self._step_mm(jnp.sum(g, 1), self.W3.kernel.get_value()) + K * self.W3.bias.get_value().astype(dt)[None, :]
+        return self.node_update(h_NxC, msg_sum, mask_N)

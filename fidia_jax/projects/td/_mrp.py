@@ -1,0 +1,99 @@
+"""Random Markov reward processes and the scan-based TD(0) runner of the TD experiments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from fidia_jax import rl
+
+__all__ = ["random_linear_mrp", "run_linear_td0"]
+
+
+def random_linear_mrp(
+    key: jax.Array,
+    n_states: int = 20,
+    n_features: int = 5,
+    discount: float = 0.9,
+    *,
+    sparsity: float = 0.0,
+) -> rl.LinearMRP:
+    """A random MRP: Dirichlet(1) transition rows, uniform rewards in ``[0, 1]``, Gaussian
+    features with rows normalised to unit norm (full column rank with probability 1).
+
+    Args:
+      key: PRNG key (vmap over keys for a batch of MRPs).
+      n_states: ``S``.
+      n_features: ``d <= S``.
+      discount: ``gamma``.
+      sparsity: fraction of transition entries zeroed before renormalising (each row keeps
+        its self-loop, so the chain stays aperiodic); slower mixing for Markovian tests.
+
+    Returns:
+      :class:`fidia_jax.rl.LinearMRP`.
+
+    Raises:
+      ValueError: ``n_features > n_states`` or discount outside ``[0, 1)``.
+    """
+    if n_features > n_states:
+        raise ValueError(f"n_features={n_features} must be <= n_states={n_states}")
+    if not 0.0 <= discount < 1.0:
+        raise ValueError(f"discount must be in [0, 1), got {discount}")
+    kp, kr, kf, ks = jax.random.split(key, 4)
+    p = jax.random.dirichlet(kp, jnp.ones((n_states,)), (n_states,))
+    if sparsity > 0:
+        keep = jax.random.uniform(ks, (n_states, n_states)) >= sparsity
+        keep = keep | jnp.eye(n_states, dtype=bool)
+        p = jnp.where(keep, p + 1e-3, 0.0)
+        p = p / jnp.sum(p, axis=1, keepdims=True)
+    r = jax.random.uniform(kr, (n_states, n_states))
+    phi = jax.random.normal(kf, (n_states, n_features))
+    phi = phi / jnp.linalg.norm(phi, axis=1, keepdims=True)
+    return rl.LinearMRP(p, r, phi, jnp.asarray(discount, jnp.float32))
+
+
+def run_linear_td0(
+    key: jax.Array,
+    mrp: rl.LinearMRP,
+    schedule: Callable[[jax.Array], jax.Array],
+    num_steps: int,
+    *,
+    markovian: bool = False,
+    l2_reg: float | jax.Array = 0.0,
+    theta0: jax.Array | None = None,
+) -> jax.Array:
+    """Runs ``num_steps`` TD(0) updates from ``theta0`` (default zeros) with ``lax.scan``.
+
+    Args:
+      key: PRNG key for sampling.
+      mrp: the process (vmap over keys and MRPs for batches).
+      schedule: ``t -> eta_t`` (any optax schedule), evaluated at ``t = 0 .. num_steps - 1``.
+      num_steps: ``T`` (static).
+      markovian: sample one trajectory (started from the stationary distribution) instead of
+        i.i.d. transitions from ``mu``.
+      l2_reg: regulariser ``lambda`` of the regularised TD(0).
+      theta0: ``(d,)`` initial weights.
+
+    Returns:
+      ``(d,)`` last iterate ``theta_T``.
+    """
+    d = mrp.features.shape[1]
+    theta = jnp.zeros((d,), jnp.float32) if theta0 is None else theta0
+    mu = rl.stationary_distribution(mrp.transition)
+    k0, key = jax.random.split(key)
+    s0 = jax.random.categorical(k0, jnp.log(mu))
+
+    def body(carry, t):
+        theta, s = carry
+        k = jax.random.fold_in(key, t)
+        if markovian:
+            _, s_next, phi_tm1, r, phi_t = rl.sample_transition_markov(k, mrp, s)
+        else:
+            _, s_next, phi_tm1, r, phi_t = rl.sample_transition_iid(k, mrp, mu)
+        theta = rl.linear_td0_update(theta, phi_tm1, r, mrp.discount, phi_t, schedule(t), l2_reg)
+        return (theta, s_next), None
+
+    (theta, _), _ = jax.lax.scan(body, (theta, s0), jnp.arange(num_steps))
+    return theta

@@ -1,0 +1,80 @@
+"""Direct Preference Optimization: the pair loss, and a (chosen, rejected) pair from a scored group.
+
+References:
+  Rafailov et al., "Direct Preference Optimization: Your Language Model is Secretly a Reward
+  Model", NeurIPS 2023. https://arxiv.org/abs/2305.18290
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from fidia_jax import _checks
+from fidia_jax.rl._advantages import _check_group
+
+__all__ = ["dpo_loss", "dpo_pair"]
+
+
+def dpo_loss(log_ratio_chosen: jax.Array, log_ratio_rejected: jax.Array,
+             beta: float | jax.Array) -> jax.Array:
+    """DPO loss of one preference pair: ``-log sigmoid(beta * (lr_w - lr_l))``.
+
+    ``lr = log pi(y) - log pi_ref(y)`` is the sequence log-ratio of the policy to the frozen
+    reference (sum over the tokens the policy chose; ``pi_ref`` constant). Batch with
+    ``jax.vmap``.
+
+    Args:
+      log_ratio_chosen: ``()`` float log-ratio of the preferred sequence ``y_w``.
+      log_ratio_rejected: ``()`` float log-ratio of the dispreferred sequence ``y_l``.
+      beta: DPO temperature (``> 0``).
+
+    Returns:
+      ``()`` loss, ``>= 0``; ``log 2`` at a zero margin.
+
+    Raises:
+      ValueError: inputs that are not scalars.
+
+    Example:
+      >>> from fidia_jax import rl
+      >>> print(rl.dpo_loss(jnp.array(0.0), jnp.array(0.0), 0.5))  # log 2
+      0.6931472
+      >>> print(rl.dpo_loss(jnp.array(3.0), jnp.array(-1.0), 0.5))  # log(1 + e^-2)
+      0.126928
+
+    References:
+      Rafailov et al. 2023, https://arxiv.org/abs/2305.18290 (eq. 7).
+    """
+    _checks.assert_rank(log_ratio_chosen, 0, "log_ratio_chosen", where="dpo_loss",
+                        detail="one pair; vmap to batch")
+    _checks.assert_rank(log_ratio_rejected, 0, "log_ratio_rejected", where="dpo_loss",
+                        detail="one pair; vmap to batch")
+    return -jax.nn.log_sigmoid(beta * (log_ratio_chosen - log_ratio_rejected))
+
+
+def dpo_pair(rewards_n: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Best (chosen) and worst (rejected) sample of one scored group, and whether they differ.
+
+    Ties resolve to the lowest index (``argmax`` / ``argmin``).
+
+    Args:
+      rewards_n: ``(n,)`` float rewards of ``n >= 2`` samples (e.g. from the frozen reference).
+
+    Returns:
+      ``(chosen, rejected, valid)``: ``()`` int32 indices and a ``()`` float32 flag, 1.0 when
+      ``rewards_n[chosen] > rewards_n[rejected]``, 0.0 when all rewards are equal (no
+      preference: weight the pair's loss by it).
+
+    Raises:
+      ValueError: rank != 1, non-floating dtype or ``n < 2``.
+
+    Example:
+      >>> from fidia_jax import rl
+      >>> [int(x) for x in rl.dpo_pair(jnp.array([0.3, 2.5, -1.2, 2.5]))]
+      [1, 2, 1]
+    """
+    rewards_n = _check_group(rewards_n, "dpo_pair")
+    chosen = jnp.argmax(rewards_n).astype(jnp.int32)
+    rejected = jnp.argmin(rewards_n).astype(jnp.int32)
+    valid = (rewards_n[chosen] > rewards_n[rejected]).astype(jnp.float32)
+    return chosen, rejected, valid

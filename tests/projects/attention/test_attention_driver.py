@@ -1,0 +1,97 @@
+"""Attention driver (Attn-QAT training comparison + SANTA decoding): tiny run, decode, configs."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from fidia_jax.config import config_to_dict
+from fidia_jax.errors import ConfigError
+from fidia_jax.layers import xla_attention
+from fidia_jax.models import Llama
+from fidia_jax.projects import attention
+
+
+def test_tiny_train_and_evaluate(shared_data_dir, tmp_path):
+    config = attention.get_config("tiny", data={"data_dir": str(shared_data_dir)})
+    out = attention.train_and_evaluate(config, tmp_path)
+    written = json.loads((tmp_path / attention.SUMMARY_FILE).read_text())
+    assert written == out
+    assert out["config"] == config_to_dict(config)
+
+    qat = {r["impl"]: r for r in out["qat"]}
+    assert list(qat) == ["bf16", "attn_qat"]
+    for r in qat.values():
+        steps, losses = zip(*r["curve"], strict=True)
+        assert steps == (0, 2, 4, 6, 7)  # every log_every=2 steps, and the last one
+        assert all(math.isfinite(x) for x in losses)
+        # Random init starts above the uniform byte model's log(256); training lowers the loss.
+        assert losses[0] > math.log(256) and losses[-1] < losses[0] - 0.3
+        assert math.isfinite(r["val_loss"]) and r["val_loss"] < losses[0] - 0.3
+        np.testing.assert_allclose(
+            r["val_rel_to_bf16"], r["val_loss"] / qat["bf16"]["val_loss"] - 1
+        )
+    assert qat["bf16"]["val_rel_to_bf16"] == 0.0
+    # Same init and batch at step 0: FP4 attention changes the loss by well under 1 %.
+    assert abs(qat["attn_qat"]["curve"][0][1] - qat["bf16"]["curve"][0][1]) < 0.05
+    assert abs(qat["attn_qat"]["val_rel_to_bf16"]) < 0.02
+
+    santa = out["santa"]
+    assert santa["context"] == 32 and math.isfinite(santa["dense_ppl"])
+    (row,) = santa["rows"]
+    assert (row["method"], row["S"]) == ("systematic", 1024)
+    # 512 systematic samples per 16-key tile: nearly the exact attention.
+    assert row["top1_agreement"] >= 0.95
+    assert abs(row["ppl"] / santa["dense_ppl"] - 1.0) < 1e-3
+
+
+def test_dense_decode_equals_full_forward():
+    """Prefill + teacher-forced decode from the KV cache gives a causal forward's logits.
+
+    The experiment (kept as benchmarks/attention_experiments.py had it, so its numbers do not
+    change) prefills ``tokens[:, :P]`` and then decodes ``tokens[:, P-1:T-1]``: the last
+    prefilled byte is fed again, so the decoded stream is ``tokens[:, :P] ++ tokens[:, P-1:T-1]``
+    and the logits at its positions ``P..T-1`` are the outputs.
+    """
+    config = attention.get_config("tiny")
+    model = Llama(attention.llama_config(config, "xla"), rngs=nnx.Rngs(0))
+    tokens = jax.random.randint(jax.random.key(1), (2, 32), 0, 256)
+    dense = attention.decode_logits(
+        model,
+        lambda q, k, v, **kw: xla_attention(q, k, v, causal=False, kv_lengths=kw.get("kv_lengths")),
+        tokens,
+        prefix=20,
+    )
+    assert dense.shape == (2, 12, 256)
+    assert model.config.attention_impl == "xla"  # restored
+    stream = jnp.concatenate([tokens[:, :20], tokens[:, 19:31]], axis=1)
+    full = model(stream)[:, 20:32]
+    np.testing.assert_allclose(dense, full, rtol=1e-4, atol=1e-4)
+    assert float(jnp.max(jnp.abs(full))) > 0.1  # not trivially zero
+
+
+def test_bf16_attention_rounds_inputs():
+    q, k, v = (jax.random.normal(jax.random.key(i), (1, 4, 2, 16)) for i in range(3))
+    got = attention.bf16_attention(q, k, v, causal=True)
+    bf = jnp.bfloat16
+    want = xla_attention(q.astype(bf), k.astype(bf), v.astype(bf), causal=True).astype(q.dtype)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == jnp.float32
+    assert float(jnp.max(jnp.abs(got - xla_attention(q, k, v, causal=True)))) > 0
+
+
+def test_configs():
+    assert attention.get_config().qat.steps == 300  # the benchmark's default
+    assert attention.get_config("tiny").qat.impls == ("bf16", "attn_qat")
+    with pytest.raises(ConfigError, match="bf16"):
+        attention.get_config("tiny", qat={"impls": ("attn_qat",)})
+    with pytest.raises(ConfigError, match="multiples of 16"):
+        attention.get_config("tiny", model={"n_heads": 4, "n_kv_heads": 2})  # head dim 8
+    # Without FP4 variants any context length works.
+    assert attention.get_config("tiny", data={"seq_len": 24}, qat={"impls": ("bf16",)})
+    with pytest.raises(ConfigError, match="santa.methods"):
+        attention.get_config("tiny", santa={"methods": ("gumbel",)})
