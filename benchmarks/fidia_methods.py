@@ -32,9 +32,9 @@ import time
 
 import numpy as np
 
-from fidia_jax.projects import fidia
 from fidia_jax._io import atomic_write_text
 from fidia_jax.errors import ConfigError
+from fidia_jax.projects import fidia
 
 METHODS = ("bon", "rloo", "grpo", "dpo", "fidia")
 KEYS = ("max@1", "max@8", "max@32", "success", "precision", "identity", "unique", "recovery", "motif")

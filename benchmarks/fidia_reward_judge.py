@@ -7,17 +7,17 @@ path through ``fidia_jax.models.score``, called once per decoding order, which g
 numbers.
 
 Usage:
-  python benchmarks/fidia_reward_judge.py [--num-samples 16] [--orders 2] [--repeats 5]
+  python benchmarks/fidia_reward_judge.py [--num-samples 16] [--orders 2] [--repeats 5] [--out FILE]
 
 Backbone: the packaged default (BPTI 5PTI chain A, 58 residues) with 16 samples of vanilla
 v_48_020 at T = 0.1; judge = vanilla v_48_002 (one checkpoint; the default ensemble has four and
-costs four times as much). Prints a table and writes benchmarks/results/fidia_reward_judge.json.
+costs four times as much). Prints a table and writes ``--out`` (default
+benchmarks/results/fidia_reward_judge.json).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import platform
 import statistics
@@ -27,9 +27,11 @@ import jax
 import numpy as np
 
 from fidia_jax import protein as fp
-from fidia_jax._io import atomic_write_text
+from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.models import MPNNInputs, ProteinMPNN, sample, score
 from fidia_jax.projects import fidia
+
+DEFAULT_OUT = pathlib.Path(__file__).parent / "results" / "fidia_reward_judge.json"
 
 
 def _time_interleaved(fns, repeats):
@@ -44,12 +46,18 @@ def _time_interleaved(fns, repeats):
     return [statistics.median(t) for t in ts], outs
 
 
-def main(argv=None):
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--num-samples", type=int, default=16)
     ap.add_argument("--orders", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
-    args = ap.parse_args(argv)
+    ap.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT,
+                    help=f"JSON result file (default: {DEFAULT_OUT})")
+    return ap
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
 
     task = fp.task_from_structure(fp.default_backbone_path(), fixed="A13-17,A30,A38,A51")
     policy = ProteinMPNN.from_checkpoint("v_48_020")
@@ -114,9 +122,8 @@ def main(argv=None):
         "proxy_pass_rate": float(res.passes.mean()),
         "mean_designability": float(res.breakdown.components["designability"].mean()),
     }
-    path = pathlib.Path(__file__).parent / "results" / "fidia_reward_judge.json"
-    path.parent.mkdir(exist_ok=True)
-    atomic_write_text(path, json.dumps(out, indent=2))
+    atomic_write_text(args.out, json_text(out, indent=2))  # creates the parent folder
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

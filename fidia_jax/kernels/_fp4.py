@@ -14,6 +14,13 @@ therefore compares ``|x|`` against the exact products ``midpoint * scale`` (a fe
 each, so exact in float32), and the scale ``e4m3(amax / 6)`` is corrected with exact midpoint
 comparisons against ``amax``.
 
+Non-finite inputs (NaN, +-Inf) are never hidden: all three functions return them unchanged at
+their position. In :func:`fake_quant_nvfp4` a non-finite element also does not take part in its
+block's scale: the other elements of the block quantise exactly as if it were absent (a NaN does
+not zero its block, and an Inf does not flush its neighbours to 0). ``ml_dtypes`` differs here:
+``float4_e2m1fn`` has no NaN/Inf (it maps NaN to -0 and Inf to +-6) and ``float8_e4m3fn`` has no
+Inf (Inf becomes NaN); the bit-exact contract covers finite inputs.
+
 The NVFP4 format of NVIDIA Blackwell also carries a per-tensor FP32 second-level scale; it is
 omitted here (the block scale is ``e4m3(amax / 6)`` directly), as the Attn-QAT issue specifies.
 """
@@ -48,6 +55,11 @@ def _round_half_even(y: jax.Array) -> jax.Array:
     return f + jnp.where((frac > 0.5) | ((frac == 0.5) & odd), 1.0, 0.0)
 
 
+def _is_finite(x: jax.Array) -> jax.Array:
+    """``jnp.isfinite`` as one comparison (False for NaN and +-Inf; lowers inside Triton kernels)."""
+    return jnp.abs(x) < jnp.inf
+
+
 def _is_even_integer(k: jax.Array) -> jax.Array:
     """Whether the integer-valued float ``k`` is even (no ``rem``, which Triton lowers poorly)."""
     return jnp.floor(k * 0.5) * 2.0 == k
@@ -64,14 +76,15 @@ def round_to_e2m1(x: jax.Array) -> jax.Array:
       x: any float array (computed in float32).
 
     Returns:
-      float32 array of the same shape holding E2M1 values. NaN maps to NaN (ml_dtypes maps it
-      to 0; NaN inputs are outside the tested contract).
+      float32 array of the same shape holding E2M1 values. Finite values beyond +-6 saturate;
+      NaN and +-Inf are returned unchanged (``ml_dtypes.float4_e2m1fn`` maps NaN to -0 and Inf
+      to +-6).
     """
     x = jnp.asarray(x, jnp.float32)
     a = jnp.abs(x)
     step = jnp.where(a < 2.0, 0.5, jnp.where(a < 4.0, 1.0, 2.0))
     q = jnp.minimum(_round_half_even(a / step) * step, E2M1_MAX)
-    return jnp.where(x < 0, -q, q)
+    return jnp.where(_is_finite(x), jnp.where(x < 0, -q, q), x)
 
 
 def round_to_e4m3(x: jax.Array) -> jax.Array:
@@ -85,7 +98,8 @@ def round_to_e4m3(x: jax.Array) -> jax.Array:
       x: any float array (computed in float32).
 
     Returns:
-      float32 array holding E4M3 values.
+      float32 array holding E4M3 values; NaN and +-Inf are returned unchanged (a plain
+      ``float8_e4m3fn`` convert keeps NaN and turns Inf into NaN).
     """
     x = jnp.asarray(x, jnp.float32)
     a = jnp.abs(x)
@@ -93,7 +107,7 @@ def round_to_e4m3(x: jax.Array) -> jax.Array:
     e = jnp.maximum(e - 1, -6)  # subnormals share the spacing of the smallest binade
     step = jnp.ldexp(jnp.ones_like(a), e - 3)
     q = jnp.minimum(_round_half_even(a / step) * step, E4M3_MAX)
-    return jnp.where(x < 0, -q, q)
+    return jnp.where(_is_finite(x), jnp.where(x < 0, -q, q), x)
 
 
 _E2M1_MIDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
@@ -139,6 +153,10 @@ def fake_quant_nvfp4(x: jax.Array, *, axis: int = -1, block: int = 16) -> jax.Ar
     ``y = e2m1(x / scale) * scale`` (``y = 0`` where the scale rounds to 0). Values slightly
     above ``6 * scale`` (because the scale rounded down) saturate at ``+-6 * scale``.
 
+    Non-finite elements (NaN, +-Inf) are returned unchanged and are left out of their block's
+    ``amax``: the block's other elements quantise as if they were absent (so one NaN neither
+    zeroes nor hides its block).
+
     Args:
       x: float array; ``x.shape[axis]`` must be a multiple of ``block``.
       axis: the axis that is grouped into blocks.
@@ -157,8 +175,11 @@ def fake_quant_nvfp4(x: jax.Array, *, axis: int = -1, block: int = 16) -> jax.Ar
     xf = jnp.moveaxis(jnp.asarray(x, jnp.float32), axis, -1)
     shape = xf.shape
     xb = xf.reshape(shape[:-1] + (n // block, block))
-    amax = jnp.max(jnp.abs(xb), axis=-1, keepdims=True)
+    finite = _is_finite(xb)
+    a = jnp.where(finite, jnp.abs(xb), 0.0)  # non-finite elements take no part in the scale
+    amax = jnp.max(a, axis=-1, keepdims=True)
     scale = _e4m3_of_sixth(amax)
-    units = _e2m1_units(jnp.abs(xb), scale)
+    units = _e2m1_units(a, scale)
     y = jnp.where(scale > 0, jnp.where(xb < 0, -units, units) * scale, 0.0)
+    y = jnp.where(finite, y, xb)
     return jnp.moveaxis(y.reshape(shape), -1, axis).astype(x.dtype)

@@ -10,7 +10,11 @@ Contract of every implementation ``fn``::
 * ``causal``: query ``i`` may attend key ``j`` only if ``j <= i + (S - T)`` (bottom-right
   aligned, so ``T == S`` is the usual lower-triangular mask).
 * ``kv_lengths``: ``(B,)`` int32 or ``None``; key ``j`` of row ``b`` is valid iff
-  ``j < kv_lengths[b]``.
+  ``j < kv_lengths[b]``. Values lie in ``[0, S]`` (a ``ValueError`` when concrete; not checked
+  when traced, where a length above ``S`` acts as ``S`` and a negative one as ``0``).
+* masked slots never contribute: a key/value a query may not attend (causal mask, or past
+  ``kv_lengths``) is not read into its output at all (``jnp.where``, not a zero weight), so a
+  NaN stored there cannot reach the result; a query with no valid key returns zeros.
 * ``rng``: a PRNG key or ``None`` (stochastic kernels may use it; deterministic ones ignore it).
 * returns ``(B, T, Hq, D)`` in ``q.dtype``. Softmax scale is ``D ** -0.5``.
 
@@ -31,6 +35,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from fidia_jax import _checks
 from fidia_jax.errors import ConfigError
 
 __all__ = [
@@ -127,20 +132,26 @@ def xla_attention(
       rng: ignored (deterministic).
 
     Returns:
-      ``(B, T, Hq, D)`` in ``q.dtype``. Rows with no valid key return zeros.
+      ``(B, T, Hq, D)`` in ``q.dtype``. Rows with no valid key return zeros. Masked keys and
+      values (causal mask, past ``kv_lengths``) are never read into the result; a non-finite
+      value in a visible value row makes the output coordinates that read it NaN (an Inf too).
 
     Raises:
-      ValueError: ranks or head counts do not match.
+      ValueError: ranks, batch sizes, head counts or head dims do not match (the message names
+        which); ``kv_lengths`` of the wrong shape or dtype, or (when concrete) outside
+        ``[0, S]``.
     """
     del rng
+    where = "xla_attention"
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise ValueError(f"q, k, v must be rank 4, got {q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(f"{where}: q, k, v must be rank 4, got {q.shape}, {k.shape}, {v.shape}")
     b, t, hq, d = q.shape
     _, s, hkv, _ = k.shape
-    if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
-        raise ValueError(f"incompatible shapes q {q.shape}, k {k.shape}, v {v.shape}")
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
+    if k.shape != v.shape:
+        raise ValueError(f"{where}: k {k.shape} and v {v.shape} must have the same shape")
+    _checks.assert_attention_dims(q, k, heads_axis=2, where=where)
+    if kv_lengths is not None:
+        _checks.assert_lengths(kv_lengths, b, s, "kv_lengths", where=where)
     g = hq // hkv
     q_BxTxKxGxD = q.astype(jnp.float32).reshape(b, t, hkv, g, d)
     s_BxKxGxTxS = jnp.einsum("btkgd,bskd->bkgts", q_BxTxKxGxD, k.astype(jnp.float32)) * (d**-0.5)
@@ -159,7 +170,16 @@ def xla_attention(
     p = jnp.where(mask_Bx1x1xTxS, jnp.exp(s_BxKxGxTxS - m), 0.0)
     denom = jnp.sum(p, axis=-1, keepdims=True)
     p = p / jnp.where(denom > 0, denom, 1.0)
-    o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, v.astype(jnp.float32))
+    v_BxSxKxD = v.astype(jnp.float32)
+    if not causal and kv_lengths is None:  # no masked slot
+        o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, v_BxSxKxD)
+    else:  # masked slots are not read: drop non-finite values, then re-mark the visible ones
+        finite = jnp.isfinite(v_BxSxKxD)
+        o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, jnp.where(finite, v_BxSxKxD, 0.0))
+        bad_BxTxKxD = jnp.einsum(
+            "bts,bskd->btkd", mask_BxTxS.astype(jnp.float32), (~finite).astype(jnp.float32)
+        ) > 0
+        o_BxTxKxGxD = jnp.where(bad_BxTxKxD[:, :, :, None, :], jnp.nan, o_BxTxKxGxD)
     return o_BxTxKxGxD.reshape(b, t, hq, d).astype(q.dtype)
 
 

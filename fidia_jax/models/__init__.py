@@ -1,6 +1,12 @@
 """fidia_jax.models: Flax NNX networks (ProteinMPNN, small LLaMA).
 
 Reusable layers (attention registry, RoPE) live in :mod:`fidia_jax.layers`.
+
+Values out of their domain never pass silently (one rule, ``models/_domain.py``): token ids
+outside the vocabulary, a sampling temperature that is not ``> 0``, prompt lengths outside
+``[1, T]``, decoding past the KV cache, decoding orders that are not permutations raise
+``ValueError`` when the values are concrete; when traced (inside ``jit``) they cannot raise and
+give NaN outputs instead (a traced ``T <= 0`` samples greedily), as each function documents.
 """
 
 from fidia_jax.models._llama import Llama as Llama

@@ -21,10 +21,12 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from fidia_jax.errors import ConfigError
 from fidia_jax.layers import apply_rope, get_attention_impl, is_decode_only
+from fidia_jax.models._domain import check_token_ids, concrete
 
 __all__ = [
     "LlamaConfig",
@@ -109,7 +111,8 @@ class LlamaCache(NamedTuple):
     Attributes:
       k: ``(L, B, S, Hkv, D)`` cached keys (RoPE already applied).
       v: ``(L, B, S, Hkv, D)`` cached values.
-      lengths: ``(B,)`` int32, number of valid positions per row.
+      lengths: ``(B,)`` int32, number of valid positions per row, in ``[0, S]``; ``-1`` marks a
+        row whose traced ``prefill`` lengths were invalid (its later decode logits are NaN).
       step: ``()`` int32, number of decode steps taken (folded into the attention rng).
     """
 
@@ -228,9 +231,12 @@ class Llama(nnx.Module):
         name = self.config.attention_impl
         return get_attention_impl("xla" if is_decode_only(name) else name)
 
-    def _check_tokens(self, tokens):
+    def _check_tokens(self, tokens, where):
+        """Shape/dtype check, then token ids in ``[0, vocab_size)`` (see ``models._domain``)."""
+        tokens = jnp.asarray(tokens)
         if tokens.ndim != 2 or not jnp.issubdtype(tokens.dtype, jnp.integer):
-            raise ValueError(f"tokens must be (B, T) integers, got {tokens.shape} {tokens.dtype}")
+            raise ValueError(f"{where}: tokens must be (B, T) integers, got {tokens.shape} {tokens.dtype}")
+        return check_token_ids(tokens, self.config.vocab_size, name="tokens", where=where)
 
     def _run(self, tokens_BxT, pos_BxT, attend):
         h = self.tok_embeddings(tokens_BxT)
@@ -245,13 +251,18 @@ class Llama(nnx.Module):
         """Causal forward pass.
 
         Args:
-          tokens: ``(B, T)`` int32 token ids, ``T <= max_seq_len`` is not enforced (RoPE
-            extrapolates) but is the trained regime.
+          tokens: ``(B, T)`` int32 token ids in ``[0, vocab_size)``, ``T <= max_seq_len`` is not
+            enforced (RoPE extrapolates) but is the trained regime.
 
         Returns:
           ``(B, T, V)`` logits in ``config.dtype``.
+
+        Raises:
+          ValueError: ``tokens`` not ``(B, T)`` integers, or a concrete id outside
+            ``[0, vocab_size)``. Under tracing such an id reads a NaN embedding (the logits at
+            and after it are NaN) instead of wrapping around.
         """
-        self._check_tokens(tokens)
+        tokens = self._check_tokens(tokens, "Llama")
         b, t = tokens.shape
         pos = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32)[None], (b, t))
         fn = self._prefill_attention()
@@ -260,9 +271,15 @@ class Llama(nnx.Module):
         )
 
     def init_cache(self, batch: int, max_len: int | None = None) -> LlamaCache:
-        """An empty cache for ``batch`` rows and ``max_len`` positions (default ``max_seq_len``)."""
+        """An empty cache for ``batch`` rows and ``max_len`` positions (default ``max_seq_len``).
+
+        Raises:
+          ValueError: ``batch`` or ``max_len`` below 1.
+        """
         cfg = self.config
         max_len = cfg.max_seq_len if max_len is None else int(max_len)
+        if int(batch) < 1 or max_len < 1:
+            raise ValueError(f"Llama.init_cache: batch and max_len must be >= 1, got {batch}, {max_len}")
         shape = (cfg.n_layers, batch, max_len, cfg.n_kv_heads, cfg.head_dim)
         return LlamaCache(
             k=jnp.zeros(shape, cfg.dtype),
@@ -279,18 +296,40 @@ class Llama(nnx.Module):
         Args:
           tokens: ``(B, T)`` int32, right-padded when rows have different lengths.
           cache: from :meth:`init_cache` (its previous contents are overwritten).
-          lengths: ``(B,)`` int32 valid prompt length per row (default ``T``).
+          lengths: ``(B,)`` int valid prompt length per row, ``1 <= lengths <= T`` (default
+            ``T``; ``T`` is at most the cache length ``S``).
 
         Returns:
           ``(logits (B, T, V), cache)`` with ``cache.lengths = lengths``.
 
         Raises:
-          ValueError: ``T`` exceeds the cache length.
+          ValueError: ``T`` exceeds the cache length; ``lengths`` not ``(B,)`` integers; a
+            concrete length below 1 or above ``T``; a concrete token id outside
+            ``[0, vocab_size)``. Under tracing an invalid length cannot raise: that row's logits
+            are NaN and its ``cache.lengths`` is ``-1``, so every later :meth:`decode` of the row
+            is NaN too.
         """
-        self._check_tokens(tokens)
+        where = "Llama.prefill"
+        tokens = self._check_tokens(tokens, where)
         b, t = tokens.shape
         if t > cache.k.shape[2]:
-            raise ValueError(f"prompt length {t} exceeds cache length {cache.k.shape[2]}")
+            raise ValueError(f"{where}: prompt length {t} exceeds cache length {cache.k.shape[2]}")
+        ok_B = None
+        if lengths is not None:
+            lengths = jnp.asarray(lengths)
+            if lengths.shape != (b,) or not jnp.issubdtype(lengths.dtype, jnp.integer):
+                raise ValueError(f"{where}: lengths must be ({b},) integers, got {lengths.shape} {lengths.dtype}")
+            host = concrete(lengths)
+            if host is not None:
+                bad = (host < 1) | (host > t)
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raise ValueError(
+                        f"{where}: lengths must be in [1, {t}] (1 <= length <= prompt tokens T = {t} "
+                        f"<= cache length {cache.k.shape[2]}), got {int(host[i])} in row {i}"
+                    )
+            else:
+                ok_B = (lengths >= 1) & (lengths <= t)
         pos = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32)[None], (b, t))
         fn = self._prefill_attention()
         ks, vs = [], []
@@ -305,7 +344,11 @@ class Llama(nnx.Module):
         v_all = cache.v.at[:, :, :t].set(jnp.stack(vs).astype(cache.v.dtype))
         if lengths is None:
             lengths = jnp.full((b,), t, jnp.int32)
-        return logits, LlamaCache(k_all, v_all, jnp.asarray(lengths, jnp.int32), cache.step)
+        lengths = jnp.asarray(lengths, jnp.int32)
+        if ok_B is not None:  # traced invalid lengths: NaN logits, row marked -1 in the cache
+            logits = jnp.where(ok_B[:, None, None], logits, jnp.asarray(jnp.nan, logits.dtype))
+            lengths = jnp.where(ok_B, lengths, -1)
+        return logits, LlamaCache(k_all, v_all, lengths, cache.step)
 
     def decode(
         self, tokens: jax.Array, cache: LlamaCache, *, rng: jax.Array | None = None
@@ -313,27 +356,59 @@ class Llama(nnx.Module):
         """One decode step: appends one token per row at position ``cache.lengths``.
 
         Args:
-          tokens: ``(B, 1)`` int32.
-          cache: the cache; rows must have ``lengths < S`` (not checked under ``jit``: a full
-            row overwrites its last slot).
+          tokens: ``(B, 1)`` int32 in ``[0, vocab_size)``.
+          cache: the cache; every row must have room, ``0 <= lengths < S``.
           rng: optional key; the attention of layer ``l`` receives
             ``fold_in(fold_in(rng, l), cache.step)``.
 
         Returns:
           ``(logits (B, 1, V), cache)`` with ``lengths + 1`` and ``step + 1``.
+
+        Raises:
+          ValueError: ``tokens`` not ``(B, 1)`` integers; a concrete token id outside
+            ``[0, vocab_size)``; concrete ``cache.lengths`` with a full row (``lengths == S``:
+            decoding past the KV cache) or an invalid one (``< 0``, e.g. ``-1`` left by a traced
+            ``prefill`` with invalid lengths). Under tracing (``jit``, ``scan``) this cannot
+            raise: such a row's logits are NaN and its cache row (keys, values, length) is left
+            unchanged, never overwriting its last slot.
         """
-        self._check_tokens(tokens)
+        where = "Llama.decode"
+        tokens = self._check_tokens(tokens, where)
         if tokens.shape[1] != 1:
-            raise ValueError(f"decode takes one token per row, got {tokens.shape}")
+            raise ValueError(f"{where}: decode takes one token per row, got {tokens.shape}")
+        size = cache.k.shape[2]
+        host = concrete(cache.lengths)
+        ok_B = None
+        if host is not None:
+            bad = (host < 0) | (host >= size)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                why = (f"row {i} is full (length {int(host[i])} == cache length {size}): decoding "
+                       "past the KV cache; use a larger init_cache(max_len=...)") if host[i] >= size else (
+                       f"row {i} has invalid length {int(host[i])} (a traced prefill with invalid lengths)")
+                raise ValueError(f"{where}: every cache row needs 0 <= lengths < {size}; {why}")
+        else:
+            ok_B = (cache.lengths >= 0) & (cache.lengths < size)
         fn = get_attention_impl(self.config.attention_impl)
         pos_Bx1 = cache.lengths[:, None]
         new_len = cache.lengths + 1
+        kv_len = new_len
+        if ok_B is not None:  # rows without room: nothing written, lengths kept, 1 key attended
+            kv_len = jnp.where(ok_B, new_len, 1)
+            new_len = jnp.where(ok_B, new_len, cache.lengths)
         k_all, v_all = cache.k, cache.v
 
         def write(c_BxSxHxD, x_Bx1xHxD):
-            return jax.vmap(
-                lambda c, x, p: jax.lax.dynamic_update_slice(c, x.astype(c.dtype), (p, 0, 0))
-            )(c_BxSxHxD, x_Bx1xHxD, cache.lengths)
+            if ok_B is None:
+                return jax.vmap(
+                    lambda c, x, p: jax.lax.dynamic_update_slice(c, x.astype(c.dtype), (p, 0, 0))
+                )(c_BxSxHxD, x_Bx1xHxD, cache.lengths)
+
+            def one(c, x, p, ok):  # a row without room writes its (clamped) slot back unchanged
+                old = jax.lax.dynamic_slice(c, (p, 0, 0), x.shape)
+                return jax.lax.dynamic_update_slice(c, jnp.where(ok, x.astype(c.dtype), old), (p, 0, 0))
+
+            return jax.vmap(one)(c_BxSxHxD, x_Bx1xHxD, cache.lengths, ok_B)
 
         def attend(i, q, k, v):
             nonlocal k_all, v_all
@@ -342,9 +417,11 @@ class Llama(nnx.Module):
             key = None
             if rng is not None:
                 key = jax.random.fold_in(jax.random.fold_in(rng, i), cache.step)
-            return fn(q, k_all[i], v_all[i], causal=False, kv_lengths=new_len, rng=key)
+            return fn(q, k_all[i], v_all[i], causal=False, kv_lengths=kv_len, rng=key)
 
         logits = self._run(tokens, pos_Bx1, attend)
+        if ok_B is not None:
+            logits = jnp.where(ok_B[:, None, None], logits, jnp.asarray(jnp.nan, logits.dtype))
         return logits, LlamaCache(k_all, v_all, new_len, cache.step + 1)
 
 
@@ -357,7 +434,17 @@ def next_token_loss(logits: jax.Array, tokens: jax.Array) -> jax.Array:
 
     Returns:
       scalar float32 loss in nats per token.
+
+    Raises:
+      ValueError: shapes that do not match, or a concrete target id outside ``[0, V)``. Under
+        tracing such an id makes the loss NaN (it is not wrapped around).
     """
+    if jnp.ndim(logits) != 3 or jnp.shape(tokens) != jnp.shape(logits)[:2]:
+        raise ValueError(
+            f"next_token_loss: logits must be (B, T, V) and tokens (B, T), got "
+            f"{jnp.shape(logits)} and {jnp.shape(tokens)}"
+        )
+    tokens = check_token_ids(tokens, logits.shape[-1], name="tokens", where="next_token_loss")
     lp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
     ll = jnp.take_along_axis(lp, tokens[:, 1:, None], axis=-1)[..., 0]
     return -jnp.mean(ll)

@@ -9,8 +9,10 @@ steps and repeats:
 2. a sequential sweep from the exact ``(x_b, s_b)`` that applies the optimiser with those
    gradients, giving new iterates ``x'_{b+1} .. x'_{b+P}`` and the optimiser states;
 3. per-step errors ``e_i = dist(x'_{b+i+1}, x_{b+i+1})``; the window slides to the first step
-   whose error exceeds the tolerance (its new iterate was computed from an accepted guess, so
-   it is exact) -- at least one and at most ``P`` steps;
+   whose error exceeds the tolerance or is not finite (its new iterate was computed from an
+   accepted guess, so it is exact) -- at least one and at most ``P`` steps. A guess that
+   wandered where the loss or its gradient is NaN/inf is therefore never accepted: such
+   windows advance one exact step at a time, as sequential training does;
 4. the new guesses are the sweep's iterates, padded with the last one.
 
 This is the ParaDiGMS sliding-window Picard iteration applied to the optimiser's update map,
@@ -269,7 +271,9 @@ def paso(
             x_new = _tree_where(ok, x_new, x)
             s_new = _tree_where(ok, s_new, s)
             err = jnp.where(ok, err_fn(x_new, x_old), 0.0)
-            trigger = ok & ~found & ((err > tol_k) | (i == n_valid - 1))
+            # `~(err <= tol)`, not `err > tol`: a NaN error (a guess or an iterate that left
+            # the loss' domain) is "not converged", so a non-finite guess is never accepted.
+            trigger = ok & ~found & (~(err <= tol_k) | (i == n_valid - 1))
             saved = _tree_where(trigger, s_new, saved)
             ind = jnp.where(trigger, i + 1, ind)
             return (x_new, s_new, found | trigger, ind, saved), (x_new, err)
@@ -285,11 +289,17 @@ def paso(
         accepted = slots < ind - 1
         max_err = jnp.maximum(max_err, jnp.max(jnp.where(accepted, errs, 0.0)))
         if mode == "adaptive":
+            # Non-finite errors stay out of the tolerance (a NaN tolerance would stop every
+            # later window from accepting anything); all-finite windows: the reference's rule.
+            finite = valid & jnp.isfinite(errs)
             if adaptivity == "mean":
-                agg = jnp.sum(jnp.where(valid, errs, 0.0)) / n_valid
+                n_finite = jnp.sum(finite.astype(jnp.int32))
+                agg = jnp.sum(jnp.where(finite, errs, 0.0)) / jnp.maximum(n_finite, 1)
+                use = n_finite > 0
             else:
                 agg = errs[n_valid // 2]
-            tol_k = tol_k * ema_decay + agg * (1.0 - ema_decay)
+                use = jnp.isfinite(agg)
+            tol_k = jnp.where(use, tol_k * ema_decay + agg * (1.0 - ema_decay), tol_k)
         return begin + ind, new_buf, saved, tol_k, k + 1, n_grad + n_valid, max_err
 
     carry = (

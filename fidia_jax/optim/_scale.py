@@ -104,6 +104,65 @@ def _resolve_axes(fan_in_axes: FanInAxes, name: str, g: jax.Array) -> tuple[int,
     return axes
 
 
+def _check_hyperparams(fn: str, **hyperparams: Any) -> None:
+    """Rejects floating hyperparameters given as arrays narrower than float32.
+
+    A bf16 ``0.999`` is ``1.0`` and a float16 ``1e-8`` is ``0``: the value the caller meant is
+    already lost, so this raises instead of training a different optimiser. Python numbers,
+    float32/float64 arrays and schedules (callables) pass.
+    """
+    for name, value in hyperparams.items():
+        dtype = getattr(value, "dtype", None)
+        if dtype is None or callable(value) or not jnp.issubdtype(dtype, jnp.floating):
+            continue
+        if jnp.finfo(dtype).bits < 32:
+            raise ConfigError(
+                f"{fn}: hyperparameter {name!r} is {jnp.dtype(dtype).name}; hyperparameters "
+                "must be float32 (0.999 is 1.0 in bfloat16, 1e-8 is 0 in float16). "
+                "optax.inject_hyperparams stores them in the parameters' dtype unless told: "
+                f"use optax.inject_hyperparams(optim.{fn}, hyperparam_dtype=jnp.float32)"
+            )
+
+
+def _widen(x: Any) -> Any:
+    """``x`` in float32 if it is a floating array narrower than float32, else unchanged."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 32:
+        return jnp.asarray(x, jnp.float32)
+    return x
+
+
+def _narrow_like(u: Any, ref: Any) -> Any:
+    """``u`` cast to ``ref``'s dtype (no-op when they already agree)."""
+    dtype = getattr(ref, "dtype", None)
+    return u if dtype is None or u.dtype == dtype else u.astype(dtype)
+
+
+def _with_float32_state(
+    inner: optax.GradientTransformation,
+) -> optax.GradientTransformationExtraArgs:
+    """Runs ``inner`` in float32 for bf16 / float16 parameters (state, arithmetic, hyperparams).
+
+    ``init`` sees the parameters widened to float32, so every state leaf ``inner`` builds from
+    them (momentum, AdamW ``mu`` and ``nu``) is float32; ``update`` widens gradients and
+    parameters, and casts the updates back to the parameters' dtype (the gradients' dtype when
+    ``params`` is ``None``). Leaves that are float32 or wider pass through untouched, so float32
+    training is bit-for-bit the same as without this wrapper.
+    """
+    inner = optax.with_extra_args_support(inner)
+
+    def init_fn(params):
+        return inner.init(jax.tree.map(_widen, params))
+
+    def update_fn(updates, state, params=None, **extra_args):
+        wide_params = None if params is None else jax.tree.map(_widen, params)
+        new, state = inner.update(jax.tree.map(_widen, updates), state, wide_params, **extra_args)
+        ref = updates if params is None else params
+        return jax.tree.map(_narrow_like, new, ref), state
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
 def column_rms_normalize(
     g: jax.Array, axes: Sequence[int] = (0,), eps: float | jax.Array = 1e-8
 ) -> jax.Array:
@@ -149,7 +208,8 @@ def scale_by_column_rms(
       An ``optax.GradientTransformation`` with ``optax.EmptyState``.
 
     Raises:
-      ConfigError: (at update time) a leaf with fewer than 2 dimensions, or invalid axes.
+      ConfigError: (at update time) a leaf with fewer than 2 dimensions, or invalid axes;
+        (at once) ``eps`` given as an array narrower than float32 (float16 ``1e-8`` is 0).
 
     Example::
 
@@ -160,6 +220,8 @@ def scale_by_column_rms(
       >>> np.asarray(u["w"], np.float64).round(4).tolist()
       [[0.8485, 1.0], [1.1314, -1.0]]
     """
+
+    _check_hyperparams("scale_by_column_rms", eps=eps)
 
     def init_fn(params):
         del params
@@ -281,6 +343,11 @@ def scale(
     (``p.mul_(1 - lr * wd)``). Optimiser state: one momentum buffer the size of the last layer
     plus two AdamW moments for the vectors.
 
+    Precision: for bf16 / float16 parameters every state leaf (momentum, AdamW ``mu`` and
+    ``nu``) is float32 and the update is computed in float32 from float32 hyperparameters, then
+    cast to the parameters' dtype (float32 parameters are untouched). The parameters themselves
+    should still be float32 master weights: see ``docs/optim.md``.
+
     Args:
       learning_rate: scalar or schedule for the matrices and the last layer.
       momentum: last-layer EMA coefficient ``b`` (reference 0.9).
@@ -296,7 +363,10 @@ def scale(
       an ``optax.GradientTransformationExtraArgs`` built with ``optax.partition``.
 
     Raises:
-      ConfigError: (at ``init``) missing or ambiguous last layer.
+      ConfigError: (at ``init``) missing or ambiguous last layer; a floating hyperparameter
+        given as an array narrower than float32 (bf16, float16), e.g. by
+        ``optax.inject_hyperparams(optim.scale)`` on bf16 parameters: pass
+        ``hyperparam_dtype=jnp.float32`` to ``optax.inject_hyperparams``.
 
     Example (every group's first update has size ``lr`` per entry: column-normalised
     constant gradients for the matrices, the normalised momentum ``0.1 * g`` for the head, and
@@ -319,6 +389,18 @@ def scale(
         adam_learning_rate = learning_rate
     if adam_weight_decay is None:
         adam_weight_decay = weight_decay
+    _check_hyperparams(
+        "scale",
+        learning_rate=learning_rate,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        eps=eps,
+        adam_learning_rate=adam_learning_rate,
+        adam_b1=adam_b1,
+        adam_b2=adam_b2,
+        adam_eps=adam_eps,
+        adam_weight_decay=adam_weight_decay,
+    )
 
     def matrix_tx(with_momentum: bool):
         parts = []
@@ -342,9 +424,11 @@ def scale(
             weight_decay=adam_weight_decay,
         ),
     }
-    return optax.partition(
-        transforms,
-        lambda params: scale_param_labels(
-            params, last_layer=last_layer, require_last_layer=require_last_layer
-        ),
+    return _with_float32_state(
+        optax.partition(
+            transforms,
+            lambda params: scale_param_labels(
+                params, last_layer=last_layer, require_last_layer=require_last_layer
+            ),
+        )
     )

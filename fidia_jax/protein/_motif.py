@@ -192,15 +192,10 @@ def parse_motif_spec(spec: str, protein: Protein, *, scaffold_lengths: bool = Fa
 
 # ----------------------------------------------------------------------------- data loaders
 def _data_root(data_dir: str | os.PathLike | None) -> pathlib.Path:
-    if data_dir is None:
-        env = os.environ.get("FIDIA_DATA_DIR")
-        if not env:
-            raise DataError("no data directory given (pass data_dir or set FIDIA_DATA_DIR)")
-        data_dir = env
-    root = pathlib.Path(data_dir)
-    if not root.is_dir():
-        raise DataError(f"{root}: data directory not found")
-    return root
+    """The data directory by the package's one rule (:func:`fidia_jax.data.resolve_data_dir`)."""
+    from fidia_jax._io import resolve_data_dir
+
+    return resolve_data_dir(data_dir)
 
 
 def _find(root: pathlib.Path, *candidates: str) -> pathlib.Path:

@@ -4,8 +4,19 @@ Every function acts on a single stream (one prompt's group of samples ``rewards_
 sequence's steps ``logp_t``, one transition ``phi_tm1, r_t, phi_t``) and is batched by the caller
 with ``jax.vmap``. Arguments are named by index: ``_n`` over samples of a group, ``_t`` over
 steps, ``_tm1`` for the previous step.
+
+Non-finite rewards, one rule for every reward estimator here (group advantages, Best-of-N
+estimators and effective rewards, the DPO pair): a ``nan`` or ``+-inf`` reward is a missing
+sample. It is excluded (zero advantage / effective reward, never picked by ``dpo_pair``) and the
+estimate is the one of the ``m`` finite samples, as if the group had ``n = m``; with too few
+finite samples the advantages are zero and the estimates (``max_at_k``, ``pass_at_k``) ``nan``.
+The rule is branch-free, so it holds unchanged under ``jit`` / ``vmap``, where a value check
+could not raise. Value errors that cannot be excluded away (non-binary rewards given to the
+binary estimators, a chain without a unique stationary distribution) raise ``ValueError`` on
+concrete input and give ``nan`` when traced.
 """
 
+from ._advantages import TIE_ULPS as TIE_ULPS
 from ._advantages import grpo_advantages as grpo_advantages
 from ._advantages import pkpo_advantages as pkpo_advantages
 from ._advantages import rloo_advantages as rloo_advantages
@@ -38,6 +49,7 @@ __all__: list[str] = [
     "pass_at_k",
     "pass_at_k_effective_rewards",
     # group advantages
+    "TIE_ULPS",
     "grpo_advantages",
     "pkpo_advantages",
     "rloo_advantages",

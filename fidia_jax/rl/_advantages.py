@@ -12,6 +12,21 @@ samples would multiply the advantages by ``n``):
 * :func:`pkpo_advantages`: PKPO ``loo-1`` effective rewards for Best-of-``k``, unbiased for
   ``grad E[max of k]``; optionally divided by the group's reward std as GRPO does to RLOO.
 
+Non-finite rewards follow the one rule of :mod:`fidia_jax.rl`: a ``nan`` / ``+-inf`` reward is a
+missing sample. It is excluded with a zero advantage and the others get the advantages of the
+group of the ``m`` finite samples (``n`` replaced by ``m`` in every formula below); with too few
+finite samples (``m < 2``, or ``m < k`` for PKPO) every advantage is zero. The rule is
+branch-free, so it holds under ``jit`` / ``vmap`` (where nothing could be raised).
+
+Tied groups get exactly zero advantages, at any offset and scale: every estimator centres the
+rewards on the group minimum (``r - min r`` is exact for ties, and a float32 mean of a large
+offset is not), and the std-normalised ones (GRPO, PKPO with ``group_norm``) treat a group whose
+spread ``max r - min r`` is at most ``TIE_ULPS`` units in the last place of its largest
+magnitude (``TIE_ULPS * finfo.eps * max |r|``) as tied: such a spread is float rounding, which
+dividing by the std would otherwise blow up to O(1) advantages. RLOO and GRPO advantages sum
+to zero (up to float rounding relative to the spread); PKPO's loo-1 effective rewards are
+non-negative for ``k >= 2`` and do not.
+
 References:
   Ahmadian et al., "Back to Basics: Revisiting REINFORCE Style Optimization for Learning from
   Human Feedback in LLMs", ACL 2024 (RLOO). https://arxiv.org/abs/2402.14740
@@ -31,6 +46,10 @@ from fidia_jax.rl._best_of_n import max_at_k_effective_rewards
 
 __all__ = ["grpo_advantages", "pkpo_advantages", "rloo_advantages"]
 
+#: A group whose spread is at most this many float ulps of its largest magnitude counts as tied
+#: in the std-normalised advantages (GRPO, PKPO with ``group_norm``): all zeros.
+TIE_ULPS = 4
+
 
 def _check_group(rewards_n, name: str) -> jax.Array:
     """``rewards_n`` as a floating rank-1 array of ``n >= 2`` samples."""
@@ -41,21 +60,49 @@ def _check_group(rewards_n, name: str) -> jax.Array:
     return rewards_n
 
 
-def _group_std(rewards_n: jax.Array) -> jax.Array:
-    """Sample standard deviation (``ddof = 1``) of one group."""
-    n = rewards_n.shape[0]
-    centred = rewards_n - jnp.mean(rewards_n)
-    return jnp.sqrt(jnp.sum(centred * centred) / (n - 1))
+def _group_std(rewards_n: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Statistics of the finite samples of one group, centred on their minimum.
+
+    Returns ``(centred, std, m, tied)``: ``x - mean x`` with ``x = r - min r`` (0 at excluded
+    samples), the sample standard deviation (``ddof = 1``), the number ``m`` of finite samples
+    (as ``rewards_n.dtype``) and ``tied``: ``m < 2`` or a spread of at most ``TIE_ULPS`` ulps of
+    the largest magnitude (then the std carries no information).
+    """
+    dtype = rewards_n.dtype
+    zero = jnp.zeros((), dtype)
+    finite = jnp.isfinite(rewards_n)
+    m = jnp.sum(finite).astype(dtype)
+    lo = jnp.min(jnp.where(finite, rewards_n, jnp.inf))
+    x = jnp.where(finite, rewards_n - lo, zero)  # exact zeros for a tied group
+    centred = jnp.where(finite, x - jnp.sum(x) / m, zero)
+    std = jnp.sqrt(jnp.sum(centred * centred) / (m - 1))
+    magnitude = jnp.max(jnp.where(finite, jnp.abs(rewards_n), zero))
+    resolution = TIE_ULPS * jnp.finfo(dtype).eps * magnitude
+    tied = (m < 2) | (jnp.max(x) <= resolution)
+    return centred, std, m, tied
+
+
+def _normalise(values_n: jax.Array, std: jax.Array, eps, tied: jax.Array) -> jax.Array:
+    """``values_n / (std + eps)``, exactly zero for a tied group (no 0/0 with ``eps = 0``).
+
+    A group whose standard deviation underflows to 0 (a spread near the smallest normal float,
+    flushed to zero on CPU) counts as tied too, so ``eps = 0`` never divides by zero.
+    """
+    zero = jnp.zeros((), values_n.dtype)
+    tied = tied | ~(std + eps > 0)
+    denom = jnp.where(tied, jnp.ones((), values_n.dtype), std + eps)
+    return jnp.where(tied, zero, values_n / denom)
 
 
 def rloo_advantages(rewards_n: jax.Array) -> jax.Array:
     """RLOO: ``A_i = (r_i - mean_{j != i} r_j) / n``.
 
     Args:
-      rewards_n: ``(n,)`` float rewards of one group, ``n >= 2``.
+      rewards_n: ``(n,)`` float rewards of one group, ``n >= 2``; non-finite ones are excluded
+        (module docstring).
 
     Returns:
-      ``(n,)`` advantages, same dtype (they sum to 0).
+      ``(n,)`` advantages, same dtype (they sum to 0; exactly 0 for a tied group).
 
     Raises:
       ValueError: rank != 1, non-floating dtype or ``n < 2``.
@@ -64,6 +111,8 @@ def rloo_advantages(rewards_n: jax.Array) -> jax.Array:
       >>> from fidia_jax import rl
       >>> print(rl.rloo_advantages(jnp.array([1.0, 2.0, 6.0])).round(4))  # (1 - 4) / 3, ...
       [-1.  -0.5  1.5]
+      >>> print(rl.rloo_advantages(jnp.array([1.0, jnp.nan, 2.0, 6.0])).round(4))  # excluded
+      [-1.   0.  -0.5  1.5]
     """
     rewards_n = _check_group(rewards_n, "rloo_advantages")
     # RLOO is the k = 1 case of the Best-of-N effective rewards: (r_i - mean of the others) / n.
@@ -74,11 +123,13 @@ def grpo_advantages(rewards_n: jax.Array, eps: float = 1e-6) -> jax.Array:
     """GRPO: ``A_i = (r_i - mean r) / (std r + eps) / n`` with the unbiased (``ddof = 1``) std.
 
     Args:
-      rewards_n: ``(n,)`` float rewards of one group, ``n >= 2``.
-      eps: added to the standard deviation (an all-equal group gives zero advantages).
+      rewards_n: ``(n,)`` float rewards of one group, ``n >= 2``; non-finite ones are excluded
+        (module docstring).
+      eps: added to the standard deviation (``>= 0``; 0 is safe: a tied group, including one
+        whose spread is within ``TIE_ULPS`` ulps, gives exact zeros whatever ``eps``).
 
     Returns:
-      ``(n,)`` advantages, same dtype.
+      ``(n,)`` advantages, same dtype (they sum to 0 up to rounding).
 
     Raises:
       ValueError: rank != 1, non-floating dtype or ``n < 2``.
@@ -91,8 +142,8 @@ def grpo_advantages(rewards_n: jax.Array, eps: float = 1e-6) -> jax.Array:
       [0. 0. 0.]
     """
     rewards_n = _check_group(rewards_n, "grpo_advantages")
-    n = rewards_n.shape[0]
-    return (rewards_n - jnp.mean(rewards_n)) / (_group_std(rewards_n) + eps) / n
+    centred, std, m, tied = _group_std(rewards_n)
+    return _normalise(centred, std, eps, tied) / jnp.maximum(m, 1)
 
 
 def pkpo_advantages(rewards_n: jax.Array, k: int, *, group_norm: bool = False,
@@ -104,7 +155,8 @@ def pkpo_advantages(rewards_n: jax.Array, k: int, *, group_norm: bool = False,
     it beats the others it would be compared with; ``k = 1`` is :func:`rloo_advantages`.
 
     Args:
-      rewards_n: ``(n,)`` float rewards of one group, ``n >= 2``.
+      rewards_n: ``(n,)`` float rewards of one group, ``n >= 2``; non-finite ones are excluded
+        (module docstring).
       k: static int in ``[1, n]``, the Best-of-N size targeted.
       group_norm: divide by the group's reward standard deviation (``ddof = 1``) plus ``eps``,
         as GRPO does to RLOO. The estimate is then that of ``grad E[max of k] / std``:
@@ -114,7 +166,8 @@ def pkpo_advantages(rewards_n: jax.Array, k: int, *, group_norm: bool = False,
       eps: see ``group_norm``.
 
     Returns:
-      ``(n,)`` effective rewards, same dtype (non-negative for ``k >= 2``).
+      ``(n,)`` effective rewards, same dtype (non-negative for ``k >= 2``; exactly 0 for a
+      tied group).
 
     Raises:
       ValueError: rank != 1, non-floating dtype, ``n < 2`` or ``k`` outside ``[1, n]``.
@@ -126,4 +179,7 @@ def pkpo_advantages(rewards_n: jax.Array, k: int, *, group_norm: bool = False,
     """
     rewards_n = _check_group(rewards_n, "pkpo_advantages")
     eff = max_at_k_effective_rewards(rewards_n, k, "loo-1")
-    return eff / (_group_std(rewards_n) + eps) if group_norm else eff
+    if not group_norm:
+        return eff
+    _, std, _, tied = _group_std(rewards_n)
+    return _normalise(eff, std, eps, tied)

@@ -55,15 +55,17 @@ def dpo_loss(log_ratio_chosen: jax.Array, log_ratio_rejected: jax.Array,
 def dpo_pair(rewards_n: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Best (chosen) and worst (rejected) sample of one scored group, and whether they differ.
 
-    Ties resolve to the lowest index (``argmax`` / ``argmin``).
+    Ties resolve to the lowest index (``argmax`` / ``argmin``). Non-finite rewards follow the
+    rule of :mod:`fidia_jax.rl`: those samples are excluded (never chosen nor rejected, unless
+    no finite pair exists, and then ``valid`` is 0).
 
     Args:
       rewards_n: ``(n,)`` float rewards of ``n >= 2`` samples (e.g. from the frozen reference).
 
     Returns:
       ``(chosen, rejected, valid)``: ``()`` int32 indices and a ``()`` float32 flag, 1.0 when
-      ``rewards_n[chosen] > rewards_n[rejected]``, 0.0 when all rewards are equal (no
-      preference: weight the pair's loss by it).
+      ``rewards_n[chosen] > rewards_n[rejected]``, 0.0 when all finite rewards are equal or
+      fewer than two are finite (no preference: weight the pair's loss by it).
 
     Raises:
       ValueError: rank != 1, non-floating dtype or ``n < 2``.
@@ -72,9 +74,13 @@ def dpo_pair(rewards_n: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
       >>> from fidia_jax import rl
       >>> [int(x) for x in rl.dpo_pair(jnp.array([0.3, 2.5, -1.2, 2.5]))]
       [1, 2, 1]
+      >>> [int(x) for x in rl.dpo_pair(jnp.array([0.3, jnp.inf, -1.2, jnp.nan]))]
+      [0, 2, 1]
     """
     rewards_n = _check_group(rewards_n, "dpo_pair")
-    chosen = jnp.argmax(rewards_n).astype(jnp.int32)
-    rejected = jnp.argmin(rewards_n).astype(jnp.int32)
-    valid = (rewards_n[chosen] > rewards_n[rejected]).astype(jnp.float32)
+    finite = jnp.isfinite(rewards_n)
+    chosen = jnp.argmax(jnp.where(finite, rewards_n, -jnp.inf)).astype(jnp.int32)
+    rejected = jnp.argmin(jnp.where(finite, rewards_n, jnp.inf)).astype(jnp.int32)
+    both = finite[chosen] & finite[rejected]
+    valid = (both & (rewards_n[chosen] > rewards_n[rejected])).astype(jnp.float32)
     return chosen, rejected, valid

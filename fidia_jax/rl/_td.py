@@ -148,20 +148,62 @@ class LinearMRP(NamedTuple):
     discount: jax.Array
 
 
+def _reach_all(transition: jax.Array) -> jax.Array:
+    """``()`` bool: some state is reachable from every state (support of ``P`` only).
+
+    A finite chain has a unique stationary distribution exactly when it has one closed
+    communicating class, i.e. when some state can be reached from every state. Reachability
+    is the transitive closure of ``P > 0`` by ``ceil(log2 S)`` boolean squarings (static).
+    """
+    s = transition.shape[0]
+    reach = ((transition > 0) | jnp.eye(s, dtype=bool)).astype(jnp.float32)
+    for _ in range(max(1, (s - 1).bit_length())):
+        reach = (reach @ reach > 0).astype(jnp.float32)
+    return jnp.any(jnp.all(reach > 0, axis=0))
+
+
 def stationary_distribution(transition: jax.Array) -> jax.Array:
     """``mu`` with ``mu @ P = mu``, ``sum(mu) = 1`` (linear solve; ``(S,)``).
 
+    The solution is unique exactly when the chain has a single closed class of states (e.g. an
+    irreducible chain); it is decided exactly, from the support ``P > 0`` (some state must be
+    reachable from every state). A chain with several closed classes (the ``2 x 2`` identity,
+    two absorbing states, ...) has a family of stationary distributions, and then TD's fixed
+    point and the value error are not defined either.
+
     Args:
-      transition: ``(S, S)`` row-stochastic matrix of an irreducible chain.
+      transition: ``(S, S)`` row-stochastic matrix of a chain with one closed class.
 
     Returns:
-      ``(S,)`` float32.
+      ``(S,)`` float32. Under ``jit`` / ``vmap`` (where nothing can be raised) a chain without a
+      unique stationary distribution gives all ``nan``, which propagates to
+      :func:`td_linear_system`, :func:`td_fixed_point` and :func:`td_param_error`.
+
+    Raises:
+      ValueError: ``transition`` not square, or (concrete input) a chain without a unique
+        stationary distribution.
+
+    Example:
+      >>> from fidia_jax import rl
+      >>> print(rl.stationary_distribution(jnp.array([[0.5, 0.5], [0.0, 1.0]])))  # absorbing
+      [0. 1.]
     """
+    transition = jnp.asarray(transition)
+    _checks.assert_rank(transition, 2, "transition", where="stationary_distribution")
     s = transition.shape[0]
+    _checks.assert_shape(transition, (s, s), "transition", where="stationary_distribution")
+    unique = _reach_all(transition)
+    if _checks.is_concrete(transition) and not bool(unique):
+        raise ValueError(
+            "stationary_distribution: the chain has no unique stationary distribution (no "
+            "state is reachable from every state: it has several closed classes, e.g. two "
+            "absorbing states); TD's fixed point is then not unique either."
+        )
     # Replace one balance equation by the normalisation constraint.
     a = (jnp.eye(s) - transition.T).at[-1].set(1.0)
     rhs = jnp.zeros((s,)).at[-1].set(1.0)
-    return jnp.linalg.solve(a, rhs)
+    mu = jnp.linalg.solve(a, rhs)
+    return jnp.where(unique, mu, jnp.full_like(mu, jnp.nan))
 
 
 def td_linear_system(mrp: LinearMRP) -> tuple[jax.Array, jax.Array]:
@@ -191,7 +233,12 @@ def td_fixed_point(mrp: LinearMRP, l2_reg: float | jax.Array = 0.0) -> jax.Array
       l2_reg: regulariser ``lambda``.
 
     Returns:
-      ``(d,)`` ``theta*`` (float32).
+      ``(d,)`` ``theta*`` (float32); all ``nan`` under ``jit`` / ``vmap`` for a chain without a
+      unique stationary distribution.
+
+    Raises:
+      ValueError: (concrete input) a chain without a unique stationary distribution (see
+        :func:`stationary_distribution`).
     """
     a, b = td_linear_system(mrp)
     return jnp.linalg.solve(a + l2_reg * jnp.eye(mrp.features.shape[1]), b)

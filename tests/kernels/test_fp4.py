@@ -86,3 +86,38 @@ def test_scale_is_rounded_from_exact_quotient():
     amax = mids * 6
     want = mids.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
     np.testing.assert_array_equal(np.asarray(jax.jit(_e4m3_of_sixth)(amax)), want)
+
+
+# ---------------------------------------------------------------- non-finite inputs (issue 17.14)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_element_stays_visible_and_leaves_its_block_alone(bad):
+    """One NaN/Inf in a 16-element block: it is returned as is, and the other 15 elements
+    quantise exactly as if it were absent (a NaN used to zero the whole block)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(scale=2.0, size=(3, 32)).astype(np.float32)
+    x[1, 5] = bad
+    got = np.asarray(fake_quant_nvfp4(jnp.asarray(x)))
+    if np.isnan(bad):
+        assert np.isnan(got[1, 5])
+    else:
+        assert got[1, 5] == bad
+    # the block without the bad element, quantised on its own (the gap filled by a 0, which
+    # changes neither amax nor the others' values)
+    clean = x.copy()
+    clean[1, 5] = 0.0
+    want = np.asarray(fake_quant_nvfp4(jnp.asarray(clean)))
+    mask = np.ones_like(x, bool)
+    mask[1, 5] = False
+    np.testing.assert_array_equal(got[mask], want[mask])
+    assert np.count_nonzero(got[1, :16]) >= 10  # the block is not zeroed
+
+
+def test_all_non_finite_block_and_rounders():
+    x = jnp.full((16,), jnp.nan).at[3].set(jnp.inf)
+    got = np.asarray(fake_quant_nvfp4(x))
+    assert np.isnan(np.delete(got, 3)).all() and got[3] == np.inf
+    for fn in (round_to_e2m1, round_to_e4m3):
+        out = np.asarray(fn(jnp.float32([np.nan, np.inf, -np.inf, 1.0])))
+        assert np.isnan(out[0]) and out[1] == np.inf and out[2] == -np.inf and out[3] == 1.0

@@ -172,3 +172,40 @@ def test_errors():
         optim.paso(loss_fn, optax.sgd(0.1), init_params(), batch_fn, 4, window=0)
     with pytest.raises(ConfigError):
         optim.paso(loss_fn, optax.sgd(0.1), init_params(), batch_fn, 4, mode="fast")
+
+
+def _sqrt_domain_loss(bound):
+    # issue 17 item 14: (w - 2)**2 + 0 * sqrt(bound - w); the second term is 0 inside its
+    # domain, but its gradient (and the loss) is NaN for w > bound.
+    return lambda w, batch: jnp.sum((w - 2.0) ** 2 + 0.0 * jnp.sqrt(bound - w)) + 0.0 * batch
+
+
+@pytest.mark.parametrize("mode", ["exact", "adaptive"])
+def test_non_finite_guesses_are_never_accepted(mode):
+    # Sequential SGD (lr 0.4) from w = 0 is w <- 0.2 w + 1.6: 1.6, 1.92, ... -> 2, inside the
+    # domain. PASO's first guesses overshoot past 3 (1.6, 3.2, 4.8, 6.4) where the gradient
+    # is NaN; those windows must count as not converged (formerly `NaN > tol` was False and a
+    # NaN window was accepted, returning NaN parameters).
+    loss, opt, w0, steps = _sqrt_domain_loss(3.0), optax.sgd(0.4), jnp.zeros(1), 20
+    batch = lambda t: t.astype(jnp.float32)  # noqa: E731
+    seq, _, _ = optim.sequential_optimize(loss, opt, w0, batch, steps)
+    np.testing.assert_allclose(seq, [2.0], rtol=1e-6)
+    res = optim.paso(loss, opt, w0, batch, steps, window=4, mode=mode)
+    assert np.all(np.isfinite(res.params)), res.params
+    assert np.isfinite(float(res.final_tolerance)) and np.isfinite(float(res.trajectory_error))
+    if mode == "exact":
+        np.testing.assert_allclose(res.params, seq, rtol=1e-6)
+    else:  # the reference's tolerance accepts approximate windows; still at the minimum
+        np.testing.assert_allclose(res.params, seq, rtol=1e-3)
+
+
+def test_non_finite_sequential_run_is_reproduced():
+    # With the domain w <= 1.7 sequential training itself leaves it (1.6, 1.92 -> NaN): PASO
+    # must give the same non-finite result, step for step, not something else.
+    loss, opt, w0 = _sqrt_domain_loss(1.7), optax.sgd(0.4), jnp.zeros(1)
+    batch = lambda t: t.astype(jnp.float32)  # noqa: E731
+    for steps in (1, 2, 3, 8):
+        seq, _, _ = optim.sequential_optimize(loss, opt, w0, batch, steps)
+        res = optim.paso(loss, opt, w0, batch, steps, window=4)
+        np.testing.assert_array_equal(np.isnan(res.params), np.isnan(seq))
+        np.testing.assert_allclose(res.params, seq, rtol=1e-6)

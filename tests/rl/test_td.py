@@ -111,3 +111,35 @@ def test_public_api():
         assert name in rl.__all__ and hasattr(rl, name)
     # The generator and the runner moved to the TD driver (fidia_jax.projects.td).
     assert not hasattr(rl, "random_linear_mrp") and not hasattr(rl, "run_linear_td0")
+
+
+REDUCIBLE = {
+    "identity": np.eye(2),
+    "two_absorbing": np.array([[1.0, 0.0, 0.0], [0.3, 0.4, 0.3], [0.0, 0.0, 1.0]]),
+    "two_blocks": np.kron(np.eye(2), np.full((2, 2), 0.5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCIBLE))
+def test_no_unique_stationary_distribution_is_an_error_or_nan(name):
+    """Issue 17 item 14: the 2x2 identity gave nan without an error (and a finite TD theta)."""
+    p = jnp.asarray(REDUCIBLE[name], jnp.float32)
+    s = p.shape[0]
+    mrp = rl.LinearMRP(p, jnp.ones((s, s)), jnp.eye(s), jnp.float32(0.5))
+    for fn in (rl.stationary_distribution, lambda p_: rl.td_fixed_point(mrp._replace(
+            transition=p_))):
+        with pytest.raises(ValueError, match="no unique stationary distribution"):
+            fn(p)
+        assert np.all(np.isnan(np.asarray(jax.jit(fn)(p))))  # traced: cannot raise, all nan
+    theta = jax.jit(rl.td_param_error)(mrp, jnp.zeros(s), jnp.ones(s))
+    assert np.isnan(float(theta))
+
+
+def test_unique_stationary_distribution_of_reducible_but_single_class_chains():
+    """Transient states are fine: one closed class means one stationary distribution."""
+    absorbing = jnp.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.0, 0.0, 1.0]])
+    np.testing.assert_allclose(rl.stationary_distribution(absorbing), [0.0, 0.0, 1.0], atol=1e-6)
+    periodic = jnp.array([[0.0, 1.0], [1.0, 0.0]])
+    np.testing.assert_allclose(jax.jit(rl.stationary_distribution)(periodic), [0.5, 0.5])
+    with pytest.raises(ValueError, match="transition must have shape"):
+        rl.stationary_distribution(jnp.ones((2, 3)) / 3)

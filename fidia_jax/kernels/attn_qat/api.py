@@ -56,15 +56,11 @@ def attn_qat(
       ``(B, T, Hq, D)`` in ``q.dtype``; differentiable (custom VJP).
 
     Raises:
-      ValueError: incompatible shapes, unknown variant/backend.
+      ValueError: incompatible shapes (the message names the batch sizes, head counts or head
+        dims that disagree), unknown variant/backend.
     """
-    if q.ndim != 4 or k.ndim != 4 or v.shape != k.shape:
-        raise ValueError(
-            f"expected q (B,T,Hq,D), k=v (B,S,Hkv,D); got {q.shape}, {k.shape}, {v.shape}"
-        )
+    _ref.check_qkv(q, k, v, where="attn_qat", heads="gqa")
     hq, hkv = q.shape[2], k.shape[2]
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
     if hq != hkv:
         k = jnp.repeat(k, hq // hkv, axis=2)
         v = jnp.repeat(v, hq // hkv, axis=2)

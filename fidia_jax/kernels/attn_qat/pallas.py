@@ -31,7 +31,13 @@ from jax.experimental import pallas as pl
 
 from fidia_jax.kernels._dispatch import triton_params
 from fidia_jax.kernels._fp4 import fake_quant_nvfp4
-from fidia_jax.kernels.attn_qat.reference import VARIANTS, quantize_qkv
+from fidia_jax.kernels.attn_qat.reference import (
+    VARIANTS,
+    check_qkv,
+    quantize_qkv,
+    safe_operands,
+    visible_nonfinite,
+)
 
 __all__ = ["BlockSizes", "attn_qat_pallas", "attn_qat_forward_pallas"]
 
@@ -284,9 +290,14 @@ def _attn_qat_pallas(q, k, v, causal, variant, block_sizes, scale, interpret):
 
 def _fwd(q, k, v, causal, variant, block_sizes, scale, interpret):
     qh, kh, vh = quantize_qkv(q, k, v)
+    if causal:  # masked slots are never read (as the reference): drop non-finite V, re-mark
+        bad = visible_nonfinite(vh, q.shape[1], causal)
+        (vh,) = safe_operands(vh)
     o, o_hp, lse = attn_qat_forward_pallas(
         qh, kh, vh, causal=causal, block_sizes=block_sizes, scale=scale, interpret=interpret
     )
+    if causal:
+        o, o_hp = (jnp.where(bad, jnp.nan, x) for x in (o, o_hp))
     return o.astype(q.dtype), (q, k, v, o, o_hp, lse)
 
 
@@ -298,6 +309,8 @@ def _bwd(causal, variant, block_sizes, scale, interpret, res, do):
     else:
         qx, kx, vx = (x.astype(jnp.float32) for x in (q, k, v))
         o_delta, quantize_p = o, False
+    if causal:  # masked (query, key) pairs are never read (as the reference)
+        qx, kx, vx = safe_operands(qx, kx, vx)
     dq, dk, dv = _backward(
         qx,
         kx,
@@ -337,17 +350,11 @@ def attn_qat_pallas(
     ``S % block_k == 0``, ``D % 16 == 0``.
 
     Raises:
-      ValueError: bad shapes or unknown variant.
+      ValueError: bad shapes (each mismatch named: batch, query/kv head counts, which must be
+        equal here, head dim, head dim not a multiple of 16, blocks) or unknown variant.
     """
-    if q.ndim != 4 or k.ndim != 4 or v.shape != k.shape:
-        raise ValueError(
-            f"expected q (B,T,H,D), k=v (B,S,H,D); got {q.shape}, {k.shape}, {v.shape}"
-        )
+    check_qkv(q, k, v, where="attn_qat_pallas")
     b, t, h, d = q.shape
-    if k.shape[0] != b or k.shape[2] != h or k.shape[3] != d or d % 16:
-        raise ValueError(
-            f"incompatible q {q.shape} / k {k.shape} (head dim must be a multiple of 16)"
-        )
     if t % block_sizes.block_q or k.shape[1] % block_sizes.block_k:
         raise ValueError(
             f"T={t} and S={k.shape[1]} must be multiples of block_q={block_sizes.block_q} "

@@ -34,6 +34,15 @@ the running max of the tile in which they are produced (the kernel's online resc
 NVFP4 per-tensor FP32 scale is omitted; ``FQ(P)`` in the backward is taken on the normalised
 ``P``.
 
+Masked slots never contribute (``causal=True``): a key/value that a query may not attend is
+never read into that query's output, nor into the gradients (``jnp.where``, not a zero weight).
+Non-finite entries of ``Q̂, K̂, V̂`` are replaced by 0 before the products (:func:`safe_operands`),
+and an output coordinate whose *visible* value rows hold a non-finite entry is set to NaN
+afterwards (:func:`visible_nonfinite`); so a NaN or Inf in a future token's value row leaves the
+earlier queries' outputs finite, while a visible one shows as NaN (an Inf becomes NaN too).
+Without a mask every slot is visible and the operands are used as they are. A query row with no
+visible key (``T > S``, causal) returns zeros.
+
 References:
   Attn-QAT: 4-bit attention quantisation-aware training. ICML 2026. Authors' Triton training
   kernels in hao-ai-lab/FastVideo (not read in detail; semantics from the issue text).
@@ -47,6 +56,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from fidia_jax import _checks
 from fidia_jax.kernels._fp4 import fake_quant_nvfp4
 
 __all__ = [
@@ -62,16 +72,48 @@ VARIANTS: tuple[str, ...] = ("attn_qat", "dropin")
 _HI = jax.lax.Precision.HIGHEST
 
 
-def _validate(q, k, v, block_k):
+def check_qkv(q, k, v, *, where: str, heads: str = "equal") -> None:
+    """Validates ``q (B, T, Hq, D)``, ``k = v (B, S, Hkv, D)``; each mismatch named on its own.
+
+    Args:
+      heads: ``"equal"`` (kernels: heads already repeated, ``Hq == Hkv``) or ``"gqa"``
+        (``Hq % Hkv == 0``).
+
+    Raises:
+      ValueError: wrong ranks, ``v.shape != k.shape``, different batch sizes, head counts (as
+        ``heads`` requires) or head dims, or a head dim that is not a multiple of 16.
+    """
     if q.ndim != 4 or k.ndim != 4 or v.shape != k.shape:
         raise ValueError(
-            f"expected q (B,T,H,D), k=v (B,S,H,D); got {q.shape}, {k.shape}, {v.shape}"
+            f"{where}: expected q (B,T,H,D), k=v (B,S,H,D); got {q.shape}, {k.shape}, {v.shape}"
         )
-    b, t, h, d = q.shape
-    if k.shape[0] != b or k.shape[2] != h or k.shape[3] != d:
-        raise ValueError(f"q {q.shape} and k {k.shape} disagree on batch/heads/head dim")
+    _checks.assert_attention_dims(
+        q, k, heads_axis=2, where=where, equal_heads=heads == "equal",
+        hint="repeat the kv heads first (fidia_jax.kernels.attn_qat.attn_qat does it for GQA)",
+    )
+    d = q.shape[-1]
     if d % 16:
-        raise ValueError(f"head dim {d} must be a multiple of 16 (NVFP4 groups)")
+        raise ValueError(f"{where}: head dim {d} must be a multiple of 16 (NVFP4 groups)")
+
+
+def safe_operands(*xs: jax.Array) -> tuple[jax.Array, ...]:
+    """Each array with its non-finite entries replaced by 0 (``jnp.where``)."""
+    return tuple(jnp.where(jnp.isfinite(x), x, 0.0) for x in xs)
+
+
+def visible_nonfinite(vh: jax.Array, t: int, causal: bool) -> jax.Array:
+    """``(B, T, H, D)`` bool: output coordinates whose visible value rows hold a non-finite entry.
+
+    Args:
+      vh: ``(B, S, H, D)`` (quantised) values; t: number of queries; causal: the mask.
+    """
+    mask_TxS = _mask(t, vh.shape[1], causal).astype(jnp.float32)
+    bad = (~jnp.isfinite(vh)).astype(jnp.float32)
+    return jnp.einsum("ts,bshd->bthd", mask_TxS, bad, precision=_HI) > 0
+
+
+def _validate(q, k, v, block_k, where="attn_qat_reference"):
+    check_qkv(q, k, v, where=where)
     if block_k % 16 or k.shape[1] % block_k:
         raise ValueError(
             f"block_k={block_k} must be a multiple of 16 and divide the key length {k.shape[1]}"
@@ -118,11 +160,14 @@ def attn_qat_forward_reference(
     Raises:
       ValueError: bad shapes (see :func:`attn_qat_reference`).
     """
-    _validate(q, k, v, block_k)
+    _validate(q, k, v, block_k, "attn_qat_forward_reference")
     b, t, h, d = q.shape
     s_len = k.shape[1]
     scale = d**-0.5 if scale is None else scale
     qh, kh, vh = quantize_qkv(q, k, v)
+    if causal:  # masked slots must not be read: drop non-finite V, re-mark the visible ones
+        bad_BxTxHxD = visible_nonfinite(vh, t, causal)
+        (vh,) = safe_operands(vh)
     nb = s_len // block_k
     k_blocks = kh.reshape(b, nb, block_k, h, d).transpose(1, 0, 3, 2, 4)  # (nb,B,H,bk,D)
     v_blocks = vh.reshape(b, nb, block_k, h, d).transpose(1, 0, 3, 2, 4)
@@ -154,6 +199,8 @@ def attn_qat_forward_reference(
     ell_safe = jnp.where(ell > 0, ell, 1.0)
     o = (acc / ell_safe[..., None]).transpose(0, 2, 1, 3)
     o_hp = (acc_hp / ell_safe[..., None]).transpose(0, 2, 1, 3)
+    if causal:
+        o, o_hp = (jnp.where(bad_BxTxHxD, jnp.nan, x) for x in (o, o_hp))
     lse = jnp.where(ell > 0, m + jnp.log(ell_safe), -jnp.inf)
     return o, o_hp, lse
 
@@ -199,6 +246,8 @@ def attn_qat_backward_reference(
         o_delta = o_hp if variant == "attn_qat" else o
     else:
         raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+    if causal:  # masked (query, key) pairs are never read: no NaN from a slot a query can't see
+        qx, kx, vx = safe_operands(qx, kx, vx)
     do = do.astype(jnp.float32)
     mask = _mask(t, k.shape[1], causal)[None, None]
     s = jnp.einsum("bthd,bshd->bhts", qx, kx, precision=_HI) * scale
@@ -284,7 +333,11 @@ def hp_path_reference(q, k, v, *, causal: bool, scale: float | None = None) -> j
         return x + jax.lax.stop_gradient(fake_quant_nvfp4(x, axis=-1) - x)
 
     qx, kx, vx = ste(q), ste(k), ste(v)
+    if causal:
+        bad = visible_nonfinite(vx, q.shape[1], causal)
+        qx, kx, vx = safe_operands(qx, kx, vx)
     s = jnp.einsum("bthd,bshd->bhts", qx, kx, precision=_HI) * scale
     s = jnp.where(_mask(q.shape[1], k.shape[1], causal)[None, None], s, -jnp.inf)
     p = jax.nn.softmax(s, axis=-1)
-    return jnp.einsum("bhts,bshd->bthd", p, vx, precision=_HI)
+    o = jnp.einsum("bhts,bshd->bthd", p, vx, precision=_HI)
+    return jnp.where(bad, jnp.nan, o) if causal else o

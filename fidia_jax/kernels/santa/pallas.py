@@ -86,7 +86,8 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, num_slots, method, nu
         rows = rows.astype(jnp.float32).reshape(gp, num_slots, rows.shape[-1])
         acc = jnp.sum(jnp.where(ok[..., None], rows, 0.0), axis=1)
     else:
-        v = v_ref[0, :, 0, :].astype(jnp.float32)
+        # slots past kv_lengths are removed (where), not weighted by 0: NaN there stays out
+        v = jnp.where(valid[:, None], v_ref[0, :, 0, :].astype(jnp.float32), 0.0)
         if mode == "flash":
             w = u
         else:
@@ -187,16 +188,16 @@ def _merge(m, ell, acc, *, mode, samples_per_tile):
     m_star = jnp.where(jnp.isfinite(m_star), m_star, 0.0)
     e = jnp.where(ell > 0, jnp.exp(m - m_star), 0.0)
     z = jnp.sum(e * ell, axis=2)
+    live = ell[..., None] > 0  # empty tiles (all slots masked) are left out, not multiplied by 0
     if mode == "flash":
-        num = jnp.sum(e[..., None] * acc, axis=2)
+        num = jnp.sum(jnp.where(live, e[..., None] * acc, 0.0), axis=2)
         denom = z
     else:
-        num = jnp.sum((e * ell)[..., None] * acc, axis=2)
+        num = jnp.sum(jnp.where(live, (e * ell)[..., None] * acc, 0.0), axis=2)
         denom = z * samples_per_tile
     return jnp.where(z[..., None] > 0, num / jnp.where(denom > 0, denom, 1.0)[..., None], 0.0)
 
 
-@functools.partial(jax.jit, static_argnames=("block_sizes", "scale", "interpret"))
 def flash_decode_pallas(
     q: jax.Array,
     k: jax.Array,
@@ -219,9 +220,17 @@ def flash_decode_pallas(
       ``(B, Hq, D)`` in ``q.dtype``.
 
     Raises:
-      ValueError: incompatible shapes.
+      ValueError: incompatible shapes; ``kv_lengths`` of the wrong shape or dtype, or (when
+        concrete) outside ``[0, N]``.
     """
     ref.check_decode_shapes(q, k, v, where="flash_decode_pallas")
+    ref.check_kv_lengths(kv_lengths, k, where="flash_decode_pallas")
+    return _flash_decode(q, k, v, kv_lengths, block_sizes=block_sizes, scale=scale,
+                         interpret=interpret)
+
+
+@functools.partial(jax.jit, static_argnames=("block_sizes", "scale", "interpret"))
+def _flash_decode(q, k, v, kv_lengths, *, block_sizes, scale, interpret):
     return _run(
         q,
         k,
@@ -237,17 +246,6 @@ def flash_decode_pallas(
     )
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=(
-        "samples_per_tile",
-        "method",
-        "block_sizes",
-        "scale",
-        "interpret",
-        "value_stage",
-    ),
-)
 def santa_decode_pallas(
     q: jax.Array,
     k: jax.Array,
@@ -272,11 +270,31 @@ def santa_decode_pallas(
 
     Raises:
       ValueError: incompatible shapes, unknown method or value stage, ``samples_per_tile < 1``,
-        wrong uniforms shape (:func:`fidia_jax.kernels.santa.reference.check_santa_args`).
+        wrong uniforms shape (:func:`fidia_jax.kernels.santa.reference.check_santa_args`),
+        ``kv_lengths`` of the wrong shape or dtype, or (when concrete) outside ``[0, N]``.
     """
     ref.check_santa_args(q, k, v, uniforms, samples_per_tile=samples_per_tile, method=method,
                          block_k=block_sizes.block_k, value_stage=value_stage,
                          where="santa_decode_pallas")
+    ref.check_kv_lengths(kv_lengths, k, where="santa_decode_pallas")
+    return _santa_decode(q, k, v, uniforms, kv_lengths, samples_per_tile=samples_per_tile,
+                         method=method, block_sizes=block_sizes, scale=scale,
+                         interpret=interpret, value_stage=value_stage)
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=(
+        "samples_per_tile",
+        "method",
+        "block_sizes",
+        "scale",
+        "interpret",
+        "value_stage",
+    ),
+)
+def _santa_decode(q, k, v, uniforms, kv_lengths, *, samples_per_tile, method, block_sizes, scale,
+                  interpret, value_stage):
     return _run(
         q,
         k,

@@ -26,6 +26,14 @@ Sampling variants (``method``), all with positions on ``[0, S_t)`` against the p
 iid/stratified sample ``j`` lands in row ``r`` with ``C_{r-1} <= y_j < C_r``; systematic uses
 ``C_{r-1} < y_j <= C_r`` (so that its counts equal the floor formula exactly).
 
+Masked slots never contribute: keys at or past ``kv_lengths[b]`` (and the zero padding up to a
+multiple of ``block_k``) are removed with ``jnp.where`` before any product, never multiplied by a
+zero weight, so a NaN or Inf stored in the unused part of a cache cannot reach the output. A row
+with ``kv_lengths[b] == 0`` returns zeros (every reference and kernel here, and
+``fidia_jax.layers.xla_attention``). Values of ``kv_lengths`` outside ``[0, N]`` are a
+``ValueError`` when concrete; under ``jit`` (traced) they are not checked, and a length above
+``N`` acts as ``N``, a negative one as ``0``.
+
 Uniforms are inputs (see :func:`make_uniforms`): the kernels need no in-kernel RNG and results
 are reproducible. ``S_t`` is a fixed per-tile budget; a proportional budget (more samples in
 heavier tiles, as in the authors' ``santa_fused_proportional_tile_budgets``) is not implemented.
@@ -268,11 +276,18 @@ def check_decode_shapes(q, k, v, *, where: str) -> None:
     _checks.assert_rank(q, 3, "q", where=where, detail="B, Hq, D")
     _checks.assert_rank(k, 4, "k", where=where, detail="B, N, Hkv, D")
     _checks.assert_shape(v, k.shape, "v", where=where)
-    (b, hq, d), hkv = q.shape, k.shape[2]
-    if k.shape[0] != b or k.shape[3] != d:
-        raise ValueError(f"{where}: batch/head-dim mismatch: q {q.shape}, k {k.shape}")
-    if hq % hkv:
-        raise ValueError(f"{where}: query heads {hq} must be a multiple of kv heads {hkv}")
+    _checks.assert_attention_dims(q, k, heads_axis=1, where=where)
+
+
+def check_kv_lengths(kv_lengths, k, *, where: str) -> None:
+    """``kv_lengths``: ``None`` or ``(B,)`` integers in ``[0, N]`` (values checked when concrete).
+
+    Raises:
+      ValueError: wrong shape or dtype, or (concrete values only) a length below 0 or above the
+        number of keys ``N = k.shape[1]``.
+    """
+    if kv_lengths is not None:
+        _checks.assert_lengths(kv_lengths, k.shape[0], k.shape[1], "kv_lengths", where=where)
 
 
 def check_santa_args(q, k, v, uniforms, *, samples_per_tile: int, method: str, block_k: int,
@@ -313,6 +328,8 @@ def _prepare(q, k, v, kv_lengths, block_k, where):
     v_BxKxTxNxD = v.astype(jnp.float32).reshape(b, nt, block_k, hkv, d).transpose(0, 3, 1, 2, 4)
     pos_TxN = jnp.arange(nt * block_k).reshape(nt, block_k)
     valid_BxTxN = pos_TxN[None] < kv_lengths[:, None, None]
+    # masked slots are removed, not weighted by 0: a NaN/Inf past kv_lengths must not reach o
+    v_BxKxTxNxD = jnp.where(valid_BxTxN[:, None, :, :, None], v_BxKxTxNxD, 0.0)
     return q_BxKxGxD, k_BxKxTxNxD, v_BxKxTxNxD, valid_BxTxN, (b, hq, hkv, g, d, nt)
 
 
@@ -326,11 +343,10 @@ def _merge(m_T, ell_T, acc_TxD, denom_scale):
     m_star = jnp.where(jnp.isfinite(m_star), m_star, 0.0)
     w_T = jnp.where(ell_T > 0, jnp.exp(m_T - m_star) * ell_T, 0.0)
     z = jnp.sum(w_T)
-    num = jnp.sum(w_T[:, None] * acc_TxD, axis=0)
+    num = jnp.sum(jnp.where(ell_T[:, None] > 0, w_T[:, None] * acc_TxD, 0.0), axis=0)
     return jnp.where(z > 0, num / (jnp.where(z > 0, z, 1.0) * denom_scale), 0.0)
 
 
-@functools.partial(jax.jit, static_argnames=("scale",))
 def dense_decode_reference(
     q: jax.Array,
     k: jax.Array,
@@ -344,13 +360,25 @@ def dense_decode_reference(
     Args:
       q: ``(B, Hq, D)`` query of the current step.
       k, v: ``(B, N, Hkv, D)`` cache; query head ``h`` reads kv head ``h // (Hq // Hkv)``.
-      kv_lengths: ``(B,)`` int32 valid cache length per row (``None``: all ``N``); rows with
-        length 0 return zeros.
+      kv_lengths: ``(B,)`` int32 valid cache length per row in ``[0, N]`` (``None``: all
+        ``N``); rows with length 0 return zeros. Slots past the length are never read into the
+        result (a NaN there does not propagate).
       scale: softmax scale (default ``D ** -0.5``).
 
     Returns:
       ``(B, Hq, D)`` in ``q.dtype`` (float32 accumulation).
+
+    Raises:
+      ValueError: bad shapes; ``kv_lengths`` of the wrong shape or dtype, or (when concrete)
+        outside ``[0, N]``.
     """
+    check_decode_shapes(q, k, v, where="dense_decode_reference")
+    check_kv_lengths(kv_lengths, k, where="dense_decode_reference")
+    return _dense_decode(q, k, v, kv_lengths, scale=scale)
+
+
+@functools.partial(jax.jit, static_argnames=("scale",))
+def _dense_decode(q, k, v, kv_lengths, *, scale):
     q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(
         q, k, v, kv_lengths, max(k.shape[1], 1), "dense_decode_reference"
     )
@@ -369,7 +397,6 @@ def dense_decode_reference(
     return o.reshape(b, hq, d).astype(q.dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("block_k", "scale"))
 def flash_decode_reference(
     q: jax.Array,
     k: jax.Array,
@@ -381,8 +408,16 @@ def flash_decode_reference(
 ) -> jax.Array:
     """Dense flash-decoding (split-K over key tiles + log-sum-exp merge); equals the exact output.
 
-    Same arguments as :func:`dense_decode_reference` plus ``block_k`` (tile length).
+    Same arguments, result and errors as :func:`dense_decode_reference`, plus ``block_k`` (tile
+    length).
     """
+    check_decode_shapes(q, k, v, where="flash_decode_reference")
+    check_kv_lengths(kv_lengths, k, where="flash_decode_reference")
+    return _flash_decode(q, k, v, kv_lengths, block_k=block_k, scale=scale)
+
+
+@functools.partial(jax.jit, static_argnames=("block_k", "scale"))
+def _flash_decode(q, k, v, kv_lengths, *, block_k, scale):
     q_, k_, v_, valid, (b, hq, hkv, g, d, nt) = _prepare(
         q, k, v, kv_lengths, block_k, "flash_decode_reference"
     )
@@ -401,9 +436,6 @@ def flash_decode_reference(
     return out.reshape(b, hq, d).astype(q.dtype)
 
 
-@functools.partial(
-    jax.jit, static_argnames=("samples_per_tile", "method", "block_k", "scale", "value_stage")
-)
 def santa_decode_reference(
     q: jax.Array,
     k: jax.Array,
@@ -425,7 +457,8 @@ def santa_decode_reference(
       k, v: ``(B, N, Hkv, D)`` float cache (bf16 or f32); ``Hq % Hkv == 0``.
       uniforms: float32 on ``[0, 1)``, shape :func:`uniform_shape` = ``(B, Hq, n_tiles, s)``
         with ``s = samples_per_tile`` (iid, stratified) or 1 (systematic).
-      kv_lengths: ``(B,)`` int32 valid length per row (``None``: all ``N``).
+      kv_lengths: ``(B,)`` int32 valid length per row in ``[0, N]`` (``None``: all ``N``); slots
+        past it are never read into the result, and a row of length 0 returns zeros.
       samples_per_tile: fixed per-tile budget ``S_t`` (total samples ``≈ S_t · n_tiles``).
       method: ``"iid"``, ``"stratified"`` or ``"systematic"``.
       block_k: tile length; ``N`` is zero-padded to a multiple of it.
@@ -440,11 +473,24 @@ def santa_decode_reference(
       ``(B, Hq, D)`` estimate in ``q.dtype`` (float32 accumulation).
 
     Raises:
-      ValueError: bad ranks/shapes, unknown ``method`` or ``value_stage``.
+      ValueError: bad ranks/shapes, unknown ``method`` or ``value_stage``; ``kv_lengths`` of the
+        wrong shape or dtype, or (when concrete) outside ``[0, N]``.
     """
     where = "santa_decode_reference"
     check_santa_args(q, k, v, uniforms, samples_per_tile=samples_per_tile, method=method,
                      block_k=block_k, value_stage=value_stage, where=where)
+    check_kv_lengths(kv_lengths, k, where=where)
+    return _santa_decode(q, k, v, uniforms, kv_lengths, samples_per_tile=samples_per_tile,
+                         method=method, block_k=block_k, scale=scale, value_stage=value_stage,
+                         query_uniforms=query_uniforms)
+
+
+@functools.partial(
+    jax.jit, static_argnames=("samples_per_tile", "method", "block_k", "scale", "value_stage")
+)
+def _santa_decode(q, k, v, uniforms, kv_lengths, *, samples_per_tile, method, block_k, scale,
+                  value_stage, query_uniforms):
+    where = "santa_decode_reference"
     out_dtype = q.dtype
     if query_uniforms is not None:
         q = ternary_query(q, query_uniforms)

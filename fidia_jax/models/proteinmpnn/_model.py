@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from fidia_jax.models._domain import check_permutations, check_token_ids
 from fidia_jax.models.proteinmpnn._checkpoint import (
     architecture,
     copy_torch_state_dict,
@@ -167,9 +168,32 @@ class ProteinMPNN(nnx.Module):
 
         Position ``i`` sees the tokens and decoder states of neighbours decoded before it and the
         encoder states (no token) of the others, exactly as the original ``forward``.
+
+        Args:
+          h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK: :meth:`encode`'s outputs.
+          S_BxL: ``(B, L)`` int token ids in ``[0, vocab)``.
+          mask_BxL: ``(B, L)`` residue mask.
+          decoding_order_BxL: ``(B, L)`` int, each row a permutation of ``0 .. L - 1``.
+
+        Raises:
+          ValueError: concrete token ids outside ``[0, vocab)`` or an order row that is not a
+            permutation. Under tracing (``jit``) nothing can raise: such ids read a NaN embedding
+            and such rows get NaN logits (see :mod:`fidia_jax.models._domain`).
+        """
+        S_BxL = check_token_ids(S_BxL, self.vocab, name="S_BxL", where="ProteinMPNN.decode")
+        ok_B = check_permutations(decoding_order_BxL, name="decoding_order_BxL", where="ProteinMPNN.decode")
+        return self._decode(h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, S_BxL, mask_BxL, decoding_order_BxL, ok_B)
+
+    def _decode(self, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, S_BxL, mask_BxL, decoding_order_BxL, ok_B):
+        """:meth:`decode` on checked tokens; ``ok_B`` (or ``None``): rows whose logits are kept.
+
+        A row with ``ok_B`` false gets a NaN residue mask, so all its logits are NaN (a select on
+        the mask, not on the logits: the compiled arithmetic of the kept rows is unchanged).
         """
         dt = h_E_BxLxKxC.dtype
         mask = mask_BxL.astype(dt)
+        if ok_B is not None:
+            mask = jnp.where(ok_B[:, None], mask, jnp.asarray(jnp.nan, dt))
         rank_BxL = jnp.argsort(decoding_order_BxL, axis=-1)  # step at which each position is decoded
         rank_nb = jax.vmap(lambda r, i: r[i])(rank_BxL, E_idx_BxLxK)
         attend = (rank_nb < rank_BxL[..., None]).astype(dt)  # neighbour decoded earlier
@@ -197,7 +221,9 @@ class ProteinMPNN(nnx.Module):
           ``(B, N, L, 21)`` float32 log-softmax.
 
         Raises:
-          ValueError: ``B`` or ``L`` of the structures, sequences and orders disagree.
+          ValueError: ``B`` or ``L`` of the structures, sequences and orders disagree; concrete
+            token ids outside ``[0, vocab)`` or an order row that is not a permutation. Under
+            tracing such ids read a NaN embedding and such rows are NaN (nothing can raise).
         """
         b, n, length = sequences_BxNxL.shape
         if inputs.X.shape[:2] != (b, length) or decoding_order_BxNxL.shape != (b, n, length):
@@ -205,17 +231,28 @@ class ProteinMPNN(nnx.Module):
                 f"log_probs_many: structures {inputs.X.shape[:2]} (B, L), sequences "
                 f"{sequences_BxNxL.shape} and orders {decoding_order_BxNxL.shape} must agree on "
                 "(B, N, L)")
+        where = "ProteinMPNN.log_probs_many"
+        sequences_BxNxL = check_token_ids(sequences_BxNxL, self.vocab, name="sequences_BxNxL", where=where)
+        ok_BxN = check_permutations(decoding_order_BxNxL, name="decoding_order_BxNxL", where=where)
         h_V, h_E, E_idx = self.encode(inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding)
 
         def tile(a):  # (B, ...) -> (B * N, ...)
             return jnp.broadcast_to(a[:, None], (b, n) + a.shape[1:]).reshape((b * n,) + a.shape[1:])
 
-        logits = self.decode(tile(h_V), tile(h_E), tile(E_idx), sequences_BxNxL.reshape(b * n, length),
-                             tile(inputs.mask), decoding_order_BxNxL.reshape(b * n, length))
+        logits = self._decode(tile(h_V), tile(h_E), tile(E_idx), sequences_BxNxL.reshape(b * n, length),
+                              tile(inputs.mask), decoding_order_BxNxL.reshape(b * n, length),
+                              None if ok_BxN is None else ok_BxN.reshape(b * n))
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1).reshape(b, n, length, -1)
 
     def __call__(self, inputs: MPNNInputs, decoding_order_BxL):
-        """Teacher-forced log-softmax ``(B, L, vocab)`` float32 (batched inputs)."""
+        """Teacher-forced log-softmax ``(B, L, vocab)`` float32 (batched inputs).
+
+        Raises:
+          ValueError: as :meth:`decode` (``inputs.S`` outside ``[0, vocab)``, an order row that is
+            not a permutation), when concrete; under tracing those rows / neighbours are NaN.
+        """
+        S = check_token_ids(inputs.S, self.vocab, name="inputs.S", where="ProteinMPNN")
+        ok_B = check_permutations(decoding_order_BxL, name="decoding_order_BxL", where="ProteinMPNN")
         h_V, h_E, E_idx = self.encode(inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding)
-        logits = self.decode(h_V, h_E, E_idx, inputs.S, inputs.mask, decoding_order_BxL)
+        logits = self._decode(h_V, h_E, E_idx, S, inputs.mask, decoding_order_BxL, ok_B)
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from fidia_jax.models._domain import check_permutations, check_temperature, check_token_ids
 from fidia_jax.models.proteinmpnn._inputs import MPNNInputs, canonical, check_inputs, omit_mask
 from fidia_jax.models.proteinmpnn._model import ProteinMPNN
 
@@ -29,7 +30,11 @@ def log_probs(model: ProteinMPNN, inputs: MPNNInputs, decoding_order) -> jax.Arr
       ``log_softmax(W_out.bias)``.
 
     Raises:
-      ValueError: inconsistent shapes.
+      ValueError: inconsistent shapes; a token id of ``inputs.S`` outside ``[0, 21)`` (``21``
+        would score NaN, ``-1`` would wrap around to ``X``); a row of ``decoding_order`` that is
+        not a permutation of ``0 .. L - 1``. Under tracing (this function called inside ``jit``)
+        nothing can raise: an out-of-range id reads a NaN embedding (the log-probs of the
+        positions that see it are NaN) and a row that is not a permutation is all NaN.
 
     The forward is ``jax.jit``-compiled (one compilation per input shape) and differentiable
     with respect to the model's parameters, e.g. inside ``nnx.value_and_grad``::
@@ -40,6 +45,8 @@ def log_probs(model: ProteinMPNN, inputs: MPNNInputs, decoding_order) -> jax.Arr
     check_inputs(inputs, batched=True)
     if jnp.shape(decoding_order) != inputs.S.shape:
         raise ValueError(f"decoding_order must have shape {inputs.S.shape}, got {jnp.shape(decoding_order)}")
+    check_token_ids(inputs.S, model.vocab, name="inputs.S", where="log_probs")
+    check_permutations(decoding_order, name="decoding_order", where="log_probs")
     graphdef, state = nnx.split(model)
     return _forward_jit(graphdef, state, canonical(inputs), jnp.asarray(decoding_order, jnp.int32))
 
@@ -97,7 +104,7 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order) -> 
       inputs: unbatched :class:`MPNNInputs` (the structure; ``inputs.S`` is ignored; the encoder
         then runs once for all ``N`` sequences), or batched with leading axis ``N`` (one
         structure per sequence).
-      sequences: ``(N, L)`` int32 tokens.
+      sequences: ``(N, L)`` int32 tokens in ``[0, 21)``.
       decoding_order: ``(N, L)`` int32 permutations, or a PRNG key to draw the original's random
         order (visible / missing positions first) per sequence.
 
@@ -105,9 +112,12 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order) -> 
       :class:`ScoreResult`.
 
     Raises:
-      ValueError: inconsistent shapes.
+      ValueError: inconsistent shapes; a token id outside ``[0, 21)``; a row of
+        ``decoding_order`` that is not a permutation. Under tracing nothing can raise: an
+        out-of-range id scores NaN (and so does every position that sees it), a row that is not
+        a permutation is all NaN.
     """
-    sequences = jnp.asarray(sequences, jnp.int32)
+    sequences = check_token_ids(jnp.asarray(sequences, jnp.int32), model.vocab, name="sequences", where="score")
     if sequences.ndim != 2:
         raise ValueError(f"sequences must be (N, L), got {sequences.shape}")
     n, length = sequences.shape
@@ -122,6 +132,7 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order) -> 
         order = random_decoding_order(order, design)
     if order.shape != (n, length):
         raise ValueError(f"decoding_order must be (N, L) = {(n, length)}, got {order.shape}")
+    check_permutations(order, name="decoding_order", where="score")
     if batched:
         lp = log_probs(model, inputs._replace(S=sequences), order)
     else:  # one structure: run the encoder once, decode the N sequences
@@ -192,7 +203,11 @@ def sample(
       key: PRNG key.
       inputs: unbatched :class:`MPNNInputs` (``(L, 4, 3)`` ...).
       num_samples: ``N``.
-      temperature: ``T > 0`` (scalar; traced, changing it does not recompile).
+      temperature: ``T > 0`` (scalar; traced, changing it does not recompile). A concrete
+        ``T <= 0`` or NaN (``0.0``, ``np.float32(0)``, ``jnp.array(-0.1)``) raises. When ``T``
+        itself is traced (``sample`` called inside ``jit`` with ``T`` an argument), ``T <= 0``
+        or NaN cannot raise and is taken as the ``T -> 0+`` limit: the greedy choice
+        ``argmax(logits + bias)`` over the allowed tokens.
       fixed_mask: ``(L,)`` bool; these positions keep ``inputs.S`` (decoded first).
       omit_aas: letters never sampled (default ``"X"``).
       bias: ``(21,)`` or ``(L, 21)`` additive logit bias (divided by ``T`` like the logits).
@@ -201,15 +216,17 @@ def sample(
       :class:`SampleResult`.
 
     Raises:
-      ValueError: bad shapes, ``temperature <= 0``, ``num_samples < 1``, unknown letters in
-        ``omit_aas`` or all tokens omitted.
+      ValueError: bad shapes, ``temperature <= 0`` (or NaN, or not a scalar),
+        ``num_samples < 1``, unknown letters in ``omit_aas`` or all tokens omitted, a token id
+        of ``inputs.S`` outside ``[0, 21)``. A traced ``inputs.S`` cannot raise: its
+        out-of-range ids come back as ``21`` in ``sequences`` and every log-prob is NaN.
     """
     check_inputs(inputs, batched=False)
     length = inputs.S.shape[0]
     if int(num_samples) < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
-    if isinstance(temperature, (int, float)) and not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    temperature = check_temperature(temperature, where="sample")
+    native_S = check_token_ids(jnp.asarray(inputs.S, jnp.int32), model.vocab, name="inputs.S", where="sample")
     omit = omit_mask(omit_aas) > 0
     if fixed_mask is None:
         fixed = np.zeros(length, bool)
@@ -229,10 +246,8 @@ def sample(
         else:
             raise ValueError(f"bias must have shape ({vocab},) or ({length}, {vocab}), got {bias.shape}")
     graphdef, state = nnx.split(model)
-    inputs = canonical(inputs)
-    return _sample_jit(
-        graphdef, state, key, inputs, jnp.asarray(temperature, jnp.float32), fixed, omit, bias_Lx21, int(num_samples)
-    )
+    inputs = canonical(inputs._replace(S=native_S))
+    return _sample_jit(graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21, int(num_samples))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 8))
@@ -286,6 +301,9 @@ def _sample_jit(graphdef, state, key, inputs, temperature, fixed_L, omit_21, bia
         z = (logits_Nx21 + bias_Lx21[p_N]) / temperature
         z = jnp.where(omit_21[None, :], neg_inf, z)
         drawn = jax.random.categorical(key_t, z, axis=-1).astype(jnp.int32)
+        # a traced T <= 0 (or NaN) cannot raise: take the T -> 0+ limit, the greedy token
+        greedy = jnp.argmax(jnp.where(omit_21[None, :], neg_inf, logits_Nx21 + bias_Lx21[p_N]), -1)
+        drawn = jnp.where(temperature > 0, drawn, greedy.astype(jnp.int32))
         designed = design_L[p_N] > 0
         tok = jnp.where(designed, drawn, inputs.S[p_N].astype(jnp.int32))
         rows = jnp.arange(N)
@@ -299,5 +317,8 @@ def _sample_jit(graphdef, state, key, inputs, temperature, fixed_L, omit_21, bia
     # scan outputs are in decoding-step order; scatter back to positions
     lp_NxLx21 = jnp.zeros((N, length, lp_TxNx21.shape[-1]), jnp.float32)
     lp_NxLx21 = lp_NxLx21.at[jnp.arange(N)[:, None], order_NxL].set(jnp.swapaxes(lp_TxNx21, 0, 1))
+    # a traced native token out of [0, 21) (marked 21 by `sample`): every log-prob is NaN
+    native_ok = jnp.all(inputs.S < lp_NxLx21.shape[-1])
+    lp_NxLx21 = jnp.where(native_ok, lp_NxLx21, jnp.nan)
     tok_lp = jnp.take_along_axis(lp_NxLx21, S_NxL[..., None], -1)[..., 0]
     return SampleResult(sequences=S_NxL, decoding_order=order_NxL, log_probs=lp_NxLx21, token_log_probs=tok_lp)

@@ -185,9 +185,9 @@ def validate_config(config: AttentionConfig) -> None:
         raise ConfigError("qat.steps, batch_size, val_batches and log_every must be >= 1")
     if q.learning_rate <= 0 or q.clip_norm <= 0 or q.weight_decay < 0:
         raise ConfigError("qat.learning_rate and clip_norm must be > 0, weight_decay >= 0")
-    if not 0 <= s.prefix < d.seq_len or s.batch_size < 1 or s.block_k < 1:
+    if not (s.prefix == 0 or 2 <= s.prefix < d.seq_len) or s.batch_size < 1 or s.block_k < 1:
         raise ConfigError(
-            f"santa.prefix must be in [0, seq_len={d.seq_len}), batch_size and block_k >= 1"
+            f"santa.prefix must be 0 (seq_len // 2) or in [2, seq_len={d.seq_len}), batch_size and block_k >= 1"
         )
     if not s.methods or any(x not in METHODS for x in s.methods):
         raise ConfigError(f"santa.methods must name only {METHODS}, got {s.methods}")

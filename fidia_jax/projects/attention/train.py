@@ -24,7 +24,6 @@ are those of an unsharded run, bit for bit.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import pathlib
 import time
@@ -38,7 +37,7 @@ import optax
 from flax import nnx
 
 from fidia_jax import parallel
-from fidia_jax._io import atomic_write_text
+from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.config import config_to_dict
 from fidia_jax.data import load_shakespeare, sample_windows
 from fidia_jax.kernels.santa import make_santa_attention
@@ -162,14 +161,12 @@ def decode_logits(
 ) -> jax.Array:
     """Teacher-forced decode of ``tokens[:, prefix:]`` after a dense prefill.
 
-    Prefills ``tokens[:, :prefix]`` (positions ``0..prefix-1``), then decodes
-    ``tokens[:, prefix-1 : T-1]`` one step at a time at positions ``prefix..T-1``: the last
-    prefilled byte is fed a second time, so the logits are those of a causal forward pass over
-    ``tokens[:, :prefix] ++ tokens[:, prefix-1:T-1]`` at positions ``prefix..T-1`` (tested),
-    each scored against ``tokens[:, prefix:]``. This is the experiment exactly as
-    ``benchmarks/attention_experiments.py`` ran it for ``docs/kernels.md``; dense and SANTA
-    decoding see the same stream, so their comparison is unaffected, but the perplexity is not
-    that of the plain window (a clean version would prefill ``prefix - 1`` bytes).
+    Prefills ``tokens[:, :prefix-1]`` (positions ``0..prefix-2``), then decodes
+    ``tokens[:, prefix-1 : T-1]`` one step at a time at positions ``prefix-1..T-2``, so the logits
+    are those of a causal forward pass over ``tokens[:, :T-1]`` at those positions (tested), each
+    scored against ``tokens[:, prefix:]``; the decode context grows from ``prefix`` to ``T - 1``
+    keys. (Until 2026-11-30 the experiment prefilled ``prefix`` bytes and fed the last one a
+    second time; see docs/kernels.md.)
 
     ``impl_fn`` (an attention function, decode only) is registered as ``"_exp_decode"`` for the
     duration of the call; the prefill uses ``"xla"``.
@@ -178,7 +175,8 @@ def decode_logits(
       model: the trained model (its ``config`` is restored on return).
       impl_fn: decode attention (see :mod:`fidia_jax.layers`).
       tokens: ``(B, T)`` int32 windows, ``T <= model.config.max_seq_len``.
-      prefix: bytes prefilled, ``1 <= prefix < T``.
+      prefix: index of the first predicted byte, ``2 <= prefix < T`` (``prefix - 1`` bytes are
+        prefilled).
       decode_seed: the decode ``rng`` key (folded by the model with layer and step).
 
     Returns:
@@ -192,7 +190,7 @@ def decode_logits(
     @jax.jit
     def run(tokens):
         cache = model.init_cache(b, t)
-        _, cache = model.prefill(tokens[:, :prefix], cache)
+        _, cache = model.prefill(tokens[:, : prefix - 1], cache)
 
         def body(cache, tok):
             lg, cache = model.decode(tok[:, None], cache, rng=jax.random.key(decode_seed))
@@ -320,5 +318,5 @@ def train_and_evaluate(config: AttentionConfig, workdir: str | pathlib.Path) -> 
     mesh = parallel.data_mesh(config.qat.batch_size)
     results = {"config": config_to_dict(config), **run_experiments(config, mesh=mesh)}
     if parallel.is_primary():
-        atomic_write_text(pathlib.Path(workdir) / SUMMARY_FILE, json.dumps(results, indent=1))
+        atomic_write_text(pathlib.Path(workdir) / SUMMARY_FILE, json_text(results, indent=1))
     return results

@@ -3,6 +3,11 @@
 A checkpoint ``<workdir>/checkpoints/<step>/`` holds ``{"params", "opt_state"}`` (orbax
 ``StandardSave``; the step is the directory name). Writes are synchronous, so a process killed
 at any point leaves the previous checkpoints intact.
+
+A step folder without orbax's ``_CHECKPOINT_METADATA`` marker and the ``default/_METADATA`` of
+its item (for instance an empty ``checkpoints/<step>/`` left by a save killed before it wrote)
+is *incomplete*: :func:`latest_step` skips it with a warning naming it, so ``train`` resumes
+from, and ``design`` / ``evaluate`` load, the newest complete checkpoint.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import json
 import os
 import pathlib
 import re
+import shutil
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +28,7 @@ from fidia_jax.errors import CheckpointError
 from fidia_jax.projects.fidia._step import TrainState, make_optimizer
 from fidia_jax.projects.fidia.configs import FidiaConfig, config_from_dict
 
-__all__ = ["load_policy", "manager", "restore", "save"]
+__all__ = ["is_complete", "latest_step", "load_policy", "manager", "restore", "save"]
 
 
 def manager(workdir: pathlib.Path, config: FidiaConfig):
@@ -31,6 +38,39 @@ def manager(workdir: pathlib.Path, config: FidiaConfig):
     options = ocp.CheckpointManagerOptions(max_to_keep=config.train.keep_checkpoints, create=True,
                                            enable_async_checkpointing=False)
     return ocp.CheckpointManager((pathlib.Path(workdir) / "checkpoints").absolute(), options=options)
+
+
+def is_complete(step_dir: str | os.PathLike) -> bool:
+    """Whether ``step_dir`` (``checkpoints/<step>``) holds a finished orbax checkpoint."""
+    step_dir = pathlib.Path(step_dir)
+    return (step_dir / "_CHECKPOINT_METADATA").is_file() and (step_dir / "default" / "_METADATA").is_file()
+
+
+def latest_step(mgr, *, remove_incomplete: bool = False) -> int | None:
+    """The newest *complete* checkpoint step of ``mgr`` (``None``: none).
+
+    Step folders newer than it that are incomplete are skipped with one ``UserWarning`` naming
+    them and the step used; with ``remove_incomplete`` (``train`` resuming, process 0) they are
+    also deleted, so that the run can save those steps again.
+    """
+    root = pathlib.Path(str(mgr.directory))
+    skipped, step = [], None
+    for s in sorted(mgr.all_steps(), reverse=True):
+        if is_complete(root / str(s)):
+            step = s
+            break
+        skipped.append(root / str(s))
+    if skipped:
+        names = ", ".join(str(d) for d in skipped)
+        using = "no complete checkpoint left" if step is None else f"using step {step}"
+        action = "removed" if remove_incomplete else "skipped"
+        warnings.warn(f"incomplete checkpoint {names} (a save that did not finish) {action}; "
+                      f"{using}", stacklevel=2)
+        if remove_incomplete:
+            for d in skipped:
+                shutil.rmtree(d, ignore_errors=True)
+            mgr.reload()
+    return step
 
 
 def save(mgr, state: TrainState) -> None:
@@ -59,13 +99,17 @@ def load_policy(checkpoint: str | os.PathLike, *, step: int | None = None):
       checkpoint: a ``train`` workdir (with ``config.json`` and ``checkpoints/``), one of its
         ``checkpoints/<step>`` directories, or a ProteinMPNN weight name such as ``v_48_020``
         (the untrained reference).
-      step: checkpoint step (``None``: the latest).
+      step: checkpoint step (``None``: the newest complete one, see :func:`latest_step`).
 
     Returns:
       ``(model, config_or_None, step_or_None)``.
 
     Raises:
-      CheckpointError: the directory holds no checkpoint or does not match the architecture.
+      CheckpointError: the directory holds no complete checkpoint, the step asked for is
+        incomplete, or the checkpoint does not match the architecture.
+
+    Warns:
+      UserWarning: newer incomplete checkpoints were skipped.
     """
     path = pathlib.Path(checkpoint)
     if not path.exists():
@@ -84,9 +128,12 @@ def load_policy(checkpoint: str | os.PathLike, *, step: int | None = None):
     graphdef, state = nnx.split(model)
     params = jax.tree.map(jnp.asarray, nnx.to_pure_dict(state))
     mgr = manager(path, config)
-    step = mgr.latest_step() if step is None else step
     if step is None:
-        raise CheckpointError(f"{path}: no checkpoint saved yet")
+        step = latest_step(mgr)
+        if step is None:
+            raise CheckpointError(f"{path}: no complete checkpoint saved yet")
+    elif not is_complete(path / "checkpoints" / str(step)):
+        raise CheckpointError(f"{path}: checkpoint step {step} is missing or incomplete")
     like = TrainState(step=step, params=params, opt_state=make_optimizer(config).init(params))
     try:
         restored = restore(mgr, step, like)

@@ -48,12 +48,19 @@ def success_at_n(rewards_n: np.ndarray, passes_n: np.ndarray, n_bon: int) -> flo
       n_bon: Best-of-N size, ``1 <= n_bon <= n``.
 
     Returns:
-      Float in ``[0, 1]``.
+      Float in ``[0, 1]``; ``nan`` when fewer than ``n_bon`` rewards are finite. A non-finite
+      reward is a missing sample (the rule of :mod:`fidia_jax.rl`): the estimate comes from the
+      finite samples alone, never from ranking a NaN as the best.
     """
     rewards_n = np.asarray(rewards_n, np.float64)
-    order = np.argsort(rewards_n, kind="stable")
-    w = rl.max_at_k_weights(int(rewards_n.shape[0]), int(n_bon))
-    return float(np.sum(w * np.asarray(passes_n, np.float64)[order]))
+    finite = np.isfinite(rewards_n)
+    rewards_m = rewards_n[finite]
+    passes_m = np.asarray(passes_n, np.float64)[finite]
+    if rewards_m.shape[0] < int(n_bon):
+        return float("nan")
+    order = np.argsort(rewards_m, kind="stable")
+    w = rl.max_at_k_weights(int(rewards_m.shape[0]), int(n_bon))
+    return float(np.sum(w * passes_m[order]))
 
 
 def mean_pairwise_identity(sequences_NxL: np.ndarray, positions_L: np.ndarray) -> float:

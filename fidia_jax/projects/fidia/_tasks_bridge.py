@@ -107,21 +107,6 @@ def fit_reward(backbone: Backbone, reference_samples_NxL: np.ndarray) -> Backbon
     return dataclasses.replace(backbone, reward=reward, reward_model=model)
 
 
-def _data_dir(data_dir):
-    """``data_dir``, else ``$FIDIA_DATA_DIR``, else ``../shared/data`` next to the checkout."""
-    import os
-    import pathlib
-
-    if data_dir:
-        return data_dir
-    if os.environ.get("FIDIA_DATA_DIR"):
-        return os.environ["FIDIA_DATA_DIR"]
-    guess = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data"
-    if guess.is_dir():
-        return str(guess)
-    raise DataError("no data directory: pass --data-dir / data.data_dir or set FIDIA_DATA_DIR")
-
-
 def _select(tasks, names, limit):
     if names:
         wanted = list(names)
@@ -144,6 +129,7 @@ def build_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
       DataError: data missing, unknown task names, or a protein on both sides of the split.
     """
     from fidia_jax import protein
+    from fidia_jax.data import resolve_data_dir
 
     d = config.data
     sets = {}
@@ -154,7 +140,7 @@ def build_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
                                                name="default/5PTI", kind="motif")
             sets[split] = [task]
         elif split in ("train", "heldout"):
-            loaded = loaded or protein.load_tasks(_data_dir(d.data_dir), seed=config.seed)
+            loaded = loaded or protein.load_tasks(resolve_data_dir(d.data_dir), seed=config.seed)
             sets[split] = [t for t in loaded if t.split == split]
         else:
             raise DataError(f"unknown task set {split!r}; expected 'default', 'train' or 'heldout'")

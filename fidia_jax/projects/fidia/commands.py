@@ -19,13 +19,12 @@ structure predictor is available offline, and the reports say so (``"criteria": 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import pathlib
 from typing import Any
 
-from fidia_jax._io import atomic_write_text, make_console, print_table
+from fidia_jax._io import atomic_write_text, json_text, make_console, print_table
 from fidia_jax.projects.fidia._report import PROXY_NOTE, summary_rows
 
 __all__ = ["add_commands", "run_evaluate", "run_train"]
@@ -103,7 +102,7 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
     res = trainer.evaluate(params)
     res.update(checkpoint=str(checkpoint), step=step, criteria="proxy", note=PROXY_NOTE)
     out = pathlib.Path(out)
-    atomic_write_text(out / "eval.json", json.dumps(res, indent=1, default=float))
+    atomic_write_text(out / "eval.json", json_text(res, indent=1))
     plot_max_at_n({str(checkpoint): res["summary"]}, config.eval.ns, out / "max_at_n.png")
     cols, rows = summary_rows({str(checkpoint): res}, config.eval.ns, config.eval.bon_n)
     print_table(_console(quiet), _eval_title(config, len(res["per_backbone"])), cols, rows)
@@ -162,7 +161,7 @@ def add_commands(subparsers) -> None:
     pe.add_argument("--checkpoint", required=True, help="train run directory or ProteinMPNN weights name")
     pe.add_argument("--config", default=None, help="config for the held-out set (default: the run's)")
     pe.add_argument("--set", action="append", default=[], metavar="GROUP.KEY=VALUE")
-    pe.add_argument("--data-dir", default=None)
+    pe.add_argument("--data-dir", default=None, help="shared data directory (else $FIDIA_DATA_DIR)")
     pe.add_argument("--out", "--workdir", dest="out", default="out/evaluate")
     pe.add_argument("--quiet", action="store_true")
     pe.set_defaults(run=_evaluate)

@@ -60,7 +60,8 @@ class DataConfig:
     """Which backbones to train and evaluate on.
 
     Attributes:
-      data_dir: root of the shared data (``None``: ``$FIDIA_DATA_DIR``, else ``../shared/data``).
+      data_dir: root of the shared data (``None``: ``$FIDIA_DATA_DIR``, else an error; see
+        :func:`fidia_jax.data.resolve_data_dir`).
       train_tasks: task-set name for training (passed to ``fidia_jax.protein`` task builders),
         or ``"default"`` for the built-in default backbone.
       eval_tasks: task-set name for held-out evaluation (never overlaps the training proteins).

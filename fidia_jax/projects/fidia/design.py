@@ -8,14 +8,13 @@ available offline); the report says so (``"criteria": "proxy"``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
 from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import atomic_path, atomic_write_text, make_console
+from fidia_jax._io import atomic_path, atomic_write_text, json_text, make_console
 from fidia_jax.projects.fidia._report import PROXY_NOTE
 
 __all__ = ["run_design", "write_design_outputs"]
@@ -68,18 +67,24 @@ def write_design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards:
         from fidia_jax.projects.fidia._evaluate import max_at_n
 
         report["reference_max@N"] = {str(k): max_at_n(ref_rewards, k) for k in ns if k <= len(ref_rewards)}
-    atomic_write_text(out / "report.json", json.dumps(report, indent=1, default=float))
+    atomic_write_text(out / "report.json", json_text(report, indent=1))
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def finite(x):  # histograms take finite values only (the report marks the others)
+        x = np.asarray(x, np.float64)
+        return x[np.isfinite(x)]
+
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    axes[0].hist(rewards, bins=min(20, n), alpha=0.7, label="policy")
+    axes[0].hist(finite(rewards), bins=min(20, n), alpha=0.7, label="policy")
     if ref_rewards is not None:
-        axes[0].hist(ref_rewards, bins=min(20, len(ref_rewards)), alpha=0.5, label="reference")
-    axes[0].axvline(rewards[best], color="k", ls="--", label="Best-of-N pick")
+        axes[0].hist(finite(ref_rewards), bins=min(20, len(ref_rewards)), alpha=0.5,
+                     label="reference")
+    if np.isfinite(rewards[best]):
+        axes[0].axvline(rewards[best], color="k", ls="--", label="Best-of-N pick")
     axes[0].set_xlabel("composite reward")
     axes[0].legend()
     axes[1].plot(ns, [metrics[f"max@{k}"] for k in ns], marker="o", label="policy")

@@ -46,7 +46,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from fidia_jax import models, parallel
-from fidia_jax._io import atomic_write_text
+from fidia_jax._io import NON_FINITE_KEY, atomic_write_text, json_text
 from fidia_jax.errors import CheckpointError, ConfigError
 from fidia_jax.projects.fidia import _checkpoints as ckpt
 from fidia_jax.projects.fidia import _evaluate as eval_lib
@@ -82,7 +82,7 @@ __all__ = [
 
 
 def _write_json(path: pathlib.Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=1, default=float))
+    atomic_write_text(path, json_text(obj, indent=1))
 
 
 def _read_jsonl(path: pathlib.Path) -> list[dict[str, Any]]:
@@ -92,9 +92,14 @@ def _read_jsonl(path: pathlib.Path) -> list[dict[str, Any]]:
     for line in path.read_text().splitlines():
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError:  # a line cut by a kill
                 continue
+            # json_text wrote null for a non-finite metric and said what it was: restore it
+            for key, what in row.pop(NON_FINITE_KEY, {}).items():
+                if key in row:
+                    row[key] = float(what)
+            rows.append(row)
     return rows
 
 
@@ -163,7 +168,7 @@ class Trainer:
         Rewards are calibrated once (same standardisation for every method); jitted samplers are
         shared, only the update step is rebuilt.
         """
-        sets = [f"method={method}"] + [f"train.{k}={json.dumps(v)}" for k, v in train_overrides.items()]
+        sets = [f"method={method}"] + [f"train.{k}={json_text(v)}" for k, v in train_overrides.items()]
         other = copy.copy(self)
         other.config = override_config(self.config, sets)
         if other.config.train.param_sharding != self.config.train.param_sharding:
@@ -340,8 +345,10 @@ def train_and_evaluate(
     Args:
       config: the run configuration.
       workdir: output directory (created).
-      resume: continue from the latest checkpoint in ``workdir`` when there is one; ``False``
-        deletes the checkpoints and cached evaluation of a previous run in ``workdir``.
+      resume: continue from the newest complete checkpoint in ``workdir`` when there is one
+        (newer incomplete step folders, e.g. left by a save killed before it wrote, are removed
+        with a warning); ``False`` deletes the checkpoints and cached evaluation of a previous
+        run in ``workdir``.
       progress: show a rich progress bar.
       trainer: a prepared :class:`Trainer` (tests reuse one; built from ``config`` otherwise).
       on_step: called after each step with ``(step, metrics)``.
@@ -377,14 +384,14 @@ def train_and_evaluate(
 
     state = trainer.init_state()
     mgr = ckpt.manager(workdir, config)
-    latest = mgr.latest_step() if resume else None
+    latest = ckpt.latest_step(mgr, remove_incomplete=primary) if resume else None
     if latest is not None:
         state = trainer.place(ckpt.restore(mgr, latest, state))
     start = state.step
     metrics_path = workdir / "metrics.jsonl"
     history = [m for m in _read_jsonl(metrics_path) if m["step"] < start]
     if primary:
-        atomic_write_text(metrics_path, "".join(json.dumps(m) + "\n" for m in history))
+        atomic_write_text(metrics_path, "".join(json_text(m) + "\n" for m in history))
 
     before = None
     if config.eval.before_training:
@@ -413,7 +420,7 @@ def train_and_evaluate(
         while state.step < num_steps:
             state, metrics = trainer.step(state)
             if log is not None:
-                log.write(json.dumps(metrics) + "\n")
+                log.write(json_text(metrics) + "\n")
                 log.flush()
             history.append(metrics)
             if state.step % t.checkpoint_every == 0 or state.step == num_steps:

@@ -21,7 +21,6 @@ replicated (:func:`fidia_jax.models.make_lm_train_step`), and under a multi-host
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
 import statistics
@@ -35,7 +34,7 @@ import numpy as np
 import optax
 
 from fidia_jax import optim, parallel
-from fidia_jax._io import atomic_write_text
+from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.config import config_to_dict
 from fidia_jax.data import load_shakespeare, sample_windows
 from fidia_jax.errors import ConfigError
@@ -322,7 +321,7 @@ def train_and_evaluate(
         "step_time_s": float(statistics.median(run.step_times_s[1:])) if config.steps > 1 else None,
     }
     if parallel.is_primary():
-        atomic_write_text(pathlib.Path(workdir) / "metrics.json", json.dumps(metrics, indent=2))
+        atomic_write_text(pathlib.Path(workdir) / "metrics.json", json_text(metrics, indent=2))
     return {**metrics, "params": run.params}
 
 

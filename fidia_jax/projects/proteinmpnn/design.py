@@ -7,7 +7,6 @@ a failed run leaves no half-written files.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pathlib
 import time
@@ -16,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import Reporter, atomic_write_text
+from fidia_jax._io import Reporter, atomic_write_text, json_text
 from fidia_jax.errors import ConfigError, DataError
 from fidia_jax.protein import ALPHABET, DesignSetup, prepare_design, read_fasta
 
@@ -125,7 +124,7 @@ def run_sample(
             fasta, js = out / "samples.fasta", out / "summary.json"
             summary["files"] = {"fasta": str(fasta), "summary": str(js)}
             atomic_write_text(fasta, _sample_fasta(summary))
-            atomic_write_text(js, json.dumps(summary, indent=2) + "\n")
+            atomic_write_text(js, json_text(summary, indent=2) + "\n")
         rep.table(
             f"{setup.protein.source}: {int(setup.designed.sum())} designed positions, "
             f"mean recovery {summary['mean_recovery']:.3f}",
@@ -286,7 +285,7 @@ def run_score(
         if out is not None:
             path = pathlib.Path(out) / "scores.json"
             summary["files"] = {"scores": str(path)}
-            atomic_write_text(path, json.dumps(summary, indent=2) + "\n")
+            atomic_write_text(path, json_text(summary, indent=2) + "\n")
         rep.table(
             f"{setup.protein.source}: {int(setup.designed.sum())} scored positions",
             ["record", "score (NLL)", "recovery"],

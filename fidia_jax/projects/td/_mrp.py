@@ -77,7 +77,13 @@ def run_linear_td0(
       theta0: ``(d,)`` initial weights.
 
     Returns:
-      ``(d,)`` last iterate ``theta_T``.
+      ``(d,)`` last iterate ``theta_T``. A chain without a unique stationary distribution (so
+      no unique TD fixed point) gives all ``nan`` under ``jit`` / ``vmap``, never a finite
+      ``theta`` that would look converged.
+
+    Raises:
+      ValueError: (concrete ``mrp``) a chain without a unique stationary distribution (see
+        :func:`fidia_jax.rl.stationary_distribution`).
     """
     d = mrp.features.shape[1]
     theta = jnp.zeros((d,), jnp.float32) if theta0 is None else theta0
@@ -96,4 +102,6 @@ def run_linear_td0(
         return (theta, s_next), None
 
     (theta, _), _ = jax.lax.scan(body, (theta, s0), jnp.arange(num_steps))
-    return theta
+    # mu is all nan when the stationary distribution is not unique (traced input): the sampled
+    # states would be arbitrary, so the iterate must not come back finite.
+    return jnp.where(jnp.all(jnp.isfinite(mu)), theta, jnp.full_like(theta, jnp.nan))

@@ -8,17 +8,36 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from jax.sharding import PartitionSpec as P
 
 from fidia_jax.config import config_to_dict
 from fidia_jax.errors import ConfigError
 from fidia_jax.layers import xla_attention
 from fidia_jax.models import Llama
 from fidia_jax.projects import attention
+from fidia_jax.projects.attention import train as attention_train
 
 
-def test_tiny_train_and_evaluate(shared_data_dir, tmp_path):
+@pytest.fixture(scope="module")
+def tiny_run(shared_data_dir, tmp_path_factory, record_lm_batches):
+    """The tiny run, once per module, with every training batch, its task and the SANTA decode
+    windows recorded."""
+    decode_tokens, decode_logits = [], attention_train.decode_logits
+
+    def recording_decode_logits(model, impl_fn, tokens, prefix, **kw):
+        decode_tokens.append(tokens)
+        return decode_logits(model, impl_fn, tokens, prefix, **kw)
+
     config = attention.get_config("tiny", data={"data_dir": str(shared_data_dir)})
-    out = attention.train_and_evaluate(config, tmp_path)
+    workdir = tmp_path_factory.mktemp("attention_tiny")
+    with record_lm_batches(attention_train) as seen, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(attention_train, "decode_logits", recording_decode_logits)
+        out = attention.train_and_evaluate(config, workdir)
+    return config, out, workdir, {**seen, "decode_tokens": decode_tokens}
+
+
+def test_tiny_train_and_evaluate(tiny_run):
+    config, out, tmp_path, _ = tiny_run
     written = json.loads((tmp_path / attention.SUMMARY_FILE).read_text())
     assert written == out
     assert out["config"] == config_to_dict(config)
@@ -49,13 +68,31 @@ def test_tiny_train_and_evaluate(shared_data_dir, tmp_path):
     assert abs(row["ppl"] / santa["dense_ppl"] - 1.0) < 1e-3
 
 
+def test_tiny_run_is_data_parallel_over_the_four_devices(tiny_run):
+    """tests/conftest.py forces 4 host devices: every training batch (B = 8) and the SANTA decode
+    windows (B = 4) are split over them, the parameters are replicated, and the sharded step-0
+    loss is the unsharded one up to the summation order of the cross-device mean."""
+    config, out, _, seen = tiny_run
+    assert len(seen["tasks"]) == 2 and len(seen["batches"]) == 2 * config.qat.steps
+    for i, tokens in enumerate(seen["batches"]):
+        assert tokens.sharding.spec == P("data") and len(tokens.sharding.device_set) == 4
+        assert [s.data.shape for s in tokens.addressable_shards] == [(2, 32)] * 4
+        t = i % config.qat.steps
+        np.testing.assert_array_equal(tokens, seen["tasks"][0].batch_fn(jnp.int32(t)))
+    for tokens in seen["decode_tokens"]:  # dense, then SANTA
+        assert tokens.sharding.spec == P("data")
+        assert [s.data.shape for s in tokens.addressable_shards] == [(1, 32)] * 4
+    bf16 = seen["tasks"][0]  # config.qat.impls[0]
+    unsharded = jax.jit(bf16.loss_fn)(bf16.params, bf16.batch_fn(jnp.int32(0)))
+    assert len(unsharded.sharding.device_set) == 1
+    np.testing.assert_allclose(out["qat"][0]["curve"][0][1], float(unsharded), rtol=1e-6)
+
+
 def test_dense_decode_equals_full_forward():
     """Prefill + teacher-forced decode from the KV cache gives a causal forward's logits.
 
-    The experiment (kept as benchmarks/attention_experiments.py had it, so its numbers do not
-    change) prefills ``tokens[:, :P]`` and then decodes ``tokens[:, P-1:T-1]``: the last
-    prefilled byte is fed again, so the decoded stream is ``tokens[:, :P] ++ tokens[:, P-1:T-1]``
-    and the logits at its positions ``P..T-1`` are the outputs.
+    ``tokens[:, :P-1]`` is prefilled and ``tokens[:, P-1:T-1]`` decoded, so the logits are a
+    causal forward pass over ``tokens[:, :T-1]`` at positions ``P-1..T-2`` (each byte once).
     """
     config = attention.get_config("tiny")
     model = Llama(attention.llama_config(config, "xla"), rngs=nnx.Rngs(0))
@@ -68,8 +105,7 @@ def test_dense_decode_equals_full_forward():
     )
     assert dense.shape == (2, 12, 256)
     assert model.config.attention_impl == "xla"  # restored
-    stream = jnp.concatenate([tokens[:, :20], tokens[:, 19:31]], axis=1)
-    full = model(stream)[:, 20:32]
+    full = model(tokens[:, :31])[:, 19:31]
     np.testing.assert_allclose(dense, full, rtol=1e-4, atol=1e-4)
     assert float(jnp.max(jnp.abs(full))) > 0.1  # not trivially zero
 

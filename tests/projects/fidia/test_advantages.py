@@ -6,6 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fidia_jax import rl
 from fidia_jax.projects import fidia
@@ -71,3 +73,40 @@ def test_dpo_pair_and_dispatch():
         fidia.advantages("dpo", jnp.asarray(REWARDS), k=2)
     with pytest.raises(ValueError):
         fidia.rloo_advantages(jnp.ones((2, 3)))
+
+
+# Issue 17 items 6-7 through the method dispatch the training step uses (vmapped, so traced).
+METHODS = [("fidia", {"k": 2}), ("fidia", {"k": 4, "fidia_group_norm": True}),
+           ("fidia", {"k": 1}), ("rloo", {"k": 1}), ("grpo", {"k": 1})]
+
+
+@pytest.mark.parametrize("method,kw", METHODS)
+def test_dispatch_excludes_non_finite_rewards_and_zeroes_ties(method, kw):
+    with_nan = np.array([0.3, np.nan, -1.2, 2.5, np.inf, 1.1], np.float32)
+    finite = np.isfinite(with_nan)
+    fn = jax.vmap(lambda r: fidia.advantages(method, r, **kw))
+    got = np.asarray(fn(jnp.asarray(with_nan[None])))[0]
+    want = np.zeros(6, np.float32)
+    want[finite] = fidia.advantages(method, jnp.asarray(with_nan[finite]), **kw)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert np.all(got[~finite] == 0.0)
+    tied = np.asarray(fn(jnp.full((3, 8), 0.35).at[1].set(10.35).at[2].set(-7e5)))
+    np.testing.assert_array_equal(tied, np.zeros((3, 8)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(ints=st.lists(st.integers(-512, 512), min_size=4, max_size=8),
+       b=st.integers(-512, 512), p=st.integers(-6, 6))
+def test_property_dispatch_offset_and_scale(ints, b, p):
+    """Dyadic rewards: exact offset invariance, scale equivariance, zero sum for rloo/grpo."""
+    r = jnp.asarray(np.asarray(ints, np.float32) / 64.0)
+    a = np.float32(2.0**p)
+    for method, kw in METHODS:
+        power = 0 if method == "grpo" or kw.get("fidia_group_norm") else 1
+        if power == 0:  # the default eps = 1e-6 is absolute: exact scale invariance needs 0
+            kw = dict(kw, grpo_eps=0.0)
+        base = np.asarray(fidia.advantages(method, r, **kw))
+        np.testing.assert_array_equal(fidia.advantages(method, r + b / 64.0, **kw), base)
+        np.testing.assert_array_equal(fidia.advantages(method, r * a, **kw), base * a**power)
+        if method in ("rloo", "grpo") or kw["k"] == 1:
+            assert abs(float(base.astype(np.float64).sum())) <= 1e-6 * max(1.0, np.ptp(ints) / 64)

@@ -22,6 +22,19 @@ def test_success_at_n_is_mean_over_subsets_of_pick_passing(n_bon):
     assert fidia.success_at_n(rewards, passes, n_bon) == pytest.approx(brute)
 
 
+def test_success_at_n_drops_non_finite_rewards():
+    """A NaN reward is a missing sample, not the best one (numpy sorts NaN last)."""
+    rewards = np.array([0.1, np.nan, 0.3, 0.2, np.inf])
+    passes = np.array([True, True, False, True, True])
+    keep = np.isfinite(rewards)
+    assert fidia.success_at_n(rewards, passes, 2) == pytest.approx(
+        fidia.success_at_n(rewards[keep], passes[keep], 2)
+    )
+    # the finite-only value by hand: pairs of {0.1 P, 0.3 F, 0.2 P}: picks 0.3, 0.2, 0.3 -> 1/3
+    assert fidia.success_at_n(rewards, passes, 2) == pytest.approx(1 / 3)
+    assert np.isnan(fidia.success_at_n(rewards, passes, 4))
+
+
 def test_backbone_metrics_by_hand():
     seqs = np.array([[0, 1, 2, 3], [0, 1, 2, 4], [0, 5, 2, 4]])
     native = np.array([0, 1, 2, 3])

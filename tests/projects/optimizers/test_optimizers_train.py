@@ -17,20 +17,11 @@ from fidia_jax.projects.optimizers import train as lm_train
 
 
 @pytest.fixture(scope="module")
-def tiny_run(shared_data_dir, tmp_path_factory):
+def tiny_run(shared_data_dir, tmp_path_factory, record_lm_batches):
     """The tiny run, once per module, with every batch it trained on and its task recorded."""
-    seen = {"tasks": [], "batches": []}
-
-    def recording_batch_fn(task, mesh):
-        batch = original(task, mesh)
-        seen["tasks"].append(task)
-        return lambda t: seen["batches"].append(batch(t)) or seen["batches"][-1]
-
-    original = lm_train.make_lm_batch_fn
     config = lm.get_config("tiny", data={"data_dir": str(shared_data_dir)})
     workdir = tmp_path_factory.mktemp("optimizers_tiny")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(lm_train, "make_lm_batch_fn", recording_batch_fn)
+    with record_lm_batches(lm_train) as seen:
         out = lm.train_and_evaluate(config, workdir)
     return config, out, workdir, seen
 
@@ -52,7 +43,6 @@ def test_tiny_train_and_evaluate(tiny_run):
     assert losses[0] > math.log(256)
     assert losses[-3:].mean() < losses[0] - 0.5
     assert out["val_loss"] < math.log(256) - 0.3
-
 
 
 def test_tiny_run_is_data_parallel_over_the_four_devices(tiny_run):

@@ -124,3 +124,19 @@ def test_train_and_evaluate_tiny(tmp_path):
     # known to be slow, is worse than the exponential schedule.
     assert exp_row["error"] < 0.5
     assert row["1/t: eta0/(1+t)"]["error"] > exp_row["error"]
+
+
+def test_run_linear_td0_without_unique_fixed_point_is_not_finite():
+    """Issue 17 item 14: a chain with two closed classes gave a finite theta from nan mu."""
+    mrp = rl.LinearMRP(jnp.eye(2), jnp.ones((2, 2)), jnp.eye(2), jnp.float32(0.5))
+    sch = optim.exponential_horizon_schedule(1.0, 50)
+    for markovian in (False, True):
+        with pytest.raises(ValueError, match="no unique stationary distribution"):
+            td.run_linear_td0(jax.random.key(0), mrp, sch, 50, markovian=markovian)
+        run = jax.jit(lambda k, m, mk=markovian: td.run_linear_td0(k, m, sch, 50, markovian=mk))
+        assert np.all(np.isnan(np.asarray(run(jax.random.key(0), mrp))))
+    # vmapped over a batch with one good MRP: only the bad row is nan
+    good = td.random_linear_mrp(jax.random.key(0), n_states=2, n_features=2, discount=0.5)
+    batch = jax.tree.map(lambda a, b: jnp.stack([a, b]), good, mrp)
+    thetas = jax.vmap(lambda m: td.run_linear_td0(jax.random.key(0), m, sch, 50))(batch)
+    assert np.all(np.isfinite(np.asarray(thetas[0]))) and np.all(np.isnan(np.asarray(thetas[1])))

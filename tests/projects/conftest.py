@@ -1,0 +1,33 @@
+"""Fixtures shared by the driver tests under tests/projects."""
+
+import contextlib
+
+import pytest
+
+
+@contextlib.contextmanager
+def _recording_lm_batches(module):
+    seen = {"tasks": [], "batches": []}
+    original = module.make_lm_batch_fn
+
+    def recording_batch_fn(task, mesh):
+        batch_fn = original(task, mesh)
+        seen["tasks"].append(task)
+
+        def batch(t):
+            seen["batches"].append(batch_fn(t))
+            return seen["batches"][-1]
+
+        return batch
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(module, "make_lm_batch_fn", recording_batch_fn)
+        yield seen
+
+
+@pytest.fixture(scope="session")
+def record_lm_batches():
+    """``with record_lm_batches(module) as seen:`` patches ``module.make_lm_batch_fn`` (a
+    driver's import of :func:`fidia_jax.models.make_lm_batch_fn`) so that every task it is
+    called with lands in ``seen["tasks"]`` and every batch it makes in ``seen["batches"]``."""
+    return _recording_lm_batches
