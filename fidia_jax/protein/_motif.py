@@ -153,8 +153,9 @@ def parse_motif_spec(spec: str, protein: Protein, *, scaffold_lengths: bool = Fa
     Raises:
       MotifSpecError: unparseable spec, a bare number without ``scaffold_lengths`` (it names no
         chain), unknown chain (the message lists the loaded chains), a segment endpoint that is
-        not a residue of the chain (the message gives the chain's range), or a segment whose end
-        comes before its start in chain order.
+        not a residue of the chain (the message gives the chain's range), a segment whose end
+        comes before its start in chain order, or a segment of residues that all lack backbone
+        coordinates (placeholders of a numbering gap, masked residues).
     """
     fixed = np.zeros(protein.length, bool)
     chain_id = np.asarray(protein.chain_id)
@@ -186,7 +187,14 @@ def parse_motif_spec(spec: str, protein: Protein, *, scaffold_lengths: bool = Fa
                 f"motif spec {spec!r}: segment {seg} ends before it starts in the chain order of "
                 f"{src}"
             )
-        fixed[slots[lo : hi + 1]] = True
+        chosen = slots[lo : hi + 1]
+        if not np.any(np.asarray(protein.mask)[chosen] > 0):
+            raise MotifSpecError(
+                f"motif spec {spec!r}: segment {seg} selects only residues without backbone "
+                f"coordinates (numbering-gap placeholders or masked residues) in {src}; a motif "
+                "must hold observed residues"
+            )
+        fixed[chosen] = True
     return fixed
 
 

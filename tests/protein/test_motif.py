@@ -72,6 +72,8 @@ def test_parse_motif_spec_toy(spec, expected):
         ("H40-52", r"H40 is outside chain H of toy \(residues 50-55\)"),
         ("L3-9", r"L9 is outside chain L"),
         ("H52C", "outside chain H"),
+        ("H54", "selects only residues without backbone coordinates"),  # the placeholder alone
+        ("H53,H54", "H54 selects only residues without backbone"),
     ],
 )
 def test_parse_motif_spec_errors(spec, match):
