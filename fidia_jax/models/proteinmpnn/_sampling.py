@@ -13,6 +13,12 @@ from flax import nnx
 from fidia_jax.models._domain import check_permutations, check_temperature, check_token_ids
 from fidia_jax.models.proteinmpnn._inputs import MPNNInputs, canonical, check_inputs, omit_mask
 from fidia_jax.models.proteinmpnn._model import ProteinMPNN
+from fidia_jax.models.proteinmpnn._tied import (
+    check_tied_design,
+    group_decoding_order,
+    group_sizes_and_members,
+    tied_group_ids,
+)
 
 
 def log_probs(model: ProteinMPNN, inputs: MPNNInputs, decoding_order) -> jax.Array:
@@ -96,7 +102,7 @@ class ScoreResult(NamedTuple):
     log_probs: jax.Array
 
 
-def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order) -> ScoreResult:
+def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order, *, tied=None) -> ScoreResult:
     """Teacher-forced log-likelihood of ``sequences`` on one structure.
 
     Args:
@@ -107,6 +113,16 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order) -> 
       sequences: ``(N, L)`` int32 tokens in ``[0, 21)``.
       decoding_order: ``(N, L)`` int32 permutations, or a PRNG key to draw the original's random
         order (visible / missing positions first) per sequence.
+      tied: optional tying, as in :func:`sample`: a ``(L,)`` int group-id array (``-1`` =
+        untied) or a list of slot-index groups. The order is regrouped as the sampler does
+        (each group at the place of its first member in ``decoding_order``) and every member
+        is scored in the sampler's context for it: the slots decoded before its group, none of
+        its own group. A member's distribution is then the group's,
+        ``log_softmax(mean over members of log_probs)`` (= the softmax of the averaged logits),
+        and ``token_log_probs`` / ``log_probs`` report it at every member (so a group of ``k``
+        designed slots counts ``k`` times in ``nll``). This costs one teacher-forced pass per
+        member rank (the largest group size), member ``m`` of each group going first in pass
+        ``m``. With ``tied`` the returned ``decoding_order`` is the regrouped one.
 
     Returns:
       :class:`ScoreResult`.
@@ -133,6 +149,9 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order) -> 
     if order.shape != (n, length):
         raise ValueError(f"decoding_order must be (N, L) = {(n, length)}, got {order.shape}")
     check_permutations(order, name="decoding_order", where="score")
+    gid = tied_group_ids(tied, length)
+    if gid is not None:
+        return _score_tied(model, inputs, sequences, order, gid, design, batched)
     if batched:
         lp = log_probs(model, inputs._replace(S=sequences), order)
     else:  # one structure: run the encoder once, decode the N sequences
@@ -141,6 +160,39 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order) -> 
     tok = jnp.take_along_axis(lp, sequences[..., None], -1)[..., 0]
     nll = -jnp.sum(tok * design, -1) / jnp.sum(design, -1)
     return ScoreResult(token_log_probs=tok, nll=nll, decoding_order=order, log_probs=lp)
+
+
+def _score_tied(model, inputs, sequences, order, gid, design, batched) -> ScoreResult:
+    """:func:`score` with ties: the sampler's scan with the given tokens forced, then the group mean."""
+    gid_j = jnp.asarray(gid)
+    order = group_decoding_order(order.astype(jnp.int32), gid_j)
+    ties = (gid_j, jnp.asarray(group_sizes_and_members(gid)[0]))
+    graphdef, state = nnx.split(model)
+    if batched:  # one structure per sequence
+        rows = [_score_tied_jit(graphdef, state, canonical(jax.tree.map(lambda a, i=i: a[i], inputs)), sequences[i : i + 1], order[i : i + 1], ties)
+                for i in range(sequences.shape[0])]  # fmt: skip
+        lp = jnp.concatenate(rows)
+    else:
+        lp = _score_tied_jit(graphdef, state, canonical(inputs), sequences, order, ties)
+    # group distribution: log_softmax of the mean member log-softmax (= of the mean logits)
+    length = sequences.shape[1]
+    sums = jax.vmap(lambda a: jax.ops.segment_sum(a, gid_j, num_segments=2 * length))(lp)
+    lp = jax.nn.log_softmax(sums[:, gid_j] / ties[1].astype(jnp.float32)[None, :, None], -1)
+    tok = jnp.take_along_axis(lp, sequences[..., None], -1)[..., 0]
+    nll = -jnp.sum(tok * design, -1) / jnp.sum(design, -1)
+    return ScoreResult(token_log_probs=tok, nll=nll, decoding_order=order, log_probs=lp)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _score_tied_jit(graphdef, state, inputs, sequences_NxL, order_NxL, ties):
+    model: ProteinMPNN = nnx.merge(graphdef, state)
+    h_V_enc, E_idx, caches = _decoder_setup(model, inputs)
+    design_L = jnp.ones(sequences_NxL.shape[1], jnp.float32)
+    omit = jnp.zeros(model.vocab, bool)
+    bias = jnp.zeros((sequences_NxL.shape[1], model.vocab), jnp.float32)
+    key = jax.random.key(0)  # unused: every token is forced
+    res = _sample_tied(model, inputs, 1.0, omit, bias, sequences_NxL.shape[0], key, order_NxL, design_L, caches, h_V_enc, E_idx, ties, forced_NxL=sequences_NxL)
+    return res.log_probs
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,6 +229,7 @@ def sample(
     fixed_mask=None,
     omit_aas: str = "X",
     bias=None,
+    tied=None,
 ) -> SampleResult:
     """Draw sequences autoregressively in random decoding orders (the original ``sample``).
 
@@ -211,6 +264,33 @@ def sample(
       fixed_mask: ``(L,)`` bool; these positions keep ``inputs.S`` (decoded first).
       omit_aas: letters never sampled (default ``"X"``).
       bias: ``(21,)`` or ``(L, 21)`` additive logit bias (divided by ``T`` like the logits).
+      tied: optional tied positions: a ``(L,)`` int group-id array (``-1`` = untied; slots
+        sharing an id ``>= 0`` are tied) or a list of slot-index groups, e.g.
+        ``[[0, 50], [1, 51]]``. Each group gets ONE draw, the same token at every member.
+        See "Tied positions" below.
+
+    Tied positions (the original ``ProteinMPNN.tied_sample``, with ``tied_beta = 1``):
+
+    * Order: each sample's random order is drawn as without ties, then every group is moved to
+      the place of its member that comes first, its members decoded consecutively (in ascending
+      slot order; the original: in the order its ``tied_pos`` list gives them, the same for the
+      lists its helper scripts write). ``SampleResult.decoding_order`` is this grouped order.
+    * Draw: the decoder runs at every member, then one token is drawn from
+      ``softmax((mean_m logits_m + bias_last) / T)`` (omitted letters removed), where the mean
+      is over the group's members with equal weights and ``bias_last`` is the bias row of the
+      group's last member in the decoding order (the original also reads ``bias_by_res`` at its
+      last member). The original sums ``logits_m / T / k``: the same up to float rounding.
+    * Deviation: every member is decoded in the context of the slots decoded *before the group*
+      (the group's members do not see each other). The original runs the members one after the
+      other and lets a later member see the earlier members' decoder states with a zero token
+      embedding (their token is not drawn yet); we hide them, so the group's distribution does
+      not depend on the order of its members and equals :func:`score` with the same ``tied``.
+    * ``SampleResult.log_probs`` stays each slot's own ``T = 1`` log-softmax in that context
+      (the group's distribution is ``log_softmax`` of their mean over the members); it then
+      differs from :func:`log_probs` of the result, where later members see earlier ones.
+    * A group must be all designed or all kept (fixed / visible / missing); a mixed group
+      raises (the original takes the token of its last member's kind). A group of size one is
+      an untied slot: the result then equals the untied call bitwise, for the same key.
 
     Returns:
       :class:`SampleResult`.
@@ -218,7 +298,8 @@ def sample(
     Raises:
       ValueError: bad shapes, ``temperature <= 0`` (or NaN, or not a scalar),
         ``num_samples < 1``, unknown letters in ``omit_aas`` or all tokens omitted, a token id
-        of ``inputs.S`` outside ``[0, 21)``. A traced ``inputs.S`` cannot raise: its
+        of ``inputs.S`` outside ``[0, 21)``; a bad ``tied`` (index out of range, a slot in two
+        groups, an empty group, a group mixing designed and kept slots). A traced ``inputs.S`` cannot raise: its
         out-of-range ids come back as ``21`` in ``sequences`` and every log-prob is NaN.
     """
     check_inputs(inputs, batched=False)
@@ -245,65 +326,44 @@ def sample(
             bias_Lx21 = bias
         else:
             raise ValueError(f"bias must have shape ({vocab},) or ({length}, {vocab}), got {bias.shape}")
+    gid = tied_group_ids(tied, length)
+    ties = None
+    if gid is not None:
+        design = np.asarray(inputs.mask, np.float32) * np.asarray(inputs.chain_mask, np.float32) * (1.0 - np.asarray(fixed, np.float32))
+        check_tied_design(design, gid)
+        ties = (jnp.asarray(gid), jnp.asarray(group_sizes_and_members(gid)[0]))
     graphdef, state = nnx.split(model)
     inputs = canonical(inputs._replace(S=native_S))
-    return _sample_jit(graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21, int(num_samples))
+    return _sample_jit(graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21, int(num_samples), ties)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 8))
-def _sample_jit(graphdef, state, key, inputs, temperature, fixed_L, omit_21, bias_Lx21, num_samples):
+def _sample_jit(graphdef, state, key, inputs, temperature, fixed_L, omit_21, bias_Lx21, num_samples, ties=None):
     model: ProteinMPNN = nnx.merge(graphdef, state)
     dt = model.dtype
     length = inputs.S.shape[0]
     N = num_samples
 
-    # ---- encoder, once -----------------------------------------------------------------------
-    h_V_enc, h_E, E_idx = model.encode(
-        inputs.X[None], inputs.mask[None], inputs.residue_idx[None], inputs.chain_encoding[None]
-    )
-    h_V_enc, h_E, E_idx = h_V_enc[0], h_E[0], E_idx[0]  # (L,C), (L,K,C), (L,K)
+    h_V_enc, E_idx, caches = _decoder_setup(model, inputs)
     C = model.hidden_dim
     mask_L = inputs.mask.astype(jnp.float32)
-
-    # ---- per-layer precomputation shared by all samples --------------------------------------
-    W_s = model.W_s.embedding.get_value().astype(dt)  # (21, C)
-    layers = list(model.decoder_layers)
-    caches = [layer.step_cache(h_E, h_V_enc, W_s, mask_L) for layer in layers]
-    n_layers = len(layers)
+    n_layers = len(caches)
 
     # ---- per-sample decoding orders ----------------------------------------------------------
     k_order, k_tok = jax.random.split(key)
     design_L = inputs.chain_mask.astype(jnp.float32) * (1.0 - fixed_L.astype(jnp.float32)) * mask_L
     order_NxL = random_decoding_order(k_order, jnp.broadcast_to(design_L, (N, length)))
+    if ties is not None:
+        return _sample_tied(model, inputs, temperature, omit_21, bias_Lx21, N, k_tok, order_NxL, design_L, caches, h_V_enc, E_idx, ties)
     rank_NxL = jnp.argsort(order_NxL, axis=-1)
-
-    neg_inf = jnp.asarray(-jnp.inf, jnp.float32)
 
     def step(carry, t):
         # hP_cache[l-1]: (N, L, C) = W1d^l applied to layer l's input states (rows decoded so far)
         S_NxL, hP_cache = carry
         p_N = order_NxL[:, t]
-        nb_NxK = E_idx[p_N]
-        mask_p = mask_L[p_N]  # (N,)
-        bw_NxK = (rank_NxL[jnp.arange(N)[:, None], nb_NxK] < t).astype(dt) * mask_p[:, None].astype(dt)
-        fw_NxK = mask_p[:, None].astype(dt) - bw_NxK
-        tok_nb_NxK = jnp.take_along_axis(S_NxL, nb_NxK, -1)
-        h_p = h_V_enc[p_N]  # (N, C) layer input at the current position
-        new_hP = []
-        for l, (layer, cache) in enumerate(zip(layers, caches, strict=True)):
-            proj = None if l == 0 else hP_cache[l - 1]
-            h_p = layer.step(h_p, cache, p_N, nb_NxK, bw_NxK, fw_NxK, tok_nb_NxK, mask_p, proj)
-            if l + 1 < n_layers:
-                new_hP.append(layers[l + 1].project(h_p))
-        logits_Nx21 = model.W_out(h_p).astype(jnp.float32)
+        logits_Nx21, new_hP = _decode_position(model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_cache, p_N, jnp.broadcast_to(t, (N,)))
         lp_Nx21 = jax.nn.log_softmax(logits_Nx21, -1)
-        key_t = jax.random.fold_in(k_tok, t)
-        z = (logits_Nx21 + bias_Lx21[p_N]) / temperature
-        z = jnp.where(omit_21[None, :], neg_inf, z)
-        drawn = jax.random.categorical(key_t, z, axis=-1).astype(jnp.int32)
-        # a traced T <= 0 (or NaN) cannot raise: take the T -> 0+ limit, the greedy token
-        greedy = jnp.argmax(jnp.where(omit_21[None, :], neg_inf, logits_Nx21 + bias_Lx21[p_N]), -1)
-        drawn = jnp.where(temperature > 0, drawn, greedy.astype(jnp.int32))
+        drawn = _draw(jax.random.fold_in(k_tok, t), logits_Nx21 + bias_Lx21[p_N], omit_21, temperature)
         designed = design_L[p_N] > 0
         tok = jnp.where(designed, drawn, inputs.S[p_N].astype(jnp.int32))
         rows = jnp.arange(N)
@@ -314,6 +374,57 @@ def _sample_jit(graphdef, state, key, inputs, temperature, fixed_L, omit_21, bia
     zeros = jnp.zeros((N, length, C), dt)
     init = (jnp.zeros((N, length), jnp.int32), tuple(zeros for _ in range(n_layers - 1)))
     (S_NxL, _), (lp_TxNx21, _) = jax.lax.scan(step, init, jnp.arange(length))
+    return _sample_result(inputs, S_NxL, order_NxL, lp_TxNx21)
+
+
+def _decoder_setup(model, inputs):
+    """Encoder (once) and the per-layer :class:`DecStepCache` shared by all samples and steps."""
+    h_V_enc, h_E, E_idx = model.encode(
+        inputs.X[None], inputs.mask[None], inputs.residue_idx[None], inputs.chain_encoding[None]
+    )
+    h_V_enc, h_E, E_idx = h_V_enc[0], h_E[0], E_idx[0]  # (L,C), (L,K,C), (L,K)
+    W_s = model.W_s.embedding.get_value().astype(model.dtype)  # (21, C)
+    mask_L = inputs.mask.astype(jnp.float32)
+    caches = [layer.step_cache(h_E, h_V_enc, W_s, mask_L) for layer in model.decoder_layers]
+    return h_V_enc, E_idx, caches
+
+
+def _decode_position(model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_cache, p_N, before_N):
+    """Decoder layers at position ``p_N[n]`` of each sample; neighbours of rank ``< before_N[n]`` are decoded.
+
+    Returns the ``(N, 21)`` float32 logits and the next layers' projected states at ``p_N``.
+    """
+    dt = model.dtype
+    layers = list(model.decoder_layers)
+    N = p_N.shape[0]
+    nb_NxK = E_idx[p_N]
+    mask_p = mask_L[p_N]  # (N,)
+    bw_NxK = (rank_NxL[jnp.arange(N)[:, None], nb_NxK] < before_N[:, None]).astype(dt) * mask_p[:, None].astype(dt)
+    fw_NxK = mask_p[:, None].astype(dt) - bw_NxK
+    tok_nb_NxK = jnp.take_along_axis(S_NxL, nb_NxK, -1)
+    h_p = h_V_enc[p_N]  # (N, C) layer input at the current position
+    new_hP = []
+    for l, (layer, cache) in enumerate(zip(layers, caches, strict=True)):
+        proj = None if l == 0 else hP_cache[l - 1]
+        h_p = layer.step(h_p, cache, p_N, nb_NxK, bw_NxK, fw_NxK, tok_nb_NxK, mask_p, proj)
+        if l + 1 < len(layers):
+            new_hP.append(layers[l + 1].project(h_p))
+    return model.W_out(h_p).astype(jnp.float32), new_hP
+
+
+def _draw(key_t, z_Nx21, omit_21, temperature):
+    """``categorical(z / T)`` over the non-omitted tokens; the greedy token when ``T <= 0`` (traced)."""
+    neg_inf = jnp.asarray(-jnp.inf, jnp.float32)
+    z = z_Nx21 / temperature
+    z = jnp.where(omit_21[None, :], neg_inf, z)
+    drawn = jax.random.categorical(key_t, z, axis=-1).astype(jnp.int32)
+    # a traced T <= 0 (or NaN) cannot raise: take the T -> 0+ limit, the greedy token
+    greedy = jnp.argmax(jnp.where(omit_21[None, :], neg_inf, z_Nx21), -1)
+    return jnp.where(temperature > 0, drawn, greedy.astype(jnp.int32))
+
+
+def _sample_result(inputs, S_NxL, order_NxL, lp_TxNx21) -> SampleResult:
+    N, length = S_NxL.shape
     # scan outputs are in decoding-step order; scatter back to positions
     lp_NxLx21 = jnp.zeros((N, length, lp_TxNx21.shape[-1]), jnp.float32)
     lp_NxLx21 = lp_NxLx21.at[jnp.arange(N)[:, None], order_NxL].set(jnp.swapaxes(lp_TxNx21, 0, 1))
@@ -322,3 +433,45 @@ def _sample_jit(graphdef, state, key, inputs, temperature, fixed_L, omit_21, bia
     lp_NxLx21 = jnp.where(native_ok, lp_NxLx21, jnp.nan)
     tok_lp = jnp.take_along_axis(lp_NxLx21, S_NxL[..., None], -1)[..., 0]
     return SampleResult(sequences=S_NxL, decoding_order=order_NxL, log_probs=lp_NxLx21, token_log_probs=tok_lp)
+
+
+def _sample_tied(model, inputs, temperature, omit_21, bias_Lx21, N, k_tok, order_NxL, design_L, caches, h_V_enc, E_idx, ties, forced_NxL=None):
+    """The scan of :func:`_sample_jit` with tied groups (see :func:`sample`, "Tied positions").
+
+    With ``forced_NxL`` the tokens are not drawn but taken from it (teacher forcing through the
+    sampler's contexts, for :func:`score`).
+    """
+    gid_L, size_L = ties
+    length = order_NxL.shape[1]
+    mask_L = inputs.mask.astype(jnp.float32)
+    order_NxL = group_decoding_order(order_NxL, gid_L)
+    rank_NxL = jnp.argsort(order_NxL, axis=-1)
+    g_NxL = gid_L[order_NxL]
+    first_NxL = jnp.concatenate([jnp.ones((N, 1), bool), g_NxL[:, 1:] != g_NxL[:, :-1]], axis=1)
+    last_NxL = jnp.concatenate([first_NxL[:, 1:], jnp.ones((N, 1), bool)], axis=1)
+    start_NxL = jax.lax.cummax(jnp.where(first_NxL, jnp.arange(length)[None, :], 0), axis=1)
+    group_design_L = jax.ops.segment_min(design_L, gid_L, num_segments=2 * length)[gid_L] > 0
+    rows = jnp.arange(N)
+
+    def step(carry, t):
+        S_NxL, hP_cache, acc_Nx21 = carry
+        p_N = order_NxL[:, t]
+        # every member sees the slots decoded before its group, none of its own group
+        logits_Nx21, new_hP = _decode_position(model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_cache, p_N, start_NxL[:, t])
+        acc_Nx21 = jnp.where(first_NxL[:, t, None], 0.0, acc_Nx21) + logits_Nx21
+        mean_Nx21 = acc_Nx21 / size_L[p_N][:, None].astype(jnp.float32)
+        drawn = _draw(jax.random.fold_in(k_tok, t), mean_Nx21 + bias_Lx21[p_N], omit_21, temperature)
+        # at the group's last member, write the token to every member (kept slots keep their own)
+        write_NxL = last_NxL[:, t, None] & (gid_L[None, :] == g_NxL[:, t, None])
+        tok_NxL = jnp.where(group_design_L[None, :], drawn[:, None], inputs.S[None, :].astype(jnp.int32))
+        if forced_NxL is not None:
+            tok_NxL = forced_NxL
+        S_NxL = jnp.where(write_NxL, tok_NxL, S_NxL)
+        hP_cache = tuple(c.at[rows, p_N].set(v) for c, v in zip(hP_cache, new_hP, strict=True))
+        return (S_NxL, hP_cache, acc_Nx21), jax.nn.log_softmax(logits_Nx21, -1)
+
+    zeros = jnp.zeros((N, length, model.hidden_dim), model.dtype)
+    n_hp = len(list(model.decoder_layers)) - 1
+    init = (jnp.zeros((N, length), jnp.int32), tuple(zeros for _ in range(n_hp)), jnp.zeros((N, model.vocab), jnp.float32))
+    (S_NxL, _, _), lp_TxNx21 = jax.lax.scan(step, init, jnp.arange(length))
+    return _sample_result(inputs, S_NxL, order_NxL, lp_TxNx21)

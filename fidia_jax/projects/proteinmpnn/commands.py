@@ -28,13 +28,38 @@ def _add_structure_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar or table")
 
 
+def _sample_many(args: argparse.Namespace):
+    from fidia_jax.errors import DataError
+    from fidia_jax.projects.proteinmpnn.batch import run_sample_many
+
+    if args.pdb is not None:
+        raise DataError("give --pdb or --pdb-dir/--pdb-list, not both")
+    summary = run_sample_many(
+        args.out, pdb_dir=args.pdb_dir, pdb_list=args.pdb_list, bucket=args.bucket,
+        chains=args.chains, design_chains=args.design_chains, fixed=args.fixed,
+        num_samples=args.num_samples, temperature=args.temperature, omit_aas=args.omit_aa,
+        bias_aa=args.bias_aa, bias_by_res=args.bias_by_res, checkpoint=args.checkpoint,
+        variant=args.variant, seed=args.seed, quiet=args.quiet,
+    )  # fmt: skip
+    if summary["num_failed"]:  # the others are written; exit code 2 at the end
+        raise DataError(
+            f"{summary['num_failed']} of {len(summary['backbones'])} structures failed "
+            f"(errors in {summary['files']['tsv']})"
+        )
+    return summary
+
+
 def _sample(args: argparse.Namespace):
     from fidia_jax.projects.proteinmpnn.design import run_sample
 
+    if args.pdb_dir is not None or args.pdb_list is not None:
+        return _sample_many(args)
     return run_sample(
         args.out, pdb=args.pdb, chains=args.chains, design_chains=args.design_chains,
         fixed=args.fixed, num_samples=args.num_samples, temperature=args.temperature,
+        omit_aas=args.omit_aa, bias_aa=args.bias_aa, bias_by_res=args.bias_by_res,
         checkpoint=args.checkpoint, variant=args.variant, seed=args.seed, quiet=args.quiet,
+        tie=args.tie, homo_oligomer=args.homo_oligomer,
     )  # fmt: skip
 
 
@@ -54,6 +79,18 @@ def add_commands(subparsers) -> None:
     _add_structure_args(ps)
     ps.add_argument("--num-samples", type=int, default=16)
     ps.add_argument("--temperature", type=float, default=0.1)
+    ps.add_argument("--omit-aa", default="X", help="letters never sampled, e.g. CX (X always)")
+    ps.add_argument("--bias-aa", default=None, help="global logit bias, e.g. 'W:1.5,C:-2'")
+    ps.add_argument("--bias-by-res", default=None, metavar="FILE",
+                    help='per-residue bias JSON {"A": {"12": {"W": 2.0}}} (author numbering)')  # fmt: skip
+    ps.add_argument("--pdb-dir", default=None, help="sample every structure file of DIR (.pdb/.cif, .gz ok)")
+    ps.add_argument("--pdb-list", default=None, metavar="FILE", help="sample the structures listed in FILE")
+    ps.add_argument("--bucket", type=int, default=64,
+                    help="with --pdb-dir/--pdb-list: pad lengths to multiples of this (one compile per bucket)")
+    ps.add_argument("--tie", action="append", default=None, metavar="SPEC",
+                    help="tie slots one to one, e.g. 'A1-10:B1-10' (one draw per pair; repeatable)")  # fmt: skip
+    ps.add_argument("--homo-oligomer", action="store_true",
+                    help="tie all loaded chains position by position (equal length and sequence)")  # fmt: skip
     ps.add_argument("--out", "--workdir", dest="out", required=True,
                     help="output directory (samples.fasta, summary.json)")  # fmt: skip
     ps.set_defaults(run=_sample)

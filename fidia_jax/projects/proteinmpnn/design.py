@@ -7,10 +7,12 @@ a failed run leaves no half-written files.
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 import pathlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +45,142 @@ def _short(seq: str, n: int = 60) -> str:
     return seq if len(seq) <= n else seq[: n - 3] + "..."
 
 
+# ----------------------------------------------------------------------------- constraints
+def _check_letters(letters, what: str) -> None:
+    bad = sorted({str(a) for a in letters} - set(ALPHABET))
+    if bad:
+        raise ConfigError(f"{what}: letter(s) {bad} not in the ProteinMPNN alphabet {ALPHABET!r}")
+
+
+def _finite(value, what: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what}: bias {value!r} is not a number") from None
+    if not math.isfinite(v):
+        raise ConfigError(f"{what}: bias {value!r} is not finite")
+    return v
+
+
+def parse_omit_aas(omit_aas: str | None) -> str:
+    """Letters never sampled: the given ones plus ``X`` (always omitted), e.g. ``"CX"``.
+
+    Raises:
+      ConfigError: a letter outside ``ALPHABET`` (named), or every amino acid omitted.
+    """
+    letters = "".join((omit_aas or "").split()).replace(",", "").upper()
+    _check_letters(letters, "--omit-aa")
+    letters = "".join(sorted(set(letters + "X"), key=ALPHABET.index))
+    if len(letters) == len(ALPHABET):
+        raise ConfigError("--omit-aa omits every amino acid")
+    return letters
+
+
+def parse_bias_aa(bias_aa: str | Mapping[str, float] | None) -> np.ndarray:
+    """Global logit bias ``(21,)`` float32 from ``"W:1.5,C:-2"`` or ``{"W": 1.5, "C": -2}``.
+
+    The bias is added to the logits before the temperature, as the original's ``--bias_AA_jsonl``:
+    ``p = softmax((logits + bias) / T)`` (a letter given twice: the values add).
+
+    Raises:
+      ConfigError: a malformed item, an unknown letter (named) or a non-finite value.
+    """
+    out = np.zeros(len(ALPHABET), np.float32)
+    if not bias_aa:
+        return out
+    if isinstance(bias_aa, str):
+        items = []
+        for item in bias_aa.replace(" ", "").split(","):
+            if not item:
+                continue
+            if item.count(":") != 1:
+                raise ConfigError(
+                    f"--bias-aa: item {item!r} is not LETTER:VALUE (e.g. 'W:1.5,C:-2')"
+                )
+            items.append(tuple(item.split(":")))
+    else:
+        items = list(bias_aa.items())
+    for letter, value in items:
+        letter = str(letter).upper()
+        _check_letters([letter], "--bias-aa")
+        out[ALPHABET.index(letter)] += _finite(value, f"--bias-aa {letter}")
+    return out
+
+
+def load_bias_by_res(spec: str | os.PathLike | Mapping | None, protein) -> np.ndarray:
+    """Per-residue logit bias ``(L, 21)`` float32 from a JSON file (or the same dict).
+
+    Format (author chain ID -> author residue number, with insertion code if any -> letter ->
+    bias added to that residue's logits before the temperature)::
+
+        {"A": {"12": {"W": 2.0, "C": -1.0}, "27A": {"P": -3.0}}}
+
+    Slots not listed get 0; the table is added to the global ``--bias-aa`` bias.
+
+    Raises:
+      DataError: missing file or invalid JSON; an unknown chain, residue or letter (named);
+        a non-finite or non-numeric value.
+    """
+    bias = np.zeros((protein.length, len(ALPHABET)), np.float32)
+    if spec is None:
+        return bias
+    src = "bias"
+    if not isinstance(spec, Mapping):
+        path = pathlib.Path(spec)
+        src = str(path)
+        if not path.is_file():
+            raise DataError(f"{path}: per-residue bias file not found")
+        try:
+            spec = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(spec, Mapping):
+        raise DataError(
+            f"{src}: expected {{chain: {{residue: {{letter: bias}}}}}}, got {type(spec).__name__}"
+        )
+    cid = np.asarray(protein.chain_id)
+    labels = np.array([f"{int(r)}{i}" for r, i in zip(protein.resnum, protein.icode, strict=True)])
+    for chain, residues in spec.items():
+        if chain not in protein.chain_order:
+            raise DataError(
+                f"{src}: chain {chain!r} not among loaded chains {list(protein.chain_order)}"
+            )
+        if not isinstance(residues, Mapping):
+            raise DataError(f"{src}: chain {chain!r}: expected {{residue: {{letter: bias}}}}")
+        for res, letters in residues.items():
+            slot = np.flatnonzero((cid == chain) & (labels == str(res).strip()))
+            if slot.size == 0:
+                raise DataError(
+                    f"{src}: residue {chain}{res} not in chain {chain} of {protein.source}"
+                )
+            if not isinstance(letters, Mapping):
+                raise DataError(f"{src}: residue {chain}{res}: expected {{letter: bias}}")
+            for letter, value in letters.items():
+                where = f"{src}: residue {chain}{res}"
+                if str(letter).upper() not in ALPHABET:
+                    raise DataError(
+                        f"{where}: letter {letter!r} not in the ProteinMPNN alphabet {ALPHABET!r}"
+                    )
+                try:
+                    v = _finite(value, where)
+                except ConfigError as e:
+                    raise DataError(str(e)) from None
+                bias[slot[0], ALPHABET.index(str(letter).upper())] += v
+    return bias
+
+
+def _tied_groups(tie, homo_oligomer: bool, protein) -> list[list[int]] | None:
+    """Slot groups of ``--tie`` specs and/or ``--homo-oligomer`` (``None`` when neither)."""
+    from fidia_jax.models.proteinmpnn import homo_oligomer_groups, tied_groups_from_spec
+
+    groups = homo_oligomer_groups(protein) if homo_oligomer else []
+    if tie:
+        if homo_oligomer:
+            raise ConfigError("--tie and --homo-oligomer: give one or the other")
+        groups = tied_groups_from_spec(tie, protein)
+    return groups or None
+
+
 # ----------------------------------------------------------------------------- sample
 def run_sample(
     out: str | os.PathLike,
@@ -53,30 +191,53 @@ def run_sample(
     fixed: str | None = None,
     num_samples: int = 16,
     temperature: float = 0.1,
+    omit_aas: str | None = "X",
+    bias_aa: str | Mapping[str, float] | None = None,
+    bias_by_res: str | os.PathLike | Mapping | None = None,
     checkpoint: str = "v_48_020",
     variant: str = "vanilla",
     seed: int = 0,
     model=None,
     quiet: bool = False,
     write: bool = True,
+    bucket: int | None = None,
+    tie: str | Sequence[str] | None = None,
+    homo_oligomer: bool = False,
 ) -> dict[str, Any]:
     """Samples sequences with ProteinMPNN and writes ``samples.fasta`` + ``summary.json``.
 
     Per sample: ``score`` = mean negative log-likelihood (nats) of the sampled residues over the
     designed positions (designed chains, complete backbone, not fixed), each in its own random
-    decoding context (the original ``protein_mpnn_run.py`` "score"); ``recovery`` = fraction of
-    designed positions equal to the native residue.
+    decoding context (the original ``protein_mpnn_run.py`` "score"); ``global_score`` = the same
+    mean over every residue of the loaded chains with a complete backbone (the original's
+    ``global_score``); ``recovery`` = fraction of designed positions equal to the native residue.
+    The native sequence is scored (``native_score``, ``native_global_score``) teacher-forced
+    under each sample's decoding order, averaged over the samples. ``score`` is of the unbiased
+    model (``T = 1``, no bias, no omission), as in the original.
+
+    FASTA (the original's header fields, ``", "``-separated): first
+    ``>{pdb stem}, score=, global_score=, fixed_chains=, designed_chains=, model_name=, seed=``
+    then per sample ``>T=, sample=, score=, global_score=, seq_recovery=``; the designed chains
+    of a sequence are joined by ``/``.
 
     Args:
       out: output directory (created when writing).
       pdb, chains, design_chains, fixed: see :func:`fidia_jax.protein.prepare_design`.
       num_samples: sequences to draw.
       temperature: sampling temperature ``T > 0``.
+      omit_aas: letters never sampled at designed positions (``"CX"``); ``X`` is always added.
+        Fixed and visible positions keep their native residue whatever it is.
+      bias_aa: global logit bias, ``"W:1.5,C:-2"`` or ``{"W": 1.5}`` (see :func:`parse_bias_aa`).
+      bias_by_res: per-residue bias JSON file or dict ``{"A": {"12": {"W": 2.0}}}`` (author chain
+        and residue number; see :func:`load_bias_by_res`). Both biases are added:
+        ``p = softmax((logits + bias_aa + bias_by_res[i]) / T)``.
       checkpoint, variant: ProteinMPNN weights (see ``fidia_jax.models.load_checkpoint``).
       seed: PRNG seed (``jax.random.key(seed)``).
       model: an already loaded ``ProteinMPNN`` (skips loading ``checkpoint``).
       quiet: no progress or table output.
       write: write the files (``False``: only return the summary).
+      bucket: pad the length to a multiple of ``bucket`` (one compilation per bucket; see
+        :mod:`.batch`); ``None`` = no padding.
 
     Returns:
       The JSON summary as a dict (``samples`` with ``sequence``, ``score``, ``recovery``;
@@ -87,11 +248,15 @@ def run_sample(
     """
     _check_positive("--num-samples", num_samples, integer=True)
     _check_positive("--temperature", temperature)
+    omit = parse_omit_aas(omit_aas)
+    bias_21 = parse_bias_aa(bias_aa)
     t0 = time.perf_counter()
     timing: dict[str, float] = {}
     with Reporter(quiet) as rep:
         with rep.stage("loading structure"):
             setup = prepare_design(pdb, chains, design_chains, fixed)
+            bias_Lx21 = load_bias_by_res(bias_by_res, setup.protein) + bias_21[None]
+            tied = _tied_groups(tie, homo_oligomer, setup.protein)
         timing["load_structure"] = time.perf_counter() - t0
         if model is None:
             t = time.perf_counter()
@@ -100,8 +265,12 @@ def run_sample(
             timing["load_model"] = time.perf_counter() - t
         import jax
 
-        from fidia_jax.models import MPNNInputs, sample
+        from fidia_jax.models import MPNNInputs, sample, score
 
+        if bucket is not None:  # many backbones per run: one compilation per padded length
+            from fidia_jax.projects.proteinmpnn.batch import bucketed
+
+            sample, score = bucketed(bucket)
         t = time.perf_counter()
         with rep.stage(
             f"sampling {num_samples} sequences at T={temperature} (first call compiles)"
@@ -109,37 +278,69 @@ def run_sample(
             inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
             res = sample(
                 model, jax.random.key(seed), inputs, num_samples=int(num_samples),
-                temperature=float(temperature), fixed_mask=setup.fixed,
+                temperature=float(temperature), fixed_mask=setup.fixed, omit_aas=omit,
+                bias=None if not bias_Lx21.any() else bias_Lx21, **({"tied": tied} if tied else {}),
             )  # fmt: skip
             seqs = np.asarray(jax.device_get(res.sequences))
             tok_lp = np.asarray(jax.device_get(res.token_log_probs))
         timing["sample"] = time.perf_counter() - t
+        t = time.perf_counter()
+        with rep.stage("scoring the native sequence in the samples' decoding orders"):
+            nat = score(
+                model, inputs, np.broadcast_to(setup.protein.S, seqs.shape), res.decoding_order,
+                **({"tied": tied} if tied else {}),
+            )
+            nat_lp = np.asarray(jax.device_get(nat.token_log_probs))
+        timing["score_native"] = time.perf_counter() - t
         summary = _sample_summary(
-            setup, seqs, tok_lp, num_samples, temperature, checkpoint, variant, seed
+            setup, seqs, tok_lp, nat_lp, num_samples, temperature, checkpoint, variant, seed
         )
+        summary["inputs"].update(
+            omit_aas=omit, bias_aa={a: float(b) for a, b in zip(ALPHABET, bias_21, strict=True) if b},
+            bias_by_res=None if bias_by_res is None or isinstance(bias_by_res, Mapping)
+            else str(bias_by_res),
+        )  # fmt: skip
         timing["total"] = time.perf_counter() - t0
         summary["timing_s"] = {k: round(v, 3) for k, v in timing.items()}
         if write:
-            out = pathlib.Path(out)
-            fasta, js = out / "samples.fasta", out / "summary.json"
-            summary["files"] = {"fasta": str(fasta), "summary": str(js)}
-            atomic_write_text(fasta, _sample_fasta(summary))
-            atomic_write_text(js, json_text(summary, indent=2) + "\n")
+            write_sample_files(out, summary)
         rep.table(
             f"{setup.protein.source}: {int(setup.designed.sum())} designed positions, "
             f"mean recovery {summary['mean_recovery']:.3f}",
-            ["#", "score (NLL)", "recovery", "sequence"],
-            [(s["index"], f"{s['score']:.4f}", f"{s['recovery']:.3f}", _short(s["sequence"]))
+            ["#", "score (NLL)", "global", "recovery", "sequence"],
+            [(s["index"], f"{s['score']:.4f}", f"{s['global_score']:.4f}", f"{s['recovery']:.3f}",
+              _short(s["sequence"]))
              for s in summary["samples"]],
         )  # fmt: skip
     return summary
 
 
-def _sample_summary(setup, seqs, tok_lp, num_samples, temperature, checkpoint, variant, seed):
+def _mean_nll(tok_lp: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``(N,)`` mean ``-tok_lp`` over ``mask`` (the original's ``_scores``)."""
+    return -(tok_lp * mask).sum(-1) / max(float(mask.sum()), 1.0)
+
+
+def write_sample_files(out: str | os.PathLike, summary: dict) -> None:
+    """Writes ``out/samples.fasta`` and ``out/summary.json`` (atomically) for one sample summary.
+
+    Records their paths in ``summary["files"]`` (also for :mod:`.batch`, one folder per backbone).
+    """
+    out = pathlib.Path(out)
+    fasta, js = out / "samples.fasta", out / "summary.json"
+    summary["files"] = {"fasta": str(fasta), "summary": str(js)}
+    atomic_write_text(fasta, _sample_fasta(summary))
+    atomic_write_text(js, json_text(summary, indent=2) + "\n")
+
+
+def _sample_summary(
+    setup, seqs, tok_lp, nat_lp, num_samples, temperature, checkpoint, variant, seed
+):
     p = setup.protein
     d = setup.designed
     nd = int(d.sum())
-    scores = -(tok_lp * d).sum(-1) / nd
+    present = p.mask > 0
+    scores = _mean_nll(tok_lp, d)
+    global_scores = _mean_nll(tok_lp, present)
     recovery = ((seqs == p.S[None]) & d).sum(-1) / nd
     source = pathlib.Path(p.source)
     samples = [
@@ -147,6 +348,7 @@ def _sample_summary(setup, seqs, tok_lp, num_samples, temperature, checkpoint, v
             "index": i + 1,
             "sequence": setup.chain_strings(seqs[i]),
             "score": float(scores[i]),
+            "global_score": float(global_scores[i]),
             "recovery": float(recovery[i]),
         }
         for i in range(seqs.shape[0])
@@ -170,6 +372,8 @@ def _sample_summary(setup, seqs, tok_lp, num_samples, temperature, checkpoint, v
             "seed": int(seed),
         },
         "native": setup.chain_strings(p.S),
+        "native_score": float(_mean_nll(nat_lp, d).mean()),
+        "native_global_score": float(_mean_nll(nat_lp, present).mean()),
         "samples": samples,
         "mean_score": float(np.mean(scores)),
         "mean_recovery": float(np.mean(recovery)),
@@ -177,16 +381,20 @@ def _sample_summary(setup, seqs, tok_lp, num_samples, temperature, checkpoint, v
 
 
 def _sample_fasta(summary: dict) -> str:
+    """The original ``protein_mpnn_run.py`` FASTA (same header fields, ``", "``-separated)."""
     inp = summary["inputs"]
+    visible = [c for c in inp["chains"] if c not in inp["design_chains"]]
     lines = [
-        f">native source={pathlib.Path(inp['pdb']).name} design_chains={','.join(inp['design_chains'])} "
-        f"fixed={inp['fixed'] or '-'} checkpoint={inp['variant']}/{inp['checkpoint']}",
+        f">{pathlib.Path(inp['pdb']).name.split('.')[0]}, score={summary['native_score']:.4f}, "
+        f"global_score={summary['native_global_score']:.4f}, fixed_chains={visible}, "
+        f"designed_chains={list(inp['design_chains'])}, model_name={inp['checkpoint']}, "
+        f"seed={inp['seed']}, variant={inp['variant']}, fixed_positions={inp['fixed'] or '-'}",
         summary["native"],
     ]
     for s in summary["samples"]:
         lines.append(
-            f">sample={s['index']} score={s['score']:.4f} recovery={s['recovery']:.4f} "
-            f"seed={inp['seed']} T={inp['temperature']:g}"
+            f">T={inp['temperature']:g}, sample={s['index']}, score={s['score']:.4f}, "
+            f"global_score={s['global_score']:.4f}, seq_recovery={s['recovery']:.4f}"
         )
         lines.append(s["sequence"])
     return "\n".join(lines) + "\n"
@@ -194,12 +402,34 @@ def _sample_fasta(summary: dict) -> str:
 
 # ----------------------------------------------------------------------------- score
 def _tokens_from_fasta(setup: DesignSetup, header: str, seq: str, path) -> np.ndarray:
-    """Native tokens with the designed chains replaced by ``seq``."""
+    """Native tokens with the designed chains replaced by ``seq``.
+
+    ``seq`` holds the designed chains (or all loaded chains) in order; with ``/`` separators each
+    piece is checked against its chain's length in the structure, and a mismatch names the chain.
+    """
     p = setup.protein
     letters = seq.replace("/", "").replace("-", "X").upper()
     bad = sorted(set(letters) - set(ALPHABET))
     if bad:
         raise DataError(f"{path}: record {header!r} has letters outside {ALPHABET!r}: {bad}")
+    if "/" in seq:
+        pieces = seq.split("/")
+        cid = np.asarray(p.chain_id)
+        for names in (tuple(setup.design_chains), tuple(p.chain_order)):
+            if len(pieces) == len(names):
+                break
+        else:
+            raise DataError(
+                f"{path}: record {header!r} has {len(pieces)} '/'-separated chains; expected "
+                f"{len(setup.design_chains)} (design chains {list(setup.design_chains)}) or "
+                f"{len(p.chain_order)} (all chains {list(p.chain_order)})"
+            )
+        for c, piece in zip(names, pieces, strict=True):
+            if len(piece) != int((cid == c).sum()):
+                raise DataError(
+                    f"{path}: record {header!r}: chain {c} has {len(piece)} residues in the "
+                    f"FASTA but {int((cid == c).sum())} in the structure"
+                )
     slots = setup.designed_slots()
     tokens = p.S.copy()
     if len(letters) == len(slots):
@@ -231,9 +461,12 @@ def run_score(
 ) -> dict[str, Any]:
     """Scores the sequences of a FASTA file on a structure (teacher-forced ProteinMPNN NLL).
 
-    Each record holds the designed chains (joined by ``/`` or not) or the whole concatenation.
-    ``score`` = mean NLL over the designed positions, averaged over ``num_orders`` random decoding
-    orders (drawn from ``seed``); ``recovery`` as in :func:`run_sample`.
+    Each record holds the designed chains (joined by ``/`` or not) or the whole concatenation;
+    with ``/`` each chain's length is checked against the structure. ``score`` = mean NLL over
+    the designed positions, averaged over ``num_orders`` random decoding orders drawn from
+    ``seed``; every record is scored under the SAME orders (order ``k`` is one ``(L,)``
+    permutation shared by all records), so equal records get equal scores whatever their place
+    in the file. ``recovery`` as in :func:`run_sample`.
 
     Returns:
       The summary dict (written to ``out/scores.json`` when ``out`` is given).
@@ -261,7 +494,9 @@ def run_score(
             design = setup.designed.astype(np.float32)
             nll = np.zeros(n)
             for k in jax.random.split(jax.random.key(seed), int(num_orders)):
-                order = random_decoding_order(k, np.broadcast_to(design, toks.shape))
+                # one order shared by every record (drawing an (N, L) order gave each record its
+                # own order, so identical records scored differently)
+                order = np.broadcast_to(np.asarray(random_decoding_order(k, design)), toks.shape)
                 res = score(model, inputs, toks, order)
                 tok = np.asarray(jax.device_get(res.token_log_probs))
                 nll += -(tok * design).sum(-1) / design.sum()

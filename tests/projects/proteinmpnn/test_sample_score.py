@@ -43,7 +43,15 @@ def test_sample_writes_fasta_and_summary(sampled, capsys):
     fixed = parse_motif_spec(FIXED, protein)
     native = protein.sequence
 
-    assert len(records) == 3 and records[0][0].startswith("native") and records[0][1] == native
+    assert (
+        len(records) == 3 and records[0][0].startswith("5PTI, score=") and records[0][1] == native
+    )
+    nat_fields = dict(kv.split("=", 1) for kv in records[0][0].split(", ")[1:])
+    assert nat_fields["seed"] == "3" and nat_fields["model_name"] == "v_48_020"
+    assert float(nat_fields["score"]) == pytest.approx(summary["native_score"], abs=1e-4)
+    assert float(nat_fields["global_score"]) == pytest.approx(
+        summary["native_global_score"], abs=1e-4
+    )
     inp = summary["inputs"]
     assert inp["num_samples"] == 2 and inp["seed"] == 3 and inp["temperature"] == 0.1
     assert inp["checkpoint"] == "v_48_020" and inp["variant"] == "vanilla"
@@ -63,17 +71,23 @@ def test_sample_writes_fasta_and_summary(sampled, capsys):
         rec = float((arr[designed] == nat[designed]).mean())
         assert s["recovery"] == pytest.approx(rec, abs=1e-12)
         recs.append(rec)
-        fields = dict(kv.split("=") for kv in header.split())
-        assert int(fields["sample"]) == i and fields["seed"] == "3" and float(fields["T"]) == 0.1
+        fields = dict(kv.split("=") for kv in header.split(", "))
+        assert list(fields) == ["T", "sample", "score", "global_score", "seq_recovery"]
+        assert int(fields["sample"]) == i and float(fields["T"]) == 0.1
         assert float(fields["score"]) == pytest.approx(s["score"], abs=1e-4)
-        assert float(fields["recovery"]) == pytest.approx(rec, abs=1e-4)
+        assert float(fields["global_score"]) == pytest.approx(s["global_score"], abs=1e-4)
+        assert float(fields["seq_recovery"]) == pytest.approx(rec, abs=1e-4)
         assert 0.0 < s["score"] < np.log(20.0)  # mean NLL at T=0.1 is well below uniform
     assert summary["mean_recovery"] == pytest.approx(np.mean(recs))
     assert summary["mean_score"] == pytest.approx(np.mean([s["score"] for s in summary["samples"]]))
 
 
 def test_score_matches_library(sampled, tmp_path):
-    """``fidia-jax score`` = mean NLL over designed positions of models.score in the same order."""
+    """``fidia-jax score`` = mean NLL over designed positions of models.score in the same order.
+
+    One ``(L,)`` order per key, shared by every record (issue 10 item 6; the order used to be
+    drawn per record).
+    """
     import jax
 
     from fidia_jax.models import MPNNInputs, ProteinMPNN, random_decoding_order, score
@@ -90,7 +104,7 @@ def test_score_matches_library(sampled, tmp_path):
     designed = (~parse_motif_spec(FIXED, protein) & (protein.mask > 0)).astype(np.float32)
     toks = np.array([[ALPHABET.index(a) for a in s] for _, s in records], np.int32)
     (k,) = jax.random.split(jax.random.key(5), 1)
-    order = random_decoding_order(k, np.broadcast_to(designed, toks.shape))
+    order = np.broadcast_to(np.asarray(random_decoding_order(k, designed)), toks.shape)
     model = ProteinMPNN.from_checkpoint("v_48_020")
     res = score(model, MPNNInputs.from_protein(protein), toks, order)
     want = -(np.asarray(res.token_log_probs) * designed).sum(-1) / designed.sum()

@@ -1,0 +1,291 @@
+"""``fidia-jax proteinmpnn sample --pdb-dir DIR | --pdb-list FILE``: many backbones per run.
+
+Each backbone is sampled by :func:`.design.run_sample` (same options, same files) in its own
+folder ``out/<name>/``; the model is loaded once, and lengths are padded into buckets (multiples
+of ``bucket``) so the jitted sampler and scorer compile once per bucket, not once per length.
+
+Padding (``pad_inputs``): padded slots have ``mask`` 0 and ``chain_mask`` 0, so they are never
+designed or scored. They never change a real position's result when the real length is at least
+the model's ``K`` neighbours (48): a padded slot's CA distance is pushed to the row maximum, so it
+never enters a real slot's top-``K`` neighbour list, and ProteinMPNN only mixes neighbours. Below
+``K`` a padded slot would become a neighbour (the decoder has no attention mask), so such short
+backbones are not padded (they compile per length). The random stream does differ: the decoding
+order is drawn over the padded length, so a padded run draws other samples than an unpadded run
+with the same seed; their scores agree (``tests/projects/proteinmpnn/test_batch.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fidia_jax._io import Reporter, atomic_write_text, json_text
+from fidia_jax.errors import ConfigError, DataError, FidiaError
+from fidia_jax.projects.proteinmpnn.design import run_sample
+
+__all__ = [
+    "bucket_length",
+    "bucketed",
+    "find_structures",
+    "pad_inputs",
+    "run_sample_many",
+]
+
+#: File name endings read by ``--pdb-dir``.
+STRUCTURE_SUFFIXES = (".pdb", ".ent", ".cif", ".mmcif", ".bcif")
+
+
+def bucket_length(length: int, bucket: int = 64, k_neighbors: int = 48) -> int:
+    """Padded length of a backbone of ``length`` slots: the next multiple of ``bucket``.
+
+    Lengths below ``k_neighbors`` are not padded (returned as is): see the module docstring.
+    """
+    if length < k_neighbors or bucket <= 1:
+        return int(length)
+    return int(-(-length // bucket) * bucket)
+
+
+def pad_inputs(inputs, length: int):
+    """``MPNNInputs`` padded to ``length`` slots: ``X`` 0, ``S`` 20 (``X``), ``mask`` 0,
+    ``chain_mask`` 0, ``residue_idx`` continuing the last chain, ``chain_encoding`` 0."""
+    n = int(inputs.S.shape[0])
+    p = length - n
+    if p < 0:
+        raise ValueError(f"cannot pad {n} slots to {length}")
+
+    def pad(a, value):
+        a = np.asarray(a)
+        return np.concatenate([a, np.full((p,) + a.shape[1:], value, a.dtype)])
+
+    last = int(np.asarray(inputs.residue_idx)[-1]) if n else 0
+    return inputs._replace(
+        X=pad(inputs.X, 0.0), S=pad(inputs.S, 20), mask=pad(inputs.mask, 0.0),
+        chain_mask=pad(inputs.chain_mask, 0.0),
+        residue_idx=np.concatenate([np.asarray(inputs.residue_idx),
+                                    last + 1 + np.arange(p, dtype=np.int32)]).astype(np.int32),
+        chain_encoding=pad(inputs.chain_encoding, 0),
+    )  # fmt: skip
+
+
+def bucketed(bucket: int = 64):
+    """``(sample, score)`` with the signatures of :func:`fidia_jax.models.sample` / ``score``
+    that run on inputs padded to :func:`bucket_length` and return results at the real length.
+
+    ``decoding_order`` of a padded sample is the padded order with the padded slots removed (the
+    real slots keep their relative order, which is all a real position's context depends on).
+    """
+    import jax.numpy as jnp
+
+    from fidia_jax.models import sample, score
+
+    def padded_sample(model, key, inputs, *, fixed_mask=None, bias=None, **kw):
+        n = int(inputs.S.shape[0])
+        m = bucket_length(n, bucket, model.k_neighbors)
+        if m == n:
+            return sample(model, key, inputs, fixed_mask=fixed_mask, bias=bias, **kw)
+        if fixed_mask is not None:
+            fixed_mask = np.concatenate([np.asarray(fixed_mask, bool), np.zeros(m - n, bool)])
+        if bias is not None and np.ndim(bias) == 2:
+            bias = np.concatenate(
+                [np.asarray(bias, np.float32), np.zeros((m - n, np.shape(bias)[1]), np.float32)]
+            )
+        res = sample(model, key, pad_inputs(inputs, m), fixed_mask=fixed_mask, bias=bias, **kw)
+        order = np.asarray(res.decoding_order)
+        order = order[order < n].reshape(order.shape[0], n)
+        return res._replace(
+            sequences=res.sequences[:, :n], decoding_order=jnp.asarray(order),
+            log_probs=res.log_probs[:, :n], token_log_probs=res.token_log_probs[:, :n],
+        )  # fmt: skip
+
+    def padded_score(model, inputs, sequences, decoding_order, **kw):
+        n = int(inputs.S.shape[0])
+        m = bucket_length(n, bucket, model.k_neighbors)
+        order = np.asarray(decoding_order)
+        if m == n or order.ndim != 2 or inputs.X.ndim != 3 or kw:
+            # keys, batched inputs and tied scoring (``tied=``): unpadded, as is
+            return score(model, inputs, sequences, decoding_order, **kw)
+        seqs = np.asarray(sequences, np.int32)
+        seqs = np.concatenate([seqs, np.full((seqs.shape[0], m - n), 20, np.int32)], 1)
+        pads = np.broadcast_to(np.arange(n, m, dtype=np.int32), (order.shape[0], m - n))
+        res = score(model, pad_inputs(inputs, m), seqs, np.concatenate([pads, order], 1))
+        return res._replace(
+            token_log_probs=res.token_log_probs[:, :n], decoding_order=jnp.asarray(order),
+            log_probs=res.log_probs[:, :n],
+        )  # fmt: skip
+
+    return padded_sample, padded_score
+
+
+def _structure_name(path: pathlib.Path) -> str:
+    name = path.name
+    if name.endswith(".gz"):
+        name = name[:-3]
+    for s in STRUCTURE_SUFFIXES:
+        if name.lower().endswith(s):
+            return name[: -len(s)]
+    return name
+
+
+def find_structures(
+    pdb_dir: str | os.PathLike | None = None, pdb_list: str | os.PathLike | None = None
+) -> list[pathlib.Path]:
+    """Structure files of a run: ``pdb_dir``'s files ending in ``.pdb .ent .cif .mmcif .bcif``
+    (optionally ``.gz``), sorted by name, then the paths listed in ``pdb_list`` (one a line,
+    relative to the list's folder; blank lines and ``#`` comments skipped).
+
+    Raises:
+      ConfigError: neither given, or nothing found.
+      DataError: ``pdb_dir`` is not a directory or ``pdb_list`` cannot be read.
+    """
+    if pdb_dir is None and pdb_list is None:
+        raise ConfigError("give --pdb-dir or --pdb-list")
+    paths: list[pathlib.Path] = []
+    if pdb_dir is not None:
+        d = pathlib.Path(pdb_dir)
+        if not d.is_dir():
+            raise DataError(f"--pdb-dir {d}: not a directory")
+        paths += sorted(
+            p for p in d.iterdir()
+            if p.is_file() and any(p.name.lower().removesuffix(".gz").endswith(s) for s in STRUCTURE_SUFFIXES)
+        )  # fmt: skip
+    if pdb_list is not None:
+        f = pathlib.Path(pdb_list)
+        try:
+            lines = f.read_text().splitlines()
+        except OSError as e:
+            raise DataError(f"--pdb-list {f}: cannot read ({e.strerror or e})") from e
+        for line in lines:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                p = pathlib.Path(line)
+                paths.append(p if p.is_absolute() else f.parent / p)
+    if not paths:
+        raise ConfigError(f"no structure files found (--pdb-dir {pdb_dir}, --pdb-list {pdb_list})")
+    return paths
+
+
+_TSV_COLUMNS = ("name", "status", "length", "bucket", "num_designed", "mean_score",
+                "mean_recovery", "folder", "path", "error")  # fmt: skip
+
+
+def run_sample_many(
+    out: str | os.PathLike,
+    *,
+    pdb_dir: str | os.PathLike | None = None,
+    pdb_list: str | os.PathLike | None = None,
+    bucket: int = 64,
+    checkpoint: str = "v_48_020",
+    variant: str = "vanilla",
+    model=None,
+    quiet: bool = False,
+    **options: Any,
+) -> dict[str, Any]:
+    """Samples every backbone of ``pdb_dir`` / ``pdb_list`` with :func:`.design.run_sample`.
+
+    Writes ``out/<name>/samples.fasta`` + ``out/<name>/summary.json`` per backbone (``name`` =
+    file name without ``.gz`` and structure suffix; a repeated name gets ``_2``, ``_3`` ...) and
+    ``out/summary.tsv`` + ``out/summary.json`` with one row per file (``status`` ``ok`` or
+    ``error`` with the one-line error; a failed file writes no folder and does not stop the
+    others). Every backbone uses the same ``seed``.
+
+    Args:
+      out: output directory.
+      pdb_dir, pdb_list: see :func:`find_structures`.
+      bucket: lengths are padded to multiples of ``bucket`` (see :func:`bucket_length`; ``1`` =
+        no padding).
+      checkpoint, variant, model: the model, loaded once.
+      quiet: no progress or table output.
+      **options: passed to :func:`.design.run_sample` (``chains``, ``design_chains``, ``fixed``,
+        ``num_samples``, ``temperature``, ``seed``, ...).
+
+    Returns:
+      The top-level summary dict: ``backbones`` (the rows), ``num_ok``, ``num_failed``,
+      ``buckets`` (padded length -> number of backbones), ``timing_s``, ``files``.
+
+    Raises:
+      ConfigError / DataError: no structures, bad ``bucket``, unreadable list; a model that
+        cannot load. Errors of single backbones are recorded, not raised.
+    """
+    if not (isinstance(bucket, int) and bucket >= 1):
+        raise ConfigError(f"--bucket must be a positive integer, got {bucket!r}")
+    paths = find_structures(pdb_dir, pdb_list)
+    out = pathlib.Path(out)
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    with Reporter(quiet) as rep:
+        if model is None:
+            with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
+                from fidia_jax.models import ProteinMPNN
+
+                model = ProteinMPNN.from_checkpoint(checkpoint, variant=variant)
+        for i, path in enumerate(paths, start=1):
+            name = _structure_name(path)
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:
+                name = f"{name}_{seen[name]}"
+            row: dict[str, Any] = dict.fromkeys(_TSV_COLUMNS)
+            row.update(name=name, path=str(path))
+            with rep.stage(f"[{i}/{len(paths)}] {name}"):
+                try:
+                    s = run_sample(
+                        out / name, pdb=path, checkpoint=checkpoint, variant=variant, model=model,
+                        quiet=True, bucket=bucket, **options,
+                    )  # fmt: skip
+                except (FidiaError, OSError, ValueError) as e:
+                    row.update(status="error", error=" ".join(f"{type(e).__name__}: {e}".split()))
+                else:
+                    length = int(s["inputs"]["length"])
+                    row.update(
+                        status="ok", length=length,
+                        bucket=bucket_length(length, bucket, model.k_neighbors),
+                        num_designed=s["inputs"]["num_designed"], mean_score=s["mean_score"],
+                        mean_recovery=s["mean_recovery"], folder=str(out / name),
+                    )  # fmt: skip
+            rows.append(row)
+        ok = [r for r in rows if r["status"] == "ok"]
+        buckets: dict[str, int] = {}
+        for r in ok:
+            buckets[str(r["bucket"])] = buckets.get(str(r["bucket"]), 0) + 1
+        tsv, js = out / "summary.tsv", out / "summary.json"
+        summary = {
+            "command": "sample",
+            "inputs": {"pdb_dir": None if pdb_dir is None else str(pdb_dir),
+                       "pdb_list": None if pdb_list is None else str(pdb_list), "bucket": int(bucket),
+                       "checkpoint": checkpoint, "variant": variant,
+                       **{k: v for k, v in options.items() if isinstance(v, (str, int, float, type(None)))}},
+            "backbones": rows,
+            "num_ok": len(ok),
+            "num_failed": len(rows) - len(ok),
+            "buckets": buckets,
+            "timing_s": {"total": round(time.perf_counter() - t0, 3)},
+            "files": {"tsv": str(tsv), "summary": str(js)},
+        }  # fmt: skip
+        atomic_write_text(tsv, _tsv(rows))
+        atomic_write_text(js, json_text(summary, indent=2) + "\n")
+        rep.table(
+            f"{len(ok)} of {len(rows)} backbones sampled ({out})",
+            ["name", "status", "length", "score (NLL)", "recovery / error"],
+            [(r["name"], r["status"], r["length"] or "",
+              "" if r["mean_score"] is None else f"{r['mean_score']:.4f}",
+              r["error"] if r["error"] else f"{r['mean_recovery']:.3f}") for r in rows],
+        )  # fmt: skip
+    return summary
+
+
+def _tsv(rows: Sequence[dict]) -> str:
+    def cell(v):
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return f"{v:.6g}"
+        return str(v).replace("\t", " ").replace("\n", " ")
+
+    lines = ["\t".join(_TSV_COLUMNS)]
+    lines += ["\t".join(cell(r[c]) for c in _TSV_COLUMNS) for r in rows]
+    return "\n".join(lines) + "\n"
