@@ -39,7 +39,8 @@ def _sample_many(args: argparse.Namespace):
         chains=args.chains, design_chains=args.design_chains, fixed=args.fixed,
         num_samples=args.num_samples, temperature=args.temperature, omit_aas=args.omit_aa,
         bias_aa=args.bias_aa, bias_by_res=args.bias_by_res, checkpoint=args.checkpoint,
-        variant=args.variant, seed=args.seed, quiet=args.quiet,
+        variant=args.variant, seed=args.seed, quiet=args.quiet, omit_by_res=args.omit_aa_by_res,
+        save_probs=args.save_probs, unconditional_probs=args.unconditional_probs,
     )  # fmt: skip
     if summary["num_failed"]:  # the others are written; exit code 2 at the end
         raise DataError(
@@ -59,7 +60,8 @@ def _sample(args: argparse.Namespace):
         fixed=args.fixed, num_samples=args.num_samples, temperature=args.temperature,
         omit_aas=args.omit_aa, bias_aa=args.bias_aa, bias_by_res=args.bias_by_res,
         checkpoint=args.checkpoint, variant=args.variant, seed=args.seed, quiet=args.quiet,
-        tie=args.tie, homo_oligomer=args.homo_oligomer,
+        tie=args.tie, homo_oligomer=args.homo_oligomer, omit_by_res=args.omit_aa_by_res,
+        save_probs=args.save_probs, unconditional_probs=args.unconditional_probs,
     )  # fmt: skip
 
 
@@ -69,7 +71,8 @@ def _score(args: argparse.Namespace):
     return run_score(
         args.fasta, pdb=args.pdb, chains=args.chains, design_chains=args.design_chains,
         fixed=args.fixed, num_orders=args.num_orders, checkpoint=args.checkpoint,
-        variant=args.variant, seed=args.seed, out=args.out, quiet=args.quiet,
+        variant=args.variant, seed=args.seed, out=args.out, quiet=args.quiet, tie=args.tie,
+        homo_oligomer=args.homo_oligomer,
     )  # fmt: skip
 
 
@@ -91,6 +94,12 @@ def add_commands(subparsers) -> None:
                     help="tie slots one to one, e.g. 'A1-10:B1-10' (one draw per pair; repeatable)")  # fmt: skip
     ps.add_argument("--homo-oligomer", action="store_true",
                     help="tie all loaded chains position by position (equal length and sequence)")  # fmt: skip
+    ps.add_argument("--omit-aa-by-res", default=None, metavar="FILE",
+                    help='per-residue omitted letters JSON {"A": {"12": "CW"}} (author numbering)')  # fmt: skip
+    ps.add_argument("--save-probs", action="store_true",
+                    help="also write probs.npz (per-sample per-position conditional probabilities)")  # fmt: skip
+    ps.add_argument("--unconditional-probs", action="store_true",
+                    help="with --save-probs: add the no-sequence-context probabilities")  # fmt: skip
     ps.add_argument("--out", "--workdir", dest="out", required=True,
                     help="output directory (samples.fasta, summary.json)")  # fmt: skip
     ps.set_defaults(run=_sample)
@@ -98,6 +107,10 @@ def add_commands(subparsers) -> None:
     _add_structure_args(pc)
     pc.add_argument("--fasta", required=True)
     pc.add_argument("--num-orders", type=int, default=1, help="random decoding orders to average")
+    pc.add_argument("--tie", action="append", default=None, metavar="SPEC",
+                    help="score tied slots as one draw, e.g. 'A1-10:B1-10' (repeatable)")  # fmt: skip
+    pc.add_argument("--homo-oligomer", action="store_true",
+                    help="tie all loaded chains position by position")  # fmt: skip
     pc.add_argument("--out", "--workdir", dest="out", default=None,
                     help="directory for scores.json (optional)")  # fmt: skip
     pc.set_defaults(run=_score)

@@ -6,6 +6,7 @@ a failed run leaves no half-written files.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import Reporter, atomic_write_text, json_text
+from fidia_jax._io import Reporter, atomic_path, atomic_write_text, json_text
 from fidia_jax.errors import ConfigError, DataError
 from fidia_jax.protein import ALPHABET, DesignSetup, prepare_design, read_fasta
 
@@ -107,6 +108,55 @@ def parse_bias_aa(bias_aa: str | Mapping[str, float] | None) -> np.ndarray:
     return out
 
 
+def _residue_entries(spec, protein, what: str, value: str, label: str):
+    """``(slot, value, where)`` per residue of a ``{chain: {residue: value}}`` JSON file or dict.
+
+    The addressing shared by ``--bias-by-res`` and ``--omit-aa-by-res``: author chain ID, then
+    author residue number with insertion code if any (``"12"``, ``"27A"``). ``what`` names the
+    file kind in errors (``"per-residue bias"``), ``value`` the expected value (``"{letter: bias}"``),
+    ``label`` the source named in errors when ``spec`` is a dict (a file is named by its path).
+
+    Raises:
+      DataError: missing file or invalid JSON; not a mapping; an unknown chain or residue (named).
+    """
+    src = label
+    if not isinstance(spec, Mapping):
+        path = pathlib.Path(spec)
+        src = str(path)
+        if not path.is_file():
+            raise DataError(f"{path}: {what} file not found")
+        try:
+            spec = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(spec, Mapping):
+        raise DataError(
+            f"{src}: expected {{chain: {{residue: {value}}}}}, got {type(spec).__name__}"
+        )
+    cid = np.asarray(protein.chain_id)
+    labels = np.array([f"{int(r)}{i}" for r, i in zip(protein.resnum, protein.icode, strict=True)])
+    for chain, residues in spec.items():
+        if chain not in protein.chain_order:
+            raise DataError(
+                f"{src}: chain {chain!r} not among loaded chains {list(protein.chain_order)}"
+            )
+        if not isinstance(residues, Mapping):
+            raise DataError(f"{src}: chain {chain!r}: expected {{residue: {value}}}")
+        for res, val in residues.items():
+            slot = np.flatnonzero((cid == chain) & (labels == str(res).strip()))
+            if slot.size == 0:
+                raise DataError(
+                    f"{src}: residue {chain}{res} not in chain {chain} of {protein.source}"
+                )
+            yield int(slot[0]), val, f"{src}: residue {chain}{res}"
+
+
+def _check_residue_letter(letter, where: str) -> int:
+    if str(letter).upper() not in ALPHABET:
+        raise DataError(f"{where}: letter {letter!r} not in the ProteinMPNN alphabet {ALPHABET!r}")
+    return ALPHABET.index(str(letter).upper())
+
+
 def load_bias_by_res(spec: str | os.PathLike | Mapping | None, protein) -> np.ndarray:
     """Per-residue logit bias ``(L, 21)`` float32 from a JSON file (or the same dict).
 
@@ -124,49 +174,57 @@ def load_bias_by_res(spec: str | os.PathLike | Mapping | None, protein) -> np.nd
     bias = np.zeros((protein.length, len(ALPHABET)), np.float32)
     if spec is None:
         return bias
-    src = "bias"
-    if not isinstance(spec, Mapping):
-        path = pathlib.Path(spec)
-        src = str(path)
-        if not path.is_file():
-            raise DataError(f"{path}: per-residue bias file not found")
-        try:
-            spec = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(spec, Mapping):
-        raise DataError(
-            f"{src}: expected {{chain: {{residue: {{letter: bias}}}}}}, got {type(spec).__name__}"
-        )
-    cid = np.asarray(protein.chain_id)
-    labels = np.array([f"{int(r)}{i}" for r, i in zip(protein.resnum, protein.icode, strict=True)])
-    for chain, residues in spec.items():
-        if chain not in protein.chain_order:
-            raise DataError(
-                f"{src}: chain {chain!r} not among loaded chains {list(protein.chain_order)}"
-            )
-        if not isinstance(residues, Mapping):
-            raise DataError(f"{src}: chain {chain!r}: expected {{residue: {{letter: bias}}}}")
-        for res, letters in residues.items():
-            slot = np.flatnonzero((cid == chain) & (labels == str(res).strip()))
-            if slot.size == 0:
-                raise DataError(
-                    f"{src}: residue {chain}{res} not in chain {chain} of {protein.source}"
-                )
-            if not isinstance(letters, Mapping):
-                raise DataError(f"{src}: residue {chain}{res}: expected {{letter: bias}}")
-            for letter, value in letters.items():
-                where = f"{src}: residue {chain}{res}"
-                if str(letter).upper() not in ALPHABET:
-                    raise DataError(
-                        f"{where}: letter {letter!r} not in the ProteinMPNN alphabet {ALPHABET!r}"
-                    )
-                try:
-                    v = _finite(value, where)
-                except ConfigError as e:
-                    raise DataError(str(e)) from None
-                bias[slot[0], ALPHABET.index(str(letter).upper())] += v
+    entries = _residue_entries(spec, protein, "per-residue bias", "{letter: bias}", "bias")
+    for slot, letters, where in entries:
+        if not isinstance(letters, Mapping):
+            raise DataError(f"{where}: expected {{letter: bias}}")
+        for letter, value in letters.items():
+            k = _check_residue_letter(letter, where)
+            try:
+                v = _finite(value, where)
+            except ConfigError as e:
+                raise DataError(str(e)) from None
+            bias[slot, k] += v
     return bias
+
+
+OMIT_BIAS = -1e8
+"""Logit bias of a letter omitted at one residue (the original's omit value; ``exp(-1e8 / T)``
+is exactly 0 in float32 for any usable ``T``)."""
+
+
+def load_omit_by_res(
+    spec: str | os.PathLike | Mapping | None, protein, omit_aas: str = "X"
+) -> np.ndarray:
+    """Per-residue omission ``(L, 21)`` bool from a JSON file (or the same dict).
+
+    Format (the addressing of :func:`load_bias_by_res`; value = the letters never sampled at that
+    residue)::
+
+        {"A": {"12": "CW", "27A": "P"}}
+
+    :func:`run_sample` applies it as a bias of :data:`OMIT_BIAS` at those (residue, letter)
+    cells, so those letters are never sampled there (fixed and visible positions keep their
+    native residue whatever it is).
+
+    Raises:
+      DataError: as :func:`load_bias_by_res` (missing file, invalid JSON, unknown chain, residue
+        or letter, named); a value that is not a string; a residue where the listed letters and
+        the global ``omit_aas`` leave nothing to sample.
+    """
+    omit = np.zeros((protein.length, len(ALPHABET)), bool)
+    if spec is None:
+        return omit
+    glob = np.isin(np.array(list(ALPHABET)), list(omit_aas or ""))
+    entries = _residue_entries(spec, protein, "per-residue omit", '"LETTERS"', "omit")
+    for slot, letters, where in entries:
+        if not isinstance(letters, str):
+            raise DataError(f'{where}: expected a string of letters (e.g. "CW"), got {letters!r}')
+        for letter in "".join(letters.replace(",", "").split()):
+            omit[slot, _check_residue_letter(letter, where)] = True
+        if (omit[slot] | glob).all():
+            raise DataError(f"{where}: omits every amino acid (with --omit-aa {omit_aas!r})")
+    return omit
 
 
 def _tied_groups(tie, homo_oligomer: bool, protein) -> list[list[int]] | None:
@@ -203,6 +261,9 @@ def run_sample(
     bucket: int | None = None,
     tie: str | Sequence[str] | None = None,
     homo_oligomer: bool = False,
+    omit_by_res: str | os.PathLike | Mapping | None = None,
+    save_probs: bool = False,
+    unconditional_probs: bool = False,
 ) -> dict[str, Any]:
     """Samples sequences with ProteinMPNN and writes ``samples.fasta`` + ``summary.json``.
 
@@ -231,6 +292,16 @@ def run_sample(
       bias_by_res: per-residue bias JSON file or dict ``{"A": {"12": {"W": 2.0}}}`` (author chain
         and residue number; see :func:`load_bias_by_res`). Both biases are added:
         ``p = softmax((logits + bias_aa + bias_by_res[i]) / T)``.
+      omit_by_res: per-residue omission JSON file or dict ``{"A": {"12": "CW"}}`` (addressing of
+        ``bias_by_res``; see :func:`load_omit_by_res`): a bias of :data:`OMIT_BIAS` at those
+        (residue, letter) cells, so they are never sampled there. Within a tied group the
+        omissions of all members apply to the group (the sampler reads one member's bias row).
+      save_probs: also write ``probs.npz`` (see :func:`write_probs`): per sample and position
+        the model's conditional probabilities ``exp(SampleResult.log_probs)`` (``T = 1``, no
+        bias, no omission, in the sample's decoding context), with ``sequences``,
+        ``decoding_order``, ``mask`` and ``designed``.
+      unconditional_probs: with ``save_probs``, also ``unconditional_probs`` ``(L, 21)``: the
+        original's ``--unconditional_probs_only`` (see :func:`unconditional_log_probs`).
       checkpoint, variant: ProteinMPNN weights (see ``fidia_jax.models.load_checkpoint``).
       seed: PRNG seed (``jax.random.key(seed)``).
       model: an already loaded ``ProteinMPNN`` (skips loading ``checkpoint``).
@@ -238,6 +309,8 @@ def run_sample(
       write: write the files (``False``: only return the summary).
       bucket: pad the length to a multiple of ``bucket`` (one compilation per bucket; see
         :mod:`.batch`); ``None`` = no padding.
+      tie, homo_oligomer: tied positions (``"A1-10:B1-10"``, repeatable) or all chains tied
+        position by position (see ``fidia_jax.models.sample``'s ``tied``).
 
     Returns:
       The JSON summary as a dict (``samples`` with ``sequence``, ``score``, ``recovery``;
@@ -250,6 +323,8 @@ def run_sample(
     _check_positive("--temperature", temperature)
     omit = parse_omit_aas(omit_aas)
     bias_21 = parse_bias_aa(bias_aa)
+    if unconditional_probs and not save_probs:
+        raise ConfigError("--unconditional-probs needs --save-probs (it is written to probs.npz)")
     t0 = time.perf_counter()
     timing: dict[str, float] = {}
     with Reporter(quiet) as rep:
@@ -257,6 +332,10 @@ def run_sample(
             setup = prepare_design(pdb, chains, design_chains, fixed)
             bias_Lx21 = load_bias_by_res(bias_by_res, setup.protein) + bias_21[None]
             tied = _tied_groups(tie, homo_oligomer, setup.protein)
+            omit_Lx21 = load_omit_by_res(omit_by_res, setup.protein, omit)
+            for g in tied or []:  # a tied group draws once: every member's omissions apply
+                omit_Lx21[g] = omit_Lx21[g].any(0)
+            bias_Lx21 = np.where(omit_Lx21, np.float32(OMIT_BIAS), bias_Lx21)
         timing["load_structure"] = time.perf_counter() - t0
         if model is None:
             t = time.perf_counter()
@@ -299,9 +378,19 @@ def run_sample(
             omit_aas=omit, bias_aa={a: float(b) for a, b in zip(ALPHABET, bias_21, strict=True) if b},
             bias_by_res=None if bias_by_res is None or isinstance(bias_by_res, Mapping)
             else str(bias_by_res),
+            omit_by_res=None if omit_by_res is None or isinstance(omit_by_res, Mapping)
+            else str(omit_by_res),
         )  # fmt: skip
         timing["total"] = time.perf_counter() - t0
         summary["timing_s"] = {k: round(v, 3) for k, v in timing.items()}
+        if write and save_probs:
+            uncond = None
+            if unconditional_probs:
+                uncond = np.exp(unconditional_log_probs(model, inputs))
+            path = pathlib.Path(out) / "probs.npz"
+            write_probs(path, np.exp(np.asarray(jax.device_get(res.log_probs))), seqs,
+                        np.asarray(jax.device_get(res.decoding_order)), setup, uncond)  # fmt: skip
+            summary["files"] = {"probs": str(path)}
         if write:
             write_sample_files(out, summary)
         rep.table(
@@ -315,6 +404,76 @@ def run_sample(
     return summary
 
 
+def unconditional_log_probs(model, inputs) -> np.ndarray:
+    """ProteinMPNN's log-probabilities with no sequence context, ``(L, 21)`` float32.
+
+    The original's ``ProteinMPNN.unconditional_probs`` (``--unconditional_probs_only``): the
+    decoder runs with ``mask_bw = 0`` and ``mask_fw = mask`` (no neighbour is decoded before
+    any position), so every position sees only the encoder states. No decoding order gives this
+    for all positions at once, so it calls the model's public encoder and decoder layers
+    directly; at the position decoded first in any order it equals the teacher-forced
+    :func:`fidia_jax.models.log_probs` (tested).
+
+    Args:
+      model: a full-backbone ``ProteinMPNN``.
+      inputs: unbatched ``MPNNInputs`` (``inputs.S`` is not read).
+    """
+    from flax import nnx
+
+    from fidia_jax.models import MPNNInputs
+
+    x = MPNNInputs(*(np.asarray(a)[None] for a in inputs))
+    graphdef, state = nnx.split(model)
+    return np.asarray(_unconditional_jit()(graphdef, state, x)[0])
+
+
+@functools.cache
+def _unconditional_jit():
+    import jax
+
+    return jax.jit(_unconditional, static_argnums=0)
+
+
+def _unconditional(graphdef, state, x):
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    model = nnx.merge(graphdef, state)
+    mask = x.mask.astype(jnp.float32)
+    h_enc, h_E, E_idx = model.encode(x.X.astype(jnp.float32), mask, x.residue_idx, x.chain_encoding)
+    mask = mask.astype(h_E.dtype)
+    mask_fw = jnp.broadcast_to(mask[..., None], E_idx.shape).astype(h_E.dtype)
+    h_S = jnp.zeros_like(h_enc)  # read only through mask_bw = 0
+    h = h_enc
+    for layer in model.decoder_layers:
+        h = layer(h, h_E, h_S, h_enc, E_idx, jnp.zeros_like(mask_fw), mask_fw, mask)
+    return jax.nn.log_softmax(model.W_out(h).astype(jnp.float32), axis=-1)
+
+
+def write_probs(path, probs_NxLx21, sequences_NxL, order_NxL, setup, uncond_Lx21=None) -> None:
+    """Writes the ``--save-probs`` ``.npz`` atomically.
+
+    Keys: ``probs`` ``(N, L, 21)`` float32 (per sample and position, the conditional
+    probabilities in that sample's decoding context); ``sequences`` ``(N, L)`` int32 (token ids
+    of ``ALPHABET``); ``decoding_order`` ``(N, L)`` int32; ``mask`` ``(L,)`` float32 (complete
+    backbone); ``designed`` ``(L,)`` bool; ``alphabet`` (str); with ``uncond_Lx21`` also
+    ``unconditional_probs`` ``(L, 21)`` float32.
+    """
+    arrays = {
+        "probs": np.asarray(probs_NxLx21, np.float32),
+        "sequences": np.asarray(sequences_NxL, np.int32),
+        "decoding_order": np.asarray(order_NxL, np.int32),
+        "mask": np.asarray(setup.protein.mask, np.float32),
+        "designed": np.asarray(setup.designed, bool),
+        "alphabet": np.array(ALPHABET),
+    }
+    if uncond_Lx21 is not None:
+        arrays["unconditional_probs"] = np.asarray(uncond_Lx21, np.float32)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+
+
 def _mean_nll(tok_lp: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """``(N,)`` mean ``-tok_lp`` over ``mask`` (the original's ``_scores``)."""
     return -(tok_lp * mask).sum(-1) / max(float(mask.sum()), 1.0)
@@ -323,11 +482,11 @@ def _mean_nll(tok_lp: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def write_sample_files(out: str | os.PathLike, summary: dict) -> None:
     """Writes ``out/samples.fasta`` and ``out/summary.json`` (atomically) for one sample summary.
 
-    Records their paths in ``summary["files"]`` (also for :mod:`.batch`, one folder per backbone).
+    Adds their paths to ``summary["files"]`` (also for :mod:`.batch`, one folder per backbone).
     """
     out = pathlib.Path(out)
     fasta, js = out / "samples.fasta", out / "summary.json"
-    summary["files"] = {"fasta": str(fasta), "summary": str(js)}
+    summary["files"] = {**summary.get("files", {}), "fasta": str(fasta), "summary": str(js)}
     atomic_write_text(fasta, _sample_fasta(summary))
     atomic_write_text(js, json_text(summary, indent=2) + "\n")
 
@@ -458,6 +617,8 @@ def run_score(
     out: str | os.PathLike | None = None,
     model=None,
     quiet: bool = False,
+    tie: str | Sequence[str] | None = None,
+    homo_oligomer: bool = False,
 ) -> dict[str, Any]:
     """Scores the sequences of a FASTA file on a structure (teacher-forced ProteinMPNN NLL).
 
@@ -466,7 +627,9 @@ def run_score(
     the designed positions, averaged over ``num_orders`` random decoding orders drawn from
     ``seed``; every record is scored under the SAME orders (order ``k`` is one ``(L,)``
     permutation shared by all records), so equal records get equal scores whatever their place
-    in the file. ``recovery`` as in :func:`run_sample`.
+    in the file. ``recovery`` as in :func:`run_sample`. With ``tie`` / ``homo_oligomer`` (as in
+    :func:`run_sample`) each order is scored by ``fidia_jax.models.score(..., tied=)``: tied slots
+    get the log-probability of their group's shared draw.
 
     Returns:
       The summary dict (written to ``out/scores.json`` when ``out`` is given).
@@ -481,6 +644,7 @@ def run_score(
             setup = prepare_design(pdb, chains, design_chains, fixed)
             records = read_fasta(fasta)
             toks = np.stack([_tokens_from_fasta(setup, h, s, fasta) for h, s in records])
+            tied = _tied_groups(tie, homo_oligomer, setup.protein)
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
                 model = _load_model(checkpoint, variant)
@@ -497,7 +661,7 @@ def run_score(
                 # one order shared by every record (drawing an (N, L) order gave each record its
                 # own order, so identical records scored differently)
                 order = np.broadcast_to(np.asarray(random_decoding_order(k, design)), toks.shape)
-                res = score(model, inputs, toks, order)
+                res = score(model, inputs, toks, order, **({"tied": tied} if tied else {}))
                 tok = np.asarray(jax.device_get(res.token_log_probs))
                 nll += -(tok * design).sum(-1) / design.sum()
             nll /= int(num_orders)
@@ -509,7 +673,7 @@ def run_score(
                 "chains": list(setup.protein.chain_order), "design_chains": list(setup.design_chains),
                 "fixed": setup.fixed_spec, "num_designed": int(setup.designed.sum()),
                 "num_orders": int(num_orders), "checkpoint": checkpoint, "variant": variant,
-                "seed": int(seed),
+                "seed": int(seed), "tied_groups": len(tied or []),
             },
             "records": [
                 {"header": h, "score": float(nll[i]), "recovery": float(recovery[i])}

@@ -1,0 +1,140 @@
+"""``--omit-aa-by-res``, ``score --tie/--homo-oligomer`` and ``--save-probs`` /
+``--unconditional-probs`` of ``fidia-jax sample | score`` (issue 10 items 1, 2 and 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fidia_jax import cli
+from fidia_jax.errors import DataError
+from fidia_jax.projects.proteinmpnn import run_sample, run_score
+from fidia_jax.projects.proteinmpnn.design import load_omit_by_res, unconditional_log_probs
+from fidia_jax.protein import ALPHABET
+
+N = 32
+RES = 10  # author residue number of 5PTI chain A (slot 9)
+
+
+@pytest.fixture(scope="module")
+def omitted(model, protein, tmp_path_factory):
+    """The two letters most likely at A10 (unconditionally) and a T = 1 run omitting them there."""
+    from fidia_jax.models import MPNNInputs
+
+    u = unconditional_log_probs(model, MPNNInputs.from_protein(protein))[RES - 1]
+    top = "".join(ALPHABET[i] for i in np.argsort(-u)[:2])
+    out = tmp_path_factory.mktemp("probs")
+    s = run_sample(out, model=model, num_samples=N, temperature=1.0, seed=3, quiet=True,
+                   omit_by_res={"A": {str(RES): top}}, save_probs=True, unconditional_probs=True)  # fmt: skip
+    return top, s, out
+
+
+def test_omit_by_res_never_sampled_there(omitted):
+    top, s, out = omitted
+    # not vacuous: in the samples' own contexts the unbiased model puts > 30 % on these letters
+    # at A10 (about 10 of 32 draws without the omission)
+    p = np.load(out / "probs.npz")["probs"][:, RES - 1, [ALPHABET.index(a) for a in top]]
+    assert p.sum(-1).mean() > 0.3
+    got = np.array([list(x["sequence"]) for x in s["samples"]])
+    assert got.shape == (N, 58)
+    assert not np.isin(got[:, RES - 1], list(top)).any()
+    for a in top:  # only at that residue: the letters are still sampled elsewhere
+        assert (got == a).sum() > 0, a
+    assert s["inputs"]["omit_by_res"] is None  # a dict, not a file
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ({"B": {"1": "C"}}, "omit: chain 'B' not among loaded chains ['A']"),
+        ({"A": {"99": "C"}}, "omit: residue A99 not in chain A"),
+        ({"A": {"12": "CJ"}}, "omit: residue A12: letter 'J' not in the ProteinMPNN alphabet"),
+        ({"A": {"12": {"C": 1}}}, 'residue A12: expected a string of letters (e.g. "CW")'),
+        ({"A": {"12": ALPHABET[:-1]}}, "residue A12: omits every amino acid"),
+        ("/nonexistent/o.json", "o.json: per-residue omit file not found"),
+    ],
+)
+def test_omit_by_res_errors(spec, needle, protein):
+    with pytest.raises(DataError) as e:
+        load_omit_by_res(spec, protein)
+    assert needle in str(e.value)
+
+
+def test_cli_omit_by_res_missing_file_exit_2(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["sample", "--num-samples", "2", "--out", str(out), "--omit-aa-by-res", "/no/o.json"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "o.json: per-residue omit file not found" in err[0]
+    assert not out.exists()
+
+
+def test_probs_npz(omitted, model, protein):
+    top, s, out = omitted
+    z = np.load(out / "probs.npz")
+    assert s["files"]["probs"] == str(out / "probs.npz")
+    p, seqs = z["probs"], z["sequences"]
+    assert p.shape == (N, 58, 21) and p.dtype == np.float32
+    np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-5)
+    assert ["".join(ALPHABET[t] for t in row) for row in seqs] == [
+        x["sequence"] for x in s["samples"]
+    ]
+    # the summary's scores are the mean -log p(sampled token) over the designed slots
+    tok = np.log(np.take_along_axis(p, seqs[..., None], -1)[..., 0])
+    d = z["designed"]
+    np.testing.assert_allclose(-(tok * d).sum(-1) / d.sum(), [x["score"] for x in s["samples"]],
+                               rtol=1e-5)  # fmt: skip
+    # probabilities are of the unbiased model: omitted letters keep their mass at A10
+    assert p[:, RES - 1, [ALPHABET.index(a) for a in top]].min() > 0
+    assert sorted(z["decoding_order"][0]) == list(range(58)) and z["mask"].shape == (58,)
+
+    # unconditional = teacher-forced log-probs at a position decoded first (nothing before it)
+    from fidia_jax.models import MPNNInputs, score
+
+    u = z["unconditional_probs"]
+    np.testing.assert_allclose(u.sum(-1), 1.0, atol=1e-5)
+    inputs = MPNNInputs.from_protein(protein)
+    firsts = np.arange(N) * 58 // N  # N orders: the shape run_sample's native scoring compiled
+    orders = np.array([[k] + [j for j in range(58) if j != k] for k in firsts], np.int32)
+    lp = np.asarray(
+        score(model, inputs, np.broadcast_to(protein.S, orders.shape), orders).log_probs
+    )
+    lp = lp[np.arange(N), firsts]
+    np.testing.assert_allclose(u[firsts], np.exp(lp), atol=1e-5)
+    np.testing.assert_allclose(unconditional_log_probs(model, inputs)[firsts], lp, atol=1e-5)
+    assert not np.allclose(u, p[0], atol=1e-3)  # context matters elsewhere
+
+
+def _fasta(path, seqs):
+    path.write_text("".join(f">r{i}\n{s}\n" for i, s in enumerate(seqs)))
+    return path
+
+
+def test_score_tied_equals_models_score(model, protein, tmp_path):
+    nat = list(protein.sequence)
+    for i in range(5):  # A11-15 carry A1-5's letters: a tied group shares its residue
+        nat[10 + i] = nat[i]
+    seq = "".join(nat)
+    s = run_score(_fasta(tmp_path / "t.fa", [seq]), model=model, tie="A1-5:A11-15", seed=2,
+                  num_orders=2, quiet=True)  # fmt: skip
+    import jax
+
+    from fidia_jax.models import MPNNInputs, random_decoding_order, score
+
+    inputs = MPNNInputs.from_protein(protein)
+    groups = [[i, 10 + i] for i in range(5)]
+    toks = np.array([[ALPHABET.index(a) for a in seq]], np.int32)
+    d = np.ones(58, np.float32)
+    want = []
+    for k in jax.random.split(jax.random.key(2), 2):
+        order = np.asarray(random_decoding_order(k, d))[None]
+        tok = np.asarray(score(model, inputs, toks, order, tied=groups).token_log_probs)
+        np.testing.assert_allclose(tok[0, :5], tok[0, 10:15], rtol=1e-6)  # one draw per group
+        want.append(-tok.mean())
+        untied = score(
+            model, inputs, np.repeat(toks, N, 0), np.repeat(order, N, 0)
+        )  # (N, L): compiled
+        untied = np.asarray(untied.token_log_probs)
+        assert not np.allclose(untied[0, :5], untied[0, 10:15])  # tying is not vacuous
+    np.testing.assert_allclose(s["records"][0]["score"], np.mean(want), rtol=1e-6)
+    assert s["inputs"]["tied_groups"] == 5
