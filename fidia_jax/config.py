@@ -110,6 +110,9 @@ def _build(cls: type[C], values: Mapping[str, Any], where: str) -> C:
         if dataclasses.is_dataclass(hint):
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{key} must be a table/object, got {value!r}")
+            default = fields[name].default
+            if dataclasses.is_dataclass(default):  # a group's default instance sets its defaults
+                value = _merge(dataclasses.asdict(default), value)
             kwargs[name] = _build(hint, value, f"{key}.")
         elif typing.get_origin(hint) is tuple:
             if not isinstance(value, (list, tuple)):

@@ -135,3 +135,23 @@ def test_bad_files(tmp_path, name, text, needle):
     with pytest.raises(ConfigError) as exc:
         config.load_config(Run, PRESETS, path)
     assert needle in str(exc.value)
+
+
+def test_group_default_instance_supplies_the_defaults_of_a_partial_table():
+    """``model: Size = Size(layers=2)``: a file or preset giving only ``model.dim`` keeps 2 layers."""
+    import dataclasses as dc
+
+    from fidia_jax import config as cfg
+
+    @dc.dataclass(frozen=True)
+    class Size:
+        dim: int = 128
+        layers: int = 4
+
+    @dc.dataclass(frozen=True)
+    class Run:
+        model: Size = Size(layers=2)
+
+    got = cfg.config_from_dict(Run, {"default": {}}, {"model": {"dim": 32}})
+    assert got.model == Size(dim=32, layers=2)
+    assert cfg.override_config(Run(), ["model.dim=16"]).model == Size(dim=16, layers=2)

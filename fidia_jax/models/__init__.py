@@ -13,6 +13,7 @@ from fidia_jax.models._llama import Llama as Llama
 from fidia_jax.models._llama import LlamaCache as LlamaCache
 from fidia_jax.models._llama import LlamaConfig as LlamaConfig
 from fidia_jax.models._llama import next_token_loss as next_token_loss
+from fidia_jax.models._lm_task import LlamaSize as LlamaSize
 from fidia_jax.models._lm_task import LmTask as LmTask
 from fidia_jax.models._lm_task import init_lm_state as init_lm_state
 from fidia_jax.models._lm_task import lm_data_mesh as lm_data_mesh
@@ -50,6 +51,7 @@ __all__ = [
     "Llama",
     "LlamaCache",
     "LlamaConfig",
+    "LlamaSize",
     "LmTask",
     "init_lm_state",
     "lm_data_mesh",

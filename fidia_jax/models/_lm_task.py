@@ -17,6 +17,7 @@ bit; on several devices they differ only by the summation order of the cross-dev
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -32,6 +33,7 @@ from fidia_jax.data import sample_windows
 from fidia_jax.models._llama import Llama, LlamaConfig, next_token_loss
 
 __all__ = [
+    "LlamaSize",
     "LmTask",
     "init_lm_state",
     "lm_data_mesh",
@@ -40,6 +42,40 @@ __all__ = [
     "make_lm_train_step",
     "place_lm_batch",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaSize:
+    """The size of a byte-level :class:`Llama` (vocabulary 256) as a driver's config group.
+
+    Attributes:
+      dim: model width.
+      n_layers: transformer blocks.
+      n_heads, n_kv_heads: query and key/value heads (grouped-query attention).
+      hidden_dim: SwiGLU width; ``0`` means ``int(dim * 8 / 3) // 8 * 8``.
+    """
+
+    dim: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    hidden_dim: int = 0
+
+    def llama_config(self, max_seq_len: int, attention_impl: str = "xla") -> LlamaConfig:
+        """The :class:`LlamaConfig` of this size with context ``max_seq_len``.
+
+        Raises:
+          ConfigError: inconsistent sizes (from ``LlamaConfig``).
+        """
+        return LlamaConfig(
+            dim=self.dim,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            n_kv_heads=self.n_kv_heads,
+            hidden_dim=self.hidden_dim or int(self.dim * 8 / 3) // 8 * 8,
+            max_seq_len=max_seq_len,
+            attention_impl=attention_impl,
+        )
 
 
 class LmTask(NamedTuple):

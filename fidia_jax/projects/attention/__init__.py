@@ -41,7 +41,6 @@ from fidia_jax.projects.attention.configs import PRESETS as PRESETS
 from fidia_jax.projects.attention.configs import QAT_IMPLS as QAT_IMPLS
 from fidia_jax.projects.attention.configs import AttentionConfig as AttentionConfig
 from fidia_jax.projects.attention.configs import DataConfig as DataConfig
-from fidia_jax.projects.attention.configs import ModelConfig as ModelConfig
 from fidia_jax.projects.attention.configs import QatConfig as QatConfig
 from fidia_jax.projects.attention.configs import SantaConfig as SantaConfig
 from fidia_jax.projects.attention.configs import get_config as get_config
@@ -61,7 +60,6 @@ __all__ = [
     "SUMMARY_FILE",
     "AttentionConfig",
     "DataConfig",
-    "ModelConfig",
     "QatConfig",
     "SantaConfig",
     "bf16_attention",

@@ -15,14 +15,13 @@ from typing import Any
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
 from fidia_jax.kernels.santa import METHODS
-from fidia_jax.models import LlamaConfig
+from fidia_jax.models import LlamaConfig, LlamaSize
 
 __all__ = [
     "PRESETS",
     "QAT_IMPLS",
     "AttentionConfig",
     "DataConfig",
-    "ModelConfig",
     "QatConfig",
     "SantaConfig",
     "get_config",
@@ -35,24 +34,6 @@ __all__ = [
 #: the drop-in FP4 forward with a plain flash backward, and Attn-QAT (FP4 forward, matched
 #: backward).
 QAT_IMPLS = ("bf16", "attn_qat_dropin", "attn_qat")
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    """The byte-level :class:`fidia_jax.models.Llama` (vocabulary 256); context = ``data.seq_len``.
-
-    Attributes:
-      dim: model width.
-      n_layers: transformer blocks.
-      n_heads, n_kv_heads: query and key/value heads (grouped-query attention).
-      hidden_dim: SwiGLU width.
-    """
-
-    dim: int = 128
-    n_layers: int = 2
-    n_heads: int = 4
-    n_kv_heads: int = 2
-    hidden_dim: int = 344
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +119,7 @@ class SantaConfig:
 class AttentionConfig:
     """A complete run: train ``qat.impls`` on ``data``, then decode with SANTA."""
 
-    model: ModelConfig = ModelConfig()
+    model: LlamaSize = LlamaSize(n_layers=2, hidden_dim=344)
     data: DataConfig = DataConfig()
     qat: QatConfig = QatConfig()
     santa: SantaConfig = SantaConfig()
@@ -148,21 +129,12 @@ class AttentionConfig:
 
 
 def llama_config(config: AttentionConfig, impl: str = "xla") -> LlamaConfig:
-    """The :class:`fidia_jax.models.LlamaConfig` of ``config.model`` with ``attention_impl``.
+    """The :class:`fidia_jax.models.LlamaConfig` of ``config.model``, context ``data.seq_len``.
 
     Raises:
       ConfigError: inconsistent model sizes (from ``LlamaConfig``).
     """
-    m = config.model
-    return LlamaConfig(
-        dim=m.dim,
-        n_layers=m.n_layers,
-        n_heads=m.n_heads,
-        n_kv_heads=m.n_kv_heads,
-        hidden_dim=m.hidden_dim,
-        max_seq_len=config.data.seq_len,
-        attention_impl=impl,
-    )
+    return config.model.llama_config(config.data.seq_len, impl)
 
 
 def validate_config(config: AttentionConfig) -> None:

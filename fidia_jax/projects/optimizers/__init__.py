@@ -21,7 +21,6 @@ from fidia_jax.projects.optimizers.configs import PEAK_LEARNING_RATES as PEAK_LE
 from fidia_jax.projects.optimizers.configs import PRESETS as PRESETS
 from fidia_jax.projects.optimizers.configs import DataConfig as DataConfig
 from fidia_jax.projects.optimizers.configs import LmConfig as LmConfig
-from fidia_jax.projects.optimizers.configs import ModelConfig as ModelConfig
 from fidia_jax.projects.optimizers.configs import OptimizerConfig as OptimizerConfig
 from fidia_jax.projects.optimizers.configs import config_from_dict as config_from_dict
 from fidia_jax.projects.optimizers.configs import get_config as get_config
@@ -47,7 +46,6 @@ __all__ = [
     "DataConfig",
     "LmConfig",
     "LmTask",
-    "ModelConfig",
     "OptimizerConfig",
     "RunResult",
     "config_from_dict",

@@ -16,6 +16,7 @@ from typing import Any
 from fidia_jax import config as config_lib
 from fidia_jax.config import config_to_dict, override_config
 from fidia_jax.errors import ConfigError
+from fidia_jax.models import LlamaSize
 
 __all__ = [
     "OPTIMIZERS",
@@ -23,7 +24,6 @@ __all__ = [
     "PRESETS",
     "DataConfig",
     "LmConfig",
-    "ModelConfig",
     "OptimizerConfig",
     "config_from_dict",
     "config_to_dict",
@@ -37,26 +37,6 @@ OPTIMIZERS = ("adamw", "scale", "muon", "sgd")
 
 #: Default peak learning rate per optimiser (not tuned; those of docs/benchmarks.md).
 PEAK_LEARNING_RATES: dict[str, float] = {"adamw": 3e-3, "scale": 3e-3, "muon": 2e-2, "sgd": 0.1}
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    """The byte-level :class:`fidia_jax.models.Llama` (vocabulary 256, untied ``lm_head``).
-
-    Attributes:
-      dim: model width.
-      n_layers: transformer blocks.
-      n_heads, n_kv_heads: query and key/value heads (grouped-query attention).
-      hidden_dim: SwiGLU width; ``0`` means ``int(dim * 8 / 3) // 8 * 8``.
-
-    The context length is ``data.seq_len``.
-    """
-
-    dim: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    n_kv_heads: int = 2
-    hidden_dim: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +100,7 @@ class LmConfig:
 
     seed: int = 0
     steps: int = 150
-    model: ModelConfig = ModelConfig()
+    model: LlamaSize = LlamaSize()
     data: DataConfig = DataConfig()
     optimizer: OptimizerConfig = OptimizerConfig()
 

@@ -92,16 +92,7 @@ def tree_bytes(tree: Any) -> int:
 
 def llama_config(config: LmConfig) -> LlamaConfig:
     """The :class:`fidia_jax.models.LlamaConfig` of ``config.model`` (context = ``seq_len``)."""
-    m = config.model
-    hidden = m.hidden_dim or int(m.dim * 8 / 3) // 8 * 8
-    return LlamaConfig(
-        dim=m.dim,
-        n_layers=m.n_layers,
-        n_heads=m.n_heads,
-        n_kv_heads=m.n_kv_heads,
-        hidden_dim=hidden,
-        max_seq_len=config.data.seq_len,
-    )
+    return config.model.llama_config(config.data.seq_len)
 
 
 def make_task(config: LmConfig, *, tokens: tuple[Any, Any] | None = None) -> LmTask:
