@@ -7,6 +7,13 @@ import argparse
 __all__ = ["add_commands"]
 
 
+def _add_tie_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tie", action="append", default=None, metavar="SPEC",
+                   help="tie slots one to one, e.g. 'A1-10:B1-10' (one draw per pair; repeatable)")  # fmt: skip
+    p.add_argument("--homo-oligomer", action="store_true",
+                   help="tie all loaded chains position by position (equal length and sequence)")  # fmt: skip
+
+
 def _add_structure_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pdb", default=None, help="PDB/mmCIF file (.gz ok); default: built-in 5PTI backbone"
@@ -90,10 +97,7 @@ def add_commands(subparsers) -> None:
     ps.add_argument("--pdb-list", default=None, metavar="FILE", help="sample the structures listed in FILE")
     ps.add_argument("--bucket", type=int, default=64,
                     help="with --pdb-dir/--pdb-list: pad lengths to multiples of this (one compile per bucket)")
-    ps.add_argument("--tie", action="append", default=None, metavar="SPEC",
-                    help="tie slots one to one, e.g. 'A1-10:B1-10' (one draw per pair; repeatable)")  # fmt: skip
-    ps.add_argument("--homo-oligomer", action="store_true",
-                    help="tie all loaded chains position by position (equal length and sequence)")  # fmt: skip
+    _add_tie_args(ps)
     ps.add_argument("--omit-aa-by-res", default=None, metavar="FILE",
                     help='per-residue omitted letters JSON {"A": {"12": "CW"}} (author numbering)')  # fmt: skip
     ps.add_argument("--save-probs", action="store_true",
@@ -107,10 +111,7 @@ def add_commands(subparsers) -> None:
     _add_structure_args(pc)
     pc.add_argument("--fasta", required=True)
     pc.add_argument("--num-orders", type=int, default=1, help="random decoding orders to average")
-    pc.add_argument("--tie", action="append", default=None, metavar="SPEC",
-                    help="score tied slots as one draw, e.g. 'A1-10:B1-10' (repeatable)")  # fmt: skip
-    pc.add_argument("--homo-oligomer", action="store_true",
-                    help="tie all loaded chains position by position")  # fmt: skip
+    _add_tie_args(pc)
     pc.add_argument("--out", "--workdir", dest="out", default=None,
                     help="directory for scores.json (optional)")  # fmt: skip
     pc.set_defaults(run=_score)
