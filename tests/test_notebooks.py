@@ -17,7 +17,8 @@ import sys
 import pytest
 
 NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = ("proteinmpnn_design", "fidia_finetune", "optimizers")
+# Every jupytext source in notebooks/ is a notebook (README.md is the only other file there).
+NOTEBOOKS = tuple(sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py")))
 # Tiny-mode wall time on the shared 2-core machine (2026-11-29): proteinmpnn_design 24 s;
 # optimizers 45 s (two LLaMA train-step compilations + the TD compilations); fidia_finetune 86 s
 # (judge, reward calibration, two evaluations, two training steps). The last two are slow.
@@ -61,9 +62,9 @@ def _ipynb_cells(nb: dict) -> list[tuple[str, str]]:
 
 
 def test_notebook_set_is_complete():
-    on_disk = {p.stem for p in NOTEBOOK_DIR.glob("*.py")}
-    assert on_disk == set(NOTEBOOKS)
+    assert {"proteinmpnn_design", "fidia_finetune", "optimizers"} <= set(NOTEBOOKS)
     assert {p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")} == set(NOTEBOOKS)
+    assert SLOW <= set(NOTEBOOKS)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

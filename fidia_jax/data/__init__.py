@@ -8,6 +8,19 @@ from fidia_jax.data._text import encode_bytes as encode_bytes
 from fidia_jax.data._text import load_shakespeare as load_shakespeare
 from fidia_jax.data._text import sample_windows as sample_windows
 
+# >>> multifidelity
+# <<< multifidelity
+# >>> causal
+# <<< causal
+# >>> varjepa
+# <<< varjepa
+# >>> ldl
+# <<< ldl
+# >>> hist
+# <<< hist
+# >>> teamwork
+# <<< teamwork
+
 __all__: list[str] = [
     # byte tokenizer + Shakespeare corpus
     "BYTE_VOCAB_SIZE",
@@ -18,4 +31,16 @@ __all__: list[str] = [
     # the one data-directory rule (argument / --data-dir, then $FIDIA_DATA_DIR, then DataError)
     "resolve_data_dir",
     "sample_windows",
+    # >>> multifidelity
+    # <<< multifidelity
+    # >>> causal
+    # <<< causal
+    # >>> varjepa
+    # <<< varjepa
+    # >>> ldl
+    # <<< ldl
+    # >>> hist
+    # <<< hist
+    # >>> teamwork
+    # <<< teamwork
 ]

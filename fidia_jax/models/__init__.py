@@ -1,4 +1,4 @@
-"""fidia_jax.models: Flax NNX networks (ProteinMPNN, small LLaMA).
+"""fidia_jax.models: Flax NNX networks (ProteinMPNN, small LLaMA, an MLP, the methods' models).
 
 Reusable layers (attention registry, RoPE) live in :mod:`fidia_jax.layers`.
 
@@ -21,6 +21,7 @@ from fidia_jax.models._lm_task import make_lm_batch_fn as make_lm_batch_fn
 from fidia_jax.models._lm_task import make_lm_task as make_lm_task
 from fidia_jax.models._lm_task import make_lm_train_step as make_lm_train_step
 from fidia_jax.models._lm_task import place_lm_batch as place_lm_batch
+from fidia_jax.models._mlp import MLP as MLP
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint as load_torch_checkpoint
 from fidia_jax.models.proteinmpnn import MPNN_ALPHABET as MPNN_ALPHABET
 from fidia_jax.models.proteinmpnn import MPNNInputs as MPNNInputs
@@ -33,6 +34,19 @@ from fidia_jax.models.proteinmpnn import omit_mask as omit_mask
 from fidia_jax.models.proteinmpnn import random_decoding_order as random_decoding_order
 from fidia_jax.models.proteinmpnn import sample as sample
 from fidia_jax.models.proteinmpnn import score as score
+
+# >>> multifidelity
+# <<< multifidelity
+# >>> causal
+# <<< causal
+# >>> varjepa
+# <<< varjepa
+# >>> ldl
+# <<< ldl
+# >>> hist
+# <<< hist
+# >>> teamwork
+# <<< teamwork
 
 __all__ = [
     "MPNN_ALPHABET",
@@ -60,4 +74,18 @@ __all__ = [
     "make_lm_train_step",
     "next_token_loss",
     "place_lm_batch",
+    # shared by the tabular methods and baselines
+    "MLP",
+    # >>> multifidelity
+    # <<< multifidelity
+    # >>> causal
+    # <<< causal
+    # >>> varjepa
+    # <<< varjepa
+    # >>> ldl
+    # <<< ldl
+    # >>> hist
+    # <<< hist
+    # >>> teamwork
+    # <<< teamwork
 ]
