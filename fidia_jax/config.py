@@ -47,6 +47,7 @@ __all__ = [
     "get_config",
     "load_config",
     "override_config",
+    "write_summary",
 ]
 
 C = TypeVar("C")
@@ -160,6 +161,17 @@ def config_from_dict(cls: type[C], presets: Presets, values: Mapping[str, Any]) 
 def config_to_dict(config: Any) -> dict[str, Any]:
     """The config as JSON-serialisable nested dicts (tuples become lists)."""
     return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def write_summary(path: str | pathlib.Path, results: Mapping[str, Any], config: Any) -> None:
+    """Writes a driver's run summary: ``{**results, "config": config_to_dict(config)}``.
+
+    Indented JSON, written atomically (a temp file, then a rename: a reader never sees half a
+    file); non-finite floats become ``null`` as :func:`fidia_jax._io.json_text` documents.
+    """
+    from fidia_jax._io import atomic_write_text, json_text
+
+    atomic_write_text(path, json_text({**results, "config": config_to_dict(config)}, indent=2))
 
 
 def get_config(cls: type[C], presets: Presets, name: str = "default", **overrides: Any) -> C:

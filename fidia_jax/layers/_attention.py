@@ -40,6 +40,7 @@ from fidia_jax.errors import ConfigError
 
 __all__ = [
     "AttentionFn",
+    "attention_weights",
     "register_attention_impl",
     "get_attention_impl",
     "is_decode_only",
@@ -152,6 +153,43 @@ def xla_attention(
     _checks.assert_attention_dims(q, k, heads_axis=2, where=where)
     if kv_lengths is not None:
         _checks.assert_lengths(kv_lengths, b, s, "kv_lengths", where=where)
+    p, mask_BxTxS = attention_weights(q, k, causal=causal, kv_lengths=kv_lengths)
+    p = p.reshape(b, hkv, hq // hkv, t, s)
+    v_BxSxKxD = v.astype(jnp.float32)
+    if not causal and kv_lengths is None:  # no masked slot
+        o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, v_BxSxKxD)
+    else:  # masked slots are not read: drop non-finite values, then re-mark the visible ones
+        finite = jnp.isfinite(v_BxSxKxD)
+        o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, jnp.where(finite, v_BxSxKxD, 0.0))
+        bad_BxTxKxD = jnp.einsum(
+            "bts,bskd->btkd", mask_BxTxS.astype(jnp.float32), (~finite).astype(jnp.float32)
+        ) > 0
+        o_BxTxKxGxD = jnp.where(bad_BxTxKxD[:, :, :, None, :], jnp.nan, o_BxTxKxGxD)
+    return o_BxTxKxGxD.reshape(b, t, hq, d).astype(q.dtype)
+
+
+register_attention_impl("xla", xla_attention)
+
+
+def attention_weights(q, k, *, causal: bool = False, kv_lengths=None):
+    """Softmax attention weights of :func:`xla_attention`, and the visibility mask.
+
+    The one place the masking and softmax of the reference attention live (the attention
+    function and the LLaMA capture hooks both call it), so captured weights are exactly the ones
+    the forward pass uses.
+
+    Args:
+      q: ``(B, T, Hq, D)``; k: ``(B, S, Hkv, D)`` with ``Hq % Hkv == 0`` (query head ``h`` reads
+        kv head ``h // (Hq // Hkv)``). Shapes are not re-checked here: callers validate them.
+      causal: bottom-right causal mask (query ``i`` sees keys ``j <= i + S - T``).
+      kv_lengths: optional ``(B,)`` int; keys at ``j >= kv_lengths[b]`` are hidden.
+
+    Returns:
+      ``(p_BxHqxTxS, mask_BxTxS)``: float32 weights, rows summing to 1 over the visible keys (a
+      query with no visible key has all-zero weights, never NaN), and the boolean mask.
+    """
+    b, t, hq, d = q.shape
+    _, s, hkv, _ = k.shape
     g = hq // hkv
     q_BxTxKxGxD = q.astype(jnp.float32).reshape(b, t, hkv, g, d)
     s_BxKxGxTxS = jnp.einsum("btkgd,bskd->bkgts", q_BxTxKxGxD, k.astype(jnp.float32)) * (d**-0.5)
@@ -170,17 +208,4 @@ def xla_attention(
     p = jnp.where(mask_Bx1x1xTxS, jnp.exp(s_BxKxGxTxS - m), 0.0)
     denom = jnp.sum(p, axis=-1, keepdims=True)
     p = p / jnp.where(denom > 0, denom, 1.0)
-    v_BxSxKxD = v.astype(jnp.float32)
-    if not causal and kv_lengths is None:  # no masked slot
-        o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, v_BxSxKxD)
-    else:  # masked slots are not read: drop non-finite values, then re-mark the visible ones
-        finite = jnp.isfinite(v_BxSxKxD)
-        o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, jnp.where(finite, v_BxSxKxD, 0.0))
-        bad_BxTxKxD = jnp.einsum(
-            "bts,bskd->btkd", mask_BxTxS.astype(jnp.float32), (~finite).astype(jnp.float32)
-        ) > 0
-        o_BxTxKxGxD = jnp.where(bad_BxTxKxD[:, :, :, None, :], jnp.nan, o_BxTxKxGxD)
-    return o_BxTxKxGxD.reshape(b, t, hq, d).astype(q.dtype)
-
-
-register_attention_impl("xla", xla_attention)
+    return p.reshape(b, hq, t, s), mask_BxTxS

@@ -9,10 +9,29 @@ outside the vocabulary, a sampling temperature that is not ``> 0``, prompt lengt
 give NaN outputs instead (a traced ``T <= 0`` samples greedily), as each function documents.
 """
 
+from fidia_jax.models._causal import CausalEGM as CausalEGM
+from fidia_jax.models._causal import DenseStack as DenseStack
+from fidia_jax.models._causal import TARNet as TARNet
+from fidia_jax.models._causal import WganCritic as WganCritic
+from fidia_jax.models._causal import arm_embedding_w2 as arm_embedding_w2
+from fidia_jax.models._causal import gaussian_w2_distances as gaussian_w2_distances
+from fidia_jax.models._hist import DenseSpotTransformer as DenseSpotTransformer
+from fidia_jax.models._hist import HiST as HiST
+from fidia_jax.models._hist import masked_mse as masked_mse
+from fidia_jax.models._hist import sinusoidal_lattice_embedding as sinusoidal_lattice_embedding
 from fidia_jax.models._llama import Llama as Llama
 from fidia_jax.models._llama import LlamaCache as LlamaCache
 from fidia_jax.models._llama import LlamaConfig as LlamaConfig
+from fidia_jax.models._llama import LlamaVL as LlamaVL
+from fidia_jax.models._llama import image_patches as image_patches
 from fidia_jax.models._llama import next_token_loss as next_token_loss
+from fidia_jax.models._llama_hooks import CAPTURE_NAMES as LLAMA_CAPTURE_NAMES
+from fidia_jax.models._llama_hooks import AddToResidual as AddToResidual
+from fidia_jax.models._llama_hooks import LlamaSamples as LlamaSamples
+from fidia_jax.models._llama_hooks import PatchAttention as PatchAttention
+from fidia_jax.models._llama_hooks import PatchHeads as PatchHeads
+from fidia_jax.models._llama_hooks import ReplaceUpdate as ReplaceUpdate
+from fidia_jax.models._llama_hooks import sample_llama as sample_llama
 from fidia_jax.models._lm_task import LlamaSize as LlamaSize
 from fidia_jax.models._lm_task import LmTask as LmTask
 from fidia_jax.models._lm_task import init_lm_state as init_lm_state
@@ -22,7 +41,21 @@ from fidia_jax.models._lm_task import make_lm_task as make_lm_task
 from fidia_jax.models._lm_task import make_lm_train_step as make_lm_train_step
 from fidia_jax.models._lm_task import place_lm_batch as place_lm_batch
 from fidia_jax.models._mlp import MLP as MLP
+from fidia_jax.models._teamwork import TeamWork as TeamWork
+from fidia_jax.models._teamwork import anomaly_score as anomaly_score
+from fidia_jax.models._teamwork import channel_influence as channel_influence
+from fidia_jax.models._teamwork import channel_roles as channel_roles
+from fidia_jax.models._teamwork import eval_masks as eval_masks
+from fidia_jax.models._teamwork import gaussian_nll as gaussian_nll
+from fidia_jax.models._teamwork import init_teamwork as init_teamwork
+from fidia_jax.models._teamwork import role_edges as role_edges
+from fidia_jax.models._teamwork import span_mask as span_mask
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint as load_torch_checkpoint
+from fidia_jax.models._varjepa import FeatureTokenizer as FeatureTokenizer
+from fidia_jax.models._varjepa import GaussianTokens as GaussianTokens
+from fidia_jax.models._varjepa import TabularJepa as TabularJepa
+from fidia_jax.models._varjepa import TabularTransformer as TabularTransformer
+from fidia_jax.models._varjepa import random_feature_masks as random_feature_masks
 from fidia_jax.models.proteinmpnn import MPNN_ALPHABET as MPNN_ALPHABET
 from fidia_jax.models.proteinmpnn import MPNNInputs as MPNNInputs
 from fidia_jax.models.proteinmpnn import ProteinMPNN as ProteinMPNN
@@ -34,19 +67,6 @@ from fidia_jax.models.proteinmpnn import omit_mask as omit_mask
 from fidia_jax.models.proteinmpnn import random_decoding_order as random_decoding_order
 from fidia_jax.models.proteinmpnn import sample as sample
 from fidia_jax.models.proteinmpnn import score as score
-
-# >>> multifidelity
-# <<< multifidelity
-# >>> causal
-# <<< causal
-# >>> varjepa
-# <<< varjepa
-# >>> ldl
-# <<< ldl
-# >>> hist
-# <<< hist
-# >>> teamwork
-# <<< teamwork
 
 __all__ = [
     "MPNN_ALPHABET",
@@ -74,18 +94,44 @@ __all__ = [
     "make_lm_train_step",
     "next_token_loss",
     "place_lm_batch",
+    # LLaMA internals: capture, interventions, hooked sampler, vision-language variant
+    "LLAMA_CAPTURE_NAMES",
+    "AddToResidual",
+    "LlamaSamples",
+    "LlamaVL",
+    "PatchAttention",
+    "PatchHeads",
+    "ReplaceUpdate",
+    "image_patches",
+    "sample_llama",
     # shared by the tabular methods and baselines
     "MLP",
-    # >>> multifidelity
-    # <<< multifidelity
-    # >>> causal
-    # <<< causal
-    # >>> varjepa
-    # <<< varjepa
-    # >>> ldl
-    # <<< ldl
-    # >>> hist
-    # <<< hist
-    # >>> teamwork
-    # <<< teamwork
+    # multi-treatment effects, CFR balancing, CausalEGM
+    "CausalEGM",
+    "DenseStack",
+    "TARNet",
+    "WganCritic",
+    "arm_embedding_w2",
+    "gaussian_w2_distances",
+    # Var-JEPA / T-JEPA (tabular)
+    "FeatureTokenizer",
+    "GaussianTokens",
+    "TabularJepa",
+    "TabularTransformer",
+    "random_feature_masks",
+    # HiST (spatial transcriptomics)
+    "DenseSpotTransformer",
+    "HiST",
+    "masked_mse",
+    "sinusoidal_lattice_embedding",
+    # TeamWork (time-series anomaly detection)
+    "TeamWork",
+    "anomaly_score",
+    "channel_influence",
+    "channel_roles",
+    "eval_masks",
+    "gaussian_nll",
+    "init_teamwork",
+    "role_edges",
+    "span_mask",
 ]

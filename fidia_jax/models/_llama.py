@@ -8,6 +8,13 @@ that treat the last layer specially (SCALE) can find it by name. Dense kernels a
 The attention itself is looked up by name (``LlamaConfig.attention_impl``) in
 ``fidia_jax.layers`` (the attention registry); ``"xla"`` is the plain ``jnp`` reference.
 
+Looking inside and steering (issue 14): :meth:`Llama.inspect` returns the per-layer residual
+stream, attention / FFN updates, per-query-head outputs and attention weights; every entry point
+takes ``hooks=`` (interventions as pure pytree arguments, see ``_llama_hooks.py``), and
+:func:`fidia_jax.models.sample_llama` samples with them under one ``jit``. With no hooks and no
+capture the model runs exactly the operations it ran before (bit-identical outputs).
+:class:`LlamaVL` puts linearly embedded image patches before the text tokens.
+
 References:
   Touvron et al., "LLaMA: Open and Efficient Foundation Language Models", arXiv:2302.13971.
   Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", arXiv:2104.09864.
@@ -25,13 +32,18 @@ import numpy as np
 from flax import nnx
 
 from fidia_jax.errors import ConfigError
-from fidia_jax.layers import apply_rope, get_attention_impl, is_decode_only
+from fidia_jax.layers import apply_rope, attention_weights, get_attention_impl, is_decode_only
+from fidia_jax.models import _llama_hooks as _hk
 from fidia_jax.models._domain import check_token_ids, concrete
+
+CAPTURE_ALL = "all"
 
 __all__ = [
     "LlamaConfig",
     "LlamaCache",
     "Llama",
+    "LlamaVL",
+    "image_patches",
     "next_token_loss",
 ]
 
@@ -238,21 +250,89 @@ class Llama(nnx.Module):
             raise ValueError(f"{where}: tokens must be (B, T) integers, got {tokens.shape} {tokens.dtype}")
         return check_token_ids(tokens, self.config.vocab_size, name="tokens", where=where)
 
-    def _run(self, tokens_BxT, pos_BxT, attend):
+    def _run(self, tokens_BxT, pos_BxT, fn, context, *, hooks=(), capture=frozenset(), embeds=None):
+        """Shared body: embeddings (``embeds`` first, then ``tokens``), blocks, head.
+
+        ``context(i, k, v) -> (k_att, v_att, causal, kv_lengths, rng)`` stores the new keys /
+        values where the caller keeps them and says what layer ``i`` attends to. With no hooks
+        and no capture this runs exactly the ops of the plain model. Returns
+        ``(logits, captured)`` (``captured`` holds the requested names, see ``CAPTURE_NAMES``).
+        """
         h = self.tok_embeddings(tokens_BxT)
+        if embeds is not None:
+            h = jnp.concatenate([jnp.asarray(embeds).astype(h.dtype), h], axis=1)
+        cap = {name: [] for name in capture if name != "final_hidden"}
+
+        def keep(name, x):
+            if name in cap:
+                cap[name].append(x)
+
         for i, layer in enumerate(self.layers):
+            if hooks:
+                h = _hk.add_to_residual(h, hooks, i, "pre", pos_BxT)
+            keep("resid_pre", h)
             q, k, v = layer.attention.qkv(layer.attention_norm(h), pos_BxT)
-            h = h + layer.attention.out(attend(i, q, k, v))
-            h = h + layer.feed_forward(layer.ffn_norm(h))
-        return self.lm_head(self.norm(h))
+            k_att, v_att, causal, kv_len, key = context(i, k, v)
+            patch = bool(hooks) and _hk.layer_patches_attention(hooks, i)
+            if patch or "attn_weights" in cap:
+                p, mask = attention_weights(q, k_att, causal=causal, kv_lengths=kv_len)
+                if patch:
+                    p, touched_BxHxT = _hk.patch_attention_probs(p, mask, hooks, i, pos_BxT)
+                keep("attn_weights", p)
+            o = fn(q, k_att, v_att, causal=causal, kv_lengths=kv_len, rng=key)
+            if patch:  # patched rows from the explicit weights, the others exactly as before
+                touched_BxTxHx1 = jnp.transpose(touched_BxHxT, (0, 2, 1))[..., None]
+                o = jnp.where(touched_BxTxHx1, _hk.attend_with_probs(p, v_att, q.dtype), o)
+            if hooks:
+                o = _hk.patch_heads(o, hooks, i, pos_BxT)
+            keep("head_out", o)
+            a = layer.attention.out(o)
+            if hooks:
+                a = _hk.replace_update(a, hooks, i, "attn", pos_BxT)
+            keep("attn_out", a)
+            h = h + a
+            if hooks:
+                h = _hk.add_to_residual(h, hooks, i, "mid", pos_BxT)
+            keep("resid_mid", h)
+            f = layer.feed_forward(layer.ffn_norm(h))
+            if hooks:
+                f = _hk.replace_update(f, hooks, i, "ffn", pos_BxT)
+            keep("ffn_out", f)
+            h = h + f
+            if hooks:
+                h = _hk.add_to_residual(h, hooks, i, "post", pos_BxT)
+            keep("resid_post", h)
+        hn = self.norm(h)
+        out = {name: jnp.stack(xs) for name, xs in cap.items()}
+        if "final_hidden" in capture:
+            out["final_hidden"] = hn
+        return self.lm_head(hn), out
+
+    def _checked(self, hooks, capture, where):
+        cfg = self.config
+        return (
+            _hk.check_hooks(hooks, cfg.n_layers, cfg.n_heads, where=where),
+            _hk.check_capture(capture, where=where),
+        )
+
+    @staticmethod
+    def _check_embeds(embeds, b, dim, where):
+        if embeds is None:
+            return 0
+        shape = jnp.shape(embeds)
+        if len(shape) != 3 or shape[0] != b or shape[2] != dim:
+            raise ValueError(f"{where}: prefix embeds must be ({b}, P, {dim}), got {shape}")
+        return shape[1]
 
     # ------------------------------------------------------------------ public
-    def __call__(self, tokens: jax.Array) -> jax.Array:
+    def __call__(self, tokens: jax.Array, *, hooks=()) -> jax.Array:
         """Causal forward pass.
 
         Args:
           tokens: ``(B, T)`` int32 token ids in ``[0, vocab_size)``, ``T <= max_seq_len`` is not
             enforced (RoPE extrapolates) but is the trained regime.
+          hooks: interventions (``AddToResidual``, ``ReplaceUpdate``, ``PatchAttention``,
+            ``PatchHeads`` from :mod:`fidia_jax.models`); ``()`` runs the plain model.
 
         Returns:
           ``(B, T, V)`` logits in ``config.dtype``.
@@ -260,15 +340,52 @@ class Llama(nnx.Module):
         Raises:
           ValueError: ``tokens`` not ``(B, T)`` integers, or a concrete id outside
             ``[0, vocab_size)``. Under tracing such an id reads a NaN embedding (the logits at
-            and after it are NaN) instead of wrapping around.
+            and after it are NaN) instead of wrapping around; a hook naming a layer that does
+            not exist.
         """
-        tokens = self._check_tokens(tokens, "Llama")
+        hooks, _ = self._checked(hooks, None, "Llama")
+        return self._forward(tokens, hooks, frozenset(), None, "Llama")[0]
+
+    def _forward(self, tokens, hooks, capture, embeds, where):
+        tokens = self._check_tokens(tokens, where)
         b, t = tokens.shape
+        t = t + self._check_embeds(embeds, b, self.config.dim, where)
         pos = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32)[None], (b, t))
-        fn = self._prefill_attention()
         return self._run(
-            tokens, pos, lambda i, q, k, v: fn(q, k, v, causal=True, kv_lengths=None, rng=None)
+            tokens, pos, self._prefill_attention(), lambda i, k, v: (k, v, True, None, None),
+            hooks=hooks, capture=capture, embeds=embeds,
         )
+
+    def inspect(
+        self,
+        tokens: jax.Array,
+        *,
+        capture=CAPTURE_ALL,
+        hooks=(),
+        prefix_embeds: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """Causal forward pass that also returns the model's internals (works under ``jit``).
+
+        Args:
+          tokens: ``(B, T)`` int32 token ids.
+          capture: names from :data:`fidia_jax.models.LLAMA_CAPTURE_NAMES` (``"all"``, the
+            default, for every name): ``resid_pre`` / ``attn_out`` / ``resid_mid`` /
+            ``ffn_out`` / ``resid_post`` ``(L, B, T', C)``, ``head_out`` ``(L, B, T', Hq, D)``
+            (per *query* head, before ``wo``), ``attn_weights`` ``(L, B, Hq, T', T')`` float32,
+            ``final_hidden`` ``(B, T', C)``; ``T' = P + T``. Only requested names are computed
+            (attention weights cost an extra score pass; the others are free).
+          hooks: interventions (see :mod:`fidia_jax.models` ``AddToResidual`` ...).
+          prefix_embeds: ``(B, P, C)`` embeddings placed before the tokens (vision-language).
+
+        Returns:
+          ``(logits (B, T', V), captured)``; the logits equal ``model(tokens, hooks=hooks)``.
+
+        Raises:
+          ValueError: as :meth:`__call__`; an unknown capture name; a hook naming a layer that
+            does not exist (the message names the hook and the layer).
+        """
+        hooks, capture = self._checked(hooks, capture, "Llama.inspect")
+        return self._forward(tokens, hooks, capture, prefix_embeds, "Llama.inspect")
 
     def init_cache(self, batch: int, max_len: int | None = None) -> LlamaCache:
         """An empty cache for ``batch`` rows and ``max_len`` positions (default ``max_seq_len``).
@@ -289,7 +406,13 @@ class Llama(nnx.Module):
         )
 
     def prefill(
-        self, tokens: jax.Array, cache: LlamaCache, *, lengths: jax.Array | None = None
+        self,
+        tokens: jax.Array,
+        cache: LlamaCache,
+        *,
+        lengths: jax.Array | None = None,
+        hooks=(),
+        prefix_embeds: jax.Array | None = None,
     ) -> tuple[jax.Array, LlamaCache]:
         """Runs the causal forward pass on ``tokens`` and stores their keys/values at ``[0, T)``.
 
@@ -297,7 +420,10 @@ class Llama(nnx.Module):
           tokens: ``(B, T)`` int32, right-padded when rows have different lengths.
           cache: from :meth:`init_cache` (its previous contents are overwritten).
           lengths: ``(B,)`` int valid prompt length per row, ``1 <= lengths <= T`` (default
-            ``T``; ``T`` is at most the cache length ``S``).
+            ``T``; ``T`` is at most the cache length ``S``). With ``prefix_embeds`` of ``P``
+            positions, ``T`` counts them too (``P + T`` positions in all).
+          hooks: interventions (see :meth:`__call__`).
+          prefix_embeds: ``(B, P, C)`` embeddings placed before ``tokens`` (vision-language).
 
         Returns:
           ``(logits (B, T, V), cache)`` with ``cache.lengths = lengths``.
@@ -309,9 +435,14 @@ class Llama(nnx.Module):
             are NaN and its ``cache.lengths`` is ``-1``, so every later :meth:`decode` of the row
             is NaN too.
         """
+        hooks, _ = self._checked(hooks, None, "Llama.prefill")
+        return self._prefill_impl(tokens, cache, lengths=lengths, hooks=hooks, embeds=prefix_embeds)[:2]
+
+    def _prefill_impl(self, tokens, cache, *, lengths=None, hooks=(), capture=frozenset(), embeds=None):
         where = "Llama.prefill"
         tokens = self._check_tokens(tokens, where)
         b, t = tokens.shape
+        t = t + self._check_embeds(embeds, b, self.config.dim, where)
         if t > cache.k.shape[2]:
             raise ValueError(f"{where}: prompt length {t} exceeds cache length {cache.k.shape[2]}")
         ok_B = None
@@ -334,12 +465,12 @@ class Llama(nnx.Module):
         fn = self._prefill_attention()
         ks, vs = [], []
 
-        def attend(i, q, k, v):
+        def context(i, k, v):
             ks.append(k)
             vs.append(v)
-            return fn(q, k, v, causal=True, kv_lengths=None, rng=None)
+            return k, v, True, None, None
 
-        logits = self._run(tokens, pos, attend)
+        logits, cap = self._run(tokens, pos, fn, context, hooks=hooks, capture=capture, embeds=embeds)
         k_all = cache.k.at[:, :, :t].set(jnp.stack(ks).astype(cache.k.dtype))
         v_all = cache.v.at[:, :, :t].set(jnp.stack(vs).astype(cache.v.dtype))
         if lengths is None:
@@ -348,10 +479,10 @@ class Llama(nnx.Module):
         if ok_B is not None:  # traced invalid lengths: NaN logits, row marked -1 in the cache
             logits = jnp.where(ok_B[:, None, None], logits, jnp.asarray(jnp.nan, logits.dtype))
             lengths = jnp.where(ok_B, lengths, -1)
-        return logits, LlamaCache(k_all, v_all, lengths, cache.step)
+        return logits, LlamaCache(k_all, v_all, lengths, cache.step), cap
 
     def decode(
-        self, tokens: jax.Array, cache: LlamaCache, *, rng: jax.Array | None = None
+        self, tokens: jax.Array, cache: LlamaCache, *, rng: jax.Array | None = None, hooks=()
     ) -> tuple[jax.Array, LlamaCache]:
         """One decode step: appends one token per row at position ``cache.lengths``.
 
@@ -360,6 +491,8 @@ class Llama(nnx.Module):
           cache: the cache; every row must have room, ``0 <= lengths < S``.
           rng: optional key; the attention of layer ``l`` receives
             ``fold_in(fold_in(rng, l), cache.step)``.
+          hooks: interventions (see :meth:`__call__`); positions are absolute, the new token's
+            position is ``cache.lengths``.
 
         Returns:
           ``(logits (B, 1, V), cache)`` with ``lengths + 1`` and ``step + 1``.
@@ -372,6 +505,10 @@ class Llama(nnx.Module):
             raise: such a row's logits are NaN and its cache row (keys, values, length) is left
             unchanged, never overwriting its last slot.
         """
+        hooks, _ = self._checked(hooks, None, "Llama.decode")
+        return self._decode_impl(tokens, cache, rng=rng, hooks=hooks)[:2]
+
+    def _decode_impl(self, tokens, cache, *, rng=None, hooks=(), capture=frozenset()):
         where = "Llama.decode"
         tokens = self._check_tokens(tokens, where)
         if tokens.shape[1] != 1:
@@ -410,19 +547,101 @@ class Llama(nnx.Module):
 
             return jax.vmap(one)(c_BxSxHxD, x_Bx1xHxD, cache.lengths, ok_B)
 
-        def attend(i, q, k, v):
+        def context(i, k, v):
             nonlocal k_all, v_all
             k_all = k_all.at[i].set(write(k_all[i], k))
             v_all = v_all.at[i].set(write(v_all[i], v))
             key = None
             if rng is not None:
                 key = jax.random.fold_in(jax.random.fold_in(rng, i), cache.step)
-            return fn(q, k_all[i], v_all[i], causal=False, kv_lengths=kv_len, rng=key)
+            return k_all[i], v_all[i], False, kv_len, key
 
-        logits = self._run(tokens, pos_Bx1, attend)
+        logits, cap = self._run(tokens, pos_Bx1, fn, context, hooks=hooks, capture=capture)
         if ok_B is not None:
             logits = jnp.where(ok_B[:, None, None], logits, jnp.asarray(jnp.nan, logits.dtype))
-        return logits, LlamaCache(k_all, v_all, new_len, cache.step + 1)
+        return logits, LlamaCache(k_all, v_all, new_len, cache.step + 1), cap
+
+
+def image_patches(images: jax.Array, patch: int = 2) -> jax.Array:
+    """Cuts images into non-overlapping square patches, row-major (visual tokens).
+
+    Args:
+      images: ``(B, H, W)`` (e.g. the 8×8 scikit-learn digits), ``H`` and ``W`` multiples of
+        ``patch``.
+      patch: patch side.
+
+    Returns:
+      ``(B, (H / patch) * (W / patch), patch * patch)``: token ``i * (W / patch) + j`` holds the
+      pixels ``images[:, patch*i : patch*(i+1), patch*j : patch*(j+1)]`` flattened row-major
+      (8×8 digits with ``patch=2``: 16 tokens of 4 values).
+
+    Raises:
+      ValueError: not 3-D, or a side not a multiple of ``patch``.
+    """
+    images = jnp.asarray(images)
+    if images.ndim != 3 or patch < 1 or images.shape[1] % patch or images.shape[2] % patch:
+        raise ValueError(
+            f"image_patches: images must be (B, H, W) with H, W multiples of patch={patch}, "
+            f"got {images.shape}"
+        )
+    b, hh, ww = images.shape
+    x = images.reshape(b, hh // patch, patch, ww // patch, patch)
+    return x.transpose(0, 1, 3, 2, 4).reshape(b, (hh // patch) * (ww // patch), patch * patch)
+
+
+class LlamaVL(nnx.Module):
+    """A tiny vision-language model: linearly embedded image patches before the text tokens.
+
+    The visual tokens (``(B, P, F)`` patches, see :func:`image_patches`) are mapped by one linear
+    layer ``patch_embed`` (``F -> C``, with bias) and placed at positions ``0 .. P - 1``; the text
+    tokens follow at ``P .. P + T - 1`` (RoPE positions, causal attention over both). All of
+    :class:`Llama`'s capture and hooks apply (positions count the visual tokens); sample with
+    :func:`fidia_jax.models.sample_llama` ``(vl.llm, prompt, prefix_embeds=vl.embed_patches(x))``.
+
+    Example::
+
+      vl = LlamaVL(LlamaConfig.tiny(), patch_dim=4, rngs=nnx.Rngs(0))
+      logits = vl(image_patches(digits_Bx8x8 / 16.0), text_BxT)   # (B, 16 + T, V)
+    """
+
+    def __init__(self, config: LlamaConfig, *, patch_dim: int = 4, rngs: nnx.Rngs):
+        if not isinstance(patch_dim, int) or patch_dim < 1:
+            raise ConfigError(f"LlamaVL.patch_dim must be a positive int, got {patch_dim!r}")
+        self.patch_dim = patch_dim
+        self.llm = Llama(config, rngs=rngs)
+        self.patch_embed = nnx.Linear(
+            patch_dim,
+            config.dim,
+            dtype=config.dtype,
+            param_dtype=config.param_dtype,
+            kernel_init=nnx.initializers.normal(stddev=patch_dim**-0.5),
+            rngs=rngs,
+        )
+
+    def embed_patches(self, patches: jax.Array) -> jax.Array:
+        """``(B, P, F)`` patches -> ``(B, P, C)`` visual token embeddings.
+
+        Raises:
+          ValueError: ``patches`` not ``(B, P, patch_dim)``.
+        """
+        patches = jnp.asarray(patches)
+        if patches.ndim != 3 or patches.shape[-1] != self.patch_dim:
+            raise ValueError(
+                f"LlamaVL: patches must be (B, P, {self.patch_dim}), got {patches.shape}"
+            )
+        return self.patch_embed(patches.astype(self.llm.config.dtype))
+
+    def __call__(self, patches: jax.Array, tokens: jax.Array, *, hooks=()) -> jax.Array:
+        """Logits ``(B, P + T, V)`` at every position (visual ones included; ``T`` may be 0).
+
+        Raises:
+          ValueError: bad patches or tokens (batch sizes must agree), bad hooks.
+        """
+        return self.inspect(patches, tokens, capture=(), hooks=hooks)[0]
+
+    def inspect(self, patches, tokens, *, capture=CAPTURE_ALL, hooks=()):
+        """:meth:`Llama.inspect` with the visual prefix; shapes use ``T' = P + T``."""
+        return self.llm.inspect(tokens, capture=capture, hooks=hooks, prefix_embeds=self.embed_patches(patches))
 
 
 def next_token_loss(logits: jax.Array, tokens: jax.Array) -> jax.Array:

@@ -53,8 +53,14 @@ class Project(NamedTuple):
 #: Project name (the first word after ``fidia-jax``) -> driver package and summary.
 PROJECTS: dict[str, Project] = {
     "attention": Project("fidia_jax.projects.attention", "SANTA, Attn-QAT: sampled decode attention, FP4 attention training"),
+    "causal": Project("fidia_jax.projects.causal", "Multi-treatment effects: CFR balancing schemes, CausalEGM (IHDP, K arms)"),
     "fidia": Project("fidia_jax.projects.fidia", "FIDIA: Best-of-N-aligned RL fine-tuning of ProteinMPNN"),
+    "hist": Project("fidia_jax.projects.hist", "HiST: sparse hierarchical transformer, H&E features -> spatial expression"),
+    "ldl": Project("fidia_jax.projects.ldl", "LDL-DVS: divisiveness-consistent label distribution learning"),
+    "multifidelity": Project("fidia_jax.projects.multifidelity", "Multi-fidelity regression from trusted label subsets"),
     "optimizers": Project("fidia_jax.projects.optimizers", "SCALE, PASO: byte-level LLaMA LM, any optax optimiser"),
     "proteinmpnn": Project("fidia_jax.projects.proteinmpnn", "ProteinMPNN: sample and score sequences for a backbone"),
     "td": Project("fidia_jax.projects.td", "TD(0) with exponential step sizes vs constant and 1/t, on random MRPs"),
+    "teamwork": Project("fidia_jax.projects.teamwork", "TeamWork: role-aware time-series anomaly detection"),
+    "varjepa": Project("fidia_jax.projects.varjepa", "Var-T-JEPA vs T-JEPA: tabular self-supervised embeddings, probes"),
 }  # fmt: skip

@@ -23,8 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fidia_jax import optim, rl
-from fidia_jax._io import atomic_write_text, json_text
-from fidia_jax.config import config_to_dict
+from fidia_jax.config import write_summary
 from fidia_jax.projects.td._mrp import random_linear_mrp, run_linear_td0
 from fidia_jax.projects.td.configs import SCHEDULES, TdConfig
 
@@ -157,5 +156,5 @@ def train_and_evaluate(config: TdConfig, workdir: str | pathlib.Path) -> dict[st
     results = compare_schedules(config)
     print(format_table(results, config.num_mrps))
     out = pathlib.Path(workdir) / SUMMARY_FILE
-    atomic_write_text(out, json_text({**results, "config": config_to_dict(config)}, indent=2))
+    write_summary(out, results, config)
     return results

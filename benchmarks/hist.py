@@ -1,0 +1,217 @@
+"""HiST benchmark: accuracy against ridge / per-spot MLP / dense transformer, and attention scaling.
+
+Part 1 (accuracy): leave-one-section-out on HER2ST patient C (5 sections with H&E images; within
+one patient, so optimistic), every method trained and scored in the same run by
+:func:`fidia_jax.projects.hist.train_and_evaluate`: pooled PCC and R² over spots x genes and mean
+per-gene PCC over the 50 most expressed genes. Features: the fixed colour-deconvolution + texture
+featuriser (UNI weights unavailable).
+
+Part 2 (scaling): forward + backward of one attention layer on synthetic lattices of 10^2..10^5
+active spots: HiST's sparse window attention (regular ∪ shifted windows, relative position bias)
+vs dense masked attention over all spots (``fidia_jax.layers.dense_window_attention`` with a window
+larger than the lattice, i.e. full attention). Time: median of repeated steps after compilation.
+Memory: XLA's compiled ``memory_analysis()`` (temp + argument + output bytes), which needs no
+execution, so dense is reported at sizes too large to run; dense is timed only up to
+``--dense-time-max`` spots. The slope of log(time) vs log(spots) is fitted by least squares.
+
+Usage::
+
+  python benchmarks/hist.py                 # reduced protocol (see docs/hist.md), ~15 min
+  python benchmarks/hist.py --smoke         # seconds-long check on synthetic data
+  python benchmarks/hist.py --folds 0 --epochs 100   # full leave-one-section-out protocol
+
+Writes ``benchmarks/results/hist.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fidia_jax import layers
+from fidia_jax._io import atomic_write_text, json_text
+from fidia_jax.projects import hist
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def lattice(n_spots: int, seed: int = 0) -> np.ndarray:
+    """About ``n_spots`` active spots: a square lattice at 70% occupancy."""
+    side = int(np.ceil(np.sqrt(n_spots / 0.7)))
+    rng = np.random.default_rng(seed)
+    xy = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), -1).reshape(-1, 2)
+    keep = rng.permutation(len(xy))[:n_spots]
+    return xy[np.sort(keep)].astype(np.int32)
+
+
+def _bytes(compiled) -> int | None:
+    try:
+        m = compiled.memory_analysis()
+        return int(m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes)
+    except Exception:  # noqa: BLE001 - backend without memory analysis
+        return None
+
+
+def scaling(sizes, *, heads=2, head_dim=16, window=6, dense_time_max=3000, reps=5):
+    rows = []
+    for n in sizes:
+        c = lattice(n)
+        lv = layers.plan_hierarchy(c, levels=1, window=window)[0]
+        key = jax.random.key(n)
+        q = jax.random.normal(key, (n, heads, head_dim))
+        bias = jnp.zeros((heads, 2 * window - 1, 2 * window - 1))
+        mask = np.ones(n, bool)
+
+        def sparse_loss(q, lv=lv, bias=bias):
+            return jnp.sum(
+                layers.lattice_window_attention(q, q, q, lv.coords, lv.regular, lv.shifted, bias)
+            )
+
+        big = int(c.max()) + 2  # one window covers the lattice: full attention
+
+        def dense_loss(q, c=c, mask=mask, big=big):
+            return jnp.sum(
+                layers.dense_window_attention(q, q, q, c, mask, window=big, shifted=False)
+            )
+
+        row = {"spots": n}
+        for name, fn, run in (
+            ("sparse", sparse_loss, True),
+            ("dense", dense_loss, n <= dense_time_max),
+        ):
+            g = jax.jit(jax.grad(fn))
+            compiled = g.lower(q).compile()
+            row[f"{name}_bytes"] = _bytes(compiled)
+            if run:
+                compiled(q).block_until_ready()
+                ts = []
+                for _ in range(reps):
+                    t0 = time.perf_counter()
+                    compiled(q).block_until_ready()
+                    ts.append(time.perf_counter() - t0)
+                row[f"{name}_s"] = float(np.median(ts))
+            else:
+                row[f"{name}_s"] = None
+        row["dense_analytic_score_bytes"] = 4 * heads * n * n
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+def slope(rows, key):
+    pts = [(r["spots"], r[key]) for r in rows if r.get(key)]
+    if len(pts) < 2:
+        return None
+    x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--data-dir", default="")
+    ap.add_argument("--folds", type=int, default=None)
+    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--workdir", default="")
+    ap.add_argument("--skip-accuracy", action="store_true")
+    ap.add_argument("--skip-scaling", action="store_true")
+    ap.add_argument(
+        "--accuracy-json",
+        default="",
+        help="take part 1 from this hist_results.json (written by an earlier run's "
+        "train_and_evaluate) instead of training again",
+    )
+    ap.add_argument(
+        "--scaling-json", default="", help="take part 2 from this earlier output of this script"
+    )
+    ap.add_argument("--dense-time-max", type=int, default=3000)
+    ap.add_argument("--out", default=str(HERE / "results" / "hist.json"))
+    args = ap.parse_args(argv)
+
+    cfg = hist.get_config("tiny" if args.smoke else "default")
+    if not args.smoke:
+        cfg = dataclasses.replace(cfg, folds=2, epochs=40)  # reduced protocol (docs/hist.md)
+    if args.smoke:
+        cfg = dataclasses.replace(cfg, methods=("hist", "dense", "mlp", "ridge"))
+    over = {k: v for k, v in (("folds", args.folds), ("epochs", args.epochs)) if v is not None}
+    if args.data_dir:
+        over["data_dir"] = args.data_dir
+    cfg = dataclasses.replace(cfg, **over)
+    out = {
+        "machine": "2-core CPU sandbox, shared with other jobs, no GPU",
+        "date": "2026-11-30",
+        "jax": jax.__version__,
+        "config": dataclasses.asdict(cfg),
+    }
+    t0 = time.perf_counter()
+    if args.accuracy_json:
+        res = json.loads(pathlib.Path(args.accuracy_json).read_text())
+        out["config"] = res.pop("config")
+        print(hist.format_table(res))
+    elif not args.skip_accuracy:
+        workdir = args.workdir or tempfile.mkdtemp(prefix="hist_bench_")
+        res = hist.train_and_evaluate(cfg, workdir)
+    if args.accuracy_json or not args.skip_accuracy:
+        out["accuracy"] = {
+            "folds": res["folds"],
+            "mean": res["mean"],
+            "sections": res["sections"],
+            "n_spots": res["n_spots"],
+            "genes": res["genes"],
+        }
+        mean = res["mean"]
+        if "hist" in mean:
+            print("\nratios HiST / peer (mean per-gene PCC):")
+            for m in mean:
+                if m != "hist":
+                    print(
+                        f"  vs {m}: {mean['hist']['mean_gene_pcc'] / mean[m]['mean_gene_pcc']:.2f}"
+                        f"  (HiST {mean['hist']['mean_gene_pcc']:.3f}, {m} {mean[m]['mean_gene_pcc']:.3f})"
+                    )
+    if args.scaling_json:
+        out["scaling"] = json.loads(pathlib.Path(args.scaling_json).read_text())["scaling"]
+    elif not args.skip_scaling:
+        sizes = (100, 300, 1000) if args.smoke else (100, 300, 1000, 3000, 10000, 30000, 100000)
+        rows = scaling(
+            sizes,
+            dense_time_max=min(args.dense_time_max, 1000) if args.smoke else args.dense_time_max,
+        )
+        out["scaling"] = {
+            "rows": rows,
+            "sparse_time_slope": slope(rows, "sparse_s"),
+            "dense_time_slope": slope(rows, "dense_s"),
+            "sparse_bytes_slope": slope(rows, "sparse_bytes"),
+            "dense_bytes_slope": slope(rows, "dense_bytes"),
+        }
+    if "scaling" in out:
+        rows = out["scaling"]["rows"]
+        print("\n| spots | sparse ms | dense ms | sparse MiB | dense MiB | dense/sparse memory |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            ds = f"{1e3 * r['dense_s']:.2f}" if r["dense_s"] else "—"
+            sb, db = r["sparse_bytes"], r["dense_bytes"]
+            ratio = f"{db / sb:.0f}x" if sb and db else "—"
+            print(
+                f"| {r['spots']} | {1e3 * r['sparse_s']:.2f} | {ds} | "
+                f"{(sb or 0) / 2**20:.1f} | {(db or 0) / 2**20:.1f} | {ratio} |"
+            )
+        print(
+            f"time slope: sparse {out['scaling']['sparse_time_slope']}, dense {out['scaling']['dense_time_slope']}"
+        )
+    out["wall_s"] = time.perf_counter() - t0
+    if not args.smoke:
+        atomic_write_text(args.out, json_text(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

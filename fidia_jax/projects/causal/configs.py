@@ -1,0 +1,117 @@
+"""Typed configuration of the multi-treatment effect experiments (IHDP and K-arm semi-synthetic).
+
+One frozen :class:`CausalConfig`; presets in :data:`PRESETS` (``tiny`` for tests, ``demo`` for a
+short CPU run, ``default`` for the documented run); :func:`load_config` also reads a JSON or TOML
+file whose keys mirror the dataclass, optionally from a preset under ``base``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fidia_jax import config as config_lib
+from fidia_jax.errors import ConfigError
+
+__all__ = ["DATASETS", "METHODS", "PRESETS", "CausalConfig", "get_config", "load_config"]
+
+#: ``ihdp``: the IHDP replications (binary); ``multiarm_ihdp`` / ``multiarm_acic`` /
+#: ``multiarm_random``: :func:`fidia_jax.data.make_multiarm` on IHDP covariates (shared data),
+#: ACIC 2016 covariates (causallib) or Gaussian covariates (no data needed).
+DATASETS = ("ihdp", "multiarm_ihdp", "multiarm_acic", "multiarm_random")
+#: ``tarnet`` (no balancing), ``cfr_<scheme>`` (``pairwise``, ``one_vs_all``, ``aggregation``),
+#: ``causalegm`` (binary: the package's model; K > 2: multi-treatment CausalEGM).
+METHODS = ("tarnet", "cfr_pairwise", "cfr_one_vs_all", "cfr_aggregation", "causalegm")
+
+
+@dataclasses.dataclass(frozen=True)
+class CausalConfig:
+    """One experiment: datasets x seeds x methods; metrics on held-out units.
+
+    Attributes:
+      seed: base seed (model init, batches, the split and the generator add to it).
+      dataset: one of :data:`DATASETS`.
+      data_dir: the shared data directory (``None``: ``$FIDIA_DATA_DIR``).
+      replications: IHDP replications (1..10) or, for the generators, seeds of the data.
+      num_arms: ``K`` values of the generator (ignored for IHDP, which has 2).
+      n_units: generator only: units drawn (random covariates) or kept (ACIC: first ``n_units``).
+      imbalance: generator's assignment imbalance (0 = randomised).
+      test_fraction: held-out fraction (stratified by arm).
+      methods: subset of :data:`METHODS`.
+      ipm: ``mmd_rbf`` | ``mmd_linear`` | ``wasserstein``.
+      alpha: balancing weight; ``None`` = the plug-in estimate (reconstruction).
+      alpha_grid: when non-empty, CFR-pairwise is also run at each value (alpha_hat vs grid).
+      iterations, batch_size, learning_rate: CFR/TARNet training.
+      rep_hidden, head_hidden: TARNet widths.
+      egm_iterations: CausalEGM iterations (package default 30000).
+      egm_embed_dim: multi-treatment CausalEGM arm embedding size.
+      egm_small: CausalEGM with two 16/8-wide layers per network instead of the package's
+        widths (tests and notebooks only: compiles in a fraction of the time).
+      time_epochs: if > 0, time this many epochs per CFR scheme (per-epoch cost vs K).
+    """
+
+    seed: int = 0
+    dataset: str = "ihdp"
+    data_dir: str | None = None
+    replications: tuple[int, ...] = (1, 2, 3)
+    num_arms: tuple[int, ...] = (2, 4, 8, 16)
+    n_units: int = 747
+    imbalance: float = 1.0
+    test_fraction: float = 0.3
+    methods: tuple[str, ...] = ("tarnet", "cfr_pairwise", "causalegm")
+    ipm: str = "mmd_rbf"
+    alpha: float | None = 1.0
+    alpha_grid: tuple[float, ...] = ()
+    iterations: int = 1500
+    batch_size: int = 100
+    learning_rate: float = 1e-3
+    rep_hidden: tuple[int, ...] = (200, 200, 200)
+    head_hidden: tuple[int, ...] = (100, 100)
+    egm_iterations: int = 1000
+    egm_embed_dim: int = 3
+    egm_small: bool = False
+    time_epochs: int = 0
+
+    def __post_init__(self) -> None:
+        if self.dataset not in DATASETS:
+            raise ConfigError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad or not self.methods:
+            raise ConfigError(f"methods must be a non-empty subset of {METHODS}, got {self.methods}")
+        if not self.replications:
+            raise ConfigError("replications must name at least one replication/seed")
+        if self.dataset == "ihdp" and not all(1 <= r <= 10 for r in self.replications):
+            raise ConfigError(f"IHDP replications must be in 1..10, got {self.replications}")
+        if self.dataset != "ihdp" and (not self.num_arms or min(self.num_arms) < 2):
+            raise ConfigError(
+                f"num_arms must be ints >= 2 (effects need a control and a treatment), "
+                f"got {self.num_arms}"
+            )
+        if self.ipm not in ("mmd_rbf", "mmd_linear", "wasserstein"):
+            raise ConfigError(f"ipm must be mmd_rbf, mmd_linear or wasserstein, got {self.ipm!r}")
+        if self.alpha is not None and self.alpha < 0:
+            raise ConfigError(f"alpha must be >= 0 or None (estimate), got {self.alpha}")
+        if not 0 < self.test_fraction < 1:
+            raise ConfigError(f"test_fraction must be in (0, 1), got {self.test_fraction}")
+        if min(self.iterations, self.batch_size, self.egm_iterations) < 1:
+            raise ConfigError("iterations, batch_size and egm_iterations must be >= 1")
+        if self.imbalance < 0:
+            raise ConfigError(f"imbalance must be >= 0, got {self.imbalance}")
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Unit tests: random covariates, K=3, tiny nets, a few steps (no shared data needed).
+    "tiny": {"dataset": "multiarm_random", "replications": (0,), "num_arms": (3,),
+             "n_units": 120, "methods": ("cfr_aggregation", "causalegm"),
+             "iterations": 30, "batch_size": 32, "rep_hidden": (16, 16), "head_hidden": (8,),
+             "egm_iterations": 4, "egm_embed_dim": 2, "egm_small": True},
+    # `fidia-jax causal demo`: IHDP replication 1, TARNet vs CFR vs CausalEGM (a few minutes).
+    "demo": {"replications": (1,), "iterations": 1000, "egm_iterations": 500},
+    # The IHDP part of docs/causal.md (benchmarks/causal.py runs the K-arm parts).
+    "default": {},
+}
+
+
+CONFIGS = config_lib.ConfigSet(CausalConfig, PRESETS)
+get_config, load_config = CONFIGS.get_config, CONFIGS.load_config
+config_from_dict = CONFIGS.config_from_dict

@@ -1,0 +1,156 @@
+"""The treatment-effect experiment: datasets x seeds x methods, sqrt(PEHE) and ATE error on held-out units.
+
+For each data instance (an IHDP replication, or a K-arm generator draw for each ``K`` of the
+config) the units are split (stratified by arm), each method is fitted on the training units
+and scored on the held-out units against the known potential outcomes with
+:func:`fidia_jax.metrics.sqrt_pehe` and :func:`fidia_jax.metrics.ate_error` (all arm pairs).
+When ``alpha`` is ``None`` the balancing weight is the plug-in estimate
+(:func:`fidia_jax.projects.causal.estimate_alpha_for`, reconstruction), computed once per
+instance; ``alpha_grid`` adds CFR-pairwise rows at fixed alphas for the comparison.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import time
+from typing import Any
+
+import numpy as np
+
+from fidia_jax import data as data_lib
+from fidia_jax import metrics
+from fidia_jax.config import write_summary
+from fidia_jax.projects.causal._fit import (
+    CfrSettings,
+    EgmSettings,
+    estimate_alpha_for,
+    fit_causalegm,
+    fit_cfr,
+)
+from fidia_jax.projects.causal.configs import CausalConfig
+
+__all__ = ["format_table", "instances", "run_experiment", "train_and_evaluate"]
+
+SUMMARY_FILE = "causal_results.json"
+
+
+def instances(config: CausalConfig):
+    """Yields ``(K, replication, CausalData)`` for every data instance of the config."""
+    if config.dataset == "ihdp":
+        for r in config.replications:
+            yield 2, r, data_lib.load_ihdp(r, config.data_dir)
+        return
+    if config.dataset == "multiarm_ihdp":
+        base = data_lib.load_ihdp(1, config.data_dir).x
+    elif config.dataset == "multiarm_acic":
+        base = data_lib.acic2016_covariates()[: config.n_units]
+    else:
+        rng = np.random.default_rng(config.seed + 12345)
+        base = rng.normal(size=(config.n_units, 10))
+    for k in config.num_arms:
+        for r in config.replications:
+            yield k, r, data_lib.make_multiarm(base, k, imbalance=config.imbalance,
+                                               seed=config.seed + 1000 * r + k,
+                                               name=config.dataset)
+
+
+def _cfr_settings(config: CausalConfig, scheme: str, alpha: float) -> CfrSettings:
+    return CfrSettings(scheme=scheme, ipm=config.ipm, alpha=alpha,
+                       rep_hidden=tuple(config.rep_hidden), head_hidden=tuple(config.head_hidden),
+                       learning_rate=config.learning_rate, batch_size=config.batch_size,
+                       iterations=config.iterations)
+
+
+def _score(test, predict) -> dict[str, float]:
+    mu_hat = predict(test.x)
+    return {"sqrt_pehe": metrics.sqrt_pehe(test.mu, mu_hat),
+            "ate_error": metrics.ate_error(test.mu, mu_hat)}
+
+
+def run_experiment(config: CausalConfig) -> dict[str, Any]:
+    """Runs every method on every instance.
+
+    Returns:
+      A JSON-ready dict: ``runs`` (a list of ``{K, replication, method, alpha, sqrt_pehe,
+      ate_error, wall_s, s_per_epoch?}``), ``summary`` (``str(K)`` -> method -> mean/std of
+      sqrt_pehe and ate_error over replications) and ``wall_s``.
+    """
+    runs = []
+    t_start = time.time()
+    for k, r, d in instances(config):
+        seed = config.seed + r
+        train, test = data_lib.split_causal(d, config.test_fraction, seed)
+        alpha = config.alpha
+        alpha_hat = None
+        if alpha is None:
+            alpha_hat = estimate_alpha_for(train, _cfr_settings(config, "none", 0.0), seed)
+            alpha = alpha_hat
+        jobs = []
+        for method in config.methods:
+            if method == "causalegm":
+                jobs.append(("causalegm", None))
+            elif method == "tarnet":
+                jobs.append(("tarnet", 0.0))
+            else:
+                jobs.append((method, alpha))
+        jobs += [(f"cfr_pairwise@{a:g}", a) for a in config.alpha_grid]
+        for name, a in jobs:
+            if name == "causalegm":
+                egm = EgmSettings(n_iter=config.egm_iterations, embed_dim=config.egm_embed_dim,
+                                  batches_per_eval=min(500, config.egm_iterations))
+                if config.egm_small:
+                    egm = dataclasses.replace(egm, g_units=(16, 16), e_units=(16, 16),
+                                              f_units=(16, 8), h_units=(16, 8),
+                                              dz_units=(16, 8), dv_units=(16, 8))
+                predict, info = fit_causalegm(train, egm, seed)
+            else:
+                scheme = "none" if name == "tarnet" else name[4:].split("@")[0]
+                predict, info = fit_cfr(train, _cfr_settings(config, scheme, a), seed,
+                                        time_epochs=config.time_epochs if scheme != "none" else 0)
+            row = {"K": k, "replication": r, "method": name, "alpha": a,
+                   "alpha_hat": alpha_hat, **_score(test, predict),
+                   "wall_s": info["wall_s"]}
+            if "s_per_epoch" in info:
+                row["s_per_epoch"] = info["s_per_epoch"]
+            runs.append(row)
+            print(f"K={k} rep={r} {name:<22} sqrt_pehe={row['sqrt_pehe']:.3f} "
+                  f"ate_err={row['ate_error']:.3f} ({info['wall_s']:.0f} s)", flush=True)
+    summary: dict[str, dict[str, Any]] = {}
+    for row in runs:
+        summary.setdefault(str(row["K"]), {}).setdefault(row["method"], []).append(row)
+    for by_method in summary.values():
+        for name, rows in by_method.items():
+            pehe = np.array([x["sqrt_pehe"] for x in rows])
+            ate = np.array([x["ate_error"] for x in rows])
+            cell = {"sqrt_pehe_mean": float(pehe.mean()), "sqrt_pehe_std": float(pehe.std()),
+                    "ate_error_mean": float(ate.mean()), "ate_error_std": float(ate.std()),
+                    "n": len(rows)}
+            per_epoch = [x["s_per_epoch"] for x in rows if "s_per_epoch" in x]
+            if per_epoch:
+                cell["s_per_epoch"] = float(np.mean(per_epoch))
+            by_method[name] = cell
+    return {"runs": runs, "summary": summary, "wall_s": time.time() - t_start}
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """Markdown table: one row per (K, method), sqrt(PEHE) and ATE error as mean +- std."""
+    lines = ["| K | method | sqrt(PEHE) | ATE error | runs |", "|---|---|---|---|---|"]
+    for k, by_method in results["summary"].items():
+        for name, c in by_method.items():
+            lines.append(
+                f"| {k} | {name} | {c['sqrt_pehe_mean']:.3f} ± {c['sqrt_pehe_std']:.3f} | "
+                f"{c['ate_error_mean']:.3f} ± {c['ate_error_std']:.3f} | {c['n']} |"
+            )
+    return "\n".join(lines)
+
+
+def train_and_evaluate(config: CausalConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """Runs :func:`run_experiment`, prints its table, writes ``workdir/causal_results.json``
+    (results + config, atomically) and returns the results."""
+    results = run_experiment(config)
+    print(format_table(results))
+    out = pathlib.Path(workdir) / SUMMARY_FILE
+    write_summary(out, results, config)
+    return results
+

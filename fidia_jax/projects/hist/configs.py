@@ -1,0 +1,134 @@
+"""Typed configuration of the HiST driver (histology features -> spatial gene expression).
+
+One frozen :class:`HistConfig`; presets in :data:`PRESETS` (``tiny`` for tests, synthetic data;
+``demo`` for a short CPU run on HER2ST; ``default`` for ``benchmarks/hist.py``);
+:func:`load_config` also reads a JSON or TOML file whose keys mirror the dataclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fidia_jax import config as config_lib
+from fidia_jax.errors import ConfigError
+
+__all__ = ["METHODS", "PRESETS", "HistConfig", "get_config", "load_config"]
+
+#: Methods the driver can fit (config key -> table row).
+METHODS: dict[str, str] = {
+    "hist": "HiST (sparse hierarchical windows)",
+    "dense": "dense transformer (all spots)",
+    "mlp": "per-spot MLP",
+    "ridge": "ridge regression (RidgeCV)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class HistConfig:
+    """Leave-one-section-out comparison of HiST and baselines.
+
+    Attributes:
+      seed: model init, dropout and augmentation streams.
+      data: ``"her2st"`` (needs ``data_dir`` or ``$FIDIA_DATA_DIR``) or ``"synthetic"``.
+      data_dir: shared data folder (``--data-dir``).
+      sections: HER2ST sections used (all of one patient; the held-out one is never trained on).
+      folds: how many sections are held out in turn (``0``: all; fewer to save time).
+      num_genes: genes predicted (the most expressed by mean log1p over the sections used).
+      eval_genes: the per-gene PCC averages over the first ``eval_genes`` of them.
+      methods: keys of :data:`METHODS`.
+      dim, heads, enc_depths, dec_depths, window, dropout: HiST (and dense transformer) sizes;
+        the dense transformer has ``sum(enc_depths) + sum(dec_depths)`` blocks.
+      epochs: passes over the training sections (one section per step, HiST and dense);
+        the MLP takes the same number of full-batch steps.
+      lr, weight_decay: AdamW with cosine decay and gradient clipping at 1.
+      augment: HiST's coordinate augmentation, strength cosine-decayed from 1 to 0.
+      drop_p: spot dropout probability of the augmentation (times the strength).
+      syn_sections, syn_shape, syn_features, syn_genes, syn_noise: the synthetic data.
+    """
+
+    seed: int = 0
+    data: str = "her2st"
+    data_dir: str = ""
+    sections: tuple[str, ...] = ("C2", "C3", "C4", "C5", "C6")
+    folds: int = 0
+    num_genes: int = 250
+    eval_genes: int = 50
+    methods: tuple[str, ...] = ("hist", "dense", "mlp", "ridge")
+    dim: int = 64
+    heads: int = 2
+    enc_depths: tuple[int, ...] = (1, 1, 1)
+    dec_depths: tuple[int, ...] = (2, 1)
+    window: int = 6
+    dropout: float = 0.05
+    epochs: int = 100
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    augment: bool = True
+    drop_p: float = 0.1
+    syn_sections: int = 4
+    syn_shape: tuple[int, int] = (24, 24)
+    syn_features: int = 16
+    syn_genes: int = 32
+    syn_noise: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.data not in ("her2st", "synthetic"):
+            raise ConfigError(f"data must be 'her2st' or 'synthetic', got {self.data!r}")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ConfigError(
+                f"methods must be a non-empty subset of {tuple(METHODS)}, got {self.methods}"
+            )
+        if len(self.dec_depths) != len(self.enc_depths) - 1 or min(self.enc_depths, default=0) < 0:
+            raise ConfigError(
+                f"need len(dec_depths) == len(enc_depths) - 1, got {self.enc_depths}, {self.dec_depths}"
+            )
+        if self.dim % self.heads or self.dim % 4:
+            raise ConfigError(
+                f"dim must be a multiple of heads and of 4, got {self.dim}, {self.heads}"
+            )
+        if self.window < 2:
+            raise ConfigError(f"window must be >= 2, got {self.window}")
+        if self.epochs < 1 or self.lr <= 0 or not 0 <= self.drop_p < 1:
+            raise ConfigError("need epochs >= 1, lr > 0, 0 <= drop_p < 1")
+        if self.eval_genes < 1 or self.num_genes < self.eval_genes:
+            raise ConfigError(
+                f"need 1 <= eval_genes <= num_genes, got {self.eval_genes}, {self.num_genes}"
+            )
+        n_sec = len(self.sections) if self.data == "her2st" else self.syn_sections
+        if n_sec < 2 or not 0 <= self.folds <= n_sec:
+            raise ConfigError(
+                f"need >= 2 sections and 0 <= folds <= {n_sec}, got folds={self.folds}"
+            )
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Unit tests and the notebook's tiny run: synthetic lattices, one fold, a few steps.
+    "tiny": {
+        "data": "synthetic",
+        "syn_sections": 3,
+        "syn_shape": (12, 12),
+        "syn_features": 8,
+        "syn_genes": 12,
+        "num_genes": 12,
+        "eval_genes": 6,
+        "folds": 1,
+        "dim": 16,
+        "heads": 2,
+        "enc_depths": (1, 0),
+        "dec_depths": (0,),
+        "window": 4,
+        "epochs": 2,
+        "methods": ("hist", "ridge"),
+    },
+    # `fidia-jax hist demo`: HER2ST patient C, two held-out sections, short training.
+    "demo": {"folds": 2, "epochs": 30, "methods": ("hist", "mlp", "ridge")},
+    # benchmarks/hist.py (reduced protocol on 2 CPU cores: see docs/hist.md).
+    "default": {},
+}
+
+
+CONFIGS = config_lib.ConfigSet(HistConfig, PRESETS)
+get_config, load_config = CONFIGS.get_config, CONFIGS.load_config
+config_from_dict = CONFIGS.config_from_dict

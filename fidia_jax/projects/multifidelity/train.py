@@ -1,0 +1,296 @@
+"""The multi-fidelity comparison: trusted-subset loss vs HF-only, multi-head, pretrain/fine-tune
+and (oracle) Δ-learning, every method on the same data, network and optimiser.
+
+Per run (seed) the task is drawn (:func:`make_task`), features are standardised with the
+training inputs (all fidelities; no label is used) and labels with the high-fidelity training
+labels' mean and standard deviation. Every method trains the same :class:`fidia_jax.models.MLP`
+by full-batch AdamW for ``steps`` steps per phase (``lax.scan`` under ``jit``, ``vmap`` over
+runs). The reported metric is the high-fidelity test RMSE in the task's units.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from fidia_jax import data as data_lib
+from fidia_jax import losses, metrics, models
+from fidia_jax.config import write_summary
+from fidia_jax.projects.multifidelity.configs import METHODS, MultiFidelityConfig
+
+__all__ = ["SUMMARY_FILE", "format_table", "make_task", "make_tasks", "run_methods",
+           "train_and_evaluate"]  # fmt: skip
+
+SUMMARY_FILE = "multifidelity.json"
+_ACT = {"relu": jax.nn.relu, "silu": jax.nn.silu, "tanh": jnp.tanh, "gelu": jax.nn.gelu}
+
+
+def make_task(config: MultiFidelityConfig, run: int, *, freesolv=None) -> data_lib.MultiFidelityData:
+    """The data of run ``run`` (``0 .. num_seeds - 1``) of ``config``.
+
+    Args:
+      freesolv: optional ``(table, features)`` already loaded (FreeSolv only), to load once.
+    """
+    seed = config.seed + run
+    if config.task != "freesolv":
+        return data_lib.analytic_multifidelity_task(
+            config.task, config.n_hf, config.n_mf, config.n_lf, config.n_test, seed=seed
+        )
+    if freesolv is None:
+        table = data_lib.load_freesolv(config.data_dir)
+        freesolv = (table, data_lib.freesolv_features(table.smiles, config.features, n_bits=config.n_bits))
+    table, feats = freesolv
+    return data_lib.freesolv_multifidelity_task(
+        table, feats, config.n_hf, split=seed % config.num_splits, seed=seed,
+        test_fraction=config.test_fraction, n_lf=config.n_lf,
+    )  # fmt: skip
+
+
+def make_tasks(config: MultiFidelityConfig) -> list[data_lib.MultiFidelityData]:
+    """Every run's data (FreeSolv is read and featurised once)."""
+    freesolv = None
+    if config.task == "freesolv":
+        table = data_lib.load_freesolv(config.data_dir)
+        freesolv = (table, data_lib.freesolv_features(table.smiles, config.features, n_bits=config.n_bits))
+    return [make_task(config, r, freesolv=freesolv) for r in range(config.num_seeds)]
+
+
+def _prepare(task: data_lib.MultiFidelityData) -> dict[str, np.ndarray]:
+    """Standardised float32 arrays of one run (features by the training inputs, labels by the
+    high-fidelity training labels)."""
+    x_mu, x_sd = task.x_train.mean(0), task.x_train.std(0)
+    x_sd = np.where(x_sd > 0, x_sd, 1.0)
+    hf = task.fidelity_train == 0
+    y_mu = float(task.y_train[hf].mean())
+    y_sd = float(task.y_train[hf].std()) if hf.sum() > 1 else 1.0
+    y_sd = y_sd if y_sd > 0 else 1.0
+    member = task.fidelity_train[:, None] == np.arange(task.num_fidelities)[None, :]
+    out = {
+        "x": (task.x_train - x_mu) / x_sd,
+        "y": (task.y_train - y_mu) / y_sd,
+        "member": member,
+        "x_test": (task.x_test - x_mu) / x_sd,
+        "y_test": task.y_test,
+        "y_mu": np.float32(y_mu),
+        "y_sd": np.float32(y_sd),
+    }
+    # LF pretraining fits every lower-fidelity label as if it were high fidelity (column 0)
+    out["member_low"] = np.zeros_like(member)
+    out["member_low"][:, 0] = ~hf
+    if task.delta_oracle_train is not None:
+        oracle = (task.delta_oracle_train - y_mu) / y_sd
+        out["y_delta"] = np.where(hf, out["y"] - oracle, out["y"])  # HF rows: y_H - y_L(x)
+        out["oracle_test"] = (task.delta_oracle_test - y_mu) / y_sd
+    return {k: np.asarray(v, np.bool_ if k.startswith("member") else np.float32) for k, v in out.items()}
+
+
+def _stack(tasks: list[data_lib.MultiFidelityData]) -> dict[str, jax.Array]:
+    prepared = [_prepare(t) for t in tasks]
+    keys = set.intersection(*(set(p) for p in prepared))
+    shapes = {k: {p[k].shape for p in prepared} for k in keys}
+    if any(len(s) > 1 for s in shapes.values()):
+        raise ValueError(f"runs have different shapes, cannot vmap: {shapes}")
+    return {k: jnp.asarray(np.stack([p[k] for p in prepared])) for k in keys}
+
+
+def _net(in_features, hidden, k, activation, key) -> models.MLP:
+    return models.MLP(in_features, hidden, k, activation=_ACT[activation], rngs=nnx.Rngs(params=key))
+
+
+@functools.lru_cache(maxsize=8)
+def _graph(in_features, hidden, k, activation):
+    return nnx.split(jax.eval_shape(lambda: _net(in_features, hidden, k, activation, jax.random.key(0))))[0]
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
+def _init_params(key, runs, in_features, hidden, k, activation):
+    """Network (one init per run, keys split from ``key``) and identity calibration, stacked."""
+    keys = jax.random.split(key, runs)
+    net = jax.vmap(lambda kk: nnx.split(_net(in_features, hidden, k, activation, kk))[1])(keys)
+    calib = jax.tree.map(lambda a: jnp.tile(a, (runs, 1)), losses.init_trusted_subset_calibration(k))
+    return {"net": net, "calib": calib}
+
+
+#: Per-method weights of the shared objective: (absolute, interval, ranking, learnable radius,
+#: lower-fidelity heads). The trusted-subset rows take their values from the config.
+_BASELINE_WEIGHTS = {
+    "hf_only": (1.0, 0.0, 0.0, 0.0, 0.0),
+    "multi_head": (1.0, 0.0, 0.0, 0.0, 1.0),
+    "pretrain_finetune": (1.0, 0.0, 0.0, 0.0, 0.0),
+    "delta_oracle": (1.0, 0.0, 0.0, 0.0, 0.0),
+}
+
+
+def _method_weights(config: MultiFidelityConfig, method: str) -> np.ndarray:
+    if method in _BASELINE_WEIGHTS:
+        return np.asarray(_BASELINE_WEIGHTS[method], np.float32)
+    learnable = float(config.radius_mode == "learnable")
+    w = [config.absolute_weight, config.interval_weight, config.ranking_weight, learnable, 0.0]
+    if method == "ts_no_absolute":
+        w[0] = 0.0
+    elif method == "ts_no_interval":
+        w[1] = 0.0
+    elif method == "ts_no_ranking":
+        w[2] = 0.0
+    elif method == "ts_other_radius":
+        w[3] = 1.0 - learnable
+    return np.asarray(w, np.float32)
+
+
+class _Statics(NamedTuple):
+    """Everything the compiled training loop specialises on (hashable)."""
+
+    graph: Any
+    steps: int
+    learning_rate: float
+    weight_decay: float
+    quantile_weights: Any
+    learnable_weights: Any
+    radius_penalty: float
+
+
+def _objective(params, batch, w_5, st: _Statics):
+    """One objective for every method (traced weights ``w_5``, so one compilation serves all):
+    the trusted-subset terms of :func:`fidia_jax.losses.trusted_subset_loss` on head 0 (the
+    high-fidelity prediction), with either radius mode, plus an MSE per lower-fidelity head."""
+    out_NxK = nnx.merge(st.graph, params["net"])(batch["x"])
+    pred_N, y_N, member_NxK = out_NxK[:, 0], batch["y_fit"], batch["member_fit"]
+    _, tq = losses.trusted_subset_loss(pred_N, y_N, member_NxK, params["calib"], st.quantile_weights)
+    _, tl = losses.trusted_subset_loss(pred_N, y_N, member_NxK, params["calib"], st.learnable_weights)
+    learnable = w_5[3]
+    interval = learnable * tl["interval"] + (1.0 - learnable) * tq["interval"]
+    penalty = learnable * st.radius_penalty * jnp.sum(tl["radius_K"])
+    heads = sum(
+        losses.absolute_label_loss(out_NxK[:, i], y_N, member_NxK[:, i]) for i in range(1, out_NxK.shape[1])
+    )
+    return w_5[0] * tq["absolute"] + w_5[1] * interval + w_5[2] * tq["ranking"] + penalty + w_5[4] * heads
+
+
+def _fit_one(params, batch, w_5, st: _Statics):
+    opt = optax.adamw(st.learning_rate, weight_decay=st.weight_decay,
+                      mask=lambda p: {"net": jax.tree.map(lambda _: True, p["net"]),
+                                      "calib": jax.tree.map(lambda _: False, p["calib"])})  # fmt: skip
+    state = opt.init(params)
+
+    def step(carry, _):
+        params, state = carry
+        loss, grads = jax.value_and_grad(_objective)(params, batch, w_5, st)
+        updates, state = opt.update(grads, state, params)
+        return (optax.apply_updates(params, updates), state), loss
+
+    (params, _), curve = jax.lax.scan(step, (params, state), None, length=st.steps)
+    pred_M = nnx.merge(st.graph, params["net"])(batch["x_test"])[:, 0]
+    return params, pred_M, curve
+
+
+@functools.partial(jax.jit, static_argnames="st")
+def _fit(params, batch, w_5, st: _Statics):
+    """:func:`_fit_one` vmapped over runs (params and batch leaves have a leading run axis)."""
+    return jax.vmap(_fit_one, in_axes=(0, 0, None, None))(params, batch, w_5, st)
+
+
+def run_methods(
+    config: MultiFidelityConfig,
+    tasks: list[data_lib.MultiFidelityData] | None = None,
+    *,
+    keep_predictions: bool = False,
+) -> dict[str, Any]:
+    """Trains every method of ``config`` on every run and measures the HF test RMSE.
+
+    Args:
+      config: the comparison.
+      tasks: the runs' data (default :func:`make_tasks`); all runs must share shapes.
+      keep_predictions: also return each method's HF test predictions (``"pred_test"``,
+        ``(runs, M)`` numpy, task units) -- for plots; not JSON-ready.
+
+    Returns:
+      A JSON-ready dict: ``task``, ``fidelities`` (rows per fidelity), ``methods`` (key ->
+      ``{"name", "rmse" (per run), "mean", "std", "ratio_vs_hf_only", "final_loss", "wall_s"}``)
+      and ``wall_s``.
+
+    Raises:
+      ValueError: ``delta_oracle`` requested on data without the oracle.
+    """
+    t0 = time.perf_counter()
+    tasks = make_tasks(config) if tasks is None else tasks
+    batch = _stack(tasks)
+    if "delta_oracle" in config.methods and "y_delta" not in batch:
+        raise ValueError("delta_oracle needs delta_oracle_train/test in every task")
+    k = tasks[0].num_fidelities
+    shape = (tasks[0].x_train.shape[1], tuple(config.hidden), k, config.activation)
+    loss_kw = dict(absolute=1.0, interval=1.0, ranking=1.0, radius_penalty=0.0,
+                   radius_quantile=config.radius_quantile, temperature=config.temperature)  # fmt: skip
+    st = _Statics(
+        _graph(*shape), config.steps, config.learning_rate,
+        config.weight_decay, losses.TrustedSubsetWeights(radius_mode="quantile", **loss_kw),
+        losses.TrustedSubsetWeights(radius_mode="learnable", **loss_kw), config.radius_penalty,
+    )  # fmt: skip
+    params0 = _init_params(jax.random.key(config.seed), len(tasks), *shape)
+    fit_keys = ("x", "x_test")
+    plain = {**{n: batch[n] for n in fit_keys}, "y_fit": batch["y"], "member_fit": batch["member"]}
+    rows: dict[str, dict[str, Any]] = {}
+    for method in config.methods:
+        t = time.perf_counter()
+        w = jnp.asarray(_method_weights(config, method))
+        if method == "pretrain_finetune":
+            params, _, _ = _fit(params0, {**plain, "member_fit": batch["member_low"]}, w, st)
+            _, pred_std, curve = _fit(params, plain, w, st)
+        elif method == "delta_oracle":
+            _, pred_std, curve = _fit(params0, {**plain, "y_fit": batch["y_delta"]}, w, st)
+            pred_std = pred_std + batch["oracle_test"]
+        else:
+            _, pred_std, curve = _fit(params0, plain, w, st)
+        pred = pred_std * batch["y_sd"][:, None] + batch["y_mu"][:, None]
+        rmse = np.asarray(metrics.rmse(batch["y_test"], pred, axis=1), np.float64)
+        rows[method] = {
+            "name": METHODS[method],
+            "rmse": rmse.tolist(),
+            "mean": float(rmse.mean()),
+            "std": float(rmse.std(ddof=1)) if rmse.size > 1 else 0.0,
+            "final_loss": float(jnp.mean(curve[:, -1])),
+            "wall_s": time.perf_counter() - t,
+        }
+        if keep_predictions:
+            rows[method]["pred_test"] = np.asarray(pred)
+    ref = rows["hf_only"]["mean"]
+    for row in rows.values():
+        row["ratio_vs_hf_only"] = row["mean"] / ref
+    return {
+        "task": config.task,
+        "n_hf": config.n_hf,
+        "fidelities": tasks[0].counts(),
+        "num_runs": len(tasks),
+        "methods": rows,
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """A markdown table of one :func:`run_methods` result."""
+    lines = [
+        f"{results['task']}: HF test RMSE over {results['num_runs']} runs, training rows "
+        f"{results['fidelities']} (ratio = mean / HF-only mean; < 1 is better)",
+        "| method | RMSE mean ± std | ratio vs HF-only |",
+        "|---|---|---|",
+    ]
+    for row in results["methods"].values():
+        lines.append(f"| {row['name']} | {row['mean']:.4g} ± {row['std']:.2g} | {row['ratio_vs_hf_only']:.3f} |")
+    return "\n".join(lines)
+
+
+def train_and_evaluate(config: MultiFidelityConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """Runs :func:`run_methods`, prints its table, writes ``workdir/multifidelity.json``
+    (results plus ``config``, atomically) and returns the results."""
+    results = run_methods(config)
+    print(format_table(results))
+    out = pathlib.Path(workdir) / SUMMARY_FILE
+    write_summary(out, results, config)
+    return results

@@ -1,0 +1,380 @@
+"""The TeamWork comparison: fit every method on clean training data, score the test series, and
+report F1 / point-adjusted F1 / affiliation F1 / AUC-PR under three thresholds.
+
+Thresholds (all labelled in the table):
+
+* ``ratio``: flag the top ``anomaly_ratio`` fraction of each test series;
+* ``oracle``: the threshold maximising point-wise F1 on the test labels (uses the labels: an
+  upper bound, not a deployable detector);
+* ``skab_ucl`` (SKAB only, SKAB's protocol): ``UCL = 4/3 * quantile_0.999(training scores)`` per
+  run, the rule of SKAB's Conv-AE notebook; predictions of all runs are pooled and
+  ``F1 = TP / (TP + (FN + FP) / 2)``, ``FAR = FP / (FP + TN)``, ``MAR = FN / (FN + TP)`` as in
+  ``core/metrics.py`` (``chp_score(..., metric="binary")``) of github.com/waico/SKAB.
+
+Neural methods (all variants of :class:`fidia_jax.models.TeamWork`): each is trained with Adam on
+windows of the standardised training series and scores every test step once per
+``K = round(1 / mask_ratio)`` complementary masked passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import pathlib
+import time
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from fidia_jax import data, metrics, models
+from fidia_jax.config import write_summary
+from fidia_jax.errors import DataError
+from fidia_jax.projects.teamwork.configs import METHODS, TeamWorkConfig
+
+__all__ = [
+    "Detector",
+    "compare_methods",
+    "evaluate_scores",
+    "fit_detector",
+    "format_table",
+    "train_and_evaluate",
+]
+
+SUMMARY_FILE = "teamwork.json"
+#: Neural variants: (use_roles, use_gate, period-aware masking, predict variance).
+_VARIANTS: dict[str, tuple[bool, bool, bool, bool]] = {
+    "teamwork": (True, True, True, True),
+    "no_roles": (False, True, True, True),
+    "no_gate": (True, False, True, True),
+    "random_mask": (True, True, False, True),
+    "transformer": (False, False, False, False),
+}
+
+
+@dataclasses.dataclass
+class Detector:
+    """A fitted method: ``score(x)`` maps a raw ``(T, C)`` series to ``(T,)`` anomaly scores.
+
+    Attributes:
+      method: key of :data:`fidia_jax.projects.teamwork.METHODS`.
+      score: the scoring function (raw, unstandardised input; ``T >= window`` for neural ones).
+      info: method facts (roles, periods, final loss, fit seconds).
+    """
+
+    method: str
+    score: Any
+    info: dict[str, Any]
+
+
+@functools.cache
+def _adam(learning_rate: float) -> optax.GradientTransformation:
+    """One optax object per learning rate, so the jitted step compiles once per shape."""
+    return optax.flatten(optax.adam(learning_rate))
+
+
+def _moving_average(s: np.ndarray, width: int) -> np.ndarray:
+    if width <= 1:
+        return s
+    pad = np.pad(s, (width // 2, width - 1 - width // 2), mode="edge")
+    return np.convolve(pad, np.ones(width) / width, mode="valid")
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _train_step(graphdef, tx, state, opt_state, x_BxLxC, mask_BxLxC, edges, prior):
+    def loss_fn(st):
+        m = nnx.merge(graphdef, st)
+        mean, var = m(x_BxLxC, mask_BxLxC, edges, prior)
+        if var is None:
+            w = mask_BxLxC.astype(x_BxLxC.dtype)
+            return jnp.sum((x_BxLxC - mean) ** 2 * w) / jnp.maximum(jnp.sum(w), 1.0)
+        return models.gaussian_nll(x_BxLxC, mean, var, mask_BxLxC)
+
+    loss, grads = jax.value_and_grad(loss_fn)(state)
+    updates, opt_state = tx.update(grads, opt_state, state)
+    return optax.apply_updates(state, updates), opt_state, loss
+
+
+@partial(jax.jit, static_argnums=0)
+def _score_windows(graphdef, state, x_NxLxC, masks_KxLxC, edges, prior):
+    """``(N, L)`` scores: each entry from the pass where it was masked."""
+    model = nnx.merge(graphdef, state)
+    n, length, c = x_NxLxC.shape
+    k = masks_KxLxC.shape[0]
+    x_rep = jnp.broadcast_to(x_NxLxC[:, None], (n, k, length, c)).reshape(n * k, length, c)
+    m_rep = jnp.broadcast_to(masks_KxLxC[None], (n, k, length, c)).reshape(n * k, length, c)
+    mean, var = model(x_rep, m_rep, edges, prior)
+    err = (x_rep - mean) ** 2 if var is None else (x_rep - mean) ** 2 / var
+    err_NxKxLxC = err.reshape(n, k, length, c) * masks_KxLxC[None].astype(err.dtype)
+    return jnp.mean(jnp.sum(err_NxKxLxC, axis=1), axis=-1)
+
+
+def _window_starts(t_len: int, window: int) -> np.ndarray:
+    starts = list(range(0, t_len - window + 1, window))
+    if starts[-1] != t_len - window:
+        starts.append(t_len - window)
+    return np.asarray(starts)
+
+
+def fit_detector(method: str, train: Any, config: TeamWorkConfig) -> Detector:
+    """Fits one method on an anomaly-free ``(T, C)`` training series.
+
+    Args:
+      method: a key of :data:`~fidia_jax.projects.teamwork.METHODS`.
+      train: ``(T, C)`` raw values; standardised with its own mean / std.
+      config: sizes, steps, seed.
+
+    Returns:
+      A :class:`Detector`.
+
+    Raises:
+      DataError: NaN/inf, a constant channel, or a window longer than the series (checked
+        before anything is fitted).
+    """
+    x = data.validate_series(train, window=config.window, name="training series")
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+
+    def standardise(v: Any, name: str) -> np.ndarray:
+        arr = np.asarray(v, np.float32)
+        if arr.ndim != 2 or arr.shape[1] != x.shape[1] or not np.isfinite(arr).all():
+            raise DataError(f"{name}: expected a finite (T, {x.shape[1]}) array, got {arr.shape}")
+        return ((arr - mu) / sd).astype(np.float32)
+
+    z = standardise(x, "training series")
+    t0 = time.time()
+    if method == "pca":
+        return _fit_pca(z, standardise, config, t0)
+    if method == "iforest":
+        return _fit_iforest(z, standardise, config, t0)
+    use_roles, use_gate, period_aware, predict_var = _VARIANTS[method]
+    c = z.shape[1]
+    infl = models.channel_influence(z, lags=config.lags)
+    dominant = models.channel_roles(infl)
+    edges, prior = models.role_edges(dominant, infl, use_roles=use_roles)
+    periods = np.array([data.dominant_period(z[:, ch], max_period=config.window)
+                        for ch in range(c)])
+    spans = np.maximum(periods // 2, 1) if period_aware else np.ones(c, np.int64)
+    graphdef, state = models.init_teamwork(c, config.window, seed=config.seed, dim=config.dim,
+                                           heads=config.heads, use_gate=use_gate,
+                                           predict_variance=predict_var)
+    tx = _adam(config.learning_rate)
+    opt_state = tx.init(state)
+    n_win = z.shape[0] - config.window + 1
+    rng = np.random.default_rng(config.seed)
+    edges_j, prior_j = jnp.asarray(edges), jnp.asarray(prior)
+    offsets = np.arange(config.window)
+    losses = []
+    for _ in range(config.steps):
+        idx = rng.integers(0, n_win, config.batch_size)
+        batch = jnp.asarray(z[idx[:, None] + offsets[None, :]])
+        mask = jnp.asarray(models.span_mask(rng, spans, config.window, config.mask_ratio,
+                                            config.batch_size))
+        state, opt_state, loss = _train_step(graphdef, tx, state, opt_state, batch, mask,
+                                             edges_j, prior_j)
+        losses.append(loss)
+    final_loss = float(np.mean(np.asarray(jax.device_get(losses[-10:]))))
+    if not math.isfinite(final_loss):
+        raise DataError(f"{method}: training diverged (loss {final_loss})")
+    n_passes = max(2, round(1.0 / config.mask_ratio))
+    masks = jnp.asarray(models.eval_masks(spans, config.window, n_passes))
+    chunk = 32
+
+    def score(v: Any) -> np.ndarray:
+        s_z = standardise(v, "series to score")
+        t_len = s_z.shape[0]
+        if t_len < config.window:
+            raise DataError(f"window {config.window} is longer than the series ({t_len} steps)")
+        starts = _window_starts(t_len, config.window)
+        wins = s_z[starts[:, None] + offsets[None, :]]
+        pad = (-len(wins)) % chunk
+        wins = np.concatenate([wins, np.zeros((pad, *wins.shape[1:]), np.float32)])
+        out = np.concatenate([
+            np.asarray(_score_windows(graphdef, state, jnp.asarray(wins[i:i + chunk]), masks,
+                                      edges_j, prior_j))
+            for i in range(0, len(wins), chunk)])
+        result = np.zeros(t_len)
+        for w, st in enumerate(starts):
+            result[st:st + config.window] = out[w]
+        return _moving_average(result, config.smooth)
+
+    info = {"dominant": dominant.tolist(), "periods": periods.tolist(),
+            "influence": np.round(infl, 4).tolist(), "final_loss": final_loss,
+            "fit_s": time.time() - t0}
+    return Detector(method, score, info)
+
+
+def _fit_pca(z: np.ndarray, standardise, config: TeamWorkConfig, t0: float) -> Detector:
+    """PCA T2 + Q: components explaining 90 % of the variance; score = T2/q99 + Q/q99 (train)."""
+    cov = np.cov(z, rowvar=False)
+    lam, vec = np.linalg.eigh(cov)
+    lam, vec = lam[::-1], vec[:, ::-1]
+    k = int(np.searchsorted(np.cumsum(lam) / lam.sum(), 0.9) + 1)
+    k = min(k, z.shape[1] - 1) if z.shape[1] > 1 else 1
+    p, lam_k = vec[:, :k], np.maximum(lam[:k], 1e-12)
+
+    def raw(s_z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        t = s_z @ p
+        t2 = np.sum(t**2 / lam_k, axis=1)
+        q = np.sum((s_z - t @ p.T) ** 2, axis=1)
+        return t2, q
+
+    t2_tr, q_tr = raw(z)
+    c_t2, c_q = np.quantile(t2_tr, 0.99) + 1e-12, np.quantile(q_tr, 0.99) + 1e-12
+
+    def score(v: Any) -> np.ndarray:
+        t2, q = raw(standardise(v, "series to score"))
+        return _moving_average(t2 / c_t2 + q / c_q, config.smooth)
+
+    return Detector("pca", score, {"components": k, "fit_s": time.time() - t0})
+
+
+def _fit_iforest(z: np.ndarray, standardise, config: TeamWorkConfig, t0: float) -> Detector:
+    """scikit-learn Isolation Forest (100 trees) on standardised points; score = -score_samples."""
+    from sklearn.ensemble import IsolationForest
+
+    forest = IsolationForest(n_estimators=100, random_state=config.seed).fit(z)
+
+    def score(v: Any) -> np.ndarray:
+        return _moving_average(-forest.score_samples(standardise(v, "series to score")),
+                               config.smooth)
+
+    return Detector("iforest", score, {"fit_s": time.time() - t0})
+
+
+def evaluate_scores(
+    runs: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]], anomaly_ratio: float
+) -> dict[str, dict[str, float]]:
+    """Metrics of one method over one or more test series.
+
+    Args:
+      runs: ``(test_scores (T,), test_labels (T,), train_scores (T',) or None)`` per series.
+      anomaly_ratio: for the ``ratio`` threshold.
+
+    Returns:
+      ``{"ratio": m, "oracle": m, "skab_ucl"?: m}`` with ``m`` holding ``f1`` and ``pa_f1``
+      (point counts pooled over series), ``affiliation_f1`` (from the mean affiliation precision
+      and recall over the series that hold an anomaly; a series where nothing is flagged counts
+      with affiliation precision 0), ``auc_pr`` (mean over those series, threshold-free), ``far``
+      and ``mar`` (%, pooled); ``skab_ucl`` is present when every run has training scores.
+    """
+    rules: dict[str, Any] = {
+        "ratio": lambda s, y, tr: metrics.threshold_at_ratio(s, anomaly_ratio),
+        "oracle": lambda s, y, tr: metrics.best_f1_threshold(s, y)[0],
+    }
+    if all(r[2] is not None for r in runs):
+        rules["skab_ucl"] = lambda s, y, tr: float(np.quantile(tr, 0.999)) * 4.0 / 3.0
+    out: dict[str, dict[str, float]] = {}
+    for name, rule in rules.items():
+        counts = np.zeros(4)  # tp, fp, fn, tn
+        pa = np.zeros(3)
+        aff_p, aff_r, aps = [], [], []
+        for s, y, tr in runs:
+            pred = s >= rule(s, y, tr)
+            f = metrics.point_f1(pred, y)
+            counts += [f["tp"], f["fp"], f["fn"], f["tn"]]
+            fa = metrics.point_f1(pred, y, adjust=True)
+            pa += [fa["tp"], fa["fp"], fa["fn"]]
+            aff = metrics.affiliation_metrics(pred, y)
+            if y.any():
+                aff_p.append(0.0 if math.isnan(aff["precision"]) else aff["precision"])
+                aff_r.append(aff["recall"])
+                aps.append(metrics.auc_pr(s, y))
+        tp, fp, fn, tn = counts
+        ap, ar = (float(np.mean(aff_p)), float(np.mean(aff_r))) if aff_p else (0.0, 0.0)
+        out[name] = {
+            "f1": 1.0 if 2 * tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn),
+            "pa_f1": 1.0 if pa.sum() == 0 else 2 * pa[0] / (2 * pa[0] + pa[1] + pa[2]),
+            "affiliation_f1": 0.0 if ap + ar == 0 else 2 * ap * ar / (ap + ar),
+            "auc_pr": float(np.mean(aps)) if aps else math.nan,
+            "far": 100.0 * fp / max(fp + tn, 1.0),
+            "mar": 100.0 * fn / max(fn + tp, 1.0),
+        }
+    return out
+
+
+def compare_methods(config: TeamWorkConfig) -> dict[str, Any]:
+    """Runs every method of ``config.methods`` on ``config.dataset``.
+
+    Returns:
+      JSON-ready dict: ``dataset``, ``rows`` (row name -> threshold rule -> metrics), ``info``
+      (method -> facts of the first series), ``wall_s``, and ``teamwork_beats_transformer``
+      (TeamWork strictly above the role-free transformer on every metric of the oracle and
+      ratio rules), when both ran.
+    """
+    t_start = time.time()
+    if config.dataset == "synthetic":
+        syn = data.make_synthetic(config.seed, train_length=config.train_length,
+                                  test_length=config.test_length,
+                                  n_anomalies=config.n_anomalies)
+        series = [("synthetic", syn.train, syn.test, syn.labels)]
+        truth = {"dominant": syn.dominant.tolist(), "periods": syn.periods.tolist()}
+    else:
+        runs, _ = data.load_skab(config.data_dir)
+        if config.skab_runs:
+            runs = runs[: config.skab_runs]
+        runs = runs[:: config.skab_every]
+        k = data.SKAB_TRAIN_SIZE
+        series = [(r.name, r.values[:k], r.values[k:], r.anomaly[k:]) for r in runs]
+        truth = {}
+    results: dict[str, Any] = {"dataset": config.dataset, "n_series": len(series), "rows": {},
+                               "info": {}, "truth": truth}
+    for method in config.methods:
+        t_method = time.time()
+        per_run = []
+        for i, (_, train, test, labels) in enumerate(series):
+            det = fit_detector(method, train, config)
+            per_run.append((det.score(test), labels,
+                            det.score(train) if config.dataset == "skab" else None))
+            if i == 0:
+                results["info"][method] = det.info
+        results["rows"][METHODS[method]] = evaluate_scores(per_run, config.anomaly_ratio)
+        results["info"][method]["wall_s"] = time.time() - t_method
+    results["wall_s"] = time.time() - t_start
+    if "transformer" in config.methods and "teamwork" in config.methods:
+        ours, base = results["rows"][METHODS["teamwork"]], results["rows"][METHODS["transformer"]]
+        keys = ("f1", "pa_f1", "affiliation_f1", "auc_pr")
+        results["teamwork_beats_transformer"] = all(
+            ours[rule][k] > base[rule][k] for rule in ("ratio", "oracle") for k in keys)
+    return results
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """Markdown table: every metric under every threshold rule, with ratios to the first row's F1."""
+    rows = results["rows"]
+    ref_name = next(iter(rows))
+    ref = rows[ref_name]
+    rules = [r for r in ("ratio", "oracle", "skab_ucl") if r in ref]
+    keys = ("f1", "pa_f1", "affiliation_f1")
+    head = ["method", "AUC-PR"] + [f"{k} [{r}]" for r in rules for k in keys]
+    if "skab_ucl" in rules:
+        head += ["FAR % [skab_ucl]", "MAR % [skab_ucl]"]
+    head.append(f"F1[oracle] / {ref_name.split(' (')[0]}'s")
+    lines = [f"TeamWork comparison on {results['dataset']} ({results['n_series']} series); "
+             "pa_f1 = point-adjusted F1 (inflated); oracle = best-F1 threshold on test labels",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, row in rows.items():
+        cells = [name, f"{row['oracle']['auc_pr']:.3f}"]
+        cells += [f"{row[r][k]:.3f}" for r in rules for k in keys]
+        if "skab_ucl" in rules:
+            cells += [f"{row['skab_ucl']['far']:.1f}", f"{row['skab_ucl']['mar']:.1f}"]
+        cells.append(f"{row['oracle']['f1'] / max(ref['oracle']['f1'], 1e-12):.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def train_and_evaluate(config: TeamWorkConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """Runs :func:`compare_methods`, prints its table, writes ``workdir/teamwork.json`` atomically.
+
+    Returns:
+      The results dict (as written, without ``config``).
+    """
+    results = compare_methods(config)
+    print(format_table(results))
+    out = pathlib.Path(workdir) / SUMMARY_FILE
+    write_summary(out, results, config)
+    return results

@@ -1,0 +1,50 @@
+"""fidia_jax.projects.varjepa: Var-T-JEPA against T-JEPA, frozen-embedding probes on tables.
+
+The driver pretrains a feature-token transformer with T-JEPA (EMA target encoder, latent MSE,
+[REG] tokens) and with Var-T-JEPA (one ELBO: reconstruction, KL of the context posterior to
+N(0, I), KL of the target posterior to the predictor's conditional prior), then probes the frozen
+embeddings (logistic regression, MLP) against a raw-feature MLP and LightGBM in the same run,
+tracks the embeddings' effective rank over training, and scores the posterior variance as an
+uncertainty (area under the risk-coverage curve). ``benchmarks/varjepa.py`` and
+``notebooks/varjepa.py`` call :func:`train_and_evaluate` / :func:`run`.
+
+Papers:
+  Gögl, Yau, "Var-JEPA: A Variational Formulation of the Joint-Embedding Predictive
+  Architecture -- Bridging Predictive and Generative Self-Supervised Learning", ICML 2026,
+  arXiv:2603.20111, https://arxiv.org/abs/2603.20111. Only the abstract was used: the ELBO's
+  terms, likelihoods and per-token factorisation are **our reconstruction**.
+  Thimonier, De Melo Costa, Popineau, Rimmel, Doan, "T-JEPA: Augmentation-Free Self-Supervised
+  Learning for Tabular Data", ICLR 2025, arXiv:2410.05016 (the baseline).
+
+Primitives used: :func:`fidia_jax.data.load_tabular`, :class:`fidia_jax.models.TabularJepa`,
+:func:`fidia_jax.losses.tjepa_objective`, :func:`fidia_jax.losses.var_tjepa_objective`,
+:func:`fidia_jax.metrics.effective_rank`, :func:`fidia_jax.metrics.area_under_risk_coverage`.
+"""
+
+from fidia_jax.projects.varjepa.configs import METHODS as METHODS
+from fidia_jax.projects.varjepa.configs import PRESETS as PRESETS
+from fidia_jax.projects.varjepa.configs import VarJepaConfig as VarJepaConfig
+from fidia_jax.projects.varjepa.configs import get_config as get_config
+from fidia_jax.projects.varjepa.configs import load_config as load_config
+from fidia_jax.projects.varjepa.train import embed as embed
+from fidia_jax.projects.varjepa.train import format_table as format_table
+from fidia_jax.projects.varjepa.train import pretrain as pretrain
+from fidia_jax.projects.varjepa.train import probe as probe
+from fidia_jax.projects.varjepa.train import raw_baselines as raw_baselines
+from fidia_jax.projects.varjepa.train import run as run
+from fidia_jax.projects.varjepa.train import train_and_evaluate as train_and_evaluate
+
+__all__ = [
+    "METHODS",
+    "PRESETS",
+    "VarJepaConfig",
+    "embed",
+    "format_table",
+    "get_config",
+    "load_config",
+    "pretrain",
+    "probe",
+    "raw_baselines",
+    "run",
+    "train_and_evaluate",
+]

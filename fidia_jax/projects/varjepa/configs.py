@@ -1,0 +1,103 @@
+"""Typed configuration of the T-JEPA vs Var-T-JEPA comparison on one tabular dataset.
+
+One frozen :class:`VarJepaConfig`; presets in :data:`PRESETS` (``tiny`` for tests, ``demo`` for a
+short CPU run, ``default`` for ``benchmarks/varjepa.py``); :func:`load_config` also reads a JSON or
+TOML file whose keys mirror the dataclass, optionally from a preset under ``base``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fidia_jax import config as config_lib
+from fidia_jax.data import TABULAR_DATASETS
+from fidia_jax.errors import ConfigError
+
+__all__ = ["METHODS", "PRESETS", "VarJepaConfig", "get_config", "load_config"]
+
+#: Self-supervised methods the driver pretrains (config key -> row name).
+METHODS: dict[str, str] = {"tjepa": "T-JEPA", "var_tjepa": "Var-T-JEPA"}
+
+
+@dataclasses.dataclass(frozen=True)
+class VarJepaConfig:
+    """Pretrain each method on one dataset, then probe its frozen embeddings.
+
+    Attributes:
+      dataset: ``adult``, ``breast_cancer`` or ``digits`` (:func:`fidia_jax.data.load_tabular`).
+      seed: data split (scikit-learn sets), subsample, initialisation, masks and probes.
+      max_train: training rows kept (``None``: all); the probes and baselines use the same rows.
+      methods: keys of :data:`METHODS` to pretrain.
+      dim, depth, heads, n_reg, predictor_depth: the model (:class:`fidia_jax.models.TabularJepa`).
+      context_fraction, target_fraction: share of a row's features in the context / target view
+        (disjoint; at least one feature each).
+      steps, batch_size, learning_rate, weight_decay: AdamW pretraining.
+      ema_decay: T-JEPA target-encoder EMA decay.
+      beta: Var-T-JEPA KL weight (1 = the ELBO); kl_warmup_steps: linear warm-up of beta from 0
+        (0 = none).
+      rank_every, rank_rows: effective rank of the embeddings of ``rank_rows`` fixed training rows,
+        every ``rank_every`` steps.
+      probe_mlp: also train an MLP probe on the embeddings (scikit-learn ``MLPClassifier``).
+      baselines: also fit the raw-feature MLP and LightGBM in the same run.
+      mlp_hidden: hidden widths of every MLP (probe and raw baseline).
+    """
+
+    dataset: str = "breast_cancer"
+    seed: int = 0
+    max_train: int | None = None
+    methods: tuple[str, ...] = tuple(METHODS)
+    dim: int = 32
+    depth: int = 1
+    heads: int = 2
+    n_reg: int = 2
+    predictor_depth: int = 1
+    context_fraction: float = 0.5
+    target_fraction: float = 0.3
+    steps: int = 600
+    batch_size: int = 128
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    ema_decay: float = 0.996
+    beta: float = 1.0
+    kl_warmup_steps: int = 0
+    rank_every: int = 100
+    rank_rows: int = 256
+    probe_mlp: bool = True
+    baselines: bool = True
+    mlp_hidden: tuple[int, ...] = (128,)
+
+    def __post_init__(self) -> None:
+        if self.dataset not in TABULAR_DATASETS:
+            raise ConfigError(f"dataset must be one of {TABULAR_DATASETS}, got {self.dataset!r}")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ConfigError(f"methods must name some of {tuple(METHODS)}, got {self.methods}")
+        if not (0 < self.context_fraction < 1 and 0 < self.target_fraction < 1
+                and self.context_fraction + self.target_fraction <= 1):
+            raise ConfigError(f"context_fraction and target_fraction must be in (0, 1) with sum "
+                              f"<= 1, got {self.context_fraction}, {self.target_fraction}")
+        for name in ("dim", "depth", "heads", "steps", "batch_size", "rank_every", "rank_rows"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.dim % self.heads:
+            raise ConfigError(f"dim must be divisible by heads, got {self.dim}, {self.heads}")
+        if self.max_train is not None and self.max_train < 10:
+            raise ConfigError(f"max_train must be >= 10 or None, got {self.max_train}")
+        if not 0 <= self.ema_decay < 1 or self.beta < 0 or self.kl_warmup_steps < 0:
+            raise ConfigError("need 0 <= ema_decay < 1, beta >= 0, kl_warmup_steps >= 0")
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Unit tests: breast_cancer, 120 rows, a width-8 model, 6 steps, no MLPs.
+    "tiny": {"max_train": 120, "dim": 8, "heads": 1, "n_reg": 1, "steps": 6, "batch_size": 32,
+             "rank_every": 3, "rank_rows": 32, "probe_mlp": False, "baselines": False},
+    # `fidia-jax varjepa demo`: breast_cancer, 300 steps, both probes and the baselines.
+    "demo": {"steps": 300},
+    # benchmarks/varjepa.py (per dataset and seed; `--set dataset=adult`).
+    "default": {},
+}
+
+CONFIGS = config_lib.ConfigSet(VarJepaConfig, PRESETS)
+get_config, load_config = CONFIGS.get_config, CONFIGS.load_config
+config_from_dict = CONFIGS.config_from_dict

@@ -1,0 +1,83 @@
+"""TeamWork driver: evaluation by hand counts, bad input, the tiny run end to end."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fidia_jax import data, metrics
+from fidia_jax.errors import ConfigError, DataError
+from fidia_jax.projects import PROJECTS, teamwork
+
+
+def test_evaluate_scores_hand_counts():
+    # Run A: anomaly at the start [0, 2); run B: anomaly at the end [4, 6) of 6 steps.
+    s_a = np.array([0.9, 0.2, 0.1, 0.3, 0.1, 0.1])
+    y_a = np.array([1, 1, 0, 0, 0, 0])
+    s_b = np.array([0.1, 0.8, 0.1, 0.1, 0.2, 0.7])
+    y_b = np.array([0, 0, 0, 0, 1, 1])
+    train = np.array([0.0, 0.3])  # q_0.999 = 0.2997 -> UCL = 0.3996
+    out = teamwork.evaluate_scores([(s_a, y_a, train), (s_b, y_b, train)], anomaly_ratio=2 / 6)
+    # skab_ucl: A flags {0}, B flags {1, 5}: TP=2, FP=1, FN=2, TN=7 (pooled) -> F1 = 4 / 7.
+    r = out["skab_ucl"]
+    assert r["f1"] == pytest.approx(4 / 7)
+    assert r["far"] == pytest.approx(100 / 8) and r["mar"] == pytest.approx(50.0)
+    # point-adjusted: both events touched -> TP=4, FP=1, FN=0 -> 8 / 9.
+    assert r["pa_f1"] == pytest.approx(8 / 9)
+    # ratio 1/3: top 2 per run, A {0, 3}, B {1, 5} -> TP=2, FP=2, FN=2 -> F1 = 0.5.
+    assert out["ratio"]["f1"] == pytest.approx(0.5)
+    # AUC-PR is the mean over runs.
+    expect = (metrics.auc_pr(s_a, y_a) + metrics.auc_pr(s_b, y_b)) / 2
+    assert out["oracle"]["auc_pr"] == pytest.approx(expect)
+    aff = [metrics.affiliation_metrics(s >= t, y) for s, y, t in
+           ((s_a, y_a, 0.3996), (s_b, y_b, 0.3996))]
+    p = np.mean([a["precision"] for a in aff])
+    rec = np.mean([a["recall"] for a in aff])
+    assert r["affiliation_f1"] == pytest.approx(2 * p * rec / (p + rec))
+    assert "skab_ucl" not in teamwork.evaluate_scores([(s_a, y_a, None)], 0.5)
+
+
+def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path):
+    cfg = teamwork.get_config("tiny", window=16)
+    x = np.random.default_rng(0).normal(size=(10, 3))
+    with pytest.raises(DataError, match="window 16 is longer than the series \\(10 steps\\)"):
+        teamwork.fit_detector("teamwork", x, cfg)
+    x = np.random.default_rng(0).normal(size=(100, 3))
+    x[:, 1] = 2.5
+    with pytest.raises(DataError, match="channel 1 is constant"):
+        teamwork.fit_detector("pca", x, cfg)
+    x[:, 1] = np.nan
+    with pytest.raises(DataError, match="channel 1 holds 100 NaN"):
+        teamwork.fit_detector("iforest", x, cfg)
+    big = teamwork.get_config("tiny", window=1000)
+    with pytest.raises(DataError, match="longer than the series"):
+        teamwork.train_and_evaluate(big, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError, match="methods"):
+        teamwork.get_config("tiny", methods=("lstm",))
+
+
+def test_tiny_run(tmp_path):
+    assert PROJECTS["teamwork"].module == "fidia_jax.projects.teamwork"
+    cfg = teamwork.get_config("tiny")
+    results = teamwork.train_and_evaluate(cfg, tmp_path)
+    saved = json.loads((tmp_path / "teamwork.json").read_text())
+    assert saved["config"]["steps"] == cfg.steps
+    rows = saved["rows"]
+    assert set(rows) == {teamwork.METHODS["teamwork"], teamwork.METHODS["pca"]}
+    for row in rows.values():
+        assert set(row) == {"ratio", "oracle"}
+        for m in row.values():
+            assert all(0.0 <= m[k] <= 1.0 for k in ("f1", "pa_f1", "affiliation_f1", "auc_pr"))
+        # Point adjustment never lowers F1; the oracle's F1 is at least the fixed ratio's.
+        assert row["oracle"]["pa_f1"] >= row["oracle"]["f1"]
+        assert row["oracle"]["f1"] >= row["ratio"]["f1"] - 1e-12
+    # Roles recovered from the tiny training data: the generator's two dominant channels.
+    syn = data.make_synthetic(cfg.seed, train_length=cfg.train_length,
+                              test_length=cfg.test_length, n_anomalies=cfg.n_anomalies)
+    assert results["info"]["teamwork"]["dominant"] == syn.dominant.tolist()
+    # PCA's row equals a recomputation from its own scores.
+    det = teamwork.fit_detector("pca", syn.train, cfg)
+    again = teamwork.evaluate_scores([(det.score(syn.test), syn.labels, None)], cfg.anomaly_ratio)
+    assert rows[teamwork.METHODS["pca"]]["oracle"]["f1"] == pytest.approx(again["oracle"]["f1"])
+    assert "TeamWork (ours, reconstruction)" in teamwork.format_table(results)
