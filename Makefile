@@ -7,7 +7,7 @@ PYTEST_ARGS ?= -n 2
 # The docstring examples of these modules run as written (--doctest-modules).
 DOCTEST_PATHS := fidia_jax/config.py fidia_jax/rl fidia_jax/optim
 
-.PHONY: demo test test-slow bench lint clean
+.PHONY: demo test test-integration test-slow bench lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,14 @@ $(STAMP): $(PY) pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/fidia-jax demo
 
+# The default suite: unit tests, tiny driver runs, doctests (<= 10 minutes on 2 cores).
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS) -q --durations=15 tests --doctest-modules $(DOCTEST_PATHS)
+	$(PY) -m pytest $(PYTEST_ARGS) -q -m "not slow and not integration" --durations=15 tests --doctest-modules $(DOCTEST_PATHS)
+
+# End-to-end runs in subprocesses: every notebook in tiny mode (except the two marked slow) and the
+# FIDIA kill-and-resume check. CI (.ci/run) runs this after `make test`.
+test-integration: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS) -q -m integration --durations=10 tests
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

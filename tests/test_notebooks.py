@@ -103,7 +103,9 @@ def test_public_api_only_and_tiny_flag(name):
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in NOTEBOOKS]
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow if n in SLOW else pytest.mark.integration)
+     for n in NOTEBOOKS],
 )
 def test_notebook_runs_in_tiny_mode(name, tmp_path):
     env = dict(os.environ)

@@ -25,6 +25,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 HERE = pathlib.Path(__file__).resolve()
 
@@ -126,6 +127,7 @@ def _persistent_compilation_cache(path):
         cc.reset_cache()
 
 
+@pytest.mark.integration
 def test_sigkill_and_resume_equals_uninterrupted(tmp_path, trainer, setup):
     cfg, _ = setup
     assert trainer.mesh.devices.size == 1
