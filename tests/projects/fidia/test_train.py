@@ -83,7 +83,6 @@ if __name__ == "__main__":
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import pytest  # noqa: E402
 
 from fidia_jax import models  # noqa: E402
 from fidia_jax.projects import fidia  # noqa: E402
