@@ -20,10 +20,11 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-from CausalEGM import CausalEGM  # noqa: E402
 
 
 def main():
+    from CausalEGM import CausalEGM  # the package of the throwaway venv (imported to run only)
+
     src, dst, n_iter, *seeds = sys.argv[1:]
     d = np.load(src)
     x, t, y = d["x"].astype("float32"), d["t"].astype("float32"), d["y"].astype("float32")

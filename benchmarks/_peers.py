@@ -16,6 +16,7 @@ import importlib.util
 import pathlib
 import subprocess
 import sys
+import typing
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -74,3 +75,53 @@ def run_peer(
         raise SystemExit(
             f"{name} failed: `{shown}` exited with status {proc.returncode}; its last output:\n{output}"
         )
+
+
+class PeerProcess(typing.NamedTuple):
+    """A peer started in the background by :func:`start_peer` (collect it with :func:`wait_peer`)."""
+
+    proc: subprocess.Popen
+    log: typing.TextIO
+    log_path: pathlib.Path
+    command: str
+
+
+def start_peer(python: str, script: str | pathlib.Path, *args, log_path, env=None) -> PeerProcess:
+    """Start ``python script *args`` in the background (our side runs meanwhile), its output to
+    ``log_path``. Fails loudly (``SystemExit``) when the interpreter cannot be started."""
+    cmd = [str(python), str(HERE / script), *map(str, args)]
+    log_path = pathlib.Path(log_path)
+    log = open(log_path, "w")  # noqa: SIM115 - closed by wait_peer
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    except OSError as e:
+        log.close()
+        raise SystemExit(f"peer failed: cannot start `{' '.join(cmd)}`: {e}") from None
+    return PeerProcess(proc, log, log_path, " ".join(cmd))
+
+
+def wait_peer(peer: PeerProcess, *, name: str = "peer", tail: int = 15) -> None:
+    """Wait for a :func:`start_peer` process; ``SystemExit`` with the command, its exit status
+    and the last ``tail`` lines of its log when it failed."""
+    rc = peer.proc.wait()
+    peer.log.close()
+    if rc != 0:
+        last = peer.log_path.read_text().splitlines()[-tail:]
+        raise SystemExit(
+            f"{name} failed: `{peer.command}` exited with status {rc}; its last output:\n"
+            + ("\n".join(last) or "(no output)")
+        )
+
+
+def make_venv(path: str | pathlib.Path, *installs: typing.Sequence[str]) -> pathlib.Path:
+    """A throwaway venv at ``path`` for a peer: ``python -m venv``, then one ``pip install -q``
+    per argument list of ``installs`` (e.g. ``["tensorflow-cpu"], ["--no-deps", "pkg==1.0"]``).
+    Returns its interpreter. Any failing step exits (``SystemExit``) naming the command."""
+    path = pathlib.Path(path)
+    python = path / "bin" / "python"
+    steps = [[sys.executable, "-m", "venv", str(path)]]
+    steps += [[str(python), "-m", "pip", "install", "-q", *args] for args in installs]
+    for cmd in steps:
+        if subprocess.run(cmd).returncode != 0:
+            raise SystemExit(f"making the peer venv failed at `{' '.join(cmd)}`")
+    return python

