@@ -27,6 +27,7 @@ sys.path.insert(0, str(HERE))
 
 from _peers import run_peer  # noqa: E402
 
+from fidia_jax import metrics  # noqa: E402
 from fidia_jax._io import atomic_write_text, json_text  # noqa: E402
 from fidia_jax.config import config_to_dict  # noqa: E402
 from fidia_jax.projects import multifidelity as mf  # noqa: E402
@@ -118,7 +119,7 @@ def main() -> None:
             preds = dict(np.load(out))
         for task, ys in y_tests.items():
             ys = ys[: args.gp_runs]
-            rmse = np.array([np.sqrt(np.mean((preds[f"{task}_{i}/pred"] - y) ** 2)) for i, y in enumerate(ys)])
+            rmse = np.array([float(metrics.rmse(y, preds[f"{task}_{i}/pred"])) for i, y in enumerate(ys)])
             rows = results["tasks"][task]["methods"]
             # ratio against HF-only on the same runs (co-kriging sees only the first gp_runs)
             ref = float(np.mean(rows["hf_only"]["rmse"][: len(ys)]))

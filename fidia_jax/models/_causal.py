@@ -81,29 +81,25 @@ class TARNet(nnx.Module):
         return mu_NxK, phi_NxR
 
 
-class DenseStack(nnx.Module):
+class DenseStack(MLP):
     """The authors' ``BaseFullyConnectedNet``: ``Dense -> LeakyReLU(0.2)`` per width, then ``Dense``.
 
-    Glorot-uniform kernels and zero biases (Keras defaults); no batch norm (the package's
-    default ``batchnorm=False``). The package attaches an L2 kernel regulariser (2.5e-5) but its
-    custom training step never adds ``model.losses``, so it has no effect and is left out.
+    A :class:`fidia_jax.models.MLP` with Glorot-uniform kernels and zero biases (Keras
+    defaults); no batch norm (the package's default ``batchnorm=False``). The package attaches an
+    L2 kernel regulariser (2.5e-5) but its custom training step never adds ``model.losses``, so
+    it has no effect and is left out.
 
     Call: ``net(x_BxI) -> y_BxO``.
     """
 
     def __init__(self, in_features: int, hidden: Sequence[int], out_features: int, *,
                  rngs: nnx.Rngs):
-        widths = [in_features, *hidden, out_features]
-        self.layers = nnx.List(
-            [nnx.Linear(a, b, kernel_init=_GLOROT, rngs=rngs)
-             for a, b in zip(widths[:-1], widths[1:], strict=True)]
-        )
+        super().__init__(in_features, hidden, out_features, activation=_leaky_relu_02,
+                         kernel_init=_GLOROT, rngs=rngs)
 
-    def __call__(self, x):
-        *hidden, last = self.layers
-        for layer in hidden:
-            x = jax.nn.leaky_relu(layer(x), 0.2)
-        return last(x)
+
+def _leaky_relu_02(x):
+    return jax.nn.leaky_relu(x, 0.2)
 
 
 class WganCritic(nnx.Module):

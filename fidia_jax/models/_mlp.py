@@ -20,6 +20,7 @@ class MLP(nnx.Module):
       activation: elementwise nonlinearity after each hidden layer (``jax.nn.relu`` default).
       dropout: dropout rate after each hidden activation (``0`` disables it; then no
         ``dropout`` RNG stream is needed).
+      kernel_init: initialiser of every kernel (``None``: ``nnx.Linear``'s default).
       dtype, param_dtype: computation and parameter dtypes.
       rngs: ``nnx.Rngs`` with ``params`` (and ``dropout`` when ``dropout > 0``).
 
@@ -34,6 +35,7 @@ class MLP(nnx.Module):
         *,
         activation: Callable[[jax.Array], jax.Array] = jax.nn.relu,
         dropout: float = 0.0,
+        kernel_init=None,
         dtype=None,
         param_dtype=jax.numpy.float32,
         rngs: nnx.Rngs,
@@ -43,8 +45,9 @@ class MLP(nnx.Module):
         widths = [in_features, *hidden, out_features]
         if min(widths) < 1:
             raise ValueError(f"MLP: every width must be >= 1, got {widths}")
+        init = {} if kernel_init is None else {"kernel_init": kernel_init}
         self.layers = nnx.List(
-            [nnx.Linear(a, b, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+            [nnx.Linear(a, b, dtype=dtype, param_dtype=param_dtype, rngs=rngs, **init)
              for a, b in zip(widths[:-1], widths[1:], strict=True)]
         )
         self.activation = activation
