@@ -51,6 +51,22 @@ from fidia_jax.data._varjepa_tabular import TabularSplit as TabularSplit
 from fidia_jax.data._varjepa_tabular import TabularSplits as TabularSplits
 from fidia_jax.data._varjepa_tabular import fit_tabular_encoder as fit_tabular_encoder
 from fidia_jax.data._varjepa_tabular import load_tabular as load_tabular
+# >>> vision
+# <<< vision
+# >>> streamflow
+# <<< streamflow
+# >>> hitvar
+# <<< hitvar
+# >>> hypcl
+# <<< hypcl
+# >>> dycon
+# <<< dycon
+# >>> algotrace
+# <<< algotrace
+# >>> residual_geometry
+# <<< residual_geometry
+# >>> safesci
+# <<< safesci
 
 __all__: list[str] = [
     # byte tokenizer + Shakespeare corpus
@@ -112,4 +128,20 @@ __all__: list[str] = [
     "load_skab",
     "make_synthetic",
     "validate_series",
+    # >>> vision
+    # <<< vision
+    # >>> streamflow
+    # <<< streamflow
+    # >>> hitvar
+    # <<< hitvar
+    # >>> hypcl
+    # <<< hypcl
+    # >>> dycon
+    # <<< dycon
+    # >>> algotrace
+    # <<< algotrace
+    # >>> residual_geometry
+    # <<< residual_geometry
+    # >>> safesci
+    # <<< safesci
 ]

@@ -28,6 +28,22 @@ from fidia_jax.layers._hist import sparse_patch_pool as sparse_patch_pool
 from fidia_jax.layers._hist import sparse_unpool as sparse_unpool
 from fidia_jax.layers._hist import window_attention_stats as window_attention_stats
 from fidia_jax.layers._rope import apply_rope as apply_rope
+# >>> vision
+# <<< vision
+# >>> streamflow
+# <<< streamflow
+# >>> hitvar
+# <<< hitvar
+# >>> hypcl
+# <<< hypcl
+# >>> dycon
+# <<< dycon
+# >>> algotrace
+# <<< algotrace
+# >>> residual_geometry
+# <<< residual_geometry
+# >>> safesci
+# <<< safesci
 
 __all__ = [
     "AttentionFn",
@@ -53,4 +69,20 @@ __all__ = [
     "sparse_unpool",
     "window_attention_stats",
     "xla_attention",
+    # >>> vision
+    # <<< vision
+    # >>> streamflow
+    # <<< streamflow
+    # >>> hitvar
+    # <<< hitvar
+    # >>> hypcl
+    # <<< hypcl
+    # >>> dycon
+    # <<< dycon
+    # >>> algotrace
+    # <<< algotrace
+    # >>> residual_geometry
+    # <<< residual_geometry
+    # >>> safesci
+    # <<< safesci
 ]

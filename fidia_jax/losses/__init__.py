@@ -48,6 +48,22 @@ from fidia_jax.losses._varjepa import tjepa_latent_loss as tjepa_latent_loss
 from fidia_jax.losses._varjepa import tjepa_objective as tjepa_objective
 from fidia_jax.losses._varjepa import var_tjepa_elbo as var_tjepa_elbo
 from fidia_jax.losses._varjepa import var_tjepa_objective as var_tjepa_objective
+# >>> vision
+# <<< vision
+# >>> streamflow
+# <<< streamflow
+# >>> hitvar
+# <<< hitvar
+# >>> hypcl
+# <<< hypcl
+# >>> dycon
+# <<< dycon
+# >>> algotrace
+# <<< algotrace
+# >>> residual_geometry
+# <<< residual_geometry
+# >>> safesci
+# <<< safesci
 
 __all__: list[str] = [
     # multi-fidelity learning from trusted label subsets
@@ -92,4 +108,20 @@ __all__: list[str] = [
     "ldl_dvs_loss",
     "ldl_kl_loss",
     "soft_divisiveness",
+    # >>> vision
+    # <<< vision
+    # >>> streamflow
+    # <<< streamflow
+    # >>> hitvar
+    # <<< hitvar
+    # >>> hypcl
+    # <<< hypcl
+    # >>> dycon
+    # <<< dycon
+    # >>> algotrace
+    # <<< algotrace
+    # >>> residual_geometry
+    # <<< residual_geometry
+    # >>> safesci
+    # <<< safesci
 ]

@@ -39,6 +39,22 @@ from fidia_jax.metrics._ridge import ridge_fit as ridge_fit
 from fidia_jax.metrics._ridge import ridge_predict as ridge_predict
 from fidia_jax.metrics._varjepa import area_under_risk_coverage as area_under_risk_coverage
 from fidia_jax.metrics._varjepa import risk_coverage_curve as risk_coverage_curve
+# >>> vision
+# <<< vision
+# >>> streamflow
+# <<< streamflow
+# >>> hitvar
+# <<< hitvar
+# >>> hypcl
+# <<< hypcl
+# >>> dycon
+# <<< dycon
+# >>> algotrace
+# <<< algotrace
+# >>> residual_geometry
+# <<< residual_geometry
+# >>> safesci
+# <<< safesci
 
 __all__: list[str] = [
     "effective_rank",
@@ -80,4 +96,20 @@ __all__: list[str] = [
     "point_adjust",
     "point_f1",
     "threshold_at_ratio",
+    # >>> vision
+    # <<< vision
+    # >>> streamflow
+    # <<< streamflow
+    # >>> hitvar
+    # <<< hitvar
+    # >>> hypcl
+    # <<< hypcl
+    # >>> dycon
+    # <<< dycon
+    # >>> algotrace
+    # <<< algotrace
+    # >>> residual_geometry
+    # <<< residual_geometry
+    # >>> safesci
+    # <<< safesci
 ]

@@ -32,6 +32,8 @@ from fidia_jax.models._llama_hooks import PatchAttention as PatchAttention
 from fidia_jax.models._llama_hooks import PatchHeads as PatchHeads
 from fidia_jax.models._llama_hooks import ReplaceUpdate as ReplaceUpdate
 from fidia_jax.models._llama_hooks import sample_llama as sample_llama
+from fidia_jax.models._lm_fit import fit_llama as fit_llama
+from fidia_jax.models._lm_fit import masked_next_token_loss as masked_next_token_loss
 from fidia_jax.models._lm_task import LlamaSize as LlamaSize
 from fidia_jax.models._lm_task import LmTask as LmTask
 from fidia_jax.models._lm_task import init_lm_state as init_lm_state
@@ -67,6 +69,22 @@ from fidia_jax.models.proteinmpnn import omit_mask as omit_mask
 from fidia_jax.models.proteinmpnn import random_decoding_order as random_decoding_order
 from fidia_jax.models.proteinmpnn import sample as sample
 from fidia_jax.models.proteinmpnn import score as score
+# >>> vision
+# <<< vision
+# >>> streamflow
+# <<< streamflow
+# >>> hitvar
+# <<< hitvar
+# >>> hypcl
+# <<< hypcl
+# >>> dycon
+# <<< dycon
+# >>> algotrace
+# <<< algotrace
+# >>> residual_geometry
+# <<< residual_geometry
+# >>> safesci
+# <<< safesci
 
 __all__ = [
     "MPNN_ALPHABET",
@@ -91,6 +109,8 @@ __all__ = [
     "lm_data_mesh",
     "make_lm_batch_fn",
     "make_lm_task",
+    "fit_llama",
+    "masked_next_token_loss",
     "make_lm_train_step",
     "next_token_loss",
     "place_lm_batch",
@@ -134,4 +154,20 @@ __all__ = [
     "init_teamwork",
     "role_edges",
     "span_mask",
+    # >>> vision
+    # <<< vision
+    # >>> streamflow
+    # <<< streamflow
+    # >>> hitvar
+    # <<< hitvar
+    # >>> hypcl
+    # <<< hypcl
+    # >>> dycon
+    # <<< dycon
+    # >>> algotrace
+    # <<< algotrace
+    # >>> residual_geometry
+    # <<< residual_geometry
+    # >>> safesci
+    # <<< safesci
 ]

@@ -11,6 +11,22 @@ from fidia_jax.optim._scale import scale_by_column_rms as scale_by_column_rms
 from fidia_jax.optim._scale import scale_param_labels as scale_param_labels
 from fidia_jax.optim._schedules import exponential_horizon_schedule as exponential_horizon_schedule
 from fidia_jax.optim._schedules import inverse_time_schedule as inverse_time_schedule
+# >>> vision
+# <<< vision
+# >>> streamflow
+# <<< streamflow
+# >>> hitvar
+# <<< hitvar
+# >>> hypcl
+# <<< hypcl
+# >>> dycon
+# <<< dycon
+# >>> algotrace
+# <<< algotrace
+# >>> residual_geometry
+# <<< residual_geometry
+# >>> safesci
+# <<< safesci
 
 __all__ = [
     "PasoResult",
@@ -24,4 +40,20 @@ __all__ = [
     "scale",
     "scale_by_column_rms",
     "scale_param_labels",
+    # >>> vision
+    # <<< vision
+    # >>> streamflow
+    # <<< streamflow
+    # >>> hitvar
+    # <<< hitvar
+    # >>> hypcl
+    # <<< hypcl
+    # >>> dycon
+    # <<< dycon
+    # >>> algotrace
+    # <<< algotrace
+    # >>> residual_geometry
+    # <<< residual_geometry
+    # >>> safesci
+    # <<< safesci
 ]
