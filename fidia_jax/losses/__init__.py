@@ -23,6 +23,12 @@ from fidia_jax.losses._causal import wasserstein1_sinkhorn as wasserstein1_sinkh
 from fidia_jax.losses._causal_egm import EGMWeights as EGMWeights
 from fidia_jax.losses._causal_egm import causalegm_critic_loss as causalegm_critic_loss
 from fidia_jax.losses._causal_egm import causalegm_generator_loss as causalegm_generator_loss
+from fidia_jax.losses._hitvar import dpo_log_ratios as dpo_log_ratios
+from fidia_jax.losses._hitvar import hitvar_tokenizer_loss as hitvar_tokenizer_loss
+from fidia_jax.losses._hitvar import next_scale_cross_entropy as next_scale_cross_entropy
+from fidia_jax.losses._hitvar import token_log_prob as token_log_prob
+from fidia_jax.losses._hypcl import embedding_distillation as embedding_distillation
+from fidia_jax.losses._hypcl import masked_cross_entropy as masked_cross_entropy
 from fidia_jax.losses._ldl import CHARBONNIER_EPS as CHARBONNIER_EPS
 from fidia_jax.losses._ldl import DIVISIVENESS_MODES as DIVISIVENESS_MODES
 from fidia_jax.losses._ldl import KERAS_KL_EPS as KERAS_KL_EPS
@@ -42,28 +48,14 @@ from fidia_jax.losses._multifidelity import interval_trust_loss as interval_trus
 from fidia_jax.losses._multifidelity import masked_quantile as masked_quantile
 from fidia_jax.losses._multifidelity import pairwise_ranking_loss as pairwise_ranking_loss
 from fidia_jax.losses._multifidelity import trusted_subset_loss as trusted_subset_loss
+from fidia_jax.losses._streamflow import rectified_flow_interpolate as rectified_flow_interpolate
+from fidia_jax.losses._streamflow import rectified_flow_loss as rectified_flow_loss
 from fidia_jax.losses._varjepa import gaussian_kl as gaussian_kl
 from fidia_jax.losses._varjepa import standard_normal_kl as standard_normal_kl
 from fidia_jax.losses._varjepa import tjepa_latent_loss as tjepa_latent_loss
 from fidia_jax.losses._varjepa import tjepa_objective as tjepa_objective
 from fidia_jax.losses._varjepa import var_tjepa_elbo as var_tjepa_elbo
 from fidia_jax.losses._varjepa import var_tjepa_objective as var_tjepa_objective
-# >>> vision
-# <<< vision
-# >>> streamflow
-# <<< streamflow
-# >>> hitvar
-# <<< hitvar
-# >>> hypcl
-# <<< hypcl
-# >>> dycon
-# <<< dycon
-# >>> algotrace
-# <<< algotrace
-# >>> residual_geometry
-# <<< residual_geometry
-# >>> safesci
-# <<< safesci
 
 __all__: list[str] = [
     # multi-fidelity learning from trusted label subsets
@@ -108,20 +100,12 @@ __all__: list[str] = [
     "ldl_dvs_loss",
     "ldl_kl_loss",
     "soft_divisiveness",
-    # >>> vision
-    # <<< vision
-    # >>> streamflow
-    # <<< streamflow
-    # >>> hitvar
-    # <<< hitvar
-    # >>> hypcl
-    # <<< hypcl
-    # >>> dycon
-    # <<< dycon
-    # >>> algotrace
-    # <<< algotrace
-    # >>> residual_geometry
-    # <<< residual_geometry
-    # >>> safesci
-    # <<< safesci
+    "rectified_flow_interpolate",
+    "rectified_flow_loss",
+    "dpo_log_ratios",
+    "hitvar_tokenizer_loss",
+    "next_scale_cross_entropy",
+    "token_log_prob",
+    "embedding_distillation",
+    "masked_cross_entropy",
 ]

@@ -9,16 +9,38 @@ outside the vocabulary, a sampling temperature that is not ``> 0``, prompt lengt
 give NaN outputs instead (a traced ``T <= 0`` samples greedily), as each function documents.
 """
 
+from fidia_jax.models._algotrace import function_vector as function_vector
+from fidia_jax.models._algotrace import head_indirect_effects as head_indirect_effects
+from fidia_jax.models._algotrace import mean_head_outputs as mean_head_outputs
+from fidia_jax.models._algotrace import top_heads as top_heads
 from fidia_jax.models._causal import CausalEGM as CausalEGM
 from fidia_jax.models._causal import DenseStack as DenseStack
 from fidia_jax.models._causal import TARNet as TARNet
 from fidia_jax.models._causal import WganCritic as WganCritic
 from fidia_jax.models._causal import arm_embedding_w2 as arm_embedding_w2
 from fidia_jax.models._causal import gaussian_w2_distances as gaussian_w2_distances
+from fidia_jax.models._dycon import DyconControl as DyconControl
+from fidia_jax.models._dycon import ban_tokens_bias as ban_tokens_bias
+from fidia_jax.models._dycon import dycon_control as dycon_control
+from fidia_jax.models._dycon import dycon_logit_bias as dycon_logit_bias
+from fidia_jax.models._dycon import dycon_static_bias as dycon_static_bias
+from fidia_jax.models._dycon import probe_difficulty as probe_difficulty
 from fidia_jax.models._hist import DenseSpotTransformer as DenseSpotTransformer
 from fidia_jax.models._hist import HiST as HiST
 from fidia_jax.models._hist import masked_mse as masked_mse
 from fidia_jax.models._hist import sinusoidal_lattice_embedding as sinusoidal_lattice_embedding
+from fidia_jax.models._hitvar import ConvSR as ConvSR
+from fidia_jax.models._hitvar import HitVarTokenizer as HitVarTokenizer
+from fidia_jax.models._hitvar import NextScaleTransformer as NextScaleTransformer
+from fidia_jax.models._hitvar import bicubic_resize as bicubic_resize
+from fidia_jax.models._hitvar import conv_sr_width_for_params as conv_sr_width_for_params
+from fidia_jax.models._hitvar import count_params as count_params
+from fidia_jax.models._hitvar import generate_tokens as generate_tokens
+from fidia_jax.models._hitvar import init_without_compile as init_without_compile
+from fidia_jax.models._hitvar import next_scale_inputs as next_scale_inputs
+from fidia_jax.models._hypcl import BallParam as BallParam
+from fidia_jax.models._hypcl import PrototypeAdapter as PrototypeAdapter
+from fidia_jax.models._hypcl import embedding_distance as embedding_distance
 from fidia_jax.models._llama import Llama as Llama
 from fidia_jax.models._llama import LlamaCache as LlamaCache
 from fidia_jax.models._llama import LlamaConfig as LlamaConfig
@@ -30,6 +52,7 @@ from fidia_jax.models._llama_hooks import AddToResidual as AddToResidual
 from fidia_jax.models._llama_hooks import LlamaSamples as LlamaSamples
 from fidia_jax.models._llama_hooks import PatchAttention as PatchAttention
 from fidia_jax.models._llama_hooks import PatchHeads as PatchHeads
+from fidia_jax.models._llama_hooks import ReplaceQKV as ReplaceQKV
 from fidia_jax.models._llama_hooks import ReplaceUpdate as ReplaceUpdate
 from fidia_jax.models._llama_hooks import sample_llama as sample_llama
 from fidia_jax.models._lm_fit import fit_llama as fit_llama
@@ -43,6 +66,15 @@ from fidia_jax.models._lm_task import make_lm_task as make_lm_task
 from fidia_jax.models._lm_task import make_lm_train_step as make_lm_train_step
 from fidia_jax.models._lm_task import place_lm_batch as place_lm_batch
 from fidia_jax.models._mlp import MLP as MLP
+from fidia_jax.models._streamflow import StreamFlowUNet as StreamFlowUNet
+from fidia_jax.models._streamflow import timestep_embedding as timestep_embedding
+from fidia_jax.models._streamflow_serving import STREAM_BUCKETS as STREAM_BUCKETS
+from fidia_jax.models._streamflow_serving import StreamBatcher as StreamBatcher
+from fidia_jax.models._streamflow_serving import bucket_size as bucket_size
+from fidia_jax.models._streamflow_serving import check_timesteps as check_timesteps
+from fidia_jax.models._streamflow_serving import linear_timesteps as linear_timesteps
+from fidia_jax.models._streamflow_serving import sample_euler as sample_euler
+from fidia_jax.models._streamflow_serving import velocity_apply as velocity_apply
 from fidia_jax.models._teamwork import TeamWork as TeamWork
 from fidia_jax.models._teamwork import anomaly_score as anomaly_score
 from fidia_jax.models._teamwork import channel_influence as channel_influence
@@ -58,6 +90,14 @@ from fidia_jax.models._varjepa import GaussianTokens as GaussianTokens
 from fidia_jax.models._varjepa import TabularJepa as TabularJepa
 from fidia_jax.models._varjepa import TabularTransformer as TabularTransformer
 from fidia_jax.models._varjepa import random_feature_masks as random_feature_masks
+from fidia_jax.models._vision_alexnet import ALEXNET_MIN_SIZE as ALEXNET_MIN_SIZE
+from fidia_jax.models._vision_alexnet import LPIPS_NETS as LPIPS_NETS
+from fidia_jax.models._vision_alexnet import VGG16_MIN_SIZE as VGG16_MIN_SIZE
+from fidia_jax.models._vision_alexnet import alexnet_embedding as alexnet_embedding
+from fidia_jax.models._vision_alexnet import alexnet_features as alexnet_features
+from fidia_jax.models._vision_alexnet import load_lpips_weights as load_lpips_weights
+from fidia_jax.models._vision_alexnet import lpips_input_transform as lpips_input_transform
+from fidia_jax.models._vision_alexnet import vgg16_features as vgg16_features
 from fidia_jax.models.proteinmpnn import MPNN_ALPHABET as MPNN_ALPHABET
 from fidia_jax.models.proteinmpnn import MPNNInputs as MPNNInputs
 from fidia_jax.models.proteinmpnn import ProteinMPNN as ProteinMPNN
@@ -69,22 +109,6 @@ from fidia_jax.models.proteinmpnn import omit_mask as omit_mask
 from fidia_jax.models.proteinmpnn import random_decoding_order as random_decoding_order
 from fidia_jax.models.proteinmpnn import sample as sample
 from fidia_jax.models.proteinmpnn import score as score
-# >>> vision
-# <<< vision
-# >>> streamflow
-# <<< streamflow
-# >>> hitvar
-# <<< hitvar
-# >>> hypcl
-# <<< hypcl
-# >>> dycon
-# <<< dycon
-# >>> algotrace
-# <<< algotrace
-# >>> residual_geometry
-# <<< residual_geometry
-# >>> safesci
-# <<< safesci
 
 __all__ = [
     "MPNN_ALPHABET",
@@ -154,20 +178,44 @@ __all__ = [
     "init_teamwork",
     "role_edges",
     "span_mask",
-    # >>> vision
-    # <<< vision
-    # >>> streamflow
-    # <<< streamflow
-    # >>> hitvar
-    # <<< hitvar
-    # >>> hypcl
-    # <<< hypcl
-    # >>> dycon
-    # <<< dycon
-    # >>> algotrace
-    # <<< algotrace
-    # >>> residual_geometry
-    # <<< residual_geometry
-    # >>> safesci
-    # <<< safesci
+    "ALEXNET_MIN_SIZE",
+    "LPIPS_NETS",
+    "VGG16_MIN_SIZE",
+    "alexnet_embedding",
+    "alexnet_features",
+    "load_lpips_weights",
+    "lpips_input_transform",
+    "vgg16_features",
+    "STREAM_BUCKETS",
+    "StreamBatcher",
+    "StreamFlowUNet",
+    "bucket_size",
+    "check_timesteps",
+    "linear_timesteps",
+    "sample_euler",
+    "timestep_embedding",
+    "velocity_apply",
+    "ConvSR",
+    "HitVarTokenizer",
+    "NextScaleTransformer",
+    "bicubic_resize",
+    "conv_sr_width_for_params",
+    "count_params",
+    "generate_tokens",
+    "init_without_compile",
+    "next_scale_inputs",
+    "BallParam",
+    "PrototypeAdapter",
+    "embedding_distance",
+    "DyconControl",
+    "ban_tokens_bias",
+    "dycon_control",
+    "dycon_logit_bias",
+    "dycon_static_bias",
+    "probe_difficulty",
+    "function_vector",
+    "head_indirect_effects",
+    "mean_head_outputs",
+    "top_heads",
+    "ReplaceQKV",
 ]

@@ -272,6 +272,8 @@ class Llama(nnx.Module):
                 h = _hk.add_to_residual(h, hooks, i, "pre", pos_BxT)
             keep("resid_pre", h)
             q, k, v = layer.attention.qkv(layer.attention_norm(h), pos_BxT)
+            if hooks:
+                q, k, v = _hk.replace_qkv(q, k, v, hooks, i, pos_BxT)
             k_att, v_att, causal, kv_len, key = context(i, k, v)
             patch = bool(hooks) and _hk.layer_patches_attention(hooks, i)
             if patch or "attn_weights" in cap:

@@ -48,6 +48,7 @@ __all__ = [
     "LlamaSamples",
     "PatchAttention",
     "PatchHeads",
+    "ReplaceQKV",
     "ReplaceUpdate",
     "sample_llama",
 ]
@@ -115,6 +116,29 @@ class ReplaceUpdate:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReplaceQKV:
+    """Replaces the queries, keys and/or values of ``layer`` at chosen tokens by matched-RMS noise.
+
+    At each selected token the query (all query heads together, ``(Hq * D,)``), key or value
+    vector ``u_t`` (after RoPE for queries and keys) becomes ``z_t * rms(u_t) / rms(z_t)``,
+    ``z_t ~ N(0, I)`` drawn from ``fold_in(fold_in(key, part), b * 2**20 + position)`` (``part``
+    0/1/2 for q/k/v), so the noise of a token is the same in a full pass and in a cached decode
+    step. The paper's "Noise QKV" intervention on visual tokens (Xi et al., ICML 2026).
+
+    Attributes:
+      layer: block index (static).
+      key: a PRNG key.
+      positions: absolute positions whose q/k/v are replaced, or ``None`` for all.
+      parts: which of ``"q"``, ``"k"``, ``"v"`` to replace, a non-empty string over them (static).
+    """
+
+    layer: int
+    key: jax.Array
+    positions: jax.Array | None = None
+    parts: str = "qkv"
+
+
+@dataclasses.dataclass(frozen=True)
 class PatchAttention:
     """Sets the attention weights of ``layer`` on chosen *key* positions to ``value``.
 
@@ -164,10 +188,11 @@ class PatchHeads:
 
 _pytree(AddToResidual, ["vector", "positions"], ["layer", "site"])
 _pytree(ReplaceUpdate, ["key", "positions"], ["layer", "update"])
+_pytree(ReplaceQKV, ["key", "positions"], ["layer", "parts"])
 _pytree(PatchAttention, ["keys", "value", "heads", "positions"], ["layer", "renormalize"])
 _pytree(PatchHeads, ["value", "heads", "positions"], ["layer"])
 
-_HOOK_TYPES = (AddToResidual, ReplaceUpdate, PatchAttention, PatchHeads)
+_HOOK_TYPES = (AddToResidual, ReplaceUpdate, PatchAttention, PatchHeads, ReplaceQKV)
 
 
 # ---------------------------------------------------------------------------- validation
@@ -205,6 +230,13 @@ def check_hooks(hooks: Any, n_layers: int, n_heads: int, *, where: str) -> tuple
         if isinstance(hk, ReplaceUpdate) and hk.update not in _UPDATES:
             raise ValueError(
                 f"{where}: hooks[{i}] ReplaceUpdate.update must be one of {_UPDATES}, got {hk.update!r}"
+            )
+        if isinstance(hk, ReplaceQKV) and (
+            not isinstance(hk.parts, str) or not hk.parts or set(hk.parts) - set("qkv")
+        ):
+            raise ValueError(
+                f"{where}: hooks[{i}] ReplaceQKV.parts must be a non-empty string over 'qkv', "
+                f"got {hk.parts!r}"
             )
         heads = getattr(hk, "heads", None)
         if heads is not None and jnp.shape(heads) != (n_heads,):
@@ -255,21 +287,41 @@ def add_to_residual(h_BxTxC, hooks, layer, site, pos_BxT):
     return h_BxTxC
 
 
+def _matched_noise(u_BxTxF, key, pos_BxT):
+    """Gaussian noise with each token's RMS of ``u`` (noise of row b, position p: fold_in)."""
+    b, t, f = u_BxTxF.shape
+    ids = (jnp.arange(b, dtype=jnp.int32)[:, None] * _ROW_STRIDE + pos_BxT).reshape(-1)
+    keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, ids)
+    normal = functools.partial(jax.random.normal, shape=(f,), dtype=jnp.float32)
+    z = jax.vmap(normal)(keys).reshape(b, t, f)
+    uf = u_BxTxF.astype(jnp.float32)
+    rms_u = jnp.sqrt(jnp.mean(uf * uf, axis=-1, keepdims=True))
+    rms_z = jnp.sqrt(jnp.mean(z * z, axis=-1, keepdims=True))
+    return (z * (rms_u / rms_z)).astype(u_BxTxF.dtype)
+
+
 def replace_update(u_BxTxC, hooks, layer, update, pos_BxT):
     for hk in hooks:
         if isinstance(hk, ReplaceUpdate) and hk.layer == layer and hk.update == update:
-            b, t, c = u_BxTxC.shape
-            ids = (jnp.arange(b, dtype=jnp.int32)[:, None] * _ROW_STRIDE + pos_BxT).reshape(-1)
-            keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(hk.key, ids)
-            normal = functools.partial(jax.random.normal, shape=(c,), dtype=jnp.float32)
-            z = jax.vmap(normal)(keys).reshape(b, t, c)
-            uf = u_BxTxC.astype(jnp.float32)
-            rms_u = jnp.sqrt(jnp.mean(uf * uf, axis=-1, keepdims=True))
-            rms_z = jnp.sqrt(jnp.mean(z * z, axis=-1, keepdims=True))
-            noise = (z * (rms_u / rms_z)).astype(u_BxTxC.dtype)
+            noise = _matched_noise(u_BxTxC, hk.key, pos_BxT)
             m = position_mask(hk.positions, pos_BxT)[:, :, None]
             u_BxTxC = jnp.where(m, noise, u_BxTxC)
     return u_BxTxC
+
+
+def replace_qkv(q, k, v, hooks, layer, pos_BxT):
+    """Applies the layer's :class:`ReplaceQKV` hooks to ``(B, T, H, D)`` q / k / v."""
+    out = [q, k, v]
+    for hk in hooks:
+        if isinstance(hk, ReplaceQKV) and hk.layer == layer:
+            m = position_mask(hk.positions, pos_BxT)[:, :, None, None]
+            for part, name in enumerate("qkv"):
+                if name in hk.parts:
+                    u = out[part]
+                    b, t, h, d = u.shape
+                    noise = _matched_noise(u.reshape(b, t, h * d), jax.random.fold_in(hk.key, part), pos_BxT)
+                    out[part] = jnp.where(m, noise.reshape(b, t, h, d), u)
+    return tuple(out)
 
 
 def patch_heads(o_BxTxHxD, hooks, layer, pos_BxT):

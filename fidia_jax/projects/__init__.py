@@ -52,15 +52,22 @@ class Project(NamedTuple):
 
 #: Project name (the first word after ``fidia-jax``) -> driver package and summary.
 PROJECTS: dict[str, Project] = {
-    "attention": Project("fidia_jax.projects.attention", "SANTA, Attn-QAT: sampled decode attention, FP4 attention training"),
-    "causal": Project("fidia_jax.projects.causal", "Multi-treatment effects: CFR balancing schemes, CausalEGM (IHDP, K arms)"),
+    "algotrace": Project("fidia_jax.projects.algotrace", "AlgoTrace: primitive clusters and function vectors"),
+    "attention": Project("fidia_jax.projects.attention", "SANTA, Attn-QAT: sampled decode and FP4 attention"),
+    "causal": Project("fidia_jax.projects.causal", "Multi-treatment effects: CFR balancing, CausalEGM"),
+    "dycon": Project("fidia_jax.projects.dycon", "DyCon: difficulty probe steers reflection tokens (tiny LLaMA)"),
     "fidia": Project("fidia_jax.projects.fidia", "FIDIA: Best-of-N-aligned RL fine-tuning of ProteinMPNN"),
-    "hist": Project("fidia_jax.projects.hist", "HiST: sparse hierarchical transformer, H&E features -> spatial expression"),
+    "hist": Project("fidia_jax.projects.hist", "HiST: sparse hierarchical transformer, H&E -> expression"),
+    "hitvar": Project("fidia_jax.projects.hitvar", "HIT-VAR: next-scale VAR super-resolution, x1..x4 prefixes"),
+    "hypcl": Project("fidia_jax.projects.hypcl", "HypCL: hyperbolic adapters for class-incremental learning"),
     "ldl": Project("fidia_jax.projects.ldl", "LDL-DVS: divisiveness-consistent label distribution learning"),
     "multifidelity": Project("fidia_jax.projects.multifidelity", "Multi-fidelity regression from trusted label subsets"),
     "optimizers": Project("fidia_jax.projects.optimizers", "SCALE, PASO: byte-level LLaMA LM, any optax optimiser"),
     "proteinmpnn": Project("fidia_jax.projects.proteinmpnn", "ProteinMPNN: sample and score sequences for a backbone"),
-    "td": Project("fidia_jax.projects.td", "TD(0) with exponential step sizes vs constant and 1/t, on random MRPs"),
+    "residual_geometry": Project("fidia_jax.projects.residual_geometry", "RID / MixIG geometry of a tiny VLM's residual updates"),
+    "safesci": Project("fidia_jax.projects.safesci", "SafeSci-style safety evaluation of any generate() callable"),
+    "streamflow": Project("fidia_jax.projects.streamflow", "StreamFlow: stream-batched rectified-flow sampling"),
+    "td": Project("fidia_jax.projects.td", "TD(0) with exponential step sizes, on random MRPs"),
     "teamwork": Project("fidia_jax.projects.teamwork", "TeamWork: role-aware time-series anomaly detection"),
-    "varjepa": Project("fidia_jax.projects.varjepa", "Var-T-JEPA vs T-JEPA: tabular self-supervised embeddings, probes"),
+    "varjepa": Project("fidia_jax.projects.varjepa", "Var-T-JEPA vs T-JEPA: tabular self-supervised embeddings"),
 }  # fmt: skip

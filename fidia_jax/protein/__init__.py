@@ -2,6 +2,7 @@
 
 from fidia_jax.protein._design import DesignSetup as DesignSetup
 from fidia_jax.protein._design import prepare_design as prepare_design
+from fidia_jax.protein._design import select_chains as select_chains
 from fidia_jax.protein._fasta import read_fasta as read_fasta
 from fidia_jax.protein._geometry import SSE_CODES as SSE_CODES
 from fidia_jax.protein._geometry import cb_neighbor_counts as cb_neighbor_counts
@@ -19,9 +20,13 @@ from fidia_jax.protein._motif import load_motifbench_cases as load_motifbench_ca
 from fidia_jax.protein._motif import load_rfdiffusion_benchmark as load_rfdiffusion_benchmark
 from fidia_jax.protein._motif import motif_segments as motif_segments
 from fidia_jax.protein._motif import parse_motif_spec as parse_motif_spec
+from fidia_jax.protein._mpnn_jsonl import read_bias_aa as read_bias_aa
+from fidia_jax.protein._mpnn_jsonl import read_bias_by_res as read_bias_by_res
 from fidia_jax.protein._mpnn_jsonl import read_chain_assignments as read_chain_assignments
 from fidia_jax.protein._mpnn_jsonl import read_fixed_positions as read_fixed_positions
+from fidia_jax.protein._mpnn_jsonl import read_omit_aa_by_res as read_omit_aa_by_res
 from fidia_jax.protein._mpnn_jsonl import read_parsed_chains_jsonl as read_parsed_chains_jsonl
+from fidia_jax.protein._mpnn_jsonl import read_tied_positions as read_tied_positions
 from fidia_jax.protein._mpnn_jsonl import write_parsed_chains_jsonl as write_parsed_chains_jsonl
 from fidia_jax.protein._rewards_terms import HYDROPATHY_KD as HYDROPATHY_KD
 from fidia_jax.protein._rewards_terms import SSE_PROPENSITY as SSE_PROPENSITY
@@ -60,13 +65,18 @@ __all__: list[str] = [
     "load_structure",
     "read_fasta",
     # the original ProteinMPNN's helper-script JSONL files
+    "read_bias_aa",
+    "read_bias_by_res",
     "read_chain_assignments",
     "read_fixed_positions",
+    "read_omit_aa_by_res",
+    "read_tied_positions",
     "read_parsed_chains_jsonl",
     "write_parsed_chains_jsonl",
     # design problems on a structure (designed chains, fixed motif)
     "DesignSetup",
     "prepare_design",
+    "select_chains",
     # motif specifications and benchmark tables
     "MotifBenchCase",
     "MotifInfo",

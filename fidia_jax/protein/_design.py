@@ -13,7 +13,7 @@ from fidia_jax.protein._motif import parse_motif_spec
 from fidia_jax.protein._structure import default_backbone_path, load_structure
 from fidia_jax.protein._types import ALPHABET, Protein
 
-__all__ = ["DesignSetup", "prepare_design"]
+__all__ = ["DesignSetup", "prepare_design", "select_chains"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,28 +49,77 @@ class DesignSetup:
         )
 
 
+def select_chains(protein: Protein, chains: Sequence[str]) -> tuple[Protein, np.ndarray]:
+    """The chains ``chains`` of ``protein``, in that order, as a new :class:`Protein`.
+
+    ``residue_idx`` and ``chain_encoding`` are recomputed for the new chain order (``100 * c``
+    plus the running slot position, as :func:`load_structure`; offsets within a chain are kept).
+
+    Returns:
+      ``(selected, slots)``: the new protein and the ``(L',)`` indices of its slots in
+      ``protein`` (``array[slots]`` carries any per-slot array over).
+
+    Raises:
+      ChainError: a chain ``protein`` does not have, or one listed twice (named).
+    """
+    from fidia_jax.errors import ChainError
+
+    chains = tuple(chains)
+    unknown = [c for c in chains if c not in protein.chain_order]
+    if unknown or len(set(chains)) != len(chains) or not chains:
+        raise ChainError(
+            f"{protein.source}: cannot select chains {list(chains)} (chains {list(protein.chain_order)}; "
+            "each at most once, at least one)"
+        )
+    cid = np.asarray(protein.chain_id)
+    parts = [np.flatnonzero(cid == c) for c in chains]
+    slots = np.concatenate(parts)
+    idx, start = [], 0
+    for c_i, part in enumerate(parts):
+        within = protein.residue_idx[part] - protein.residue_idx[part[0]]
+        idx.append(100 * c_i + start + within)
+        start += part.size
+    enc = np.concatenate([np.full(part.size, c_i + 1) for c_i, part in enumerate(parts)])
+    selected = dataclasses.replace(
+        protein,
+        X=protein.X[slots], mask=protein.mask[slots], S=protein.S[slots],
+        residue_idx=np.concatenate(idx).astype(np.int32), chain_encoding=enc.astype(np.int32),
+        chain_id=cid[slots], resnum=protein.resnum[slots], icode=protein.icode[slots],
+        chain_order=chains,
+        missing=tuple(f"{cid[i]}{protein.resnum[i]}{protein.icode[i]}" for i in slots if not protein.mask[i]),
+    )  # fmt: skip
+    return selected, slots
+
+
 def prepare_design(
-    pdb: str | os.PathLike | None = None,
+    pdb: str | os.PathLike | Protein | None = None,
     chains: str | Sequence[str] | None = None,
     design_chains: str | Sequence[str] | None = None,
-    fixed: str | None = None,
+    fixed: str | np.ndarray | None = None,
 ) -> DesignSetup:
     """Loads the structure and resolves design chains and fixed (motif) positions.
 
     Args:
-      pdb: structure file; ``None`` = the built-in backbone (:func:`default_backbone_path`).
+      pdb: structure file, or an already loaded :class:`Protein`; ``None`` = the built-in
+        backbone (:func:`default_backbone_path`).
       chains: chains to load, in order (``None`` = all protein chains).
       design_chains: chains to design, ``"A,B"`` or a sequence (``None`` = all loaded chains);
         the others are visible context.
-      fixed: motif spec in author numbering (``"A16-35,A52-71"``); these positions keep the
-        native residue.
+      fixed: motif spec in author numbering (``"A16-35,A52-71"``), or an ``(L,)`` bool mask over
+        the loaded slots; these positions keep the native residue.
 
     Raises:
       StructureError, ChainError, MotifSpecError: see :func:`load_structure`,
         :func:`parse_motif_spec`.
       ConfigError: no position is left to design.
     """
-    protein = load_structure(default_backbone_path() if pdb is None else pdb, chains)
+    if isinstance(pdb, Protein):
+        protein = pdb
+        if chains is not None:
+            chains = chains.replace(" ", ",").split(",") if isinstance(chains, str) else chains
+            protein = select_chains(protein, [c for c in chains if c])[0]
+    else:
+        protein = load_structure(default_backbone_path() if pdb is None else pdb, chains)
     if design_chains is None:
         dchains = protein.chain_order
     elif isinstance(design_chains, str):
@@ -79,7 +128,16 @@ def prepare_design(
         dchains = tuple(design_chains)
     chain_mask = protein.chain_mask(dchains)
     dchains = tuple(c for c in protein.chain_order if c in dchains)
-    fixed_mask = parse_motif_spec(fixed, protein) if fixed else np.zeros(protein.length, bool)
+    if fixed is None or isinstance(fixed, str):
+        fixed_mask = parse_motif_spec(fixed, protein) if fixed else np.zeros(protein.length, bool)
+    else:
+        fixed_mask = np.asarray(fixed, bool)
+        if fixed_mask.shape != (protein.length,):
+            raise ConfigError(
+                f"{protein.source}: a fixed mask must be ({protein.length},) bool, got {fixed_mask.shape}"
+            )
+        fixed = ",".join(f"{c}{r}{i}" for c, r, i in zip(
+            protein.chain_id[fixed_mask], protein.resnum[fixed_mask], protein.icode[fixed_mask], strict=True))
     designed = (chain_mask > 0) & (protein.mask > 0) & ~fixed_mask
     if not designed.any():
         raise ConfigError(

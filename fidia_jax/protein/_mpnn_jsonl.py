@@ -11,6 +11,19 @@ Formats (as written by Dauparas et al.'s ``helper_scripts``, github.com/dauparas
   ``{name: [[designed chains], [fixed (visible) chains]]}``.
 * **fixed positions** (``make_fixed_positions_dict.py``): one JSON object
   ``{name: {chain: [1-based positions in that chain's sequence]}}``.
+* **tied positions** (``make_tied_positions_dict.py``): one JSON object ``{name: [{chain:
+  [positions], ...}, ...]}``; every list item is one tied group (all its positions, over all its
+  chains, draw one residue). ``make_pos_neg_tied_positions_dict.py`` writes ``{chain:
+  [[positions], [weights]]}`` instead; weight 1.0 is the plain tie, other weights (negative
+  design) are refused.
+* **per-residue bias** (``make_bias_per_res_dict.py``): one JSON object ``{name: {chain:
+  [[21 logit biases] per residue]}}``, columns in :data:`ALPHABET` order (``ACDEFGHIKLMNPQRSTVWYX``).
+* **per-residue omission** (``other_tools/make_omit_AA.py``): one JSON object ``{name: {chain:
+  [[[positions], "LETTERS"], ...]}}``.
+* **global bias** (``make_bias_AA.py``): one JSON object ``{letter: logit bias}``.
+
+Positions count the slots of a chain from 1, as the original's ``tied_featurize`` does; on a
+protein read by :func:`read_parsed_chains_jsonl` that is also its ``resnum``.
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ import json
 import os
 import pathlib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +41,12 @@ from fidia_jax.errors import ChainError, DataError
 from fidia_jax.protein._types import ALPHABET, Protein
 
 __all__ = [
+    "read_bias_aa",
+    "read_bias_by_res",
     "read_chain_assignments",
     "read_fixed_positions",
+    "read_omit_aa_by_res",
+    "read_tied_positions",
     "read_parsed_chains_jsonl",
     "write_parsed_chains_jsonl",
 ]
@@ -241,35 +259,239 @@ def read_fixed_positions(
     obj = _single_object(path, "fixed positions")
     raw: dict[str, dict[str, list[int]]] = {}
     for name, chains in obj.items():
-        if not isinstance(chains, dict):
-            raise DataError(f"{path}: entry {name!r} must map chain IDs to position lists")
         raw[name] = {}
-        for c, pos in chains.items():
-            if not isinstance(pos, list) or not all(
-                isinstance(k, int) and not isinstance(k, bool) for k in pos
-            ):
-                raise DataError(f"{path}: {name} chain {c}: positions must be a list of integers")
-            raw[name][c] = list(pos)
+        for c, pos in _chain_entries(path, name, chains):
+            raw[name][c] = _int_list(pos, f"{path}: {name} chain {c}: positions")
     if proteins is None:
         return raw
     masks: dict[str, np.ndarray] = {}
     for name, chains in raw.items():
-        if name not in proteins:
-            raise DataError(f"{path}: {name!r} is not among the structures {sorted(proteins)}")
-        p = proteins[name]
-        cid = np.asarray(p.chain_id)
+        p = _protein(path, name, proteins)
         m = np.zeros(p.length, bool)
         for c, pos in chains.items():
-            slots = np.flatnonzero(cid == c)
-            if slots.size == 0:
-                raise ChainError(
-                    f"{path}: {name} has no chain {c!r} (chains {list(p.chain_order)})"
-                )
-            bad = [k for k in pos if not 1 <= k <= slots.size]
-            if bad:
-                raise DataError(
-                    f"{path}: {name} chain {c} has {slots.size} residues; positions out of range: {bad}"
-                )
-            m[slots[np.asarray(pos, int) - 1]] = True
+            m[_slots(path, name, p, c, pos)] = True
         masks[name] = m
     return masks
+
+
+def _chain_entries(path, name, chains) -> list[tuple[str, Any]]:
+    if not isinstance(chains, dict):
+        raise DataError(f"{path}: entry {name!r} must map chain IDs to values")
+    return list(chains.items())
+
+
+def _int_list(value, where: str) -> list[int]:
+    if not isinstance(value, list) or not all(
+        isinstance(k, int) and not isinstance(k, bool) for k in value
+    ):
+        raise DataError(f"{where} must be a list of integers, got {value!r}")
+    return list(value)
+
+
+def _protein(path, name: str, proteins: Mapping[str, Protein]) -> Protein:
+    if name not in proteins:
+        raise DataError(f"{path}: {name!r} is not among the structures {sorted(proteins)}")
+    return proteins[name]
+
+
+def _chain_slots(path, name: str, p: Protein, c: str) -> np.ndarray:
+    slots = np.flatnonzero(np.asarray(p.chain_id) == c)
+    if slots.size == 0:
+        raise ChainError(f"{path}: {name} has no chain {c!r} (chains {list(p.chain_order)})")
+    return slots
+
+
+def _slots(path, name: str, p: Protein, c: str, positions: Sequence[int]) -> np.ndarray:
+    """Slot indices of 1-based ``positions`` of chain ``c`` (every position checked)."""
+    slots = _chain_slots(path, name, p, c)
+    bad = [k for k in positions if not 1 <= k <= slots.size]
+    if bad:
+        raise DataError(
+            f"{path}: {name} chain {c} has {slots.size} residues; positions out of range: {bad}"
+        )
+    return slots[np.asarray(positions, int) - 1]
+
+
+def read_tied_positions(
+    path: str | os.PathLike, proteins: Mapping[str, Protein] | None = None
+) -> dict[str, list[dict[str, list[int]]]] | dict[str, list[list[int]]]:
+    """Reads a tied-positions file (``make_tied_positions_dict.py`` output).
+
+    Args:
+      path: the JSONL file (one object ``{name: [{chain: [1-based positions]}, ...]}``; the
+        weighted form ``{chain: [[positions], [weights]]}`` is read when every weight is 1.0).
+      proteins: optional ``{name: Protein}``; each group then becomes a list of slot indices
+        (chains in the item's order, positions in the listed order), the ``tied=`` argument of
+        :func:`fidia_jax.models.sample` / ``score``.
+
+    Returns:
+      ``{name: [{chain: positions}, ...]}``, or ``{name: [[slot, ...], ...]}`` with ``proteins``.
+
+    Raises:
+      DataError: malformed file; a weight other than 1.0 (negative design is not supported: the
+        weight and chain are named); a position out of range; a slot in two groups; a name not
+        in ``proteins``.
+      ChainError: a chain the protein does not have.
+    """
+    obj = _single_object(path, "tied positions")
+    raw: dict[str, list[dict[str, list[int]]]] = {}
+    for name, items in obj.items():
+        if not isinstance(items, list):
+            raise DataError(f"{path}: entry {name!r} must be a list of {{chain: [positions]}} groups")
+        groups = []
+        for g, item in enumerate(items):
+            group = {}
+            for c, v in _chain_entries(path, f"{name} group {g}", item):
+                where = f"{path}: {name} group {g} chain {c}"
+                if isinstance(v, list) and v and isinstance(v[0], list):  # [[positions], [weights]]
+                    if len(v) != 2 or len(v[0]) != len(v[1]):
+                        raise DataError(f"{where}: expected [[positions], [weights]] of equal length")
+                    if any(w != 1.0 for w in v[1]):
+                        raise DataError(
+                            f"{where}: tie weights {v[1]} (negative / weighted design) are not "
+                            "supported; only weight 1.0 (a plain tie)"
+                        )
+                    v = v[0]
+                group[c] = _int_list(v, f"{where}: positions")
+            groups.append(group)
+        raw[name] = groups
+    if proteins is None:
+        return raw
+    out: dict[str, list[list[int]]] = {}
+    for name, groups in raw.items():
+        p = _protein(path, name, proteins)
+        slot_groups, seen = [], set()
+        for g, group in enumerate(groups):
+            slots = [int(i) for c, pos in group.items() for i in _slots(path, name, p, c, pos)]
+            twice = seen.intersection(slots) | {i for i in slots if slots.count(i) > 1}
+            if twice:
+                labels = [f"{p.chain_id[i]}{p.resnum[i]}" for i in sorted(twice)]
+                raise DataError(f"{path}: {name} group {g}: {labels} already tied in another group")
+            seen.update(slots)
+            if slots:
+                slot_groups.append(slots)
+        out[name] = slot_groups
+    return out
+
+
+def read_bias_by_res(
+    path: str | os.PathLike, proteins: Mapping[str, Protein] | None = None
+) -> dict[str, dict[str, np.ndarray]] | dict[str, np.ndarray]:
+    """Reads a per-residue bias file (``make_bias_per_res_dict.py`` output).
+
+    Args:
+      path: the JSONL file (one object ``{name: {chain: [[21 floats] per residue]}}``, columns in
+        :data:`ALPHABET` order).
+      proteins: optional ``{name: Protein}``; each entry then becomes an ``(L, 21)`` float32
+        table over that protein's slots (chains not listed get 0), the logit bias the sampler adds
+        before the temperature.
+
+    Returns:
+      ``{name: {chain: (n, 21) float32}}``, or ``{name: (L, 21) float32}`` with ``proteins``.
+
+    Raises:
+      DataError: malformed file, a table that is not ``(n, 21)`` with ``n`` the chain's length
+        (with ``proteins``), a non-finite value, a name not in ``proteins``.
+      ChainError: a chain the protein does not have.
+    """
+    obj = _single_object(path, "per-residue bias")
+    raw: dict[str, dict[str, np.ndarray]] = {}
+    for name, chains in obj.items():
+        raw[name] = {}
+        for c, table in _chain_entries(path, name, chains):
+            where = f"{path}: {name} chain {c}"
+            try:
+                arr = np.asarray(table, np.float64)
+            except (TypeError, ValueError):
+                raise DataError(f"{where}: expected a list of 21-number rows") from None
+            if arr.ndim != 2 or arr.shape[1] != len(ALPHABET):
+                raise DataError(f"{where}: expected (residues, {len(ALPHABET)}) numbers, got shape {arr.shape}")
+            if not np.isfinite(arr).all():
+                raise DataError(f"{where}: non-finite bias values")
+            raw[name][c] = arr.astype(np.float32)
+    if proteins is None:
+        return raw
+    out: dict[str, np.ndarray] = {}
+    for name, chains in raw.items():
+        p = _protein(path, name, proteins)
+        bias = np.zeros((p.length, len(ALPHABET)), np.float32)
+        for c, arr in chains.items():
+            slots = _chain_slots(path, name, p, c)
+            if arr.shape[0] != slots.size:
+                raise DataError(
+                    f"{path}: {name} chain {c} has {slots.size} residues but {arr.shape[0]} bias rows"
+                )
+            bias[slots] = arr
+        out[name] = bias
+    return out
+
+
+def read_omit_aa_by_res(
+    path: str | os.PathLike, proteins: Mapping[str, Protein] | None = None
+) -> dict[str, dict[str, list[tuple[list[int], str]]]] | dict[str, np.ndarray]:
+    """Reads a per-residue omission file (``other_tools/make_omit_AA.py`` output).
+
+    Args:
+      path: the JSONL file (one object ``{name: {chain: [[[1-based positions], "LETTERS"], ...]}}``).
+      proteins: optional ``{name: Protein}``; each entry then becomes an ``(L, 21)`` bool mask of
+        the (slot, letter) cells never sampled.
+
+    Returns:
+      ``{name: {chain: [(positions, letters), ...]}}``, or ``{name: (L, 21) bool}``.
+
+    Raises:
+      DataError: malformed file, a letter outside :data:`ALPHABET`, a position out of range, a
+        name not in ``proteins``.
+      ChainError: a chain the protein does not have.
+    """
+    obj = _single_object(path, "per-residue omit")
+    raw: dict[str, dict[str, list[tuple[list[int], str]]]] = {}
+    for name, chains in obj.items():
+        raw[name] = {}
+        for c, items in _chain_entries(path, name, chains):
+            where = f"{path}: {name} chain {c}"
+            if not isinstance(items, list):
+                raise DataError(f"{where}: expected a list of [[positions], \"LETTERS\"] pairs")
+            pairs = []
+            for item in items:
+                if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], str)):
+                    raise DataError(f"{where}: expected [[positions], \"LETTERS\"], got {item!r}")
+                bad = sorted(set(item[1]) - set(ALPHABET))
+                if bad:
+                    raise DataError(f"{where}: unknown amino-acid letters {bad} (alphabet {ALPHABET})")
+                pairs.append((_int_list(item[0], f"{where}: positions"), item[1]))
+            raw[name][c] = pairs
+    if proteins is None:
+        return raw
+    out: dict[str, np.ndarray] = {}
+    for name, chains in raw.items():
+        p = _protein(path, name, proteins)
+        omit = np.zeros((p.length, len(ALPHABET)), bool)
+        for c, pairs in chains.items():
+            _chain_slots(path, name, p, c)
+            for pos, letters in pairs:
+                cols = [ALPHABET.index(a) for a in letters]
+                omit[np.ix_(_slots(path, name, p, c, pos), cols)] = True
+        out[name] = omit
+    return out
+
+
+def read_bias_aa(path: str | os.PathLike) -> dict[str, float]:
+    """Reads a global amino-acid bias file (``make_bias_AA.py`` output, ``{"A": -0.01, ...}``).
+
+    Returns:
+      ``{letter: bias}``, the ``bias_aa`` argument of the design commands.
+
+    Raises:
+      DataError: not one JSON object, a letter outside :data:`ALPHABET`, a non-finite or
+        non-numeric bias.
+    """
+    obj = _single_object(path, "amino-acid bias")
+    out = {}
+    for letter, v in obj.items():
+        if letter not in ALPHABET:
+            raise DataError(f"{path}: unknown amino-acid letter {letter!r} (alphabet {ALPHABET})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+            raise DataError(f"{path}: the bias of {letter!r} must be a finite number, got {v!r}")
+        out[letter] = float(v)
+    return out

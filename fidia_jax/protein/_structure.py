@@ -439,6 +439,7 @@ def load_structure(
     chains: str | Sequence[str] | None = None,
     *,
     gaps: Literal["geometry", "numbering", "none"] = "geometry",
+    ca_only: bool = False,
 ) -> Protein:
     """Reads the protein backbone of a PDB / mmCIF / BinaryCIF file (optionally gzipped).
 
@@ -481,6 +482,10 @@ def load_structure(
         backbone, as antibody numbering schemes make, gets no placeholder); ``"numbering"``
         inserts them at every numbering gap, exactly as ProteinMPNN's ``parse_PDB``;
         ``"none"`` inserts none (only residues present in the file get slots).
+      ca_only: for CA-only (coarse-grained) structures and the CA-only ProteinMPNN: ``mask`` is
+        1 where the residue has a finite CA (N, C, O are kept where present, 0.0 otherwise, and
+        neither required nor checked for degeneracy). Without the C/N atoms no peptide bond can
+        be seen, so ``"geometry"`` gaps then insert placeholders at every numbering gap.
 
     Returns:
       A :class:`~fidia_jax.protein.Protein`; ``Protein.missing`` lists the labels
@@ -490,7 +495,7 @@ def load_structure(
       StructureError: the file is missing, empty, not a structure file, cannot be parsed (the
         message names the line and atom of an unreadable PDB field, e.g. ``line 6: CA ALA A 2``),
         holds no amino-acid residues, or no residue with a complete, finite, non-degenerate
-        N/CA/C/O backbone.
+        N/CA/C/O backbone (with ``ca_only``: no residue with a finite CA).
       ChainError: a requested chain does not exist (the message lists the available chains),
         holds no amino acids, or is requested twice.
       ValueError: ``gaps`` is not one of the three modes.
@@ -583,12 +588,15 @@ def load_structure(
                 if name in r.bb and name not in bad:
                     x[j] = r.bb[name]
             absent_atoms = [a for a in _BACKBONE if a not in r.bb]
+            if ca_only:  # only the CA matters
+                absent_atoms = [a for a in absent_atoms if a == "CA"]
+                bad = [a for a in bad if a == "CA"]
             ok = not absent_atoms and not bad
             if absent_atoms:
                 incomplete.append(f"{r.label} (no {','.join(absent_atoms)})")
             if bad:
                 nonfinite.append(f"{r.label} ({','.join(bad)})")
-            if ok:
+            if ok and not ca_only:
                 bonds = np.linalg.norm(x[[0, 1, 2]] - x[[1, 2, 3]], axis=-1)
                 if (bonds < _COINCIDENT).any():
                     ok = False
@@ -611,11 +619,15 @@ def load_structure(
                        "all atoms at one point?")  # fmt: skip
         if nonfinite:
             why.append(f"{len(nonfinite)} residue(s) with non-finite coordinates")
+        if ca_only:
+            raise StructureError(f"{path}: no residue with a finite CA atom in chain(s) {wanted} "
+                                 f"({'; '.join(why) or 'no CA atoms'})")
         if incomplete and not why:
             why.append("CA-only model?")
         raise StructureError(
             f"{path}: no residue with a complete N/CA/C/O backbone in chain(s) {wanted} "
-            f"({'; '.join(why) or 'CA-only model?'})"
+            f"({'; '.join(why) or 'CA-only model?'}); for a CA-only structure use "
+            "load_structure(..., ca_only=True) and the CA-only ProteinMPNN"
         )
     chain_index = np.array([wanted.index(c) for c in cids], np.int32)
     residue_idx = (100 * chain_index + np.arange(len(cids), dtype=np.int32)).astype(np.int32)

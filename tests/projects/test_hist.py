@@ -15,6 +15,7 @@ def tiny_run(tmp_path_factory):
     return workdir, hist.train_and_evaluate(hist.get_config("tiny"), workdir)
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_run_writes_metrics_that_match_the_predictions(tiny_run):
     workdir, res = tiny_run
     saved = json.loads((workdir / "hist_results.json").read_text())

@@ -37,6 +37,7 @@ def tiny_run(tmp_path_factory):
     return ldl.train_and_evaluate(ldl.get_config("tiny"), workdir), workdir
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_run_scores_every_fold(tiny_run):
     res, workdir = tiny_run
     cfg = ldl.get_config("tiny")
@@ -60,6 +61,7 @@ def test_tiny_run_scores_every_fold(tiny_run):
         metrics.ldl_kl_divergence(ds.labels, mean_pred))
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_fit_predict_matches_cross_validate_fold(tiny_run):
     """fit_predict on fold 1's rows reproduces cross_validate's scores of that fold."""
     res, _ = tiny_run

@@ -17,6 +17,7 @@ def tiny_run(tmp_path_factory):
     return config, varjepa.train_and_evaluate(config, workdir), workdir
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_run_writes_a_complete_summary(tiny_run):
     config, results, workdir = tiny_run
     saved = json.loads((workdir / "varjepa.json").read_text())
@@ -34,6 +35,7 @@ def test_tiny_run_writes_a_complete_summary(tiny_run):
     assert set(var["history"]["terms"][0]) == {"rec_context", "rec_target", "kl_context", "kl_target"}
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_cli_and_bad_configs(tiny_run, tmp_path, capsys):
     assert cli.main(["varjepa", "train", "--config", "tiny", "--set", "methods=[\"tjepa\"]",
                      "--workdir", str(tmp_path)]) == 0

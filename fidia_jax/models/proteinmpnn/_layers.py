@@ -78,8 +78,88 @@ class PositionalEncodings(nnx.Module):
         return self.linear(onehot)
 
 
-class ProteinFeatures(nnx.Module):
-    """Edge features of the full-backbone model (``ProteinFeatures`` of the original)."""
+def _neighbors(Ca_BxLx3, mask_BxL, top_k):
+    """``_dist`` of the original: masked pairwise CA distances, the ``min(top_k, L)`` smallest
+    per row (masked pairs pushed to the row max) -> ``(D_neighbors_BxLxK, E_idx_BxLxK)``."""
+    mask_2D = mask_BxL[:, None, :] * mask_BxL[:, :, None]
+    dX = Ca_BxLx3[:, None, :, :] - Ca_BxLx3[:, :, None, :]
+    D = mask_2D * jnp.sqrt(jnp.sum(dX**2, -1) + 1e-6)
+    D_max = jnp.max(D, -1, keepdims=True)
+    D_adjust = D + (1.0 - mask_2D) * D_max
+    k = min(top_k, Ca_BxLx3.shape[1])
+    neg_D, E_idx = jax.lax.top_k(-D_adjust, k)
+    return -neg_D, E_idx
+
+
+def _edge_positional(embeddings, residue_idx_BxL, chain_BxL, E_idx):
+    """Relative-offset / same-chain encoding of each edge (``E_positional`` of the original)."""
+    offset = gather_edges(residue_idx_BxL[:, :, None] - residue_idx_BxL[:, None, :], E_idx)
+    same_chain = gather_edges((chain_BxL[:, :, None] == chain_BxL[:, None, :]).astype(jnp.int32), E_idx)
+    return embeddings(offset.astype(jnp.int32), same_chain).astype(jnp.float32)
+
+
+def _rbf(D, num_rbf):
+    """16 Gaussian bins, centres 2..22 Å, width 20/num_rbf Å -> ``D.shape + (num_rbf,)``."""
+    mu = jnp.linspace(2.0, 22.0, num_rbf, dtype=jnp.float32).reshape((1,) * D.ndim + (-1,))
+    sigma = (22.0 - 2.0) / num_rbf
+    return jnp.exp(-(((D[..., None] - mu) / sigma) ** 2))
+
+
+def _normalize(x, eps=1e-12):
+    """``torch.nn.functional.normalize`` on the last axis: ``x / max(|x|, eps)`` (zero stays zero;
+    the square root is guarded so the gradient at a zero vector is 0, not NaN)."""
+    ss = jnp.sum(x * x, -1, keepdims=True)
+    n = jnp.where(ss > 0, jnp.sqrt(jnp.where(ss > 0, ss, 1.0)), 0.0)
+    return x / jnp.maximum(n, eps)
+
+
+def _quaternions(R):
+    """Rotation matrices ``(..., 3, 3)`` -> unit quaternions ``(..., 4)`` ``(x, y, z, w)``, as
+    ``CA_ProteinFeatures._quaternions`` (magnitudes from the diagonal, signs from the
+    antisymmetric part, ``w`` from the trace clipped at 0, then normalised)."""
+    Rxx, Ryy, Rzz = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
+    mags = 0.5 * jnp.sqrt(jnp.abs(1.0 + jnp.stack([Rxx - Ryy - Rzz, -Rxx + Ryy - Rzz, -Rxx - Ryy + Rzz], -1)))
+    signs = jnp.sign(jnp.stack([R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], -1))
+    w = jnp.sqrt(jax.nn.relu(1.0 + Rxx + Ryy + Rzz))[..., None] / 2.0
+    return _normalize(jnp.concatenate([signs * mags, w], -1))
+
+
+def _ca_frames(Ca_BxLx3, mask_BxL):
+    """Local frames of the CA trace (``_orientations_coarse`` of the original) -> ``(B, L, 3, 3)``.
+
+    ``u_t`` = unit CA(t+1) - CA(t), zeroed unless 3.6 < |CA(t+1) - CA(t)| < 4.0 Å (chain breaks
+    and padding); the frame at residue ``i`` (``1 <= i <= L-3``) has rows ``o = unit(u_{i-1} -
+    u_i)``, ``n = unit(u_{i-1} x u_i)`` and ``o x n``; residues ``0``, ``L-2``, ``L-1`` get a zero
+    frame (the original's padding). Here ``L`` is the *effective* length, up to the last slot
+    with ``mask`` 1: trailing mask-0 slots count as padding, so a structure padded at the end
+    (bucketing, batching) gets the frames of the unpadded original. (Deviation: a structure
+    whose own last residues lack a CA gets zero frames two slots earlier than the original.)
+    """
+    B, L, _ = Ca_BxLx3.shape
+    if L < 4:
+        return jnp.zeros((B, L, 3, 3), Ca_BxLx3.dtype)
+    dX = Ca_BxLx3[:, 1:] - Ca_BxLx3[:, :-1]
+    norm = jnp.sqrt(jnp.sum(dX * dX, -1))
+    dX = dX * ((norm > 3.6) & (norm < 4.0)).astype(dX.dtype)[..., None]
+    U = _normalize(dX)
+    u_2, u_1 = U[:, :-2], U[:, 1:-1]
+    n_2 = _normalize(jnp.cross(u_2, u_1))
+    o_1 = _normalize(u_2 - u_1)
+    O = jnp.stack([o_1, n_2, jnp.cross(o_1, n_2)], 2)  # (B, L-3, 3, 3), rows
+    O = jnp.pad(O, ((0, 0), (1, 2), (0, 0), (0, 0)))
+    idx_L = jnp.arange(L)
+    last_B = jnp.max(jnp.where(mask_BxL > 0, idx_L[None, :], 0), -1)  # last real slot
+    keep = (idx_L[None, :] <= last_B[:, None] - 2).astype(O.dtype)
+    return O * keep[:, :, None, None]
+
+
+class _EdgeFeatures(nnx.Module):
+    """Shared parameters of the edge featurisers: positional encoding, ``edge_embedding`` (no
+    bias) from ``num_positional_embeddings + num_rbf * num_distances + num_extra`` inputs,
+    ``norm_edges``."""
+
+    num_distances = len(_RBF_PAIRS)
+    num_extra = 0
 
     def __init__(
         self,
@@ -97,17 +177,69 @@ class ProteinFeatures(nnx.Module):
         self.embeddings = PositionalEncodings(
             num_positional_embeddings, max_relative_feature=max_relative_feature, cfg=cfg, rngs=rngs
         )
-        edge_in = num_positional_embeddings + num_rbf * len(_RBF_PAIRS)
+        edge_in = num_positional_embeddings + num_rbf * self.num_distances + self.num_extra
         self.edge_embedding = linear(edge_in, edge_features, use_bias=False, cfg=cfg, rngs=rngs)
         self.norm_edges = _layer_norm(edge_features, cfg=cfg, rngs=rngs)
 
-    def _rbf(self, D):
-        mu = jnp.linspace(2.0, 22.0, self.num_rbf, dtype=jnp.float32).reshape((1,) * D.ndim + (-1,))
-        sigma = (22.0 - 2.0) / self.num_rbf
-        return jnp.exp(-(((D[..., None] - mu) / sigma) ** 2))
+
+class CAProteinFeatures(_EdgeFeatures):
+    """Edge features of the CA-only model (``CA_ProteinFeatures`` of the original).
+
+    From CA coordinates alone: the CA-CA distance and the 8 distances between the neighbour
+    pair's preceding / own / following CA (``CA(i-1)``, ``CA(i)``, ``CA(i+1)``, shifted along the
+    concatenated chains with zeros at the ends, as the original) through 16 RBFs each (144), the
+    direction of the neighbour in the residue's local CA frame (3) and the relative rotation of
+    the two frames as a quaternion (4), and the positional encoding (16): 167 inputs ->
+    ``edge_embedding`` -> ``norm_edges``. The original's ``node_embedding`` / ``norm_nodes``
+    (and the model's ``W_v``) are never used by its forward pass and are not ported.
+    """
+
+    num_distances = 9  # RBF-encoded distances per edge
+    num_extra = 7  # neighbour direction (3) + relative-rotation quaternion (4)
+
+    def __call__(self, X_BxLxAx3, mask_BxL, residue_idx_BxL, chain_BxL):
+        """Returns ``(E_BxLxKxC, E_idx_BxLxK)``; ``X`` is ``(B, L, 4, 3)`` (CA read at atom 1,
+        the rest ignored) or ``(B, L, 1, 3)`` (CA only)."""
+        X = X_BxLxAx3.astype(jnp.float32)
+        Ca = X[..., 1, :] if X.shape[-2] == 4 else X[..., 0, :]
+        mask = mask_BxL.astype(jnp.float32)
+        D_neighbors, E_idx = _neighbors(Ca, mask, self.top_k)
+
+        zero = jnp.zeros_like(Ca[:, :1])
+        shifted = (jnp.concatenate([zero, Ca[:, :-1]], 1), Ca, jnp.concatenate([Ca[:, 1:], zero], 1))
+        rbfs = [_rbf(D_neighbors, self.num_rbf)]
+        for a, b in ((0, 0), (2, 2), (0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)):
+            A, B_nb = shifted[a], _gather_nodes(shifted[b], E_idx)
+            rbfs.append(_rbf(jnp.sqrt(jnp.sum((A[:, :, None, :] - B_nb) ** 2, -1) + 1e-6), self.num_rbf))
+
+        O = _ca_frames(Ca, mask)  # (B, L, 3, 3)
+        O_nb = jax.vmap(lambda o, i: o[i])(O, E_idx)  # (B, L, K, 3, 3)
+        dX = _gather_nodes(Ca, E_idx) - Ca[:, :, None, :]
+        dU = _normalize(jnp.sum(O[:, :, None, :, :] * dX[..., None, :], -1))
+        R = jnp.sum(O[:, :, None, :, :, None] * O_nb[..., None, :], -3)  # O^T O_nb
+        orient = jnp.concatenate([dU, _quaternions(R)], -1)
+
+        E_pos = _edge_positional(self.embeddings, residue_idx_BxL, chain_BxL, E_idx)
+        E = jnp.concatenate([E_pos] + rbfs + [orient], -1)
+        E = self.norm_edges(self.edge_embedding(E))
+        return E, E_idx
+
+
+class ProteinFeatures(_EdgeFeatures):
+    """Edge features of the full-backbone model (``ProteinFeatures`` of the original)."""
 
     def __call__(self, X_BxLx4x3, mask_BxL, residue_idx_BxL, chain_BxL):
-        """Returns ``(E_BxLxKxC, E_idx_BxLxK)``; ``K = min(top_k, L)``, neighbours by CA distance."""
+        """Returns ``(E_BxLxKxC, E_idx_BxLxK)``; ``K = min(top_k, L)``, neighbours by CA distance.
+
+        Raises:
+          ValueError: ``X`` does not hold the four backbone atoms (a CA-only ``(B, L, 1, 3)``
+            input needs the CA-only model, ``ProteinMPNN.from_checkpoint(variant="ca")``).
+        """
+        if X_BxLx4x3.shape[-2] != 4:
+            raise ValueError(
+                f"the full-backbone ProteinMPNN needs X of shape (..., L, 4, 3) (N, CA, C, O), got "
+                f"{X_BxLx4x3.shape}; for CA-only inputs use ProteinMPNN.from_checkpoint(variant='ca')"
+            )
         X = X_BxLx4x3.astype(jnp.float32)
         mask = mask_BxL.astype(jnp.float32)
         N, Ca, C, O = X[..., 0, :], X[..., 1, :], X[..., 2, :], X[..., 3, :]
@@ -117,32 +249,20 @@ class ProteinFeatures(nnx.Module):
         Cb = -0.58273431 * a + 0.56802827 * b - 0.54067466 * c + Ca
         atoms = {"N": N, "Ca": Ca, "C": C, "O": O, "Cb": Cb}
 
-        # _dist: masked pairwise CA distances, top-k smallest (masked pairs pushed to the row max).
-        mask_2D = mask[:, None, :] * mask[:, :, None]
-        dX = Ca[:, None, :, :] - Ca[:, :, None, :]
-        D = mask_2D * jnp.sqrt(jnp.sum(dX**2, -1) + 1e-6)
-        D_max = jnp.max(D, -1, keepdims=True)
-        D_adjust = D + (1.0 - mask_2D) * D_max
-        k = min(self.top_k, X.shape[1])
-        neg_D, E_idx = jax.lax.top_k(-D_adjust, k)
-        D_neighbors = -neg_D
+        D_neighbors, E_idx = _neighbors(Ca, mask, self.top_k)
 
         rbfs = []
         for a_name, b_name in _RBF_PAIRS:
             if (a_name, b_name) == ("Ca", "Ca"):
-                rbfs.append(self._rbf(D_neighbors))
+                rbfs.append(_rbf(D_neighbors, self.num_rbf))
                 continue
             A, B_nb = atoms[a_name], _gather_nodes(atoms[b_name], E_idx)
             D_AB = jnp.sqrt(jnp.sum((A[:, :, None, :] - B_nb) ** 2, -1) + 1e-6)
-            rbfs.append(self._rbf(D_AB))
+            rbfs.append(_rbf(D_AB, self.num_rbf))
         rbf_BxLxKx400 = jnp.concatenate(rbfs, -1)
 
-        offset = gather_edges(residue_idx_BxL[:, :, None] - residue_idx_BxL[:, None, :], E_idx)
-        same_chain = gather_edges(
-            (chain_BxL[:, :, None] == chain_BxL[:, None, :]).astype(jnp.int32), E_idx
-        )
-        E_pos = self.embeddings(offset.astype(jnp.int32), same_chain)
-        E = jnp.concatenate([E_pos.astype(jnp.float32), rbf_BxLxKx400], -1)
+        E_pos = _edge_positional(self.embeddings, residue_idx_BxL, chain_BxL, E_idx)
+        E = jnp.concatenate([E_pos, rbf_BxLxKx400], -1)
         E = self.norm_edges(self.edge_embedding(E))
         return E, E_idx
 

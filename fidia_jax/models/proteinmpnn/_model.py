@@ -9,12 +9,14 @@ from flax import nnx
 
 from fidia_jax.models._domain import check_permutations, check_token_ids
 from fidia_jax.models.proteinmpnn._checkpoint import (
+    CA_UNUSED_KEYS,
     architecture,
     copy_torch_state_dict,
     load_checkpoint_full,
 )
 from fidia_jax.models.proteinmpnn._inputs import MPNNInputs
 from fidia_jax.models.proteinmpnn._layers import (
+    CAProteinFeatures,
     DecLayer,
     EncLayer,
     ProteinFeatures,
@@ -24,7 +26,11 @@ from fidia_jax.models.proteinmpnn._layers import (
 
 
 class ProteinMPNN(nnx.Module):
-    """Full-backbone ProteinMPNN (encoder + autoregressive decoder), as in Dauparas et al. 2022.
+    """ProteinMPNN (encoder + autoregressive decoder), as in Dauparas et al. 2022.
+
+    The full-backbone model (default) featurises N, CA, C, O; with ``ca_only=True`` the CA-only
+    model featurises the CA trace alone (:class:`CAProteinFeatures`); encoder, decoder, sampler
+    and scoring are shared.
 
     Args:
       node_features: node feature width (128 in all released models; kept for parity with the
@@ -42,6 +48,9 @@ class ProteinMPNN(nnx.Module):
       dtype: computation dtype of the dense layers (geometry is always float32).
       param_dtype: parameter dtype.
       precision: matmul precision (``"highest"`` keeps float32 parity on every backend).
+      ca_only: build the CA-only model (``CA_ProteinFeatures`` of the original: edge input
+        width 167 instead of 416); it reads only ``X[..., 1, :]`` (or ``X[..., 0, :]`` of a
+        ``(L, 1, 3)`` input) and ``mask`` must mark the residues with a CA.
       rngs: initialisation randomness (xavier-uniform kernels, as in the original).
     """
 
@@ -62,6 +71,7 @@ class ProteinMPNN(nnx.Module):
         dtype=jnp.float32,
         param_dtype=jnp.float32,
         precision: str | jax.lax.Precision | None = "highest",
+        ca_only: bool = False,
         rngs: nnx.Rngs,
     ):
         del node_features
@@ -71,7 +81,8 @@ class ProteinMPNN(nnx.Module):
         self.k_neighbors = k_neighbors
         self.dtype = dtype
         self.precision = precision
-        self.features = ProteinFeatures(
+        self.ca_only = bool(ca_only)
+        self.features = (CAProteinFeatures if ca_only else ProteinFeatures)(
             edge_features,
             top_k=k_neighbors,
             num_rbf=num_rbf,
@@ -112,11 +123,16 @@ class ProteinMPNN(nnx.Module):
     ) -> ProteinMPNN:
         """Build the model and load original weights (see :func:`load_checkpoint`).
 
+        ``variant="ca"`` (or a CA-only ``path``) builds the CA-only model (``ca_only=True``),
+        dropping the checkpoint entries its forward pass never reads (``CA_UNUSED_KEYS``).
+
         Raises:
           CheckpointError: missing file, or keys/shapes that do not match the architecture.
         """
         sd, meta = load_checkpoint_full(name, variant, path)
         arch = architecture(sd, meta)
+        if arch["ca_only"]:
+            sd = {k: v for k, v in sd.items() if k not in CA_UNUSED_KEYS}
         hidden = arch["hidden"]
         # Build abstractly (no random init: shapes only), then fill every parameter from `sd`.
         model = nnx.eval_shape(
@@ -131,6 +147,7 @@ class ProteinMPNN(nnx.Module):
                 dtype=dtype,
                 param_dtype=param_dtype,
                 precision=precision,
+                ca_only=arch["ca_only"],
                 rngs=nnx.Rngs(0),
             )
         )

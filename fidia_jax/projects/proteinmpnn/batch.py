@@ -33,6 +33,7 @@ __all__ = [
     "bucketed",
     "find_structures",
     "pad_inputs",
+    "run_sample_jsonl",
     "run_sample_many",
 ]
 
@@ -211,9 +212,129 @@ def run_sample_many(
       ConfigError / DataError: no structures, bad ``bucket``, unreadable list; a model that
         cannot load. Errors of single backbones are recorded, not raised.
     """
+    _check_bucket(bucket)
+    paths = find_structures(pdb_dir, pdb_list)
+    jobs = [(_structure_name(p), str(p), lambda p=p: {"pdb": p}) for p in paths]
+    inputs = {"pdb_dir": None if pdb_dir is None else str(pdb_dir),
+              "pdb_list": None if pdb_list is None else str(pdb_list)}  # fmt: skip
+    return _sample_jobs(out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options)
+
+
+def run_sample_jsonl(
+    out: str | os.PathLike,
+    jsonl_path: str | os.PathLike,
+    *,
+    chain_id_jsonl: str | os.PathLike | None = None,
+    fixed_positions_jsonl: str | os.PathLike | None = None,
+    tied_positions_jsonl: str | os.PathLike | None = None,
+    bias_aa_jsonl: str | os.PathLike | None = None,
+    bias_by_res_jsonl: str | os.PathLike | None = None,
+    omit_aa_jsonl: str | os.PathLike | None = None,
+    bucket: int = 64,
+    checkpoint: str = "v_48_020",
+    variant: str = "vanilla",
+    model=None,
+    quiet: bool = False,
+    **options: Any,
+) -> dict[str, Any]:
+    """Samples the structures of the original ProteinMPNN's pipeline files, as
+    ``protein_mpnn_run.py --jsonl_path ... --chain_id_jsonl ...`` does.
+
+    Reads ``jsonl_path`` (``parse_multiple_chains.py`` output) and the optional helper-script
+    files (formats in :mod:`fidia_jax.protein._mpnn_jsonl`: chain assignments, fixed, tied,
+    per-residue bias and omission, global bias). As the original: the designed chains (sorted)
+    come first, then the fixed (visible) chains (sorted); chains in neither list are left out;
+    without ``chain_id_jsonl`` every chain is designed. Fixed positions, omissions, biases and
+    ties are resolved on the whole record and carried to the selected chains. Output as
+    :func:`run_sample_many` (one folder per record ``name``, ``summary.tsv``/``summary.json``);
+    a record whose options fail (an unknown chain, a position out of range) gets its one-line
+    error and does not stop the others.
+
+    Args:
+      out: output directory.
+      jsonl_path: the parsed-chains JSONL file.
+      chain_id_jsonl, fixed_positions_jsonl, tied_positions_jsonl, bias_aa_jsonl,
+        bias_by_res_jsonl, omit_aa_jsonl: the helper scripts' files (``None`` = not used). The
+        global bias adds to ``options["bias_aa"]``'s letters (the file wins on a letter given in
+        both); the per-residue omission adds to the global ``omit_aas``.
+      bucket, checkpoint, variant, model, quiet: as :func:`run_sample_many`.
+      **options: passed to :func:`.design.run_sample` (``num_samples``, ``temperature``,
+        ``omit_aas``, ``seed``, ``save_probs`` ...); ``pdb``, ``chains``, ``design_chains``,
+        ``fixed``, ``tie``, ``bias_by_res``, ``omit_by_res`` come from the files.
+
+    Raises:
+      DataError / ConfigError: an unreadable or malformed file (line named), a structure named
+        in an option file but absent from ``jsonl_path``, a chain-assignment entry missing for a
+        structure, an option also given on the command line. Errors of single structures are
+        recorded, not raised.
+    """
+    from fidia_jax import protein as P
+
+    _check_bucket(bucket)
+    from_files = {"pdb", "chains", "design_chains", "fixed", "tie", "homo_oligomer", "bias_by_res",
+                  "omit_by_res"}  # fmt: skip
+    clash = sorted(from_files & {k for k, v in options.items() if v})
+    if clash:
+        raise ConfigError(f"--jsonl-path takes these from the pipeline files, not the command line: {clash}")
+    options = {k: v for k, v in options.items() if k not in from_files}
+    records = P.read_parsed_chains_jsonl(jsonl_path)
+    if not records:
+        raise DataError(f"{jsonl_path}: no structures")
+    proteins = {p.source: p for p in records}
+    assignments = P.read_chain_assignments(chain_id_jsonl) if chain_id_jsonl else {}
+    fixed = P.read_fixed_positions(fixed_positions_jsonl, proteins) if fixed_positions_jsonl else {}
+    tied = P.read_tied_positions(tied_positions_jsonl, proteins) if tied_positions_jsonl else {}
+    bias = P.read_bias_by_res(bias_by_res_jsonl, proteins) if bias_by_res_jsonl else {}
+    omit = P.read_omit_aa_by_res(omit_aa_jsonl, proteins) if omit_aa_jsonl else {}
+    if bias_aa_jsonl:
+        from fidia_jax.projects.proteinmpnn.design import parse_bias_aa
+
+        given = dict(zip(P.ALPHABET, parse_bias_aa(options.get("bias_aa")).tolist(), strict=True))
+        options["bias_aa"] = {**{a: b for a, b in given.items() if b}, **P.read_bias_aa(bias_aa_jsonl)}
+
+    def job(p):
+        if chain_id_jsonl:
+            if p.source not in assignments:
+                raise DataError(f"{chain_id_jsonl}: no chain assignment for {p.source!r}")
+            designed, visible = assignments[p.source]
+        else:
+            designed, visible = p.chain_order, ()
+        order = sorted(designed) + sorted(visible)
+        sel, slots = P.select_chains(p, order)
+        where = np.full(p.length, -1)
+        where[slots] = np.arange(slots.size)
+        kw: dict[str, Any] = {"pdb": sel, "design_chains": sorted(designed)}
+        if p.source in fixed:
+            kw["fixed"] = fixed[p.source][slots]
+        if p.source in bias:
+            kw["bias_by_res"] = bias[p.source][slots]
+        if p.source in omit:
+            kw["omit_by_res"] = omit[p.source][slots]
+        if tied.get(p.source):
+            groups = [[int(where[i]) for i in g] for g in tied[p.source]]
+            left_out = sorted({f"{p.chain_id[i]}" for g in tied[p.source] for i in g if where[i] < 0})
+            if left_out:
+                raise DataError(f"{tied_positions_jsonl}: {p.source} ties chains {left_out}, which are not loaded")
+            kw["tie"] = groups
+        return kw
+
+    jobs = [(p.source, f"{jsonl_path}:{p.source}", lambda p=p: job(p)) for p in records]
+    inputs = {"jsonl_path": str(jsonl_path), **{k: None if v is None else str(v) for k, v in {
+        "chain_id_jsonl": chain_id_jsonl, "fixed_positions_jsonl": fixed_positions_jsonl,
+        "tied_positions_jsonl": tied_positions_jsonl, "bias_aa_jsonl": bias_aa_jsonl,
+        "bias_by_res_jsonl": bias_by_res_jsonl, "omit_aa_jsonl": omit_aa_jsonl}.items()}}  # fmt: skip
+    return _sample_jobs(out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options)
+
+
+def _check_bucket(bucket) -> None:
     if not (isinstance(bucket, int) and bucket >= 1):
         raise ConfigError(f"--bucket must be a positive integer, got {bucket!r}")
-    paths = find_structures(pdb_dir, pdb_list)
+
+
+def _sample_jobs(out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options) -> dict[str, Any]:
+    """The loop of :func:`run_sample_many` / :func:`run_sample_jsonl`: ``jobs`` are ``(name,
+    label, kwargs_fn)``; ``kwargs_fn()`` gives the structure arguments of :func:`run_sample`
+    (its errors, like those of the run, are recorded in that job's row)."""
     out = pathlib.Path(out)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -224,18 +345,17 @@ def run_sample_many(
                 from fidia_jax.models import ProteinMPNN
 
                 model = ProteinMPNN.from_checkpoint(checkpoint, variant=variant)
-        for i, path in enumerate(paths, start=1):
-            name = _structure_name(path)
+        for i, (name, label, kwargs_fn) in enumerate(jobs, start=1):
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:
                 name = f"{name}_{seen[name]}"
             row: dict[str, Any] = dict.fromkeys(_TSV_COLUMNS)
-            row.update(name=name, path=str(path))
-            with rep.stage(f"[{i}/{len(paths)}] {name}"):
+            row.update(name=name, path=label)
+            with rep.stage(f"[{i}/{len(jobs)}] {name}"):
                 try:
                     s = run_sample(
-                        out / name, pdb=path, checkpoint=checkpoint, variant=variant, model=model,
-                        quiet=True, bucket=bucket, **options,
+                        out / name, checkpoint=checkpoint, variant=variant, model=model,
+                        quiet=True, bucket=bucket, **kwargs_fn(), **options,
                     )  # fmt: skip
                 except (FidiaError, OSError, ValueError) as e:
                     row.update(status="error", error=" ".join(f"{type(e).__name__}: {e}".split()))
@@ -255,9 +375,7 @@ def run_sample_many(
         tsv, js = out / "summary.tsv", out / "summary.json"
         summary = {
             "command": "sample",
-            "inputs": {"pdb_dir": None if pdb_dir is None else str(pdb_dir),
-                       "pdb_list": None if pdb_list is None else str(pdb_list), "bucket": int(bucket),
-                       "checkpoint": checkpoint, "variant": variant,
+            "inputs": {**inputs, "bucket": int(bucket), "checkpoint": checkpoint, "variant": variant,
                        **{k: v for k, v in options.items() if isinstance(v, (str, int, float, type(None)))}},
             "backbones": rows,
             "num_ok": len(ok),

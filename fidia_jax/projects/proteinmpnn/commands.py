@@ -30,7 +30,9 @@ def _add_structure_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checkpoint", default="v_48_020", help="ProteinMPNN weights name (default v_48_020)"
     )
-    p.add_argument("--variant", default="vanilla", choices=["vanilla", "soluble"])
+    p.add_argument("--variant", default="vanilla", choices=["vanilla", "soluble", "ca"])
+    p.add_argument("--ca-only", dest="variant", action="store_const", const="ca",
+                   help="CA-only model and CA-only structures (same as --variant ca)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar or table")
 
@@ -47,8 +49,39 @@ def _sample_many(args: argparse.Namespace):
         num_samples=args.num_samples, temperature=args.temperature, omit_aas=args.omit_aa,
         bias_aa=args.bias_aa, bias_by_res=args.bias_by_res, checkpoint=args.checkpoint,
         variant=args.variant, seed=args.seed, quiet=args.quiet, omit_by_res=args.omit_aa_by_res,
-        save_probs=args.save_probs, unconditional_probs=args.unconditional_probs,
+        save_probs=args.save_probs, unconditional_probs=args.unconditional_probs, tie=args.tie,
+        homo_oligomer=args.homo_oligomer,
     )  # fmt: skip
+    return _raise_if_failed(summary)
+
+
+_PIPELINE_FILES = ("chain_id_jsonl", "fixed_positions_jsonl", "tied_positions_jsonl",
+                   "bias_aa_jsonl", "bias_by_res_jsonl", "omit_aa_jsonl")  # fmt: skip
+
+
+def _sample_jsonl(args: argparse.Namespace):
+    from fidia_jax.errors import ConfigError
+    from fidia_jax.projects.proteinmpnn.batch import run_sample_jsonl
+
+    given = [f"--{k.replace('_', '-')}" for k in ("pdb", "pdb_dir", "pdb_list") if getattr(args, k)]
+    if given:
+        raise ConfigError(f"give --jsonl-path or {', '.join(given)}, not both")
+    summary = run_sample_jsonl(
+        args.out, args.jsonl_path, **{k: getattr(args, k) for k in _PIPELINE_FILES},
+        bucket=args.bucket, num_samples=args.num_samples, temperature=args.temperature,
+        omit_aas=args.omit_aa, bias_aa=args.bias_aa, checkpoint=args.checkpoint,
+        variant=args.variant, seed=args.seed, quiet=args.quiet, save_probs=args.save_probs,
+        unconditional_probs=args.unconditional_probs, chains=args.chains,
+        design_chains=args.design_chains, fixed=args.fixed, tie=args.tie,
+        homo_oligomer=args.homo_oligomer, bias_by_res=args.bias_by_res,
+        omit_by_res=args.omit_aa_by_res,
+    )  # fmt: skip
+    return _raise_if_failed(summary)
+
+
+def _raise_if_failed(summary):
+    from fidia_jax.errors import DataError
+
     if summary["num_failed"]:  # the others are written; exit code 2 at the end
         raise DataError(
             f"{summary['num_failed']} of {len(summary['backbones'])} structures failed "
@@ -58,8 +91,14 @@ def _sample_many(args: argparse.Namespace):
 
 
 def _sample(args: argparse.Namespace):
+    from fidia_jax.errors import ConfigError
     from fidia_jax.projects.proteinmpnn.design import run_sample
 
+    if args.jsonl_path is not None:
+        return _sample_jsonl(args)
+    orphans = [f"--{k.replace('_', '-')}" for k in _PIPELINE_FILES if getattr(args, k)]
+    if orphans:
+        raise ConfigError(f"{', '.join(orphans)} need --jsonl-path (the parsed chains they refer to)")
     if args.pdb_dir is not None or args.pdb_list is not None:
         return _sample_many(args)
     return run_sample(
@@ -95,8 +134,15 @@ def add_commands(subparsers) -> None:
                     help='per-residue bias JSON {"A": {"12": {"W": 2.0}}} (author numbering)')  # fmt: skip
     ps.add_argument("--pdb-dir", default=None, help="sample every structure file of DIR (.pdb/.cif, .gz ok)")
     ps.add_argument("--pdb-list", default=None, metavar="FILE", help="sample the structures listed in FILE")
+    ps.add_argument("--jsonl-path", default=None, metavar="FILE",
+                    help="sample the structures of a parse_multiple_chains.py JSONL file")  # fmt: skip
+    for name, what in (("chain-id", "designed/fixed chains"), ("fixed-positions", "fixed positions"),
+                       ("tied-positions", "tied positions"), ("bias-aa", "global amino-acid bias"),
+                       ("bias-by-res", "per-residue bias"), ("omit-aa", "per-residue omitted letters")):
+        ps.add_argument(f"--{name}-jsonl", default=None, metavar="FILE",
+                        help=f"with --jsonl-path: the original helper scripts' {what} file")  # fmt: skip
     ps.add_argument("--bucket", type=int, default=64,
-                    help="with --pdb-dir/--pdb-list: pad lengths to multiples of this (one compile per bucket)")
+                    help="with --pdb-dir/--pdb-list/--jsonl-path: pad lengths to multiples of this (one compile per bucket)")
     _add_tie_args(ps)
     ps.add_argument("--omit-aa-by-res", default=None, metavar="FILE",
                     help='per-residue omitted letters JSON {"A": {"12": "CW"}} (author numbering)')  # fmt: skip

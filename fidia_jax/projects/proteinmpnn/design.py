@@ -35,6 +35,17 @@ def _load_model(checkpoint: str, variant: str):
     return ProteinMPNN.from_checkpoint(checkpoint, variant=variant)
 
 
+def _prepare(pdb, chains, design_chains, fixed, variant: str) -> DesignSetup:
+    """:func:`prepare_design`; for the CA-only model (``variant="ca"``) a structure file is read
+    with ``load_structure(..., ca_only=True)`` (``mask`` = the residue has a CA)."""
+    from fidia_jax.protein import Protein, default_backbone_path, load_structure
+
+    if variant == "ca" and not isinstance(pdb, Protein):
+        pdb = load_structure(default_backbone_path() if pdb is None else pdb, chains, ca_only=True)
+        chains = None
+    return prepare_design(pdb, chains, design_chains, fixed)
+
+
 def _check_positive(name: str, value: float, integer: bool = False) -> None:
     if not (value > 0) or (integer and int(value) != value):
         raise ConfigError(
@@ -174,6 +185,8 @@ def load_bias_by_res(spec: str | os.PathLike | Mapping | None, protein) -> np.nd
     bias = np.zeros((protein.length, len(ALPHABET)), np.float32)
     if spec is None:
         return bias
+    if isinstance(spec, np.ndarray):  # an (L, 21) table (e.g. protein.read_bias_by_res)
+        return _slot_table(spec, protein, "per-residue bias").astype(np.float32)
     entries = _residue_entries(spec, protein, "per-residue bias", "{letter: bias}", "bias")
     for slot, letters, where in entries:
         if not isinstance(letters, Mapping):
@@ -186,6 +199,14 @@ def load_bias_by_res(spec: str | os.PathLike | Mapping | None, protein) -> np.nd
                 raise DataError(str(e)) from None
             bias[slot, k] += v
     return bias
+
+
+def _slot_table(table: np.ndarray, protein, what: str) -> np.ndarray:
+    if table.shape != (protein.length, len(ALPHABET)):
+        raise DataError(f"{what}: a table must be ({protein.length}, {len(ALPHABET)}), got {table.shape}")
+    if table.dtype.kind == "f" and not np.isfinite(table).all():
+        raise DataError(f"{what}: the table has non-finite values")
+    return table
 
 
 OMIT_BIAS = -1e8
@@ -216,6 +237,16 @@ def load_omit_by_res(
     if spec is None:
         return omit
     glob = np.isin(np.array(list(ALPHABET)), list(omit_aas or ""))
+    if isinstance(spec, np.ndarray):  # an (L, 21) mask (e.g. protein.read_omit_aa_by_res)
+        omit = _slot_table(spec, protein, "per-residue omit").astype(bool)
+        full = np.flatnonzero((omit | glob).all(-1))
+        if full.size:
+            i = int(full[0])
+            raise DataError(
+                f"per-residue omit: {protein.chain_id[i]}{protein.resnum[i]}{protein.icode[i]} "
+                f"omits every amino acid (with --omit-aa {omit_aas!r})"
+            )
+        return omit
     entries = _residue_entries(spec, protein, "per-residue omit", '"LETTERS"', "omit")
     for slot, letters, where in entries:
         if not isinstance(letters, str):
@@ -228,14 +259,18 @@ def load_omit_by_res(
 
 
 def _tied_groups(tie, homo_oligomer: bool, protein) -> list[list[int]] | None:
-    """Slot groups of ``--tie`` specs and/or ``--homo-oligomer`` (``None`` when neither)."""
+    """Slot groups of ``--tie`` specs (or of slot-index lists, e.g. from
+    ``protein.read_tied_positions``) and/or ``--homo-oligomer`` (``None`` when neither)."""
     from fidia_jax.models.proteinmpnn import homo_oligomer_groups, tied_groups_from_spec
 
     groups = homo_oligomer_groups(protein) if homo_oligomer else []
     if tie:
         if homo_oligomer:
             raise ConfigError("--tie and --homo-oligomer: give one or the other")
-        groups = tied_groups_from_spec(tie, protein)
+        if isinstance(tie, str) or all(isinstance(t, str) for t in tie):
+            groups = tied_groups_from_spec(tie, protein)
+        else:
+            groups = [[int(i) for i in g] for g in tie]
     return groups or None
 
 
@@ -329,7 +364,7 @@ def run_sample(
     timing: dict[str, float] = {}
     with Reporter(quiet) as rep:
         with rep.stage("loading structure"):
-            setup = prepare_design(pdb, chains, design_chains, fixed)
+            setup = _prepare(pdb, chains, design_chains, fixed, variant)
             bias_Lx21 = load_bias_by_res(bias_by_res, setup.protein) + bias_21[None]
             tied = _tied_groups(tie, homo_oligomer, setup.protein)
             omit_Lx21 = load_omit_by_res(omit_by_res, setup.protein, omit)
@@ -641,7 +676,7 @@ def run_score(
     t0 = time.perf_counter()
     with Reporter(quiet) as rep:
         with rep.stage("loading structure and sequences"):
-            setup = prepare_design(pdb, chains, design_chains, fixed)
+            setup = _prepare(pdb, chains, design_chains, fixed, variant)
             records = read_fasta(fasta)
             toks = np.stack([_tokens_from_fasta(setup, h, s, fasta) for h, s in records])
             tied = _tied_groups(tie, homo_oligomer, setup.protein)

@@ -36,6 +36,7 @@ def tiny_run(shared_data_dir, tmp_path_factory, record_lm_batches):
     return config, out, workdir, {**seen, "decode_tokens": decode_tokens}
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_train_and_evaluate(tiny_run):
     config, out, tmp_path, _ = tiny_run
     written = json.loads((tmp_path / attention.SUMMARY_FILE).read_text())
@@ -68,6 +69,7 @@ def test_tiny_train_and_evaluate(tiny_run):
     assert abs(row["ppl"] / santa["dense_ppl"] - 1.0) < 1e-3
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_run_is_data_parallel_over_the_four_devices(tiny_run):
     """tests/conftest.py forces 4 host devices: every training batch (B = 8) and the SANTA decode
     windows (B = 4) are split over them, the parameters are replicated, and the sharded step-0

@@ -10,6 +10,7 @@ from fidia_jax.errors import ConfigError, DataError
 from fidia_jax.projects import causal
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_run_writes_finite_results(tmp_path):
     config = causal.get_config("tiny")
     results = causal.train_and_evaluate(config, tmp_path)

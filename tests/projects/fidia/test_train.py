@@ -175,6 +175,7 @@ def test_sigkill_and_resume_equals_uninterrupted(tmp_path, trainer, setup):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_sharded_step_equals_single_device(trainer, setup):
     cfg, backbones = setup
     single = trainer

@@ -40,6 +40,7 @@ def test_trusted_subsets_use_an_affine_low_fidelity():
     assert rows["trusted_subsets"]["mean"] < rows["ts_no_interval"]["mean"], rows
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_cli_run_writes_results(tmp_path):
     assert cli.main(["multifidelity", "train", "--config", "tiny", "--workdir", str(tmp_path)]) == 0
     out = json.loads((tmp_path / "multifidelity.json").read_text())

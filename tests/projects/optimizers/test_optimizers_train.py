@@ -26,6 +26,7 @@ def tiny_run(shared_data_dir, tmp_path_factory, record_lm_batches):
     return config, out, workdir, seen
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_train_and_evaluate(tiny_run):
     config, out, tmp_path, _ = tiny_run
     written = json.loads((tmp_path / "metrics.json").read_text())
@@ -45,6 +46,7 @@ def test_tiny_train_and_evaluate(tiny_run):
     assert out["val_loss"] < math.log(256) - 0.3
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_run_is_data_parallel_over_the_four_devices(tiny_run):
     """tests/conftest.py forces 4 host devices: the batch of every step is split over them
     (B = 8: 2 windows each), the parameters are replicated, and the sharded step's loss is the

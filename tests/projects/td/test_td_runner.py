@@ -98,6 +98,7 @@ def _brute_force_relative_error(mrp, theta):
     return (mu * diff**2).sum() / (mu * (phi @ theta_star) ** 2).sum()
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_train_and_evaluate_tiny(tmp_path):
     config = td.get_config("tiny")
     results = td.train_and_evaluate(config, tmp_path)

@@ -57,6 +57,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path):
         teamwork.get_config("tiny", methods=("lstm",))
 
 
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_run(tmp_path):
     assert PROJECTS["teamwork"].module == "fidia_jax.projects.teamwork"
     cfg = teamwork.get_config("tiny")

@@ -1,0 +1,45 @@
+"""Class-incremental objectives of the HypCL reconstruction.
+
+* :func:`masked_cross_entropy`: softmax cross-entropy over the classes seen so far only (the
+  logits of classes not yet met are excluded from the normaliser).
+* :func:`embedding_distillation`: mean squared distance between the current adapter's embedding
+  and the previous task's (frozen) adapter's embedding of the same inputs, measured in the
+  model's geometry (geodesic on the ball, Euclidean otherwise) - a feature-distillation term
+  (as in PODNet/LUCIR-style methods) that the abstract does not spell out: **reconstruction**.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from fidia_jax.models import embedding_distance
+
+__all__ = ["embedding_distillation", "masked_cross_entropy"]
+
+
+def masked_cross_entropy(
+    logits_BxK: jax.Array, labels_B: jax.Array, seen_K: jax.Array
+) -> jax.Array:
+    """Mean cross-entropy with the softmax restricted to ``seen_K`` (bool ``(K,)``).
+
+    Args:
+      logits_BxK: float logits.
+      labels_B: int labels; each must be a seen class.
+      seen_K: bool mask of the classes in the softmax.
+
+    Returns:
+      Scalar mean loss.
+    """
+    masked = jnp.where(seen_K[None, :], logits_BxK, -jnp.inf)
+    logp = jax.nn.log_softmax(masked, axis=-1)
+    picked = jnp.take_along_axis(logp, labels_B[:, None], axis=1)[:, 0]
+    return -jnp.mean(picked)
+
+
+def embedding_distillation(
+    z_new_BxD: jax.Array, z_old_BxD: jax.Array, geometry: str, c: float = 1.0
+) -> jax.Array:
+    """``mean_b dist(z_new_b, z_old_b)^2`` in ``geometry`` (``"poincare"`` or ``"euclidean"``)."""
+    d = embedding_distance(z_new_BxD, jax.lax.stop_gradient(z_old_BxD), geometry, c)
+    return jnp.mean(d * d)

@@ -1,0 +1,214 @@
+"""DyCon's control: a probe's difficulty reading turned into a logit bias on reflection tokens.
+
+At every step boundary the sampler hands the residual stream of the current token to a logit-bias
+function (:func:`fidia_jax.models.sample_llama`, ``logit_bias=``). DyCon reads the predicted
+remaining reasoning ``d_hat = clip(h_l . w + b, 0, 1)`` with a linear probe at layer ``l`` and adds
+
+    ``lambda * (d_hat - tau)``   to the logits of the reflection tokens ("wait"), and
+    ``-end_scale * lambda * (d_hat - tau)``   to the end-of-thinking token,
+
+only at boundary tokens (elsewhere the bias is 0). Much reasoning left (``d_hat > tau``) favours
+reflecting; little left favours stopping. **Reconstruction**: the paper (Tu et al., ICML 2026,
+arXiv:2606.07108) states that the predicted difficulty softly raises or lowers reflection-token
+logits at step boundaries, with no weight change; its exact formula is not public, so the linear
+form, the clip to ``[0, 1]`` and the optional opposite push on the end token are ours.
+
+The current token is recognised from the sampler's hidden state: entry 0 of the stack is the
+token embedding itself (entering block 0), so a boundary token is one whose embedding equals a
+row of ``boundary_embeds`` exactly (an ``AddToResidual`` hook at layer 0, site ``pre`` would
+break this match: do not combine them).
+
+Three module-level bias functions (static arguments of the jitted sampler):
+:func:`dycon_logit_bias` (dynamic: the probe is read at every boundary),
+:func:`dycon_static_bias` (the "static probe" baseline: one reading per row, ``fixed_dhat``, taken
+at the first boundary and applied at every boundary) and :func:`ban_tokens_bias` (NoWait:
+``-inf`` on the reflection tokens everywhere).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "DyconControl",
+    "ban_tokens_bias",
+    "dycon_control",
+    "dycon_logit_bias",
+    "dycon_static_bias",
+    "probe_difficulty",
+]
+
+
+class DyconControl(NamedTuple):
+    """Traced arguments of the DyCon bias functions (a pytree; build with :func:`dycon_control`).
+
+    Attributes:
+      coef: ``(C,)`` float32 probe weights.
+      intercept: ``()`` float32 probe intercept.
+      layer: ``()`` int32 index into the sampler's hidden stack (``0 .. n_layers``).
+      lam: ``()`` float32 strength ``lambda >= 0``.
+      tau: ``()`` float32 threshold ``tau`` in ``[0, 1]``.
+      end_scale: ``()`` float32 weight of the opposite push on the end-of-thinking token.
+      boundary_embeds: ``(M, C)`` embeddings of the boundary tokens.
+      reflect_mask: ``(V,)`` float32, 1 on reflection tokens.
+      end_mask: ``(V,)`` float32, 1 on the end-of-thinking token (all 0 when there is none).
+      fixed_dhat: ``(B,)`` or ``()`` float32 reading used by :func:`dycon_static_bias`.
+    """
+
+    coef: jax.Array
+    intercept: jax.Array
+    layer: jax.Array
+    lam: jax.Array
+    tau: jax.Array
+    end_scale: jax.Array
+    boundary_embeds: jax.Array
+    reflect_mask: jax.Array
+    end_mask: jax.Array
+    fixed_dhat: jax.Array
+
+
+def _scalar(value, name, low=-math.inf, high=math.inf):
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"dycon_control: {name} must be a real number, got {value!r}") from None
+    if not (math.isfinite(v) and low <= v <= high):
+        raise ValueError(f"dycon_control: {name} must be finite and in [{low}, {high}], got {value!r}")
+    return v
+
+
+def dycon_control(
+    model,
+    coef,
+    intercept,
+    *,
+    layer: int,
+    lam: float,
+    tau: float,
+    boundary_tokens,
+    reflect_tokens,
+    end_token: int | None = None,
+    end_scale: float = 1.0,
+    fixed_dhat=None,
+) -> DyconControl:
+    """Builds and validates the :class:`DyconControl` of a :class:`fidia_jax.models.Llama`.
+
+    Args:
+      model: the Llama (its embedding table gives ``boundary_embeds``; its config the sizes).
+      coef: ``(C,)`` probe weights (e.g. :func:`fidia_jax.metrics.ridge_fit` ``.coef``).
+      intercept: scalar probe intercept.
+      layer: hidden-stack index ``0 .. n_layers`` (0: embeddings, ``l + 1``: after block ``l``).
+      lam: ``lambda >= 0`` (0 turns the control off).
+      tau: ``tau`` in ``[0, 1]`` (the probe reads a normalised remaining length).
+      boundary_tokens: ids of the tokens that end a step.
+      reflect_tokens: ids of the reflection tokens.
+      end_token: id of the end-of-thinking token, or ``None``.
+      end_scale: ``>= 0`` weight of ``-lambda (d_hat - tau)`` on ``end_token``.
+      fixed_dhat: ``(B,)`` readings for :func:`dycon_static_bias` (default 0; unused by the
+        dynamic bias).
+
+    Returns:
+      :class:`DyconControl` (float32 / int32 arrays).
+
+    Raises:
+      ValueError: ``lam < 0``, ``tau`` outside ``[0, 1]``, a non-finite value, ``end_scale < 0``,
+        a layer outside ``0 .. n_layers``, ``coef`` not ``(C,)``, a token id outside the
+        vocabulary, no boundary or no reflection token.
+    """
+    cfg = model.config
+    lam = _scalar(lam, "lam (lambda)", 0.0)
+    tau = _scalar(tau, "tau", 0.0, 1.0)
+    end_scale = _scalar(end_scale, "end_scale", 0.0)
+    intercept = _scalar(intercept, "intercept")
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer <= cfg.n_layers:
+        raise ValueError(
+            f"dycon_control: layer must be an int in [0, {cfg.n_layers}] (0: embeddings, l+1: "
+            f"after block l of {cfg.n_layers}), got {layer!r}"
+        )
+    coef = np.asarray(coef, np.float64)
+    if coef.shape != (cfg.dim,) or not np.all(np.isfinite(coef)):
+        raise ValueError(f"dycon_control: coef must be ({cfg.dim},) finite, got shape {coef.shape}")
+
+    def ids(tokens, name, allow_empty=False):
+        arr = np.asarray(tokens, np.int64).reshape(-1)
+        if (arr.size == 0 and not allow_empty) or np.any((arr < 0) | (arr >= cfg.vocab_size)):
+            raise ValueError(
+                f"dycon_control: {name} must be token ids in [0, {cfg.vocab_size}), got {tokens!r}"
+            )
+        return arr
+
+    b_ids = ids(boundary_tokens, "boundary_tokens")
+    r_ids = ids(reflect_tokens, "reflect_tokens")
+    e_ids = ids([] if end_token is None else [end_token], "end_token", allow_empty=True)
+    table = jnp.asarray(model.tok_embeddings.embedding[...])
+    reflect = np.zeros(cfg.vocab_size, np.float32)
+    reflect[r_ids] = 1.0
+    end = np.zeros(cfg.vocab_size, np.float32)
+    end[e_ids] = 1.0
+    fixed = jnp.zeros((), jnp.float32) if fixed_dhat is None else jnp.asarray(fixed_dhat, jnp.float32)
+    return DyconControl(
+        coef=jnp.asarray(coef, jnp.float32),
+        intercept=jnp.float32(intercept),
+        layer=jnp.int32(layer),
+        lam=jnp.float32(lam),
+        tau=jnp.float32(tau),
+        end_scale=jnp.float32(end_scale),
+        boundary_embeds=table[jnp.asarray(b_ids)],
+        reflect_mask=jnp.asarray(reflect),
+        end_mask=jnp.asarray(end),
+        fixed_dhat=fixed,
+    )
+
+
+def probe_difficulty(hidden_BxKxC: jax.Array, control: DyconControl) -> jax.Array:
+    """``(B,)`` float32 ``clip(h[:, layer] . coef + intercept, 0, 1)``."""
+    h = jnp.take(hidden_BxKxC, control.layer, axis=1).astype(jnp.float32)
+    return jnp.clip(h @ control.coef + control.intercept, 0.0, 1.0)
+
+
+def _at_boundary(hidden_BxKxC, control):
+    emb_BxC = hidden_BxKxC[:, 0].astype(jnp.float32)
+    same_BxM = jnp.all(emb_BxC[:, None, :] == control.boundary_embeds[None].astype(jnp.float32), -1)
+    return jnp.any(same_BxM, axis=-1)
+
+
+def _bias(shift_B, boundary_B, control):
+    shift_B = jnp.where(boundary_B, shift_B, 0.0)
+    return (
+        shift_B[:, None] * control.reflect_mask[None]
+        - control.end_scale * shift_B[:, None] * control.end_mask[None]
+    )
+
+
+def dycon_logit_bias(hidden_BxKxC: jax.Array, step: jax.Array, control: DyconControl) -> jax.Array:
+    """DyCon (dynamic): ``(B, V)`` bias ``lambda (d_hat - tau)`` on reflection tokens at boundaries.
+
+    ``d_hat`` is :func:`probe_difficulty` of the current hidden state; the end-of-thinking token
+    gets ``-end_scale`` times the same shift; every other entry, and every non-boundary row, is 0.
+    A ``logit_bias`` for :func:`fidia_jax.models.sample_llama` (``step`` is unused).
+    """
+    del step
+    shift_B = control.lam * (probe_difficulty(hidden_BxKxC, control) - control.tau)
+    return _bias(shift_B, _at_boundary(hidden_BxKxC, control), control)
+
+
+def dycon_static_bias(hidden_BxKxC: jax.Array, step: jax.Array, control: DyconControl) -> jax.Array:
+    """Static-probe baseline: as :func:`dycon_logit_bias` with ``d_hat = control.fixed_dhat``
+    (one reading per row, taken once at the first boundary) at every boundary."""
+    del step
+    b = hidden_BxKxC.shape[0]
+    dhat_B = jnp.broadcast_to(control.fixed_dhat, (b,))
+    shift_B = control.lam * (dhat_B - control.tau)
+    return _bias(shift_B, _at_boundary(hidden_BxKxC, control), control)
+
+
+def ban_tokens_bias(hidden_BxKxC: jax.Array, step: jax.Array, mask_V: jax.Array) -> jax.Array:
+    """NoWait: ``(B, V)`` bias ``-inf`` where ``mask_V`` is nonzero, 0 elsewhere, at every step."""
+    del step
+    row = jnp.where(jnp.asarray(mask_V) != 0, -jnp.inf, 0.0).astype(jnp.float32)
+    return jnp.broadcast_to(row, (hidden_BxKxC.shape[0], row.shape[0]))

@@ -1,0 +1,481 @@
+"""The AlgoTrace experiment: train, cluster, build primitive vectors, inject, compose, transfer.
+
+1. **Train** a small grouped-query :class:`~fidia_jax.models.Llama` on TSP and graph-navigation
+   traces (:func:`fidia_jax.data.make_algotrace_data`; loss on trace tokens only).
+2. **Cluster** the residual stream (``resid_post`` of ``cluster_layer``) at the trace tokens of
+   evaluation sequences with k-means (k = ``n_clusters``, the paper's 50); score the clusters
+   against the true primitive of each token (purity / NMI / ARI) next to two controls: random
+   clusters of the same sizes and the partition by token identity. The cluster transition matrix
+   (consecutive tokens of a trace) is meta-clustered spectrally into ``n_meta`` groups, scored
+   the same way. Every layer's clustering is scored too.
+3. **Primitive vectors** (function vectors): for each primitive, the mean head outputs at its
+   tokens (or, ``fv_positions="onset"``, at the token before each of its keywords), every head's causal indirect effect on the log-probability of the primitive's keyword
+   at tokens of the *other* primitives, and the sum of the ``top_k_heads`` heads' mean outputs
+   through ``W_O``. Built on both tasks, and on each task alone (for transfer).
+4. **Injection**: sample ``n_prompts`` traces (both tasks) with ``s * v`` (``s`` in ``inject_scales``) added to the
+   residual entering block ``inject_layer`` at every generated position, and measure each
+   primitive's rate in the generated text (:func:`fidia_jax.data.algotrace_primitive_labels`)
+   against the uninjected run with the same sampling key: the injection table (cf. the paper's
+   Table 1), a random vector of the same norm as control, sums of two vectors (composition),
+   and vectors built on one task injected on the other (transfer).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from fidia_jax import data as data_lib
+from fidia_jax import metrics, models
+from fidia_jax.config import write_summary
+from fidia_jax.projects.algotrace.configs import AlgoTraceConfig
+
+__all__ = [
+    "build_vectors",
+    "cluster_analysis",
+    "format_tables",
+    "injection_experiment",
+    "make_model",
+    "train_and_evaluate",
+    "train_model",
+]
+
+SUMMARY_FILE = "algotrace.json"
+#: Where mean head outputs are taken: a primitive's own tokens, or the token before its keyword.
+FV_POSITIONS = ("tokens", "onset")
+PRIMS = data_lib.ALGOTRACE_PRIMITIVES
+TASKS = data_lib.ALGOTRACE_TASKS
+_EOS = data_lib.ALGOTRACE_VOCAB["EOS"]
+_P = data_lib.ALGOTRACE_KEYWORDS["path"]
+
+
+def make_model(config: AlgoTraceConfig) -> models.Llama:
+    """The untrained :class:`Llama` of ``config`` (parameters from ``key(seed)``)."""
+    cfg = models.LlamaConfig(
+        vocab_size=len(data_lib.ALGOTRACE_VOCAB), dim=config.dim, n_layers=config.n_layers,
+        n_heads=config.n_heads, n_kv_heads=config.n_kv_heads, hidden_dim=config.hidden_dim,
+        max_seq_len=config.max_seq_len,
+    )  # fmt: skip
+    return models.Llama(cfg, rngs=nnx.Rngs(config.seed))
+
+
+def _data(config: AlgoTraceConfig, n: int, seed: int) -> data_lib.AlgoTraceData:
+    return data_lib.make_algotrace_data(
+        n, seed=seed, n_nodes=config.n_nodes, n_edges=config.n_edges, max_len=config.max_seq_len
+    )
+
+
+def train_model(config: AlgoTraceConfig) -> tuple[models.Llama, np.ndarray]:
+    """Trains the model on ``n_train`` traces; returns ``(model, losses)``.
+
+    The loss weight is 1 on trace tokens and ``EOS``, 0 on the prompt (random coordinates) and
+    padding (:func:`fidia_jax.models.fit_llama`, Adam).
+    """
+    train = _data(config, config.n_train, config.seed)
+    weights = ((train.labels >= 0) | (train.tokens == _EOS)).astype(np.float32)
+    model = make_model(config)
+    return models.fit_llama(
+        model, train.tokens, weights=weights, steps=config.steps, batch_size=config.batch_size,
+        tx=optax.adam(config.learning_rate), key=jax.random.fold_in(jax.random.key(config.seed), 1),
+    )  # fmt: skip
+
+
+@nnx.jit
+def _resid(model, tokens):
+    return model.inspect(tokens, capture=("resid_post",))[1]["resid_post"]
+
+
+def _rows_up_to(labels: np.ndarray, max_points: int) -> int:
+    """How many leading rows hold at most ``max_points`` labelled tokens (at least one row)."""
+    cum = np.cumsum((labels >= 0).sum(axis=1))
+    return max(1, int(np.searchsorted(cum, max_points, side="right")))
+
+
+def cluster_analysis(
+    model: models.Llama, ev: data_lib.AlgoTraceData, config: AlgoTraceConfig, key: jax.Array
+) -> dict[str, Any]:
+    """k-means of trace-token activations vs the true primitives; transitions; meta-clusters.
+
+    Returns:
+      JSON-ready dict: ``n_points``, ``layer``, ``kmeans`` / ``random`` / ``token_identity`` /
+      ``meta`` agreement dicts (purity, nmi, ari), ``per_layer`` (kmeans agreement of every
+      layer), ``cluster_majority`` / ``cluster_majority_share`` / ``cluster_sizes`` (k,),
+      ``transition`` (k, k row-normalised), ``meta_of_cluster`` (k,), ``primitive_transition``
+      (5, 5 true-label transition frequencies).
+
+    Raises:
+      ValueError: fewer clustered tokens than ``n_clusters`` (k > number of points).
+    """
+    rows = _rows_up_to(ev.labels, config.max_points)
+    tokens, labels = ev.tokens[:rows], ev.labels[:rows]
+    sel = labels >= 0
+    n_points = int(sel.sum())
+    if config.n_clusters > n_points:
+        raise ValueError(
+            f"cluster_analysis: n_clusters={config.n_clusters} > {n_points} clustered tokens "
+            f"(k must not exceed the number of points; raise max_points or n_eval)"
+        )
+    true = labels[sel].astype(np.int64)
+    seq = np.broadcast_to(np.arange(rows)[:, None], labels.shape)[sel]
+    resid = np.asarray(_resid(model, jnp.asarray(tokens)))  # (L, B, T, C)
+    layer = config.cluster_layer % config.n_layers
+    per_layer, pred = [], None
+    for li in range(config.n_layers):
+        x = jnp.asarray(resid[li][sel], jnp.float32)
+        km = metrics.kmeans(x, config.n_clusters, key=jax.random.fold_in(key, li))
+        lab = np.asarray(km.labels, np.int64)
+        per_layer.append(metrics.cluster_agreement(true, lab))
+        if li == layer:
+            pred = lab
+    rng = np.random.default_rng(config.seed)
+    rand = [metrics.cluster_agreement(true, rng.permutation(pred)) for _ in range(config.n_random)]
+    k = config.n_clusters
+    counts = metrics.cluster_transition_matrix(pred, seq, k, normalize=False)
+    n_meta = min(config.n_meta, k)
+    meta_of = metrics.spectral_clustering(counts, n_meta, key=jax.random.fold_in(key, 99))
+    maj = np.zeros(k, np.int64)
+    share = np.zeros(k)
+    sizes = np.bincount(pred, minlength=k)
+    for c in range(k):
+        if sizes[c]:
+            bc = np.bincount(true[pred == c], minlength=len(PRIMS))
+            maj[c], share[c] = int(bc.argmax()), float(bc.max() / sizes[c])
+    return {
+        "n_points": n_points,
+        "layer": layer,
+        "kmeans": per_layer[layer],
+        "random": {m: float(np.mean([r[m] for r in rand])) for m in ("purity", "nmi", "ari")},
+        "token_identity": metrics.cluster_agreement(true, tokens[sel].astype(np.int64)),
+        "meta": metrics.cluster_agreement(true, meta_of[pred]),
+        "per_layer": per_layer,
+        "cluster_majority": maj.tolist(),
+        "cluster_majority_share": share.tolist(),
+        "cluster_sizes": sizes.tolist(),
+        "transition": metrics.cluster_transition_matrix(pred, seq, k).tolist(),
+        "meta_of_cluster": np.asarray(meta_of).tolist(),
+        "primitive_transition": metrics.cluster_transition_matrix(true, seq, len(PRIMS)).tolist(),
+    }
+
+
+def build_vectors(
+    model: models.Llama,
+    tokens: np.ndarray,
+    labels: np.ndarray,
+    config: AlgoTraceConfig,
+    rows: np.ndarray | None = None,
+    positions: str = "tokens",
+) -> dict[str, dict[str, Any]]:
+    """One function vector per primitive from the selected sequences.
+
+    Mean head outputs over the primitive's tokens (``positions="tokens"``, the paper's
+    description) or over the tokens just before each of its keywords (``"onset"``: the context
+    that is about to open the primitive, as Todd et al.'s last-token function vectors), all
+    selected rows; indirect effects on the
+    primitive's keyword at the other primitives' tokens of the first ``ie_rows`` selected rows;
+    the ``top_k_heads`` heads by indirect effect. Unselected rows stay in the arrays with an
+    all-false mask, so every source (both tasks, one task) runs the same compiled programs.
+
+    Args:
+      model: the trained model.
+      tokens, labels: ``(N, T)`` sequences and their primitive labels.
+      config: the run's config (``ie_rows``, ``top_k_heads``).
+      rows: ``(N,)`` bool, the sequences to use (``None`` = all).
+      positions: ``"tokens"`` or ``"onset"`` (see above).
+
+    Returns:
+      primitive -> ``{"vector" (C,) np.float32, "heads" (L, Hq) bool, "ie" (L, Hq), "norm"}``.
+
+    Raises:
+      ValueError: a primitive with no tokens in the selected rows (named); unknown ``positions``.
+    """
+    if positions not in FV_POSITIONS:
+        raise ValueError(f"build_vectors: positions must be one of {FV_POSITIONS}, got {positions!r}")
+    rows = np.ones(tokens.shape[0], bool) if rows is None else np.asarray(rows, bool)
+    tok = jnp.asarray(tokens)
+    chosen = np.nonzero(rows)[0][: config.ie_rows]
+    ie_ix = np.concatenate([chosen, np.nonzero(~np.isin(np.arange(len(rows)), chosen))[0]])
+    ie_ix = ie_ix[: min(config.ie_rows, len(rows))]
+    ie_live = np.isin(ie_ix, chosen)[:, None]
+    out = {}
+    for p_ix, prim in enumerate(PRIMS):
+        if positions == "tokens":
+            mask = (labels == p_ix) & rows[:, None]
+        else:
+            mask = np.zeros(labels.shape, bool)
+            mask[:, :-1] = tokens[:, 1:] == data_lib.ALGOTRACE_KEYWORDS[prim]
+            mask &= rows[:, None]
+        if not mask.any():
+            raise ValueError(f"build_vectors: primitive {prim!r} has no tokens in these sequences")
+        mean = models.mean_head_outputs(model, tok, mask)
+        other = (labels[ie_ix] >= 0) & (labels[ie_ix] != p_ix) & ie_live
+        ie = models.head_indirect_effects(
+            model, tok[ie_ix], other, mean, data_lib.ALGOTRACE_KEYWORDS[prim]
+        )
+        heads = models.top_heads(ie, config.top_k_heads)
+        vec = np.asarray(models.function_vector(model, mean, heads))
+        out[prim] = {
+            "vector": vec, "heads": heads, "ie": np.asarray(ie), "norm": float(np.linalg.norm(vec))
+        }  # fmt: skip
+    return out
+
+
+def _true_paths(tokens: np.ndarray) -> list[tuple[int, ...]]:
+    out = []
+    for row in tokens:
+        row = row.tolist()
+        start = row.index(_P) + 1
+        out.append(tuple(row[start : row.index(_EOS, start)]))
+    return out
+
+
+def _gen_path(row: np.ndarray) -> tuple[int, ...] | None:
+    row = row.tolist()
+    if _P not in row:
+        return None
+    start = row.index(_P) + 1
+    end = row.index(_EOS, start) if _EOS in row[start:] else len(row)
+    return tuple(row[start:end])
+
+
+def injection_experiment(
+    model: models.Llama,
+    prompts: data_lib.AlgoTraceData,
+    conditions: dict[str, np.ndarray],
+    config: AlgoTraceConfig,
+    key: jax.Array,
+) -> dict[str, dict[str, Any]]:
+    """Samples every prompt under each condition (a residual vector at the generated positions).
+
+    All conditions use the same sampling key and one compiled sampler (the zero vector for the
+    uninjected run). Rates are pooled over the generated tokens of the rows of each task.
+
+    Returns:
+      condition -> ``{"rates": {"all"|"tsp"|"nav": [5 floats]}, "solved": {"tsp", "nav"},
+      "mean_tokens"}``; ``solved`` = the generated path equals the true one.
+    """
+    n = prompts.tokens.shape[0]
+    plen = prompts.prompt_len.astype(np.int32)
+    width = int(plen.max())
+    prompt = np.zeros((n, width), np.int32)
+    for i in range(n):
+        prompt[i, : plen[i]] = prompts.tokens[i, : plen[i]]
+    positions = jnp.asarray(plen[:, None] - 1 + np.arange(config.max_new_tokens)[None], jnp.int32)
+    truth = _true_paths(prompts.tokens)
+    out = {}
+    for name, vec in conditions.items():
+        hook = models.AddToResidual(
+            config.inject_layer, jnp.asarray(vec, jnp.float32), positions=positions, site="pre"
+        )
+        gen = models.sample_llama(
+            model, jnp.asarray(prompt), max_new_tokens=config.max_new_tokens, key=key,
+            temperature=config.temperature, lengths=jnp.asarray(plen), hooks=(hook,),
+            stop_token=_EOS,
+        )  # fmt: skip
+        toks = np.asarray(gen.tokens)
+        lab = data_lib.algotrace_primitive_labels(toks, 0)
+        rates = {"all": metrics.primitive_rates(lab, len(PRIMS)).tolist()}
+        solved = {}
+        for t_ix, task in enumerate(TASKS):
+            rows = np.nonzero(prompts.task == t_ix)[0]
+            rates[task] = metrics.primitive_rates(lab[rows], len(PRIMS)).tolist()
+            ok = [_gen_path(toks[i]) == truth[i] for i in rows]
+            solved[task] = float(np.mean(ok)) if ok else float("nan")
+        out[name] = {
+            "rates": rates, "solved": solved,
+            "mean_tokens": float(np.mean(np.asarray(gen.num_tokens))),
+        }  # fmt: skip
+    return out
+
+
+def _delta(res: dict, cond: str, part: str = "all") -> np.ndarray:
+    return np.asarray(res[cond]["rates"][part]) - np.asarray(res["none"]["rates"][part])
+
+
+def _summarise_injection(res: dict, config: AlgoTraceConfig) -> dict[str, Any]:
+    rows = [*PRIMS, "random"]
+    table = {r: _delta(res, r).tolist() for r in rows}
+    diag = {p: table[p][i] for i, p in enumerate(PRIMS)}
+    row_max = {p: bool(table[p][i] > 0 and int(np.argmax(table[p])) == i) for i, p in enumerate(PRIMS)}
+    beats_random = {p: bool(table[p][i] > table["random"][i]) for i, p in enumerate(PRIMS)}
+    comp = {}
+    for pair in config.compose_pairs:
+        a, b = pair.split("+")
+        ia, ib = PRIMS.index(a), PRIMS.index(b)
+        d = {c: _delta(res, c) for c in (a, b, pair)}
+        comp[pair] = {
+            "delta_a": {c: float(d[c][ia]) for c in d},
+            "delta_b": {c: float(d[c][ib]) for c in d},
+            "sum_raises_both": bool(d[pair][ia] > 0 and d[pair][ib] > 0),
+        }
+    transfer = {}
+    for p_ix, prim in enumerate(PRIMS):
+        cell = {}
+        for src, dst in (("tsp", "nav"), ("nav", "tsp")):
+            cell[f"{src}->{dst}"] = float(_delta(res, f"{prim}@{src}", dst)[p_ix])
+            cell[f"{dst}->{dst}"] = float(_delta(res, f"{prim}@{dst}", dst)[p_ix])
+        transfer[prim] = cell
+    return {
+        "table": table,
+        "diagonal": diag,
+        "diagonal_positive": sum(v > 0 for v in diag.values()),
+        "diagonal_row_max": sum(row_max.values()),
+        "diagonal_beats_random": sum(beats_random.values()),
+        "composition": comp,
+        "transfer": transfer,
+        "transfer_positive": sum(
+            v[k] > 0 for v in transfer.values() for k in ("tsp->nav", "nav->tsp")
+        ),
+    }
+
+
+def format_tables(results: dict[str, Any]) -> str:
+    """Markdown: clustering agreement, the injection table, composition and transfer."""
+    cl = results["clustering"]
+    lines = [
+        f"Clustering of {cl['n_points']} trace tokens (layer {cl['layer']} resid_post), vs true primitives",
+        "| partition | purity | NMI | ARI |",
+        "|---|---|---|---|",
+    ]
+    for name in ("kmeans", "meta", "random", "token_identity"):
+        a = cl[name]
+        lines.append(f"| {name} | {a['purity']:.3f} | {a['nmi']:.3f} | {a['ari']:.3f} |")
+    inj = results["injection"]
+    lines += [
+        "",
+        "Injection table: change in each primitive's rate (rows: injected vector)",
+        "| vector | " + " | ".join(PRIMS) + " |",
+        "|---|" + "---|" * len(PRIMS),
+    ]
+    for row, vals in inj["table"].items():
+        lines.append(f"| {row} | " + " | ".join(f"{v:+.3f}" for v in vals) + " |")
+    lines += ["", "Composition (delta of a's / b's rate)", "| pair | a alone | b alone | a+b |", "|---|---|---|---|"]
+    for pair, c in inj["composition"].items():
+        a, b = pair.split("+")
+        lines.append(
+            f"| {pair} | {c['delta_a'][a]:+.3f} / {c['delta_b'][a]:+.3f} | "
+            f"{c['delta_a'][b]:+.3f} / {c['delta_b'][b]:+.3f} | "
+            f"{c['delta_a'][pair]:+.3f} / {c['delta_b'][pair]:+.3f} |"
+        )
+    lines += ["", "Transfer (delta of the primitive's rate on the target task)",
+              "| primitive | tsp->nav | nav->nav | nav->tsp | tsp->tsp |", "|---|---|---|---|---|"]
+    for prim, c in inj["transfer"].items():
+        lines.append(
+            f"| {prim} | {c['tsp->nav']:+.3f} | {c['nav->nav']:+.3f} | "
+            f"{c['nav->tsp']:+.3f} | {c['tsp->tsp']:+.3f} |"
+        )
+    lines += ["", f"Variants (headline: {results['headline_variant']}): where the mean head outputs are "
+              "taken @ injection scale", "| variant | diagonal > 0 | diagonal = row max | "
+              "diagonal > random | pairs raising both | transfers > 0 |", "|---|---|---|---|---|---|"]
+    for name, v in results["variant_summary"].items():
+        lines.append(
+            f"| {name} | {v['diagonal_positive']}/5 | {v['diagonal_row_max']}/5 | "
+            f"{v['diagonal_beats_random']}/5 | {v['composition_raises_both']} | {v['transfer_positive']}/10 |"
+        )
+    return "\n".join(lines)
+
+
+def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """Runs the whole experiment; prints the tables; writes ``workdir/algotrace.json``.
+
+    Returns:
+      The results dict (as written, without ``config``): ``train`` (final loss, wall),
+      ``clustering`` (:func:`cluster_analysis`); for every variant ``"<fv_position>@<scale>"``
+      in ``variants``: ``conditions`` (:func:`injection_experiment`) and ``injection`` (table,
+      diagonal counts, composition, transfer); ``variant_summary`` (the counts per variant);
+      and, for the headline variant (first position, first scale) ``headline_variant``,
+      ``vectors`` (per source and primitive: norm, selected heads, indirect effects),
+      ``vector_cosine``, ``conditions``, ``injection``; ``wall_s``.
+    """
+    t0 = time.time()
+    key = jax.random.key(config.seed)
+    model, losses = train_model(config)
+    t_train = time.time() - t0
+    ev = _data(config, config.n_eval, config.seed + 1)
+    half = config.n_eval // 2
+    clustering = cluster_analysis(model, ev, config, jax.random.fold_in(key, 2))
+
+    fv_tok, fv_lab, fv_task = ev.tokens[:half], ev.labels[:half], ev.task[:half]
+    sources = {"both": np.ones(half, bool), "tsp": fv_task == 0, "nav": fv_task == 1}
+    prompts_ix = np.arange(half, min(config.n_eval, half + config.n_prompts))
+    prompts = data_lib.AlgoTraceData(*(np.asarray(f)[prompts_ix] for f in ev))
+    variants = {}
+    for site in config.fv_positions:
+        vectors = {
+            src: build_vectors(model, fv_tok, fv_lab, config, rows, positions=site)
+            for src, rows in sources.items()
+        }
+        for scale in config.inject_scales:
+            conditions = _conditions(vectors, scale, config)
+            cond_res = injection_experiment(
+                model, prompts, conditions, config, jax.random.fold_in(key, 3)
+            )
+            variants[f"{site}@{scale:g}"] = {
+                "conditions": cond_res, "injection": _summarise_injection(cond_res, config)
+            }  # fmt: skip
+        variants[f"{site}@{config.inject_scales[0]:g}"]["vectors"] = {
+            src: {p: {"norm": v["norm"], "heads": v["heads"].tolist(), "ie": v["ie"].tolist()}
+                  for p, v in vs.items()}
+            for src, vs in vectors.items()
+        }  # fmt: skip
+        variants[f"{site}@{config.inject_scales[0]:g}"]["vector_cosine"] = np.round(
+            _cosines([vectors["both"][p]["vector"] for p in PRIMS]), 4
+        ).tolist()
+    head = f"{config.fv_positions[0]}@{config.inject_scales[0]:g}"
+    keys = ("diagonal_positive", "diagonal_row_max", "diagonal_beats_random", "transfer_positive")
+    variant_summary = {
+        name: {
+            **{k: v["injection"][k] for k in keys},
+            "composition_raises_both": sum(
+                c["sum_raises_both"] for c in v["injection"]["composition"].values()
+            ),
+            "solved_none": v["conditions"]["none"]["solved"],
+        }
+        for name, v in variants.items()
+    }
+
+    results = {
+        "train": {"final_loss": float(np.mean(losses[-20:])), "first_loss": float(losses[0]),
+                  "wall_s": t_train},
+        "clustering": clustering,
+        "headline_variant": head,
+        "vectors": variants[head]["vectors"],
+        "vector_cosine": variants[head]["vector_cosine"],
+        "conditions": variants[head]["conditions"],
+        "injection": variants[head]["injection"],
+        "variant_summary": variant_summary,
+        "variants": {n: {k: v[k] for k in ("injection", "conditions")} for n, v in variants.items()},
+        "wall_s": time.time() - t0,
+    }  # fmt: skip
+    print(format_tables(results))
+    write_summary(pathlib.Path(workdir) / SUMMARY_FILE, results, config)
+    return results
+
+
+def _conditions(vectors: dict, scale: float, config: AlgoTraceConfig) -> dict[str, np.ndarray]:
+    """The injected vectors: none, each primitive, random (mean norm), pairs, one-task vectors."""
+    conditions = {"none": np.zeros(config.dim, np.float32)}
+    for prim in PRIMS:
+        conditions[prim] = scale * vectors["both"][prim]["vector"]
+    mean_norm = float(np.mean([vectors["both"][p]["norm"] for p in PRIMS]))
+    rnd = np.random.default_rng(config.seed + 7).standard_normal(config.dim)
+    conditions["random"] = (scale * mean_norm * rnd / np.linalg.norm(rnd)).astype(np.float32)
+    for pair in config.compose_pairs:
+        a, b = pair.split("+")
+        conditions[pair] = scale * (vectors["both"][a]["vector"] + vectors["both"][b]["vector"])
+    for src in ("tsp", "nav"):
+        for prim in PRIMS:
+            conditions[f"{prim}@{src}"] = scale * vectors[src][prim]["vector"]
+    return conditions
+
+
+def _cosines(vecs: list[np.ndarray]) -> np.ndarray:
+    m = np.stack(vecs).astype(np.float64)
+    m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+    return m @ m.T

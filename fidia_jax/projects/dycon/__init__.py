@@ -1,0 +1,58 @@
+"""fidia_jax.projects.dycon: DyCon, probe-driven control of reflections, on a tiny LLaMA.
+
+A linear probe reads, from the residual stream at each step boundary, how much reasoning remains
+(log-normalised remaining length); at each boundary the reading softly raises or lowers the
+logits of the reflection token ("wait"), and oppositely the end-of-thinking token, with no change
+to the model's weights. The driver trains a small :class:`fidia_jax.models.Llama` on step-wise
+modular-addition solutions with labelled corrective and redundant reflections
+(:func:`fidia_jax.data.make_dycon_task`), measures the probe's held-out R² per layer against a
+shuffled-label control, and compares the baseline, NoWait, a static probe and DyCon in accuracy
+and tokens per difficulty bucket (:func:`train_and_evaluate`; ``fidia-jax dycon train|demo``).
+
+Paper:
+  Tu, Li, Zhen, Qin, Wei, Piao, Tian, Li, Zhang, "DyCon: dynamic reasoning control via evolving
+  difficulty modeling", ICML 2026, arXiv:2606.07108, https://arxiv.org/abs/2606.07108. The
+  control formula ``lambda (d_hat - tau)`` (clipped reading, opposite push on the end token) and
+  the target's normaliser are **reconstructions**: the paper's exact formula is not public.
+
+Primitives used: :func:`fidia_jax.data.make_dycon_task`, :func:`fidia_jax.data.parse_dycon_generation`,
+:class:`fidia_jax.models.Llama` (``inspect``), :func:`fidia_jax.models.fit_llama`,
+:func:`fidia_jax.models.sample_llama` (``logit_bias``), :func:`fidia_jax.models.dycon_control`,
+:func:`fidia_jax.models.dycon_logit_bias`, :func:`fidia_jax.models.dycon_static_bias`,
+:func:`fidia_jax.models.ban_tokens_bias`, :func:`fidia_jax.metrics.layer_probe_r2`
+(:func:`fidia_jax.metrics.ridge_fit`).
+"""
+
+from fidia_jax.projects.dycon.configs import PRESETS as PRESETS
+from fidia_jax.projects.dycon.configs import DyconConfig as DyconConfig
+from fidia_jax.projects.dycon.configs import get_config as get_config
+from fidia_jax.projects.dycon.configs import load_config as load_config
+from fidia_jax.projects.dycon.train import METHODS as METHODS
+from fidia_jax.projects.dycon.train import boundary_states as boundary_states
+from fidia_jax.projects.dycon.train import build_model as build_model
+from fidia_jax.projects.dycon.train import evaluate_generations as evaluate_generations
+from fidia_jax.projects.dycon.train import fit_probe as fit_probe
+from fidia_jax.projects.dycon.train import format_table as format_table
+from fidia_jax.projects.dycon.train import generate as generate
+from fidia_jax.projects.dycon.train import goals as goals
+from fidia_jax.projects.dycon.train import summarize as summarize
+from fidia_jax.projects.dycon.train import train_and_evaluate as train_and_evaluate
+from fidia_jax.projects.dycon.train import vocab_of as vocab_of
+
+__all__ = [
+    "METHODS",
+    "PRESETS",
+    "DyconConfig",
+    "boundary_states",
+    "build_model",
+    "evaluate_generations",
+    "fit_probe",
+    "format_table",
+    "generate",
+    "get_config",
+    "goals",
+    "load_config",
+    "summarize",
+    "train_and_evaluate",
+    "vocab_of",
+]

@@ -1,0 +1,475 @@
+"""The DyCon experiment: train a tiny LLaMA on step-wise solutions, probe it, steer its reflections.
+
+1. Train :class:`fidia_jax.models.Llama` with :func:`fidia_jax.models.fit_llama` on solutions of
+   :func:`fidia_jax.data.make_dycon_task` (injected errors with corrective reflections, redundant
+   reflections after the answer is known; the model imitates both).
+2. Teacher-force fresh solutions, take the residual stream at every step boundary and every layer,
+   and fit a ridge probe of the log-normalised remaining length per layer
+   (:func:`fidia_jax.metrics.layer_probe_r2`: held-out examples, shuffled-label control).
+3. Sample (temperature ``config.temperature``, KV cache, :func:`fidia_jax.models.sample_llama`)
+   with four decoders: the baseline; NoWait (``wait`` banned, logit bias ``-inf``); the static
+   probe (one reading at the first boundary, the ``=`` ending the prompt, applied at every
+   boundary); DyCon (the probe read at every boundary, :func:`fidia_jax.models.dycon_logit_bias`).
+   ``(lambda, tau)`` of the two probe decoders are chosen on development prompts: the fewest
+   tokens among settings whose accuracy is at least the baseline's minus one standard error.
+4. Report accuracy and tokens per difficulty bucket with standard errors, reflections by kind,
+   and the goals of the issue, met or not.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from fidia_jax import data, metrics, models
+from fidia_jax.config import write_summary
+from fidia_jax.projects.dycon.configs import DyconConfig
+
+__all__ = [
+    "METHODS",
+    "boundary_states",
+    "build_model",
+    "evaluate_generations",
+    "fit_probe",
+    "format_table",
+    "generate",
+    "goals",
+    "summarize",
+    "train_and_evaluate",
+    "vocab_of",
+]
+
+#: Decoders compared, in table order.
+METHODS = ("baseline", "nowait", "static", "dycon")
+SUMMARY_FILE = "dycon.json"
+_RECORD_FIELDS = data.DyconGeneration._fields
+
+
+def vocab_of(config: DyconConfig) -> data.DyconVocab:
+    """The task vocabulary of ``config``."""
+    return data.DyconVocab(config.base, config.max_operands, config.max_redundant)
+
+
+def _task(config: DyconConfig, n: int, seed: int) -> data.DyconBatch:
+    return data.make_dycon_task(
+        n,
+        vocab=vocab_of(config),
+        min_operands=config.min_operands,
+        error_rate=config.error_rate,
+        redundant_rate=config.redundant_rate,
+        seed=seed,
+    )
+
+
+def build_model(config: DyconConfig, rngs: nnx.Rngs) -> models.Llama:
+    """The (untrained) :class:`fidia_jax.models.Llama` of ``config``."""
+    vocab = vocab_of(config)
+    cfg = models.LlamaConfig(
+        vocab_size=vocab.size,
+        dim=config.dim,
+        n_layers=config.n_layers,
+        n_heads=config.n_heads,
+        n_kv_heads=config.n_kv_heads,
+        hidden_dim=config.hidden_dim,
+        max_seq_len=vocab.max_len(),
+    )
+    return models.Llama(cfg, rngs=rngs)
+
+
+@nnx.jit
+def _states(model, tokens):
+    _, cap = model.inspect(tokens, capture=("resid_pre", "resid_post"))
+    h = jnp.concatenate([cap["resid_pre"][:1], cap["resid_post"]], axis=0)
+    return jnp.moveaxis(h, 0, 2)  # (B, T, L + 1, C)
+
+
+def boundary_states(model: models.Llama, batch: data.DyconBatch, *, hooks=()):
+    """Residual stream at every step boundary of teacher-forced solutions.
+
+    Args:
+      model: the trained Llama.
+      batch: solutions (:func:`fidia_jax.data.make_dycon_task`).
+      hooks: interventions applied while reading (checked by the model: a hook naming a layer
+        that does not exist raises ``ValueError``).
+
+    Returns:
+      ``(features (M, L + 1, C) float32, targets (M,), example (M,) int, first (M,) bool)``: one
+      row per boundary (index 0: embeddings, ``l + 1``: after block ``l``, as the sampler's
+      ``logit_bias`` sees them), its remaining-length target, its example index, and whether it
+      is the first boundary (the ``=`` ending the prompt).
+    """
+    tokens = jnp.asarray(batch.tokens)
+    if hooks:
+        _, cap = model.inspect(tokens, capture=("resid_pre", "resid_post"), hooks=hooks)
+        h = np.moveaxis(np.concatenate([cap["resid_pre"][:1], cap["resid_post"]], 0), 0, 2)
+    else:
+        h = np.asarray(_states(model, tokens))
+    ex, pos = np.nonzero(batch.boundary)
+    first = pos == batch.prompt_len[ex] - 1
+    return h[ex, pos], batch.target[ex, pos], ex, first
+
+
+def fit_probe(config: DyconConfig, model: models.Llama) -> tuple[metrics.LayerProbes, dict[str, Any]]:
+    """Probes of the remaining length per layer on ``config.num_probe`` fresh solutions.
+
+    The first half of the examples fits, the second half is held out (split by example).
+
+    Returns:
+      ``(probes, report)``: :class:`fidia_jax.metrics.LayerProbes` and a JSON-ready dict
+      (``r2``, ``r2_shuffled`` per layer, ``best_layer``, ``num_rows``, ``r2_first_boundary``:
+      held-out R² of the best layer on the first boundaries alone, the static probe's reading).
+    """
+    batch = _task(config, config.num_probe, config.seed + 1)
+    x, y, ex, first = boundary_states(model, batch)
+    train = ex < config.num_probe // 2
+    probes = metrics.layer_probe_r2(x, y, train, alpha=config.probe_alpha, seed=config.seed)
+    best = probes.best_layer
+    sel = (~train) & first
+    pred = metrics.ridge_predict(probes.fits[best], x[sel, best])
+    r2_first = float(metrics.r2_score(y[sel], pred)) if sel.sum() >= 2 else float("nan")
+    report = {
+        "r2": probes.r2.tolist(),
+        "r2_shuffled": probes.r2_shuffled.tolist(),
+        "best_layer": best,
+        "num_rows": int(len(y)),
+        "num_heldout_rows": int((~train).sum()),
+        "r2_first_boundary": r2_first,
+    }
+    return probes, report
+
+
+def _control(config, model, probes, layer, lam, tau, fixed_dhat=None):
+    vocab = vocab_of(config)
+    fit = probes.fits[layer]
+    return models.dycon_control(
+        model,
+        fit.coef,
+        float(fit.intercept),
+        layer=layer,
+        lam=lam,
+        tau=tau,
+        boundary_tokens=vocab.boundary_tokens,
+        reflect_tokens=(vocab.WAIT,),
+        end_token=vocab.END_THINK,
+        end_scale=config.end_scale,
+        fixed_dhat=fixed_dhat,
+    )
+
+
+def first_boundary_dhat(model, batch: data.DyconBatch, control: models.DyconControl, width: int):
+    """``(N,)`` probe reading at the ``=`` that ends each prompt (the static probe's input)."""
+    prompts, lengths = batch.prompts(width)
+    h = np.asarray(_states(model, jnp.asarray(prompts)))
+    h_NxKxC = h[np.arange(len(lengths)), lengths - 1]
+    return np.asarray(models.probe_difficulty(jnp.asarray(h_NxKxC), control))
+
+
+def generate(
+    model: models.Llama,
+    batch: data.DyconBatch,
+    *,
+    method: str,
+    key: jax.Array,
+    temperature: float | None,
+    control: models.DyconControl | None = None,
+    chunk: int = 256,
+    hooks=(),
+) -> tuple[np.ndarray, np.ndarray]:
+    """Samples one continuation per prompt of ``batch`` with one of :data:`METHODS`.
+
+    Prompts are padded to ``max_operands + 2`` tokens and sampled in chunks of ``chunk`` rows
+    (the last chunk padded by repetition), so every call with the same ``chunk`` reuses one
+    compiled sampler per method. Row ``i`` of chunk ``c`` samples with ``fold_in(key, c)``:
+    the same key gives every method the same random stream (paired comparisons).
+
+    Args:
+      model: the trained Llama.
+      batch: prompts and answers.
+      method: ``"baseline"``, ``"nowait"``, ``"static"`` or ``"dycon"``.
+      key: sampling key.
+      temperature: ``None`` for greedy, else ``> 0``.
+      control: required for ``static`` / ``dycon`` (:func:`fidia_jax.models.dycon_control`);
+        for ``static`` its ``fixed_dhat`` is replaced by each prompt's first-boundary reading.
+      chunk: rows per sampler call.
+      hooks: interventions passed to :func:`fidia_jax.models.sample_llama` (a hook naming a
+        layer that does not exist raises ``ValueError``).
+
+    Returns:
+      ``(tokens (N, max_new) int32, num_tokens (N,) int32)``.
+
+    Raises:
+      ValueError: an unknown method, or no ``control`` for a probe method.
+    """
+    if method not in METHODS:
+        raise ValueError(f"generate: method must be one of {METHODS}, got {method!r}")
+    if method in ("static", "dycon") and control is None:
+        raise ValueError(f"generate: method {method!r} needs a control (models.dycon_control)")
+    width = batch.operands.shape[1] + 2
+    prompts, lengths = batch.prompts(width)
+    max_new = model.config.max_seq_len - width
+    eos, wait = data.DyconVocab.EOS, data.DyconVocab.WAIT
+    bias, args = None, None
+    if method == "nowait":
+        mask = np.zeros(model.config.vocab_size, np.float32)
+        mask[wait] = 1.0
+        bias, args = models.ban_tokens_bias, jnp.asarray(mask)
+    elif method == "dycon":
+        bias, args = models.dycon_logit_bias, control
+    n = len(lengths)
+    if method == "static":
+        dhat_all = first_boundary_dhat(model, batch, control, width)
+    toks, nums = [], []
+    for c, start in enumerate(range(0, n, chunk)):
+        idx = np.arange(start, start + chunk) % n
+        if method == "static":
+            dhat = jnp.asarray(dhat_all[idx])
+            bias, args = models.dycon_static_bias, control._replace(fixed_dhat=dhat)
+        out = models.sample_llama(
+            model,
+            jnp.asarray(prompts[idx]),
+            lengths=jnp.asarray(lengths[idx]),
+            max_new_tokens=max_new,
+            key=jax.random.fold_in(key, c),
+            temperature=temperature,
+            hooks=hooks,
+            logit_bias=bias,
+            logit_bias_args=args,
+            stop_token=eos,
+        )
+        keep = min(chunk, n - start)
+        toks.append(np.asarray(out.tokens)[:keep])
+        nums.append(np.asarray(out.num_tokens)[:keep])
+    return np.concatenate(toks), np.concatenate(nums)
+
+
+
+def evaluate_generations(tokens, batch: data.DyconBatch, vocab: data.DyconVocab) -> dict[str, np.ndarray]:
+    """Per-example records of :func:`fidia_jax.data.parse_dycon_generation` as ``(N,)`` arrays
+    (one per field of :class:`fidia_jax.data.DyconGeneration`, plus ``num_operands``)."""
+    recs = [data.parse_dycon_generation(t, int(a), vocab) for t, a in zip(tokens, batch.answer, strict=True)]
+    out = {f: np.asarray([getattr(r, f) for r in recs]) for f in _RECORD_FIELDS}
+    out["num_operands"] = batch.num_operands.copy()
+    return out
+
+
+def _mean_se(x) -> tuple[float, float]:
+    x = np.asarray(x, np.float64)
+    if x.size == 0:
+        return float("nan"), float("nan")
+    se = float(np.std(x, ddof=1) / np.sqrt(x.size)) if x.size > 1 else float("nan")
+    return float(np.mean(x)), se
+
+
+def _cell(rec: dict[str, np.ndarray], sel: np.ndarray) -> dict[str, Any]:
+    acc, acc_se = _mean_se(rec["correct"][sel])
+    tok, tok_se = _mean_se(rec["num_tokens"][sel])
+    errors = int(rec["errors"][sel].sum())
+    return {
+        "n": int(sel.sum()),
+        "accuracy": acc,
+        "accuracy_se": acc_se,
+        "tokens": tok,
+        "tokens_se": tok_se,
+        "corrective": float(rec["corrective"][sel].mean()) if sel.any() else float("nan"),
+        "redundant": float(rec["redundant"][sel].mean()) if sel.any() else float("nan"),
+        "errors": float(rec["errors"][sel].mean()) if sel.any() else float("nan"),
+        "uncorrected": float(rec["uncorrected"][sel].mean()) if sel.any() else float("nan"),
+        "malformed": float(rec["malformed"][sel].mean()) if sel.any() else float("nan"),
+        "finished": float(rec["finished"][sel].mean()) if sel.any() else float("nan"),
+        "correction_rate": (
+            float((errors - rec["uncorrected"][sel].sum()) / errors) if errors else float("nan")
+        ),
+    }
+
+
+def summarize(records: dict[str, dict[str, np.ndarray]], buckets) -> dict[str, Any]:
+    """Per method: ``all`` and one cell per bucket (``"k_lo-k_hi"``): ``n``, ``accuracy``,
+    ``accuracy_se`` (binomial: sample SD / sqrt n), ``tokens`` (generated through EOS),
+    ``tokens_se``, reflections per example (``corrective``, ``redundant``), ``errors``,
+    ``uncorrected``, ``malformed``, ``finished`` and ``correction_rate`` (erroneous steps followed
+    by a reflection / erroneous steps)."""
+    out: dict[str, Any] = {}
+    for method, rec in records.items():
+        k = rec["num_operands"]
+        cells = {"all": _cell(rec, np.ones_like(k, bool))}
+        for lo, hi in buckets:
+            cells[f"{lo}-{hi}"] = _cell(rec, (k >= lo) & (k <= hi))
+        out[method] = cells
+    return out
+
+
+def _paired_diff(a, b) -> tuple[float, float]:
+    return _mean_se(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+
+
+def goals(records: dict[str, dict[str, np.ndarray]], buckets) -> dict[str, Any]:
+    """The issue's goals on the test prompts, each with its numbers and ``met`` (bool).
+
+    - ``accuracy_within_1se``: DyCon's accuracy >= the baseline's minus one standard error of
+      the baseline's accuracy (all test prompts).
+    - ``fewer_tokens``: DyCon's mean generated tokens < the baseline's (paired difference and its
+      standard error reported).
+    - ``beats_nowait_hardest``: DyCon's accuracy > NoWait's on the hardest bucket.
+    """
+    base, dyc, nowait = records["baseline"], records["dycon"], records["nowait"]
+    acc_b, se_b = _mean_se(base["correct"])
+    acc_d, _ = _mean_se(dyc["correct"])
+    d_tok, d_tok_se = _paired_diff(dyc["num_tokens"], base["num_tokens"])
+    d_acc, d_acc_se = _paired_diff(dyc["correct"], base["correct"])
+    lo, hi = buckets[-1]
+    k = base["num_operands"]
+    hard = (k >= lo) & (k <= hi)
+    acc_dh, _ = _mean_se(dyc["correct"][hard])
+    acc_nh, _ = _mean_se(nowait["correct"][hard])
+    return {
+        "accuracy_within_1se": {
+            "dycon": acc_d, "baseline": acc_b, "baseline_se": se_b,
+            "paired_difference": d_acc, "paired_difference_se": d_acc_se,
+            "met": bool(acc_d >= acc_b - se_b),
+        },
+        "fewer_tokens": {
+            "paired_difference": d_tok, "paired_difference_se": d_tok_se,
+            "met": bool(d_tok < 0),
+        },
+        "beats_nowait_hardest": {
+            "bucket": f"{lo}-{hi}", "dycon": acc_dh, "nowait": acc_nh,
+            "met": bool(acc_dh > acc_nh),
+        },
+    }
+
+
+def format_table(summary: dict[str, Any], buckets) -> str:
+    """Markdown: accuracy ± SE and tokens ± SE per method and bucket, then reflections (all)."""
+    names = [f"{lo}-{hi}" for lo, hi in buckets] + ["all"]
+    lines = [
+        "| method | " + " | ".join(f"k={b} acc" for b in names) + " | "
+        + " | ".join(f"k={b} tokens" for b in names) + " |",
+        "|" + "---|" * (2 * len(names) + 1),
+    ]
+    for method, cells in summary.items():
+        acc = [f"{cells[b]['accuracy']:.3f} ± {cells[b]['accuracy_se']:.3f}" for b in names]
+        tok = [f"{cells[b]['tokens']:.1f} ± {cells[b]['tokens_se']:.1f}" for b in names]
+        lines.append(f"| {method} | " + " | ".join(acc + tok) + " |")
+    lines += [
+        "",
+        "| method | corrective / ex | redundant / ex | step errors / ex | correction rate | "
+        "malformed / ex |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method, cells in summary.items():
+        c = cells["all"]
+        lines.append(
+            f"| {method} | {c['corrective']:.3f} | {c['redundant']:.3f} | {c['errors']:.3f} | "
+            f"{c['correction_rate']:.3f} | {c['malformed']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def select_control(config, model, probes, layer, dev, base_records, method, key):
+    """Chooses ``(lambda, tau)`` of ``method`` (``static`` / ``dycon``) on the development
+    prompts: the fewest mean tokens among settings with accuracy >= the baseline's minus its
+    standard error (else the most accurate). Returns ``(lam, tau, grid)``."""
+    acc_b, se_b = _mean_se(base_records["correct"])
+    vocab = vocab_of(config)
+    grid = []
+    for lam in config.lam_grid:
+        for tau in config.tau_grid:
+            ctl = _control(config, model, probes, layer, lam, tau)
+            toks, _ = generate(model, dev, method=method, key=key, temperature=config.temperature,
+                               control=ctl, chunk=_chunk(config))
+            rec = evaluate_generations(toks, dev, vocab)
+            grid.append({"lam": lam, "tau": tau, "accuracy": float(rec["correct"].mean()),
+                         "tokens": float(rec["num_tokens"].mean())})
+    ok = [g for g in grid if g["accuracy"] >= acc_b - (se_b if np.isfinite(se_b) else 0.0)]
+    best = min(ok, key=lambda g: g["tokens"]) if ok else max(grid, key=lambda g: g["accuracy"])
+    return best["lam"], best["tau"], grid
+
+
+def _chunk(config: DyconConfig) -> int:
+    return min(256, max(config.num_dev, config.num_test))
+
+
+def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """Runs the whole experiment at ``config``'s scale; prints the tables and writes
+    ``workdir/dycon.json`` (results plus ``config``, atomically).
+
+    Returns:
+      JSON-ready dict: ``train`` (final loss, seconds), ``probe`` (:func:`fit_probe`'s report),
+      ``control`` (chosen ``lambda`` / ``tau`` per probe decoder and the development grids),
+      ``summary`` (:func:`summarize` on the test prompts), ``goals`` (:func:`goals`),
+      ``wall_s``.
+    """
+    t0 = time.time()
+    vocab = vocab_of(config)
+    key = jax.random.key(config.seed)
+    k_init, k_batch, k_dev, k_test = jax.random.split(key, 4)
+    model = build_model(config, nnx.Rngs(k_init))
+    train = _task(config, config.num_train, config.seed)
+    schedule = optax.warmup_cosine_decay_schedule(
+        0.0, config.learning_rate, min(config.warmup_steps, config.steps - 1), config.steps,
+        config.learning_rate * 0.03,
+    )
+    tx = optax.adamw(schedule, weight_decay=config.weight_decay)
+    model, losses = models.fit_llama(
+        model, train.tokens, weights=train.loss_weights, steps=config.steps,
+        batch_size=config.batch_size, tx=tx, key=k_batch,
+    )
+    t_train = time.time() - t0
+    probes, probe_report = fit_probe(config, model)
+    layer = probes.best_layer
+    dev = _task(config, config.num_dev, config.seed + 2)
+    test = _task(config, config.num_test, config.seed + 3)
+    chunk = _chunk(config)
+
+    def run(method, batch, k, ctl=None):
+        toks, _ = generate(model, batch, method=method, key=k, temperature=config.temperature,
+                           control=ctl, chunk=chunk)
+        return evaluate_generations(toks, batch, vocab)
+
+    dev_base = run("baseline", dev, k_dev)
+    chosen = {}
+    for method in ("static", "dycon"):
+        lam, tau, grid = select_control(config, model, probes, layer, dev, dev_base, method, k_dev)
+        chosen[method] = {"lam": lam, "tau": tau, "dev_grid": grid}
+    records = {}
+    for method in METHODS:
+        ctl = None
+        if method in chosen:
+            ctl = _control(config, model, probes, layer, chosen[method]["lam"], chosen[method]["tau"])
+        records[method] = run(method, test, k_test, ctl)
+    summary = summarize(records, config.buckets)
+    base_all, dyc_all = summary["baseline"]["all"], summary["dycon"]["all"]
+    reflections = {
+        "redundant_removed_fraction": (
+            1.0 - dyc_all["redundant"] / base_all["redundant"] if base_all["redundant"] else float("nan")
+        ),
+        "corrective_kept_ratio": (
+            dyc_all["corrective"] / base_all["corrective"] if base_all["corrective"] else float("nan")
+        ),
+        "correction_rate": {m: summary[m]["all"]["correction_rate"] for m in METHODS},
+    }
+    results = {
+        "train": {"final_loss": float(np.mean(losses[-20:])), "loss_first": float(losses[0]),
+                  "seconds": t_train},
+        "probe": probe_report,
+        "control": chosen,
+        "summary": summary,
+        "reflections": reflections,
+        "goals": goals(records, config.buckets),
+        "wall_s": time.time() - t0,
+    }
+    r2 = ", ".join(f"{a:.3f} (shuffled {b:.3f})" for a, b in zip(probe_report["r2"], probe_report["r2_shuffled"], strict=True))
+    print(f"probe held-out R2 by layer (0 = embeddings): {r2}")
+    print(format_table(summary, config.buckets))
+    print(f"reflections: {reflections}")
+    for name, g in results["goals"].items():
+        print(f"goal {name}: {'met' if g['met'] else 'NOT met'} {g}")
+    write_summary(pathlib.Path(workdir) / SUMMARY_FILE, results, config)
+    return results

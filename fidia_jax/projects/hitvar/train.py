@@ -1,0 +1,520 @@
+"""The HIT-VAR experiment: x4 SR of degraded crops of the bundled photos, five methods scored at
+every scale x1..x4 on crops of held-out photos.
+
+Phases (all Adam, one device):
+
+1. Tokenizers: the HIT tokenizer (every token prefix decodes to its scale; loss = mean over
+   scales of the pixel MSE to the HR image resized to that scale) and the plain RQ tokenizer
+   (same network, loss only on the full sequence at x4). Codebooks learn by EMA; dead codes
+   restart from the batch's residual vectors.
+2. Next-scale transformers on each tokenizer's tokens of the training crops (cross-entropy),
+   conditioned on the LR crop.
+3. HIT-VAR's preference phase (``dpo_steps > 0``): ``dpo_samples`` sequences sampled from the
+   frozen transformer for each of ``dpo_pool`` training crops, decoded at x4, ranked by LPIPS
+   to the HR crop; :func:`fidia_jax.rl.dpo_pair` picks the best / worst one, and the transformer
+   is trained on :func:`fidia_jax.rl.dpo_loss` of their log-ratios plus the cross-entropy on the
+   true tokens.
+4. The conv SR baseline (MSE at x4) with the width that matches HIT-VAR's inference parameter
+   count (LR branch + decoder + codebook + transformer).
+
+Evaluation on ``n_eval`` crops of the held-out photos: bicubic, conv SR, plain RQ+VAR, HIT-VAR
+before and after the preference phase, and the HIT tokenizer fed the true tokens of the HR crop
+(an oracle: it reads the HR image). Scale ``m`` is compared with the HR crop resized (bicubic) to
+``m * lr_size``; methods that only produce x4 are resized down the same way. PSNR / SSIM per
+image (scikit-image), LPIPS-AlexNet per batch (scales with at least 31 pixels).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from fidia_jax import data, layers, losses, metrics, models, rl
+from fidia_jax.config import write_summary
+from fidia_jax.errors import ConfigError
+from fidia_jax.projects.hitvar.configs import HitVarConfig
+
+__all__ = ["METHODS", "format_table", "make_data", "score", "train_and_evaluate", "train_models"]
+
+SUMMARY_FILE = "hitvar.json"
+PNG_FILE = "hitvar_samples.png"
+#: Rows of the results table (the oracle reads the HR crop: an upper bound, not a method).
+METHODS = ("bicubic", "conv SR", "plain RQ+VAR", "HIT-VAR (no DPO)", "HIT-VAR",
+           "oracle: HIT tokenizer, true tokens")
+
+
+def _schedule(config: HitVarConfig) -> layers.HierarchicalSchedule:
+    return layers.hierarchical_scale_schedule(config.lr_size, config.max_scale, config.grids,
+                                              config.latent_size)
+
+
+def make_data(config: HitVarConfig) -> dict[str, np.ndarray]:
+    """Training crops of the non-held-out photos and evaluation crops of the held-out ones.
+
+    Returns:
+      ``{"hr_train", "lr_train", "hr_eval", "lr_eval"}`` float32 arrays ``(n, side, side, 3)``.
+
+    Raises:
+      ConfigError: a held-out name that is not a bundled photo, or nothing left to train on.
+    """
+    photos = data.bundled_photos()
+    unknown = [n for n in config.held_out if n not in photos]
+    if unknown or not config.held_out:
+        raise ConfigError(f"held_out must name bundled photos {sorted(photos)}, got "
+                          f"{config.held_out}")
+    train = {k: v for k, v in photos.items() if k not in config.held_out}
+    held = {k: photos[k] for k in config.held_out}
+    if not train:
+        raise ConfigError("held_out leaves no photo to train on")
+    deg = data.Degradation(scale=config.max_scale, blur_sigma=config.blur_sigma,
+                           noise_std=config.noise_std, jpeg_quality=config.jpeg_quality)
+    hr_side = config.lr_size * config.max_scale
+    hr_tr, lr_tr = data.make_sr_pairs(train, hr_side, config.n_train, deg, seed=config.seed)
+    hr_ev, lr_ev = data.make_sr_pairs(held, hr_side, config.n_eval, deg, seed=config.seed + 1)
+    return {"hr_train": hr_tr, "lr_train": lr_tr, "hr_eval": hr_ev, "lr_eval": lr_ev}
+
+
+def _targets(hr, schedule):
+    top = max(schedule.scales)
+    return {m: hr if m == top else models.bicubic_resize(hr, m * schedule.lr_size)
+            for m in schedule.scales}
+
+
+def _fit(model: nnx.Module, loss_fn: Callable, batch_fn: Callable, steps: int, lr: float,
+         seed: int, post: Callable | None = None) -> tuple[nnx.Module, list[float]]:
+    """Adam on the ``nnx.Param`` leaves; ``post(model, aux, key)`` may update other state."""
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    tx = optax.adam(lr)
+    opt = tx.init(params)
+
+    @jax.jit
+    def step(params, rest, opt, batch, key):
+        def f(p):
+            return loss_fn(nnx.merge(graphdef, p, rest), batch)
+
+        (loss, aux), g = jax.value_and_grad(f, has_aux=True)(params)
+        upd, opt = tx.update(g, opt, params)
+        params = optax.apply_updates(params, upd)
+        if post is not None:
+            m = nnx.merge(graphdef, params, rest)
+            post(m, aux, key)
+            _, _, rest = nnx.split(m, nnx.Param, ...)
+        return params, rest, opt, loss
+
+    curve = []
+    key = jax.random.key(seed)
+    for t in range(steps):
+        params, rest, opt, loss = step(params, rest, opt, batch_fn(t), jax.random.fold_in(key, t))
+        curve.append(float(loss))
+    return nnx.merge(graphdef, params, rest), curve
+
+
+def _batch_indices(n: int, batch: int, seed: int) -> Callable[[int], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    order: list[int] = []
+
+    def at(_t: int) -> np.ndarray:
+        nonlocal order
+        while len(order) < batch:
+            order += list(rng.permutation(n))
+        out, order = order[:batch], order[batch:]
+        return np.asarray(out)
+
+    return at
+
+
+def _tokenizer_step_fns(schedule, hierarchical: bool, config: HitVarConfig):
+    top = max(schedule.scales)
+
+    def loss_fn(m: models.HitVarTokenizer, batch):
+        hr, lr = batch
+        targets = _targets(hr, schedule)
+        f = m.encode(hr)
+        codes, prefixes, residuals = m.quantize(f)
+        recon = {}
+        for s in schedule.scales if hierarchical else (top,):
+            fh = prefixes[m.prefix_for(s) - 1]
+            recon[s] = m.decode_latent(f + jax.lax.stop_gradient(fh - f), lr, s)
+        loss, _ = losses.hitvar_tokenizer_loss(recon, targets, f, prefixes[-1],
+                                               commitment=config.commitment)
+        d = f.shape[-1]
+        z = jnp.concatenate([r.reshape(-1, d) for r in residuals])
+        idx = jnp.concatenate([c.reshape(-1) for c in codes])
+        return loss, (z, idx)
+
+    def post(m: models.HitVarTokenizer, aux, key):
+        z, idx = aux
+        state = layers.ema_codebook_update(
+            layers.CodebookEMA(m.codebook[...], m.cluster_size[...], m.embed_sum[...]), z, idx,
+            decay=config.ema_decay)
+        # Dead codes (EMA count < 3% of the mean) restart at random residual vectors.
+        dead = state.cluster_size < 0.03 * jnp.mean(state.cluster_size)
+        pick = z[jax.random.randint(key, (state.codebook.shape[0],), 0, z.shape[0])]
+        m.codebook[...] = jnp.where(dead[:, None], pick, state.codebook)
+        m.embed_sum[...] = jnp.where(dead[:, None], pick, state.embed_sum)
+        m.cluster_size[...] = jnp.where(dead, 1.0, state.cluster_size)
+
+    return loss_fn, post
+
+
+def _train_tokenizer(config, schedule, hr, lr, hierarchical: bool, seed: int):
+    tok = models.init_without_compile(lambda: models.HitVarTokenizer(
+        schedule, channels=config.channels, latent_dim=config.latent_dim,
+        codebook_size=config.codebook_size, hierarchical=hierarchical,
+        res_blocks=config.res_blocks, rngs=nnx.Rngs(seed)), seed=seed)
+    # Codes start at latent vectors of the first batch (k-means-style data init).
+    idx0 = _batch_indices(len(hr), config.batch_size, seed)(0)
+    f0 = np.asarray(nnx.jit(lambda t, x: t.encode(x))(tok, jnp.asarray(hr[idx0])))
+    f0 = f0.reshape(-1, config.latent_dim)
+    pick = np.random.default_rng(seed).integers(0, len(f0), config.codebook_size)
+    tok.codebook[...] = jnp.asarray(f0[pick])
+    tok.embed_sum[...] = jnp.asarray(f0[pick])
+    loss_fn, post = _tokenizer_step_fns(schedule, hierarchical, config)
+    nxt = _batch_indices(len(hr), config.batch_size, seed + 1)
+
+    def batch_fn(t):
+        i = nxt(t)
+        return jnp.asarray(hr[i]), jnp.asarray(lr[i])
+
+    return _fit(tok, loss_fn, batch_fn, config.tokenizer_steps, config.learning_rate, seed, post)
+
+
+def _tokenize(tok: models.HitVarTokenizer, hr: np.ndarray, batch: int):
+    """True tokens ``(N, T)`` and teacher-forcing inputs ``(N, T, D)`` of HR crops."""
+    grids = tok.schedule.grids
+
+    @nnx.jit
+    def one(t, x):
+        codes, prefixes, _ = t.quantize(t.encode(x))
+        flat = jnp.concatenate([c.reshape(c.shape[0], -1) for c in codes], axis=1)
+        return flat, models.next_scale_inputs(prefixes, grids)
+
+    toks, ins = [], []
+    for i in range(0, len(hr), batch):
+        a, b = one(tok, jnp.asarray(hr[i:i + batch]))
+        toks.append(np.asarray(a))
+        ins.append(np.asarray(b))
+    return np.concatenate(toks), np.concatenate(ins)
+
+
+def _new_transformer(config, schedule, seed):
+    return models.init_without_compile(lambda: models.NextScaleTransformer(
+        schedule, latent_dim=config.latent_dim, codebook_size=config.codebook_size,
+        dim=config.dim, depth=config.depth, heads=config.heads, rngs=nnx.Rngs(seed)), seed=seed)
+
+
+def _train_var(config, schedule, tokens, inputs, lr, seed):
+    model = _new_transformer(config, schedule, seed)
+    nxt = _batch_indices(len(tokens), config.batch_size, seed + 1)
+
+    def loss_fn(m, batch):
+        x, lo, tk = batch
+        return losses.next_scale_cross_entropy(m(x, lo), tk), None
+
+    def batch_fn(t):
+        i = nxt(t)
+        return jnp.asarray(inputs[i]), jnp.asarray(lr[i]), jnp.asarray(tokens[i])
+
+    return _fit(model, loss_fn, batch_fn, config.var_steps, config.learning_rate, seed)
+
+
+def _flat(codes):
+    return jnp.concatenate([c.reshape(c.shape[0], -1) for c in codes], axis=1)
+
+
+def _dpo_pairs(config, tok, var, hr, lr, seed):
+    """Offline preference pairs: for each pool crop, the LPIPS-best and -worst of the samples."""
+    grids, top = tok.schedule.grids, max(tok.schedule.scales)
+
+    @nnx.jit
+    def sample(t, v, lo, key):
+        codes, prefixes = models.generate_tokens(v, t.codebook[...], lo, key=key,
+                                                 temperature=config.dpo_temperature)
+        img = jnp.clip(t.decode_tokens(codes, lo, top), 0.0, 1.0)
+        return _flat(codes), models.next_scale_inputs(prefixes, grids), img
+
+    n, k = min(config.dpo_pool, len(hr)), config.dpo_samples
+    key = jax.random.key(seed)
+    out = {"tokens": [], "inputs": [], "valid": [], "margin": []}
+    for i in range(0, n, config.batch_size):
+        lo, hi = jnp.asarray(lr[i:min(i + config.batch_size, n)]), hr[i:min(i + config.batch_size, n)]
+        toks, ins, rewards = [], [], []
+        for j in range(k):
+            tk, x, img = sample(tok, var, lo, jax.random.fold_in(key, i * k + j))
+            toks.append(tk)
+            ins.append(x)
+            rewards.append(-metrics.lpips(img, jnp.asarray(hi)))
+        toks, ins, rewards = jnp.stack(toks, 1), jnp.stack(ins, 1), jnp.stack(rewards, 1)
+        w, l, valid = jax.vmap(rl.dpo_pair)(rewards)
+        rows = jnp.arange(toks.shape[0])
+        out["tokens"].append(np.stack([toks[rows, w], toks[rows, l]], 1))
+        out["inputs"].append(np.stack([ins[rows, w], ins[rows, l]], 1))
+        out["valid"].append(np.asarray(valid))
+        out["margin"].append(np.asarray(rewards[rows, w] - rewards[rows, l]))
+    return {key_: np.concatenate(v) for key_, v in out.items()}
+
+
+def _dpo_finetune(config, var, pairs, tokens, inputs, lr, seed):
+    """Preference phase: DPO on the offline pairs + cross-entropy on the true tokens."""
+    n = len(pairs["valid"])
+    ref_graph, ref_state = nnx.split(var)
+
+    @jax.jit
+    def ref_logp(state, x, lo, tk):
+        return losses.token_log_prob(nnx.merge(ref_graph, state)(x, lo), tk)
+
+    ref = np.stack([np.asarray(ref_logp(ref_state, jnp.asarray(pairs["inputs"][:, j]),
+                                        jnp.asarray(lr[:n]), jnp.asarray(pairs["tokens"][:, j])))
+                    for j in range(2)], 1)
+    nxt = _batch_indices(n, config.batch_size, seed + 1)
+    dpo = jax.vmap(rl.dpo_loss, in_axes=(0, 0, None))
+
+    def loss_fn(m, batch):
+        x_w, x_l, t_w, t_l, ref_w, ref_l, valid, x_gt, t_gt, lo = batch
+        b = lo.shape[0]
+        logits = m(jnp.concatenate([x_w, x_l, x_gt]), jnp.concatenate([lo, lo, lo]))
+        logp = losses.token_log_prob(logits[:2 * b], jnp.concatenate([t_w, t_l]))
+        r_w, r_l = losses.dpo_log_ratios(logp[:b], ref_w, logp[b:], ref_l)
+        pref = jnp.sum(valid * dpo(r_w, r_l, config.dpo_beta)) / jnp.maximum(jnp.sum(valid), 1.0)
+        ce = losses.next_scale_cross_entropy(logits[2 * b:], t_gt)
+        return pref + config.dpo_ce_weight * ce, None
+
+    def batch_fn(t):
+        i = nxt(t)
+        p = pairs
+        return tuple(jnp.asarray(a) for a in (
+            p["inputs"][i, 0], p["inputs"][i, 1], p["tokens"][i, 0], p["tokens"][i, 1],
+            ref[i, 0], ref[i, 1], p["valid"][i], inputs[i], tokens[i], lr[i]))
+
+    return _fit(var, loss_fn, batch_fn, config.dpo_steps, config.learning_rate * 0.1, seed)
+
+
+def _inference_params(tok: models.HitVarTokenizer, var: models.NextScaleTransformer) -> int:
+    """Parameters HIT-VAR uses at inference: all but the HR encoder, plus the codebook."""
+    enc = sum(models.count_params(mod) for mod in (tok.enc_in, tok.enc_out)) + sum(
+        models.count_params(c) for c in tok.enc_down)
+    return models.count_params(tok) - enc + int(tok.codebook[...].size) + models.count_params(var)
+
+
+def _train_conv_sr(config, hr, lr, n_params, seed):
+    width = models.conv_sr_width_for_params(n_params, blocks=config.sr_blocks)
+    net = models.init_without_compile(
+        lambda: models.ConvSR(width=width, blocks=config.sr_blocks, rngs=nnx.Rngs(seed)),
+        seed=seed)
+    nxt = _batch_indices(len(hr), config.batch_size, seed + 1)
+    side = hr.shape[1]
+
+    def loss_fn(m, batch):
+        h, lo = batch
+        return jnp.mean((m(lo, side) - h) ** 2), None
+
+    def batch_fn(t):
+        i = nxt(t)
+        return jnp.asarray(hr[i]), jnp.asarray(lr[i])
+
+    return _fit(net, loss_fn, batch_fn, config.sr_steps, config.learning_rate, seed)
+
+
+def train_models(config: HitVarConfig, d: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Trains every model of the comparison on ``d["hr_train"]`` / ``d["lr_train"]``.
+
+    Returns:
+      ``{"hit_tokenizer", "plain_tokenizer", "hit_var_ce", "hit_var", "plain_var", "conv_sr",
+      "curves", "wall_s", "dpo_valid_frac", "params"}``.
+    """
+    sch = _schedule(config)
+    hr, lr = d["hr_train"], d["lr_train"]
+    s, wall, curves = config.seed, {}, {}
+    out: dict[str, Any] = {}
+    for name, hier, off in (("hit", True, 0), ("plain", False, 100)):
+        t0 = time.time()
+        tok, curves[f"{name}_tokenizer"] = _train_tokenizer(config, sch, hr, lr, hier, s + off)
+        toks, ins = _tokenize(tok, hr, 64)
+        var, curves[f"{name}_var"] = _train_var(config, sch, toks, ins, lr, s + off + 10)
+        out[f"{name}_tokenizer"], wall[name] = tok, time.time() - t0
+        print(f"hitvar: {name} tokenizer + VAR trained in {wall[name]:.0f} s", flush=True)
+        if name == "hit":
+            out["hit_var_ce"] = var
+            t0 = time.time()
+            if config.dpo_steps:
+                pairs = _dpo_pairs(config, tok, var, hr, lr, s + 20)
+                out["dpo_valid_frac"] = float(np.mean(pairs["valid"]))
+                var_copy = nnx.merge(*nnx.split(var))
+                var, curves["hit_dpo"] = _dpo_finetune(config, var_copy, pairs, toks, ins, lr,
+                                                       s + 30)
+            wall["dpo"] = time.time() - t0
+            out["hit_var"] = var
+        else:
+            out["plain_var"] = var
+    n_params = _inference_params(out["hit_tokenizer"], out["hit_var"])
+    t0 = time.time()
+    out["conv_sr"], curves["conv_sr"] = _train_conv_sr(config, hr, lr, n_params, s + 200)
+    wall["conv_sr"] = time.time() - t0
+    out["params"] = {"HIT-VAR (inference)": n_params,
+                     "plain RQ+VAR (inference)": _inference_params(out["plain_tokenizer"],
+                                                                   out["plain_var"]),
+                     "conv SR": models.count_params(out["conv_sr"])}
+    out["curves"], out["wall_s"] = curves, wall
+    return out
+
+
+def _predict(config, trained, lr_eval) -> dict[str, dict[int, np.ndarray]]:
+    """Outputs of every method at every scale, clipped to [0, 1]."""
+    sch = _schedule(config)
+    top, l_side = max(sch.scales), sch.lr_size
+    temp = config.eval_temperature
+
+    @nnx.jit
+    def var_sr(t, v, lo, key):
+        codes, _ = models.generate_tokens(v, t.codebook[...], lo, key=key if temp else None,
+                                          temperature=temp)
+        return {m: jnp.clip(t.decode_tokens(codes, lo, m), 0.0, 1.0) for m in sch.scales}
+
+    @nnx.jit
+    def conv_sr(net, lo):
+        x4 = jnp.clip(net(lo, top * l_side), 0.0, 1.0)
+        return {m: jnp.clip(models.bicubic_resize(x4, m * l_side), 0.0, 1.0) for m in sch.scales}
+
+    def bicubic(lo):
+        return {m: jnp.clip(models.bicubic_resize(lo, m * l_side), 0.0, 1.0) for m in sch.scales}
+
+    key = jax.random.key(config.seed + 7)
+    fns = {
+        "bicubic": bicubic,
+        "conv SR": lambda lo: conv_sr(trained["conv_sr"], lo),
+        "plain RQ+VAR": lambda lo: var_sr(trained["plain_tokenizer"], trained["plain_var"], lo,
+                                          key),
+        "HIT-VAR (no DPO)": lambda lo: var_sr(trained["hit_tokenizer"], trained["hit_var_ce"],
+                                              lo, key),
+        "HIT-VAR": lambda lo: var_sr(trained["hit_tokenizer"], trained["hit_var"], lo, key),
+    }
+    out = {}
+    for name, fn in fns.items():
+        parts = [fn(jnp.asarray(lr_eval[i:i + 64])) for i in range(0, len(lr_eval), 64)]
+        out[name] = {m: np.concatenate([np.asarray(p[m]) for p in parts]) for m in sch.scales}
+    return out
+
+
+def _oracle(config, trained, hr_eval, lr_eval):
+    sch = _schedule(config)
+    tok = trained["hit_tokenizer"]
+
+    @nnx.jit
+    def rec(t, h, lo):
+        codes, _, _ = t.quantize(t.encode(h))
+        return {m: jnp.clip(t.decode_tokens(codes, lo, m), 0.0, 1.0) for m in sch.scales}
+
+    parts = [rec(tok, jnp.asarray(hr_eval[i:i + 64]), jnp.asarray(lr_eval[i:i + 64]))
+             for i in range(0, len(hr_eval), 64)]
+    return {m: np.concatenate([np.asarray(p[m]) for p in parts]) for m in sch.scales}
+
+
+def score(outputs: dict[int, np.ndarray], targets: dict[int, np.ndarray]) -> dict[str, dict]:
+    """PSNR / SSIM (mean over images) and LPIPS-AlexNet (mean; ``None`` below 31 px) per scale."""
+    res = {}
+    for m, x in outputs.items():
+        y = targets[m]
+        row = {"psnr": float(np.mean([metrics.psnr(a, b) for a, b in zip(x, y, strict=True)])),
+               "ssim": float(np.mean([metrics.ssim(a, b, data_range=1.0, channel_axis=-1)
+                                      for a, b in zip(x, y, strict=True)])),
+               "lpips": None}
+        if x.shape[1] >= 31:
+            row["lpips"] = float(np.mean(np.concatenate(
+                [np.asarray(metrics.lpips(x[i:i + 64], y[i:i + 64]))
+                 for i in range(0, len(x), 64)])))
+        res[f"x{m}"] = row
+    return res
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """Markdown table: PSNR / SSIM / LPIPS per method and scale (LPIPS ratio to bicubic at x4)."""
+    scales = list(next(iter(results["metrics"].values())))
+    head = "| method | " + " | ".join(f"{s} PSNR / SSIM / LPIPS" for s in scales) + " |"
+    lines = [head, "|" + "---|" * (len(scales) + 1)]
+    for name, row in results["metrics"].items():
+        cells = []
+        for s in scales:
+            c = row[s]
+            lp = "n/a" if c["lpips"] is None else f"{c['lpips']:.3f}"
+            cells.append(f"{c['psnr']:.2f} / {c['ssim']:.3f} / {lp}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _write_png(path, config, d, preds, n_show: int = 4) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    top = config.max_scale
+    cols = ["LR", "bicubic", "conv SR", "plain RQ+VAR", "HIT-VAR", "HR"]
+    n_show = min(n_show, len(d["hr_eval"]))
+    fig, axes = plt.subplots(n_show + 1, len(cols), figsize=(1.4 * len(cols), 1.4 * (n_show + 1)))
+    for r in range(n_show):
+        ims = [d["lr_eval"][r]] + [preds[c][top][r] for c in cols[1:5]] + [d["hr_eval"][r]]
+        for c, im in enumerate(ims):
+            axes[r, c].imshow(np.clip(im, 0, 1), interpolation="nearest")
+            if r == 0:
+                axes[r, c].set_title(cols[c], fontsize=7)
+    for c in range(len(cols)):
+        axes[n_show, c].axis("off")
+        if c < top:
+            axes[n_show, c].imshow(preds["HIT-VAR"][c + 1][0], interpolation="nearest")
+            axes[n_show, c].set_title(f"HIT-VAR x{c + 1} (prefix)", fontsize=6)
+    for ax in axes.ravel():
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def train_and_evaluate(config: HitVarConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """Trains the five models, scores them on held-out crops, writes ``workdir/hitvar.json``
+    (and ``hitvar_samples.png`` when ``config.png``) and prints the table.
+
+    Returns:
+      ``{"metrics": {method: {"x1": {psnr, ssim, lpips}, ...}}, "goals": {...}, "params",
+      "wall_s", "curves", "dpo_valid_frac", "held_out", ...}``.
+    """
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    d = make_data(config)
+    trained = train_models(config, d)
+    sch = _schedule(config)
+    targets = {m: np.asarray(t) for m, t in _targets(jnp.asarray(d["hr_eval"]), sch).items()}
+    preds = _predict(config, trained, d["lr_eval"])
+    preds_all = {**preds, METHODS[-1]: _oracle(config, trained, d["hr_eval"], d["lr_eval"])}
+    table = {name: score(preds_all[name], targets) for name in METHODS}
+    top = f"x{config.max_scale}"
+    lp = {k: v[top]["lpips"] for k, v in table.items()}
+    goals = {
+        "lpips_top_beats_bicubic": bool(lp["HIT-VAR"] < lp["bicubic"]),
+        "lpips_top_beats_plain_var": bool(lp["HIT-VAR"] < lp["plain RQ+VAR"]),
+    }
+    goals["met"] = goals["lpips_top_beats_bicubic"] and goals["lpips_top_beats_plain_var"]
+    results = {
+        "metrics": table, "goals": goals, "params": trained["params"],
+        "prefix_lengths": {f"x{m}": sch.prefix_length(m) for m in sch.scales},
+        "num_tokens": sch.num_tokens, "held_out": list(config.held_out),
+        "dpo_valid_frac": trained.get("dpo_valid_frac"),
+        "final_losses": {k: (v[-1] if v else None) for k, v in trained["curves"].items()},
+        "curves": trained["curves"], "wall_s": {**trained["wall_s"], "total": time.time() - t0},
+    }
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    if config.png:
+        _write_png(workdir / PNG_FILE, config, d, preds)
+    print(format_table(results))
+    print(f"goal (HIT-VAR LPIPS at {top} < bicubic and < plain RQ+VAR): "
+          f"{'met' if goals['met'] else 'NOT met'}")
+    return results

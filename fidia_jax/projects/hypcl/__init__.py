@@ -1,0 +1,51 @@
+"""fidia_jax.projects.hypcl: hyperbolic adapters for class-incremental learning (HypCL).
+
+A frozen pretrained encoder (ImageNet AlexNet, conv5) is adapted in the Poincaré ball: a small
+adapter maps its features into the ball (``exp_0`` of a clipped linear projection, then a Möbius
+linear layer), and one hyperbolic prototype per class gives the logits ``-d_c(z, p_k)^2``. Tasks
+of two classes arrive one by one; the driver compares HypCL with the same adapter in Euclidean
+space, nearest-class-mean on the frozen features, sequential fine-tuning (lower bound) and joint
+training (upper bound), on several class orders, and sweeps the depth of a synthetic class tree.
+
+Paper: "HypCL: hyperbolic adapters for continual learning", ICML 2026 (only the abstract was
+available). **The method is a reconstruction from the abstract**: the adapter architecture, the
+frozen old prototypes, the embedding-distillation term, the Riemannian Adam on the prototypes and
+the whole protocol are our choices (``docs/hypcl.md`` marks each formula).
+
+Primitives used: :mod:`fidia_jax.layers` Poincaré-ball ops (:func:`~fidia_jax.layers.expmap0`,
+:func:`~fidia_jax.layers.poincare_distance_matrix`, :class:`~fidia_jax.layers.HypLinear`, ...),
+:func:`fidia_jax.optim.riemannian_adam`, :class:`fidia_jax.models.PrototypeAdapter`,
+:func:`fidia_jax.models.alexnet_embedding`, :func:`fidia_jax.data.load_digit_images`,
+:func:`fidia_jax.data.hierarchical_gaussian_mixture`, :func:`fidia_jax.losses.masked_cross_entropy`,
+:func:`fidia_jax.losses.embedding_distillation`, :func:`fidia_jax.metrics.continual_metrics`.
+"""
+
+from fidia_jax.projects.hypcl._continual import ContinualData as ContinualData
+from fidia_jax.projects.hypcl._continual import run_method as run_method
+from fidia_jax.projects.hypcl.configs import METHODS as METHODS
+from fidia_jax.projects.hypcl.configs import PRESETS as PRESETS
+from fidia_jax.projects.hypcl.configs import HypclConfig as HypclConfig
+from fidia_jax.projects.hypcl.configs import get_config as get_config
+from fidia_jax.projects.hypcl.configs import load_config as load_config
+from fidia_jax.projects.hypcl.train import class_orders as class_orders
+from fidia_jax.projects.hypcl.train import digit_features as digit_features
+from fidia_jax.projects.hypcl.train import format_table as format_table
+from fidia_jax.projects.hypcl.train import run_stream as run_stream
+from fidia_jax.projects.hypcl.train import synthetic_task as synthetic_task
+from fidia_jax.projects.hypcl.train import train_and_evaluate as train_and_evaluate
+
+__all__ = [
+    "METHODS",
+    "PRESETS",
+    "ContinualData",
+    "HypclConfig",
+    "class_orders",
+    "digit_features",
+    "format_table",
+    "get_config",
+    "load_config",
+    "run_method",
+    "run_stream",
+    "synthetic_task",
+    "train_and_evaluate",
+]

@@ -1,0 +1,329 @@
+"""The class-incremental loop: one stream of tasks, one method, an accuracy matrix.
+
+Protocol (reconstruction; the abstract gives none): tasks arrive one by one with only their own
+training data (no replay buffer). After each task every method is evaluated on the test data of
+all tasks seen so far, predicting among all seen classes (class-incremental, no task id).
+
+* ``hypcl`` / ``euclidean``: :class:`fidia_jax.models.PrototypeAdapter` in that geometry. On task
+  ``t`` the adapter and the new classes' prototypes train on ``CE +
+  distill_weight * mean d(z, z_old)^2`` (``z_old``: the adapter frozen at the end of task
+  ``t-1``; distances in the model's geometry); old prototypes are frozen. Adapter weights use
+  Adam; hyperbolic prototypes use :func:`fidia_jax.optim.riemannian_adam` (same step size).
+  With ``feature_replay`` (default) each minibatch of the new task is joined by as many
+  Gaussian pseudo-features of the old classes, drawn in the *frozen* feature space from the
+  per-class mean and standard deviation stored when each class's task ended (no exemplar is
+  kept; prototype augmentation in the spirit of PASS, Zhu et al., CVPR 2021), and the softmax
+  of ``CE`` runs over every seen class. Without it, ``local_ce`` restricts the softmax to the
+  current task's classes (a separated softmax, as in SS-IL / ER-ACE), else all seen classes.
+* ``finetune``: the Euclidean model trained on each task in turn with neither distillation nor
+  frozen prototypes (lower bound).
+* ``joint_*``: after task ``t``, a fresh model trained on the pooled data of tasks ``0..t``
+  (upper bound; ``steps_per_task`` steps on the pool).
+* ``ncm``: nearest class mean of the standardised frozen features (no training).
+
+Features are standardised with the mean and standard deviation of the *first task's* training
+data only (no statistic of a future task leaks into the stream).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from fidia_jax import losses, models, optim
+
+__all__ = ["ContinualData", "run_method", "standardize_like_first_task", "stratified_split"]
+
+
+class ContinualData:
+    """Train/test features and labels plus the task list (label tuples)."""
+
+    def __init__(self, x_tr, y_tr, x_te, y_te, tasks):
+        self.x_tr = np.asarray(x_tr, np.float32)
+        self.y_tr = np.asarray(y_tr, np.int32)
+        self.x_te = np.asarray(x_te, np.float32)
+        self.y_te = np.asarray(y_te, np.int32)
+        self.tasks = [tuple(int(c) for c in t) for t in tasks]
+        self.num_classes = int(max(max(t) for t in self.tasks)) + 1
+
+
+def stratified_split(y, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices ``(train, test)``: ``round(test_fraction * n_k)`` (at least 1) test items per class."""
+    rng = np.random.default_rng(seed)
+    y = np.asarray(y)
+    train, test = [], []
+    for k in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == k))
+        n_te = max(1, int(round(test_fraction * idx.size)))
+        test.append(idx[:n_te])
+        train.append(idx[n_te:])
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
+def standardize_like_first_task(data: ContinualData) -> ContinualData:
+    """Standardises features with the statistics of task 0's training data."""
+    first = np.isin(data.y_tr, data.tasks[0])
+    mu = data.x_tr[first].mean(axis=0)
+    sd = data.x_tr[first].std(axis=0)
+    sd = np.maximum(sd, 1e-3 * max(float(sd.mean()), 1e-12))
+    return ContinualData(
+        (data.x_tr - mu) / sd, data.y_tr, (data.x_te - mu) / sd, data.y_te, data.tasks
+    )
+
+
+def _accuracy_row(pred, data: ContinualData, upto: int) -> list[float]:
+    row = []
+    for j, task in enumerate(data.tasks):
+        if j > upto:
+            row.append(float("nan"))
+            continue
+        sel = np.isin(data.y_te, task)
+        row.append(float(np.mean(pred[sel] == data.y_te[sel])))
+    return row
+
+
+def _seen_mask(data: ContinualData, upto: int) -> np.ndarray:
+    seen = np.zeros(data.num_classes, bool)
+    for task in data.tasks[: upto + 1]:
+        seen[list(task)] = True
+    return seen
+
+
+def _ncm(data: ContinualData) -> np.ndarray:
+    acc = []
+    for t in range(len(data.tasks)):
+        seen = np.flatnonzero(_seen_mask(data, t))
+        means = np.stack([data.x_tr[data.y_tr == k].mean(axis=0) for k in seen])
+        d2 = ((data.x_te[:, None, :] - means[None, :, :]) ** 2).sum(-1)
+        acc.append(_accuracy_row(seen[np.argmin(d2, axis=1)], data, t))
+    return np.asarray(acc)
+
+
+def _class_gaussians(data: ContinualData) -> tuple[np.ndarray, np.ndarray]:
+    """Per-class mean and standard deviation ``(K, F)`` of the frozen training features (what
+    a method stores of a class when its task ends: two vectors, no exemplar)."""
+    k, f = data.num_classes, data.x_tr.shape[1]
+    mu, sd = np.zeros((k, f), np.float32), np.zeros((k, f), np.float32)
+    for c in np.unique(data.y_tr):
+        xc = data.x_tr[data.y_tr == c]
+        mu[c], sd[c] = xc.mean(axis=0), xc.std(axis=0)
+    return mu, sd
+
+
+class _Trainer:
+    """Compiled training of one geometry on one data set (compiled once, reused per task)."""
+
+    def __init__(self, data: ContinualData, config, geometry: str, dim: int):
+        self.data, self.config, self.geometry = data, config, geometry
+        self.dim = dim
+        model = self.fresh(0)
+        self.graphdef, _, _ = nnx.split(model, models.BallParam, ...)
+        lr = config.learning_rate
+        self.opt_ball = optim.riemannian_adam(lr, c=config.curvature)
+        self.opt_rest = optax.adam(lr)
+        self._train = jax.jit(self._train_impl, static_argnums=(0,))
+        self._logits = jax.jit(lambda ball, rest, x: nnx.merge(self.graphdef, ball, rest)(x))
+
+    def fresh(self, seed: int):
+        c = self.config
+        return models.PrototypeAdapter(
+            self.data.x_tr.shape[1],
+            self.dim,
+            self.data.num_classes,
+            geometry=self.geometry,
+            c=c.curvature,
+            clip_r=c.clip_r,
+            temperature=c.temperature,
+            rngs=nnx.Rngs(seed),
+        )
+
+    def split(self, model):
+        _, ball, rest = nnx.split(model, models.BallParam, ...)
+        return ball, rest
+
+    def _train_impl(
+        self,
+        num_steps,
+        x_tr,
+        y_tr,
+        ball,
+        rest,
+        old_ball,
+        old_rest,
+        idx,
+        n_valid,
+        seen,
+        trainable,
+        distill_w,
+        key,
+        mu_KxF,
+        sd_KxF,
+        replay_K,
+        replay_w,
+    ):
+        gd, geometry, c = self.graphdef, self.geometry, self.config.curvature
+        use_distill = self.config.distill_weight > 0
+        bsz = self.config.batch_size
+
+        def loss_fn(ball, rest, x, y, x_old, y_old):
+            model = nnx.merge(gd, ball, rest)
+            p = model.prototypes[...]
+            p = jnp.where(trainable[:, None], p, jax.lax.stop_gradient(p))
+            # One forward pass over [real; replayed] rows (one graph to compile, not two).
+            z_all = model.embed(jnp.concatenate([x, x_old]))
+            logits = model.logits_from_embedding(z_all, p)
+            z = z_all[:bsz]
+            ce = losses.masked_cross_entropy(logits[:bsz], y, seen)
+            ce_old = losses.masked_cross_entropy(logits[bsz:], y_old, seen)
+            loss = ce + replay_w * ce_old
+            if use_distill:  # static: the previous adapter is not traced when the weight is 0
+                z_old = nnx.merge(gd, old_ball, old_rest).embed(x)
+                loss = loss + distill_w * losses.embedding_distillation(z, z_old, geometry, c)
+            return loss
+
+        def step(carry, k):
+            ball, rest, s_b, s_r = carry
+            k_idx, k_cls, k_eps = jax.random.split(k, 3)
+            ii = idx[jax.random.randint(k_idx, (bsz,), 0, n_valid)]
+            # Pseudo-features of old classes: mean + std * N(0, 1) in the frozen feature space.
+            y_old = jax.random.categorical(k_cls, jnp.where(replay_K, 0.0, -1e9), shape=(bsz,))
+            x_old = mu_KxF[y_old] + sd_KxF[y_old] * jax.random.normal(k_eps, (bsz, mu_KxF.shape[1]))
+            g_b, g_r = jax.grad(loss_fn, argnums=(0, 1))(
+                ball, rest, x_tr[ii], y_tr[ii], x_old, y_old
+            )
+            u_b, s_b = self.opt_ball.update(g_b, s_b, ball)
+            u_r, s_r = self.opt_rest.update(g_r, s_r, rest)
+            return (optax.apply_updates(ball, u_b), optax.apply_updates(rest, u_r), s_b, s_r), None
+
+        init = (ball, rest, self.opt_ball.init(ball), self.opt_rest.init(rest))
+        (ball, rest, _, _), _ = jax.lax.scan(step, init, jax.random.split(key, num_steps))
+        return ball, rest
+
+    def train(
+        self,
+        ball,
+        rest,
+        old,
+        classes_upto: int,
+        pool_from: int,
+        trainable,
+        distill_w,
+        key,
+        num_steps,
+        local_ce: bool = False,
+        replay: bool = False,
+    ):
+        """Trains on the data of tasks ``pool_from..classes_upto``; the softmax runs over the
+        classes seen so far, or (``local_ce``) over the classes of that data only. ``replay``
+        adds a minibatch of Gaussian pseudo-features of the classes of tasks ``< pool_from``."""
+        data = self.data
+        pool = [k for task in data.tasks[pool_from : classes_upto + 1] for k in task]
+        sel = np.flatnonzero(np.isin(data.y_tr, pool))
+        idx = np.zeros(data.y_tr.size, np.int32)
+        idx[: sel.size] = sel
+        if local_ce:
+            seen = np.zeros(data.num_classes, bool)
+            seen[pool] = True
+        else:
+            seen = _seen_mask(data, classes_upto)
+        seen = jnp.asarray(seen)
+        old_classes = [k for task in data.tasks[:pool_from] for k in task] if replay else []
+        mu, sd = _class_gaussians(data)
+        replay_k = np.zeros(data.num_classes, bool)
+        replay_k[old_classes] = True
+        return self._train(
+            num_steps,
+            jnp.asarray(data.x_tr),
+            jnp.asarray(data.y_tr),
+            ball,
+            rest,
+            old[0],
+            old[1],
+            jnp.asarray(idx),
+            jnp.asarray(sel.size, jnp.int32),
+            seen,
+            jnp.asarray(trainable),
+            jnp.asarray(distill_w, jnp.float32),
+            key,
+            jnp.asarray(mu),
+            jnp.asarray(sd),
+            jnp.asarray(replay_k),
+            jnp.asarray(float(bool(old_classes)), jnp.float32),
+        )
+
+    def predict(self, ball, rest, upto: int) -> np.ndarray:
+        logits = np.asarray(self._logits(ball, rest, jnp.asarray(self.data.x_te)))
+        seen = _seen_mask(self.data, upto)
+        return np.argmax(np.where(seen[None, :], logits, -np.inf), axis=1)
+
+
+def run_method(
+    method: str,
+    data: ContinualData,
+    config,
+    seed: int,
+    trainers: dict[str, Any] | None = None,
+    dim: int | None = None,
+) -> np.ndarray:
+    """The ``(T, T)`` accuracy matrix of ``method`` on the stream ``data`` (module docstring).
+
+    ``trainers`` (a dict, filled on first use) shares compiled trainers between methods and
+    orders of the same data shapes.
+    """
+    if method == "ncm":
+        return _ncm(data)
+    geometry = "poincare" if method in ("hypcl", "joint_hypcl") else "euclidean"
+    dim = config.dim if dim is None else dim
+    trainers = {} if trainers is None else trainers
+    if geometry not in trainers:
+        trainers[geometry] = _Trainer(data, config, geometry, dim)
+    tr = trainers[geometry]
+    tr.data = data  # same shapes (another class order of the same split): no recompilation
+    num_tasks, k = len(data.tasks), data.num_classes
+    key = jax.random.key(seed)
+    acc = []
+    if method.startswith("joint"):
+        for t in range(num_tasks):
+            ball, rest = tr.split(tr.fresh(seed))
+            ball, rest = tr.train(
+                ball,
+                rest,
+                (ball, rest),
+                t,
+                0,
+                np.ones(k, bool),
+                0.0,
+                jax.random.fold_in(key, 100 * t),
+                config.steps_per_task,
+            )
+            acc.append(_accuracy_row(tr.predict(ball, rest, t), data, t))
+        return np.asarray(acc)
+    ball, rest = tr.split(tr.fresh(seed))
+    for t in range(num_tasks):
+        if method == "finetune":
+            trainable, w = np.ones(k, bool), 0.0
+        else:
+            trainable = np.zeros(k, bool)
+            trainable[list(data.tasks[t])] = True
+            w = config.distill_weight if t > 0 else 0.0
+        cl = method != "finetune"
+        ball, rest = tr.train(
+            ball,
+            rest,
+            (ball, rest),
+            t,
+            t,
+            trainable,
+            w,
+            jax.random.fold_in(key, t),
+            config.steps_per_task,
+            local_ce=cl and config.local_ce and not config.feature_replay,
+            replay=cl and config.feature_replay,
+        )
+        acc.append(_accuracy_row(tr.predict(ball, rest, t), data, t))
+    return np.asarray(acc)

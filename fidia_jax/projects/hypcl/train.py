@@ -1,0 +1,203 @@
+"""HypCL vs baselines on a class-incremental stream, plus the tree-depth sweep.
+
+:func:`train_and_evaluate` builds the stream (frozen AlexNet features of the digits, or the
+synthetic hierarchical mixture), runs every configured method on ``num_orders`` class orders,
+reports average accuracy / last accuracy / average forgetting (:func:`fidia_jax.metrics.
+continual_metrics`), then (``sweep_depths``) runs HypCL and the Euclidean adapter on synthetic
+trees of growing depth. Writes ``workdir/hypcl.json`` (atomically) and prints the tables.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fidia_jax import data as data_lib
+from fidia_jax import metrics, models
+from fidia_jax.config import write_summary
+from fidia_jax.projects.hypcl._continual import (
+    ContinualData,
+    run_method,
+    standardize_like_first_task,
+    stratified_split,
+)
+from fidia_jax.projects.hypcl.configs import METHODS, HypclConfig
+
+__all__ = [
+    "class_orders",
+    "digit_features",
+    "format_table",
+    "run_stream",
+    "synthetic_task",
+    "train_and_evaluate",
+]
+
+SUMMARY_FILE = "hypcl.json"
+FEATURE_CACHE = "digit_alexnet_conv5.npz"
+
+
+def digit_features(workdir: str | pathlib.Path | None = None, batch: int = 128):
+    """Frozen AlexNet conv5 features ``(1797, 256)`` of the digits at 64x64, and labels.
+
+    Gray images are repeated to 3 channels (:func:`fidia_jax.data.load_digit_images`,
+    :func:`fidia_jax.models.alexnet_embedding`); computed in fixed-size batches (one compile)
+    and cached in ``workdir/digit_alexnet_conv5.npz`` when ``workdir`` is given.
+    """
+    cache = None if workdir is None else pathlib.Path(workdir) / FEATURE_CACHE
+    if cache is not None and cache.is_file():
+        with np.load(cache) as f:
+            return f["features"], f["labels"]
+    images, labels = data_lib.load_digit_images(size=64)
+    embed = jax.jit(lambda x: models.alexnet_embedding(jnp.repeat(x[..., None], 3, axis=-1)))
+    out = []
+    for i in range(0, len(images), batch):
+        b = images[i : i + batch]
+        pad = batch - len(b)
+        if pad:
+            b = np.concatenate([b, np.zeros((pad, *b.shape[1:]), b.dtype)])
+        out.append(np.asarray(embed(b))[: batch - pad])
+    feats = np.concatenate(out).astype(np.float32)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp.npz")
+        np.savez(tmp, features=feats, labels=labels)
+        tmp.replace(cache)
+    return feats, labels
+
+
+def synthetic_task(config: HypclConfig, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Features and labels of the config's hierarchical Gaussian mixture at tree ``depth``."""
+    x, y, _ = data_lib.hierarchical_gaussian_mixture(
+        config.seed,
+        depth,
+        branching=config.synth_branching,
+        dim=config.synth_dim,
+        n_per_class=config.synth_n_per_class,
+        decay=config.synth_decay,
+        noise=config.synth_noise,
+    )
+    return x, y
+
+
+def class_orders(num_classes: int, num_orders: int, seed: int) -> list[list[int]]:
+    """Order 0 is ``0..K-1``; order ``o > 0`` a permutation from ``default_rng(seed + o)``."""
+    orders = [list(range(num_classes))]
+    for o in range(1, num_orders):
+        orders.append([int(c) for c in np.random.default_rng(seed + o).permutation(num_classes)])
+    return orders
+
+
+def _streams(x, y, config: HypclConfig, orders, classes_per_task):
+    tr, te = stratified_split(y, config.test_fraction, config.seed)
+    for order in orders:
+        tasks = data_lib.class_incremental_split(order, classes_per_task)
+        yield standardize_like_first_task(ContinualData(x[tr], y[tr], x[te], y[te], tasks))
+
+
+def run_stream(
+    x, y, config: HypclConfig, methods, orders, classes_per_task: int, dim: int | None = None
+) -> dict[str, Any]:
+    """Runs ``methods`` on every order; per method the accuracy matrices and the metrics
+    (mean and std over orders)."""
+    per = {m: [] for m in methods}
+    trainers: dict[str, Any] = {}
+    for o, stream in enumerate(_streams(x, y, config, orders, classes_per_task)):
+        sizes = [int(np.isin(stream.y_te, t).sum()) for t in stream.tasks]
+        for m in methods:
+            acc = run_method(m, stream, config, config.seed + 1000 * o, trainers, dim)
+            per[m].append({"acc": acc.tolist(), **metrics.continual_metrics(acc, sizes)})
+    out = {}
+    for m, runs in per.items():
+        row = {"orders": runs}
+        for key in ("average_accuracy", "last_accuracy", "average_forgetting"):
+            vals = [r[key] for r in runs]
+            row[key] = float(np.mean(vals))
+            row[key + "_std"] = float(np.std(vals))
+        out[m] = row
+    return out
+
+
+def format_table(rows: dict[str, Any], title: str) -> str:
+    """Markdown table: a row per method, mean ± std over orders."""
+    lines = [title, "| method | average acc. | last acc. | avg. forgetting |", "|---|---|---|---|"]
+    for m, r in rows.items():
+        cells = [
+            f"{r[k]:.3f} ± {r[k + '_std']:.3f}"
+            for k in ("average_accuracy", "last_accuracy", "average_forgetting")
+        ]
+        lines.append(f"| {METHODS[m]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """Runs the comparison (module docstring) and writes ``workdir/hypcl.json``.
+
+    Returns:
+      ``{"task", "orders", "methods": {name: metrics...}, "gap_average_accuracy" (HypCL minus
+      Euclidean adapter), "hypcl_above_euclidean", "depth_sweep": [...], "wall_s"}``.
+    """
+    t0 = time.time()
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if config.task == "digits":
+        x, y = digit_features(workdir)
+    else:
+        x, y = synthetic_task(config, config.synth_depth)
+    num_classes = int(y.max()) + 1
+    orders = class_orders(num_classes, config.num_orders, config.seed)
+    rows = run_stream(x, y, config, config.methods, orders, config.classes_per_task)
+    gap = rows["hypcl"]["average_accuracy"] - rows["euclidean"]["average_accuracy"]
+    results: dict[str, Any] = {
+        "task": config.task,
+        "orders": orders,
+        "methods": rows,
+        "gap_average_accuracy": gap,
+        "hypcl_above_euclidean": bool(gap > 0),
+    }
+    print(
+        format_table(
+            rows,
+            f"HypCL, {config.task}: {len(orders)} class orders, "
+            f"{num_classes // config.classes_per_task} tasks",
+        )
+    )
+    print(f"HypCL - Euclidean adapter, average accuracy: {gap:+.3f}")
+    sweep = []
+    for depth in config.sweep_depths:
+        xs, ys = synthetic_task(config, depth)
+        k = int(ys.max()) + 1
+        r = run_stream(
+            xs,
+            ys,
+            config,
+            ("euclidean", "hypcl"),
+            class_orders(k, config.num_orders, config.seed),
+            config.classes_per_task,
+            dim=config.sweep_dim,
+        )
+        entry = {
+            "depth": depth,
+            "num_classes": k,
+            "euclidean": r["euclidean"]["average_accuracy"],
+            "hypcl": r["hypcl"]["average_accuracy"],
+        }
+        entry["gap"] = entry["hypcl"] - entry["euclidean"]
+        sweep.append(entry)
+        print(
+            f"depth {depth} ({k} classes): Euclidean {entry['euclidean']:.3f}, "
+            f"HypCL {entry['hypcl']:.3f}, gap {entry['gap']:+.3f}"
+        )
+    results["depth_sweep"] = sweep
+    if len(sweep) >= 2:
+        gaps = [e["gap"] for e in sweep]
+        results["gap_grows_with_depth"] = bool(
+            all(b >= a for a, b in zip(gaps, gaps[1:], strict=False))
+        )
+    results["wall_s"] = time.time() - t0
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    return results

@@ -1,0 +1,54 @@
+"""fidia_jax.projects.residual_geometry: residual-update geometry of a tiny vision-language model.
+
+The driver trains a small :class:`fidia_jax.models.LlamaVL` on synthetic visual questions about
+the scikit-learn digits (which digit, is it even, digit + k) plus text-only arithmetic, then asks
+the paper's questions of it: does attention *reconfigure* the residual stream (low RID, high
+MixIG) while the FFN *innovates* (high RID, low MixIG)? What do matched-RMS noise in place of the
+visual attention update (Noise Δ), noise visual queries/keys/values (Noise QKV) and predefined
+visual attention weights (SAP) do to accuracy on visual vs text-only questions?
+:func:`train_and_evaluate` runs it and writes a JSON summary; ``benchmarks/residual_geometry.py``
+and ``notebooks/residual_geometry.py`` call it.
+
+Paper:
+  Xi, Tian, Yang, Yi, Lin, Hao, Wang, Wang, "Large vision-language models get lost in
+  attention", ICML 2026, arXiv:2605.05668, https://arxiv.org/abs/2605.05668. Only the abstract
+  and summaries were available: the formulas of ΔS, ΔD, RID, TME and MixIG, the numerical-rank
+  rule and SAP's predefined weights are **reconstructions** (see
+  :mod:`fidia_jax.metrics` ``_residual_geometry`` and ``docs/residual_geometry.md``).
+
+Primitives used: :class:`fidia_jax.models.LlamaVL` (``inspect`` capture), hooks
+:class:`~fidia_jax.models.ReplaceUpdate` (Noise Δ), :class:`~fidia_jax.models.ReplaceQKV`
+(Noise QKV), :class:`~fidia_jax.models.PatchAttention` (SAP), :func:`fidia_jax.models.fit_llama`;
+:func:`fidia_jax.metrics.residual_information_dynamics`, :func:`~fidia_jax.metrics.erank`,
+:func:`~fidia_jax.metrics.subspace_innovation`, :func:`~fidia_jax.metrics.token_mixing_entropy`,
+:func:`~fidia_jax.metrics.mixing_information_gain`; :func:`fidia_jax.data.make_digit_questions`,
+:func:`fidia_jax.data.load_digit_images`.
+"""
+
+from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS as INTERVENTIONS
+from fidia_jax.projects.residual_geometry.configs import PRESETS as PRESETS
+from fidia_jax.projects.residual_geometry.configs import (
+    ResidualGeometryConfig as ResidualGeometryConfig,
+)
+from fidia_jax.projects.residual_geometry.configs import get_config as get_config
+from fidia_jax.projects.residual_geometry.configs import load_config as load_config
+from fidia_jax.projects.residual_geometry.train import N_VISUAL as N_VISUAL
+from fidia_jax.projects.residual_geometry.train import build_model as build_model
+from fidia_jax.projects.residual_geometry.train import format_table as format_table
+from fidia_jax.projects.residual_geometry.train import intervention_hooks as intervention_hooks
+from fidia_jax.projects.residual_geometry.train import train_and_evaluate as train_and_evaluate
+from fidia_jax.projects.residual_geometry.train import update_geometry as update_geometry
+
+__all__ = [
+    "INTERVENTIONS",
+    "N_VISUAL",
+    "PRESETS",
+    "ResidualGeometryConfig",
+    "build_model",
+    "format_table",
+    "get_config",
+    "intervention_hooks",
+    "load_config",
+    "train_and_evaluate",
+    "update_geometry",
+]

@@ -1,0 +1,330 @@
+"""Train the tiny vision-language model, measure its update geometry, intervene on visual tokens.
+
+1. Split the scikit-learn digit *images* (test questions never show a training image), draw
+   questions (:func:`fidia_jax.data.make_digit_questions`), train a :class:`~fidia_jax.models.LlamaVL`
+   with the answer-only loss (:func:`fidia_jax.models.fit_llama`).
+2. On ``n_analysis`` test sequences capture, per layer, the residual before attention, the
+   attention update, the residual before the FFN and the FFN update (plus attention weights), for
+   the plain model and under Noise Δ / Noise QKV / SAP on the 16 visual tokens of *every* layer.
+   RID (``|ΔS| + ΔD``) is averaged over sequences (``X``: the sequence's ``(16 + 6, C)``
+   residual), MixIG pools the tokens of all sequences, TME averages the attention rows.
+3. Accuracy (argmax of the answer logits over the whole vocabulary) on every test question, per
+   kind and for visual vs text-only questions, plain and under each intervention (all layers at
+   once, and, with ``per_layer``, one layer at a time).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from fidia_jax import data, metrics, models
+from fidia_jax.config import write_summary
+from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS, ResidualGeometryConfig
+
+__all__ = [
+    "N_VISUAL",
+    "build_model",
+    "format_table",
+    "intervention_hooks",
+    "train_and_evaluate",
+    "update_geometry",
+]
+
+#: Visual tokens per image (8×8 digits, 2×2 patches).
+N_VISUAL = 16
+SUMMARY_FILE = "residual_geometry.json"
+_ANSWER_POS = N_VISUAL + 4  # logits at absolute position 20 predict the answer token (text index 5)
+
+
+def build_model(config: ResidualGeometryConfig) -> models.LlamaVL:
+    """The untrained :class:`~fidia_jax.models.LlamaVL` of ``config`` (vocabulary 32, 22 positions)."""
+    llama = models.LlamaConfig(
+        vocab_size=32,
+        dim=config.dim,
+        n_layers=config.n_layers,
+        n_heads=config.n_heads,
+        n_kv_heads=config.n_kv_heads,
+        hidden_dim=config.hidden_dim,
+        max_seq_len=32,
+    )
+    return models.LlamaVL(llama, patch_dim=4, rngs=nnx.Rngs(config.seed))
+
+
+def intervention_hooks(name: str, layers: tuple[int, ...], seq_len: int, key: jax.Array) -> tuple:
+    """The hooks of one intervention on the visual positions ``0 .. 15`` of ``layers``.
+
+    Args:
+      name: a key of :data:`INTERVENTIONS`: ``noise_delta`` (:class:`~fidia_jax.models.ReplaceUpdate`
+        of the attention update), ``noise_qkv`` (:class:`~fidia_jax.models.ReplaceQKV`, all three),
+        ``sap`` (:class:`~fidia_jax.models.PatchAttention`: every query's weight on each visual key
+        set to ``1 / n_t``, ``n_t`` the keys it may read, then the row renormalised).
+      layers: block indices.
+      seq_len: total positions ``16 + T`` (SAP's per-query value).
+      key: noise key (layer ``l`` uses ``fold_in(key, l)``).
+
+    Raises:
+      ValueError: an unknown name.
+    """
+    vis = jnp.arange(N_VISUAL, dtype=jnp.int32)
+    if name == "noise_delta":
+        return tuple(
+            models.ReplaceUpdate(l, jax.random.fold_in(key, l), vis, "attn") for l in layers
+        )
+    if name == "noise_qkv":
+        return tuple(models.ReplaceQKV(l, jax.random.fold_in(key, l), vis, "qkv") for l in layers)
+    if name == "sap":
+        value = (1.0 / jnp.arange(1, seq_len + 1, dtype=jnp.float32))[None, None, :, None]
+        return tuple(models.PatchAttention(l, vis, value, renormalize=True) for l in layers)
+    raise ValueError(
+        f"intervention_hooks: unknown intervention {name!r}; known: {tuple(INTERVENTIONS)}"
+    )
+
+
+_CAPTURE = ("resid_pre", "attn_out", "resid_mid", "ffn_out", "attn_weights")
+
+
+@nnx.jit
+def _inspect(vl, patches, tokens, hooks):
+    logits, cap = vl.inspect(patches, tokens, capture=_CAPTURE, hooks=hooks)
+    return jnp.argmax(logits[:, _ANSWER_POS], axis=-1), cap
+
+
+@nnx.jit
+def _predict(vl, patches, tokens, hooks):
+    return jnp.argmax(vl(patches, tokens, hooks=hooks)[:, _ANSWER_POS], axis=-1)
+
+
+def _accuracy(pred: np.ndarray, qs: data.DigitQuestions) -> dict[str, float]:
+    hit = np.asarray(pred) == qs.answer
+    out = {
+        "all": float(hit.mean()),
+        "visual": float(hit[qs.visual].mean()),
+        "text_only": float(hit[~qs.visual].mean()),
+    }
+    for i, kind in enumerate(data.DIGIT_QA_KINDS):
+        out[kind] = float(hit[qs.kind == i].mean())
+    return out
+
+
+def update_geometry(
+    cap: dict[str, Any], layer: int, module: str, *, rtol: float, rank: int | None = None
+) -> dict[str, float]:
+    """RID (mean over sequences), MixIG (pooled) and TME of one layer's ``attn`` or ``ffn`` update.
+
+    Args:
+      cap: captured ``resid_pre`` / ``attn_out`` / ``resid_mid`` / ``ffn_out`` ``(L, B, T, C)`` and
+        ``attn_weights`` ``(L, B, H, T, T)`` (:meth:`fidia_jax.models.LlamaVL.inspect`).
+      layer: block index.
+      module: ``"attn"`` (``X = resid_pre``, ``ΔX = attn_out``) or ``"ffn"`` (``resid_mid``,
+        ``ffn_out``); MixIG uses the layer's attention weights as the mixing operator either way.
+      rtol, rank: numerical rank of the residual subspace.
+
+    Returns:
+      ``{"rid", "delta_s", "delta_d", "mixig", "r2_self", "r2_mix", "tme"}`` (TME only for
+      ``attn``: a token-wise FFN mixes nothing).
+    """
+    x_name, dx_name = {"attn": ("resid_pre", "attn_out"), "ffn": ("resid_mid", "ffn_out")}[module]
+    x = np.asarray(cap[x_name][layer], np.float64)
+    dx = np.asarray(cap[dx_name][layer], np.float64)
+    w = np.asarray(cap["attn_weights"][layer], np.float64)
+    rids = [
+        metrics.residual_information_dynamics(x[b], dx[b], rank=rank, rtol=rtol)
+        for b in range(x.shape[0])
+    ]
+    out = {k: float(np.mean([r[k] for r in rids])) for k in ("rid", "delta_s", "delta_d")}
+    out.update(metrics.mixing_information_gain(x, dx, w, seed=layer))
+    if module == "attn":
+        out["tme"] = metrics.token_mixing_entropy(w)
+    return out
+
+
+def _rank_sensitivity(cap, config: ResidualGeometryConfig, rows: dict[str, tuple[dict, str]]):
+    """ΔD and RID of every row and layer under each rank rule of the grids."""
+    n_tokens, width = np.asarray(cap["resid_pre"]).shape[2:]
+    rules = [("rtol", r) for r in config.rtol_grid] + [
+        ("rank", k) for k in config.rank_grid if k <= min(n_tokens, width)
+    ]
+    out = {}
+    for kind, value in rules:
+        label = f"{kind}={value:g}"
+        out[label] = {}
+        for row, (c, module) in rows.items():
+            per_layer = []
+            for layer in range(config.n_layers):
+                x_name, dx_name = {
+                    "attn": ("resid_pre", "attn_out"),
+                    "ffn": ("resid_mid", "ffn_out"),
+                }[module]
+                x = np.asarray(c[x_name][layer], np.float64)
+                dx = np.asarray(c[dx_name][layer], np.float64)
+                kw = (
+                    {"rank": int(value), "rtol": None} if kind == "rank" else {"rtol": float(value)}
+                )
+                dd = [metrics.subspace_innovation(x[b], dx[b], **kw) for b in range(x.shape[0])]
+                per_layer.append(float(np.mean(dd)))
+            out[label][row] = per_layer
+    return out
+
+
+def train_and_evaluate(
+    config: ResidualGeometryConfig, workdir: str | pathlib.Path
+) -> dict[str, Any]:
+    """Runs the experiment at ``config``'s scale; writes ``workdir/residual_geometry.json``.
+
+    Returns:
+      JSON-ready results: ``train`` (losses, wall time), ``accuracy`` (``plain`` and each
+      intervention: ``all_layers`` and ``layer_<l>``; each ``{all, visual, text_only, <kind>}``),
+      ``geometry`` (row -> per-layer lists of ``rid``, ``delta_s``, ``delta_d``, ``mixig``,
+      ``r2_self``, ``r2_mix``, ``tme``), ``rank_sensitivity`` (rule -> row -> per-layer ΔD),
+      ``ordering`` (whether the paper's attention-vs-FFN ordering holds in every layer).
+    """
+    t0 = time.time()
+    images, labels = data.load_digit_images()
+    perm = np.random.default_rng(config.seed).permutation(len(images))
+    n_test_img = int(round(config.test_images * len(images)))
+    test_idx, train_idx = perm[:n_test_img], perm[n_test_img:]
+    train_q = data.make_digit_questions(
+        images[train_idx], labels[train_idx], config.n_train, seed=config.seed + 1
+    )
+    test_q = data.make_digit_questions(
+        images[test_idx], labels[test_idx], config.n_test, seed=config.seed + 2
+    )
+
+    vl = build_model(config)
+    schedule = optax.warmup_cosine_decay_schedule(
+        0.0,
+        config.learning_rate,
+        max(config.warmup_steps, 1),
+        config.steps,
+        config.learning_rate * 0.05,
+    )
+    tx = optax.adamw(schedule, weight_decay=0.01)
+    t_train = time.time()
+    _, losses = models.fit_llama(
+        vl,
+        train_q.tokens,
+        weights=train_q.weights,
+        patches=train_q.patches,
+        steps=config.steps,
+        batch_size=config.batch_size,
+        tx=tx,
+        key=jax.random.key(config.seed + 3),
+    )
+    train_s = time.time() - t_train
+
+    patches, tokens = jnp.asarray(test_q.patches), jnp.asarray(test_q.tokens)
+    seq_len = N_VISUAL + tokens.shape[1]
+    n_an = config.n_analysis
+    all_layers = tuple(range(config.n_layers))
+    noise_key = jax.random.key(config.seed + 4)
+
+    def run(hooks):  # one compiled pass gives the accuracy (all questions) and the captures
+        pred, cap = _inspect(vl, patches, tokens, hooks)
+        return _accuracy(pred, test_q), {k: np.asarray(v)[:, :n_an] for k, v in cap.items()}
+
+    acc_plain, cap_plain = run(())
+    accuracy = {"plain": acc_plain}
+    caps = {"plain": cap_plain}
+    for name in config.interventions:
+        hooks = intervention_hooks(name, all_layers, seq_len, noise_key)
+        acc_all, caps[name] = run(hooks)
+        acc = {"all_layers": acc_all}
+        if config.per_layer:
+            for layer in all_layers:
+                h1 = intervention_hooks(name, (layer,), seq_len, noise_key)
+                acc[f"layer_{layer}"] = _accuracy(_predict(vl, patches, tokens, h1), test_q)
+        accuracy[name] = acc
+
+    # The paper's table: attention and FFN of the plain model; the attention update under noise.
+    rows: dict[str, tuple[dict, str]] = {
+        "attention": (caps["plain"], "attn"),
+        "ffn": (caps["plain"], "ffn"),
+    }
+    for name in config.interventions:
+        rows[name] = (caps[name], "attn")
+    geometry: dict[str, dict[str, list[float]]] = {}
+    for row, (c, module) in rows.items():
+        per_layer = [update_geometry(c, layer, module, rtol=config.rtol) for layer in all_layers]
+        geometry[row] = {k: [p[k] for p in per_layer] for k in per_layer[0]}
+
+    att, ffn = geometry["attention"], geometry["ffn"]
+    ordering = {
+        "attention_rid_below_ffn": [a < f for a, f in zip(att["rid"], ffn["rid"], strict=True)],
+        "attention_mixig_above_ffn": [
+            a > f for a, f in zip(att["mixig"], ffn["mixig"], strict=True)
+        ],
+    }
+    ordering["paper_ordering_every_layer"] = bool(
+        all(ordering["attention_rid_below_ffn"]) and all(ordering["attention_mixig_above_ffn"])
+    )
+    results = {
+        "train": {
+            "final_loss": float(np.mean(losses[-max(1, len(losses) // 20) :])),
+            "first_loss": float(losses[0]),
+            "wall_s": train_s,
+            "steps": config.steps,
+        },
+        "accuracy": accuracy,
+        "geometry": geometry,
+        "rank_sensitivity": _rank_sensitivity(caps["plain"], config, rows),
+        "ordering": ordering,
+        "n_test": {"all": int(len(test_q.answer)), "visual": int(test_q.visual.sum())},
+        "wall_s": time.time() - t0,
+    }
+    print(format_table(results))
+    write_summary(pathlib.Path(workdir) / SUMMARY_FILE, results, config)
+    return results
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """Two markdown tables: geometry (mean over layers, and per layer) and accuracy."""
+    geo = results["geometry"]
+    n_layers = len(geo["attention"]["rid"])
+    lines = [
+        "Update geometry (mean over layers; per layer in brackets). RID = |ΔS| + ΔD; MixIG in nats",
+        "| update | RID | ΔS | ΔD | MixIG | R² self → self+mix | TME |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    names = {"attention": "attention", "ffn": "FFN", **INTERVENTIONS}
+    for row, g in geo.items():
+
+        def cell(k, g=g):
+            v = g[k]
+            return f"{np.mean(v):.3f} [" + ", ".join(f"{x:.3f}" for x in v) + "]"
+
+        tme = cell("tme") if "tme" in g else "— (token-wise)"
+        r2 = f"{np.mean(g['r2_self']):.2f} → {np.mean(g['r2_mix']):.2f}"
+        lines.append(
+            f"| {names[row]} | {cell('rid')} | {cell('delta_s')} | {cell('delta_d')} | "
+            f"{cell('mixig')} | {r2} | {tme} |"
+        )
+    acc = results["accuracy"]
+    kinds = ("visual", "text_only") + tuple(data.DIGIT_QA_KINDS)
+    lines += [
+        "",
+        "Test accuracy (interventions on the 16 visual tokens)",
+        "| model | " + " | ".join(kinds) + " |",
+        "|---" * (len(kinds) + 1) + "|",
+    ]
+    lines.append("| plain | " + " | ".join(f"{acc['plain'][k]:.3f}" for k in kinds) + " |")
+    for name, by_layers in acc.items():
+        if name == "plain":
+            continue
+        for where, a in by_layers.items():
+            label = "all layers" if where == "all_layers" else where.replace("_", " ")
+            lines.append(
+                f"| {names[name]}, {label} | " + " | ".join(f"{a[k]:.3f}" for k in kinds) + " |"
+            )
+    lines.append(
+        f"\nPaper's ordering (attention RID < FFN RID and attention MixIG > FFN MixIG) in every one "
+        f"of {n_layers} layers: {results['ordering']['paper_ordering_every_layer']}"
+    )
+    return "\n".join(lines)

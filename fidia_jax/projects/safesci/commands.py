@@ -1,0 +1,47 @@
+"""Verbs of ``fidia-jax safesci``: ``evaluate`` (one model) and ``demo`` (several models)."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_commands"]
+
+
+def _config(args: argparse.Namespace):
+    from fidia_jax.config import override_config
+    from fidia_jax.projects.safesci.configs import load_config
+
+    config = load_config(args.config)
+    return override_config(config, args.set) if args.set else config
+
+
+def _evaluate(args: argparse.Namespace):
+    from fidia_jax.projects.safesci.evaluate import run_evaluate
+
+    return run_evaluate(_config(args), args.workdir)
+
+
+def _demo(args: argparse.Namespace):
+    from fidia_jax.projects.safesci.evaluate import run_demo
+
+    return run_demo(_config(args), args.workdir)
+
+
+def add_commands(verbs) -> None:
+    """Adds ``evaluate`` and ``demo`` to the project's subparsers."""
+    for verb, fn, default, help in (
+        (
+            "evaluate",
+            _evaluate,
+            "default",
+            "evaluate config.model on config.data_path (report.json)",
+        ),
+        ("demo", _demo, "demo", "compare config.demo_models on the benign fixture (demo.json)"),
+    ):
+        p = verbs.add_parser(verb, help=help)
+        p.add_argument("--config", default=default,
+                       help=f"preset name (tiny/demo/default/official) or .json/.toml file (default: {default})")  # fmt: skip
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config value (repeatable), e.g. model=llama, shuffle=unseeded")  # fmt: skip
+        p.add_argument("--workdir", default=f"out/safesci/{verb}", help="output directory")
+        p.set_defaults(run=fn)

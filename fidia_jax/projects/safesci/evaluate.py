@@ -1,0 +1,336 @@
+"""The harness: prompts -> any ``generate(list[str]) -> list[str]`` -> parsed, scored, bootstrapped.
+
+:func:`evaluate` is the library entry point (no files); :func:`run_evaluate` and
+:func:`run_demo` are the command-line verbs (they build the model named in the config, load the
+records and write JSON into ``workdir``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fidia_jax._io import atomic_write_text, json_text
+from fidia_jax.data import SafeSciRecord, load_safesci_jsonl, safesci_prompt
+from fidia_jax.errors import DataError
+from fidia_jax.metrics import (
+    safesci_breakdown,
+    safesci_choice_correct,
+    safesci_extract_answer,
+    safesci_is_refusal,
+    safesci_tf_correct,
+)
+from fidia_jax.projects.safesci.configs import SafeSciConfig
+
+__all__ = [
+    "Generate",
+    "call_generate",
+    "default_data_path",
+    "evaluate",
+    "format_table",
+    "run_demo",
+    "run_evaluate",
+    "score_responses",
+    "split_accuracy",
+]
+
+#: The model interface: a batch of prompts in, one response string per prompt out.
+Generate = Callable[[list[str]], Sequence[str]]
+
+#: (parser, subset_credit) variants reported side by side for choice items.
+_VARIANTS = {
+    "official": ("official", True),
+    "official_parser_strict_credit": ("official", False),
+    "lenient_parser_subset_credit": ("lenient", True),
+    "strict": ("lenient", False),
+}
+
+
+def default_data_path() -> pathlib.Path:
+    """``tests/data/safesci/benign.jsonl`` of the source checkout this package runs from."""
+    return (
+        pathlib.Path(__file__).resolve().parents[3] / "tests" / "data" / "safesci" / "benign.jsonl"
+    )
+
+
+def _records(config: SafeSciConfig) -> list[SafeSciRecord]:
+    path = config.data_path or default_data_path()
+    if not config.data_path and not os.path.isfile(path):
+        raise DataError(
+            f"the bundled fixture {path} is not there (installed without the sources?): "
+            "give --set data_path=FILE.jsonl"
+        )
+    return load_safesci_jsonl(path)
+
+
+def call_generate(generate: Generate, prompts: list[str], batch_size: int = 0) -> list[str]:
+    """Runs ``generate`` over ``prompts`` in batches and checks what comes back.
+
+    Raises:
+      DataError: a batch that returns a non-sequence, the wrong number of outputs, or a
+        non-string output (the message names the batch, the counts and the first bad index).
+    """
+    size = len(prompts) if batch_size <= 0 else int(batch_size)
+    out: list[str] = []
+    for start in range(0, len(prompts), max(size, 1)):
+        batch = prompts[start : start + size]
+        got = generate(list(batch))
+        if isinstance(got, str) or not isinstance(got, Sequence):
+            raise DataError(
+                f"generate must return a list of strings, got {type(got).__name__} for prompts "
+                f"{start}..{start + len(batch) - 1}"
+            )
+        if len(got) != len(batch):
+            raise DataError(
+                f"generate returned {len(got)} outputs for {len(batch)} prompts "
+                f"(prompts {start}..{start + len(batch) - 1}); it must return one per prompt"
+            )
+        for i, text in enumerate(got):
+            if not isinstance(text, str):
+                raise DataError(f"generate output {start + i} is {type(text).__name__}, not str")
+        out.extend(got)
+    return out
+
+
+def score_responses(
+    records: Sequence[SafeSciRecord],
+    golds: Sequence[tuple[str, ...]],
+    num_options: Sequence[int],
+    responses: Sequence[str],
+    config: SafeSciConfig,
+) -> dict[str, Any]:
+    """Scores responses (already generated) under the config's switches, plus every variant.
+
+    Returns:
+      dict with ``choice_accuracy``, ``tf_accuracy``, ``refusal_rate`` (each a per-discipline
+      :func:`fidia_jax.metrics.safesci_breakdown` under the config's settings), ``variants``
+      (full-sample overall means under the official / strict choices of every switch) and
+      ``items`` (per item: type, discipline, gold, prediction, correct or refusal).
+    """
+    if not (len(records) == len(golds) == len(num_options) == len(responses)):
+        raise ValueError(
+            "score_responses: records, golds, num_options and responses differ in length"
+        )
+    items, groups = [], {"choice": ([], []), "tf": ([], []), "refusal": ([], [])}
+    variants: dict[str, list[float]] = {f"choice_{k}": [] for k in _VARIANTS}
+    variants.update({"refusal_official": [], "refusal_strict": []})
+    for rec, gold, n_opt, text in zip(records, golds, num_options, responses, strict=True):
+        item: dict[str, Any] = {"type": rec.type, "discipline": rec.discipline, "gold": "".join(gold),
+                                "response": text}  # fmt: skip
+        if rec.type == "refusal":
+            item["refusal"] = safesci_is_refusal(text, markers=config.refusal_markers)
+            groups["refusal"][0].append(float(item["refusal"]))
+            groups["refusal"][1].append(rec.discipline)
+            for m in ("official", "strict"):
+                variants[f"refusal_{m}"].append(float(safesci_is_refusal(text, markers=m)))
+        else:
+            kind = "tf" if rec.type == "tf" else "choice"
+            pred = safesci_extract_answer(
+                text, kind=kind, parser=config.parser, num_options=n_opt or None
+            )
+            item["prediction"] = pred
+            if config.skip_empty and not text:
+                item["correct"] = None  # the official code skips empty responses
+            else:
+                if kind == "tf":
+                    item["correct"] = safesci_tf_correct(pred, gold[0])
+                else:
+                    item["correct"] = safesci_choice_correct(
+                        pred, gold, subset_credit=config.subset_credit
+                    )
+                    for name, (parser, credit) in _VARIANTS.items():
+                        p = safesci_extract_answer(
+                            text, kind="choice", parser=parser, num_options=n_opt
+                        )
+                        variants[f"choice_{name}"].append(
+                            float(safesci_choice_correct(p, gold, subset_credit=credit))
+                        )
+                groups[kind][0].append(float(item["correct"]))
+                groups[kind][1].append(rec.discipline)
+        items.append(item)
+    boot = {
+        "num_subsamples": config.num_subsamples,
+        "fraction": config.fraction,
+        "seed": config.seed,
+    }
+    return {
+        "choice_accuracy": safesci_breakdown(*groups["choice"], **boot),
+        "tf_accuracy": safesci_breakdown(*groups["tf"], **boot),
+        "refusal_rate": safesci_breakdown(*groups["refusal"], **boot),
+        "variants": {k: (float(np.mean(v)) if v else None) for k, v in variants.items()},
+        "items": items,
+    }
+
+
+def evaluate(
+    generate: Generate, records: Sequence[SafeSciRecord], config: SafeSciConfig
+) -> dict[str, Any]:
+    """Evaluates a model on ``records``: prompt, generate, parse, score, bootstrap.
+
+    Args:
+      generate: any callable ``list[str] -> list[str]`` (one response per prompt, in order).
+      records: the items (:func:`fidia_jax.data.load_safesci_jsonl`).
+      config: the switches (``shuffle``, ``seed``, ``max_options``, ``parser``,
+        ``subset_credit``, ``skip_empty``, ``refusal_markers``, bootstrap sizes, ``batch_size``).
+
+    Returns:
+      the dict of :func:`score_responses`, plus ``settings`` (the switches used), ``counts``
+      (items per type) and, per item, its ``prompt``.
+
+    Raises:
+      DataError: no records, or ``generate`` returning the wrong number or kind of outputs.
+    """
+    if not records:
+        raise DataError("evaluate: no records")
+    prompts = [
+        safesci_prompt(
+            r, shuffle=config.shuffle, seed=config.seed, max_options=config.max_options or None
+        )
+        for r in records
+    ]
+    texts = [p.prompt for p in prompts]
+    responses = call_generate(generate, texts, config.batch_size)
+    report = score_responses(records, [p.gold for p in prompts], [len(p.options) for p in prompts],
+                             responses, config)  # fmt: skip
+    for item, text in zip(report["items"], texts, strict=True):
+        item["prompt"] = text
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    settings = {k: getattr(config, k) for k in ("seed", "shuffle", "max_options", "parser", "subset_credit",
+                                               "skip_empty", "refusal_markers", "num_subsamples", "fraction")}  # fmt: skip
+    return {"settings": settings, "counts": counts, **report}
+
+
+def _build(
+    name: str, records: Sequence[SafeSciRecord], config: SafeSciConfig
+) -> tuple[Generate, dict]:
+    from fidia_jax.projects.safesci import models
+
+    if name == "keyword":
+        return models.keyword_generate, {}
+    if name == "select_all":
+        return models.select_all_generate, {}
+    if name == "responses":
+        return models.responses_generate(config.responses_path, len(records)), {}
+    trained = models.train_safesci_llama(records, config)
+    return trained.generate, trained.info
+
+
+def _headline(report: dict[str, Any]) -> dict[str, Any]:
+    def overall(key):
+        row = report[key].get("Overall")
+        return None if row is None else {k: row[k] for k in ("n", "mean", "boot_mean", "boot_std")}
+
+    return {"choice_accuracy": overall("choice_accuracy"), "tf_accuracy": overall("tf_accuracy"),
+            "refusal_rate": overall("refusal_rate"), "variants": report["variants"]}  # fmt: skip
+
+
+def run_evaluate(config: SafeSciConfig, workdir: str | os.PathLike[str]) -> dict[str, Any]:
+    """``fidia-jax safesci evaluate``: ``config.model`` on the records; writes ``report.json``."""
+    records = _records(config)
+    generate, info = _build(config.model, records, config)
+    report = evaluate(generate, records, config)
+    report["model"] = {"name": config.model, **info}
+    os.makedirs(workdir, exist_ok=True)
+    atomic_write_text(os.path.join(workdir, "report.json"), json_text(report, indent=1))
+    print(format_table({config.model: _headline(report)}))
+    return report
+
+
+def run_demo(config: SafeSciConfig, workdir: str | os.PathLike[str]) -> dict[str, Any]:
+    """``fidia-jax safesci demo``: every model of ``config.demo_models``; writes ``demo.json``."""
+    records = _records(config)
+    out: dict[str, Any] = {"settings": None, "models": {}}
+    for name in config.demo_models:
+        generate, info = _build(name, records, config)
+        report = evaluate(generate, records, config)
+        out["settings"] = report["settings"]
+        if "heldout" in info:
+            info = {**info, "split_accuracy": split_accuracy(report["items"], info["heldout"])}
+        out["models"][name] = {**_headline(report), "info": info,
+                               "per_discipline": report["choice_accuracy"],
+                               "refusal_per_discipline": report["refusal_rate"],
+                               "examples": [{k: it.get(k) for k in ("type", "gold", "prediction", "response")}
+                                            for it in report["items"][::9]]}  # fmt: skip
+    os.makedirs(workdir, exist_ok=True)
+    atomic_write_text(os.path.join(workdir, "demo.json"), json_text(out, indent=1))
+    table = format_table(out["models"])
+    atomic_write_text(os.path.join(workdir, "demo.txt"), table + "\n")
+    print(table)
+    return out
+
+
+def split_accuracy(items: Sequence[dict[str, Any]], heldout: Sequence[int]) -> dict[str, Any]:
+    """Mean ``correct`` of the scored choice / true-false items, split into the records trained
+    on and the ``heldout`` ones (``None`` for an empty split)."""
+    held = set(int(i) for i in heldout)
+    parts: dict[str, list[float]] = {"train": [], "heldout": []}
+    for i, item in enumerate(items):
+        if item.get("correct") is not None:
+            parts["heldout" if i in held else "train"].append(float(item["correct"]))
+    return {k: {"n": len(v), "mean": float(np.mean(v)) if v else None} for k, v in parts.items()}
+
+
+def _fmt(x: float | None) -> str:
+    return "  -  " if x is None else f"{x:.3f}"
+
+
+def format_table(headlines: dict[str, dict[str, Any]]) -> str:
+    """A plain-text table: per model, choice / true-false accuracy and refusal rate (full-sample
+    mean and official bootstrap mean ± std), then the quirk variants."""
+    lines = [f"{'model':<12} {'choice acc':>10} {'boot':>15} {'tf acc':>7} {'refusal':>8}"
+             f" {'boot':>15} | {'ch off':>6} {'ch strict':>9} {'ref off':>7} {'ref strict':>10}"]  # fmt: skip
+    for name, h in headlines.items():
+        ca, tf, rr, v = (
+            h["choice_accuracy"] or {},
+            h["tf_accuracy"] or {},
+            h["refusal_rate"] or {},
+            h["variants"],
+        )
+
+        def boot(row):
+            if not row or row.get("boot_mean") is None:
+                return "       -       "
+            return f"{row['boot_mean']:.3f} ± {row['boot_std']:.3f}"
+
+        lines.append(
+            f"{name:<12} {_fmt(ca.get('mean')):>10} {boot(ca):>15} {_fmt(tf.get('mean')):>7} "
+            f"{_fmt(rr.get('mean')):>8} {boot(rr):>15} | {_fmt(v['choice_official']):>6} "
+            f"{_fmt(v['choice_strict']):>9} {_fmt(v['refusal_official']):>7} {_fmt(v['refusal_strict']):>10}"
+        )
+    return "\n".join(lines)
+
+
+def load_responses(path: str | os.PathLike[str], n: int) -> list[str]:
+    """``n`` responses from a JSONL file of ``{"response": str}`` lines (blank lines skipped).
+
+    Raises:
+      DataError: missing file, bad JSON, a line without a string ``response`` (named by line),
+        or a count other than ``n``.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DataError(f"responses file not found: {path!r} (set responses_path)")
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(
+                    f"{os.path.basename(path)}:{lineno}: not valid JSON ({e.msg})"
+                ) from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
+                raise DataError(f"{os.path.basename(path)}:{lineno}: needs a string 'response'")
+            out.append(obj["response"])
+    if len(out) != n:
+        raise DataError(f"{path} holds {len(out)} responses for {n} records")
+    return out

@@ -1,0 +1,108 @@
+"""HIT-VAR networks: prefixes decode to their scale, block-causal next-scale prediction, ConvSR."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from fidia_jax import layers, models
+
+SCH = layers.hierarchical_scale_schedule(4, 4, (1, 2, 4))  # LR 4x4, HR 16x16, latent 4x4
+
+
+@pytest.fixture(scope="module")
+def run():
+    tok = models.init_without_compile(lambda: models.HitVarTokenizer(
+        SCH, channels=8, latent_dim=4, codebook_size=8, res_blocks=1, rngs=nnx.Rngs(0)), seed=0)
+    plain = models.init_without_compile(lambda: models.HitVarTokenizer(
+        SCH, channels=8, latent_dim=4, codebook_size=8, res_blocks=1, hierarchical=False,
+        rngs=nnx.Rngs(0)), seed=0)
+    var = models.init_without_compile(lambda: models.NextScaleTransformer(
+        SCH, latent_dim=4, codebook_size=8, dim=8, depth=1, heads=2, rngs=nnx.Rngs(1)), seed=1)
+    rng = np.random.default_rng(0)
+    # the numpy init zeroes the last head conv (output = bicubic): randomise it so that the
+    # decoded images depend on the tokens
+    np.testing.assert_array_equal(np.asarray(tok.head2.kernel[...]), 0.0)
+    for t in (tok, plain):
+        t.head2.kernel[...] = jnp.asarray(rng.normal(size=t.head2.kernel.shape), jnp.float32)
+    hr = jnp.asarray(rng.uniform(size=(2, 16, 16, 3)).astype(np.float32))
+    lr = models.bicubic_resize(hr, 4)
+
+    @nnx.jit
+    def go(tok, plain, var, hr, lr):
+        codes, prefixes, _ = tok.quantize(tok.encode(hr))
+        out = {"codes": codes, "prefixes": prefixes}
+        out["dec"] = {m: tok.decode_tokens(codes, lr, m) for m in SCH.scales}
+        out["dec_latent"] = {m: tok.decode_latent(prefixes[SCH.prefix_length(m) - 1], lr, m)
+                             for m in SCH.scales}
+        out["plain"] = {m: plain.decode_tokens(codes, lr, m) for m in SCH.scales}
+        x = models.next_scale_inputs(prefixes, SCH.grids)
+        out["inputs"], out["logits"] = x, var(x, lr)
+        # perturb the inputs of the last scale: earlier scales' logits must not move
+        x2 = x.at[:, SCH.offsets[-2]:].add(5.0)
+        out["logits_perturbed"] = var(x2, lr)
+        gen_codes, gen_prefixes = models.generate_tokens(var, tok.codebook[...], lr)
+        out["gen_codes"] = gen_codes
+        out["gen_logits"] = var(models.next_scale_inputs(gen_prefixes, SCH.grids), lr)
+        return out
+
+    return go(tok, plain, var, hr, lr), (tok, plain, var, hr, lr)
+
+
+def test_every_prefix_decodes_to_its_scale(run):
+    out, _ = run
+    assert SCH.prefixes == (1, 2, 2, 3)
+    for m in SCH.scales:
+        assert out["dec"][m].shape == (2, 4 * m, 4 * m, 3)
+        # decoding the tokens = decoding the truncated residual sum of the quantiser
+        np.testing.assert_allclose(out["dec"][m], out["dec_latent"][m], atol=1e-5)
+    # the plain tokenizer reads every scale and resizes its x4 output down
+    for m in (1, 2, 3):
+        np.testing.assert_allclose(out["plain"][m], models.bicubic_resize(out["plain"][4], 4 * m),
+                                   atol=1e-5)
+
+
+def test_next_scale_inputs_and_block_causality(run):
+    out, _ = run
+    x, off = np.asarray(out["inputs"]), SCH.offsets
+    np.testing.assert_array_equal(x[:, :1], 0.0)  # scale 1 knows nothing yet
+    np.testing.assert_allclose(
+        x[:, off[2]:off[3]].reshape(2, 4, 4, 4), out["prefixes"][1], atol=1e-6)  # 4x4 = latent
+    np.testing.assert_allclose(x[:, off[1]:off[2]].reshape(2, 2, 2, 4),
+                               layers.resize_grid(out["prefixes"][0], 2), atol=1e-6)
+    lo, lp = np.asarray(out["logits"]), np.asarray(out["logits_perturbed"])
+    np.testing.assert_allclose(lo[:, :off[-2]], lp[:, :off[-2]], atol=1e-5)
+    assert np.abs(lo[:, off[-2]:] - lp[:, off[-2]:]).max() > 1e-3
+
+
+def test_argmax_generation_is_consistent_with_teacher_forcing(run):
+    out, _ = run
+    flat = np.concatenate([np.asarray(c).reshape(2, -1) for c in out["gen_codes"]], axis=1)
+    np.testing.assert_array_equal(flat, np.argmax(np.asarray(out["gen_logits"]), -1))
+
+
+def test_bad_inputs_name_the_problem(run):
+    _, (tok, _, var, hr, lr) = run
+    with pytest.raises(ValueError, match="hr must have rank 4"):
+        tok.encode(hr[0])
+    with pytest.raises(ValueError, match=r"lr must be \(B, 4, 4, 3\)"):
+        tok.decode_latent(jnp.zeros((2, 4, 4, 4)), hr, 4)
+    with pytest.raises(ValueError, match="scale must be one of"):
+        tok.decode_latent(jnp.zeros((2, 4, 4, 4)), lr, 5)
+    # numpy init: LeCun-normal kernels (std 1/sqrt(fan_in)), zero biases, one codebook copy
+    k = np.asarray(var.head.kernel[...])
+    assert abs(k.std() * np.sqrt(k.shape[0]) - 1.0) < 0.3
+    np.testing.assert_array_equal(np.asarray(var.head.bias[...]), 0.0)
+    np.testing.assert_array_equal(np.asarray(tok.codebook[...]), np.asarray(tok.embed_sum[...]))
+    with pytest.raises(ValueError, match="power of two"):
+        nnx.eval_shape(lambda: models.HitVarTokenizer(
+            layers.hierarchical_scale_schedule(4, 3, (1, 2, 4), 4), rngs=nnx.Rngs(0)))
+    with pytest.raises(ValueError, match="temperature"):
+        models.generate_tokens(var, tok.codebook[...], lr, temperature=1.0)
+
+
+def test_conv_sr_parameter_count_closed_form():
+    for w in (4, 13, 40):
+        net = nnx.eval_shape(lambda w=w: models.ConvSR(width=w, blocks=2, rngs=nnx.Rngs(0)))
+        n = models.count_params(net)
+        assert models.conv_sr_width_for_params(n, blocks=2) == w

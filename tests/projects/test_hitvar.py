@@ -1,0 +1,68 @@
+"""HIT-VAR driver: configs, the held-out split, scoring, the CLI, and the tiny run (slow)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fidia_jax import cli, data, metrics
+from fidia_jax.errors import ConfigError
+from fidia_jax.projects import hitvar
+
+
+def test_configs_validate():
+    assert hitvar.get_config("default").grids[-1] == hitvar.get_config("default").latent_size
+    with pytest.raises(ConfigError, match="latent_size 5 must divide"):
+        hitvar.get_config("tiny", latent_size=5, grids=(5,))
+    with pytest.raises(ConfigError, match="grids must increase"):
+        hitvar.get_config("tiny", grids=(4, 2))
+    with pytest.raises(ConfigError, match="dpo_samples"):
+        hitvar.get_config("tiny", dpo_samples=1)
+
+
+def test_held_out_photos_are_never_trained_on():
+    cfg = hitvar.get_config("tiny", n_train=6, n_eval=4)
+    d = hitvar.make_data(cfg)
+    photos = data.bundled_photos()
+    held = {k: photos[k] for k in cfg.held_out}
+    train = {k: v for k, v in photos.items() if k not in cfg.held_out}
+    np.testing.assert_array_equal(d["hr_eval"], data.random_crops(held, 32, 4, seed=cfg.seed + 1))
+    np.testing.assert_array_equal(d["hr_train"], data.random_crops(train, 32, 6, seed=cfg.seed))
+    assert d["lr_train"].shape == (6, 16, 16, 3)
+    with pytest.raises(ConfigError, match="held_out must name bundled photos"):
+        hitvar.make_data(hitvar.get_config("tiny", held_out=("lena",)))
+
+
+def test_score_matches_the_metrics_directly():
+    rng = np.random.default_rng(0)
+    y = {1: rng.uniform(size=(2, 16, 16, 3)).astype(np.float32),
+         2: rng.uniform(size=(2, 32, 32, 3)).astype(np.float32)}
+    x = {m: np.clip(v + 0.05 * rng.normal(size=v.shape), 0, 1).astype(np.float32)
+         for m, v in y.items()}
+    s = hitvar.score(x, y)
+    assert s["x1"]["lpips"] is None  # below AlexNet's 31-pixel minimum
+    np.testing.assert_allclose(s["x2"]["psnr"], np.mean([metrics.psnr(a, b)
+                                                         for a, b in zip(x[2], y[2], strict=True)]))
+    np.testing.assert_allclose(s["x2"]["lpips"], float(np.mean(metrics.lpips(x[2], y[2]))),
+                               rtol=1e-6)
+
+
+def test_cli_errors_name_the_problem(capsys):
+    code = cli.main(["hitvar", "train", "--config", "tiny", "--set", "held_out=[\"lena\"]"])
+    assert code == 2 and "held_out must name bundled photos" in capsys.readouterr().err
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_tiny_run_end_to_end(tmp_path):
+    cfg = hitvar.get_config("tiny")
+    res = hitvar.train_and_evaluate(cfg, tmp_path)
+    written = json.loads((tmp_path / "hitvar.json").read_text())
+    assert set(written["metrics"]) == set(hitvar.METHODS)
+    assert written["prefix_lengths"] == {"x1": 1, "x2": 2}
+    # the bicubic row is the metric of bicubic upsampling itself
+    d = hitvar.make_data(cfg)
+    assert res["metrics"]["bicubic"]["x2"]["psnr"] > 15
+    assert res["params"]["HIT-VAR (inference)"] == res["params"]["plain RQ+VAR (inference)"]
+    assert abs(res["params"]["conv SR"] / res["params"]["HIT-VAR (inference)"] - 1) < 0.2
+    assert set(res["goals"]) == {"lpips_top_beats_bicubic", "lpips_top_beats_plain_var", "met"}
+    assert len(d["hr_eval"]) == cfg.n_eval
