@@ -17,6 +17,7 @@ from typing import Any
 from fidia_jax.errors import DataError
 
 __all__ = [
+    "read_json_lines",
     "DATA_DIR_ENV",
     "NON_FINITE_KEY",
     "Reporter",
@@ -112,6 +113,33 @@ def _finite_json(x: Any, path: str, replaced: dict[str, str]) -> Any:
 
         return _finite_json(np.asarray(x).tolist(), path, replaced)
     return _finite_json(float(x), path, replaced)
+
+
+def read_json_lines(path: str | os.PathLike[str], *, what: str = "JSONL file") -> list[tuple[int, Any]]:
+    """The JSON values of a JSON Lines file, with their 1-based line numbers (blank lines skipped).
+
+    Python's ``json`` reads the ``NaN`` / ``Infinity`` some writers emit.
+
+    Raises:
+      DataError: ``"<what> not found: <path>"`` or ``"<path>: cannot read (...)"``; a line that is
+        not valid JSON: ``"<file name>:<line>: not valid JSON (<reason>)"``.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise DataError(f"{what} not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from e
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append((n, json.loads(line)))
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path.name}:{n}: not valid JSON ({e.msg})") from None
+    return out
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> pathlib.Path:

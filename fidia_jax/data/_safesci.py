@@ -33,7 +33,6 @@ of the order or subset of records evaluated.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import string
@@ -43,6 +42,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from fidia_jax._io import read_json_lines
 from fidia_jax.errors import DataError
 
 __all__ = [
@@ -220,23 +220,12 @@ def load_safesci_jsonl(path: str | os.PathLike[str]) -> list[SafeSciRecord]:
         record; the message names the file and the 1-based line number
         (``benign.jsonl:7: a 'scq' record has no answer ...``).
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DataError(f"SafeSci JSONL file not found: {path}")
     records = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{os.path.basename(path)}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: not valid JSON ({e.msg})") from None
-            try:
-                records.append(safesci_record_from_dict(obj))
-            except DataError as e:
-                raise DataError(f"{where}: {e}") from None
+    for lineno, obj in read_json_lines(path, what="SafeSci JSONL file"):
+        try:
+            records.append(safesci_record_from_dict(obj))
+        except DataError as e:
+            raise DataError(f"{os.path.basename(path)}:{lineno}: {e}") from None
     if not records:
         raise DataError(f"{path} holds no records")
     return records

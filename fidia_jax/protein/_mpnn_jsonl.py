@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import atomic_write_text
+from fidia_jax._io import atomic_write_text, read_json_lines
 from fidia_jax.errors import ChainError, DataError
 from fidia_jax.protein._types import ALPHABET, Protein
 
@@ -55,22 +55,10 @@ _ATOMS = ("N", "CA", "C", "O")
 
 
 def _json_lines(path: str | os.PathLike) -> list[tuple[int, dict]]:
-    path = pathlib.Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror or e})") from e
-    out = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)  # Python's json reads the NaN the helper scripts write
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{n}: not valid JSON ({e.msg})") from e
+    out = read_json_lines(path, what="JSONL file")
+    for n, obj in out:
         if not isinstance(obj, dict):
             raise DataError(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}")
-        out.append((n, obj))
     return out
 
 

@@ -263,7 +263,8 @@ def run_sample_jsonl(
         ``fixed``, ``tie``, ``bias_by_res``, ``omit_by_res`` come from the files.
 
     Raises:
-      DataError / ConfigError: an unreadable or malformed file (line named), a structure named
+      DataError / ConfigError: the CA-only model (``variant="ca"``: not supported with pipeline
+        files), an unreadable or malformed file (line named), a structure named
         in an option file but absent from ``jsonl_path``, a chain-assignment entry missing for a
         structure, an option also given on the command line. Errors of single structures are
         recorded, not raised.
@@ -271,6 +272,9 @@ def run_sample_jsonl(
     from fidia_jax import protein as P
 
     _check_bucket(bucket)
+    if variant == "ca":
+        raise ConfigError("--jsonl-path with the CA-only model (--ca-only) is not supported: "
+                          "give CA-only structures with --pdb / --pdb-dir")  # fmt: skip
     from_files = {"pdb", "chains", "design_chains", "fixed", "tie", "homo_oligomer", "bias_by_res",
                   "omit_by_res"}  # fmt: skip
     clash = sorted(from_files & {k for k, v in options.items() if v})

@@ -7,7 +7,6 @@ records and write JSON into ``workdir``).
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 from collections.abc import Callable, Sequence
@@ -15,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import atomic_write_text, json_text
+from fidia_jax._io import atomic_write_text, json_text, read_json_lines
 from fidia_jax.data import SafeSciRecord, load_safesci_jsonl, safesci_prompt
 from fidia_jax.errors import DataError
 from fidia_jax.metrics import (
@@ -314,23 +313,11 @@ def load_responses(path: str | os.PathLike[str], n: int) -> list[str]:
       DataError: missing file, bad JSON, a line without a string ``response`` (named by line),
         or a count other than ``n``.
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DataError(f"responses file not found: {path!r} (set responses_path)")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(
-                    f"{os.path.basename(path)}:{lineno}: not valid JSON ({e.msg})"
-                ) from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
-                raise DataError(f"{os.path.basename(path)}:{lineno}: needs a string 'response'")
-            out.append(obj["response"])
+    for lineno, obj in read_json_lines(path, what="responses file (set responses_path)"):
+        if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
+            raise DataError(f"{os.path.basename(path)}:{lineno}: needs a string 'response'")
+        out.append(obj["response"])
     if len(out) != n:
         raise DataError(f"{path} holds {len(out)} responses for {n} records")
     return out

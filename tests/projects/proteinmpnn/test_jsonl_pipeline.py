@@ -130,6 +130,13 @@ def test_pipeline_files_applied_per_structure(run):
     assert summary["inputs"]["design_chains"] == ["A"]
 
 
+def test_jsonl_path_with_the_ca_only_model_is_refused(tmp_path, capsys):
+    rc = cli.main(["proteinmpnn", "sample", "--jsonl-path", str(tmp_path / "p.jsonl"), "--ca-only",
+                   "--out", str(tmp_path / "o")])  # fmt: skip
+    assert rc == 2 and "--jsonl-path with the CA-only model" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_pipeline_file_without_jsonl_path_is_an_error(tmp_path, capsys):
     rc = cli.main(["proteinmpnn", "sample", "--tied-positions-jsonl", str(tmp_path / "t.jsonl"),
                    "--out", str(tmp_path / "o")])  # fmt: skip
