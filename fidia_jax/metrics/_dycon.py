@@ -64,6 +64,8 @@ def layer_probe_r2(features, targets, train, *, alpha: float = 1.0, seed: int = 
             f"layer_probe_r2: features must be (N, K, C) with targets and train (N,), got "
             f"{x.shape}, {y.shape}, {train.shape}"
         )
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("layer_probe_r2: features and targets must be finite")
     n_fit, n_test = int(train.sum()), int((~train).sum())
     if n_fit < 2 or n_test < 2:
         raise ValueError(
@@ -79,4 +81,4 @@ def layer_probe_r2(features, targets, train, *, alpha: float = 1.0, seed: int = 
         r2_shuf.append(_r2(y_test, ridge_predict(shuf, x[~train, k])))
         fits.append(fit)
     r2 = np.asarray(r2)
-    return LayerProbes(r2, np.asarray(r2_shuf), tuple(fits), int(np.nanargmax(r2)))
+    return LayerProbes(r2, np.asarray(r2_shuf), tuple(fits), int(np.argmax(r2)))

@@ -36,6 +36,9 @@ def continual_metrics(acc, task_sizes=None) -> dict[str, float | list[float]]:
     acc = np.asarray(acc, np.float64)
     if acc.ndim != 2 or acc.shape[0] != acc.shape[1] or acc.shape[0] < 1:
         raise ValueError(f"continual_metrics: acc must be a square (T, T) matrix, got {acc.shape}")
+    low = acc[np.tril_indices(acc.shape[0])]
+    if not np.all(np.isfinite(low)) or low.min() < 0 or low.max() > 1:
+        raise ValueError("continual_metrics: acc[t, j <= t] must be finite accuracies in [0, 1]")
     t_count = acc.shape[0]
     sizes = np.ones(t_count) if task_sizes is None else np.asarray(task_sizes, np.float64)
     if sizes.shape != (t_count,) or np.any(sizes <= 0):

@@ -337,6 +337,7 @@ def mixing_information_gain(
     for name, a in (("x", x), ("dx", dx), ("weights", w)):
         if not np.all(np.isfinite(a)):
             raise ValueError(f"{where}: {name} has non-finite values")
+    token_mixing_entropy(w)  # the same row-stochastic, causal check (raises naming the problem)
     xh = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-12)
     mixed = np.einsum("bhts,bsc->bthc", w, xh).reshape(b, t, -1)
     perm = np.random.default_rng(seed).permutation(b)

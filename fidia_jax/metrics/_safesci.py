@@ -319,9 +319,14 @@ def safesci_breakdown(
       when the group is too small for a non-empty subsample. An empty input gives ``{}``.
 
     Raises:
-      ValueError: ``values`` and ``groups`` of different lengths.
+      ValueError: ``values`` not 1-D, ``values`` and ``groups`` of different lengths, a group
+        named ``"Overall"`` (reserved).
     """
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1:
+        raise ValueError(f"safesci_breakdown: values must be 1-D (one per item), got shape {v.shape}")
+    if "Overall" in set(groups):
+        raise ValueError('safesci_breakdown: "Overall" is reserved for the pooled row; rename that group')
     if v.shape[0] != len(groups):
         raise ValueError(f"safesci_breakdown: {v.shape[0]} values but {len(groups)} groups")
     out: dict[str, dict[str, Any]] = {}

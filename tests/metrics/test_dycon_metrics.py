@@ -39,3 +39,17 @@ def test_layer_probe_r2_refuses_one_example_and_bad_shapes():
         metrics.layer_probe_r2(x, np.arange(3.0), np.array([True, True, False]))  # 1 held out
     with pytest.raises(ValueError, match=r"\(N, K, C\)"):
         metrics.layer_probe_r2(x[:, 0], np.arange(3.0), np.ones(3, bool))
+
+
+def test_layer_probe_r2_refuses_non_finite_values():
+    import numpy as np
+    import pytest
+
+    from fidia_jax import metrics
+
+    x = np.random.default_rng(0).normal(size=(12, 2, 3))
+    y = np.arange(12.0)
+    train = np.arange(12) < 8
+    y[10] = np.nan  # a held-out target: the training-side checks alone would not see it
+    with pytest.raises(ValueError, match="must be finite"):
+        metrics.layer_probe_r2(x, y, train)

@@ -26,3 +26,16 @@ def test_continual_metrics_bad_input():
         metrics.continual_metrics(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="task_sizes"):
         metrics.continual_metrics(np.zeros((2, 2)), [1, 0])
+
+
+def test_continual_metrics_refuses_nan_or_out_of_range_where_it_reads():
+    import numpy as np
+    import pytest
+
+    from fidia_jax import metrics
+
+    acc = np.array([[0.9, np.nan], [0.8, 0.7]])  # the upper triangle is never read
+    assert metrics.continual_metrics(acc)["last_accuracy"] == pytest.approx(0.75)
+    for bad in (np.array([[0.9, 0.0], [np.nan, 0.7]]), np.array([[1.5, 0.0], [0.8, 0.7]])):
+        with pytest.raises(ValueError, match=r"finite accuracies in \[0, 1\]"):
+            metrics.continual_metrics(bad)

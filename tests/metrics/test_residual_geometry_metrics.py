@@ -182,3 +182,14 @@ def test_mixig_attention_vs_tokenwise_vs_noise():
         metrics.mixing_information_gain(x, attn, w[:, :4])
     with pytest.raises(ValueError, match=">= 2 sequences"):
         metrics.mixing_information_gain(x[:3], attn[:3], w[:3])
+
+
+def test_mixing_information_gain_refuses_weights_that_are_not_causal_row_stochastic():
+    rng = np.random.default_rng(0)
+    x, dx = rng.normal(size=(4, 6, 8)), rng.normal(size=(4, 6, 8))
+    full = np.full((4, 1, 6, 6), 1 / 6)  # rows sum to 1 but read future keys
+    with pytest.raises(ValueError, match="outside the mask"):
+        metrics.mixing_information_gain(x, dx, full)
+    causal = np.tril(np.ones((6, 6))) * 2.0  # causal but rows sum to 2..12
+    with pytest.raises(ValueError, match="row-stochastic"):
+        metrics.mixing_information_gain(x, dx, np.broadcast_to(causal, (4, 1, 6, 6)))

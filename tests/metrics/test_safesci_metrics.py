@@ -282,3 +282,15 @@ def test_parity_with_the_official_code_per_item_and_bootstrap():
     for kind, (mean, std) in data["bootstrap"].items():
         got = safesci_bootstrap(values[kind], seed=data["seed"])
         np.testing.assert_allclose(got, (mean, std), rtol=1e-12, atol=1e-12, err_msg=kind)
+
+
+def test_breakdown_refuses_2d_values_and_a_group_named_overall():
+    import numpy as np
+    import pytest
+
+    from fidia_jax import metrics
+
+    with pytest.raises(ValueError, match="1-D"):
+        metrics.safesci_breakdown(np.ones((2, 2)), ["Chemistry", "Biology", "Chemistry", "Biology"])
+    with pytest.raises(ValueError, match='"Overall" is reserved'):
+        metrics.safesci_breakdown([1.0, 0.0], ["Overall", "Biology"])

@@ -130,3 +130,11 @@ def test_cli_ca_only_sample(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["inputs"]["variant"] == "ca"
     assert len(summary["samples"]) == 2 and all(len(s["sequence"]) == 84 for s in summary["samples"])
+
+
+def test_ca_features_refuse_other_atom_layouts(model):
+    """Only (B, L, 4, 3) and (B, L, 1, 3) are read (CA = atom 1 or atom 0); an atom14 layout
+    (atom 0 = N) would silently give wrong features."""
+    x = np.zeros((1, 8, 14, 3), np.float32)
+    with pytest.raises(ValueError, match=r"CA-only ProteinMPNN: X must be"):
+        model.features(x, np.ones((1, 8)), np.arange(8)[None], np.ones((1, 8)))

@@ -200,6 +200,11 @@ class CAProteinFeatures(_EdgeFeatures):
     def __call__(self, X_BxLxAx3, mask_BxL, residue_idx_BxL, chain_BxL):
         """Returns ``(E_BxLxKxC, E_idx_BxLxK)``; ``X`` is ``(B, L, 4, 3)`` (CA read at atom 1,
         the rest ignored) or ``(B, L, 1, 3)`` (CA only)."""
+        if X_BxLxAx3.shape[-2] not in (1, 4):
+            raise ValueError(
+                f"CA-only ProteinMPNN: X must be (B, L, 4, 3) (N, CA, C, O) or (B, L, 1, 3) (CA), "
+                f"got {X_BxLxAx3.shape}"
+            )
         X = X_BxLxAx3.astype(jnp.float32)
         Ca = X[..., 1, :] if X.shape[-2] == 4 else X[..., 0, :]
         mask = mask_BxL.astype(jnp.float32)
