@@ -291,7 +291,7 @@ def run_sample_jsonl(
     bias = P.read_bias_by_res(bias_by_res_jsonl, proteins) if bias_by_res_jsonl else {}
     omit = P.read_omit_aa_by_res(omit_aa_jsonl, proteins) if omit_aa_jsonl else {}
     if bias_aa_jsonl:
-        from fidia_jax.projects.proteinmpnn.design import parse_bias_aa
+        from fidia_jax.projects.proteinmpnn.constraints import parse_bias_aa
 
         given = dict(zip(P.ALPHABET, parse_bias_aa(options.get("bias_aa")).tolist(), strict=True))
         options["bias_aa"] = {**{a: b for a, b in given.items() if b}, **P.read_bias_aa(bias_aa_jsonl)}
