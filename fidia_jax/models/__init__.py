@@ -25,6 +25,13 @@ from fidia_jax.models._dycon import dycon_control as dycon_control
 from fidia_jax.models._dycon import dycon_logit_bias as dycon_logit_bias
 from fidia_jax.models._dycon import dycon_static_bias as dycon_static_bias
 from fidia_jax.models._dycon import probe_difficulty as probe_difficulty
+from fidia_jax.models._frame2seq import Frame2seq as Frame2seq
+from fidia_jax.models._frame2seq import frame2seq_checkpoint_path as frame2seq_checkpoint_path
+from fidia_jax.models._frame2seq import frame2seq_log_probs as frame2seq_log_probs
+from fidia_jax.models._frame2seq import (
+    frame2seq_sequence_log_likelihood as frame2seq_sequence_log_likelihood,
+)
+from fidia_jax.models._frame2seq import load_frame2seq as load_frame2seq
 from fidia_jax.models._hist import DenseSpotTransformer as DenseSpotTransformer
 from fidia_jax.models._hist import HiST as HiST
 from fidia_jax.models._hist import masked_mse as masked_mse
@@ -123,6 +130,12 @@ __all__ = [
     "random_decoding_order",
     "sample",
     "score",
+    # Frame2seq (IPA inverse folding; held-out judge for FIDIA)
+    "Frame2seq",
+    "frame2seq_checkpoint_path",
+    "frame2seq_log_probs",
+    "frame2seq_sequence_log_likelihood",
+    "load_frame2seq",
     # small LLaMA
     "Llama",
     "LlamaCache",

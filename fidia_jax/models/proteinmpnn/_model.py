@@ -21,6 +21,7 @@ from fidia_jax.models.proteinmpnn._layers import (
     EncLayer,
     ProteinFeatures,
     gather_edges,
+    gather_rows,
     linear,
 )
 
@@ -252,14 +253,28 @@ class ProteinMPNN(nnx.Module):
         sequences_BxNxL = check_token_ids(sequences_BxNxL, self.vocab, name="sequences_BxNxL", where=where)
         ok_BxN = check_permutations(decoding_order_BxNxL, name="decoding_order_BxNxL", where=where)
         h_V, h_E, E_idx = self.encode(inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding)
+        logits = self._decode_rows(h_V, h_E, E_idx, sequences_BxNxL, inputs.mask,
+                                   decoding_order_BxNxL, ok_BxN)
+        return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
 
-        def tile(a):  # (B, ...) -> (B * N, ...)
-            return jnp.broadcast_to(a[:, None], (b, n) + a.shape[1:]).reshape((b * n,) + a.shape[1:])
-
-        logits = self._decode(tile(h_V), tile(h_E), tile(E_idx), sequences_BxNxL.reshape(b * n, length),
-                              tile(inputs.mask), decoding_order_BxNxL.reshape(b * n, length),
-                              None if ok_BxN is None else ok_BxN.reshape(b * n))
-        return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1).reshape(b, n, length, -1)
+    def _decode_rows(self, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, S_BxNxL, mask_BxL, decoding_order_BxNxL, ok_BxN):
+        """:meth:`_decode` of ``N`` rows per structure, structure-only terms computed once
+        (:meth:`DecLayer.rows`) -> ``(B, N, L, vocab)`` logits."""
+        dt = h_E_BxLxKxC.dtype
+        row_mask = jnp.broadcast_to(mask_BxL.astype(dt)[:, None], S_BxNxL.shape)
+        if ok_BxN is not None:
+            row_mask = jnp.where(ok_BxN[..., None], row_mask, jnp.asarray(jnp.nan, dt))
+        rank = jnp.argsort(decoding_order_BxNxL, axis=-1)  # step at which each position is decoded
+        rank_nb = gather_rows(rank, E_idx_BxLxK)
+        attend = (rank_nb < rank[..., None]).astype(dt)  # neighbour decoded earlier
+        mask_bw = row_mask[..., None] * attend
+        mask_fw = row_mask[..., None] * (1.0 - attend)
+        h_S = self.W_s(S_BxNxL)
+        h_V = jnp.broadcast_to(h_V_BxLxC[:, None], S_BxNxL.shape + h_V_BxLxC.shape[-1:])
+        for layer in self.decoder_layers:
+            h_V = layer.rows(h_V, h_E_BxLxKxC, h_S, h_V_BxLxC, E_idx_BxLxK, mask_bw, mask_fw,
+                             mask_BxL, row_mask)
+        return self.W_out(h_V)
 
     def __call__(self, inputs: MPNNInputs, decoding_order_BxL):
         """Teacher-forced log-softmax ``(B, L, vocab)`` float32 (batched inputs).

@@ -47,8 +47,11 @@ from fidia_jax.projects.fidia._evaluate import mean_pairwise_identity as mean_pa
 from fidia_jax.projects.fidia._evaluate import success_at_n as success_at_n
 from fidia_jax.projects.fidia._evaluate import summarise as summarise
 from fidia_jax.projects.fidia._judge import DEFAULT_JUDGE_CHECKPOINTS as DEFAULT_JUDGE_CHECKPOINTS
+from fidia_jax.projects.fidia._judge import MPNN_CHECKPOINTS as MPNN_CHECKPOINTS
+from fidia_jax.projects.fidia._judge import Frame2seqJudge as Frame2seqJudge
 from fidia_jax.projects.fidia._judge import Judge as Judge
 from fidia_jax.projects.fidia._judge import JudgeConfig as JudgeConfig
+from fidia_jax.projects.fidia._judge import heldout_judge_checkpoints as heldout_judge_checkpoints
 from fidia_jax.projects.fidia._plots import plot_max_at_n as plot_max_at_n
 from fidia_jax.projects.fidia._plots import plot_training as plot_training
 from fidia_jax.projects.fidia._policy import dpo_loss as dpo_loss
@@ -92,10 +95,12 @@ __all__ = [
     "COMPONENTS",
     "DEFAULT_JUDGE_CHECKPOINTS",
     "METHODS",
+    "MPNN_CHECKPOINTS",
     "Backbone",
     "DataConfig",
     "EvalConfig",
     "FidiaConfig",
+    "Frame2seqJudge",
     "Judge",
     "JudgeConfig",
     "ModelConfig",
@@ -125,6 +130,7 @@ __all__ = [
     "fit_standardizer",
     "get_config",
     "grpo_advantages",
+    "heldout_judge_checkpoints",
     "load_backbones",
     "load_config",
     "load_policy",

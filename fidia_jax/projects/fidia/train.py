@@ -28,6 +28,7 @@ update), ``_checkpoints.py`` (orbax, :func:`load_policy`), ``_plots.py`` (figure
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import copy
 import json
@@ -217,13 +218,24 @@ class Trainer:
 
     @staticmethod
     def rewards(backbones: Sequence[Backbone], seqs_BxNxL: np.ndarray):
-        """Host-side composite rewards and proxy verdicts, ``(B, N)`` each."""
-        rewards, passes = [], []
-        for bb, seqs in zip(backbones, np.asarray(seqs_BxNxL), strict=True):
-            r, ok = bb.reward(seqs[:, : bb.length])
-            rewards.append(np.asarray(r, np.float32))
-            passes.append(np.asarray(ok, bool))
-        return np.stack(rewards), np.stack(passes)
+        """Host-side composite rewards and proxy verdicts, ``(B, N)`` each.
+
+        The backbones are scored in a thread each: their judge passes are separate XLA programs
+        that release the GIL, so they run side by side on the host's cores (each backbone's
+        result does not depend on the others').
+        """
+        seqs_BxNxL = np.asarray(seqs_BxNxL)
+
+        def one(j):
+            r, ok = backbones[j].reward(seqs_BxNxL[j, :, : backbones[j].length])
+            return np.asarray(r, np.float32), np.asarray(ok, bool)
+
+        if len(backbones) == 1:
+            results = [one(0)]
+        else:
+            with concurrent.futures.ThreadPoolExecutor(len(backbones)) as pool:
+                results = list(pool.map(one, range(len(backbones))))
+        return np.stack([r for r, _ in results]), np.stack([ok for _, ok in results])
 
     # ---- one step ----------------------------------------------------------------------------
 
@@ -272,7 +284,8 @@ class Trainer:
 
     # ---- evaluation --------------------------------------------------------------------------
 
-    def evaluate(self, params, backbones: Sequence[Backbone] | None = None, *, seed_offset: int = 10_000):
+    def evaluate(self, params, backbones: Sequence[Backbone] | None = None, *, seed_offset: int = 10_000,
+                 with_samples: bool = False):
         """Held-out metrics (see :mod:`fidia_jax.projects.fidia._evaluate`) of ``params``.
 
         The evaluation key depends only on ``config.seed`` (paired comparison before/after and
@@ -282,19 +295,25 @@ class Trainer:
           ``{"per_backbone": [...], "summary": {...}, "by_kind": {kind: summary}}``.
         """
         return evaluate_params(self, params, self.eval_backbones if backbones is None else backbones,
-                               seed_offset=seed_offset)
+                               seed_offset=seed_offset, with_samples=with_samples)
 
 
-def evaluate_params(trainer: Trainer, params, backbones: Sequence[Backbone], *, seed_offset: int = 10_000):
+def evaluate_params(trainer: Trainer, params, backbones: Sequence[Backbone], *, seed_offset: int = 10_000,
+                    with_samples: bool = False):
     """Samples ``eval.n_samples`` per backbone with ``params`` and computes every metric.
 
     Backbones go through the trainer's rollout in batches of ``data.batch_backbones`` (the last
     one padded with copies, so every batch has the compiled shape).
+
+    Returns:
+      ``{"per_backbone", "summary", "by_kind"}``; with ``with_samples`` also ``"samples"``: per
+      backbone, in order, ``(tokens, rewards, passes)`` -- ``(eval.n_samples, length)`` int8,
+      ``(eval.n_samples,)`` float32 composite rewards and bool proxy verdicts (not JSON).
     """
     cfg, e = trainer.config, trainer.config.eval
     b = cfg.data.batch_backbones
     key = jax.random.PRNGKey(cfg.seed + seed_offset)
-    per = []
+    per, samples = [], []
     for start in range(0, len(backbones), b):
         chunk = list(backbones[start : start + b])
         real = len(chunk)
@@ -312,9 +331,35 @@ def evaluate_params(trainer: Trainer, params, backbones: Sequence[Backbone], *, 
             best = int(np.argmax(rewards[j]))
             met.update(name=bb.name, kind=bb.kind, length=L, best_reward=float(rewards[j, best]))
             per.append(met)
+            samples.append((np.asarray(seqs[j, :, :L], np.int8), rewards[j], passes[j]))
     kinds = sorted({m["kind"] for m in per})
     by_kind = {k: eval_lib.summarise([m for m in per if m["kind"] == k]) for k in kinds}
-    return {"per_backbone": per, "summary": eval_lib.summarise(per), "by_kind": by_kind}
+    out = {"per_backbone": per, "summary": eval_lib.summarise(per), "by_kind": by_kind}
+    if with_samples:
+        out["samples"] = samples
+    return out
+
+
+def _record_curve(trainer: Trainer, params, step: int, workdir: pathlib.Path, log,
+                  result: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Evaluates ``params`` (or takes ``result``, which must hold samples), saves the samples
+    to ``samples/step_<step>.npz`` (``names`` and, per backbone ``i``, ``seqs_i`` / ``rewards_i``
+    / ``passes_i``) and appends the metrics to ``eval_curve.jsonl`` (``log``)."""
+    result = result if result is not None else trainer.evaluate(params, with_samples=True)
+    if log is not None:
+        folder = workdir / "samples"
+        folder.mkdir(exist_ok=True)
+        names = [m["name"] for m in result["per_backbone"]]
+        tmp = folder / f".step_{step:06d}.npz"
+        arrays = {}
+        for i, (seqs, rewards, passes) in enumerate(result["samples"]):
+            arrays.update({f"seqs_{i}": seqs, f"rewards_{i}": rewards, f"passes_{i}": passes})
+        np.savez_compressed(tmp, names=np.asarray(names), **arrays)
+        os.replace(tmp, folder / f"step_{step:06d}.npz")
+        row = {"step": step, **{k: result[k] for k in ("summary", "by_kind", "per_backbone")}}
+        log.write(json_text(row) + "\n")
+        log.flush()
+    return result
 
 
 def _same_config(previous: dict[str, Any], config: FidiaConfig) -> bool:
@@ -337,7 +382,9 @@ def train_and_evaluate(
     """Trains ``config.method`` and evaluates it on the held-out backbones.
 
     Writes into ``workdir``: ``config.json``, ``metrics.jsonl`` (one line per step),
-    ``checkpoints/<step>/`` (orbax), ``eval_before.json`` / ``eval_after.json``,
+    ``checkpoints/<step>/`` (orbax), ``eval_before.json`` / ``eval_after.json``, with
+    ``eval.every > 0`` also ``eval_curve.jsonl`` and ``samples/step_<step>.npz`` (held-out
+    evaluations during training, see :class:`~fidia_jax.projects.fidia.EvalConfig`),
     ``training.png`` and ``max_at_n.png``. The batch is split over every visible device
     (:func:`fidia_jax.parallel.data_mesh`); under a multi-host launcher every process runs this
     function and process 0 writes the files.
@@ -413,10 +460,19 @@ def train_and_evaluate(
 
     columns = (TextColumn(f"[bold]{config.method}[/]"), BarColumn(), MofNCompleteColumn(),
                TimeRemainingColumn(), TextColumn("{task.fields[info]}"))
+    every = config.eval.every
+    curve_path = workdir / "eval_curve.jsonl"
+    curve_done = {c["step"] for c in _read_jsonl(curve_path) if c["step"] <= start} if every else set()
+    if primary and every:  # lines past the restored step belong to a run that did not save them
+        atomic_write_text(curve_path, "".join(json_text(c) + "\n" for c in _read_jsonl(curve_path)
+                                              if c["step"] in curve_done))
     log_file = metrics_path.open("a") if primary else contextlib.nullcontext()
+    curve_file = curve_path.open("a") if primary and every else contextlib.nullcontext()
     with Progress(*columns, disable=not (progress and primary), transient=False) as bar, \
-            log_file as log:
+            log_file as log, curve_file as curve_log:
         task = bar.add_task("train", total=num_steps, completed=start, info="")
+        if every and start < num_steps and start % every == 0 and start not in curve_done:
+            _record_curve(trainer, state.params, start, workdir, curve_log)
         while state.step < num_steps:
             state, metrics = trainer.step(state)
             if log is not None:
@@ -429,9 +485,14 @@ def train_and_evaluate(
                        f"max@{t.k_bon} {metrics[f'max@{t.k_bon}']:+.3f} kl {metrics.get('kl', 0):.4f}")
             if on_step is not None:
                 on_step(metrics["step"], metrics)
+            if every and state.step % every == 0 and state.step < num_steps:
+                _record_curve(trainer, state.params, state.step, workdir, curve_log)
+        after = trainer.evaluate(state.params, with_samples=bool(every))
+        if every and num_steps not in curve_done:
+            _record_curve(trainer, state.params, num_steps, workdir, curve_log, result=after)
+        after.pop("samples", None)
     mgr.close()
 
-    after = trainer.evaluate(state.params)
     if primary:
         _write_json(workdir / "eval_after.json", after)
         if history:

@@ -176,6 +176,43 @@ def test_sigkill_and_resume_equals_uninterrupted(tmp_path, trainer, setup):
 
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_eval_curve_records_every_k_steps_and_survives_resume(tmp_path, trainer, setup):
+    """``eval.every = 2`` over 4 steps: evaluations at steps 0, 2 and 4, each a curve line and a
+    samples file; step 4's line is the final evaluation; a resumed (finished) run adds nothing."""
+    import json
+
+    cfg, _ = setup
+    cfg = fidia.override_config(cfg, ["eval.every=2"])
+    tr = trainer.with_method("fidia")
+    tr.config = cfg
+    res = fidia.train_and_evaluate(cfg, tmp_path, trainer=tr, progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "eval_curve.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 2, 4]
+    assert rows[-1]["summary"] == res["after"]["summary"]
+    assert "samples" not in res["after"]
+    for r in rows:
+        saved = np.load(tmp_path / "samples" / f"step_{r['step']:06d}.npz")
+        assert list(saved["names"]) == [m["name"] for m in r["per_backbone"]]
+        for i, m in enumerate(r["per_backbone"]):
+            seqs = saved[f"seqs_{i}"]
+            assert seqs.shape == (cfg.eval.n_samples, m["length"])
+            # the saved samples are the evaluated ones: their native recovery is the reported one
+            bb = tr.eval_backbones[i]
+            d = np.asarray(bb.designed_mask, bool)
+            assert float((seqs[:, d] == np.asarray(bb.native)[d]).mean()) == pytest.approx(m["recovery"])
+    # step 0 is the reference policy: its samples equal a fresh evaluation of the reference
+    ref = tr.evaluate(tr.ref_params, with_samples=True)
+    step0 = np.load(tmp_path / "samples" / "step_000000.npz")
+    for i, (seqs, rewards, passes) in enumerate(ref["samples"]):
+        np.testing.assert_array_equal(step0[f"seqs_{i}"], seqs)
+        np.testing.assert_array_equal(step0[f"rewards_{i}"], rewards)
+        np.testing.assert_array_equal(step0[f"passes_{i}"], passes)
+        assert float(np.max(rewards)) == pytest.approx(rows[0]["per_backbone"][i]["best_reward"])
+    fidia.train_and_evaluate(cfg, tmp_path, trainer=tr, progress=False)  # resume a finished run
+    assert len((tmp_path / "eval_curve.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_sharded_step_equals_single_device(trainer, setup):
     cfg, backbones = setup
     single = trainer

@@ -1,0 +1,158 @@
+"""Wall time of one FIDIA training step, this tree against an earlier commit, in the same run.
+
+The step (rollout, composite rewards with the judge ensemble, one adamw update) of the ``small``
+preset is timed in a fresh process per version: the earlier commit is unpacked with
+``git archive`` into a temporary folder and imported from there (``PYTHONPATH``), this tree is
+imported as installed. Versions alternate (before, after, before, after, ...) so that a change in
+the machine's load hits both. Each process builds a :class:`fidia_jax.projects.fidia.Trainer`,
+runs ``--warmup`` steps (every training backbone once, so every shape is compiled), then times
+``--steps`` steps and reports the median step and the median of each phase.
+
+Usage (2-core CPU, about 2 min per process)::
+
+  FIDIA_DATA_DIR=../shared/data python benchmarks/fidia_step_time.py --before cad6f13
+  python benchmarks/fidia_step_time.py --before cad6f13 --repeats 3 --method grpo
+
+Writes ``benchmarks/results/fidia_step_time.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+PHASES = ("rollout", "rewards", "update")
+
+
+def _child(args) -> None:
+    """Runs in the measured interpreter: prints one JSON line of timings."""
+    import jax
+
+    import fidia_jax
+    from fidia_jax.projects import fidia
+    from fidia_jax.projects.fidia.train import Trainer
+
+    cfg = fidia.override_config(fidia.get_config(args.config), [f"method={args.method}"])
+    t0 = time.perf_counter()
+    trainer = Trainer(cfg)
+    build = time.perf_counter() - t0
+    spent = {}
+
+    def timed(name, fn):
+        def run(*a, **k):
+            t = time.perf_counter()
+            out = jax.block_until_ready(fn(*a, **k))
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+            return out
+        return run
+
+    trainer.rollout = timed("rollout", trainer.rollout)
+    trainer.rewards = timed("rewards", trainer.rewards)
+    trainer._update = timed("update", trainer._update)
+    state = trainer.init_state()
+    t0 = time.perf_counter()
+    for _ in range(args.warmup):
+        state, _ = trainer.step(state)
+    warm = time.perf_counter() - t0
+    steps = []
+    for _ in range(args.steps):
+        spent.clear()
+        t = time.perf_counter()
+        state, _ = trainer.step(state)
+        steps.append({"step": time.perf_counter() - t, **spent})
+    print(json.dumps({"module": fidia_jax.__file__, "build_s": build, "warmup_s": warm,
+                      "steps": steps}))
+
+
+def _measure(tree: pathlib.Path | None, args) -> dict:
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree) + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", "--config", args.config,
+           "--method", args.method, "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    expected = (tree if tree is not None else REPO) / "fidia_jax" / "__init__.py"
+    if pathlib.Path(out["module"]).resolve() != expected.resolve():
+        raise SystemExit(f"measured {out['module']}, expected {expected}")
+    return out
+
+
+def _summary(runs: list[dict]) -> dict:
+    steps = [s for r in runs for s in r["steps"]]
+    out = {"step_s": statistics.median(s["step"] for s in steps), "n_steps": len(steps)}
+    for p in PHASES:
+        out[f"{p}_s"] = statistics.median(s.get(p, 0.0) for s in steps)
+    out["warmup_s"] = statistics.median(r["warmup_s"] for r in runs)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", default="cad6f13", help="git revision measured as 'before'")
+    ap.add_argument("--config", default="small")
+    ap.add_argument("--method", default="fidia")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps (compilation)")
+    ap.add_argument("--steps", type=int, default=8, help="timed steps per process")
+    ap.add_argument("--repeats", type=int, default=2, help="processes per version")
+    ap.add_argument("--out", default=str(HERE / "results" / "fidia_step_time.json"))
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return _child(args)
+    if "FIDIA_DATA_DIR" not in os.environ:
+        raise SystemExit("set FIDIA_DATA_DIR to the shared data folder (../shared/data)")
+    rev = subprocess.run(["git", "rev-parse", "--short", args.before], cwd=REPO, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "fidia_jax"], cwd=REPO,
+                                capture_output=True, text=True).stdout.strip())
+    runs = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = pathlib.Path(tmp)
+        archive = subprocess.run(["git", "archive", rev, "fidia_jax"], cwd=REPO, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        for i in range(args.repeats):
+            for label, where in (("before", tree), ("after", None)):
+                res = _measure(where, args)
+                runs[label].append(res)
+                print(f"[{i + 1}/{args.repeats}] {label}: median step "
+                      f"{statistics.median(s['step'] for s in res['steps']):.2f} s", flush=True)
+    before, after = _summary(runs["before"]), _summary(runs["after"])
+    print(f"\nFIDIA step, preset {args.config!r}, method {args.method}: median of "
+          f"{before['n_steps']} steps per version ({args.repeats} processes each)")
+    print(f"| phase | before ({rev}) s | after ({head}{'+dirty' if dirty else ''}) s | speed-up |")
+    print("|---|---|---|---|")
+    for key in ("step",) + PHASES:
+        b, a = before[f"{key}_s"], after[f"{key}_s"]
+        print(f"| {key} | {b:.3f} | {a:.3f} | {b / a:.2f}x |")
+    record = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
+        "command": " ".join(sys.argv), "before_rev": rev, "after_rev": head, "after_dirty": dirty,
+        "config": args.config, "method": args.method, "before": before, "after": after,
+        "speedup": before["step_s"] / after["step_s"], "runs": runs,
+    }
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
