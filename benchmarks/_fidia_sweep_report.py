@@ -106,7 +106,7 @@ def _judges(names, run_config):
             except Exception as exc:  # the wheel is optional for the report
                 print(f"report: frame2seq judge skipped ({exc})")
                 continue
-            out[name] = (judge, judge.threshold, "Frame2seq models 1-3 (ensemble)")
+            out[name] = (judge, None, "Frame2seq models 1-3 (ensemble)")  # threshold: natives
         else:
             raise SystemExit(f"report: unknown judge {name!r}")
     return out
@@ -130,19 +130,33 @@ def report(args) -> dict:
         judges = judges or _judges(args.judges, cfg)
         _, heldout = build_backbones(cfg)
         tasks = {bb.name: bb.reward_model.task for bb in heldout}
+        for j, (judge, thr, desc) in list(judges.items()):
+            if thr is None:  # the mean log-likelihood this judge gives the native sequences
+                judges[j] = (judge, _native_threshold(judge, heldout), desc + " (threshold: "
+                             "its mean log-likelihood of the 8 native sequences)")
         names, ref = _load(ref_run, 0)
         for r in seed_runs:  # every run of a seed starts from the same reference samples
             if 0 in r["steps"]:
                 other = _load(r, 0)[1]
                 assert all(np.array_equal(a[0], b[0]) for a, b in zip(ref, other)), r["dir"]
-        scorers = {j: _HeldOut(j, judge, thr, tasks, {n: s[0] for n, s in zip(names, ref)})
-                   for j, (judge, thr, _) in judges.items()}
+        scorers = None
         for r in seed_runs:
+            cache = r["dir"] / "heldout_scores.json"
+            tag = {j: [desc, thr] for j, (_, thr, desc) in judges.items()}
+            if cache.is_file():
+                cached = json.loads(cache.read_text())
+                if cached["judges"] == tag and cached["steps"] == r["steps"]:
+                    rows += cached["rows"]
+                    continue
+            if scorers is None:  # fitted on this seed's reference samples, once
+                scorers = {j: _HeldOut(j, judge, thr, tasks, {n: s[0] for n, s in zip(names, ref)})
+                           for j, (judge, thr, _) in judges.items()}
+            run_rows = []
             for step in r["steps"]:
                 names_s, samples = _load(r, step)
                 for name, (seqs, rew, passes) in zip(names_s, samples):
                     row = {"label": r["label"], "seed": seed, "step": step, "backbone": name,
-                           "kind": tasks[name] and _kind(name, heldout),
+                           "kind": _kind(name, heldout),
                            "kl": r["kl_by_step"].get(step, 0.0),
                            "train_max@8": float(rl.max_at_k(np.asarray(rew, np.float32), NB)),
                            "train_success@8": _success(rew, passes),
@@ -155,7 +169,10 @@ def report(args) -> dict:
                         row[f"{j}_ll"] = float(np.mean(ll))
                         row[f"{j}_success@8"] = _success(rew, ok)
                         row[f"{j}_precision"] = float(np.mean(ok))
-                    rows.append(row)
+                    run_rows.append(row)
+            atomic_write_text(cache, json.dumps({"judges": tag, "steps": r["steps"], "rows": run_rows},
+                                                default=float))
+            rows += run_rows
         print(f"[report] seed {seed}: {len(seed_runs)} runs scored", flush=True)
     result = _summarise(rows, labels, seeds, judges, args)
     out = pathlib.Path(args.out)
@@ -164,7 +181,23 @@ def report(args) -> dict:
     print(f"wrote {out}")
     if args.figures:
         _figures(rows, labels, judges, pathlib.Path(args.figures))
+    md = markdown(result)
+    atomic_write_text(out.with_suffix(".md"), md)
+    print(md)
     return result
+
+
+def _native_threshold(judge, backbones) -> float:
+    """Mean over ``backbones`` of ``judge``'s log-likelihood of the native sequence on the
+    designed positions (positions whose native residue is unknown, X, are left out)."""
+    lls = []
+    for bb in backbones:
+        prot = bb.reward_model.task.protein
+        native = np.asarray(prot.S)
+        score = (bb.reward_model.features.designable > 0) & (native < 20)
+        seq = np.where(native < 20, native, 0)[None]
+        lls.append(float(judge.log_likelihood(prot, seq, score)[0]))
+    return round(float(np.mean(lls)), 3)
 
 
 def _order(label):
@@ -336,3 +369,51 @@ def _figures(rows, labels, judges, folder):
 def _backbone_mean(rows, label, seed, step, cols):
     sel = [r for r in rows if r["label"] == label and r["seed"] == seed and r["step"] == step]
     return tuple(float(np.nanmean([r[c] for r in sel])) for c in cols)
+
+
+def markdown(result: dict) -> str:
+    """The report's tables in Markdown (final policies, curves, paired tests)."""
+    judges = [j for j in result["criteria"] if j != "train"]
+    fmt = lambda v, d=2: "—" if v is None or not np.isfinite(v[0]) else f"{v[0]:+.{d}f} ± {v[1]:.{d}f}"  # noqa: E731
+    pct = lambda v: "—" if v is None or not np.isfinite(v[0]) else f"{v[0]:.2f} ± {v[1]:.2f}"  # noqa: E731
+    lines = ["Criteria:", ""] + [f"- `{k}`: {v}" for k, v in result["criteria"].items()] + [""]
+    lines += [f"Final policies, mean ± std over seeds {result['seeds']} (per seed: mean of the 8 "
+              "held-out backbones).", ""]
+    head = ["entry", "seeds", "max@8 train judge"] + [f"max@8 {j}" for j in judges] + \
+        ["success@8 proxy"] + [f"success@8 proxy+{j}" for j in judges] + \
+        ["precision proxy"] + [f"precision proxy+{j}" for j in judges] + ["identity", "KL"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for lab, v in result["final"].items():
+        row = [lab, str(v["n_seeds"]), fmt(v["train_max@8"])] + [fmt(v[f"{j}_max@8"]) for j in judges]
+        row += [pct(v["train_success@8"])] + [pct(v[f"{j}_success@8"]) for j in judges]
+        row += [pct(v["train_precision"])] + [pct(v[f"{j}_precision"]) for j in judges]
+        row += [pct(v["identity"]), pct(v["kl"])]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Over training (mean over seeds): max@8 under the training judge / "
+              + " / ".join(judges) + "; identity; KL", ""]
+    steps = sorted({int(s) for c in result["curves"].values() for s in c})
+    lines += ["| entry | " + " | ".join(f"step {s}" for s in steps) + " |", "|---|" + "---|" * len(steps)]
+    for lab, c in result["curves"].items():
+        cells = []
+        for s in steps:
+            v = c.get(s) or c.get(str(s))
+            if v is None:
+                cells.append("")
+                continue
+            vals = [v["train_max@8"][0]] + [v[f"{j}_max@8"][0] for j in judges]
+            cells.append(" / ".join(f"{x:+.2f}" for x in vals) + f"; {v['identity'][0]:.2f}; "
+                         f"{v['kl'][0]:.2f}")
+        lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+    lines += ["", "Paired differences (FIDIA k = 8 minus peer, same seed and backbone, final "
+              "policies): mean [95 % bootstrap CI] (Wilcoxon signed-rank p, pairs)", ""]
+    keys = sorted({k for t in result["paired_tests"].values() for k in t},
+                  key=lambda k: (k.split("_")[-1], k))
+    lines += ["| comparison | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    for name, t in result["paired_tests"].items():
+        cells = []
+        for k in keys:
+            x = t.get(k)
+            cells.append("" if x is None else f"{x['mean_diff']:+.3f} [{x['ci95'][0]:+.3f}, "
+                         f"{x['ci95'][1]:+.3f}] (p={x['wilcoxon_p']:.3g}, {x['n_pairs']})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

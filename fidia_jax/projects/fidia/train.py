@@ -28,7 +28,6 @@ update), ``_checkpoints.py`` (orbax, :func:`load_policy`), ``_plots.py`` (figure
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import copy
 import json
@@ -218,24 +217,13 @@ class Trainer:
 
     @staticmethod
     def rewards(backbones: Sequence[Backbone], seqs_BxNxL: np.ndarray):
-        """Host-side composite rewards and proxy verdicts, ``(B, N)`` each.
-
-        The backbones are scored in a thread each: their judge passes are separate XLA programs
-        that release the GIL, so they run side by side on the host's cores (each backbone's
-        result does not depend on the others').
-        """
-        seqs_BxNxL = np.asarray(seqs_BxNxL)
-
-        def one(j):
-            r, ok = backbones[j].reward(seqs_BxNxL[j, :, : backbones[j].length])
-            return np.asarray(r, np.float32), np.asarray(ok, bool)
-
-        if len(backbones) == 1:
-            results = [one(0)]
-        else:
-            with concurrent.futures.ThreadPoolExecutor(len(backbones)) as pool:
-                results = list(pool.map(one, range(len(backbones))))
-        return np.stack([r for r, _ in results]), np.stack([ok for _, ok in results])
+        """Host-side composite rewards and proxy verdicts, ``(B, N)`` each."""
+        rewards, passes = [], []
+        for bb, seqs in zip(backbones, np.asarray(seqs_BxNxL), strict=True):
+            r, ok = bb.reward(seqs[:, : bb.length])
+            rewards.append(np.asarray(r, np.float32))
+            passes.append(np.asarray(ok, bool))
+        return np.stack(rewards), np.stack(passes)
 
     # ---- one step ----------------------------------------------------------------------------
 
