@@ -77,6 +77,29 @@ def run_peer(
         )
 
 
+def run_command(cmd: typing.Sequence[str], *, name: str = "command", env=None, cwd=None,
+                input: bytes | None = None, tail: int = 3000) -> bytes:
+    """Run ``cmd`` to completion and return its stdout (bytes); fail loudly.
+
+    For a benchmark's own helper processes (``git``, a measured child interpreter): stdout is
+    captured, stderr kept for the error message.
+
+    Raises:
+      SystemExit: the command cannot start or exits non-zero (the message names the command,
+        its exit status and the last ``tail`` characters of its stderr).
+    """
+    shown = " ".join(map(str, cmd))
+    try:
+        proc = subprocess.run(list(map(str, cmd)), env=env, cwd=cwd, input=input,
+                              capture_output=True)
+    except OSError as e:
+        raise SystemExit(f"{name} failed: cannot start `{shown}`: {e}") from None
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace")[-tail:].rstrip() or "(no output)"
+        raise SystemExit(f"{name} failed: `{shown}` exited with status {proc.returncode}:\n{err}")
+    return proc.stdout
+
+
 class PeerProcess(typing.NamedTuple):
     """A peer started in the background by :func:`start_peer` (collect it with :func:`wait_peer`)."""
 

@@ -25,13 +25,16 @@ import os
 import pathlib
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from _peers import run_command  # noqa: E402
+
 PHASES = ("rollout", "rewards", "update")
 
 
@@ -81,10 +84,8 @@ def _measure(tree: pathlib.Path | None, args) -> dict:
         env["PYTHONPATH"] = str(tree) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", "--config", args.config,
            "--method", args.method, "--warmup", str(args.warmup), "--steps", str(args.steps)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    stdout = run_command(cmd, name="measured step", env=env, cwd=REPO).decode()
+    out = json.loads(stdout.strip().splitlines()[-1])
     expected = (tree if tree is not None else REPO) / "fidia_jax" / "__init__.py"
     if pathlib.Path(out["module"]).resolve() != expected.resolve():
         raise SystemExit(f"measured {out['module']}, expected {expected}")
@@ -115,18 +116,16 @@ def main() -> None:
         return _child(args)
     if "FIDIA_DATA_DIR" not in os.environ:
         raise SystemExit("set FIDIA_DATA_DIR to the shared data folder (../shared/data)")
-    rev = subprocess.run(["git", "rev-parse", "--short", args.before], cwd=REPO, check=True,
-                         capture_output=True, text=True).stdout.strip()
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, check=True,
-                          capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "fidia_jax"], cwd=REPO,
-                                capture_output=True, text=True).stdout.strip())
+    def git(*a):
+        return run_command(["git", *a], name="git", cwd=REPO)
+
+    rev = git("rev-parse", "--short", args.before).decode().strip()
+    head = git("rev-parse", "--short", "HEAD").decode().strip()
+    dirty = bool(git("status", "--porcelain", "fidia_jax").strip())
     runs = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
         tree = pathlib.Path(tmp)
-        archive = subprocess.run(["git", "archive", rev, "fidia_jax"], cwd=REPO, check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        run_command(["tar", "-x", "-C", str(tree)], name="tar", input=git("archive", rev, "fidia_jax"))
         for i in range(args.repeats):
             for label, where in (("before", tree), ("after", None)):
                 res = _measure(where, args)
