@@ -235,16 +235,13 @@ class Frame2seqJudge:
     reads one chain; this is our rule for complexes).
 
     Args:
-      models: :class:`fidia_jax.models.Frame2seq` modules (default: models 1-3 of the wheel).
-      threshold: the log-likelihood (nats/residue) a design must reach to pass this judge's
-        criterion in reports (see ``docs/fidia.md``).
+      models: :class:`fidia_jax.models.Frame2seq` modules (:meth:`load`: models 1-3 of the wheel).
     """
 
-    def __init__(self, models: Sequence, *, threshold: float = -1.8):
+    def __init__(self, models: Sequence):
         if not models:
             raise ConfigError("a Frame2seqJudge needs at least one model")
         self.models = tuple(models)
-        self.threshold = float(threshold)
         self.names = tuple(f"frame2seq/model{i + 1}" for i in range(len(self.models)))
         self._cache: dict[tuple, tuple] = {}
         split = [nnx.split(m) for m in self.models]
@@ -258,13 +255,13 @@ class Frame2seqJudge:
         self._fn = jax.jit(log_probs)
 
     @classmethod
-    def load(cls, indices: Sequence[int] = (1, 2, 3), **kwargs) -> Frame2seqJudge:
+    def load(cls, indices: Sequence[int] = (1, 2, 3)) -> Frame2seqJudge:
         """Loads Frame2seq models from the ``frame2seq`` wheel.
 
         Raises:
           CheckpointError: the wheel is not installed (``pip install --no-deps frame2seq==0.0.8``).
         """
-        return cls([models_lib.load_frame2seq(i) for i in indices], **kwargs)
+        return cls([models_lib.load_frame2seq(i) for i in indices])
 
     def _log_probs(self, protein: Protein, score_mask_L: np.ndarray) -> np.ndarray:
         score = np.asarray(score_mask_L, bool)
