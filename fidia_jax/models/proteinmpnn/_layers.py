@@ -6,6 +6,7 @@ one-position decoding step), each following ``protein_mpnn_utils.py`` of the ori
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -34,27 +35,27 @@ def _gather_nodes(nodes_BxLxC, idx_BxLxK):
     return jax.vmap(lambda n, i: n[i])(nodes_BxLxC, idx_BxLxK)
 
 
-@jax.custom_vjp
-def _share_rows(x_BxY, rows: jax.Array):
-    """``x[:, None]`` broadcast over the ``N`` rows of ``rows`` ``(B, N, ...)`` (values unused).
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _share_rows(x_BxY, n: int):
+    """``x[:, None]`` broadcast to ``n`` rows: ``(B, ...) -> (B, n, ...)``.
 
     Forward: a broadcast. Backward: the sum over the rows as a chain of slice adds, which
     XLA:CPU runs as one streaming loop; the automatic transpose (a ``reduce`` over axis 1 of a
     5-D array) ran about 20x slower there and dominated the gradient of
     :meth:`DecLayer.rows`.
     """
-    return jnp.broadcast_to(x_BxY[:, None], x_BxY.shape[:1] + rows.shape[1:2] + x_BxY.shape[1:])
+    return jnp.broadcast_to(x_BxY[:, None], x_BxY.shape[:1] + (n,) + x_BxY.shape[1:])
 
 
-def _share_rows_fwd(x, rows):
-    return _share_rows(x, rows), rows.shape[1]
+def _share_rows_fwd(x, n):
+    return _share_rows(x, n), None
 
 
-def _share_rows_bwd(n, g):
+def _share_rows_bwd(n, _, g):
     total = g[:, 0]
     for i in range(1, n):
         total = total + g[:, i]
-    return total, None
+    return (total,)
 
 
 _share_rows.defvjp(_share_rows_fwd, _share_rows_bwd)
@@ -499,8 +500,9 @@ class DecLayer(nnx.Module):
         nb_dec = gather_rows(_mm(h_S_BxNxLxC, Wc, lin) + _mm(h_V_BxNxLxC, Wd, lin), E_idx_BxLxK)
         bw = mask_bw_BxNxLxK.astype(dt)[..., None]
         fw = mask_fw_BxNxLxK.astype(dt)[..., None]
-        pre = (_share_rows(edge, h_V_BxNxLxC) + _mm(h_V_BxNxLxC, Wa, lin)[..., None, :]
-               + bw * nb_dec + fw * _share_rows(nb_enc, h_V_BxNxLxC))
+        n_rows = h_V_BxNxLxC.shape[1]
+        pre = (_share_rows(edge, n_rows) + _mm(h_V_BxNxLxC, Wa, lin)[..., None, :]
+               + bw * nb_dec + fw * _share_rows(nb_enc, n_rows))
         # Rows flattened to (B * N, L, K, C) from here: XLA:CPU reduces and normalises 4-D
         # arrays about twice as fast as the same work on 5-D ones.
         b, n, length, c = h_V_BxNxLxC.shape
