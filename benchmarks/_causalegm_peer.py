@@ -32,17 +32,32 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for seed in map(int, seeds):
             params = {
-                "dataset": "peer", "output_dir": tmp, "save_model": False, "save_res": False,
-                "binary_treatment": True, "z_dims": [3, 6, 3, 6], "v_dim": x.shape[1],
-                "lr": 0.0002, "alpha": 1.0, "beta": 1.0, "gamma": 10.0, "g_d_freq": 5,
-                "g_units": [64] * 5, "e_units": [64] * 5, "f_units": [64, 32, 8],
-                "h_units": [64, 32, 8], "dz_units": [64, 32, 8], "dv_units": [64, 32, 8],
-                "use_z_rec": True, "use_v_gan": True,
+                "dataset": "peer",
+                "output_dir": tmp,
+                "save_model": False,
+                "save_res": False,
+                "binary_treatment": True,
+                "z_dims": [3, 6, 3, 6],
+                "v_dim": x.shape[1],
+                "lr": 0.0002,
+                "alpha": 1.0,
+                "beta": 1.0,
+                "gamma": 10.0,
+                "g_d_freq": 5,
+                "g_units": [64] * 5,
+                "e_units": [64] * 5,
+                "f_units": [64, 32, 8],
+                "h_units": [64, 32, 8],
+                "dz_units": [64, 32, 8],
+                "dv_units": [64, 32, 8],
+                "use_z_rec": True,
+                "use_v_gan": True,
             }
             t0 = time.time()
             model = CausalEGM(params=params, random_seed=seed)
-            model.train(data=[t, y, x], batch_size=32, n_iter=int(n_iter),
-                        batches_per_eval=500, verbose=0)
+            model.train(
+                data=[t, y, x], batch_size=32, n_iter=int(n_iter), batches_per_eval=500, verbose=0
+            )
             out[f"ite_{seed}"] = np.asarray(model.best_causal_pre).reshape(-1)
             out[f"wall_{seed}"] = np.float64(time.time() - t0)
             print(f"causalegm peer: seed {seed} done in {out[f'wall_{seed}']:.0f} s", flush=True)

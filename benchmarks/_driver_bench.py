@@ -27,15 +27,23 @@ def run_driver_benchmark(
     parser.add_argument("--smoke", action="store_true", help="tiny preset (seconds)")
     parser.add_argument("--config", default=None, help="preset name (default: default)")
     parser.add_argument("--set", nargs="*", default=[], help="overrides key=value")
-    parser.add_argument("--out", default=None, help=f"JSON path (default benchmarks/results/{name}[_smoke].json)")
+    parser.add_argument(
+        "--out", default=None, help=f"JSON path (default benchmarks/results/{name}[_smoke].json)"
+    )
     args = parser.parse_args(argv)
     preset = args.config or ("tiny" if args.smoke else "default")
     config = override_config(driver.get_config(preset), args.set)
     with tempfile.TemporaryDirectory() as workdir:
         results = driver.train_and_evaluate(config, workdir)
     print(table(results, config))
-    out = pathlib.Path(args.out) if args.out else RESULTS / f"{name}{'_smoke' if args.smoke else ''}.json"
+    out = (
+        pathlib.Path(args.out)
+        if args.out
+        else RESULTS / f"{name}{'_smoke' if args.smoke else ''}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json_text({**results, "config": config_to_dict(config), "preset": preset}, indent=2))
+    atomic_write_text(
+        out, json_text({**results, "config": config_to_dict(config), "preset": preset}, indent=2)
+    )
     print(f"wrote {out}")
     return results

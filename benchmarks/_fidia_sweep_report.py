@@ -36,16 +36,34 @@ def _runs(workdirs):
     for wd in workdirs:
         for run in sorted(pathlib.Path(wd).iterdir()):
             m = re.fullmatch(r"(.+)_s(\d+)", run.name)
-            if not m or not (run / "eval_curve.jsonl").is_file() or not (run / "eval_after.json").is_file():
+            if (
+                not m
+                or not (run / "eval_curve.jsonl").is_file()
+                or not (run / "eval_after.json").is_file()
+            ):
                 continue
             cfg = json.loads((run / "config.json").read_text())
             steps = sorted(int(p.stem.split("_")[1]) for p in (run / "samples").glob("step_*.npz"))
-            kl = [json.loads(x).get("kl") for x in (run / "metrics.jsonl").read_text().splitlines() if x]
+            kl = [
+                json.loads(x).get("kl")
+                for x in (run / "metrics.jsonl").read_text().splitlines()
+                if x
+            ]
             kl = [k for k in kl if k is not None]
-            out.append({"dir": run, "label": m[1], "seed": int(m[2]), "config": cfg, "steps": steps,
-                        "kl_final": float(np.mean(kl[-10:])) if kl else 0.0,
-                        "kl_by_step": {s: float(np.mean(kl[max(s - 10, 0):s])) if s and kl else 0.0
-                                       for s in steps}})
+            out.append(
+                {
+                    "dir": run,
+                    "label": m[1],
+                    "seed": int(m[2]),
+                    "config": cfg,
+                    "steps": steps,
+                    "kl_final": float(np.mean(kl[-10:])) if kl else 0.0,
+                    "kl_by_step": {
+                        s: float(np.mean(kl[max(s - 10, 0) : s])) if s and kl else 0.0
+                        for s in steps
+                    },
+                }
+            )
     if not out:
         raise SystemExit("report: no finished run folders found")
     return out
@@ -54,8 +72,10 @@ def _runs(workdirs):
 def _load(run, step):
     z = np.load(run["dir"] / "samples" / f"step_{step:06d}.npz")
     names = [str(n) for n in z["names"]]
-    return names, [(z[f"seqs_{i}"].astype(np.int32), z[f"rewards_{i}"], z[f"passes_{i}"])
-                   for i in range(len(names))]
+    return names, [
+        (z[f"seqs_{i}"].astype(np.int32), z[f"rewards_{i}"], z[f"passes_{i}"])
+        for i in range(len(names))
+    ]
 
 
 def _success(rank_by, passes):
@@ -81,8 +101,10 @@ class _HeldOut:
         key = (name, seqs.tobytes())
         if key not in self._cache:
             res = self.models[name](seqs)
-            self._cache[key] = (np.asarray(res.total, np.float64),
-                                np.asarray(res.breakdown.components["designability"], np.float64))
+            self._cache[key] = (
+                np.asarray(res.total, np.float64),
+                np.asarray(res.breakdown.components["designability"], np.float64),
+            )
         return self._cache[key]
 
 
@@ -94,8 +116,9 @@ def _judges(names, run_config):
     for name in names:
         if name == "mpnn-heldout":
             ckpts = heldout_judge_checkpoints(run_config)
-            judge = Judge.from_config(JudgeConfig(checkpoints=ckpts, num_orders=1,
-                                                  policy_checkpoint=None))
+            judge = Judge.from_config(
+                JudgeConfig(checkpoints=ckpts, num_orders=1, policy_checkpoint=None)
+            )
             desc = "ProteinMPNN " + " + ".join(f"{v}/{n}" for n, v in ckpts)
             out[name] = (judge, -1.5, desc)
         elif name == "frame2seq":
@@ -132,13 +155,18 @@ def report(args) -> dict:
         tasks = {bb.name: bb.reward_model.task for bb in heldout}
         for j, (judge, thr, desc) in list(judges.items()):
             if thr is None:  # the mean log-likelihood this judge gives the native sequences
-                judges[j] = (judge, _native_threshold(judge, heldout), desc + " (threshold: "
-                             "its mean log-likelihood of the 8 native sequences)")
+                judges[j] = (
+                    judge,
+                    _native_threshold(judge, heldout),
+                    desc + " (threshold: its mean log-likelihood of the 8 native sequences)",
+                )
         names, ref = _load(ref_run, 0)
         for r in seed_runs:  # every run of a seed starts from the same reference samples
             if 0 in r["steps"]:
                 other = _load(r, 0)[1]
-                assert all(np.array_equal(a[0], b[0]) for a, b in zip(ref, other)), r["dir"]
+                assert all(np.array_equal(a[0], b[0]) for a, b in zip(ref, other, strict=False)), r[
+                    "dir"
+                ]
         scorers = None
         for r in seed_runs:
             cache = r["dir"] / "heldout_scores.json"
@@ -149,19 +177,28 @@ def report(args) -> dict:
                     rows += cached["rows"]
                     continue
             if scorers is None:  # fitted on this seed's reference samples, once
-                scorers = {j: _HeldOut(j, judge, thr, tasks, {n: s[0] for n, s in zip(names, ref)})
-                           for j, (judge, thr, _) in judges.items()}
+                scorers = {
+                    j: _HeldOut(
+                        j, judge, thr, tasks, {n: s[0] for n, s in zip(names, ref, strict=False)}
+                    )
+                    for j, (judge, thr, _) in judges.items()
+                }
             run_rows = []
             for step in r["steps"]:
                 names_s, samples = _load(r, step)
-                for name, (seqs, rew, passes) in zip(names_s, samples):
-                    row = {"label": r["label"], "seed": seed, "step": step, "backbone": name,
-                           "kind": _kind(name, heldout),
-                           "kl": r["kl_by_step"].get(step, 0.0),
-                           "train_max@8": float(rl.max_at_k(np.asarray(rew, np.float32), NB)),
-                           "train_success@8": _success(rew, passes),
-                           "train_precision": float(np.mean(passes)),
-                           "identity": _identity(seqs, heldout, name)}
+                for name, (seqs, rew, passes) in zip(names_s, samples, strict=False):
+                    row = {
+                        "label": r["label"],
+                        "seed": seed,
+                        "step": step,
+                        "backbone": name,
+                        "kind": _kind(name, heldout),
+                        "kl": r["kl_by_step"].get(step, 0.0),
+                        "train_max@8": float(rl.max_at_k(np.asarray(rew, np.float32), NB)),
+                        "train_success@8": _success(rew, passes),
+                        "train_precision": float(np.mean(passes)),
+                        "identity": _identity(seqs, heldout, name),
+                    }
                     for j, sc in scorers.items():
                         total, ll = sc.score(name, seqs)
                         ok = passes & (ll >= sc.threshold)
@@ -170,8 +207,10 @@ def report(args) -> dict:
                         row[f"{j}_success@8"] = _success(rew, ok)
                         row[f"{j}_precision"] = float(np.mean(ok))
                     run_rows.append(row)
-            atomic_write_text(cache, json.dumps({"judges": tag, "steps": r["steps"], "rows": run_rows},
-                                                default=float))
+            atomic_write_text(
+                cache,
+                json.dumps({"judges": tag, "steps": r["steps"], "rows": run_rows}, default=float),
+            )
             rows += run_rows
         print(f"[report] seed {seed}: {len(seed_runs)} runs scored", flush=True)
     result = _summarise(rows, labels, seeds, judges, args)
@@ -234,7 +273,9 @@ def _summarise(rows, labels, seeds, judges, args):
         for step in sorted({r["step"] for r in rows if r["label"] == lab}):
             per_seed = {}
             for s in seeds:
-                sel = [r for r in rows if r["label"] == lab and r["seed"] == s and r["step"] == step]
+                sel = [
+                    r for r in rows if r["label"] == lab and r["seed"] == s and r["step"] == step
+                ]
                 if sel:
                     per_seed[s] = {k: float(np.nanmean([r[k] for r in sel])) for k in keys}
             curves[lab][step] = {k: _mean_std([v[k] for v in per_seed.values()]) for k in keys}
@@ -250,11 +291,15 @@ def _summarise(rows, labels, seeds, judges, args):
         "best_of_n": NB,
         "criteria": {
             "train": "proxy: gate, no penalty, instability <= 40, training-judge log-likelihood >= -1.5",
-            **{j: f"proxy AND {desc} log-likelihood >= {thr} nats/residue; Best-of-{NB} pick by "
-                  "the training reward"
-               for j, (_, thr, desc) in judges.items()},
+            **{
+                j: f"proxy AND {desc} log-likelihood >= {thr} nats/residue; Best-of-{NB} pick by "
+                "the training reward"
+                for j, (_, thr, desc) in judges.items()
+            },
         },
-        "final": table, "curves": curves, "paired_tests": tests,
+        "final": table,
+        "curves": curves,
+        "paired_tests": tests,
     }
 
 
@@ -281,10 +326,16 @@ def _paired_tests(rows, labels, final, judges):
         for peer in peers:
             res = {}
             for key in keys:
-                a = {(r["seed"], r["backbone"]): r[key] for r in rows
-                     if r["label"] == lab and r["step"] == final[lab]}
-                b = {(r["seed"], r["backbone"]): r[key] for r in rows
-                     if r["label"] == peer and r["step"] == final[peer]}
+                a = {
+                    (r["seed"], r["backbone"]): r[key]
+                    for r in rows
+                    if r["label"] == lab and r["step"] == final[lab]
+                }
+                b = {
+                    (r["seed"], r["backbone"]): r[key]
+                    for r in rows
+                    if r["label"] == peer and r["step"] == final[peer]
+                }
                 pairs = sorted(set(a) & set(b))
                 d = np.array([a[p] - b[p] for p in pairs], np.float64)
                 d = d[np.isfinite(d)]
@@ -294,12 +345,15 @@ def _paired_tests(rows, labels, final, judges):
                 boot = rng.choice(d, (2000, d.size)).mean(1)
                 p = float(stats.wilcoxon(d).pvalue) if np.any(d != 0) else 1.0
                 per_seed = {}
-                for (s, _), x in zip(pairs, [a[q] - b[q] for q in pairs]):
+                for (s, _), x in zip(pairs, [a[q] - b[q] for q in pairs], strict=False):
                     per_seed.setdefault(s, []).append(x)
-                res[key] = {"mean_diff": float(d.mean()),
-                            "ci95": [float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))],
-                            "wilcoxon_p": p, "n_pairs": int(d.size),
-                            "per_seed": {str(s): float(np.nanmean(v)) for s, v in per_seed.items()}}
+                res[key] = {
+                    "mean_diff": float(d.mean()),
+                    "ci95": [float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))],
+                    "wilcoxon_p": p,
+                    "n_pairs": int(d.size),
+                    "per_seed": {str(s): float(np.nanmean(v)) for s, v in per_seed.items()},
+                }
             out[f"{lab} - {peer}"] = res
     return out
 
@@ -326,15 +380,22 @@ def _figures(rows, labels, judges, folder):
     judge = next(iter(judges), None)
     ycol = f"{judge}_max@8" if judge else "train_max@8"
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, xcol, xlabel in ((axes[0], "identity", "mean pairwise identity (diversity ↓)"),
-                             (axes[1], "kl", "per-token KL to the reference (last 10 steps)")):
+    for ax, xcol, xlabel in (
+        (axes[0], "identity", "mean pairwise identity (diversity ↓)"),
+        (axes[1], "kl", "per-token KL to the reference (last 10 steps)"),
+    ):
         for lab in labels:
-            pts = [_backbone_mean(rows, lab, s, st["step"], (xcol, ycol))
-                   for (lb, s), st in finals.items() if lb == lab]
+            pts = [
+                _backbone_mean(rows, lab, s, st["step"], (xcol, ycol))
+                for (lb, s), st in finals.items()
+                if lb == lab
+            ]
             if not pts:
                 continue
             c, mk = style(lab)
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=c, marker=mk, label=lab, s=28)
+            ax.scatter(
+                [p[0] for p in pts], [p[1] for p in pts], color=c, marker=mk, label=lab, s=28
+            )
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"held-out max@{NB} ({judge or 'training judge'})")
         ax.grid(alpha=0.3)
@@ -346,13 +407,15 @@ def _figures(rows, labels, judges, folder):
 
     cols = ["train_max@8"] + [f"{j}_max@8" for j in judges]
     fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.8), squeeze=False)
-    for ax, col in zip(axes[0], cols):
+    for ax, col in zip(axes[0], cols, strict=False):
         for lab in labels:
             steps = sorted({r["step"] for r in rows if r["label"] == lab})
             if len(steps) < 2:
                 continue
-            ys = [np.nanmean([r[col] for r in rows if r["label"] == lab and r["step"] == s])
-                  for s in steps]
+            ys = [
+                np.nanmean([r[col] for r in rows if r["label"] == lab and r["step"] == s])
+                for s in steps
+            ]
             c, mk = style(lab)
             ax.plot(steps, ys, color=c, marker=mk, label=lab, lw=1.2)
         ax.set_title(col.replace("_", " "), fontsize=9)
@@ -374,25 +437,47 @@ def _backbone_mean(rows, label, seed, step, cols):
 def markdown(result: dict) -> str:
     """The report's tables in Markdown (final policies, curves, paired tests)."""
     judges = [j for j in result["criteria"] if j != "train"]
-    fmt = lambda v, d=2: "—" if v is None or not np.isfinite(v[0]) else f"{v[0]:+.{d}f} ± {v[1]:.{d}f}"  # noqa: E731
+
+    def fmt(v, d=2):
+        return "—" if v is None or not np.isfinite(v[0]) else f"{v[0]:+.{d}f} ± {v[1]:.{d}f}"  # noqa: E731
+
     pct = lambda v: "—" if v is None or not np.isfinite(v[0]) else f"{v[0]:.2f} ± {v[1]:.2f}"  # noqa: E731
     lines = ["Criteria:", ""] + [f"- `{k}`: {v}" for k, v in result["criteria"].items()] + [""]
-    lines += [f"Final policies, mean ± std over seeds {result['seeds']} (per seed: mean of the 8 "
-              "held-out backbones).", ""]
-    head = ["entry", "seeds", "max@8 train judge"] + [f"max@8 {j}" for j in judges] + \
-        ["success@8 proxy"] + [f"success@8 proxy+{j}" for j in judges] + \
-        ["precision proxy"] + [f"precision proxy+{j}" for j in judges] + ["identity", "KL"]
+    lines += [
+        f"Final policies, mean ± std over seeds {result['seeds']} (per seed: mean of the 8 "
+        "held-out backbones).",
+        "",
+    ]
+    head = (
+        ["entry", "seeds", "max@8 train judge"]
+        + [f"max@8 {j}" for j in judges]
+        + ["success@8 proxy"]
+        + [f"success@8 proxy+{j}" for j in judges]
+        + ["precision proxy"]
+        + [f"precision proxy+{j}" for j in judges]
+        + ["identity", "KL"]
+    )
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for lab, v in result["final"].items():
-        row = [lab, str(v["n_seeds"]), fmt(v["train_max@8"])] + [fmt(v[f"{j}_max@8"]) for j in judges]
+        row = [lab, str(v["n_seeds"]), fmt(v["train_max@8"])] + [
+            fmt(v[f"{j}_max@8"]) for j in judges
+        ]
         row += [pct(v["train_success@8"])] + [pct(v[f"{j}_success@8"]) for j in judges]
         row += [pct(v["train_precision"])] + [pct(v[f"{j}_precision"]) for j in judges]
         row += [pct(v["identity"]), pct(v["kl"])]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Over training (mean over seeds): max@8 under the training judge / "
-              + " / ".join(judges) + "; identity; KL", ""]
+    lines += [
+        "",
+        "Over training (mean over seeds): max@8 under the training judge / "
+        + " / ".join(judges)
+        + "; identity; KL",
+        "",
+    ]
     steps = sorted({int(s) for c in result["curves"].values() for s in c})
-    lines += ["| entry | " + " | ".join(f"step {s}" for s in steps) + " |", "|---|" + "---|" * len(steps)]
+    lines += [
+        "| entry | " + " | ".join(f"step {s}" for s in steps) + " |",
+        "|---|" + "---|" * len(steps),
+    ]
     for lab, c in result["curves"].items():
         cells = []
         for s in steps:
@@ -401,19 +486,30 @@ def markdown(result: dict) -> str:
                 cells.append("")
                 continue
             vals = [v["train_max@8"][0]] + [v[f"{j}_max@8"][0] for j in judges]
-            cells.append(" / ".join(f"{x:+.2f}" for x in vals) + f"; {v['identity'][0]:.2f}; "
-                         f"{v['kl'][0]:.2f}")
+            cells.append(
+                " / ".join(f"{x:+.2f}" for x in vals) + f"; {v['identity'][0]:.2f}; "
+                f"{v['kl'][0]:.2f}"
+            )
         lines.append(f"| {lab} | " + " | ".join(cells) + " |")
-    lines += ["", "Paired differences (FIDIA k = 8 minus peer, same seed and backbone, final "
-              "policies): mean [95 % bootstrap CI] (Wilcoxon signed-rank p, pairs)", ""]
-    keys = sorted({k for t in result["paired_tests"].values() for k in t},
-                  key=lambda k: (k.split("_")[-1], k))
+    lines += [
+        "",
+        "Paired differences (FIDIA k = 8 minus peer, same seed and backbone, final "
+        "policies): mean [95 % bootstrap CI] (Wilcoxon signed-rank p, pairs)",
+        "",
+    ]
+    keys = sorted(
+        {k for t in result["paired_tests"].values() for k in t}, key=lambda k: (k.split("_")[-1], k)
+    )
     lines += ["| comparison | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
     for name, t in result["paired_tests"].items():
         cells = []
         for k in keys:
             x = t.get(k)
-            cells.append("" if x is None else f"{x['mean_diff']:+.3f} [{x['ci95'][0]:+.3f}, "
-                         f"{x['ci95'][1]:+.3f}] (p={x['wilcoxon_p']:.3g}, {x['n_pairs']})")
+            cells.append(
+                ""
+                if x is None
+                else f"{x['mean_diff']:+.3f} [{x['ci95'][0]:+.3f}, "
+                f"{x['ci95'][1]:+.3f}] (p={x['wilcoxon_p']:.3g}, {x['n_pairs']})"
+            )
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

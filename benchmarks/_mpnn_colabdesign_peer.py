@@ -40,12 +40,19 @@ def main(argv=None) -> int:
         src = pathlib.Path(line)
         name = src.name.removesuffix(".gz").rsplit(".", 1)[0]
         dst = work / f"{name}.pdb"
-        with (gzip.open(src, "rb") if src.suffix == ".gz" else open(src, "rb")) as f, open(dst, "wb") as g:
+        with (
+            gzip.open(src, "rb") if src.suffix == ".gz" else open(src, "rb") as f,
+            open(dst, "wb") as g,
+        ):
             shutil.copyfileobj(f, g)
         model.prep_inputs(pdb_filename=str(dst))
         res = model.sample(num=1, batch=a.num_samples, temperature=a.temperature)
         out[name] = {"recovery": [float(x) for x in res["seqid"]]}
-        print(f"  colabdesign {name}: {sum(out[name]['recovery']) / a.num_samples:.3f}", file=sys.stderr, flush=True)
+        print(
+            f"  colabdesign {name}: {sum(out[name]['recovery']) / a.num_samples:.3f}",
+            file=sys.stderr,
+            flush=True,
+        )
     pathlib.Path(a.out_json).write_text(json.dumps(out))
     return 0
 

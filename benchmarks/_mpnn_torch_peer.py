@@ -138,7 +138,9 @@ def recovery(in_path: str, out_path: str) -> None:
     pathlib.Path(out_path).write_text(json.dumps(out))
 
 
-def design(list_path: str, workdir: str, out_path: str, num_samples: int, temperature: float, pkg_dir):
+def design(
+    list_path: str, workdir: str, out_path: str, num_samples: int, temperature: float, pkg_dir
+):
     """The original pipeline end to end (peer of ``mpnn_design_throughput.py``): every structure of
     ``list_path`` (one path per line, ``.gz`` ok) parsed with the original ``parse_PDB`` into one
     JSONL file (as ``helper_scripts/parse_multiple_chains.py``), then one run of the original
@@ -160,13 +162,30 @@ def design(list_path: str, workdir: str, out_path: str, num_samples: int, temper
             src = pathlib.Path(line)
             name = src.name.removesuffix(".gz").rsplit(".", 1)[0]
             dst = pdbs / f"{name}.pdb"
-            with (gzip.open(src, "rb") if src.suffix == ".gz" else open(src, "rb")) as a, open(dst, "wb") as b:
+            with (
+                gzip.open(src, "rb") if src.suffix == ".gz" else open(src, "rb") as a,
+                open(dst, "wb") as b,
+            ):
                 shutil.copyfileobj(a, b)
             for entry in protein_mpnn_utils.parse_PDB(str(dst)):
                 f.write(json.dumps(entry) + "\n")
-    sys.argv = ["protein_mpnn_run.py", "--jsonl-path", str(jsonl), "--out-folder", str(work / "out"),
-                "--num-seq-per-target", str(num_samples), "--batch-size", str(num_samples),
-                "--sampling-temp", str(temperature), "--seed", "37", "--model-name", "v_48_020"]
+    sys.argv = [
+        "protein_mpnn_run.py",
+        "--jsonl-path",
+        str(jsonl),
+        "--out-folder",
+        str(work / "out"),
+        "--num-seq-per-target",
+        str(num_samples),
+        "--batch-size",
+        str(num_samples),
+        "--sampling-temp",
+        str(temperature),
+        "--seed",
+        "37",
+        "--model-name",
+        "v_48_020",
+    ]
     protein_mpnn_run.main()
     out = {}
     for fa in sorted((work / "out" / "seqs").glob("*.fa")):

@@ -52,7 +52,9 @@ def fit_predict(x, y, fid, x_test, *, restarts: int, max_iters: int, fixed_noise
     else:
         gpy_model.optimize(max_iters=max_iters)
     model = GPyMultiOutputWrapper(gpy_model, k, n_optimization_restarts=0)
-    x_test_aug = convert_x_list_to_array([x_test] * k)[len(x_test) * (k - 1):]  # highest level rows
+    x_test_aug = convert_x_list_to_array([x_test] * k)[
+        len(x_test) * (k - 1) :
+    ]  # highest level rows
     mean, _ = model.predict(x_test_aug)
     return mean[:, 0] * sd + mu
 

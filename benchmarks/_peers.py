@@ -77,8 +77,15 @@ def run_peer(
         )
 
 
-def run_command(cmd: typing.Sequence[str], *, name: str = "command", env=None, cwd=None,
-                input: bytes | None = None, tail: int = 3000) -> bytes:
+def run_command(
+    cmd: typing.Sequence[str],
+    *,
+    name: str = "command",
+    env=None,
+    cwd=None,
+    input: bytes | None = None,
+    tail: int = 3000,
+) -> bytes:
     """Run ``cmd`` to completion and return its stdout (bytes); fail loudly.
 
     For a benchmark's own helper processes (``git``, a measured child interpreter): stdout is
@@ -90,8 +97,9 @@ def run_command(cmd: typing.Sequence[str], *, name: str = "command", env=None, c
     """
     shown = " ".join(map(str, cmd))
     try:
-        proc = subprocess.run(list(map(str, cmd)), env=env, cwd=cwd, input=input,
-                              capture_output=True)
+        proc = subprocess.run(
+            list(map(str, cmd)), env=env, cwd=cwd, input=input, capture_output=True
+        )
     except OSError as e:
         raise SystemExit(f"{name} failed: cannot start `{shown}`: {e}") from None
     if proc.returncode != 0:

@@ -34,12 +34,15 @@ def ratio_table(results: dict) -> str:
     for i, p in enumerate(ALGOTRACE_PRIMITIVES):
         a, b = table[p][i], table["random"][i]
         r = f"{a / b:.2f}" if abs(b) > 1e-9 else "n/a"
-        lines.append(f"| rate change of {p}: its vector vs random vector | {a:+.3f} | {b:+.3f} | {r} |")
+        lines.append(
+            f"| rate change of {p}: its vector vs random vector | {a:+.3f} | {b:+.3f} | {r} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None) -> dict:
     return run_driver_benchmark("algotrace", algotrace, lambda r, c: ratio_table(r), __doc__, argv)
+
 
 if __name__ == "__main__":
     main()

@@ -40,8 +40,11 @@ PEER_PYTHON = PEER_DIR / "venv" / "bin" / "python"
 def make_peer_venv() -> None:
     """The throwaway TensorFlow venv of the peer (the package pins no TF version; we take the
     newest tensorflow-cpu wheel pip finds)."""
-    make_venv(PEER_DIR / "venv", ["tensorflow-cpu", "scikit-learn", "pandas", "python-dateutil"],
-              ["--no-deps", "causalegm==0.4.0"])
+    make_venv(
+        PEER_DIR / "venv",
+        ["tensorflow-cpu", "scikit-learn", "pandas", "python-dateutil"],
+        ["--no-deps", "causalegm==0.4.0"],
+    )
 
 
 def start_peers(x, t, y, n_iter, seeds, workdir):
@@ -51,8 +54,15 @@ def start_peers(x, t, y, n_iter, seeds, workdir):
     procs = []
     for seed in seeds:
         dst = pathlib.Path(workdir) / f"peer_out_{seed}.npz"
-        peer = start_peer(PEER_PYTHON, "_causalegm_peer.py", src, dst, n_iter, seed,
-                          log_path=pathlib.Path(workdir) / f"peer_{seed}.log")
+        peer = start_peer(
+            PEER_PYTHON,
+            "_causalegm_peer.py",
+            src,
+            dst,
+            n_iter,
+            seed,
+            log_path=pathlib.Path(workdir) / f"peer_{seed}.log",
+        )
         procs.append((seed, peer, dst))
     return procs
 
@@ -66,9 +76,11 @@ def collect_peers(procs, mu):
         d = np.load(dst)
         ite = d[f"ite_{seed}"]  # binary arms: the effect is the predicted mu_1 - mu_0
         mu_hat = np.stack([np.zeros_like(ite), ite], axis=1)
-        out[seed] = {"sqrt_pehe": metrics.sqrt_pehe(mu, mu_hat),
-                     "ate_error": metrics.ate_error(mu, mu_hat),
-                     "wall_s": float(d[f"wall_{seed}"])}
+        out[seed] = {
+            "sqrt_pehe": metrics.sqrt_pehe(mu, mu_hat),
+            "ate_error": metrics.ate_error(mu, mu_hat),
+            "wall_s": float(d[f"wall_{seed}"]),
+        }
     return out
 
 
@@ -82,8 +94,11 @@ def main(argv=None):
     ap.add_argument("--ihdp-reps", default="1,2,3,4")
     ap.add_argument("--iterations", type=int, default=800)
     ap.add_argument("--arms", default="2,4,8,16", help="K values of part C")
-    ap.add_argument("--parts", default="A,B,C,D,E",
-                    help="which parts to run; each writes --out with its part merged in")
+    ap.add_argument(
+        "--parts",
+        default="A,B,C,D,E",
+        help="which parts to run; each writes --out with its part merged in",
+    )
     ap.add_argument("--report", action="store_true", help="only print the table of --out")
     ap.add_argument("--merge", default="", help="comma-separated part files to merge into --out")
     ap.add_argument("--out", default=str(HERE / "results" / "causal.json"))
@@ -113,8 +128,16 @@ def main(argv=None):
     egm_iter, iters = args.egm_iter, args.iterations
     if args.smoke:
         seeds, reps, ks, egm_iter, iters = seeds[:1], reps[:1], (2, 4), 2, 20
-    results: dict = {"protocol": {"egm_iter": egm_iter, "egm_seeds": seeds, "ihdp_reps": reps,
-                                  "iterations": iters, "K": ks, "smoke": args.smoke}}
+    results: dict = {
+        "protocol": {
+            "egm_iter": egm_iter,
+            "egm_seeds": seeds,
+            "ihdp_reps": reps,
+            "iterations": iters,
+            "K": ks,
+            "smoke": args.smoke,
+        }
+    }
     t_start = time.time()
     workdir = tempfile.mkdtemp(prefix="causal_bench_")
 
@@ -134,17 +157,29 @@ def main(argv=None):
         egm = causal.EgmSettings(n_iter=egm_iter, batches_per_eval=min(500, egm_iter))
         predict, info = causal.fit_causalegm(ihdp1, egm, seed)
         mu_hat = predict(ihdp1.x)
-        ours[seed] = {"sqrt_pehe": metrics.sqrt_pehe(ihdp1.mu, mu_hat),
-                      "ate_error": metrics.ate_error(ihdp1.mu, mu_hat), "wall_s": info["wall_s"]}
+        ours[seed] = {
+            "sqrt_pehe": metrics.sqrt_pehe(ihdp1.mu, mu_hat),
+            "ate_error": metrics.ate_error(ihdp1.mu, mu_hat),
+            "wall_s": info["wall_s"],
+        }
         print(f"ours CausalEGM seed {seed}: {ours[seed]}", flush=True)
     if "A" in parts:
         results["causalegm_ihdp1"] = {"ours": ours}
 
-    smoke_data = {"dataset": "multiarm_random", "n_units": 200} if (
-        args.smoke and args.data_dir is None) else {"data_dir": args.data_dir}
+    smoke_data = (
+        {"dataset": "multiarm_random", "n_units": 200}
+        if (args.smoke and args.data_dir is None)
+        else {"data_dir": args.data_dir}
+    )
     # ---- B. IHDP TARNet / CFR out-of-sample -----------------------------------------------------
-    cfg_b = causal.get_config("default", replications=reps, methods=("tarnet", "cfr_pairwise"),
-                              iterations=iters, alpha=1.0, **smoke_data)
+    cfg_b = causal.get_config(
+        "default",
+        replications=reps,
+        methods=("tarnet", "cfr_pairwise"),
+        iterations=iters,
+        alpha=1.0,
+        **smoke_data,
+    )
     if "dataset" in smoke_data:
         cfg_b = dataclasses.replace(cfg_b, num_arms=(2,))
     if "B" in parts:
@@ -153,19 +188,33 @@ def main(argv=None):
     # ---- C. K arms: schemes, time per epoch, multi-treatment CausalEGM at K=8 -------------------
     base = {"dataset": "multiarm_ihdp", **smoke_data}
     cfg_c = causal.get_config(
-        "default", replications=(0,), num_arms=ks, iterations=iters, alpha=None, time_epochs=1,
-        methods=("cfr_pairwise", "cfr_one_vs_all", "cfr_aggregation"), **base)
+        "default",
+        replications=(0,),
+        num_arms=ks,
+        iterations=iters,
+        alpha=None,
+        time_epochs=1,
+        methods=("cfr_pairwise", "cfr_one_vs_all", "cfr_aggregation"),
+        **base,
+    )
     if "C" in parts:
         results["multiarm"] = causal.run_experiment(cfg_c)
     k_egm = 8 if not args.smoke else 4
-    cfg_e = dataclasses.replace(cfg_c, num_arms=(k_egm,), methods=("causalegm",),
-                                egm_iterations=max(egm_iter, 2), time_epochs=0, alpha=1.0)
+    cfg_e = dataclasses.replace(
+        cfg_c,
+        num_arms=(k_egm,),
+        methods=("causalegm",),
+        egm_iterations=max(egm_iter, 2),
+        time_epochs=0,
+        alpha=1.0,
+    )
     if "E" in parts:
         results["multiarm_egm"] = causal.run_experiment(cfg_e)
 
     # ---- D. alpha_hat vs grid (CFR pairwise, K = 4) ---------------------------------------------
-    cfg_d = dataclasses.replace(cfg_c, num_arms=(4,), methods=("cfr_pairwise",), time_epochs=0,
-                                alpha_grid=(0.1, 1.0, 10.0))
+    cfg_d = dataclasses.replace(
+        cfg_c, num_arms=(4,), methods=("cfr_pairwise",), time_epochs=0, alpha_grid=(0.1, 1.0, 10.0)
+    )
     if "D" in parts:
         results["alpha_grid"] = causal.run_experiment(cfg_d)
 
@@ -181,10 +230,19 @@ def main(argv=None):
         for k in ks:
             t_arms = jnp.arange(128) % k
             for scheme in losses.SCHEMES:
-                f = jax.jit(jax.value_and_grad(
-                    lambda p, t_arms=t_arms, k=k, scheme=scheme: losses.balancing_loss(
-                        scheme, p, t_arms, k, jax.random.key(1), ipm_name="mmd_rbf",
-                        bandwidth=8.0)))
+                f = jax.jit(
+                    jax.value_and_grad(
+                        lambda p, t_arms=t_arms, k=k, scheme=scheme: losses.balancing_loss(
+                            scheme,
+                            p,
+                            t_arms,
+                            k,
+                            jax.random.key(1),
+                            ipm_name="mmd_rbf",
+                            bandwidth=8.0,
+                        )
+                    )
+                )
                 jax.block_until_ready(f(phi))
                 reps_t = 3
                 t0 = time.perf_counter()
@@ -216,10 +274,12 @@ def format_report(r) -> str:
     egm = r.get("causalegm_ihdp1")
     if egm:
         ours = [v["sqrt_pehe"] for v in egm["ours"].values()]
-        lines += ["CausalEGM on IHDP replication 1 (in-sample sqrt(PEHE), seeds "
-                  f"{list(egm['ours'])}, {r['protocol']['egm_iter']} iterations)",
-                  "| implementation | sqrt(PEHE) | ATE error | s/run | ratio to package |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "CausalEGM on IHDP replication 1 (in-sample sqrt(PEHE), seeds "
+            f"{list(egm['ours'])}, {r['protocol']['egm_iter']} iterations)",
+            "| implementation | sqrt(PEHE) | ATE error | s/run | ratio to package |",
+            "|---|---|---|---|---|",
+        ]
         pkg = egm.get("package")
         ref = np.mean([v["sqrt_pehe"] for v in pkg.values()]) if pkg else float("nan")
         for name, block in (("causalegm package (TF)", pkg), ("ours (JAX)", egm["ours"])):
@@ -233,44 +293,61 @@ def format_report(r) -> str:
         if pkg:
             p = [v["sqrt_pehe"] for v in pkg.values()]
             ok = abs(np.mean(ours) - np.mean(p)) <= max(np.std(p), 1e-12)
-            lines.append("goal (ours within package mean ± its seed std): "
-                         f"{'MET' if ok else 'NOT met'}")
+            lines.append(
+                f"goal (ours within package mean ± its seed std): {'MET' if ok else 'NOT met'}"
+            )
     from fidia_jax.projects.causal import format_table
 
     if "ihdp_cfr" in r:
         lines += ["", "IHDP out-of-sample (30 % held out)", format_table(r["ihdp_cfr"])]
     summ = r.get("multiarm", {}).get("summary")
     if summ:
-        lines += ["", "K-arm semi-synthetic (IHDP covariates), alpha = alpha_hat",
-                  format_table(r["multiarm"]), "", "seconds per epoch (ratio to K = 2)",
-                  "| scheme | " + " | ".join(f"K={k}" for k in summ) + " |",
-                  "|---|" + "---|" * len(summ)]
+        lines += [
+            "",
+            "K-arm semi-synthetic (IHDP covariates), alpha = alpha_hat",
+            format_table(r["multiarm"]),
+            "",
+            "seconds per epoch (ratio to K = 2)",
+            "| scheme | " + " | ".join(f"K={k}" for k in summ) + " |",
+            "|---|" + "---|" * len(summ),
+        ]
         first = next(iter(summ))
         for scheme in ("cfr_pairwise", "cfr_one_vs_all", "cfr_aggregation"):
-            cells = [f"{summ[k][scheme]['s_per_epoch']:.3f} "
-                     f"({summ[k][scheme]['s_per_epoch'] / summ[first][scheme]['s_per_epoch']:.1f}x)"
-                     for k in summ]
+            cells = [
+                f"{summ[k][scheme]['s_per_epoch']:.3f} "
+                f"({summ[k][scheme]['s_per_epoch'] / summ[first][scheme]['s_per_epoch']:.1f}x)"
+                for k in summ
+            ]
             lines.append(f"| {scheme} | " + " | ".join(cells) + " |")
     if "term_timing" in r:
         tt = r["term_timing"]
         kk = list(next(iter(tt.values())))
-        lines += ["", "one balancing term, value + gradient, batch 128 x 32, MMD-RBF "
-                  "(ms; ratio to K = 2)", "| scheme | " + " | ".join(f"K={k}" for k in kk) + " |",
-                  "|---|" + "---|" * len(kk)]
+        lines += [
+            "",
+            "one balancing term, value + gradient, batch 128 x 32, MMD-RBF (ms; ratio to K = 2)",
+            "| scheme | " + " | ".join(f"K={k}" for k in kk) + " |",
+            "|---|" + "---|" * len(kk),
+        ]
         for scheme, row in tt.items():
-            lines.append(f"| {scheme} | " + " | ".join(
-                f"{row[k] * 1e3:.2f} ({row[k] / row[kk[0]]:.1f}x)" for k in kk) + " |")
+            lines.append(
+                f"| {scheme} | "
+                + " | ".join(f"{row[k] * 1e3:.2f} ({row[k] / row[kk[0]]:.1f}x)" for k in kk)
+                + " |"
+            )
     if "multiarm_egm" in r:
         lines += ["", "multi-treatment CausalEGM", format_table(r["multiarm_egm"])]
         k8 = next(iter(r["multiarm_egm"]["summary"]))
         mt = r["multiarm_egm"]["summary"][k8]["causalegm"]["sqrt_pehe_mean"]
         if summ and k8 in summ:
             best = min(summ[k8][s]["sqrt_pehe_mean"] for s in summ[k8] if s.startswith("cfr_"))
-            lines.append(f"goal (multi-treatment CausalEGM <= best scheme at K={k8}: "
-                         f"{best:.3f}): {'MET' if mt <= best else 'NOT met'} ({mt:.3f})")
+            lines.append(
+                f"goal (multi-treatment CausalEGM <= best scheme at K={k8}: "
+                f"{best:.3f}): {'MET' if mt <= best else 'NOT met'} ({mt:.3f})"
+            )
     if "alpha_grid" in r:
         lines += ["", "alpha_hat vs grid (CFR pairwise, K=4)", format_table(r["alpha_grid"])]
     return "\n".join(lines)
+
 
 if __name__ == "__main__":
     main()

@@ -35,7 +35,10 @@ def ratio_table(results: dict, buckets) -> str:
 
 
 def main(argv=None) -> dict:
-    return run_driver_benchmark("dycon", dycon, lambda r, c: ratio_table(r, c.buckets), __doc__, argv)
+    return run_driver_benchmark(
+        "dycon", dycon, lambda r, c: ratio_table(r, c.buckets), __doc__, argv
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -37,7 +37,17 @@ from fidia_jax.errors import ConfigError
 from fidia_jax.projects import fidia
 
 METHODS = ("bon", "rloo", "grpo", "dpo", "fidia")
-KEYS = ("max@1", "max@8", "max@32", "success", "precision", "identity", "unique", "recovery", "motif")
+KEYS = (
+    "max@1",
+    "max@8",
+    "max@32",
+    "success",
+    "precision",
+    "identity",
+    "unique",
+    "recovery",
+    "motif",
+)
 
 
 def _mean_std(values):
@@ -78,8 +88,10 @@ def _parse_methods(entries, base) -> list[tuple[str, str, dict]]:
         if label == "bon" and (kind != "bon" or overrides):
             raise SystemExit("--methods: the label 'bon' is reserved for the frozen reference peer")
         try:
-            fidia.override_config(base, [f"method={kind}"] +
-                                  [f"train.{k}={json.dumps(v)}" for k, v in overrides.items()])
+            fidia.override_config(
+                base,
+                [f"method={kind}"] + [f"train.{k}={json.dumps(v)}" for k, v in overrides.items()],
+            )
         except ConfigError as exc:
             raise SystemExit(f"--methods {label!r}: {exc}") from exc
     return parsed
@@ -93,8 +105,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--workdir", default="out/fidia_methods")
     ap.add_argument("--out", default="benchmarks/results/fidia_methods.json")
-    ap.add_argument("--merge", nargs="+", metavar="JSON",
-                    help="no training: combine the runs of earlier result files into --out")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="no training: combine the runs of earlier result files into --out",
+    )
     args = ap.parse_args(argv)
     out_path = pathlib.Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,38 +121,67 @@ def main(argv=None) -> dict:
         pairs = [(r["method"], r["seed"]) for r in runs]
         if len(set(pairs)) != len(pairs):
             raise SystemExit("--merge: the files repeat a (method, seed) run")
-        meta = {"command": " ; ".join(f["command"] for f in files), "config": files[0]["config"],
-                "wall_seconds": sum(f["wall_seconds"] for f in files)}
+        meta = {
+            "command": " ; ".join(f["command"] for f in files),
+            "config": files[0]["config"],
+            "wall_seconds": sum(f["wall_seconds"] for f in files),
+        }
         return _write(out_path, meta, runs, t_start, final=True)
 
     base = fidia.override_config(fidia.load_config(args.config), args.set)
     entries = _parse_methods(args.methods, base)
-    meta = {"command": "python benchmarks/fidia_methods.py " + " ".join(
-                ["--config", args.config, "--seeds", *map(str, args.seeds)] +
-                [f"--set {s}" for s in args.set] + ["--methods", *args.methods]),
-            "config": fidia.config_to_dict(base)}
+    meta = {
+        "command": "python benchmarks/fidia_methods.py "
+        + " ".join(
+            ["--config", args.config, "--seeds", *map(str, args.seeds)]
+            + [f"--set {s}" for s in args.set]
+            + ["--methods", *args.methods]
+        ),
+        "config": fidia.config_to_dict(base),
+    }
     runs: list[dict] = []
     for seed in args.seeds:
         cfg = fidia.override_config(base, [f"seed={seed}", "method=bon"])
         t0 = time.time()
         trainer = fidia.Trainer(cfg)
-        print(f"[seed {seed}] trainer ready in {time.time() - t0:.0f}s: "
-              f"{len(trainer.train_backbones)} train / {len(trainer.eval_backbones)} held-out backbones",
-              flush=True)
+        print(
+            f"[seed {seed}] trainer ready in {time.time() - t0:.0f}s: "
+            f"{len(trainer.train_backbones)} train / {len(trainer.eval_backbones)} held-out backbones",
+            flush=True,
+        )
         for method, kind, overrides in entries:
-            tr = trainer if kind == "bon" and not overrides else trainer.with_method(kind, **overrides)
+            tr = (
+                trainer
+                if kind == "bon" and not overrides
+                else trainer.with_method(kind, **overrides)
+            )
             t0 = time.time()
             res = fidia.train_and_evaluate(
-                tr.config, pathlib.Path(args.workdir) / f"{method}_s{seed}", trainer=tr,
-                resume=False, progress=False)
+                tr.config,
+                pathlib.Path(args.workdir) / f"{method}_s{seed}",
+                trainer=tr,
+                resume=False,
+                progress=False,
+            )
             ev = res["after"]
-            runs.append({"method": method, "base_method": kind, "train_overrides": overrides,
-                         "seed": seed, "seconds": time.time() - t0,
-                         "summary": ev["summary"], "by_kind": ev["by_kind"],
-                         "per_backbone": ev["per_backbone"]})
-            print(f"[seed {seed}] {method:5s} max@8 {ev['summary']['max@8']:+.3f} "
-                  f"success {ev['summary']['success']:.2f} precision {ev['summary']['precision']:.2f} "
-                  f"({time.time() - t0:.0f}s)", flush=True)
+            runs.append(
+                {
+                    "method": method,
+                    "base_method": kind,
+                    "train_overrides": overrides,
+                    "seed": seed,
+                    "seconds": time.time() - t0,
+                    "summary": ev["summary"],
+                    "by_kind": ev["by_kind"],
+                    "per_backbone": ev["per_backbone"],
+                }
+            )
+            print(
+                f"[seed {seed}] {method:5s} max@8 {ev['summary']['max@8']:+.3f} "
+                f"success {ev['summary']['success']:.2f} precision {ev['summary']['precision']:.2f} "
+                f"({time.time() - t0:.0f}s)",
+                flush=True,
+            )
             _write(out_path, meta, runs, t_start)
     return _write(out_path, meta, runs, t_start, final=True)
 
@@ -159,13 +204,16 @@ def _write(out_path, meta, runs, t_start, final=False):
     methods = list(dict.fromkeys(r["method"] for r in runs))
     overall = _aggregate(runs, methods, lambda r: r["summary"])
     kinds = sorted({k for r in runs for k in r["by_kind"]})
-    by_kind = {kind: _aggregate(runs, methods, lambda r, kind=kind: r["by_kind"].get(kind, {}))
-               for kind in kinds}
+    by_kind = {
+        kind: _aggregate(runs, methods, lambda r, kind=kind: r["by_kind"].get(kind, {}))
+        for kind in kinds
+    }
     per_backbone = {}
     for r in runs:
         for b in r["per_backbone"]:
             per_backbone.setdefault(b["name"], {}).setdefault(r["method"], []).append(
-                {k: b[k] for k in ("max@8", "success", "precision", "identity") if k in b})
+                {k: b[k] for k in ("max@8", "success", "precision", "identity") if k in b}
+            )
     result = {
         "benchmark": "fidia_methods",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -175,7 +223,10 @@ def _write(out_path, meta, runs, t_start, final=False):
         "seeds": sorted({r["seed"] for r in runs}),
         "criteria": "proxy (no structure predictor offline)",
         "wall_seconds": meta.get("wall_seconds", time.time() - t_start),
-        "overall": overall, "by_kind": by_kind, "per_backbone": per_backbone, "runs": runs,
+        "overall": overall,
+        "by_kind": by_kind,
+        "per_backbone": per_backbone,
+        "runs": runs,
     }
     atomic_write_text(out_path, json.dumps(result, indent=1, default=float))
     if final:
@@ -183,14 +234,18 @@ def _write(out_path, meta, runs, t_start, final=False):
         # Rewards are z-scores (standardised on the reference), so a ratio of max@8 values is
         # meaningless; the peer comparison is the difference to the ``bon`` peer of the same run.
         print("\nheld-out, mean ± std over seeds (delta = method - bon peer of the same run)")
-        print(f"{'method':9s} {'max@8':>16s} {'delta':>7s} {'success':>14s} {'precision':>14s} "
-              f"{'identity':>14s}")
+        print(
+            f"{'method':9s} {'max@8':>16s} {'delta':>7s} {'success':>14s} {'precision':>14s} "
+            f"{'identity':>14s}"
+        )
         for m in methods:
             v = overall[m]
             delta = v["max@8"][0] - ref["max@8"][0] if ref.get("max@8") else float("nan")
-            print(f"{m:9s} {v['max@8'][0]:+8.3f}±{v['max@8'][1]:.3f} {delta:+7.3f} "
-                  f"{v['success'][0]:6.3f}±{v['success'][1]:.3f} {v['precision'][0]:6.3f}±"
-                  f"{v['precision'][1]:.3f} {v['identity'][0]:6.3f}±{v['identity'][1]:.3f}")
+            print(
+                f"{m:9s} {v['max@8'][0]:+8.3f}±{v['max@8'][1]:.3f} {delta:+7.3f} "
+                f"{v['success'][0]:6.3f}±{v['success'][1]:.3f} {v['precision'][0]:6.3f}±"
+                f"{v['precision'][1]:.3f} {v['identity'][0]:6.3f}±{v['identity'][1]:.3f}"
+            )
     return result
 
 

@@ -51,8 +51,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--num-samples", type=int, default=16)
     ap.add_argument("--orders", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT,
-                    help=f"JSON result file (default: {DEFAULT_OUT})")
+    ap.add_argument(
+        "--out",
+        type=pathlib.Path,
+        default=DEFAULT_OUT,
+        help=f"JSON result file (default: {DEFAULT_OUT})",
+    )
     return ap
 
 

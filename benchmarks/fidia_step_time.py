@@ -58,6 +58,7 @@ def _child(args) -> None:
             out = jax.block_until_ready(fn(*a, **k))
             spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
             return out
+
         return run
 
     trainer.rollout = timed("rollout", trainer.rollout)
@@ -74,16 +75,30 @@ def _child(args) -> None:
         t = time.perf_counter()
         state, _ = trainer.step(state)
         steps.append({"step": time.perf_counter() - t, **spent})
-    print(json.dumps({"module": fidia_jax.__file__, "build_s": build, "warmup_s": warm,
-                      "steps": steps}))
+    print(
+        json.dumps(
+            {"module": fidia_jax.__file__, "build_s": build, "warmup_s": warm, "steps": steps}
+        )
+    )
 
 
 def _measure(tree: pathlib.Path | None, args) -> dict:
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree) + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", "--config", args.config,
-           "--method", args.method, "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    cmd = [
+        sys.executable,
+        str(pathlib.Path(__file__).resolve()),
+        "--child",
+        "--config",
+        args.config,
+        "--method",
+        args.method,
+        "--warmup",
+        str(args.warmup),
+        "--steps",
+        str(args.steps),
+    ]
     stdout = run_command(cmd, name="measured step", env=env, cwd=REPO).decode()
     out = json.loads(stdout.strip().splitlines()[-1])
     expected = (tree if tree is not None else REPO) / "fidia_jax" / "__init__.py"
@@ -116,6 +131,7 @@ def main() -> None:
         return _child(args)
     if "FIDIA_DATA_DIR" not in os.environ:
         raise SystemExit("set FIDIA_DATA_DIR to the shared data folder (../shared/data)")
+
     def git(*a):
         return run_command(["git", *a], name="git", cwd=REPO)
 
@@ -125,27 +141,41 @@ def main() -> None:
     runs = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
         tree = pathlib.Path(tmp)
-        run_command(["tar", "-x", "-C", str(tree)], name="tar", input=git("archive", rev, "fidia_jax"))
+        run_command(
+            ["tar", "-x", "-C", str(tree)], name="tar", input=git("archive", rev, "fidia_jax")
+        )
         for i in range(args.repeats):
             for label, where in (("before", tree), ("after", None)):
                 res = _measure(where, args)
                 runs[label].append(res)
-                print(f"[{i + 1}/{args.repeats}] {label}: median step "
-                      f"{statistics.median(s['step'] for s in res['steps']):.2f} s", flush=True)
+                print(
+                    f"[{i + 1}/{args.repeats}] {label}: median step "
+                    f"{statistics.median(s['step'] for s in res['steps']):.2f} s",
+                    flush=True,
+                )
     before, after = _summary(runs["before"]), _summary(runs["after"])
-    print(f"\nFIDIA step, preset {args.config!r}, method {args.method}: median of "
-          f"{before['n_steps']} steps per version ({args.repeats} processes each)")
+    print(
+        f"\nFIDIA step, preset {args.config!r}, method {args.method}: median of "
+        f"{before['n_steps']} steps per version ({args.repeats} processes each)"
+    )
     print(f"| phase | before ({rev}) s | after ({head}{'+dirty' if dirty else ''}) s | speed-up |")
     print("|---|---|---|---|")
     for key in ("step",) + PHASES:
         b, a = before[f"{key}_s"], after[f"{key}_s"]
         print(f"| {key} | {b:.3f} | {a:.3f} | {b / a:.2f}x |")
     record = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
-        "command": " ".join(sys.argv), "before_rev": rev, "after_rev": head, "after_dirty": dirty,
-        "config": args.config, "method": args.method, "before": before, "after": after,
-        "speedup": before["step_s"] / after["step_s"], "runs": runs,
+        "command": " ".join(sys.argv),
+        "before_rev": rev,
+        "after_rev": head,
+        "after_dirty": dirty,
+        "config": args.config,
+        "method": args.method,
+        "before": before,
+        "after": after,
+        "speedup": before["step_s"] / after["step_s"],
+        "runs": runs,
     }
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

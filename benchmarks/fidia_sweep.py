@@ -42,8 +42,12 @@ from fidia_methods import _parse_method  # noqa: E402
 
 #: The sweep's base: the `small` preset (8 + 8 motif-scaffolding backbones, 64 residues, n = 16,
 #: 2 backbones per step) trained for 150 steps at lr 1e-4, evaluated every 50 steps.
-BASE_SETS = ("train.num_steps=150", "train.learning_rate=1e-4", "train.checkpoint_every=50",
-             "eval.every=50")
+BASE_SETS = (
+    "train.num_steps=150",
+    "train.learning_rate=1e-4",
+    "train.checkpoint_every=50",
+    "eval.every=50",
+)
 
 #: Grid entries, most important first (a part cut short still has complete, paired entries):
 #: every method at the middle β, then GRPO and FIDIA (k = 8) at a low and a high β.
@@ -71,21 +75,37 @@ def _train(args) -> None:
         trainer = fidia.Trainer(fidia.override_config(base, [f"seed={seed}", "method=bon"]))
         print(f"[seed {seed}] trainer ready in {time.time() - t0:.0f}s", flush=True)
         for label, kind, overrides in entries:
-            tr = trainer if kind == "bon" and not overrides else trainer.with_method(kind, **overrides)
+            tr = (
+                trainer
+                if kind == "bon" and not overrides
+                else trainer.with_method(kind, **overrides)
+            )
             run = workdir / f"{label}_s{seed}"
             done = run / "eval_after.json"
-            if done.is_file() and json.loads((run / "config.json").read_text()) == \
-                    fidia.config_to_dict(tr.config):
+            if done.is_file() and json.loads(
+                (run / "config.json").read_text()
+            ) == fidia.config_to_dict(tr.config):
                 print(f"[seed {seed}] {label}: done already", flush=True)
                 continue
             t0 = time.time()
             res = fidia.train_and_evaluate(tr.config, run, trainer=tr, progress=False)
             s = res["after"]["summary"]
-            (run / "label.json").write_text(json.dumps(
-                {"label": label, "method": kind, "overrides": overrides, "seed": seed,
-                 "seconds": time.time() - t0}))
-            print(f"[seed {seed}] {label}: max@8 {s['max@8']:+.3f} success {s['success']:.2f} "
-                  f"identity {s['identity']:.3f} ({time.time() - t0:.0f}s)", flush=True)
+            (run / "label.json").write_text(
+                json.dumps(
+                    {
+                        "label": label,
+                        "method": kind,
+                        "overrides": overrides,
+                        "seed": seed,
+                        "seconds": time.time() - t0,
+                    }
+                )
+            )
+            print(
+                f"[seed {seed}] {label}: max@8 {s['max@8']:+.3f} success {s['success']:.2f} "
+                f"identity {s['identity']:.3f} ({time.time() - t0:.0f}s)",
+                flush=True,
+            )
 
 
 def main(argv=None) -> None:
@@ -95,8 +115,12 @@ def main(argv=None) -> None:
     tr.add_argument("--config", default="small")
     tr.add_argument("--set", action="append", default=[], help="extra config overrides")
     tr.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    tr.add_argument("--entries", nargs="+", default=list(GRID),
-                    help="LABEL=METHOD,KEY=VALUE,... (train.KEY overrides), as fidia_methods.py")
+    tr.add_argument(
+        "--entries",
+        nargs="+",
+        default=list(GRID),
+        help="LABEL=METHOD,KEY=VALUE,... (train.KEY overrides), as fidia_methods.py",
+    )
     tr.add_argument("--workdir", default="out/fidia_sweep")
     rep = sub.add_parser("report", help="score, test and plot the runs of WORKDIR(s)")
     rep.add_argument("--merge", nargs="+", default=["out/fidia_sweep"], metavar="WORKDIR")

@@ -61,6 +61,7 @@ def attempt(name, results, f):
 
 def _decode(res, args, smoke, interpret, reps, shape, nk, bk):
     b, hq, hkv, d = shape
+
     # 1) copy bandwidth
     def copy_bw():
         n = (1 << 20) if smoke else (1 << 29)  # bf16 elements (1 GiB on GPU)
@@ -153,7 +154,9 @@ def _train(res, args, smoke, interpret, reps, hq, d):
             jax.grad(lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
         )
         attempt(
-            f"{name}_fwd", res["train"], lambda: {"ms": 1e3 * median_seconds(fwd, Q, K, V, repeats=reps)}
+            f"{name}_fwd",
+            res["train"],
+            lambda: {"ms": 1e3 * median_seconds(fwd, Q, K, V, repeats=reps)},
         )
         attempt(
             f"{name}_fwd_bwd",
@@ -184,7 +187,9 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--out", default="benchmarks/results/gpu_attention.json")
     ap.add_argument("--only", choices=("decode", "train"), help="run one half of the benchmark")
-    ap.add_argument("--train-len", type=int, default=4096, help="sequence length of the Attn-QAT part")
+    ap.add_argument(
+        "--train-len", type=int, default=4096, help="sequence length of the Attn-QAT part"
+    )
     args = ap.parse_args(argv)
     smoke = args.smoke
     interpret = smoke

@@ -32,13 +32,17 @@ from fidia_jax.projects import hitvar
 def ratio_table(results: dict) -> str:
     top = f"x{results['config']['max_scale']}" if "config" in results else "x4"
     ref = results["metrics"]["HIT-VAR"][top]["lpips"]
-    lines = [f"{top} on held-out crops (LPIPS ratio = method / HIT-VAR; > 1 means HIT-VAR is "
-             f"better)",
-             "| method | PSNR | SSIM | LPIPS | LPIPS ratio |", "|---|---|---|---|---|"]
+    lines = [
+        f"{top} on held-out crops (LPIPS ratio = method / HIT-VAR; > 1 means HIT-VAR is better)",
+        "| method | PSNR | SSIM | LPIPS | LPIPS ratio |",
+        "|---|---|---|---|---|",
+    ]
     for name, row in results["metrics"].items():
         c = row[top]
-        lines.append(f"| {name} | {c['psnr']:.2f} | {c['ssim']:.3f} | {c['lpips']:.3f} | "
-                     f"{c['lpips'] / ref:.2f} |")
+        lines.append(
+            f"| {name} | {c['psnr']:.2f} | {c['ssim']:.3f} | {c['lpips']:.3f} | "
+            f"{c['lpips'] / ref:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -48,8 +52,11 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default="demo")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--workdir", default=None, help="run directory (default: a temp dir)")
-    ap.add_argument("--reuse", action="store_true",
-                    help="format WORKDIR/hitvar.json if it holds a run of the same config")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="format WORKDIR/hitvar.json if it holds a run of the same config",
+    )
     ap.add_argument("--out", default="benchmarks/results/hitvar.json")
     args = ap.parse_args(argv)
     config = override_config(hitvar.load_config("tiny" if args.smoke else args.config), args.set)
@@ -67,9 +74,11 @@ def main(argv=None) -> int:
     print()
     print(hitvar.format_table(results))
     g = results["goals"]
-    print(f"goal (HIT-VAR LPIPS at x{config.max_scale} below bicubic and plain RQ+VAR): "
-          f"{'met' if g['met'] else 'NOT met'} (vs bicubic: {g['lpips_top_beats_bicubic']}, "
-          f"vs plain RQ+VAR: {g['lpips_top_beats_plain_var']})")
+    print(
+        f"goal (HIT-VAR LPIPS at x{config.max_scale} below bicubic and plain RQ+VAR): "
+        f"{'met' if g['met'] else 'NOT met'} (vs bicubic: {g['lpips_top_beats_bicubic']}, "
+        f"vs plain RQ+VAR: {g['lpips_top_beats_plain_var']})"
+    )
     if not args.smoke:
         out = pathlib.Path(args.out)
         results["command"] = "python benchmarks/hitvar.py " + " ".join(argv or sys.argv[1:])

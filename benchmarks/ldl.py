@@ -33,8 +33,10 @@ from fidia_jax.projects import ldl
 
 def worst_degradation(ratio: dict[str, float]) -> float:
     """Largest relative worsening among the six metrics (``0.01`` = 1 % worse than KL-only)."""
-    return max((1.0 - ratio[m]) if m in LDL_METRICS_HIGHER_BETTER else (ratio[m] - 1.0)
-               for m in LDL_METRICS)
+    return max(
+        (1.0 - ratio[m]) if m in LDL_METRICS_HIGHER_BETTER else (ratio[m] - 1.0)
+        for m in LDL_METRICS
+    )
 
 
 def main(argv=None) -> int:
@@ -54,9 +56,16 @@ def main(argv=None) -> int:
     data_dir = str(resolve_data_dir(args.data_dir))
     sets = args.sets.split(",")
     hidden = tuple(int(h) for h in args.hidden.split(",") if h)
-    common = dict(data_dir=data_dir, alphas=(0.0, 0.01, 0.1, 1.0), hidden=hidden,
-                  learning_rate=args.lr, epochs=args.epochs, n_folds=args.folds,
-                  n_repeats=args.repeats, mode=args.mode)
+    common = dict(
+        data_dir=data_dir,
+        alphas=(0.0, 0.01, 0.1, 1.0),
+        hidden=hidden,
+        learning_rate=args.lr,
+        epochs=args.epochs,
+        n_folds=args.folds,
+        n_repeats=args.repeats,
+        mode=args.mode,
+    )
     if args.smoke:
         sets = ["SJAFFE", "Music"]
         common.update(epochs=30, n_folds=3, n_repeats=1)
@@ -70,9 +79,11 @@ def main(argv=None) -> int:
         per_set[name] = res
         print(ldl.format_table(res), flush=True)
     alphas = [a for a in per_set[sets[0]]["summary"] if a != "0.0"]
-    lines = ["", "ratio to KL-only: divisiveness error (DE) and worst of the six metrics "
-             "(+ = worse)", f"{'set':<10}" + "".join(f"{'a=' + a + ' DE':>14}{'worst6':>9}"
-                                                     for a in alphas)]
+    lines = [
+        "",
+        "ratio to KL-only: divisiveness error (DE) and worst of the six metrics (+ = worse)",
+        f"{'set':<10}" + "".join(f"{'a=' + a + ' DE':>14}{'worst6':>9}" for a in alphas),
+    ]
     goal = {a: 0 for a in alphas}
     lower = {a: 0 for a in alphas}
     for name, res in per_set.items():
@@ -84,17 +95,23 @@ def main(argv=None) -> int:
             goal[a] += (r["divisiveness_error"] < 1.0) and worst <= 0.01
             cells.append(f"{r['divisiveness_error']:>14.4f}{100 * worst:>8.2f}%")
         lines.append(f"{name:<10}" + "".join(cells))
-    lines.append(f"{'DE lower':<10}" + "".join(f"{lower[a]:>14d}/{len(per_set)}{'':>7}"
-                                              for a in alphas))
-    lines.append(f"{'goal met':<10}" + "".join(f"{goal[a]:>14d}/{len(per_set)}{'':>7}"
-                                              for a in alphas))
+    lines.append(
+        f"{'DE lower':<10}" + "".join(f"{lower[a]:>14d}/{len(per_set)}{'':>7}" for a in alphas)
+    )
+    lines.append(
+        f"{'goal met':<10}" + "".join(f"{goal[a]:>14d}/{len(per_set)}{'':>7}" for a in alphas)
+    )
     print("\n".join(lines))
     wall = time.perf_counter() - t0
-    out = {"command": " ".join(["python", "benchmarks/ldl.py", *(argv or sys.argv[1:])]),
-           "protocol": {**common, "data_dir": None, "sets": sets, "movie_pcs": args.movie_pcs},
-           "sets": per_set, "de_lower_count": lower, "goal_count": goal,
-           "goal": "DE lower than KL-only on >= 6/8 sets with the six metrics <= 1% worse",
-           "wall_s": wall}
+    out = {
+        "command": " ".join(["python", "benchmarks/ldl.py", *(argv or sys.argv[1:])]),
+        "protocol": {**common, "data_dir": None, "sets": sets, "movie_pcs": args.movie_pcs},
+        "sets": per_set,
+        "de_lower_count": lower,
+        "goal_count": goal,
+        "goal": "DE lower than KL-only on >= 6/8 sets with the six metrics <= 1% worse",
+        "wall_s": wall,
+    }
     path = pathlib.Path(args.out)
     atomic_write_text(path, json.dumps(out, indent=1))
     print(f"wrote {path} ({wall:.0f} s)")

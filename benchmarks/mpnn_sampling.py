@@ -34,15 +34,32 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 def _parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data-dir", default=os.environ.get("FIDIA_DATA_DIR", str(REPO.parent / "shared" / "data")))
-    p.add_argument("--pdb", default=None, help="structure file (default: <data-dir>/protein/motif_problems/1PRW.pdb)")
+    p.add_argument(
+        "--data-dir", default=os.environ.get("FIDIA_DATA_DIR", str(REPO.parent / "shared" / "data"))
+    )
+    p.add_argument(
+        "--pdb",
+        default=None,
+        help="structure file (default: <data-dir>/protein/motif_problems/1PRW.pdb)",
+    )
     p.add_argument("--chain", default="A")
     p.add_argument("--num-samples", type=int, default=16)
     p.add_argument("--temperature", type=float, default=0.1)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--threads", default="2", help="torch intra-op thread counts, comma-separated (JAX uses its default pool)")
-    p.add_argument("--torch-repeats", type=int, default=2, help="timed torch calls per thread count (no warm-up needed)")
-    p.add_argument("--torch-python", default=None, help="interpreter with torch installed, for the peer")
+    p.add_argument(
+        "--threads",
+        default="2",
+        help="torch intra-op thread counts, comma-separated (JAX uses its default pool)",
+    )
+    p.add_argument(
+        "--torch-repeats",
+        type=int,
+        default=2,
+        help="timed torch calls per thread count (no warm-up needed)",
+    )
+    p.add_argument(
+        "--torch-python", default=None, help="interpreter with torch installed, for the peer"
+    )
     p.add_argument("--no-torch", action="store_true", help="skip the torch peer")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "mpnn_sampling.json"))
     return p.parse_args(argv)
@@ -74,7 +91,9 @@ def _torch_peers(args, inputs, checkpoint) -> list[dict]:
                          "--temperature", repr(args.temperature)]  # fmt: skip
             if pkg_dir:
                 peer_args += ["--pkg-dir", pkg_dir]
-            _peers.run_peer(python, "_mpnn_torch_peer.py", *peer_args, name=f"torch peer ({python})")
+            _peers.run_peer(
+                python, "_mpnn_torch_peer.py", *peer_args, name=f"torch peer ({python})"
+            )
             peers.append(json.loads(pathlib.Path(out).read_text()))
     return peers
 
@@ -89,7 +108,9 @@ def main(argv=None):
     from fidia_jax.models.proteinmpnn import checkpoint_path
     from fidia_jax.protein import load_structure
 
-    pdb = pathlib.Path(args.pdb or pathlib.Path(args.data_dir) / "protein" / "motif_problems" / "1PRW.pdb")
+    pdb = pathlib.Path(
+        args.pdb or pathlib.Path(args.data_dir) / "protein" / "motif_problems" / "1PRW.pdb"
+    )
     protein = load_structure(pdb, chains=args.chain)
     inputs = MPNNInputs.from_protein(protein)
     L, n = protein.length, args.num_samples
@@ -113,11 +134,19 @@ def main(argv=None):
         times.append(time.perf_counter() - t0)
     jax_med = statistics.median(times)
     result = {
-        "structure": str(pdb.name), "chain": args.chain, "L": L, "num_samples": n,
-        "temperature": args.temperature, "repeats": args.repeats, "jax": jax.__version__,
-        "jax_backend": jax.default_backend(), "cpu_count": os.cpu_count(),
+        "structure": str(pdb.name),
+        "chain": args.chain,
+        "L": L,
+        "num_samples": n,
+        "temperature": args.temperature,
+        "repeats": args.repeats,
+        "jax": jax.__version__,
+        "jax_backend": jax.default_backend(),
+        "cpu_count": os.cpu_count(),
         "load_average": os.getloadavg(),
-        "fidia_first_call_s": first, "fidia_compile_s_est": first - jax_med, "fidia_times_s": times,
+        "fidia_first_call_s": first,
+        "fidia_compile_s_est": first - jax_med,
+        "fidia_times_s": times,
         "fidia_seq_per_s": n / jax_med,
         "mean_token_log_prob": float(np.mean(np.asarray(res.token_log_probs))),
     }
@@ -126,13 +155,24 @@ def main(argv=None):
     result["torch"] = []
     for peer in peers:
         med = statistics.median(peer["times_s"])
-        result["torch"].append(dict(version=peer["torch"], threads=peer["threads"], times_s=peer["times_s"], seq_per_s=n / med))
-        rows.append((f"torch {peer['torch']} ProteinMPNN.sample ({peer['threads']} thr)", n / med, med))
+        result["torch"].append(
+            dict(
+                version=peer["torch"],
+                threads=peer["threads"],
+                times_s=peer["times_s"],
+                seq_per_s=n / med,
+            )
+        )
+        rows.append(
+            (f"torch {peer['torch']} ProteinMPNN.sample ({peer['threads']} thr)", n / med, med)
+        )
     if peers:  # ratio against the fastest torch configuration measured
         best = max(rows[1:], key=lambda r: r[1])
         result["speedup_vs_best_torch"] = result["fidia_seq_per_s"] / best[1]
-    print(f"ProteinMPNN v_48_020 sampling: {pdb.name} chain {args.chain}, L={L}, {n} samples, T={args.temperature}, "
-          f"median of {args.repeats}; load avg {result['load_average'][0]:.2f} on {os.cpu_count()} cores")
+    print(
+        f"ProteinMPNN v_48_020 sampling: {pdb.name} chain {args.chain}, L={L}, {n} samples, T={args.temperature}, "
+        f"median of {args.repeats}; load avg {result['load_average'][0]:.2f} on {os.cpu_count()} cores"
+    )
     ref = max(rows[1:], key=lambda r: r[1])[1] if peers else rows[0][1]
     print(f"{'implementation':<46} {'seq/s':>8} {'s/batch':>9} {'ratio':>7}")
     for name, sps, med in rows:

@@ -46,11 +46,16 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--n-hf", type=int, default=16)
     p.add_argument("--n-mf", type=int, default=32)
     p.add_argument("--n-lf", type=int, default=128)
-    p.add_argument("--gp-python", default=None,
-                   help=f"interpreter with emukit + GPy (default {DEFAULT_GP_PYTHON} if present)")
+    p.add_argument(
+        "--gp-python",
+        default=None,
+        help=f"interpreter with emukit + GPy (default {DEFAULT_GP_PYTHON} if present)",
+    )
     p.add_argument("--gp-restarts", type=int, default=1)
     p.add_argument("--gp-max-iters", type=int, default=100)
-    p.add_argument("--gp-runs", type=int, default=2, help="runs per task given to co-kriging (slow)")
+    p.add_argument(
+        "--gp-runs", type=int, default=2, help="runs per task given to co-kriging (slow)"
+    )
     p.add_argument("--data-dir", default=None)
     p.add_argument("--smoke", action="store_true", help="Forrester, 2 runs, 50 steps")
     p.add_argument("--out", default=str(HERE / "results" / "multifidelity.json"))
@@ -78,8 +83,14 @@ def _table(results: dict) -> str:
         cells = []
         for t in tasks:
             row = results["tasks"][t]["methods"].get(m)
-            cells.append("—" if row is None else f"{row['ratio_vs_hf_only']:.3f} ({row['mean']:.3g} ± {row['std']:.2g})")
-        lines.append(f"| {results['tasks'][tasks[0]]['methods'][m]['name']} | " + " | ".join(cells) + " |")
+            cells.append(
+                "—"
+                if row is None
+                else f"{row['ratio_vs_hf_only']:.3f} ({row['mean']:.3g} ± {row['std']:.2g})"
+            )
+        lines.append(
+            f"| {results['tasks'][tasks[0]]['methods'][m]['name']} | " + " | ".join(cells) + " |"
+        )
     goal = " ".join(
         f"{t}: {'met' if r['methods']['trusted_subsets']['ratio_vs_hf_only'] <= GOAL else 'NOT met'}"
         for t, r in results["tasks"].items() if "trusted_subsets" in r["methods"]
@@ -119,7 +130,9 @@ def main() -> None:
             preds = dict(np.load(out))
         for task, ys in y_tests.items():
             ys = ys[: args.gp_runs]
-            rmse = np.array([float(metrics.rmse(y, preds[f"{task}_{i}/pred"])) for i, y in enumerate(ys)])
+            rmse = np.array(
+                [float(metrics.rmse(y, preds[f"{task}_{i}/pred"])) for i, y in enumerate(ys)]
+            )
             rows = results["tasks"][task]["methods"]
             # ratio against HF-only on the same runs (co-kriging sees only the first gp_runs)
             ref = float(np.mean(rows["hf_only"]["rmse"][: len(ys)]))

@@ -49,8 +49,12 @@ from fidia_jax import models
 from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.projects import streamflow
 
-POLICIES = {"a": "sequential (1 at a time)", "b": "naive batching (same t)",
-            "c": "stream batch, AOT buckets", "d": "stream batch, no AOT"}
+POLICIES = {
+    "a": "sequential (1 at a time)",
+    "b": "naive batching (same t)",
+    "c": "stream batch, AOT buckets",
+    "d": "stream batch, no AOT",
+}
 RATE_MULTIPLES = {"low": 0.5, "mid": 2.0, "high": 4.0}
 STEP_CHOICES = (4, 8, 16)
 
@@ -116,9 +120,11 @@ def serve_batcher(batcher, noise, schedules, arrivals, call_cost=None):
 
 def summarise(finish, arrivals):
     lat = finish - arrivals
-    return {"images_per_s": len(finish) / (finish.max() - arrivals.min()),
-            "latency_p50_s": float(np.percentile(lat, 50)),
-            "latency_p95_s": float(np.percentile(lat, 95))}
+    return {
+        "images_per_s": len(finish) / (finish.max() - arrivals.min()),
+        "latency_p50_s": float(np.percentile(lat, 50)),
+        "latency_p95_s": float(np.percentile(lat, 95)),
+    }
 
 
 def call_costs(apply_fn, params, size, buckets, repeats):
@@ -129,8 +135,11 @@ def call_costs(apply_fn, params, size, buckets, repeats):
     for b in buckets:
         batchers[b] = models.StreamBatcher(apply_fn, params, (size, size, 1), buckets=buckets)
         for i in range(b):
-            batchers[b].submit(np.zeros((size, size, 1), np.float32),
-                               models.linear_timesteps(10 * repeats + 10), request_id=i)
+            batchers[b].submit(
+                np.zeros((size, size, 1), np.float32),
+                models.linear_timesteps(10 * repeats + 10),
+                request_id=i,
+            )
         batchers[b].step()
     zeros = np.zeros((1, size, size, 1), np.float32)
     ts = {str(b): [] for b in buckets}
@@ -156,33 +165,41 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     cfg = streamflow.load_config("tiny" if args.smoke else args.config)
     n_req = 12 if args.smoke else args.requests
-    results: dict = {"date": time.strftime("%Y-%m-%d"), "machine":
-                     "2-core CPU sandbox, shared with other jobs, no GPU",
-                     "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-                     "load_avg_start": load()}
+    results: dict = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": "2-core CPU sandbox, shared with other jobs, no GPU",
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "load_avg_start": load(),
+    }
 
     # -- part 1: train, reflow, Fréchet proxy -----------------------------------------------------
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         run = streamflow.train_and_evaluate(cfg, tmp)
         if cfg.sample_grid and not args.smoke:
-            shutil.copy(pathlib.Path(tmp) / "samples.png",
-                        pathlib.Path(args.out).with_name("streamflow_samples.png"))
+            shutil.copy(
+                pathlib.Path(tmp) / "samples.png",
+                pathlib.Path(args.out).with_name("streamflow_samples.png"),
+            )
     trained_fn, params = run.pop("apply_fn"), run.pop("params")
 
     def apply_fn(p, x, t):  # a new function: the AOT compile below is measured, not cached
         return trained_fn(p, x, t)
 
-    results["training"] = {k: run[k] for k in ("model", "train", "reflow", "eval",
-                                               "fd_proxy_floor") if k in run}
+    results["training"] = {
+        k: run[k] for k in ("model", "train", "reflow", "eval", "fd_proxy_floor") if k in run
+    }
     results["training"]["wall_s"] = time.perf_counter() - t0
     results["load_avg_after_training"] = load()
 
     # -- part 2: serving ----------------------------------------------------------------------
     size, buckets = cfg.image_size, cfg.buckets
     noise, schedules, steps = make_requests(n_req, size, args.seed)
-    results["requests"] = {"n": n_req, "step_choices": list(STEP_CHOICES),
-                           "mean_steps": float(np.mean(steps))}
+    results["requests"] = {
+        "n": n_req,
+        "step_choices": list(STEP_CHOICES),
+        "mean_steps": float(np.mean(steps)),
+    }
     t0 = time.perf_counter()
     aot = models.StreamBatcher(apply_fn, params, (size, size, 1), buckets=buckets)
     results["aot_compile_s"] = aot.compile_seconds
@@ -194,13 +211,25 @@ def main(argv=None) -> int:
     def run_policy(key, arrivals, clock):
         model = clock == "model"
         if key == "a":
-            return serve_sequential(apply_fn, params, noise, schedules, arrivals,
-                                    results["sequential_step_s"] if model else None)
-        batcher = models.StreamBatcher(apply_fn, params, (size, size, 1), buckets=buckets,
-                                       refill="static" if key == "b" else "continuous",
-                                       aot=key != "d")
-        return serve_batcher(batcher, noise, schedules, arrivals,
-                             results["bucket_call_s"] if model else None)
+            return serve_sequential(
+                apply_fn,
+                params,
+                noise,
+                schedules,
+                arrivals,
+                results["sequential_step_s"] if model else None,
+            )
+        batcher = models.StreamBatcher(
+            apply_fn,
+            params,
+            (size, size, 1),
+            buckets=buckets,
+            refill="static" if key == "b" else "continuous",
+            aot=key != "d",
+        )
+        return serve_batcher(
+            batcher, noise, schedules, arrivals, results["bucket_call_s"] if model else None
+        )
 
     by_clock, reference = {}, None
     for clock in ("measured", "model"):
@@ -214,7 +243,8 @@ def main(argv=None) -> int:
             if reference is None:
                 reference = out
             rows["burst"][key]["max_abs_diff_vs_a"] = max(
-                float(np.abs(out[i] - reference[i]).max()) for i in range(n_req))
+                float(np.abs(out[i] - reference[i]).max()) for i in range(n_req)
+            )
         capacity_a = rows["burst"]["a"]["images_per_s"]
         results.setdefault("rates_images_per_s", {})[clock] = {}
         for name, mult in RATE_MULTIPLES.items():
@@ -227,7 +257,8 @@ def main(argv=None) -> int:
                 finish, out, extra = run_policy(key, arrivals, clock)
                 rows.setdefault(name, {})[key] = {**summarise(finish, arrivals), **extra}
                 rows[name][key]["max_abs_diff_vs_a"] = max(
-                    float(np.abs(out[i] - reference[i]).max()) for i in range(n_req))
+                    float(np.abs(out[i] - reference[i]).max()) for i in range(n_req)
+                )
     results["serving"] = by_clock
     rows = by_clock["measured"]
     capacity_a = rows["burst"]["a"]["images_per_s"]
@@ -235,14 +266,16 @@ def main(argv=None) -> int:
     results["load_avg_end"] = load()
 
     speedup = rows["burst"]["c"]["images_per_s"] / capacity_a
-    max_diff = max(r[k]["max_abs_diff_vs_a"] for c in by_clock.values() for r in c.values()
-                   for k in r)
+    max_diff = max(
+        r[k]["max_abs_diff_vs_a"] for c in by_clock.values() for r in c.values() for k in r
+    )
     results["goals"] = {
         "c_vs_a_images_per_s_burst": speedup,
         "goal_throughput_2x_met": bool(speedup >= 2.0 and max_diff <= 1e-5),
         "c_p95_vs_b_p95_mid": rows["mid"]["c"]["latency_p95_s"] / rows["mid"]["b"]["latency_p95_s"],
         "goal_p95_below_naive_at_mid_met": bool(
-            rows["mid"]["c"]["latency_p95_s"] < rows["mid"]["b"]["latency_p95_s"]),
+            rows["mid"]["c"]["latency_p95_s"] < rows["mid"]["b"]["latency_p95_s"]
+        ),
         "max_abs_diff_all_vs_sequential": max_diff,
     }
 
@@ -251,37 +284,53 @@ def main(argv=None) -> int:
         "c_vs_a_images_per_s_burst": model_rows["burst"]["c"]["images_per_s"]
         / model_rows["burst"]["a"]["images_per_s"],
         "c_p95_vs_b_p95_mid": model_rows["mid"]["c"]["latency_p95_s"]
-        / model_rows["mid"]["b"]["latency_p95_s"]}
+        / model_rows["mid"]["b"]["latency_p95_s"],
+    }
 
     # -- table ----------------------------------------------------------------------------------
-    lines = [f"StreamFlow serving, {n_req} requests of {STEP_CHOICES} steps, virtual clock "
-             f"(load avg {results['load_avg_start']} -> {results['load_avg_end']}); "
-             f"AOT compile {results['aot_compile_s']:.1f} s; call s by bucket "
-             + ", ".join(f"{b}: {v * 1e3:.1f} ms" for b, v in results["bucket_call_s"].items()),
-             "| clock | arrivals | policy | images/s | ratio to (a) | p50 latency s | "
-             "p95 latency s | max abs diff vs (a) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"StreamFlow serving, {n_req} requests of {STEP_CHOICES} steps, virtual clock "
+        f"(load avg {results['load_avg_start']} -> {results['load_avg_end']}); "
+        f"AOT compile {results['aot_compile_s']:.1f} s; call s by bucket "
+        + ", ".join(f"{b}: {v * 1e3:.1f} ms" for b, v in results["bucket_call_s"].items()),
+        "| clock | arrivals | policy | images/s | ratio to (a) | p50 latency s | "
+        "p95 latency s | max abs diff vs (a) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for clock, crows in by_clock.items():
         for name, by in crows.items():
-            label = "burst (all at t=0)" if name == "burst" else (
-                f"Poisson {name} ({results['rates_images_per_s'][clock][name]:.0f}/s)")
+            label = (
+                "burst (all at t=0)"
+                if name == "burst"
+                else (f"Poisson {name} ({results['rates_images_per_s'][clock][name]:.0f}/s)")
+            )
             for key, r in by.items():
                 lines.append(
                     f"| {clock} | {label} | ({key}) {POLICIES[key]} | {r['images_per_s']:.1f} | "
                     f"{r['images_per_s'] / by['a']['images_per_s']:.2f} | "
                     f"{r['latency_p50_s']:.3f} | {r['latency_p95_s']:.3f} | "
-                    f"{r['max_abs_diff_vs_a']:.1e} |")
+                    f"{r['max_abs_diff_vs_a']:.1e} |"
+                )
     g = results["goals"]
-    lines.append(f"Goal (c) >= 2x (a) images/s at equal outputs: {g['c_vs_a_images_per_s_burst']:.2f}x "
-                 f"-> {'met' if g['goal_throughput_2x_met'] else 'NOT met'}")
-    lines.append(f"Goal (c) p95 < (b) p95 at the middle rate: ratio {g['c_p95_vs_b_p95_mid']:.2f} "
-                 f"-> {'met' if g['goal_p95_below_naive_at_mid_met'] else 'NOT met'}")
-    lines.append(f"Same on the model clock: {g['model_clock']['c_vs_a_images_per_s_burst']:.2f}x, "
-                 f"p95 ratio {g['model_clock']['c_p95_vs_b_p95_mid']:.2f}")
+    lines.append(
+        f"Goal (c) >= 2x (a) images/s at equal outputs: {g['c_vs_a_images_per_s_burst']:.2f}x "
+        f"-> {'met' if g['goal_throughput_2x_met'] else 'NOT met'}"
+    )
+    lines.append(
+        f"Goal (c) p95 < (b) p95 at the middle rate: ratio {g['c_p95_vs_b_p95_mid']:.2f} "
+        f"-> {'met' if g['goal_p95_below_naive_at_mid_met'] else 'NOT met'}"
+    )
+    lines.append(
+        f"Same on the model clock: {g['model_clock']['c_vs_a_images_per_s_burst']:.2f}x, "
+        f"p95 ratio {g['model_clock']['c_p95_vs_b_p95_mid']:.2f}"
+    )
     if "eval" in results["training"]:
         for stage, ev in results["training"]["eval"].items():
             fds = {n: row.get("alexnet_fd_proxy") for n, row in ev["steps"].items()}
-            lines.append(f"AlexNet Fréchet proxy ({stage}): {fds}; "
-                         f"floor {results['training'].get('fd_proxy_floor')}")
+            lines.append(
+                f"AlexNet Fréchet proxy ({stage}): {fds}; "
+                f"floor {results['training'].get('fd_proxy_floor')}"
+            )
     print("\n".join(lines))
     results["table"] = lines
     if not args.smoke:

@@ -48,23 +48,30 @@ def main():
     if args.smoke:
         configs = {
             "synthetic": teamwork.get_config("tiny", methods=("teamwork", "transformer", "pca")),
-            "skab_classic": teamwork.get_config("skab", methods=("pca", "iforest"),
-                                                skab_runs=3),
-            "skab": teamwork.get_config("skab", methods=("teamwork", "pca"), skab_runs=2,
-                                        steps=5, **REDUCED),
+            "skab_classic": teamwork.get_config("skab", methods=("pca", "iforest"), skab_runs=3),
+            "skab": teamwork.get_config(
+                "skab", methods=("teamwork", "pca"), skab_runs=2, steps=5, **REDUCED
+            ),
         }
     elif args.full:
-        configs = {"synthetic": teamwork.get_config("default"),
-                   "skab_classic": teamwork.get_config("skab", methods=("pca", "iforest")),
-                   "skab": teamwork.get_config("skab")}
+        configs = {
+            "synthetic": teamwork.get_config("default"),
+            "skab_classic": teamwork.get_config("skab", methods=("pca", "iforest")),
+            "skab": teamwork.get_config("skab"),
+        }
     else:
         configs = {
-            "synthetic": teamwork.get_config("default", train_length=1500, test_length=1500,
-                                             n_anomalies=8, steps=200, **REDUCED),
+            "synthetic": teamwork.get_config(
+                "default", train_length=1500, test_length=1500, n_anomalies=8, steps=200, **REDUCED
+            ),
             "skab_classic": teamwork.get_config("skab", methods=("pca", "iforest")),
-            "skab": teamwork.get_config("skab", methods=("teamwork", "transformer", "pca",
-                                                         "iforest"),
-                                        skab_every=args.skab_every, steps=100, **REDUCED),
+            "skab": teamwork.get_config(
+                "skab",
+                methods=("teamwork", "transformer", "pca", "iforest"),
+                skab_every=args.skab_every,
+                steps=100,
+                **REDUCED,
+            ),
         }
     parts = [p for p in args.parts.split(",") if p]
     out = pathlib.Path(args.out)
@@ -78,10 +85,17 @@ def main():
         table = teamwork.format_table(res)
         print(f"\n## {part}\n{table}")
         if "teamwork_beats_transformer" in res:
-            print(f"TeamWork above the role-free transformer on every metric (ratio and oracle "
-                  f"thresholds): {res['teamwork_beats_transformer']}")
-        results[part] = {**res, "table": table, "config": cfg.__dict__, "wall_s": time.time() - t0,
-                         "smoke": args.smoke}
+            print(
+                f"TeamWork above the role-free transformer on every metric (ratio and oracle "
+                f"thresholds): {res['teamwork_beats_transformer']}"
+            )
+        results[part] = {
+            **res,
+            "table": table,
+            "config": cfg.__dict__,
+            "wall_s": time.time() - t0,
+            "smoke": args.smoke,
+        }
         atomic_write_text(out, json.dumps(results, indent=2, default=list))
     print(f"\nwrote {out}")
 

@@ -31,7 +31,9 @@ def _cell(values) -> str:
     values = [v for v in values if v is not None and np.isfinite(v)]
     if not values:
         return "-"
-    return f"{np.mean(values):.4f} +- {np.std(values):.4f}" if len(values) > 1 else f"{values[0]:.4f}"
+    return (
+        f"{np.mean(values):.4f} +- {np.std(values):.4f}" if len(values) > 1 else f"{values[0]:.4f}"
+    )
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -40,17 +42,30 @@ def summarise(runs: list[dict]) -> dict:
     out = {}
     for ds in sorted({r["dataset"] for r in runs}):
         rs = [r for r in runs if r["dataset"] == ds]
-        entry: dict = {"seeds": [r["seed"] for r in rs], "n_train": rs[0]["n_train"],
-                       "n_test": rs[0]["n_test"], "rows": {}}
+        entry: dict = {
+            "seeds": [r["seed"] for r in rs],
+            "n_train": rs[0]["n_train"],
+            "n_test": rs[0]["n_test"],
+            "rows": {},
+        }
         for name in ROWS:
             rows = [r["methods"][name] for r in rs if name in r["methods"]]
             if not rows:
                 continue
-            entry["rows"][name] = {k: [row.get(k) for row in rows] for k in (
-                "linear_acc", "mlp_acc", "final_effective_rank", "aurc_posterior_variance",
-                "aurc_probe_confidence", "aurc_random")}
+            entry["rows"][name] = {
+                k: [row.get(k) for row in rows]
+                for k in (
+                    "linear_acc",
+                    "mlp_acc",
+                    "final_effective_rank",
+                    "aurc_posterior_variance",
+                    "aurc_probe_confidence",
+                    "aurc_random",
+                )
+            }
             entry["rows"][name]["effective_rank_curve"] = [
-                row["history"]["effective_rank"] for row in rows]
+                row["history"]["effective_rank"] for row in rows
+            ]
         for base in ("raw_mlp_acc", "lightgbm_acc"):
             vals = [r["baselines"][base] for r in rs if "baselines" in r]
             if vals:
@@ -65,8 +80,11 @@ def summarise(runs: list[dict]) -> dict:
 
 
 def format_summary(summary: dict) -> str:
-    lines = ["| dataset | model | linear probe acc | ratio | MLP acc | ratio | eff. rank (end) | "
-             "AURC post. var / probe conf / random |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | model | linear probe acc | ratio | MLP acc | ratio | eff. rank (end) | "
+        "AURC post. var / probe conf / random |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for ds, entry in summary.items():
         rows = entry["rows"]
         ref_lin = np.mean(rows["T-JEPA"]["linear_acc"]) if "T-JEPA" in rows else np.nan
@@ -78,16 +96,21 @@ def format_summary(summary: dict) -> str:
             r = rows[name]
             lin = np.mean(r["linear_acc"])
             mlp = np.mean(r["mlp_acc"]) if all(m is not None for m in r["mlp_acc"]) else np.nan
-            aurc = " / ".join(_cell(r[k]) for k in ("aurc_posterior_variance",
-                                                      "aurc_probe_confidence", "aurc_random"))
-            lines.append(f"| {ds} | {name} | {_cell(r['linear_acc'])} | {lin / ref_lin:.3f} | "
-                         f"{_cell(r['mlp_acc'])} | {mlp / ref_mlp:.3f} | "
-                         f"{_cell(r['final_effective_rank'])} | {aurc} |")
+            aurc = " / ".join(
+                _cell(r[k])
+                for k in ("aurc_posterior_variance", "aurc_probe_confidence", "aurc_random")
+            )
+            lines.append(
+                f"| {ds} | {name} | {_cell(r['linear_acc'])} | {lin / ref_lin:.3f} | "
+                f"{_cell(r['mlp_acc'])} | {mlp / ref_mlp:.3f} | "
+                f"{_cell(r['final_effective_rank'])} | {aurc} |"
+            )
         for base, label in (("raw_mlp_acc", "raw-feature MLP"), ("lightgbm_acc", "LightGBM")):
             if base in rows:
                 acc = np.mean(rows[base]["acc"])
-                lines.append(f"| {ds} | {label} | | | {_cell(rows[base]['acc'])} | "
-                             f"{acc / ref_mlp:.3f} | | |")
+                lines.append(
+                    f"| {ds} | {label} | | | {_cell(rows[base]['acc'])} | {acc / ref_mlp:.3f} | | |"
+                )
     return "\n".join(lines)
 
 
@@ -96,12 +119,19 @@ def main():
     ap.add_argument("--datasets", default="adult,breast_cancer,digits")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--steps", type=int, default=None, help="pretraining steps (preset: 600)")
-    ap.add_argument("--adult-max-train", type=int, default=4000,
-                    help="Adult training rows kept (0 = all 32,561)")
+    ap.add_argument(
+        "--adult-max-train",
+        type=int,
+        default=4000,
+        help="Adult training rows kept (0 = all 32,561)",
+    )
     ap.add_argument("--smoke", action="store_true", help="tiny preset, 1 seed, seconds")
-    ap.add_argument("--combine", default="",
-                    help="comma-separated JSON files of earlier runs (e.g. one per dataset, run "
-                         "in parallel): summarise their runs together, train nothing")
+    ap.add_argument(
+        "--combine",
+        default="",
+        help="comma-separated JSON files of earlier runs (e.g. one per dataset, run "
+        "in parallel): summarise their runs together, train nothing",
+    )
     ap.add_argument("--out", default="benchmarks/results/varjepa.json")
     args = ap.parse_args()
     if args.combine:
@@ -131,18 +161,33 @@ def main():
             print(varjepa.format_table(result) + f"\n({time.time() - t:.0f} s)\n", flush=True)
             runs.append(result)
             # keep what is done so far: an interrupted run still leaves its finished seeds
-            atomic_write_text(pathlib.Path(args.out), json.dumps(
-                {"partial": True, "runs": runs, "wall_s": time.time() - t0}, default=float))
-    _report(runs, args, time.time() - t0, {"preset": preset, "seeds": seeds, "steps": args.steps,
-                                           "adult_max_train": args.adult_max_train})
+            atomic_write_text(
+                pathlib.Path(args.out),
+                json.dumps(
+                    {"partial": True, "runs": runs, "wall_s": time.time() - t0}, default=float
+                ),
+            )
+    _report(
+        runs,
+        args,
+        time.time() - t0,
+        {
+            "preset": preset,
+            "seeds": seeds,
+            "steps": args.steps,
+            "adult_max_train": args.adult_max_train,
+        },
+    )
 
 
 def _report(runs: list[dict], args, wall_s: float, extra: dict) -> None:
     summary = summarise(runs)
     print(format_summary(summary))
     for ds, entry in summary.items():
-        print(f"{ds}: Var-T-JEPA >= T-JEPA (linear probe): {entry.get('var_ge_t_linear')}, "
-              f"(MLP probe): {entry.get('var_ge_t_mlp')}")
+        print(
+            f"{ds}: Var-T-JEPA >= T-JEPA (linear probe): {entry.get('var_ge_t_linear')}, "
+            f"(MLP probe): {entry.get('var_ge_t_mlp')}"
+        )
     out = pathlib.Path(args.out)
     payload = {"summary": summary, "wall_s": wall_s, **extra, "runs": runs}
     atomic_write_text(out, json.dumps(payload, indent=1, default=float))

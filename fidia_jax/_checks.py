@@ -49,8 +49,9 @@ def _suffix(detail: str) -> str:
     return f" ({detail})" if detail else ""
 
 
-def assert_rank(x: Any, rank: int | Collection[int], name: str, *, where: str = "",
-                detail: str = "") -> None:
+def assert_rank(
+    x: Any, rank: int | Collection[int], name: str, *, where: str = "", detail: str = ""
+) -> None:
     """Raises ``ValueError`` unless ``x`` (array, scalar or nested list) has rank ``rank``.
 
     Args:
@@ -67,8 +68,7 @@ def assert_rank(x: Any, rank: int | Collection[int], name: str, *, where: str = 
     if len(_shape(x)) not in allowed:
         want = " or ".join(str(r) for r in allowed)
         raise ValueError(
-            f"{_prefix(where)}{name} must have rank {want}{_suffix(detail)}, "
-            f"got shape {_shape(x)}."
+            f"{_prefix(where)}{name} must have rank {want}{_suffix(detail)}, got shape {_shape(x)}."
         )
 
 
@@ -78,8 +78,9 @@ def _dtype_name(kind: Any) -> str:
     return getattr(kind, "__name__", str(kind))
 
 
-def assert_type(x: Any, kinds: Sequence[Any], name: str, *, where: str = "",
-                detail: str = "") -> None:
+def assert_type(
+    x: Any, kinds: Sequence[Any], name: str, *, where: str = "", detail: str = ""
+) -> None:
     """Raises ``ValueError`` unless ``x.dtype`` is a sub-dtype of one of ``kinds``.
 
     Args:
@@ -114,8 +115,9 @@ def assert_shape(x: Any, shape: Sequence[int], name: str, *, where: str = "") ->
         raise ValueError(f"{_prefix(where)}{name} must have shape {shape}, got {_shape(x)}.")
 
 
-def assert_min_length(x: Any, minimum: int, name: str, *, where: str = "",
-                      what: str = "entries") -> None:
+def assert_min_length(
+    x: Any, minimum: int, name: str, *, where: str = "", what: str = "entries"
+) -> None:
     """Raises ``ValueError`` unless ``x`` has at least ``minimum`` entries along axis 0.
 
     Raises:
@@ -136,8 +138,7 @@ def assert_in(value: Any, options: Collection[Any], name: str, *, where: str = "
         raise ValueError(f"{_prefix(where)}{name} must be one of {tuple(options)}, got {value!r}.")
 
 
-def assert_lengths(lengths: Any, batch: int, maximum: int, name: str, *,
-                   where: str = "") -> None:
+def assert_lengths(lengths: Any, batch: int, maximum: int, name: str, *, where: str = "") -> None:
     """Checks per-row lengths: shape ``(batch,)``, integer dtype, values in ``[0, maximum]``.
 
     Shape and dtype are always checked. The values are checked only when ``lengths`` is concrete
@@ -172,8 +173,9 @@ def is_concrete(*xs: Any) -> bool:
     return not any(isinstance(x, _TRACER) for x in jax.tree.leaves(xs))
 
 
-def assert_attention_dims(q: Any, k: Any, *, heads_axis: int, where: str = "",
-                          equal_heads: bool = False, hint: str = "") -> None:
+def assert_attention_dims(
+    q: Any, k: Any, *, heads_axis: int, where: str = "", equal_heads: bool = False, hint: str = ""
+) -> None:
     """Checks that attention queries ``q`` and keys ``k`` agree, naming what differs.
 
     Batch is axis 0 and the head dim the last axis of both; the head axis is ``heads_axis`` of
@@ -191,15 +193,21 @@ def assert_attention_dims(q: Any, k: Any, *, heads_axis: int, where: str = "",
     """
     qs, ks = _shape(q), _shape(k)
     if qs[0] != ks[0]:
-        raise ValueError(f"{_prefix(where)}batch sizes differ: q {qs} has {qs[0]}, k {ks} has "
-                         f"{ks[0]}.")
+        raise ValueError(
+            f"{_prefix(where)}batch sizes differ: q {qs} has {qs[0]}, k {ks} has {ks[0]}."
+        )
     if qs[-1] != ks[-1]:
-        raise ValueError(f"{_prefix(where)}head dims differ: q {qs} has {qs[-1]}, k {ks} has "
-                         f"{ks[-1]}.")
+        raise ValueError(
+            f"{_prefix(where)}head dims differ: q {qs} has {qs[-1]}, k {ks} has {ks[-1]}."
+        )
     hq, hkv = qs[heads_axis], ks[-2]
     if equal_heads and hq != hkv:
-        raise ValueError(f"{_prefix(where)}query heads {hq} != kv heads {hkv} (q {qs}, k {ks})"
-                         f"{'; ' + hint if hint else ''}.")
+        raise ValueError(
+            f"{_prefix(where)}query heads {hq} != kv heads {hkv} (q {qs}, k {ks})"
+            f"{'; ' + hint if hint else ''}."
+        )
     if hkv < 1 or hq % hkv:
-        raise ValueError(f"{_prefix(where)}query heads {hq} must be a multiple of kv heads {hkv} "
-                         f"(q {qs}, k {ks}).")
+        raise ValueError(
+            f"{_prefix(where)}query heads {hq} must be a multiple of kv heads {hkv} "
+            f"(q {qs}, k {ks})."
+        )

@@ -47,7 +47,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[pathlib.Path]:
     """
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}"
+    )
     os.close(fd)
     try:
         yield pathlib.Path(tmp)
@@ -105,9 +107,13 @@ def _finite_json(x: Any, path: str, replaced: dict[str, str]) -> Any:
         replaced[path or "."] = "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
         return None
     if isinstance(x, Mapping):
-        return {k: _finite_json(v, f"{path}.{k}" if path else str(k), replaced) for k, v in x.items()}
+        return {
+            k: _finite_json(v, f"{path}.{k}" if path else str(k), replaced) for k, v in x.items()
+        }
     if isinstance(x, (list, tuple)):
-        return [_finite_json(v, f"{path}.{i}" if path else str(i), replaced) for i, v in enumerate(x)]
+        return [
+            _finite_json(v, f"{path}.{i}" if path else str(i), replaced) for i, v in enumerate(x)
+        ]
     if hasattr(x, "__array__") or type(x).__module__ == "numpy":
         import numpy as np
 
@@ -115,7 +121,9 @@ def _finite_json(x: Any, path: str, replaced: dict[str, str]) -> Any:
     return _finite_json(float(x), path, replaced)
 
 
-def read_json_lines(path: str | os.PathLike[str], *, what: str = "JSONL file") -> list[tuple[int, Any]]:
+def read_json_lines(
+    path: str | os.PathLike[str], *, what: str = "JSONL file"
+) -> list[tuple[int, Any]]:
     """The JSON values of a JSON Lines file, with their 1-based line numbers (blank lines skipped).
 
     Python's ``json`` reads the ``NaN`` / ``Infinity`` some writers emit.

@@ -63,19 +63,21 @@ def _load_config(module: str, args: argparse.Namespace):
 def _with_data_dir(config, data_dir: str):
     """``config`` with ``data.data_dir`` (or a top-level ``data_dir``) set to ``data_dir``."""
     data = getattr(config, "data", None)
-    if dataclasses.is_dataclass(data) and any(f.name == "data_dir" for f in dataclasses.fields(data)):
+    if dataclasses.is_dataclass(data) and any(
+        f.name == "data_dir" for f in dataclasses.fields(data)
+    ):
         return dataclasses.replace(config, data=dataclasses.replace(data, data_dir=data_dir))
     if any(f.name == "data_dir" for f in dataclasses.fields(config)):
         return dataclasses.replace(config, data_dir=data_dir)
-    raise ConfigError(
-        f"--data-dir: {type(config).__name__} has no data.data_dir or data_dir field"
-    )
+    raise ConfigError(f"--data-dir: {type(config).__name__} has no data.data_dir or data_dir field")
 
 
 def _convention_verb(module: str, file: str, function: str):
     def run(args: argparse.Namespace):
         config = _load_config(module, args)
-        result = getattr(importlib.import_module(f"{module}.{file}"), function)(config, args.workdir)
+        result = getattr(importlib.import_module(f"{module}.{file}"), function)(
+            config, args.workdir
+        )
         print(f"{_PROG} {args.project} {args.verb}: outputs in {args.workdir}", file=sys.stderr)
         return result
 
@@ -115,8 +117,11 @@ def _add_config_args(p: argparse.ArgumentParser, project: str, verb: str, defaul
     p.add_argument("--set", action="append", default=[], metavar="A.B=VALUE",
                    help="override a config value (repeatable), e.g. train.num_steps=20")  # fmt: skip
     p.add_argument("--workdir", default=f"out/{project}/{verb}", help="output directory")
-    p.add_argument("--data-dir", default=None,
-                   help="shared data directory (sets data.data_dir; else $FIDIA_DATA_DIR)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="shared data directory (sets data.data_dir; else $FIDIA_DATA_DIR)",
+    )
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -146,8 +151,9 @@ def _parser(selected: str | None = None) -> argparse.ArgumentParser:
     projects = parser.add_subparsers(dest="project", metavar="PROJECT", required=True,
                                      title="projects")  # fmt: skip
     for name, project in PROJECTS.items():
-        p = projects.add_parser(name, help=project.summary, description=project.summary,
-                                formatter_class=_Formatter)
+        p = projects.add_parser(
+            name, help=project.summary, description=project.summary, formatter_class=_Formatter
+        )
         if name == selected:
             verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True, title="verbs")
             importlib.import_module(project.module)

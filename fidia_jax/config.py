@@ -56,7 +56,11 @@ Presets = Mapping[str, Mapping[str, Any]]
 
 def _check_scalar(hint: Any, value: Any, key: str) -> Any:
     """``value`` checked (and int -> float converted) against a scalar annotation."""
-    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    options = (
+        typing.get_args(hint)
+        if typing.get_origin(hint) in (typing.Union, types.UnionType)
+        else (hint,)
+    )
     if value is None and type(None) in options:
         return None
     for option in options:
@@ -119,7 +123,7 @@ def _build(cls: type[C], values: Mapping[str, Any], where: str) -> C:
             if not isinstance(value, (list, tuple)):
                 raise ConfigError(
                     f"{key} must be a list, got {value!r} "
-                    "(on the command line: a JSON list such as '[\"a\", \"b\"]')"
+                    '(on the command line: a JSON list such as \'["a", "b"]\')'
                 )
             args = typing.get_args(hint)
             item = args[0] if args else Any
@@ -267,7 +271,9 @@ class ConfigSet(Generic[C]):
 
     def __init__(self, cls: type[C], presets: Presets):
         if "default" not in presets:
-            raise ConfigError(f"{cls.__name__} presets need a 'default' entry; got {sorted(presets)}")
+            raise ConfigError(
+                f"{cls.__name__} presets need a 'default' entry; got {sorted(presets)}"
+            )
         self.cls, self.presets = cls, presets
 
     @property

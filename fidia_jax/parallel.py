@@ -144,8 +144,9 @@ def is_primary() -> bool:
     return jax.process_index() == 0
 
 
-def data_mesh(batch_size: int | None = None, *, num_devices: int = 0,
-              axis_name: str = "data") -> Mesh:
+def data_mesh(
+    batch_size: int | None = None, *, num_devices: int = 0, axis_name: str = "data"
+) -> Mesh:
     """A 1-D mesh over the visible devices of every host, axis ``axis_name``.
 
     With ``batch_size``, the mesh takes the largest number of devices ``<= num_devices`` (``0``:
@@ -171,7 +172,8 @@ def data_mesh(batch_size: int | None = None, *, num_devices: int = 0,
     if jax.process_count() > 1 and n != len(devices):
         raise ConfigError(
             f"{jax.process_count()} processes: the batch ({batch_size}) must be a multiple of the "
-            f"global device count {len(devices)} (and num_devices must be 0)")
+            f"global device count {len(devices)} (and num_devices must be 0)"
+        )
     return Mesh(np.asarray(devices[:n]), (axis_name,))
 
 
@@ -186,8 +188,9 @@ def _fsdp_spec(shape: tuple[int, ...], size: int, axis_name: str) -> P:
     return P(*([None] * best + [axis_name]))
 
 
-def param_shardings(tree: Any, mesh: Mesh, mode: str = "replicated", *,
-                    axis_name: str = "data") -> Any:
+def param_shardings(
+    tree: Any, mesh: Mesh, mode: str = "replicated", *, axis_name: str = "data"
+) -> Any:
     """A :class:`NamedSharding` per leaf of a parameter (or optimiser-state) pytree.
 
     Args:
@@ -206,7 +209,8 @@ def param_shardings(tree: Any, mesh: Mesh, mode: str = "replicated", *,
         return jax.tree.map(lambda _: rep, tree)
     size = mesh.shape[axis_name]
     return jax.tree.map(
-        lambda x: NamedSharding(mesh, _fsdp_spec(tuple(np.shape(x)), size, axis_name)), tree)
+        lambda x: NamedSharding(mesh, _fsdp_spec(tuple(np.shape(x)), size, axis_name)), tree
+    )
 
 
 def _global_put(x: Any, sharding: NamedSharding) -> jax.Array:
@@ -222,7 +226,11 @@ def put(tree: Any, shardings: Any) -> Any:
     On one process this is :func:`jax.device_put`. Across processes, each process must hold the
     same global value; it contributes the slices its devices own.
     """
-    first = jax.tree.leaves(shardings)[0] if not isinstance(shardings, jax.sharding.Sharding) else shardings
+    first = (
+        jax.tree.leaves(shardings)[0]
+        if not isinstance(shardings, jax.sharding.Sharding)
+        else shardings
+    )
     if first.is_fully_addressable:
         return jax.device_put(tree, shardings)
     if isinstance(shardings, jax.sharding.Sharding):
@@ -244,7 +252,9 @@ def replicate(tree: Any, mesh: Mesh) -> Any:
     return put(tree, NamedSharding(mesh, P()))
 
 
-def place_params(tree: Any, mesh: Mesh, mode: str = "replicated", *, axis_name: str = "data") -> Any:
+def place_params(
+    tree: Any, mesh: Mesh, mode: str = "replicated", *, axis_name: str = "data"
+) -> Any:
     """Places parameters or optimiser state by :func:`param_shardings` (``"replicated"``: as
     :func:`replicate`)."""
     if mode == "replicated":

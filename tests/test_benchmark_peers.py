@@ -157,9 +157,9 @@ def test_peer_script_imports_only_numpy_torch_and_the_standard_library(script):
         for n in names:
             top = n.split(".")[0]
             allowed = PEER_DEPENDENCIES | PEER_OWN_PACKAGES.get(script.name, set())
-            assert (
-                top in sys.stdlib_module_names or top in allowed or top == "__future__"
-            ), f"{script.name} imports {n}"
+            assert top in sys.stdlib_module_names or top in allowed or top == "__future__", (
+                f"{script.name} imports {n}"
+            )
     code = (
         "import sys, importlib.util\n"
         "for n in ('fidia_jax', 'jax', 'jaxlib'): sys.modules[n] = None\n"
@@ -173,11 +173,15 @@ def test_peer_script_imports_only_numpy_torch_and_the_standard_library(script):
 
 def test_background_peer_failure_exits_with_its_log(tmp_path, failing_python):
     peers = _load_peers_module()
-    peer = peers.start_peer(failing_python, "_causalegm_peer.py", "in.npz", log_path=tmp_path / "p.log")
+    peer = peers.start_peer(
+        failing_python, "_causalegm_peer.py", "in.npz", log_path=tmp_path / "p.log"
+    )
     with pytest.raises(SystemExit) as exc:
         peers.wait_peer(peer, name="causalegm peer")
     msg = str(exc.value.code)
     assert "causalegm peer failed" in msg and "exited with status 3" in msg
     assert "fake-peer-error: cannot run" in msg and "_causalegm_peer.py in.npz" in msg
     with pytest.raises(SystemExit, match="cannot start"):
-        peers.start_peer(tmp_path / "no-such-python", "_causalegm_peer.py", log_path=tmp_path / "q.log")
+        peers.start_peer(
+            tmp_path / "no-such-python", "_causalegm_peer.py", log_path=tmp_path / "q.log"
+        )

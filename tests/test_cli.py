@@ -97,7 +97,9 @@ def test_demo_runs_fidia_demo(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(demo, "run_demo", lambda out, **kw: calls.append((out, kw)) or {})
     assert cli.main(["demo", "--out", str(tmp_path / "d"), "--quiet", "--seed", "3"]) == 0
-    assert cli.main(["fidia", "demo", "--workdir", str(tmp_path / "d"), "--quiet", "--seed", "3"]) == 0
+    assert (
+        cli.main(["fidia", "demo", "--workdir", str(tmp_path / "d"), "--quiet", "--seed", "3"]) == 0
+    )
     for out, kw in calls:
         assert pathlib.Path(out) == tmp_path / "d" and kw == {"seed": 3, "quiet": True}
 
@@ -105,13 +107,17 @@ def test_demo_runs_fidia_demo(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_fidia_train_tiny_runs(tmp_path):
     """``fidia-jax fidia train --config tiny --workdir W`` trains for real (about a minute)."""
-    assert cli.main(["fidia", "train", "--config", "tiny", "--workdir", str(tmp_path), "--quiet"]) == 0
+    assert (
+        cli.main(["fidia", "train", "--config", "tiny", "--workdir", str(tmp_path), "--quiet"]) == 0
+    )
     assert json.loads((tmp_path / "config.json").read_text())["train"]["num_steps"] == 2
-    assert {"metrics.jsonl", "eval_after.json", "checkpoints"} <= {p.name for p in tmp_path.iterdir()}
+    assert {"metrics.jsonl", "eval_after.json", "checkpoints"} <= {
+        p.name for p in tmp_path.iterdir()
+    }
 
 
 # ----------------------------------------------------------------------------- the convention
-_TOY_CONFIGS = '''
+_TOY_CONFIGS = """
 import dataclasses
 from fidia_jax import config as config_lib
 
@@ -134,8 +140,8 @@ PRESETS = {"tiny": {"train": {"steps": 2}}, "demo": {"train": {"steps": 5}}, "de
 
 def load_config(name_or_path):
     return config_lib.load_config(Config, PRESETS, name_or_path)
-'''
-_TOY_TRAIN = '''
+"""
+_TOY_TRAIN = """
 import json, pathlib
 from fidia_jax.config import config_to_dict
 
@@ -143,7 +149,7 @@ def {func}(config, workdir):
     path = pathlib.Path(workdir)
     path.mkdir(parents=True, exist_ok=True)
     (path / "{func}.json").write_text(json.dumps(config_to_dict(config)))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +175,20 @@ def registered(toy, monkeypatch):
 
 
 def test_convention_train_set_data_dir(registered, tmp_path, capsys):
-    argv = ["toy", "train", "--config", "tiny", "--set", "train.lr=1", "--set", "seed=7",
-            "--data-dir", "/data", "--workdir", str(tmp_path)]
+    argv = [
+        "toy",
+        "train",
+        "--config",
+        "tiny",
+        "--set",
+        "train.lr=1",
+        "--set",
+        "seed=7",
+        "--data-dir",
+        "/data",
+        "--workdir",
+        str(tmp_path),
+    ]
     assert cli.main(argv) == 0
     got = json.loads((tmp_path / "train_and_evaluate.json").read_text())
     assert got == {"seed": 7, "data": {"data_dir": "/data"}, "train": {"steps": 2, "lr": 1.0}}
@@ -183,7 +201,9 @@ def test_convention_demo_uses_the_demo_preset_and_no_evaluate_without_evaluate_p
     assert json.loads((tmp_path / "train_and_evaluate.json").read_text())["train"]["steps"] == 5
     with pytest.raises(SystemExit):
         cli.main(["toy", "--help"])
-    verbs = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("    ")]
+    verbs = [
+        line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("    ")
+    ]
     assert verbs == ["train", "demo"]
 
 

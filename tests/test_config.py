@@ -81,7 +81,12 @@ def test_override_values_are_typed():
                                         "train.checkpoint=020", "train.resume=false",
                                         "train.data_dir=/data"])  # fmt: skip
     assert got.train.lr == 1.0 and isinstance(got.train.lr, float)  # int accepted for float
-    assert (got.seed, got.train.ns, got.train.resume, got.train.data_dir) == (4, (2, 8), False, "/data")
+    assert (got.seed, got.train.ns, got.train.resume, got.train.data_dir) == (
+        4,
+        (2, 8),
+        False,
+        "/data",
+    )
     assert got.train.checkpoint == "020"  # a string field keeps the text as written
     assert config.override_config(Run(), ["train.data_dir=null"]).train.data_dir is None
     assert base.train.lr == 1e-3  # configs are immutable; overrides return a new one
@@ -113,7 +118,7 @@ def test_files_with_base(tmp_path):
     got = config.load_config(Run, PRESETS, js)
     assert got == Run(seed=2, train=Train(num_steps=2, ns=(1,), lr=1.0))
     toml = tmp_path / "run.toml"
-    toml.write_text('seed = 5\n[train]\nns = [3, 6]\n')  # no base: "default"
+    toml.write_text("seed = 5\n[train]\nns = [3, 6]\n")  # no base: "default"
     assert config.load_config(Run, PRESETS, toml) == Run(seed=5, train=Train(ns=(3, 6)))
     assert config.load_config(Run, PRESETS, "tiny") == config.get_config(Run, PRESETS, "tiny")
 

@@ -81,8 +81,12 @@ def test_no_json_writer_bypasses_json_text():
     offenders = []
     for path in [*sorted((root / "projects").rglob("*.py")), root / "cli.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Attribute) and node.attr in ("dumps", "dump")
-                    and isinstance(node.value, ast.Name) and node.value.id == "json"):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("dumps", "dump")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "json"
+            ):
                 offenders.append(f"{path.relative_to(root)}:{node.lineno}")
     assert offenders == []
 
@@ -103,8 +107,12 @@ def test_one_data_directory_rule(tmp_path, monkeypatch):
     small = get_config("small")  # trains on the shared data's tasks; data.data_dir = None
     assert small.data.data_dir is None and small.data.train_tasks == "train"
     messages = []
-    for load in (data.resolve_data_dir, data.load_shakespeare, protein.load_motifbench_cases,
-                 lambda: _tasks_bridge.build_backbones(small)):
+    for load in (
+        data.resolve_data_dir,
+        data.load_shakespeare,
+        protein.load_motifbench_cases,
+        lambda: _tasks_bridge.build_backbones(small),
+    ):
         with pytest.raises(DataError) as exc:
             load()
         messages.append(str(exc.value))

@@ -133,8 +133,16 @@ def test_the_checker_catches_each_rule(tmp_path, monkeypatch):
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
     monkeypatch.setattr(__import__(__name__), "PACKAGE", pkg)
-    msgs = {rel: _violations(pkg / rel) for rel in
-            ["models/_a.py", "protein/_b.py", "projects/x/train.py", "rl/_c.py", "projects/x/ok.py"]}
+    msgs = {
+        rel: _violations(pkg / rel)
+        for rel in [
+            "models/_a.py",
+            "protein/_b.py",
+            "projects/x/train.py",
+            "rl/_c.py",
+            "projects/x/ok.py",
+        ]
+    }
     assert any("private module" in m for m in msgs["models/_a.py"])
     assert any("must not import models" in m for m in msgs["protein/_b.py"])
     assert any("another driver" in m for m in msgs["projects/x/train.py"])

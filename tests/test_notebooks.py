@@ -74,7 +74,9 @@ def test_ipynb_has_no_outputs(name):
     assert code, "no code cells"
     for i, cell in enumerate(code):
         assert cell.get("outputs") == [], f"{name}.ipynb code cell {i} has outputs"
-        assert cell.get("execution_count") is None, f"{name}.ipynb code cell {i} has an execution count"
+        assert cell.get("execution_count") is None, (
+            f"{name}.ipynb code cell {i} has an execution count"
+        )
     assert nb["metadata"]["jupytext"]["formats"] == "ipynb,py:percent"
 
 
@@ -104,14 +106,26 @@ def test_public_api_only_and_tiny_flag(name):
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=pytest.mark.slow if n in SLOW else pytest.mark.integration)
-     for n in NOTEBOOKS],
+    [
+        pytest.param(n, marks=pytest.mark.slow if n in SLOW else pytest.mark.integration)
+        for n in NOTEBOOKS
+    ],
 )
 def test_notebook_runs_in_tiny_mode(name, tmp_path):
     env = dict(os.environ)
     env.pop("FIDIA_DATA_DIR", None)  # the notebooks must run without the shared data
-    env.update(FIDIA_NOTEBOOK_TINY="1", MPLBACKEND="Agg", JAX_NUMPY_RANK_PROMOTION="raise",
-               JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, str(_py(name))], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    env.update(
+        FIDIA_NOTEBOOK_TINY="1",
+        MPLBACKEND="Agg",
+        JAX_NUMPY_RANK_PROMOTION="raise",
+        JAX_PLATFORMS="cpu",
+    )
+    proc = subprocess.run(
+        [sys.executable, str(_py(name))],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"

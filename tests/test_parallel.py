@@ -42,9 +42,12 @@ def test_shard_batch_splits_the_leading_axis_and_to_host_round_trips():
 
 def test_fsdp_splits_the_largest_divisible_axis_and_computes_the_same_values():
     mesh = parallel.data_mesh()
-    params = {"w": np.arange(6 * 8, dtype=np.float32).reshape(6, 8) / 10,
-              "b": np.arange(8, dtype=np.float32), "odd": np.ones((3, 5), np.float32),
-              "s": np.float32(2.0)}
+    params = {
+        "w": np.arange(6 * 8, dtype=np.float32).reshape(6, 8) / 10,
+        "b": np.arange(8, dtype=np.float32),
+        "odd": np.ones((3, 5), np.float32),
+        "s": np.float32(2.0),
+    }
     specs = parallel.param_shardings(params, mesh, "fsdp")
     assert specs["w"].spec == P(None, "data")  # 8 divides, 6 does not
     assert specs["b"].spec == P("data")
@@ -67,13 +70,35 @@ def test_fsdp_splits_the_largest_divisible_axis_and_computes_the_same_values():
     ("env", "expected"),
     [
         ({}, None),
-        ({"SLURM_JOB_ID": "1", "SLURM_NTASKS": "1", "SLURM_STEP_NODELIST": "n1", "SLURM_PROCID": "0",
-          "SLURM_LOCALID": "0"}, None),  # one SLURM task: single process
-        ({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"},
-         {"coordinator_address": "10.0.0.1:1234", "num_processes": 2, "process_id": 1}),
+        (
+            {
+                "SLURM_JOB_ID": "1",
+                "SLURM_NTASKS": "1",
+                "SLURM_STEP_NODELIST": "n1",
+                "SLURM_PROCID": "0",
+                "SLURM_LOCALID": "0",
+            },
+            None,
+        ),  # one SLURM task: single process
+        (
+            {
+                "JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234",
+                "JAX_NUM_PROCESSES": "2",
+                "JAX_PROCESS_ID": "1",
+            },
+            {"coordinator_address": "10.0.0.1:1234", "num_processes": 2, "process_id": 1},
+        ),
         ({"JAX_COORDINATOR_ADDRESS": "h:1"}, {"coordinator_address": "h:1"}),
-        ({"SLURM_JOB_ID": "1", "SLURM_NTASKS": "8", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_PROCID": "3",
-          "SLURM_LOCALID": "1"}, {}),
+        (
+            {
+                "SLURM_JOB_ID": "1",
+                "SLURM_NTASKS": "8",
+                "SLURM_STEP_NODELIST": "n[1-2]",
+                "SLURM_PROCID": "3",
+                "SLURM_LOCALID": "1",
+            },
+            {},
+        ),
         ({"OMPI_COMM_WORLD_SIZE": "4"}, {}),
         ({"OMPI_COMM_WORLD_SIZE": "1"}, None),
         ({"TPU_WORKER_HOSTNAMES": "t0,t1,t2,t3"}, {}),

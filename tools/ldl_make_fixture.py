@@ -36,9 +36,13 @@ OUT_DIR = ROOT / "tests" / "data" / "ldl"
 SEED = 20261130
 #: (name, pos, neg): PyLDL presets of three data sets with 6, 9 and 5 labels.
 CASES = [
-    ("SJAFFE", [1., 0., 1., 0., 0., 0.], [0., 1., 0., 1., 1., 1.]),
-    ("Music", [1., 0., 1., 0., 1., 1., 1., .5, .5], [0., 1., 0., 1., 0., 0., 0., .5, .5]),
-    ("M2B", [0., .25, .5, .75, 1.], [1., .75, .5, .25, 0.]),
+    ("SJAFFE", [1.0, 0.0, 1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0, 1.0, 1.0]),
+    (
+        "Music",
+        [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.5, 0.5],
+        [0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.5, 0.5],
+    ),
+    ("M2B", [0.0, 0.25, 0.5, 0.75, 1.0], [1.0, 0.75, 0.5, 0.25, 0.0]),
 ]
 N_ROWS = 24
 KS = (10.0, 3.0)
@@ -113,21 +117,29 @@ def peer() -> None:
         out[f"{name}/total_loss"] = float(total)
         out[f"{name}/total_grad_logits"] = grad.numpy()
         u = d.astype(np.float64)
-        for metric in ("chebyshev", "clark", "canberra", "kl_divergence", "cosine",
-                       "intersection"):
+        for metric in ("chebyshev", "clark", "canberra", "kl_divergence", "cosine", "intersection"):
             out[f"{name}/metric/{metric}"] = float(getattr(metrics, metric)(u, p_metric))
         out[f"{name}/metric/divisiveness_error"] = float(
-            metrics.divisiveness_error(u, p_metric, pos=pos, neg=neg))
+            metrics.divisiveness_error(u, p_metric, pos=pos, neg=neg)
+        )
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(OUT_DIR / "pyldl_parity.npz",
-                        **{k: np.asarray(v, np.float64) for k, v in out.items()})
+    np.savez_compressed(
+        OUT_DIR / "pyldl_parity.npz", **{k: np.asarray(v, np.float64) for k, v in out.items()}
+    )
     from importlib.metadata import version
 
-    meta = {"seed": SEED, "alpha": ALPHA, "ks": list(KS), "rows": N_ROWS,
-            "cases": [name for name, _, _ in CASES], "keras_backend": keras.backend.backend(),
-            "versions": {pkg: version(pkg) for pkg in ("python-ldl", "keras", "torch", "numpy",
-                                                        "scikit-learn")},
-            "script": "tools/ldl_make_fixture.py"}
+    meta = {
+        "seed": SEED,
+        "alpha": ALPHA,
+        "ks": list(KS),
+        "rows": N_ROWS,
+        "cases": [name for name, _, _ in CASES],
+        "keras_backend": keras.backend.backend(),
+        "versions": {
+            pkg: version(pkg) for pkg in ("python-ldl", "keras", "torch", "numpy", "scikit-learn")
+        },
+        "script": "tools/ldl_make_fixture.py",
+    }
     (OUT_DIR / "pyldl_parity.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUT_DIR / 'pyldl_parity.npz'} ({len(out)} arrays)")
 

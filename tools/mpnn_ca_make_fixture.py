@@ -51,7 +51,9 @@ def ca_only_pdb(src: pathlib.Path, dropped, split_at) -> str:
             continue
         seen.add((resnum, icode))
         chain = "B" if split_at is not None and resnum >= split_at else "A"
-        out.append(f"{line[:6]}{len(out) + 1:5d}{line[11:16]} {line[17:21]}{chain}{line[22:].rstrip()}")
+        out.append(
+            f"{line[:6]}{len(out) + 1:5d}{line[11:16]} {line[17:21]}{chain}{line[22:].rstrip()}"
+        )
     return "\n".join(out) + "\nEND\n"
 
 
@@ -64,21 +66,37 @@ def main() -> None:
     torch.set_num_threads(1)
     out_dir = pathlib.Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt_file = pathlib.Path(U.__file__).parent / "data" / "ca_model_weights" / f"{args.checkpoint}.pt"
+    ckpt_file = (
+        pathlib.Path(U.__file__).parent / "data" / "ca_model_weights" / f"{args.checkpoint}.pt"
+    )
     ckpt = torch.load(ckpt_file, map_location="cpu", weights_only=False)
-    model = U.ProteinMPNN(ca_only=True, num_letters=21, node_features=128, edge_features=128, hidden_dim=128,
-                          num_encoder_layers=3, num_decoder_layers=3, augment_eps=0.0,
-                          k_neighbors=ckpt["num_edges"])
+    model = U.ProteinMPNN(
+        ca_only=True,
+        num_letters=21,
+        node_features=128,
+        edge_features=128,
+        hidden_dim=128,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        augment_eps=0.0,
+        k_neighbors=ckpt["num_edges"],
+    )
     model.load_state_dict(ckpt["model_state_dict"])
     model.eval()
     for name, (src, designed, visible, dropped, split_at) in CASES.items():
         pdb = out_dir / f"{name}.pdb"
-        pdb.write_text(ca_only_pdb(pathlib.Path(args.data_dir) / "protein" / "mdanalysistests_dssp" / src,
-                                   set(dropped), split_at))
+        pdb.write_text(
+            ca_only_pdb(
+                pathlib.Path(args.data_dir) / "protein" / "mdanalysistests_dssp" / src,
+                set(dropped),
+                split_at,
+            )
+        )
         batch = U.parse_PDB(str(pdb), ca_only=True)
         chain_dict = {batch[0]["name"]: (designed, visible)}
         (X, S, mask, _lengths, chain_M, chain_enc, letters, *_rest) = U.tied_featurize(
-            batch, "cpu", chain_dict, None, None, None, None, None, ca_only=True)
+            batch, "cpu", chain_dict, None, None, None, None, None, ca_only=True
+        )
         chain_M_pos = _rest[3]
         residue_idx = _rest[5]
         L = S.shape[1]
@@ -88,8 +106,17 @@ def main() -> None:
         with torch.no_grad():
             lp = model(X, S, mask, chain_mask, residue_idx, chain_enc, randn)
             order = torch.argsort((chain_mask * mask + 0.0001) * torch.abs(randn))
-            lp2 = model(X, S, mask, chain_mask, residue_idx, chain_enc, randn,
-                        use_input_decoding_order=True, decoding_order=order)
+            lp2 = model(
+                X,
+                S,
+                mask,
+                chain_mask,
+                residue_idx,
+                chain_enc,
+                randn,
+                use_input_decoding_order=True,
+                decoding_order=order,
+            )
         assert torch.equal(lp, lp2), "decoding order mismatch"
         w = (mask * chain_mask)[0]
         nll = float(-(lp[0].gather(-1, S[0][:, None])[:, 0] * w).sum() / w.sum())

@@ -156,7 +156,9 @@ def random_algotrace_instance(
     if task not in TASKS:
         raise ValueError(f"random_algotrace_instance: task must be one of {TASKS}, got {task!r}")
     if not 3 <= int(n_nodes) <= MAX_NODES:
-        raise ValueError(f"random_algotrace_instance: n_nodes must be in 3..{MAX_NODES}, got {n_nodes}")
+        raise ValueError(
+            f"random_algotrace_instance: n_nodes must be in 3..{MAX_NODES}, got {n_nodes}"
+        )
     max_edges = n_nodes * (n_nodes - 1) // 2
     if task == "nav" and not n_nodes - 1 <= int(n_edges) <= max_edges:
         raise ValueError(
@@ -168,7 +170,10 @@ def random_algotrace_instance(
         if task == "tsp":
             return AlgoTraceInstance("tsp", coords, np.zeros((0, 2), np.int64), -1)
         order = rng.permutation(n_nodes)
-        tree = {tuple(sorted((int(order[i]), int(order[rng.integers(0, i)])))) for i in range(1, n_nodes)}
+        tree = {
+            tuple(sorted((int(order[i]), int(order[rng.integers(0, i)]))))
+            for i in range(1, n_nodes)
+        }
         rest = [e for e in itertools.combinations(range(n_nodes), 2) if e not in tree]
         extra = [rest[i] for i in rng.choice(len(rest), size=n_edges - len(tree), replace=False)]
         edges = np.array(sorted(tree | set(extra)), np.int64)
@@ -299,7 +304,9 @@ def algotrace_primitive_labels(tokens, prompt_len) -> np.ndarray:
     one = tok.ndim == 1
     tok = tok[None] if one else tok
     if tok.ndim != 2:
-        raise ValueError(f"algotrace_primitive_labels: tokens must be (N, T), got shape {tok.shape}")
+        raise ValueError(
+            f"algotrace_primitive_labels: tokens must be (N, T), got shape {tok.shape}"
+        )
     pl = np.broadcast_to(np.asarray(prompt_len, np.int64), (tok.shape[0],))
     if np.any(pl < 0) or np.any(pl > tok.shape[1]):
         raise ValueError(f"algotrace_primitive_labels: prompt_len must be in [0, {tok.shape[1]}]")
@@ -352,7 +359,9 @@ def make_algotrace_data(
     for name, given, allowed in (("tasks", tasks, TASKS), ("strategies", strategies, STRATEGIES)):
         bad = [x for x in given if x not in allowed]
         if not given or bad:
-            raise ValueError(f"make_algotrace_data: {name} must be a non-empty subset of {allowed}, got {given}")
+            raise ValueError(
+                f"make_algotrace_data: {name} must be a non-empty subset of {allowed}, got {given}"
+            )
     rng = np.random.default_rng(seed)
     rows, labs, plen, task_ix, strat_ix = [], [], [], [], []
     for _ in range(int(n)):
@@ -374,6 +383,10 @@ def make_algotrace_data(
         tokens[i, : len(r)] = r
         labels[i, : len(lab)] = lab
     return AlgoTraceData(
-        tokens, labels, np.asarray(plen, np.int32), np.asarray([len(r) for r in rows], np.int32),
-        np.asarray(task_ix, np.int32), np.asarray(strat_ix, np.int32),
+        tokens,
+        labels,
+        np.asarray(plen, np.int32),
+        np.asarray([len(r) for r in rows], np.int32),
+        np.asarray(task_ix, np.int32),
+        np.asarray(strat_ix, np.int32),
     )

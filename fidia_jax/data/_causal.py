@@ -53,7 +53,9 @@ def check_arms(t_N, num_arms: int, *, where: str = "data") -> None:
             raise DataError(f"{where}: treatments must be integer arm indices")
         t = t.astype(np.int64)
     if t.size and (t.min() < 0 or t.max() >= num_arms):
-        raise DataError(f"{where}: treatments must be in [0, {num_arms}), got [{t.min()}, {t.max()}]")
+        raise DataError(
+            f"{where}: treatments must be in [0, {num_arms}), got [{t.min()}, {t.max()}]"
+        )
     counts = np.bincount(t, minlength=num_arms)
     if counts[0] == 0:
         raise DataError(f"{where}: no control arm (no unit has treatment 0)")
@@ -93,7 +95,9 @@ class CausalData:
             raise DataError(f"{self.name}: covariates must be (N, D), got shape {x.shape}")
         n = x.shape[0]
         if y.shape != (n,):
-            raise DataError(f"{self.name}: outcomes must be ({n},) like the covariates, got {y.shape}")
+            raise DataError(
+                f"{self.name}: outcomes must be ({n},) like the covariates, got {y.shape}"
+            )
         if np.asarray(self.t).shape != (n,):
             raise DataError(
                 f"{self.name}: treatments must be ({n},), got {np.asarray(self.t).shape}"
@@ -126,7 +130,9 @@ class CausalData:
         return CausalData(self.x[idx], self.t[idx], self.y[idx], mu, self.num_arms, self.name)
 
 
-def split_causal(data: CausalData, test_fraction: float, seed: int) -> tuple[CausalData, CausalData]:
+def split_causal(
+    data: CausalData, test_fraction: float, seed: int
+) -> tuple[CausalData, CausalData]:
     """A random train/test split, stratified by arm (every arm keeps units on both sides).
 
     Raises:
@@ -167,10 +173,16 @@ def load_ihdp(replication: int = 1, data_dir: str | pathlib.Path | None = None) 
     except ValueError as e:
         raise DataError(f"{path}: not a numeric CSV ({e})") from None
     if table.shape[1] != 30:
-        raise DataError(f"{path}: expected 30 columns (t, yf, ycf, mu0, mu1, x1..x25), got {table.shape[1]}")
+        raise DataError(
+            f"{path}: expected 30 columns (t, yf, ycf, mu0, mu1, x1..x25), got {table.shape[1]}"
+        )
     return CausalData(
-        x=table[:, 5:], t=table[:, 0].astype(np.int32), y=table[:, 1],
-        mu=table[:, 3:5], num_arms=2, name=f"ihdp_{replication}",
+        x=table[:, 5:],
+        t=table[:, 0].astype(np.int32),
+        y=table[:, 1],
+        mu=table[:, 3:5],
+        num_arms=2,
+        name=f"ihdp_{replication}",
     )
 
 
@@ -195,7 +207,12 @@ def acic2016_covariates() -> np.ndarray:
 
 
 def make_multiarm(
-    x_NxD, num_arms: int, *, imbalance: float = 1.0, noise: float = 1.0, seed: int = 0,
+    x_NxD,
+    num_arms: int,
+    *,
+    imbalance: float = 1.0,
+    noise: float = 1.0,
+    seed: int = 0,
     name: str = "multiarm",
 ) -> CausalData:
     """K-arm semi-synthetic data on real covariates, with known potential outcomes (ours).
@@ -253,7 +270,10 @@ def make_multiarm(
     t = np.array([rng.choice(num_arms, p=row) for row in p], dtype=np.int32)
     t[rng.permutation(len(t))[:num_arms]] = np.arange(num_arms)
     xb, xg = x @ b, x @ g
-    mu = (xb + 0.5 * np.sin(2 * xb))[:, None] + s[None, :] * (2.0 + xg[:, None]) \
+    mu = (
+        (xb + 0.5 * np.sin(2 * xb))[:, None]
+        + s[None, :] * (2.0 + xg[:, None])
         + np.sin(np.pi * s)[None, :] * c[:, None]
+    )
     y = mu[np.arange(len(t)), t] + noise * rng.normal(size=len(t))
     return CausalData(x=x, t=t, y=y, mu=mu, num_arms=num_arms, name=f"{name}_K{num_arms}")

@@ -162,7 +162,9 @@ class DyconBatch(NamedTuple):
         """
         width = int(self.prompt_len.max()) if width is None else int(width)
         if width < int(self.prompt_len.max()):
-            raise ValueError(f"prompts: width {width} < longest prompt {int(self.prompt_len.max())}")
+            raise ValueError(
+                f"prompts: width {width} < longest prompt {int(self.prompt_len.max())}"
+            )
         out = np.where(np.arange(width)[None] < self.prompt_len[:, None], self.tokens[:, :width], 0)
         return out.astype(np.int32), self.prompt_len.copy()
 
@@ -215,8 +217,16 @@ def _solution(rng, vocab: DyconVocab, ops, error_rate, redundant_rate):
     for _ in range(vocab.max_redundant):
         if rng.random() >= redundant_rate:
             break
-        put([vocab.WAIT, vocab.digit(prev), vocab.operand(len(ops), ops[-1]), vocab.digit(s),
-             vocab.SEP], "redundant")
+        put(
+            [
+                vocab.WAIT,
+                vocab.digit(prev),
+                vocab.operand(len(ops), ops[-1]),
+                vocab.digit(s),
+                vocab.SEP,
+            ],
+            "redundant",
+        )
     put([vocab.END_THINK], "end")
     put([vocab.digit(s), vocab.EOS], "answer")
     return toks, roles, s
@@ -338,7 +348,9 @@ class DyconGeneration(NamedTuple):
     malformed: int
 
 
-def parse_dycon_generation(tokens, answer: int, vocab: DyconVocab = DyconVocab()) -> DyconGeneration:
+def parse_dycon_generation(
+    tokens, answer: int, vocab: DyconVocab = DyconVocab()
+) -> DyconGeneration:
     """Reads a generated continuation (the tokens after the prompt) of the DyCon task.
 
     The thinking (before ``</think>``) is split at ``;`` into units; a unit ``[p, (j, a), v]`` is

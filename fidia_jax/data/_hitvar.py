@@ -62,8 +62,9 @@ def _check_image(hr: np.ndarray, scale: int, where: str) -> None:
         raise ValueError(f"{where}: the image has non-finite values")
 
 
-def degrade(hr: np.ndarray, degradation: Degradation = Degradation(), *, seed: int = 0
-            ) -> np.ndarray:
+def degrade(
+    hr: np.ndarray, degradation: Degradation = Degradation(), *, seed: int = 0
+) -> np.ndarray:
     """The LR version of one HR image (blur, bicubic down, noise, JPEG).
 
     Args:
@@ -90,26 +91,40 @@ def degrade(hr: np.ndarray, degradation: Degradation = Degradation(), *, seed: i
     h, w = hr.shape[0] // d.scale, hr.shape[1] // d.scale
     if d.scale > 1:
         # Pillow's float ("F") mode keeps full precision per channel.
-        x = np.stack([
-            np.asarray(Image.fromarray(np.ascontiguousarray(x[..., c], np.float32))
-                       .resize((w, h), Image.Resampling.BICUBIC))
-            for c in range(3)
-        ], axis=-1)
+        x = np.stack(
+            [
+                np.asarray(
+                    Image.fromarray(np.ascontiguousarray(x[..., c], np.float32)).resize(
+                        (w, h), Image.Resampling.BICUBIC
+                    )
+                )
+                for c in range(3)
+            ],
+            axis=-1,
+        )
     if d.noise_std > 0:
-        x = x + d.noise_std * np.random.default_rng(seed).standard_normal(x.shape).astype(np.float32)
+        x = x + d.noise_std * np.random.default_rng(seed).standard_normal(x.shape).astype(
+            np.float32
+        )
     x = np.clip(x, 0.0, 1.0)
     if d.jpeg_quality:
         buf = io.BytesIO()
         Image.fromarray(np.round(x * 255).astype(np.uint8)).save(
-            buf, format="JPEG", quality=int(d.jpeg_quality))
+            buf, format="JPEG", quality=int(d.jpeg_quality)
+        )
         buf.seek(0)
         x = np.asarray(Image.open(buf).convert("RGB"), np.float32) / 255.0
     return x.astype(np.float32)
 
 
-def make_sr_pairs(images: Mapping[str, np.ndarray] | Sequence[np.ndarray], hr_size: int, n: int,
-                  degradation: Degradation = Degradation(), *, seed: int = 0
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def make_sr_pairs(
+    images: Mapping[str, np.ndarray] | Sequence[np.ndarray],
+    hr_size: int,
+    n: int,
+    degradation: Degradation = Degradation(),
+    *,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """``n`` random ``hr_size`` crops of the images and their degraded LR versions.
 
     Args:
@@ -136,9 +151,7 @@ def make_sr_pairs(images: Mapping[str, np.ndarray] | Sequence[np.ndarray], hr_si
     if n < 1:
         raise ValueError(f"make_sr_pairs: n must be >= 1, got {n}")
     if hr_size % degradation.scale:
-        raise ValueError(
-            f"make_sr_pairs: scale {degradation.scale} must divide hr_size {hr_size}"
-        )
+        raise ValueError(f"make_sr_pairs: scale {degradation.scale} must divide hr_size {hr_size}")
     hr = np.asarray(random_crops(imgs, hr_size, n, seed=seed), np.float32)
     lr = np.stack([degrade(h, degradation, seed=seed * 1_000_003 + i) for i, h in enumerate(hr)])
     return hr, lr

@@ -57,8 +57,16 @@ LDL_POLARITY: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
 LDL_POLARITY["emotion6"] = LDL_POLARITY["Emotion6"]
 
 #: The eight sets of the LDL-DVS benchmark (issue 11), all with a polarity preset.
-LDL_BENCHMARK_SETS = ("SJAFFE", "SBU_3DFE", "Emotion6", "Movie", "SCUT_FBP", "M2B", "Music",
-                      "Painting")
+LDL_BENCHMARK_SETS = (
+    "SJAFFE",
+    "SBU_3DFE",
+    "Emotion6",
+    "Movie",
+    "SCUT_FBP",
+    "M2B",
+    "Music",
+    "Painting",
+)
 
 _REQUIRED_KEYS = ("features", "labels")
 
@@ -87,8 +95,9 @@ class LdlDataset:
 
 def _check_arrays(x: np.ndarray, d: np.ndarray, where: str) -> None:
     if x.ndim != 2 or d.ndim != 2:
-        raise DataError(f"{where}: features and labels must be 2-D, got shapes {x.shape} and "
-                        f"{d.shape}")
+        raise DataError(
+            f"{where}: features and labels must be 2-D, got shapes {x.shape} and {d.shape}"
+        )
     if x.shape[0] != d.shape[0]:
         raise DataError(f"{where}: features have {x.shape[0]} rows but labels {d.shape[0]}")
     if x.shape[0] < 1 or d.shape[1] < 2:
@@ -97,21 +106,26 @@ def _check_arrays(x: np.ndarray, d: np.ndarray, where: str) -> None:
         raise DataError(f"{where}: features hold NaN or infinite values")
     bad = ~np.all(np.isfinite(d), axis=1)
     if bad.any():
-        raise DataError(f"{where}: labels hold NaN or infinite values (first in row "
-                        f"{int(np.argmax(bad))})")
+        raise DataError(
+            f"{where}: labels hold NaN or infinite values (first in row {int(np.argmax(bad))})"
+        )
     if np.any(d < 0):
-        raise DataError(f"{where}: labels hold negative values (row "
-                        f"{int(np.argmax(np.any(d < 0, axis=1)))})")
+        raise DataError(
+            f"{where}: labels hold negative values (row {int(np.argmax(np.any(d < 0, axis=1)))})"
+        )
     sums = d.sum(axis=1)
     zero = sums == 0
     if zero.any():
-        raise DataError(f"{where}: label row {int(np.argmax(zero))} is all zero "
-                        "(not a label distribution)")
+        raise DataError(
+            f"{where}: label row {int(np.argmax(zero))} is all zero (not a label distribution)"
+        )
     off = np.abs(sums - 1.0) > 1e-3
     if off.any():
         i = int(np.argmax(off))
-        raise DataError(f"{where}: label row {i} sums to {sums[i]:.6g}, not 1 "
-                        "(rows must be label distributions)")
+        raise DataError(
+            f"{where}: label row {i} sums to {sums[i]:.6g}, not 1 "
+            "(rows must be label distributions)"
+        )
 
 
 def load_ldl_mat(path: str | os.PathLike[str], *, name: str | None = None) -> LdlDataset:
@@ -144,8 +158,10 @@ def load_ldl_mat(path: str | os.PathLike[str], *, name: str | None = None) -> Ld
     keys = sorted(k for k in mat if not k.startswith("__"))
     missing = [k for k in _REQUIRED_KEYS if k not in mat]
     if missing:
-        raise DataError(f"{where}: missing key(s) {missing}; an LDL .mat file needs "
-                        f"{list(_REQUIRED_KEYS)}, this one has {keys}")
+        raise DataError(
+            f"{where}: missing key(s) {missing}; an LDL .mat file needs "
+            f"{list(_REQUIRED_KEYS)}, this one has {keys}"
+        )
     x = np.asarray(mat["features"], dtype=np.float64)
     d = np.asarray(mat["labels"], dtype=np.float64)
     _check_arrays(x, d, where)
@@ -154,8 +170,10 @@ def load_ldl_mat(path: str | os.PathLike[str], *, name: str | None = None) -> Ld
     if name in LDL_POLARITY:
         pos, neg = (np.asarray(p, np.float32) for p in LDL_POLARITY[name])
         if pos.shape != (d.shape[1],):
-            raise DataError(f"{where}: the polarity preset of {name!r} has {pos.shape[0]} labels, "
-                            f"the file {d.shape[1]}")
+            raise DataError(
+                f"{where}: the polarity preset of {name!r} has {pos.shape[0]} labels, "
+                f"the file {d.shape[1]}"
+            )
     return LdlDataset(name, x.astype(np.float32), d.astype(np.float32), pos, neg)
 
 
@@ -181,8 +199,10 @@ def load_ldl_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) 
     files = {p.stem.lower(): p for p in sorted(folder.glob("*.mat"))}
     path = files.get(name.lower())
     if path is None:
-        raise DataError(f"no LDL data set {name!r} in {folder}; present: "
-                        f"{sorted(p.stem for p in files.values())}")
+        raise DataError(
+            f"no LDL data set {name!r} in {folder}; present: "
+            f"{sorted(p.stem for p in files.values())}"
+        )
     key = name if name in LDL_POLARITY else path.stem
     return load_ldl_mat(path, name=key)
 

@@ -262,13 +262,17 @@ class MultiFidelityData:
         if self.x_test.ndim != 2 or self.x_test.shape[1] != x.shape[1]:
             raise DataError(f"{where}: x_test must be (M, {x.shape[1]}), got {self.x_test.shape}")
         if self.y_test.shape != (self.x_test.shape[0],):
-            raise DataError(f"{where}: y_test must be ({self.x_test.shape[0]},), got {self.y_test.shape}")
+            raise DataError(
+                f"{where}: y_test must be ({self.x_test.shape[0]},), got {self.y_test.shape}"
+            )
         if not np.issubdtype(f.dtype, np.integer):
             raise DataError(f"{where}: fidelity_train must be integers, got {f.dtype}")
         if k < 1:
             raise DataError(f"{where}: fidelity_names is empty")
         if f.size and (f.min() < 0 or f.max() >= k):
-            raise DataError(f"{where}: fidelity_train values must be in [0, {k}), got {sorted(set(f.tolist()))}")
+            raise DataError(
+                f"{where}: fidelity_train values must be in [0, {k}), got {sorted(set(f.tolist()))}"
+            )
         object.__setattr__(self, "fidelity_train", f.astype(np.int32))
         for i, name in enumerate(self.fidelity_names):
             if not np.any(f == i):
@@ -276,11 +280,16 @@ class MultiFidelityData:
         for name, arr in (("y_train", y), ("y_test", self.y_test)):
             bad = np.flatnonzero(np.isnan(arr))
             if bad.size:
-                raise DataError(f"{where}: {name} has {bad.size} NaN label(s), first at row {bad[0]}")
+                raise DataError(
+                    f"{where}: {name} has {bad.size} NaN label(s), first at row {bad[0]}"
+                )
         for name in ("x_train", "x_test", "y_train", "y_test"):
             if not np.all(np.isfinite(getattr(self, name))):
                 raise DataError(f"{where}: {name} has non-finite values")
-        for name, n in (("delta_oracle_train", x.shape[0]), ("delta_oracle_test", self.x_test.shape[0])):
+        for name, n in (
+            ("delta_oracle_train", x.shape[0]),
+            ("delta_oracle_test", self.x_test.shape[0]),
+        ):
             arr = getattr(self, name)
             if arr is not None and (arr.shape != (n,) or not np.all(np.isfinite(arr))):
                 raise DataError(f"{where}: {name} must be ({n},) finite, got {arr.shape}")
@@ -327,7 +336,9 @@ def analytic_multifidelity_task(
     if name not in ANALYTIC_FUNCTIONS:
         raise ValueError(f"unknown analytic function {name!r}; known: {sorted(ANALYTIC_FUNCTIONS)}")
     if n_hf < 1 or n_lf < 1 or n_mf < 0 or n_test < 1:
-        raise ValueError(f"need n_hf, n_lf, n_test >= 1 and n_mf >= 0; got {n_hf}, {n_lf}, {n_test}, {n_mf}")
+        raise ValueError(
+            f"need n_hf, n_lf, n_test >= 1 and n_mf >= 0; got {n_hf}, {n_lf}, {n_test}, {n_mf}"
+        )
     fn = ANALYTIC_FUNCTIONS[name]
     rng = np.random.default_rng(seed)
     u = rng.uniform(size=(n_hf + n_mf + n_lf + n_test, fn.dim))
@@ -394,11 +405,15 @@ def load_freesolv(data_dir: str | os.PathLike[str] | None = None) -> FreeSolvTab
             continue
         fields = [s.strip() for s in line.split(";")]
         if len(fields) < 6:
-            raise DataError(f"FreeSolv: {path}:{lineno}: expected >= 6 ';'-separated fields, got {len(fields)}")
+            raise DataError(
+                f"FreeSolv: {path}:{lineno}: expected >= 6 ';'-separated fields, got {len(fields)}"
+            )
         try:
             e, c = float(fields[3]), float(fields[5])
         except ValueError:
-            raise DataError(f"FreeSolv: {path}:{lineno}: values {fields[3]!r}, {fields[5]!r} are not numbers") from None
+            raise DataError(
+                f"FreeSolv: {path}:{lineno}: values {fields[3]!r}, {fields[5]!r} are not numbers"
+            ) from None
         if not (math.isfinite(e) and math.isfinite(c)):
             raise DataError(f"FreeSolv: {path}:{lineno}: non-finite value")
         ids.append(fields[0])
@@ -487,7 +502,9 @@ def freesolv_multifidelity_task(
     n = len(table.ids)
     features = np.asarray(features, np.float32)
     if features.ndim != 2 or features.shape[0] != n:
-        raise ValueError(f"freesolv_multifidelity_task: features must be ({n}, F), got {features.shape}")
+        raise ValueError(
+            f"freesolv_multifidelity_task: features must be ({n}, F), got {features.shape}"
+        )
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     order = np.random.default_rng(split).permutation(n)
@@ -497,7 +514,9 @@ def freesolv_multifidelity_task(
     pool = len(rest) - n_hf
     n_lf = pool if n_lf is None else n_lf
     if n_hf < 1 or not 1 <= n_lf <= pool:
-        raise ValueError(f"need 1 <= n_hf and 1 <= n_lf <= {pool} (molecules left), got n_hf={n_hf}, n_lf={n_lf}")
+        raise ValueError(
+            f"need 1 <= n_hf and 1 <= n_lf <= {pool} (molecules left), got n_hf={n_hf}, n_lf={n_lf}"
+        )
     hf, lf = rest[:n_hf], rest[n_hf : n_hf + n_lf]
     train = np.concatenate([hf, lf])
     return MultiFidelityData(

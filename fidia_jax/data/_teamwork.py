@@ -98,7 +98,9 @@ def dominant_period(x: Any, *, min_period: int = 2, max_period: int | None = Non
     """
     s = np.asarray(x, dtype=np.float64)
     if s.ndim != 1 or s.size < 2 * min_period or not np.isfinite(s).all():
-        raise ValueError(f"x must be a finite 1-D array of >= {2 * min_period} steps, got {s.shape}")
+        raise ValueError(
+            f"x must be a finite 1-D array of >= {2 * min_period} steps, got {s.shape}"
+        )
     n = s.size
     max_period = n // 2 if max_period is None else min(max_period, n)
     amp = np.abs(np.fft.rfft(s - s.mean()))
@@ -138,14 +140,16 @@ def _read_skab_csv(path: pathlib.Path, name: str) -> SkabRun:
         missing = [c for c in SKAB_CHANNELS if c not in cols]
         if missing:
             raise DataError(f"SKAB: {path} lacks columns {missing} (is it ';'-separated?)")
-        table = {h: np.array([float(r[i]) for r in rows]) for h, i in cols.items()
-                 if h != "datetime"}
+        table = {
+            h: np.array([float(r[i]) for r in rows]) for h, i in cols.items() if h != "datetime"
+        }
     except (OSError, IndexError, ValueError) as err:
         if isinstance(err, DataError):
             raise
         raise DataError(f"SKAB: cannot read {path}: {err}") from err
-    values = validate_series(np.stack([table[c] for c in SKAB_CHANNELS], axis=1),
-                             name=f"SKAB {name}")
+    values = validate_series(
+        np.stack([table[c] for c in SKAB_CHANNELS], axis=1), name=f"SKAB {name}"
+    )
     labels = {}
     for col in ("anomaly", "changepoint"):
         lab = table.get(col, np.zeros(len(rows)))
@@ -173,8 +177,10 @@ def load_skab(data_dir: str | pathlib.Path | None = None) -> tuple[list[SkabRun]
         raise DataError(f"SKAB directory not found: {root}")
     runs = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and p.name != "anomaly-free"):
-        files = sorted(folder.glob("*.csv"), key=lambda p: (not p.stem.isdigit(), int(p.stem)
-                                                             if p.stem.isdigit() else 0, p.stem))
+        files = sorted(
+            folder.glob("*.csv"),
+            key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.stem),
+        )
         runs += [_read_skab_csv(f, f"{folder.name}/{f.stem}") for f in files]
     free = root / "anomaly-free" / "anomaly-free.csv"
     if not runs or not free.is_file():
@@ -261,11 +267,12 @@ def make_synthetic(
     dom = np.sin(2 * np.pi * t[:, None] / per + phase) + 0.3 * np.sin(4 * np.pi * t[:, None] / per)
     clean = np.zeros((total, n_ch))
     clean[:, :n_dominant] = dom[lag:]
-    clean[:, n_dominant:] = dom[: total] @ drivers[:n_dominant, n_dominant:]
+    clean[:, n_dominant:] = dom[:total] @ drivers[:n_dominant, n_dominant:]
     x = clean + noise * rng.standard_normal(clean.shape)
-    periods_all = np.array([per[k] for k in range(n_dominant)]
-                           + [per[int(np.flatnonzero(drivers[:, j])[0])]
-                              for j in range(n_dominant, n_ch)])
+    periods_all = np.array(
+        [per[k] for k in range(n_dominant)]
+        + [per[int(np.flatnonzero(drivers[:, j])[0])] for j in range(n_dominant, n_ch)]
+    )
     test = x[train_length:].copy()
     clean_test = clean[train_length:]
     labels = np.zeros(test_length, np.int8)
@@ -275,16 +282,23 @@ def make_synthetic(
         kind = kinds[i % len(kinds)]
         c = int(rng.integers(n_ch))
         p = int(periods_all[c])
-        length = {"point": 1, "contextual": max(2, p // 4), "shapelet": p,
-                  "seasonal": 2 * p, "trend": 2 * p}[kind]
+        length = {
+            "point": 1,
+            "contextual": max(2, p // 4),
+            "shapelet": p,
+            "seasonal": 2 * p,
+            "trend": 2 * p,
+        }[kind]
         for _ in range(200):
             start = int(rng.integers(0, test_length - length + 1))
             lo, hi = max(0, start - p), min(test_length, start + length + p)
             if not busy[lo:hi].any():
                 break
         else:
-            raise ValueError(f"cannot place {n_anomalies} non-overlapping anomalies in "
-                             f"{test_length} steps; lower n_anomalies")
+            raise ValueError(
+                f"cannot place {n_anomalies} non-overlapping anomalies in "
+                f"{test_length} steps; lower n_anomalies"
+            )
         end = start + length
         seg = slice(start, end)
         sign = rng.choice([-1.0, 1.0])

@@ -46,7 +46,14 @@ _ADULT_COLUMNS = (
     "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week",
     "native_country", "income",
 )  # fmt: skip
-_ADULT_NUMERIC = ("age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week")
+_ADULT_NUMERIC = (
+    "age",
+    "fnlwgt",
+    "education_num",
+    "capital_gain",
+    "capital_loss",
+    "hours_per_week",
+)
 _ADULT_CATEGORICAL = ("workclass", "education", "marital_status", "occupation", "relationship",
                       "race", "sex", "native_country")  # fmt: skip
 
@@ -127,13 +134,20 @@ class TabularEncoder:
         x_num = ((x_num - self.mean) / self.std).astype(np.float32)
         x_cat = np.zeros((len(frame), len(self.schema.categorical)), np.int32)
         n_unknown = 0
-        for j, (col, cats) in enumerate(zip(self.schema.categorical, self.schema.categories,
-                                            strict=True)):
+        for j, (col, cats) in enumerate(
+            zip(self.schema.categorical, self.schema.categories, strict=True)
+        ):
             lookup = {value: i + 1 for i, value in enumerate(cats)}
             values = frame[col]
-            ids = np.asarray([UNKNOWN_CATEGORY if _is_missing(v) else
-                              lookup.get(str(v).strip(), UNKNOWN_CATEGORY) for v in values],
-                             np.int32)
+            ids = np.asarray(
+                [
+                    UNKNOWN_CATEGORY
+                    if _is_missing(v)
+                    else lookup.get(str(v).strip(), UNKNOWN_CATEGORY)
+                    for v in values
+                ],
+                np.int32,
+            )
             n_unknown += int(np.sum(ids == UNKNOWN_CATEGORY))
             x_cat[:, j] = ids
         return x_num, x_cat, n_unknown
@@ -149,8 +163,9 @@ def _numeric_block(frame, columns: Sequence[str]) -> np.ndarray:
     try:
         block = frame[list(columns)].to_numpy(dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise DataError(f"tabular encode: numeric columns {list(columns)} do not parse as "
-                        f"numbers ({err})") from err
+        raise DataError(
+            f"tabular encode: numeric columns {list(columns)} do not parse as numbers ({err})"
+        ) from err
     bad = ~np.isfinite(block)
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
@@ -161,7 +176,9 @@ def _numeric_block(frame, columns: Sequence[str]) -> np.ndarray:
     return block
 
 
-def fit_tabular_encoder(frame, numeric: Sequence[str], categorical: Sequence[str]) -> TabularEncoder:
+def fit_tabular_encoder(
+    frame, numeric: Sequence[str], categorical: Sequence[str]
+) -> TabularEncoder:
     """Fits the encoding on a training ``DataFrame`` (never on test data).
 
     Args:
@@ -218,15 +235,23 @@ def _read_adult(path: pathlib.Path):
 
     if not path.is_file():
         raise DataError(f"UCI Adult file not found: {path}")
-    frame = pd.read_csv(path, header=None, names=list(_ADULT_COLUMNS), skipinitialspace=True,
-                        na_values=["?"], comment="|", skip_blank_lines=True)
+    frame = pd.read_csv(
+        path,
+        header=None,
+        names=list(_ADULT_COLUMNS),
+        skipinitialspace=True,
+        na_values=["?"],
+        comment="|",
+        skip_blank_lines=True,
+    )
     frame = frame.dropna(subset=["income"])
     frame["income"] = frame["income"].astype(str).str.strip().str.rstrip(".")
     return frame
 
 
-def load_tabular(name: str, *, seed: int = 0, test_fraction: float = 0.25,
-                 max_train: int | None = None) -> TabularSplits:
+def load_tabular(
+    name: str, *, seed: int = 0, test_fraction: float = 0.25, max_train: int | None = None
+) -> TabularSplits:
     """Loads a dataset and encodes it with an encoder fitted on its training split.
 
     Args:
@@ -264,7 +289,8 @@ def load_tabular(name: str, *, seed: int = 0, test_fraction: float = 0.25,
         frame = pd.DataFrame(bunch.data, columns=list(numeric))
         frame[label] = bunch.target
         train, test = model_selection.train_test_split(
-            frame, test_size=test_fraction, random_state=seed, stratify=bunch.target)
+            frame, test_size=test_fraction, random_state=seed, stratify=bunch.target
+        )
     if max_train is not None and max_train < len(train):
         train = train.iloc[np.sort(rng.choice(len(train), max_train, replace=False))]
     encoder = fit_tabular_encoder(train, numeric, categorical)
@@ -272,5 +298,11 @@ def load_tabular(name: str, *, seed: int = 0, test_fraction: float = 0.25,
     y_test, _ = _labels(test[label], classes if classes is not None else sorted(set(train[label])))
     xn_tr, xc_tr, _ = encoder.encode(train)
     xn_te, xc_te, n_unknown = encoder.encode(test)
-    return TabularSplits(name, TabularSplit(xn_tr, xc_tr, y_train), TabularSplit(xn_te, xc_te, y_test),
-                         encoder.schema, n_classes, n_unknown)
+    return TabularSplits(
+        name,
+        TabularSplit(xn_tr, xc_tr, y_train),
+        TabularSplit(xn_te, xc_te, y_test),
+        encoder.schema,
+        n_classes,
+        n_unknown,
+    )

@@ -161,9 +161,12 @@ def xla_attention(
     else:  # masked slots are not read: drop non-finite values, then re-mark the visible ones
         finite = jnp.isfinite(v_BxSxKxD)
         o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, jnp.where(finite, v_BxSxKxD, 0.0))
-        bad_BxTxKxD = jnp.einsum(
-            "bts,bskd->btkd", mask_BxTxS.astype(jnp.float32), (~finite).astype(jnp.float32)
-        ) > 0
+        bad_BxTxKxD = (
+            jnp.einsum(
+                "bts,bskd->btkd", mask_BxTxS.astype(jnp.float32), (~finite).astype(jnp.float32)
+            )
+            > 0
+        )
         o_BxTxKxGxD = jnp.where(bad_BxTxKxD[:, :, :, None, :], jnp.nan, o_BxTxKxGxD)
     return o_BxTxKxGxD.reshape(b, t, hq, d).astype(q.dtype)
 

@@ -114,8 +114,9 @@ class CodebookEMA(NamedTuple):
         return cls(codebook, jnp.ones((codebook.shape[0],), jnp.float32), codebook)
 
 
-def ema_codebook_update(state: CodebookEMA, z: jax.Array, idx: jax.Array, *,
-                        decay: float = 0.99, eps: float = 1e-5) -> CodebookEMA:
+def ema_codebook_update(
+    state: CodebookEMA, z: jax.Array, idx: jax.Array, *, decay: float = 0.99, eps: float = 1e-5
+) -> CodebookEMA:
     """One EMA step of the codebook on a batch of assigned vectors.
 
     ``n_k = #{i: idx_i = k}``, ``s_k = sum_{i: idx_i = k} z_i``;
@@ -158,8 +159,9 @@ def ema_codebook_update(state: CodebookEMA, z: jax.Array, idx: jax.Array, *,
     return CodebookEMA(embed_sum / smoothed[:, None], size, embed_sum)
 
 
-def residual_quantize(z: jax.Array, codebook: jax.Array, depth: int
-                      ) -> tuple[jax.Array, jax.Array, jax.Array]:
+def residual_quantize(
+    z: jax.Array, codebook: jax.Array, depth: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Depth-``depth`` residual quantisation on one grid (RQ-VAE).
 
     ``r_0 = z``; ``c_d = nearest(r_{d-1})``; ``r_d = r_{d-1} - e[c_d]``; partial sums
@@ -208,8 +210,9 @@ def _resize_matrix(n_in: int, n_out: int, method: str) -> np.ndarray:
     sample = (np.arange(n_out) + 0.5) * inv_scale - 0.5
     w = _kernel((sample[:, None] - np.arange(n_in)[None, :]) / kernel_scale, method)
     total = w.sum(axis=1, keepdims=True)
-    w = np.where(np.abs(total) > 1000.0 * np.finfo(np.float32).eps,
-                 w / np.where(total != 0, total, 1.0), 0.0)
+    w = np.where(
+        np.abs(total) > 1000.0 * np.finfo(np.float32).eps, w / np.where(total != 0, total, 1.0), 0.0
+    )
     return w.astype(np.float32)
 
 
@@ -223,8 +226,9 @@ def resize_images(x: jax.Array, size: int, method: str = "linear") -> jax.Array:
     """
     _checks.assert_rank(x, 4, "x", where="resize_images", detail="(B, H, W, C)")
     if method not in ("linear", "cubic") or int(size) != size or size < 1:
-        raise ValueError(f"resize_images: need size >= 1 and method 'linear' or 'cubic', got "
-                         f"{size}, {method!r}")
+        raise ValueError(
+            f"resize_images: need size >= 1 and method 'linear' or 'cubic', got {size}, {method!r}"
+        )
     _, h, w, _ = x.shape
     if h == size and w == size:
         return x
@@ -245,8 +249,9 @@ def resize_grid(x: jax.Array, size: int) -> jax.Array:
     return resize_images(x, size, "linear")
 
 
-def multiscale_residual_quantize(f: jax.Array, codebook: jax.Array, grids: tuple[int, ...]
-                                 ) -> tuple[list[jax.Array], jax.Array, list[jax.Array]]:
+def multiscale_residual_quantize(
+    f: jax.Array, codebook: jax.Array, grids: tuple[int, ...]
+) -> tuple[list[jax.Array], jax.Array, list[jax.Array]]:
     """VAR's next-scale residual quantisation of a latent map.
 
     For ``k = 1..K``: ``z_k = resize(f - fhat_{k-1}, s_k)``; ``c_k = nearest(z_k)``;
@@ -282,8 +287,9 @@ def multiscale_residual_quantize(f: jax.Array, codebook: jax.Array, grids: tuple
     return codes, jnp.stack(prefixes), residuals
 
 
-def tokens_to_latent(codes: list[jax.Array], codebook: jax.Array, size: int,
-                     prefix: int | None = None) -> jax.Array:
+def tokens_to_latent(
+    codes: list[jax.Array], codebook: jax.Array, size: int, prefix: int | None = None
+) -> jax.Array:
     """The latent of a token prefix: ``sum_{k <= prefix} resize(e[c_k], size)``.
 
     Args:
@@ -311,7 +317,11 @@ def _check_grids(grids, h: int, w: int, where: str) -> None:
     grids = tuple(grids)
     if h != w:
         raise ValueError(f"{where}: the latent must be square, got {h}x{w}")
-    if not grids or any(int(a) >= int(b) for a, b in zip(grids, grids[1:], strict=False)) or grids[0] < 1:
+    if (
+        not grids
+        or any(int(a) >= int(b) for a, b in zip(grids, grids[1:], strict=False))
+        or grids[0] < 1
+    ):
         raise ValueError(f"{where}: grids must be increasing positive ints, got {grids}")
     if grids[-1] != h:
         raise ValueError(f"{where}: the last grid ({grids[-1]}) must equal the latent side {h}")
@@ -372,8 +382,9 @@ class HierarchicalSchedule:
         return block_causal_mask(self.grids)
 
 
-def hierarchical_scale_schedule(lr_size: int, max_scale: int, grids: tuple[int, ...],
-                                latent_size: int | None = None) -> HierarchicalSchedule:
+def hierarchical_scale_schedule(
+    lr_size: int, max_scale: int, grids: tuple[int, ...], latent_size: int | None = None
+) -> HierarchicalSchedule:
     """The hierarchical tokenisation's prefix -> scale rule (reconstruction).
 
     The HR image at ``x max_scale`` has side ``hr = max_scale * lr_size`` and a latent of side
@@ -413,5 +424,6 @@ def hierarchical_scale_schedule(lr_size: int, max_scale: int, grids: tuple[int, 
         max(1, sum(1 for s in grids if s * max_scale <= latent_size * m))
         for m in range(1, max_scale + 1)
     )
-    return HierarchicalSchedule(int(lr_size), tuple(range(1, max_scale + 1)), int(latent_size),
-                                grids, prefixes)
+    return HierarchicalSchedule(
+        int(lr_size), tuple(range(1, max_scale + 1)), int(latent_size), grids, prefixes
+    )

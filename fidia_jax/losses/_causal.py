@@ -194,7 +194,11 @@ def _check_batch(x_NxD, t_N, num_arms, name):
 
 
 def balancing_pairwise(
-    phi_NxD: jax.Array, t_N: jax.Array, num_arms: int, *, ipm_name: str = "mmd_rbf",
+    phi_NxD: jax.Array,
+    t_N: jax.Array,
+    num_arms: int,
+    *,
+    ipm_name: str = "mmd_rbf",
     bandwidth: float | None = None,
 ) -> jax.Array:
     """Pairwise scheme: mean of ``IPM(P_k, P_l)`` over all arm pairs ``k < l`` present.
@@ -222,7 +226,11 @@ def balancing_pairwise(
 
 
 def balancing_one_vs_all(
-    phi_NxD: jax.Array, t_N: jax.Array, num_arms: int, *, ipm_name: str = "mmd_rbf",
+    phi_NxD: jax.Array,
+    t_N: jax.Array,
+    num_arms: int,
+    *,
+    ipm_name: str = "mmd_rbf",
     bandwidth: float | None = None,
 ) -> jax.Array:
     """One-vs-All scheme: mean over present arms of ``IPM(P_k, P_{-k})`` (arm vs the rest).
@@ -249,8 +257,14 @@ def balancing_one_vs_all(
 
 
 def balancing_treatment_aggregation(
-    phi_NxD: jax.Array, t_N: jax.Array, num_arms: int, key: jax.Array, *,
-    ipm_name: str = "mmd_rbf", bandwidth: float | None = None, treatment_scale: float = 1.0,
+    phi_NxD: jax.Array,
+    t_N: jax.Array,
+    num_arms: int,
+    key: jax.Array,
+    *,
+    ipm_name: str = "mmd_rbf",
+    bandwidth: float | None = None,
+    treatment_scale: float = 1.0,
 ) -> jax.Array:
     """Treatment Aggregation scheme: one IPM, whatever ``K`` (reconstruction).
 
@@ -281,14 +295,23 @@ def balancing_treatment_aggregation(
     half = jnp.full((n,), 1.0 / n, phi_NxD.dtype)
     zeros = jnp.zeros((n,), phi_NxD.dtype)
     return ipm(
-        ipm_name, cloud, jnp.concatenate([half, zeros]), jnp.concatenate([zeros, half]),
+        ipm_name,
+        cloud,
+        jnp.concatenate([half, zeros]),
+        jnp.concatenate([zeros, half]),
         bandwidth=bandwidth,
     )
 
 
 def balancing_loss(
-    scheme: str, phi_NxD: jax.Array, t_N: jax.Array, num_arms: int, key: jax.Array, *,
-    ipm_name: str = "mmd_rbf", bandwidth: float | None = None,
+    scheme: str,
+    phi_NxD: jax.Array,
+    t_N: jax.Array,
+    num_arms: int,
+    key: jax.Array,
+    *,
+    ipm_name: str = "mmd_rbf",
+    bandwidth: float | None = None,
 ) -> jax.Array:
     """Dispatches to a scheme of :data:`SCHEMES` (``key`` is used by ``"aggregation"`` only).
 
@@ -298,9 +321,7 @@ def balancing_loss(
     if scheme == "pairwise":
         return balancing_pairwise(phi_NxD, t_N, num_arms, ipm_name=ipm_name, bandwidth=bandwidth)
     if scheme == "one_vs_all":
-        return balancing_one_vs_all(
-            phi_NxD, t_N, num_arms, ipm_name=ipm_name, bandwidth=bandwidth
-        )
+        return balancing_one_vs_all(phi_NxD, t_N, num_arms, ipm_name=ipm_name, bandwidth=bandwidth)
     if scheme == "aggregation":
         return balancing_treatment_aggregation(
             phi_NxD, t_N, num_arms, key, ipm_name=ipm_name, bandwidth=bandwidth
@@ -308,9 +329,7 @@ def balancing_loss(
     raise ValueError(f"unknown balancing scheme {scheme!r}; expected one of {SCHEMES}")
 
 
-def estimate_alpha(
-    grad_phi_NxD: jax.Array, *, quantile: float = 0.5
-) -> jax.Array:
+def estimate_alpha(grad_phi_NxD: jax.Array, *, quantile: float = 0.5) -> jax.Array:
     """Plug-in estimate of the balancing weight ``alpha`` (reconstruction).
 
     In CFR's bound ``eps_PEHE <= 2 (eps_F + B_Phi IPM(P_Phi^1, P_Phi^0) - 2 sigma^2)`` the weight

@@ -65,8 +65,9 @@ def causalegm_generator_loss(model, z_BxZ, v_BxV, t_B, y_B, weights: EGMWeights 
     l2_y = jnp.mean((model.outcome(z_enc, t_B) - y_B) ** 2)
     l2_x = _treatment_loss(model, z_enc, t_B)
     w = weights
-    loss = (w.use_v_gan * g_adv + e_adv + w.alpha * (l2_v + w.use_z_rec * l2_z)
-            + w.beta * (l2_x + l2_y))
+    loss = (
+        w.use_v_gan * g_adv + e_adv + w.alpha * (l2_v + w.use_z_rec * l2_z) + w.beta * (l2_x + l2_y)
+    )
     aux = {"g_adv": g_adv, "e_adv": e_adv, "l2_v": l2_v, "l2_z": l2_z, "l2_x": l2_x, "l2_y": l2_y}
     return loss, aux
 
@@ -76,7 +77,9 @@ def _penalty(critic, x_hat):
     return jnp.mean((jnp.sqrt(jnp.sum(grad**2, axis=1)) - 1.0) ** 2)
 
 
-def causalegm_critic_loss(model, z_BxZ, v_BxV, eps_z, eps_v, weights: EGMWeights = _DEFAULT_WEIGHTS):
+def causalegm_critic_loss(
+    model, z_BxZ, v_BxV, eps_z, eps_v, weights: EGMWeights = _DEFAULT_WEIGHTS
+):
     """The package's ``d_loss`` (minimised over ``dz_net, dv_net``): WGAN-GP on ``z`` and ``v``.
 
     ``use_v_gan * dv_loss + dz_loss + gamma (gp_z + use_v_gan * gp_v)`` with

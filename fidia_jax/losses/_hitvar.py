@@ -22,8 +22,7 @@ import jax.numpy as jnp
 
 from fidia_jax import _checks
 
-__all__ = ["dpo_log_ratios", "hitvar_tokenizer_loss", "next_scale_cross_entropy",
-           "token_log_prob"]
+__all__ = ["dpo_log_ratios", "hitvar_tokenizer_loss", "next_scale_cross_entropy", "token_log_prob"]
 
 
 def _check_logits(logits, tokens, where):
@@ -61,18 +60,26 @@ def next_scale_cross_entropy(logits_BxTxK: jax.Array, tokens_BxT: jax.Array) -> 
     return -jnp.mean(token_log_prob(logits_BxTxK, tokens_BxT)) / tokens_BxT.shape[1]
 
 
-def dpo_log_ratios(policy_logp_w: jax.Array, ref_logp_w: jax.Array, policy_logp_l: jax.Array,
-                   ref_logp_l: jax.Array) -> tuple[jax.Array, jax.Array]:
+def dpo_log_ratios(
+    policy_logp_w: jax.Array, ref_logp_w: jax.Array, policy_logp_l: jax.Array, ref_logp_l: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """Log-ratios ``(log pi(y_w) - log pi_ref(y_w), log pi(y_l) - log pi_ref(y_l))`` of the
     preferred (``w``) and dispreferred (``l``) token sequences; the reference log-probs are
     constants (gradients stopped). Feed them to :func:`fidia_jax.rl.dpo_loss` (vmapped)."""
-    return (policy_logp_w - jax.lax.stop_gradient(ref_logp_w),
-            policy_logp_l - jax.lax.stop_gradient(ref_logp_l))
+    return (
+        policy_logp_w - jax.lax.stop_gradient(ref_logp_w),
+        policy_logp_l - jax.lax.stop_gradient(ref_logp_l),
+    )
 
 
-def hitvar_tokenizer_loss(recon: Mapping[int, jax.Array], target: Mapping[int, jax.Array],
-                          f: jax.Array, fhat: jax.Array, *, commitment: float = 0.25
-                          ) -> tuple[jax.Array, dict[str, jax.Array]]:
+def hitvar_tokenizer_loss(
+    recon: Mapping[int, jax.Array],
+    target: Mapping[int, jax.Array],
+    f: jax.Array,
+    fhat: jax.Array,
+    *,
+    commitment: float = 0.25,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Tokenizer objective: mean over the decoded scales of the pixel MSE, plus the commitment
     term ``commitment * mean((f - stop_gradient(fhat))^2)`` (the codebook learns by EMA).
 

@@ -72,8 +72,9 @@ def _poles(pos, neg, c: int, where: str) -> tuple[jax.Array, jax.Array]:
     neg = jnp.asarray(neg, jnp.float32)
     for arr, name in ((pos, "pos"), (neg, "neg")):
         if arr.shape != (c,):
-            raise ValueError(f"{where}: {name} must have shape ({c},) (one weight per label), "
-                             f"got {arr.shape}")
+            raise ValueError(
+                f"{where}: {name} must have shape ({c},) (one weight per label), got {arr.shape}"
+            )
     return pos, neg
 
 

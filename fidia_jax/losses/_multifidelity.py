@@ -208,7 +208,9 @@ class TrustedSubsetCalibration(NamedTuple):
     radius_raw_K: jax.Array
 
 
-def init_trusted_subset_calibration(num_fidelities: int, *, radius: float = 0.5) -> TrustedSubsetCalibration:
+def init_trusted_subset_calibration(
+    num_fidelities: int, *, radius: float = 0.5
+) -> TrustedSubsetCalibration:
     """Identity calibration (``a = 1``, ``b = 0``) and ``softplus(rho) = radius`` (float32)."""
     if num_fidelities < 1:
         raise ValueError(f"num_fidelities must be >= 1, got {num_fidelities}")
@@ -248,13 +250,21 @@ class TrustedSubsetWeights:
     def __post_init__(self) -> None:
         for name in ("absolute", "interval", "ranking", "radius_penalty"):
             if getattr(self, name) < 0:
-                raise ValueError(f"TrustedSubsetWeights.{name} must be >= 0, got {getattr(self, name)}")
+                raise ValueError(
+                    f"TrustedSubsetWeights.{name} must be >= 0, got {getattr(self, name)}"
+                )
         if self.radius_mode not in RADIUS_MODES:
-            raise ValueError(f"TrustedSubsetWeights.radius_mode must be one of {RADIUS_MODES}, got {self.radius_mode!r}")
+            raise ValueError(
+                f"TrustedSubsetWeights.radius_mode must be one of {RADIUS_MODES}, got {self.radius_mode!r}"
+            )
         if not 0.0 <= self.radius_quantile <= 1.0:
-            raise ValueError(f"TrustedSubsetWeights.radius_quantile must be in [0, 1], got {self.radius_quantile}")
+            raise ValueError(
+                f"TrustedSubsetWeights.radius_quantile must be in [0, 1], got {self.radius_quantile}"
+            )
         if self.temperature <= 0:
-            raise ValueError(f"TrustedSubsetWeights.temperature must be > 0, got {self.temperature}")
+            raise ValueError(
+                f"TrustedSubsetWeights.temperature must be > 0, got {self.temperature}"
+            )
         if self.absolute == self.interval == self.ranking == 0:
             raise ValueError("TrustedSubsetWeights: every term is switched off")
 
@@ -303,7 +313,9 @@ def trusted_subset_loss(
         needs += [weights.interval > 0 or weights.ranking > 0] * (k - 1)
         for i in range(k):
             if needs[i] and counts[i] == 0:
-                raise ValueError(f"{where}: fidelity {i} has no samples (column {i} of member_NxK is empty)")
+                raise ValueError(
+                    f"{where}: fidelity {i} has no samples (column {i} of member_NxK is empty)"
+                )
     if _checks.is_concrete(member_NxK, y_N):
         bad = np.isnan(np.asarray(y_N)) & np.asarray(member_NxK).any(axis=1)
         if bad.any():
@@ -333,7 +345,9 @@ def trusted_subset_loss(
                 total = total + weights.radius_penalty * r
     if weights.ranking > 0:
         for i in range(0 if weights.rank_high_fidelity else 1, k):
-            term = pairwise_ranking_loss(pred_N, y_N, member_NxK[:, i], temperature=weights.temperature)
+            term = pairwise_ranking_loss(
+                pred_N, y_N, member_NxK[:, i], temperature=weights.temperature
+            )
             terms["ranking"] = terms["ranking"] + term
             total = total + weights.ranking * term
     terms["radius_K"] = jnp.stack(radii)

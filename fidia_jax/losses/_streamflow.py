@@ -32,7 +32,9 @@ def _check(images, noise, t_B, where: str) -> None:
     if images.ndim != 4:
         raise ValueError(f"{where}: images must be rank 4 (B, H, W, C), got shape {images.shape}")
     if noise.shape != images.shape:
-        raise ValueError(f"{where}: noise shape {noise.shape} must equal images shape {images.shape}")
+        raise ValueError(
+            f"{where}: noise shape {noise.shape} must equal images shape {images.shape}"
+        )
     if t_B.shape != images.shape[:1]:
         raise ValueError(f"{where}: t must have shape (B,)=({images.shape[0]},), got {t_B.shape}")
 
@@ -79,6 +81,7 @@ def rectified_flow_loss(
     x_t, target = rectified_flow_interpolate(images_BxHxWxC, noise_BxHxWxC, t_B)
     v = velocity_fn(x_t, t_B)
     if v.shape != target.shape:
-        raise ValueError(f"rectified_flow_loss: velocity shape {v.shape} != images shape "
-                         f"{target.shape}")
+        raise ValueError(
+            f"rectified_flow_loss: velocity shape {v.shape} != images shape {target.shape}"
+        )
     return jnp.mean(jnp.square(v.astype(jnp.float32) - target.astype(jnp.float32)))

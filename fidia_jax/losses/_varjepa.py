@@ -66,8 +66,9 @@ def standard_normal_kl(mean, log_var):
     """``KL(N(mean, diag e^log_var) || N(0, I))`` summed over the last axis: ``0.5 sum(e^lv +
     mean^2 - 1 - lv)``. Shapes as :func:`gaussian_kl`."""
     if jnp.shape(mean) != jnp.shape(log_var):
-        raise ValueError(f"standard_normal_kl: mean {jnp.shape(mean)} and log_var "
-                         f"{jnp.shape(log_var)} differ")
+        raise ValueError(
+            f"standard_normal_kl: mean {jnp.shape(mean)} and log_var {jnp.shape(log_var)} differ"
+        )
     return 0.5 * jnp.sum(jnp.exp(log_var) + jnp.square(mean) - 1.0 - log_var, axis=-1)
 
 
@@ -94,16 +95,26 @@ def tjepa_latent_loss(pred_BxFxD, target_BxFxD, target_mask_BxF):
       ValueError: shapes disagree.
     """
     if pred_BxFxD.shape != target_BxFxD.shape or pred_BxFxD.shape[:2] != target_mask_BxF.shape:
-        raise ValueError(f"tjepa_latent_loss: shapes disagree: pred {pred_BxFxD.shape}, target "
-                         f"{target_BxFxD.shape}, mask {target_mask_BxF.shape}")
+        raise ValueError(
+            f"tjepa_latent_loss: shapes disagree: pred {pred_BxFxD.shape}, target "
+            f"{target_BxFxD.shape}, mask {target_mask_BxF.shape}"
+        )
     target = jax.lax.stop_gradient(target_BxFxD)
     mu = jnp.mean(target, axis=-1, keepdims=True)
     target = (target - mu) * jax.lax.rsqrt(jnp.var(target, axis=-1, keepdims=True) + 1e-6)
     return _masked_mean(jnp.mean(jnp.square(pred_BxFxD - target), axis=-1), target_mask_BxF)
 
 
-def tjepa_objective(model: TabularJepa, target_model: TabularJepa, x_num, x_cat, key, *,
-                    n_context: int, n_target: int):
+def tjepa_objective(
+    model: TabularJepa,
+    target_model: TabularJepa,
+    x_num,
+    x_cat,
+    key,
+    *,
+    n_context: int,
+    n_target: int,
+):
     """One T-JEPA loss evaluation on a batch (differentiate w.r.t. ``model``).
 
     Args:
@@ -115,7 +126,9 @@ def tjepa_objective(model: TabularJepa, target_model: TabularJepa, x_num, x_cat,
     Returns:
       ``(loss, aux)`` with ``aux = {"latent_mse": loss}``.
     """
-    context, target = random_feature_masks(key, x_num.shape[0], model.n_features, n_context, n_target)
+    context, target = random_feature_masks(
+        key, x_num.shape[0], model.n_features, n_context, n_target
+    )
     z_ctx = model.encode(x_num, x_cat, context).mean
     pred = model.predict(z_ctx, context, target).mean
     tgt = target_model.encode(x_num, x_cat).mean
@@ -123,8 +136,19 @@ def tjepa_objective(model: TabularJepa, target_model: TabularJepa, x_num, x_cat,
     return loss, {"latent_mse": loss}
 
 
-def var_tjepa_elbo(x_num, x_cat, recon_ctx, recon_tgt, q_ctx: GaussianTokens, q_tgt: GaussianTokens, prior: GaussianTokens,
-                   context_BxF, target_BxF, *, beta: float = 1.0):
+def var_tjepa_elbo(
+    x_num,
+    x_cat,
+    recon_ctx,
+    recon_tgt,
+    q_ctx: GaussianTokens,
+    q_tgt: GaussianTokens,
+    prior: GaussianTokens,
+    context_BxF,
+    target_BxF,
+    *,
+    beta: float = 1.0,
+):
     """Negative Var-T-JEPA ELBO per row, from the modules' outputs (reconstruction, see module doc).
 
     Args:
@@ -144,29 +168,38 @@ def var_tjepa_elbo(x_num, x_cat, recon_ctx, recon_tgt, q_ctx: GaussianTokens, q_
 
     def nll_BxF(recon):
         recon_num, log_var, logits = recon
-        nll_num = 0.5 * (jnp.square(x_num - recon_num) * jnp.exp(-log_var) + log_var
-                         + jnp.log(2.0 * jnp.pi))
+        nll_num = 0.5 * (
+            jnp.square(x_num - recon_num) * jnp.exp(-log_var) + log_var + jnp.log(2.0 * jnp.pi)
+        )
         log_p = jax.nn.log_softmax(logits, axis=-1)
         nll_cat = -jnp.take_along_axis(log_p, x_cat[:, :, None], axis=-1)[:, :, 0]
         return jnp.concatenate([nll_num, nll_cat], axis=1)
 
     ctx, tgt = context_BxF.astype(jnp.float32), target_BxF.astype(jnp.float32)
     if ctx.shape[1] != n_num + x_cat.shape[1]:
-        raise ValueError(f"var_tjepa_elbo: masks have {ctx.shape[1]} features, the row "
-                         f"{n_num} + {x_cat.shape[1]}")
+        raise ValueError(
+            f"var_tjepa_elbo: masks have {ctx.shape[1]} features, the row "
+            f"{n_num} + {x_cat.shape[1]}"
+        )
     terms = {
         "rec_context": jnp.sum(nll_BxF(recon_ctx) * ctx, axis=1),
         "rec_target": jnp.sum(nll_BxF(recon_tgt) * tgt, axis=1),
         "kl_context": jnp.sum(standard_normal_kl(q_ctx.mean, q_ctx.log_var) * ctx, axis=1),
-        "kl_target": jnp.sum(gaussian_kl(q_tgt.mean, q_tgt.log_var, prior.mean, prior.log_var) * tgt,
-                             axis=1),
+        "kl_target": jnp.sum(
+            gaussian_kl(q_tgt.mean, q_tgt.log_var, prior.mean, prior.log_var) * tgt, axis=1
+        ),
     }
-    neg_elbo = terms["rec_context"] + terms["rec_target"] + beta * (terms["kl_context"] + terms["kl_target"])
+    neg_elbo = (
+        terms["rec_context"]
+        + terms["rec_target"]
+        + beta * (terms["kl_context"] + terms["kl_target"])
+    )
     return neg_elbo, terms
 
 
-def var_tjepa_objective(model: TabularJepa, x_num, x_cat, key, *, n_context: int, n_target: int,
-                        beta: float = 1.0):
+def var_tjepa_objective(
+    model: TabularJepa, x_num, x_cat, key, *, n_context: int, n_target: int, beta: float = 1.0
+):
     """One Var-T-JEPA loss evaluation: the batch mean of :func:`var_tjepa_elbo` (one sample).
 
     Args:
@@ -180,13 +213,16 @@ def var_tjepa_objective(model: TabularJepa, x_num, x_cat, key, *, n_context: int
     if not model.variational:
         raise ValueError("var_tjepa_objective: the model must be built with variational=True")
     k_mask, k_ctx, k_tgt = jax.random.split(key, 3)
-    context, target = random_feature_masks(k_mask, x_num.shape[0], model.n_features, n_context, n_target)
+    context, target = random_feature_masks(
+        k_mask, x_num.shape[0], model.n_features, n_context, n_target
+    )
     q_ctx = model.encode(x_num, x_cat, context)
     q_tgt = model.encode(x_num, x_cat, target)
     z_ctx = q_ctx.mean + jnp.exp(0.5 * q_ctx.log_var) * jax.random.normal(k_ctx, q_ctx.mean.shape)
     z_tgt = q_tgt.mean + jnp.exp(0.5 * q_tgt.log_var) * jax.random.normal(k_tgt, q_tgt.mean.shape)
     prior = model.predict(z_ctx, context, target)
     rec_ctx, rec_tgt = model.decode(z_ctx), model.decode(z_tgt)
-    neg_elbo, terms = var_tjepa_elbo(x_num, x_cat, rec_ctx, rec_tgt, q_ctx, q_tgt, prior,
-                                     context, target, beta=beta)
+    neg_elbo, terms = var_tjepa_elbo(
+        x_num, x_cat, rec_ctx, rec_tgt, q_ctx, q_tgt, prior, context, target, beta=beta
+    )
     return jnp.mean(neg_elbo), {k: jnp.mean(v) for k, v in terms.items()}

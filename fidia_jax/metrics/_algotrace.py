@@ -17,7 +17,9 @@ __all__ = ["cluster_agreement", "cluster_purity", "cluster_transition_matrix", "
 def _int_labels(x, name: str, where: str) -> np.ndarray:
     a = np.asarray(x)
     if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(f"{where}: {name} must be a non-empty 1-D integer array, got {a.shape} {a.dtype}")
+        raise ValueError(
+            f"{where}: {name} must be a non-empty 1-D integer array, got {a.shape} {a.dtype}"
+        )
     return a.astype(np.int64)
 
 
@@ -72,7 +74,9 @@ def cluster_agreement(labels_true, labels_pred) -> dict[str, float]:
     }
 
 
-def cluster_transition_matrix(labels, sequence_ids, k: int, *, normalize: bool = True) -> np.ndarray:
+def cluster_transition_matrix(
+    labels, sequence_ids, k: int, *, normalize: bool = True
+) -> np.ndarray:
     """Counts (or frequencies) of cluster ``a`` followed by cluster ``b`` within a sequence.
 
     Consecutive entries ``i, i + 1`` with the same ``sequence_ids`` form one transition
@@ -99,7 +103,9 @@ def cluster_transition_matrix(labels, sequence_ids, k: int, *, normalize: bool =
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
         raise ValueError(f"cluster_transition_matrix: k must be an int >= 1, got {k!r}")
     if lab.min() < 0 or lab.max() >= k:
-        raise ValueError(f"cluster_transition_matrix: labels must be in [0, {k}), got [{lab.min()}, {lab.max()}]")
+        raise ValueError(
+            f"cluster_transition_matrix: labels must be in [0, {k}), got [{lab.min()}, {lab.max()}]"
+        )
     same = seq[1:] == seq[:-1]
     m = np.zeros((k, k), np.float64)
     np.add.at(m, (lab[:-1][same], lab[1:][same]), 1.0)

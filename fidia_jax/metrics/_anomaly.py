@@ -139,8 +139,9 @@ def _dist_to_interval(x: np.ndarray, a: float, b: float) -> np.ndarray:
 def _dist_to_union(x: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Distance from each ``x`` to the union of sorted disjoint ``[starts, ends]``."""
     k = np.searchsorted(starts, x, side="right") - 1
-    left = np.where(k >= 0, _dist_to_interval(x, starts[np.maximum(k, 0)], ends[np.maximum(k, 0)]),
-                    np.inf)
+    left = np.where(
+        k >= 0, _dist_to_interval(x, starts[np.maximum(k, 0)], ends[np.maximum(k, 0)]), np.inf
+    )
     k1 = np.minimum(k + 1, len(starts) - 1)
     right = np.where(k + 1 < len(starts), _dist_to_interval(x, starts[k1], ends[k1]), np.inf)
     return np.minimum(left, right)
@@ -238,10 +239,15 @@ def affiliation_metrics(pred: Any, labels: Any) -> dict[str, Any]:
     p, y = _pair(pred, labels)
     gt, pr = anomaly_events(y), anomaly_events(p)
     if len(gt) == 0:
-        return {"precision": 0.0 if len(pr) else math.nan, "recall": math.nan,
-                "f1": 0.0 if len(pr) else 1.0, "individual_precision_probabilities": [],
-                "individual_recall_probabilities": [], "individual_precision_distances": [],
-                "individual_recall_distances": []}
+        return {
+            "precision": 0.0 if len(pr) else math.nan,
+            "recall": math.nan,
+            "f1": 0.0 if len(pr) else 1.0,
+            "individual_precision_probabilities": [],
+            "individual_recall_probabilities": [],
+            "individual_precision_distances": [],
+            "individual_recall_distances": [],
+        }
     return _affiliation_events(pr, gt, (0.0, float(len(y))))
 
 

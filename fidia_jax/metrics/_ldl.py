@@ -81,16 +81,21 @@ def _pair(u, v, where: str) -> tuple[jax.Array, jax.Array]:
             a = np.asarray(arr)
             bad = ~np.all(np.isfinite(a), axis=1)
             if bad.any():
-                raise ValueError(f"{where}: {name} has NaN or infinite values "
-                                 f"(first in row {int(np.argmax(bad))})")
+                raise ValueError(
+                    f"{where}: {name} has NaN or infinite values "
+                    f"(first in row {int(np.argmax(bad))})"
+                )
             neg = np.any(a < 0, axis=1)
             if neg.any():
-                raise ValueError(f"{where}: {name} has negative entries "
-                                 f"(first in row {int(np.argmax(neg))})")
+                raise ValueError(
+                    f"{where}: {name} has negative entries (first in row {int(np.argmax(neg))})"
+                )
             zero = np.all(a == 0, axis=1)
             if zero.any():
-                raise ValueError(f"{where}: {name} row {int(np.argmax(zero))} is all zero: "
-                                 "not a label distribution (the metric is undefined there)")
+                raise ValueError(
+                    f"{where}: {name} row {int(np.argmax(zero))} is all zero: "
+                    "not a label distribution (the metric is undefined there)"
+                )
     return u, v
 
 

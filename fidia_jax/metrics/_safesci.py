@@ -324,9 +324,13 @@ def safesci_breakdown(
     """
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 1:
-        raise ValueError(f"safesci_breakdown: values must be 1-D (one per item), got shape {v.shape}")
+        raise ValueError(
+            f"safesci_breakdown: values must be 1-D (one per item), got shape {v.shape}"
+        )
     if "Overall" in set(groups):
-        raise ValueError('safesci_breakdown: "Overall" is reserved for the pooled row; rename that group')
+        raise ValueError(
+            'safesci_breakdown: "Overall" is reserved for the pooled row; rename that group'
+        )
     if v.shape[0] != len(groups):
         raise ValueError(f"safesci_breakdown: {v.shape[0]} values but {len(groups)} groups")
     out: dict[str, dict[str, Any]] = {}

@@ -24,8 +24,9 @@ def risk_coverage_curve(uncertainty, errors):
     """
     u, e = np.asarray(uncertainty, np.float64), np.asarray(errors, np.float64)
     if u.ndim != 1 or u.shape != e.shape or u.size == 0:
-        raise ValueError(f"risk_coverage_curve: need equal 1-D non-empty arrays, got {u.shape} "
-                         f"and {e.shape}")
+        raise ValueError(
+            f"risk_coverage_curve: need equal 1-D non-empty arrays, got {u.shape} and {e.shape}"
+        )
     if np.isnan(u).any() or np.isnan(e).any():
         raise ValueError("risk_coverage_curve: uncertainty or errors contain NaN")
     order = np.argsort(u, kind="stable")

@@ -124,6 +124,7 @@ def head_indirect_effects(model: Llama, tokens, mask, mean_heads, target: int) -
     target = jnp.int32(target)
     pos = _positions(m)
     w = jnp.asarray(m, jnp.float32)
+
     # One program for every head: a PatchHeads hook per layer, its head mask selects one query
     # head (or none: the clean run, where the hooks leave every value untouched).
     def run(sel_LxH):
@@ -187,5 +188,7 @@ def function_vector(model: Llama, mean_heads, heads) -> jax.Array:
     for layer in range(cfg.n_layers):
         wo = jnp.asarray(model.layers[layer].attention.wo.kernel[...], jnp.float32)  # (Hq*D, C)
         wo_HxDxC = wo.reshape(cfg.n_heads, cfg.head_dim, cfg.dim)
-        v = v + jnp.einsum("hd,hdc->c", mh[layer] * jnp.asarray(sel[layer], jnp.float32)[:, None], wo_HxDxC)
+        v = v + jnp.einsum(
+            "hd,hdc->c", mh[layer] * jnp.asarray(sel[layer], jnp.float32)[:, None], wo_HxDxC
+        )
     return v

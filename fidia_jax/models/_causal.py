@@ -68,11 +68,14 @@ class TARNet(nnx.Module):
         if not rep_hidden:
             raise ValueError("TARNet: rep_hidden needs at least one width")
         self.num_arms = num_arms
-        self.phi = MLP(in_features, tuple(rep_hidden[:-1]), rep_hidden[-1],
-                       activation=jax.nn.elu, rngs=rngs)
+        self.phi = MLP(
+            in_features, tuple(rep_hidden[:-1]), rep_hidden[-1], activation=jax.nn.elu, rngs=rngs
+        )
         self.heads = nnx.List(
-            [MLP(rep_hidden[-1], tuple(head_hidden), 1, activation=jax.nn.elu, rngs=rngs)
-             for _ in range(num_arms)]
+            [
+                MLP(rep_hidden[-1], tuple(head_hidden), 1, activation=jax.nn.elu, rngs=rngs)
+                for _ in range(num_arms)
+            ]
         )
 
     def __call__(self, x_NxD):
@@ -92,10 +95,17 @@ class DenseStack(MLP):
     Call: ``net(x_BxI) -> y_BxO``.
     """
 
-    def __init__(self, in_features: int, hidden: Sequence[int], out_features: int, *,
-                 rngs: nnx.Rngs):
-        super().__init__(in_features, hidden, out_features, activation=_leaky_relu_02,
-                         kernel_init=_GLOROT, rngs=rngs)
+    def __init__(
+        self, in_features: int, hidden: Sequence[int], out_features: int, *, rngs: nnx.Rngs
+    ):
+        super().__init__(
+            in_features,
+            hidden,
+            out_features,
+            activation=_leaky_relu_02,
+            kernel_init=_GLOROT,
+            rngs=rngs,
+        )
 
 
 def _leaky_relu_02(x):
@@ -115,8 +125,10 @@ class WganCritic(nnx.Module):
     def __init__(self, in_features: int, hidden: Sequence[int], *, rngs: nnx.Rngs):
         widths = [in_features, *hidden, 1]
         self.layers = nnx.List(
-            [nnx.Linear(a, b, kernel_init=_GLOROT, rngs=rngs)
-             for a, b in zip(widths[:-1], widths[1:], strict=True)]
+            [
+                nnx.Linear(a, b, kernel_init=_GLOROT, rngs=rngs)
+                for a, b in zip(widths[:-1], widths[1:], strict=True)
+            ]
         )
         self.scales = nnx.List([nnx.Param(jnp.ones((w,))) for w in hidden])
         self.offsets = nnx.List([nnx.Param(jnp.zeros((w,))) for w in hidden])
@@ -176,7 +188,9 @@ class CausalEGM(nnx.Module):
         rngs: nnx.Rngs,
     ):
         if num_arms < 2:
-            raise ValueError(f"CausalEGM: needs num_arms >= 2 (effects compare arms), got {num_arms}")
+            raise ValueError(
+                f"CausalEGM: needs num_arms >= 2 (effects compare arms), got {num_arms}"
+            )
         if len(z_dims) != 4 or min(z_dims) < 1:
             raise ValueError(f"CausalEGM: z_dims must be 4 sizes >= 1, got {tuple(z_dims)}")
         self.v_dim, self.num_arms = v_dim, num_arms

@@ -122,10 +122,10 @@ def check_temperature(temperature: Any, *, where: str) -> jax.Array:
       ValueError: not a scalar, or a concrete value that is not ``> 0`` (0, negative, NaN).
     """
     if jnp.ndim(temperature) != 0:
-        raise ValueError(f"{where}: temperature must be a scalar, got shape {jnp.shape(temperature)}")
+        raise ValueError(
+            f"{where}: temperature must be a scalar, got shape {jnp.shape(temperature)}"
+        )
     host = concrete(temperature)
     if host is not None and not float(host) > 0:
-        raise ValueError(
-            f"{where}: temperature must be > 0, got {float(host)}"
-        )
+        raise ValueError(f"{where}: temperature must be > 0, got {float(host)}")
     return jnp.asarray(temperature, jnp.float32)

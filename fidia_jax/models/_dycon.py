@@ -78,7 +78,9 @@ def _scalar(value, name, low=-math.inf, high=math.inf):
     except (TypeError, ValueError):
         raise ValueError(f"dycon_control: {name} must be a real number, got {value!r}") from None
     if not (math.isfinite(v) and low <= v <= high):
-        raise ValueError(f"dycon_control: {name} must be finite and in [{low}, {high}], got {value!r}")
+        raise ValueError(
+            f"dycon_control: {name} must be finite and in [{low}, {high}], got {value!r}"
+        )
     return v
 
 
@@ -125,7 +127,11 @@ def dycon_control(
     tau = _scalar(tau, "tau", 0.0, 1.0)
     end_scale = _scalar(end_scale, "end_scale", 0.0)
     intercept = _scalar(intercept, "intercept")
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer <= cfg.n_layers:
+    if (
+        isinstance(layer, bool)
+        or not isinstance(layer, (int, np.integer))
+        or not 0 <= layer <= cfg.n_layers
+    ):
         raise ValueError(
             f"dycon_control: layer must be an int in [0, {cfg.n_layers}] (0: embeddings, l+1: "
             f"after block l of {cfg.n_layers}), got {layer!r}"
@@ -150,7 +156,9 @@ def dycon_control(
     reflect[r_ids] = 1.0
     end = np.zeros(cfg.vocab_size, np.float32)
     end[e_ids] = 1.0
-    fixed = jnp.zeros((), jnp.float32) if fixed_dhat is None else jnp.asarray(fixed_dhat, jnp.float32)
+    fixed = (
+        jnp.zeros((), jnp.float32) if fixed_dhat is None else jnp.asarray(fixed_dhat, jnp.float32)
+    )
     return DyconControl(
         coef=jnp.asarray(coef, jnp.float32),
         intercept=jnp.float32(intercept),

@@ -146,9 +146,17 @@ class HitVarTokenizer(nnx.Module):
       rngs: ``nnx.Rngs`` (``params``).
     """
 
-    def __init__(self, schedule: HierarchicalSchedule, *, channels: int = 32,
-                 latent_dim: int = 16, codebook_size: int = 256, hierarchical: bool = True,
-                 res_blocks: int = 2, rngs: nnx.Rngs):
+    def __init__(
+        self,
+        schedule: HierarchicalSchedule,
+        *,
+        channels: int = 32,
+        latent_dim: int = 16,
+        codebook_size: int = 256,
+        hierarchical: bool = True,
+        res_blocks: int = 2,
+        rngs: nnx.Rngs,
+    ):
         hr = schedule.lr_size * max(schedule.scales)
         ratio = hr // schedule.latent_size
         if ratio < 1 or 2 ** int(round(math.log2(ratio))) != ratio:
@@ -162,10 +170,14 @@ class HitVarTokenizer(nnx.Module):
         ch = channels
         downs = int(round(math.log2(ratio)))
         # the first conv already halves the side (when the ratio is > 1): cheaper at HR size
-        self.enc_in = (nnx.Conv(3, ch, (4, 4), strides=(2, 2), rngs=rngs) if downs else
-                       nnx.Conv(3, ch, (3, 3), rngs=rngs))
-        self.enc_down = nnx.List([nnx.Conv(ch, ch, (4, 4), strides=(2, 2), rngs=rngs)
-                                  for _ in range(max(downs - 1, 0))])
+        self.enc_in = (
+            nnx.Conv(3, ch, (4, 4), strides=(2, 2), rngs=rngs)
+            if downs
+            else nnx.Conv(3, ch, (3, 3), rngs=rngs)
+        )
+        self.enc_down = nnx.List(
+            [nnx.Conv(ch, ch, (4, 4), strides=(2, 2), rngs=rngs) for _ in range(max(downs - 1, 0))]
+        )
         self.enc_out = nnx.Conv(ch, latent_dim, (1, 1), rngs=rngs)
         self.lr_in = nnx.Conv(3, ch, (3, 3), rngs=rngs)
         self.lr_block = _ResBlock(ch, rngs=rngs)
@@ -183,8 +195,12 @@ class HitVarTokenizer(nnx.Module):
 
     def encode(self, hr_BxHxWx3: jax.Array) -> jax.Array:
         """HR images ``(B, M*lr, M*lr, 3)`` in ``[0, 1]`` -> latent ``(B, H, H, D)``."""
-        _check_images(hr_BxHxWx3, self.schedule.lr_size * max(self.schedule.scales), "hr",
-                      "HitVarTokenizer.encode")
+        _check_images(
+            hr_BxHxWx3,
+            self.schedule.lr_size * max(self.schedule.scales),
+            "hr",
+            "HitVarTokenizer.encode",
+        )
         h = jax.nn.gelu(self.enc_in(hr_BxHxWx3 * 2.0 - 1.0))
         for conv in self.enc_down:
             h = jax.nn.gelu(conv(h))
@@ -198,8 +214,9 @@ class HitVarTokenizer(nnx.Module):
         feat = self.lr_block(jax.nn.gelu(self.lr_in(lr * 2.0 - 1.0)))
         return resize_grid(feat, self.schedule.latent_size)
 
-    def decode_latent(self, fhat_BxHxHxD: jax.Array, lr_Bxlxlx3: jax.Array, scale: int
-                      ) -> jax.Array:
+    def decode_latent(
+        self, fhat_BxHxHxD: jax.Array, lr_Bxlxlx3: jax.Array, scale: int
+    ) -> jax.Array:
         """Decodes a latent (a prefix sum) with the LR image at SR scale ``scale``.
 
         Returns ``(B, scale * lr, scale * lr, 3)``: bicubic(LR) plus a learned residual. The
@@ -226,8 +243,9 @@ class HitVarTokenizer(nnx.Module):
 
     def decode_tokens(self, codes: list[jax.Array], lr: jax.Array, scale: int) -> jax.Array:
         """Decodes the token prefix that scale ``scale`` reads (:meth:`prefix_for`)."""
-        latent = tokens_to_latent(codes, self.codebook[...], self.schedule.latent_size,
-                                  self.prefix_for(scale))
+        latent = tokens_to_latent(
+            codes, self.codebook[...], self.schedule.latent_size, self.prefix_for(scale)
+        )
         return self.decode_latent(latent, lr, scale)
 
 
@@ -259,8 +277,9 @@ class _Block(nnx.Module):
     def __call__(self, x_BxTxC, mask_TxT):
         b, t, c = x_BxTxC.shape
         qkv = self.qkv(self.ln1(x_BxTxC)).reshape(b, t, 3, self.heads, c // self.heads)
-        o_BxTxNxH = jax.nn.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2],
-                                                 mask=mask_TxT[None, None])
+        o_BxTxNxH = jax.nn.dot_product_attention(
+            qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], mask=mask_TxT[None, None]
+        )
         x_BxTxC = x_BxTxC + self.proj(o_BxTxNxH.reshape(b, t, c))
         return x_BxTxC + self.fc2(jax.nn.gelu(self.fc1(self.ln2(x_BxTxC))))
 
@@ -276,17 +295,27 @@ class NextScaleTransformer(nnx.Module):
       rngs: ``nnx.Rngs``.
     """
 
-    def __init__(self, schedule: HierarchicalSchedule, *, latent_dim: int, codebook_size: int,
-                 dim: int = 64, depth: int = 2, heads: int = 4, mlp_ratio: int = 4,
-                 rngs: nnx.Rngs):
+    def __init__(
+        self,
+        schedule: HierarchicalSchedule,
+        *,
+        latent_dim: int,
+        codebook_size: int,
+        dim: int = 64,
+        depth: int = 2,
+        heads: int = 4,
+        mlp_ratio: int = 4,
+        rngs: nnx.Rngs,
+    ):
         if dim % heads:
             raise ValueError(f"NextScaleTransformer: dim {dim} must be divisible by heads {heads}")
         self.schedule = schedule
         t = schedule.num_tokens
         self.in_proj = nnx.Linear(latent_dim, dim, rngs=rngs)
         self.lr_proj = nnx.Conv(3, dim, (3, 3), rngs=rngs)
-        self.scale_emb = nnx.Param(jax.random.normal(rngs.params(), (len(schedule.grids), dim))
-                                   * 0.02)
+        self.scale_emb = nnx.Param(
+            jax.random.normal(rngs.params(), (len(schedule.grids), dim)) * 0.02
+        )
         self.pos_emb = nnx.Param(jax.random.normal(rngs.params(), (t, dim)) * 0.02)
         self.blocks = nnx.List([_Block(dim, heads, mlp_ratio, rngs=rngs) for _ in range(depth)])
         self.ln = nnx.LayerNorm(dim, rngs=rngs)
@@ -298,8 +327,9 @@ class NextScaleTransformer(nnx.Module):
         _check_images(lr_Bxlxlx3, sch.lr_size, "lr", "NextScaleTransformer")
         b = inputs_BxTxD.shape[0]
         lr_feat = self.lr_proj(lr_Bxlxlx3 * 2.0 - 1.0)
-        cond = jnp.concatenate([resize_grid(lr_feat, s).reshape(b, s * s, -1) for s in sch.grids],
-                               axis=1)
+        cond = jnp.concatenate(
+            [resize_grid(lr_feat, s).reshape(b, s * s, -1) for s in sch.grids], axis=1
+        )
         scale_of = np.concatenate([np.full(s * s, k) for k, s in enumerate(sch.grids)])
         emb_1xTxC = (self.scale_emb[jnp.asarray(scale_of)] + self.pos_emb)[None]
         x = self.in_proj(inputs_BxTxD) + cond + emb_1xTxC
@@ -309,9 +339,14 @@ class NextScaleTransformer(nnx.Module):
         return self.head(self.ln(x))
 
 
-def generate_tokens(model: NextScaleTransformer, codebook: jax.Array, lr: jax.Array, *,
-                    key: jax.Array | None = None, temperature: float = 0.0
-                    ) -> tuple[list[jax.Array], jax.Array]:
+def generate_tokens(
+    model: NextScaleTransformer,
+    codebook: jax.Array,
+    lr: jax.Array,
+    *,
+    key: jax.Array | None = None,
+    temperature: float = 0.0,
+) -> tuple[list[jax.Array], jax.Array]:
     """Scale-by-scale generation: ``K`` passes, pass ``k`` reads the logits of scale ``k``.
 
     Thanks to the block-causal mask, scale ``k``'s logits do not depend on the (still empty)
@@ -328,8 +363,9 @@ def generate_tokens(model: NextScaleTransformer, codebook: jax.Array, lr: jax.Ar
       ``(codes, fhat_prefixes)`` as :func:`fidia_jax.layers.multiscale_residual_quantize`.
     """
     if temperature < 0 or (temperature > 0 and key is None):
-        raise ValueError(f"generate_tokens: temperature must be >= 0 (and >0 needs a key), "
-                         f"got {temperature}")
+        raise ValueError(
+            f"generate_tokens: temperature must be >= 0 (and >0 needs a key), got {temperature}"
+        )
     sch = model.schedule
     b = lr.shape[0]
     h, d = sch.latent_size, codebook.shape[1]
@@ -338,7 +374,7 @@ def generate_tokens(model: NextScaleTransformer, codebook: jax.Array, lr: jax.Ar
     fhat = jnp.zeros((b, h, h, d), codebook.dtype)
     codes, prefixes = [], []
     for k, s in enumerate(sch.grids):
-        logits = model(inputs, lr)[:, off[k]:off[k + 1]]
+        logits = model(inputs, lr)[:, off[k] : off[k + 1]]
         if temperature > 0:
             c = jax.random.categorical(jax.random.fold_in(key, k), logits / temperature)
         else:
@@ -349,8 +385,9 @@ def generate_tokens(model: NextScaleTransformer, codebook: jax.Array, lr: jax.Ar
         prefixes.append(fhat)
         if k + 1 < len(sch.grids):
             s2 = sch.grids[k + 1]
-            inputs = inputs.at[:, off[k + 1]:off[k + 2]].set(
-                resize_grid(fhat, s2).reshape(b, s2 * s2, d))
+            inputs = inputs.at[:, off[k + 1] : off[k + 2]].set(
+                resize_grid(fhat, s2).reshape(b, s2 * s2, d)
+            )
     return codes, jnp.stack(prefixes)
 
 
@@ -387,6 +424,7 @@ def conv_sr_width_for_params(target: int, *, blocks: int = 4) -> int:
     Closed form of the count (``h = max(w // 4, 4)``): ``28 w + 2 blocks (9 w^2 + w) + (9 w h + h) +
     (27 h + 3)``.
     """
+
     def n(w):
         h = max(w // 4, 4)
         return 28 * w + 2 * blocks * (9 * w * w + w) + 9 * w * h + h + 27 * h + 3

@@ -247,7 +247,9 @@ class Llama(nnx.Module):
         """Shape/dtype check, then token ids in ``[0, vocab_size)`` (see ``models._domain``)."""
         tokens = jnp.asarray(tokens)
         if tokens.ndim != 2 or not jnp.issubdtype(tokens.dtype, jnp.integer):
-            raise ValueError(f"{where}: tokens must be (B, T) integers, got {tokens.shape} {tokens.dtype}")
+            raise ValueError(
+                f"{where}: tokens must be (B, T) integers, got {tokens.shape} {tokens.dtype}"
+            )
         return check_token_ids(tokens, self.config.vocab_size, name="tokens", where=where)
 
     def _run(self, tokens_BxT, pos_BxT, fn, context, *, hooks=(), capture=frozenset(), embeds=None):
@@ -354,8 +356,13 @@ class Llama(nnx.Module):
         t = t + self._check_embeds(embeds, b, self.config.dim, where)
         pos = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32)[None], (b, t))
         return self._run(
-            tokens, pos, self._prefill_attention(), lambda i, k, v: (k, v, True, None, None),
-            hooks=hooks, capture=capture, embeds=embeds,
+            tokens,
+            pos,
+            self._prefill_attention(),
+            lambda i, k, v: (k, v, True, None, None),
+            hooks=hooks,
+            capture=capture,
+            embeds=embeds,
         )
 
     def inspect(
@@ -398,7 +405,9 @@ class Llama(nnx.Module):
         cfg = self.config
         max_len = cfg.max_seq_len if max_len is None else int(max_len)
         if int(batch) < 1 or max_len < 1:
-            raise ValueError(f"Llama.init_cache: batch and max_len must be >= 1, got {batch}, {max_len}")
+            raise ValueError(
+                f"Llama.init_cache: batch and max_len must be >= 1, got {batch}, {max_len}"
+            )
         shape = (cfg.n_layers, batch, max_len, cfg.n_kv_heads, cfg.head_dim)
         return LlamaCache(
             k=jnp.zeros(shape, cfg.dtype),
@@ -438,9 +447,13 @@ class Llama(nnx.Module):
             is NaN too.
         """
         hooks, _ = self._checked(hooks, None, "Llama.prefill")
-        return self._prefill_impl(tokens, cache, lengths=lengths, hooks=hooks, embeds=prefix_embeds)[:2]
+        return self._prefill_impl(
+            tokens, cache, lengths=lengths, hooks=hooks, embeds=prefix_embeds
+        )[:2]
 
-    def _prefill_impl(self, tokens, cache, *, lengths=None, hooks=(), capture=frozenset(), embeds=None):
+    def _prefill_impl(
+        self, tokens, cache, *, lengths=None, hooks=(), capture=frozenset(), embeds=None
+    ):
         where = "Llama.prefill"
         tokens = self._check_tokens(tokens, where)
         b, t = tokens.shape
@@ -451,7 +464,9 @@ class Llama(nnx.Module):
         if lengths is not None:
             lengths = jnp.asarray(lengths)
             if lengths.shape != (b,) or not jnp.issubdtype(lengths.dtype, jnp.integer):
-                raise ValueError(f"{where}: lengths must be ({b},) integers, got {lengths.shape} {lengths.dtype}")
+                raise ValueError(
+                    f"{where}: lengths must be ({b},) integers, got {lengths.shape} {lengths.dtype}"
+                )
             host = concrete(lengths)
             if host is not None:
                 bad = (host < 1) | (host > t)
@@ -472,7 +487,9 @@ class Llama(nnx.Module):
             vs.append(v)
             return k, v, True, None, None
 
-        logits, cap = self._run(tokens, pos, fn, context, hooks=hooks, capture=capture, embeds=embeds)
+        logits, cap = self._run(
+            tokens, pos, fn, context, hooks=hooks, capture=capture, embeds=embeds
+        )
         k_all = cache.k.at[:, :, :t].set(jnp.stack(ks).astype(cache.k.dtype))
         v_all = cache.v.at[:, :, :t].set(jnp.stack(vs).astype(cache.v.dtype))
         if lengths is None:
@@ -522,9 +539,16 @@ class Llama(nnx.Module):
             bad = (host < 0) | (host >= size)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                why = (f"row {i} is full (length {int(host[i])} == cache length {size}): decoding "
-                       "past the KV cache; use a larger init_cache(max_len=...)") if host[i] >= size else (
-                       f"row {i} has invalid length {int(host[i])} (a traced prefill with invalid lengths)")
+                why = (
+                    (
+                        f"row {i} is full (length {int(host[i])} == cache length {size}): decoding "
+                        "past the KV cache; use a larger init_cache(max_len=...)"
+                    )
+                    if host[i] >= size
+                    else (
+                        f"row {i} has invalid length {int(host[i])} (a traced prefill with invalid lengths)"
+                    )
+                )
                 raise ValueError(f"{where}: every cache row needs 0 <= lengths < {size}; {why}")
         else:
             ok_B = (cache.lengths >= 0) & (cache.lengths < size)
@@ -545,7 +569,9 @@ class Llama(nnx.Module):
 
             def one(c, x, p, ok):  # a row without room writes its (clamped) slot back unchanged
                 old = jax.lax.dynamic_slice(c, (p, 0, 0), x.shape)
-                return jax.lax.dynamic_update_slice(c, jnp.where(ok, x.astype(c.dtype), old), (p, 0, 0))
+                return jax.lax.dynamic_update_slice(
+                    c, jnp.where(ok, x.astype(c.dtype), old), (p, 0, 0)
+                )
 
             return jax.vmap(one)(c_BxSxHxD, x_Bx1xHxD, cache.lengths, ok_B)
 
@@ -643,7 +669,9 @@ class LlamaVL(nnx.Module):
 
     def inspect(self, patches, tokens, *, capture=CAPTURE_ALL, hooks=()):
         """:meth:`Llama.inspect` with the visual prefix; shapes use ``T' = P + T``."""
-        return self.llm.inspect(tokens, capture=capture, hooks=hooks, prefix_embeds=self.embed_patches(patches))
+        return self.llm.inspect(
+            tokens, capture=capture, hooks=hooks, prefix_embeds=self.embed_patches(patches)
+        )
 
 
 def next_token_loss(logits: jax.Array, tokens: jax.Array) -> jax.Array:

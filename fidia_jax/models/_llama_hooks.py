@@ -319,7 +319,9 @@ def replace_qkv(q, k, v, hooks, layer, pos_BxT):
                 if name in hk.parts:
                     u = out[part]
                     b, t, h, d = u.shape
-                    noise = _matched_noise(u.reshape(b, t, h * d), jax.random.fold_in(hk.key, part), pos_BxT)
+                    noise = _matched_noise(
+                        u.reshape(b, t, h * d), jax.random.fold_in(hk.key, part), pos_BxT
+                    )
                     out[part] = jnp.where(m, noise.reshape(b, t, h, d), u)
     return tuple(out)
 

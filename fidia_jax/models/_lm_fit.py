@@ -95,7 +95,11 @@ def fit_llama(
     tokens = jnp.asarray(tokens, jnp.int32)
     if tokens.ndim != 2 or tokens.shape[0] < 1:
         raise ValueError(f"fit_llama: tokens must be (N, T) with N >= 1, got {tokens.shape}")
-    weights = jnp.ones(tokens.shape, jnp.float32) if weights is None else jnp.asarray(weights, jnp.float32)
+    weights = (
+        jnp.ones(tokens.shape, jnp.float32)
+        if weights is None
+        else jnp.asarray(weights, jnp.float32)
+    )
     if weights.shape != tokens.shape:
         raise ValueError(f"fit_llama: weights {weights.shape} must match tokens {tokens.shape}")
     vision = isinstance(model, LlamaVL)

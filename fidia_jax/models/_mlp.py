@@ -47,8 +47,10 @@ class MLP(nnx.Module):
             raise ValueError(f"MLP: every width must be >= 1, got {widths}")
         init = {} if kernel_init is None else {"kernel_init": kernel_init}
         self.layers = nnx.List(
-            [nnx.Linear(a, b, dtype=dtype, param_dtype=param_dtype, rngs=rngs, **init)
-             for a, b in zip(widths[:-1], widths[1:], strict=True)]
+            [
+                nnx.Linear(a, b, dtype=dtype, param_dtype=param_dtype, rngs=rngs, **init)
+                for a, b in zip(widths[:-1], widths[1:], strict=True)
+            ]
         )
         self.activation = activation
         self.dropout = nnx.Dropout(dropout, rngs=rngs) if dropout > 0 else None

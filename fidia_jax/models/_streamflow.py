@@ -96,8 +96,10 @@ class StreamFlowUNet(nnx.Module):
     ):
         features = tuple(int(f) for f in features)
         if not features or min(features) < 1 or channels < 1:
-            raise ValueError(f"StreamFlowUNet: channels and features must be >= 1, got "
-                             f"channels={channels}, features={features}")
+            raise ValueError(
+                f"StreamFlowUNet: channels and features must be >= 1, got "
+                f"channels={channels}, features={features}"
+            )
         self.channels, self.features, self.time_dim = channels, features, time_dim
         self.time_mlp1 = nnx.Linear(time_dim, time_dim, rngs=rngs)
         self.time_mlp2 = nnx.Linear(time_dim, time_dim, rngs=rngs)
@@ -108,13 +110,15 @@ class StreamFlowUNet(nnx.Module):
             self.down_blocks.append(_ResBlock(f, f, time_dim, groups, rngs=rngs))
             if i + 1 < len(features):
                 self.downsample.append(
-                    nnx.Conv(f, features[i + 1], (3, 3), strides=(2, 2), rngs=rngs))
+                    nnx.Conv(f, features[i + 1], (3, 3), strides=(2, 2), rngs=rngs)
+                )
         self.mid = _ResBlock(features[-1], features[-1], time_dim, groups, rngs=rngs)
         self.up_blocks = nnx.List([])
         for i in reversed(range(len(features) - 1)):
             # input: upsampled features[i+1] concatenated with the skip features[i]
             self.up_blocks.append(
-                _ResBlock(features[i + 1] + features[i], features[i], time_dim, groups, rngs=rngs))
+                _ResBlock(features[i + 1] + features[i], features[i], time_dim, groups, rngs=rngs)
+            )
         self.head_norm = nnx.GroupNorm(features[0], num_groups=min(groups, features[0]), rngs=rngs)
         self.head = nnx.Conv(features[0], channels, (3, 3), rngs=rngs)
 
@@ -122,14 +126,19 @@ class StreamFlowUNet(nnx.Module):
         if x_BxHxWxC.ndim != 4 or x_BxHxWxC.shape[-1] != self.channels:
             raise ValueError(
                 f"StreamFlowUNet: images must be rank 4 (B, H, W, C={self.channels}), got shape "
-                f"{tuple(x_BxHxWxC.shape)}")
+                f"{tuple(x_BxHxWxC.shape)}"
+            )
         if t_B.shape != x_BxHxWxC.shape[:1]:
-            raise ValueError(f"StreamFlowUNet: t must have shape (B,)=({x_BxHxWxC.shape[0]},), "
-                             f"got {tuple(t_B.shape)}")
+            raise ValueError(
+                f"StreamFlowUNet: t must have shape (B,)=({x_BxHxWxC.shape[0]},), "
+                f"got {tuple(t_B.shape)}"
+            )
         factor = 2 ** (len(self.features) - 1)
         if x_BxHxWxC.shape[1] % factor or x_BxHxWxC.shape[2] % factor:
-            raise ValueError(f"StreamFlowUNet: H and W must be divisible by {factor}, got "
-                             f"{tuple(x_BxHxWxC.shape[1:3])}")
+            raise ValueError(
+                f"StreamFlowUNet: H and W must be divisible by {factor}, got "
+                f"{tuple(x_BxHxWxC.shape[1:3])}"
+            )
         temb_BxT = timestep_embedding(t_B, self.time_dim)
         temb_BxT = self.time_mlp2(jax.nn.silu(self.time_mlp1(temb_BxT)))
         h = self.stem(x_BxHxWxC.astype(jnp.float32))

@@ -85,7 +85,8 @@ def check_timesteps(timesteps: Sequence[float] | np.ndarray | jax.Array) -> np.n
     if ts.shape[0] < 2:
         raise ValueError(
             f"timesteps need at least 2 entries (step count >= 1, e.g. [1.0, 0.0]); got "
-            f"{ts.shape[0]} entries, i.e. a step count of {max(ts.shape[0] - 1, 0)}")
+            f"{ts.shape[0]} entries, i.e. a step count of {max(ts.shape[0] - 1, 0)}"
+        )
     if not np.all(np.isfinite(ts)) or ts.min() < 0.0 or ts.max() > 1.0:
         raise ValueError(f"timesteps must be finite and in [0, 1], got {ts.tolist()}")
     ts32 = ts.astype(np.float32)
@@ -105,8 +106,10 @@ def bucket_size(n: int, buckets: Sequence[int] = STREAM_BUCKETS) -> int:
     for b in buckets:
         if b >= n:
             return int(b)
-    raise ValueError(f"a batch of {n} images is larger than the largest bucket "
-                     f"({max(buckets)}); buckets are {tuple(buckets)}")
+    raise ValueError(
+        f"a batch of {n} images is larger than the largest bucket "
+        f"({max(buckets)}); buckets are {tuple(buckets)}"
+    )
 
 
 def velocity_apply(model: nnx.Module) -> tuple[ApplyFn, Any]:
@@ -150,19 +153,23 @@ def sample_euler(apply_fn: ApplyFn, params, noise_BxHxWxC, timesteps) -> np.ndar
     """
     noise = np.asarray(noise_BxHxWxC, dtype=np.float32)
     if noise.ndim != 4:
-        raise ValueError(f"sample_euler: noise must be rank 4 (B, H, W, C), got shape {noise.shape}")
+        raise ValueError(
+            f"sample_euler: noise must be rank 4 (B, H, W, C), got shape {noise.shape}"
+        )
     ts = check_timesteps(timesteps)
     dts = ts[:-1] - ts[1:]
     x = jnp.asarray(noise)
     b = noise.shape[0]
     for k in range(len(dts)):
-        x = _euler_step_jit(apply_fn, params, x, np.full((b,), ts[k], np.float32),
-                            np.full((b,), dts[k], np.float32))
+        x = _euler_step_jit(
+            apply_fn, params, x, np.full((b,), ts[k], np.float32), np.full((b,), dts[k], np.float32)
+        )
     return np.asarray(x)
 
 
-def _stream_step(apply_fn: ApplyFn, params, buffer_SxHxWxC, idx_b, t_b, dt_b, fresh_bxHxWxC,
-                 is_fresh_b):
+def _stream_step(
+    apply_fn: ApplyFn, params, buffer_SxHxWxC, idx_b, t_b, dt_b, fresh_bxHxWxC, is_fresh_b
+):
     """One stream call: rows ``idx`` of the buffer (or fresh noise) advance one Euler step."""
     x = jnp.where(is_fresh_b[:, None, None, None], fresh_bxHxWxC, buffer_SxHxWxC[idx_b])
     x_new = _euler_step(apply_fn, params, x, t_b, dt_b)
@@ -218,19 +225,34 @@ class StreamBatcher:
         step count of 0) or a duplicate ``request_id``.
     """
 
-    def __init__(self, apply_fn: ApplyFn, params, image_shape: Sequence[int], *,
-                 buckets: Sequence[int] = STREAM_BUCKETS, aot: bool = True,
-                 refill: str = "continuous", slots: int | None = None):
+    def __init__(
+        self,
+        apply_fn: ApplyFn,
+        params,
+        image_shape: Sequence[int],
+        *,
+        buckets: Sequence[int] = STREAM_BUCKETS,
+        aot: bool = True,
+        refill: str = "continuous",
+        slots: int | None = None,
+    ):
         self.image_shape = tuple(int(s) for s in image_shape)
         if len(self.image_shape) != 3 or min(self.image_shape) < 1:
-            raise ValueError(f"StreamBatcher: image_shape must be (H, W, C) of positive sizes, "
-                             f"got {tuple(image_shape)}")
+            raise ValueError(
+                f"StreamBatcher: image_shape must be (H, W, C) of positive sizes, "
+                f"got {tuple(image_shape)}"
+            )
         self.buckets = tuple(int(b) for b in buckets)
-        if not self.buckets or self.buckets[0] < 1 or any(
-                a >= b for a, b in itertools.pairwise(self.buckets)):
+        if (
+            not self.buckets
+            or self.buckets[0] < 1
+            or any(a >= b for a, b in itertools.pairwise(self.buckets))
+        ):
             raise ValueError(f"StreamBatcher: buckets must be increasing ints >= 1, got {buckets}")
         if refill not in ("continuous", "static"):
-            raise ValueError(f"StreamBatcher: refill must be 'continuous' or 'static', got {refill!r}")
+            raise ValueError(
+                f"StreamBatcher: refill must be 'continuous' or 'static', got {refill!r}"
+            )
         self.refill = refill
         self.capacity = self.buckets[-1] if slots is None else int(slots)
         top = bucket_size(self.capacity, self.buckets)  # raises past the largest bucket
@@ -270,10 +292,14 @@ class StreamBatcher:
     def _lower(self, step, b: int):
         f32 = jnp.float32
         return step.lower(
-            self.params, jax.ShapeDtypeStruct(self._buffer.shape, f32),
-            jax.ShapeDtypeStruct((b,), jnp.int32), jax.ShapeDtypeStruct((b,), f32),
-            jax.ShapeDtypeStruct((b,), f32), jax.ShapeDtypeStruct((b, *self.image_shape), f32),
-            jax.ShapeDtypeStruct((b,), jnp.bool_))
+            self.params,
+            jax.ShapeDtypeStruct(self._buffer.shape, f32),
+            jax.ShapeDtypeStruct((b,), jnp.int32),
+            jax.ShapeDtypeStruct((b,), f32),
+            jax.ShapeDtypeStruct((b,), f32),
+            jax.ShapeDtypeStruct((b, *self.image_shape), f32),
+            jax.ShapeDtypeStruct((b,), jnp.bool_),
+        )
 
     # -- queue -------------------------------------------------------------------------------
     def submit(self, noise_HxWxC, timesteps, request_id: Hashable | None = None) -> Hashable:
@@ -286,14 +312,17 @@ class StreamBatcher:
         if noise.shape != self.image_shape:
             raise ValueError(
                 f"StreamBatcher.submit: an image must have shape (H, W, C)={self.image_shape} "
-                f"(rank 3), got shape {noise.shape} (rank {noise.ndim})")
+                f"(rank 3), got shape {noise.shape} (rank {noise.ndim})"
+            )
         ts = check_timesteps(timesteps)
         if request_id is None:
             request_id = next(self._counter)
             while request_id in self._ids:
                 request_id = next(self._counter)
         elif request_id in self._ids:
-            raise ValueError(f"StreamBatcher.submit: request_id {request_id!r} is already in flight")
+            raise ValueError(
+                f"StreamBatcher.submit: request_id {request_id!r} is already in flight"
+            )
         self._ids.add(request_id)
         self._queue.append(_Slot(request_id, ts, 0, noise))
         return request_id
@@ -323,8 +352,9 @@ class StreamBatcher:
             keep: collections.deque[_Slot] = collections.deque()
             while self._queue:
                 req = self._queue.popleft()
-                same = (req.timesteps.shape == head.shape
-                        and bool(np.all(req.timesteps == head)))  # grouping, not a t lookup
+                same = req.timesteps.shape == head.shape and bool(
+                    np.all(req.timesteps == head)
+                )  # grouping, not a t lookup
                 if free and same:
                     self._slots[free.pop(0)] = req
                 else:
@@ -360,7 +390,8 @@ class StreamBatcher:
                 fresh[j], is_fresh[j] = slot.fresh, True
                 slot.fresh = None
         self._buffer, x_new = self._compiled[bucket](
-            self.params, self._buffer, idx, t, dt, fresh, is_fresh)
+            self.params, self._buffer, idx, t, dt, fresh, is_fresh
+        )
         self.calls += 1
         self.bucket_calls[bucket] += 1
         self.last_batch_size = n

@@ -91,7 +91,9 @@ def channel_influence(x: Any, *, lags: int = 4, ridge: float = 1e-3) -> np.ndarr
     for j in range(n_ch):
         for i in range(n_ch):
             if i != j:
-                joint = resid_var(np.concatenate([lagged[:, j], lagged[:, i]], axis=1), target[:, j])
+                joint = resid_var(
+                    np.concatenate([lagged[:, j], lagged[:, i]], axis=1), target[:, j]
+                )
                 u[i, j] = max(0.0, 0.5 * math.log(own[j] / max(joint, 1e-12)))
     return u.astype(np.float32)
 
@@ -123,8 +125,9 @@ def channel_roles(influence: Any, *, n_dominant: int | None = None) -> np.ndarra
     return out
 
 
-def role_edges(dominant: Any, influence: Any | None = None, *, use_roles: bool = True,
-               eps: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+def role_edges(
+    dominant: Any, influence: Any | None = None, *, use_roles: bool = True, eps: float = 1e-3
+) -> tuple[np.ndarray, np.ndarray]:
     """Message edges and their logit prior for :class:`TeamWork`.
 
     Args:
@@ -149,8 +152,9 @@ def role_edges(dominant: Any, influence: Any | None = None, *, use_roles: bool =
     return edges, prior
 
 
-def span_mask(rng: np.random.Generator, spans: Any, length: int, ratio: float,
-              batch: int) -> np.ndarray:
+def span_mask(
+    rng: np.random.Generator, spans: Any, length: int, ratio: float, batch: int
+) -> np.ndarray:
     """Random span masks, period-aware when ``spans = max(1, period // 2)`` (reconstruction).
 
     Each channel's steps are grouped into consecutive spans of ``spans[c]`` steps starting at a
@@ -251,12 +255,24 @@ class TeamWork(nnx.Module):
     :func:`role_edges`; a channel with no incoming edge receives no message.
     """
 
-    def __init__(self, n_channels: int, window: int, *, dim: int = 32, heads: int = 4,
-                 use_gate: bool = True, predict_variance: bool = True,
-                 dtype: Any = jnp.float32, param_dtype: Any = jnp.float32, rngs: nnx.Rngs):
+    def __init__(
+        self,
+        n_channels: int,
+        window: int,
+        *,
+        dim: int = 32,
+        heads: int = 4,
+        use_gate: bool = True,
+        predict_variance: bool = True,
+        dtype: Any = jnp.float32,
+        param_dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ):
         if n_channels < 1 or window < 1 or dim % heads:
-            raise ValueError(f"need n_channels, window >= 1 and dim % heads == 0, got "
-                             f"{n_channels}, {window}, {dim} % {heads}")
+            raise ValueError(
+                f"need n_channels, window >= 1 and dim % heads == 0, got "
+                f"{n_channels}, {window}, {dim} % {heads}"
+            )
         self.n_channels, self.window, self.dim = n_channels, window, dim
         self.use_gate, self.predict_variance = use_gate, predict_variance
         kw = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)
@@ -273,8 +289,9 @@ class TeamWork(nnx.Module):
         self.block2 = _TemporalBlock(dim, heads, **kw)
         self.head = nnx.Linear(dim, 2, **kw)
 
-    def __call__(self, x_BxLxC: jax.Array, mask_BxLxC: jax.Array, edges_CxC: jax.Array,
-                 prior_CxC: jax.Array) -> tuple[jax.Array, jax.Array | None]:
+    def __call__(
+        self, x_BxLxC: jax.Array, mask_BxLxC: jax.Array, edges_CxC: jax.Array, prior_CxC: jax.Array
+    ) -> tuple[jax.Array, jax.Array | None]:
         b, l, c = x_BxLxC.shape
         if (l, c) != (self.window, self.n_channels):
             raise ValueError(f"expected (B, {self.window}, {self.n_channels}), got {x_BxLxC.shape}")
@@ -307,8 +324,9 @@ class TeamWork(nnx.Module):
         return mean_BxLxC, var_BxLxC
 
 
-def init_teamwork(n_channels: int, window: int, *, seed: int = 0, **kwargs: Any
-                  ) -> tuple[nnx.GraphDef, nnx.State]:
+def init_teamwork(
+    n_channels: int, window: int, *, seed: int = 0, **kwargs: Any
+) -> tuple[nnx.GraphDef, nnx.State]:
     """``(graphdef, state)`` of a :class:`TeamWork`, with parameters drawn on the host.
 
     Building an NNX module eagerly compiles every initialiser op separately (seconds on CPU);
@@ -339,5 +357,6 @@ def init_teamwork(n_channels: int, window: int, *, seed: int = 0, **kwargs: Any
         return leaf.replace(jnp.asarray(value, dtype))
 
     state = nnx.from_flat_state(
-        [(path, draw(path, leaf)) for path, leaf in nnx.to_flat_state(shapes)])
+        [(path, draw(path, leaf)) for path, leaf in nnx.to_flat_state(shapes)]
+    )
     return graphdef, state

@@ -75,7 +75,9 @@ def _storage_type(name: str) -> _StorageType:
     return _StorageType(name, _bfloat16() if dtype == "bfloat16" else dtype)
 
 
-def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
+def _rebuild_tensor_v2(
+    storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None
+):
     """numpy shim of ``torch._utils._rebuild_tensor_v2``: a strided view of ``storage``, copied."""
     del requires_grad, backward_hooks, metadata
     if not isinstance(storage, np.ndarray) or storage.ndim != 1:
@@ -154,12 +156,20 @@ class _RestrictedUnpickler(pickle.Unpickler):
                 raw = self._zf.read(entry)
             except KeyError:
                 raise CheckpointError(f"checkpoint lacks storage entry {entry!r}") from None
-            dtype = storage_type.dtype.newbyteorder(self._byteorder) if storage_type.dtype.itemsize > 1 else storage_type.dtype
+            dtype = (
+                storage_type.dtype.newbyteorder(self._byteorder)
+                if storage_type.dtype.itemsize > 1
+                else storage_type.dtype
+            )
             if len(raw) % dtype.itemsize:
-                raise CheckpointError(f"storage {entry!r} has {len(raw)} bytes, not a multiple of {dtype.itemsize}")
+                raise CheckpointError(
+                    f"storage {entry!r} has {len(raw)} bytes, not a multiple of {dtype.itemsize}"
+                )
             arr = np.frombuffer(raw, dtype=dtype).astype(storage_type.dtype, copy=False)
             if int(numel) > arr.shape[0]:
-                raise CheckpointError(f"storage {entry!r} holds {arr.shape[0]} elements, pickle says {numel}")
+                raise CheckpointError(
+                    f"storage {entry!r} holds {arr.shape[0]} elements, pickle says {numel}"
+                )
             self._storages[key] = arr
         return self._storages[key]
 
@@ -190,14 +200,18 @@ def load_torch_checkpoint(path: str | os.PathLike) -> Any:
     with zipfile.ZipFile(path) as zf:
         pkls = [n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
         if len(pkls) != 1:
-            raise CheckpointError(f"{path}: expected exactly one data.pkl in the archive, found {pkls}")
+            raise CheckpointError(
+                f"{path}: expected exactly one data.pkl in the archive, found {pkls}"
+            )
         prefix = pkls[0][: -len("data.pkl")]  # "archive/" or ""
         byteorder = "little"
         if f"{prefix}byteorder" in zf.namelist():
             byteorder = zf.read(f"{prefix}byteorder").decode().strip()
             if byteorder not in ("little", "big"):
                 raise CheckpointError(f"{path}: unknown byteorder {byteorder!r}")
-        unpickler = _RestrictedUnpickler(io.BytesIO(zf.read(pkls[0])), zf=zf, prefix=prefix, byteorder=byteorder)
+        unpickler = _RestrictedUnpickler(
+            io.BytesIO(zf.read(pkls[0])), zf=zf, prefix=prefix, byteorder=byteorder
+        )
         try:
             return unpickler.load()
         except (UnsafePickleError, CheckpointError):

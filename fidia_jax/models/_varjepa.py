@@ -62,8 +62,9 @@ def _check_inputs(model, x_num, x_cat, where: str):
     if x_cat.ndim != 2 or x_cat.shape[1] != len(cards):
         raise ValueError(f"{where}: x_cat must be (B, {len(cards)}), got shape {x_cat.shape}")
     if x_num.shape[0] != x_cat.shape[0]:
-        raise ValueError(f"{where}: x_num and x_cat disagree on the batch: {x_num.shape[0]} vs "
-                         f"{x_cat.shape[0]}")
+        raise ValueError(
+            f"{where}: x_num and x_cat disagree on the batch: {x_num.shape[0]} vs {x_cat.shape[0]}"
+        )
     if not jnp.issubdtype(x_num.dtype, jnp.floating):
         raise ValueError(f"{where}: x_num must be floating, got {x_num.dtype}")
     if len(cards) and not jnp.issubdtype(x_cat.dtype, jnp.integer):
@@ -115,8 +116,10 @@ class FeatureTokenizer(nnx.Module):
     def __init__(self, n_numeric: int, cardinalities: Sequence[int], dim: int, *, rngs: nnx.Rngs):
         cards = tuple(int(c) for c in cardinalities)
         if n_numeric < 0 or min(cards, default=2) < 1 or n_numeric + len(cards) < 1:
-            raise ValueError(f"FeatureTokenizer: need >= 1 feature and cardinalities >= 1, got "
-                             f"n_numeric={n_numeric}, cardinalities={cards}")
+            raise ValueError(
+                f"FeatureTokenizer: need >= 1 feature and cardinalities >= 1, got "
+                f"n_numeric={n_numeric}, cardinalities={cards}"
+            )
         self.n_numeric, self.cardinalities, self.dim = n_numeric, cards, dim
         init = nnx.initializers.normal(0.02)
         self.num_weight = nnx.Param(init(rngs.params(), (max(n_numeric, 1), dim)))
@@ -131,8 +134,11 @@ class FeatureTokenizer(nnx.Module):
         if self.cardinalities:
             cards = jnp.asarray(self.cardinalities, jnp.int32)[None, :]
             table = self.cat_table[...]
-            ids = jnp.where((x_cat >= 0) & (x_cat < cards), x_cat + _offsets(self.cardinalities)[None, :],
-                            table.shape[0])  # traced out-of-range id -> one past the table -> NaN
+            ids = jnp.where(
+                (x_cat >= 0) & (x_cat < cards),
+                x_cat + _offsets(self.cardinalities)[None, :],
+                table.shape[0],
+            )  # traced out-of-range id -> one past the table -> NaN
             parts.append(jnp.take(table, ids, axis=0, mode="fill", fill_value=jnp.nan))
         return jnp.concatenate(parts, axis=1)
 
@@ -163,11 +169,21 @@ class TabularTransformer(nnx.Module):
     nothing (mask it downstream).
     """
 
-    def __init__(self, dim: int, *, depth: int = 2, heads: int = 4, n_reg: int = 1,
-                 mlp_ratio: int = 2, rngs: nnx.Rngs):
+    def __init__(
+        self,
+        dim: int,
+        *,
+        depth: int = 2,
+        heads: int = 4,
+        n_reg: int = 1,
+        mlp_ratio: int = 2,
+        rngs: nnx.Rngs,
+    ):
         if dim % heads or depth < 1 or n_reg < 0:
-            raise ValueError(f"TabularTransformer: need dim % heads == 0, depth >= 1, n_reg >= 0; "
-                             f"got dim={dim}, heads={heads}, depth={depth}, n_reg={n_reg}")
+            raise ValueError(
+                f"TabularTransformer: need dim % heads == 0, depth >= 1, n_reg >= 0; "
+                f"got dim={dim}, heads={heads}, depth={depth}, n_reg={n_reg}"
+            )
         self.n_reg = n_reg
         self.reg = nnx.Param(nnx.initializers.normal(0.02)(rngs.params(), (max(n_reg, 1), dim)))
         self.blocks = nnx.List([_Block(dim, heads, mlp_ratio, rngs=rngs) for _ in range(depth)])
@@ -175,7 +191,9 @@ class TabularTransformer(nnx.Module):
 
     def __call__(self, tokens_BxFxD, keep_BxF):
         b = tokens_BxFxD.shape[0]
-        reg_BxRxD = jnp.broadcast_to(self.reg[...][None, : self.n_reg], (b, self.n_reg, tokens_BxFxD.shape[2]))
+        reg_BxRxD = jnp.broadcast_to(
+            self.reg[...][None, : self.n_reg], (b, self.n_reg, tokens_BxFxD.shape[2])
+        )
         h_BxLxD = jnp.concatenate([reg_BxRxD, tokens_BxFxD], axis=1)
         keep_BxL = jnp.concatenate([jnp.ones((b, self.n_reg), bool), keep_BxF.astype(bool)], axis=1)
         mask = keep_BxL[:, None, None, :]
@@ -200,9 +218,13 @@ def random_feature_masks(key, batch: int, n_features: int, n_context: int, n_tar
       ValueError: sizes out of range.
     """
     if n_context < 1 or n_target < 1 or n_context + n_target > n_features:
-        raise ValueError(f"random_feature_masks: need n_context, n_target >= 1 and n_context + "
-                         f"n_target <= n_features={n_features}; got {n_context}, {n_target}")
-    rank_BxF = jnp.argsort(jnp.argsort(jax.random.uniform(key, (batch, n_features)), axis=1), axis=1)
+        raise ValueError(
+            f"random_feature_masks: need n_context, n_target >= 1 and n_context + "
+            f"n_target <= n_features={n_features}; got {n_context}, {n_target}"
+        )
+    rank_BxF = jnp.argsort(
+        jnp.argsort(jax.random.uniform(key, (batch, n_features)), axis=1), axis=1
+    )
     return rank_BxF < n_context, (rank_BxF >= n_context) & (rank_BxF < n_context + n_target)
 
 
@@ -233,9 +255,19 @@ class TabularJepa(nnx.Module):
       (when concrete).
     """
 
-    def __init__(self, n_numeric: int, cardinalities: Sequence[int], *, dim: int = 64,
-                 depth: int = 2, heads: int = 4, n_reg: int = 1, predictor_depth: int = 1,
-                 variational: bool = False, rngs: nnx.Rngs):
+    def __init__(
+        self,
+        n_numeric: int,
+        cardinalities: Sequence[int],
+        *,
+        dim: int = 64,
+        depth: int = 2,
+        heads: int = 4,
+        n_reg: int = 1,
+        predictor_depth: int = 1,
+        variational: bool = False,
+        rngs: nnx.Rngs,
+    ):
         self.tokenizer = FeatureTokenizer(n_numeric, cardinalities, dim, rngs=rngs)
         self.n_numeric, self.cardinalities = n_numeric, self.tokenizer.cardinalities
         self.n_features = n_numeric + len(self.cardinalities)
@@ -247,7 +279,9 @@ class TabularJepa(nnx.Module):
         self.mask_token = nnx.Param(init(rngs.params(), (1, 1, dim)))
         self.pred_pos = nnx.Param(init(rngs.params(), (1, self.n_features, dim)))
         self.pred_in = nnx.Linear(dim, dim, rngs=rngs)
-        self.predictor = TabularTransformer(dim, depth=predictor_depth, heads=heads, n_reg=0, rngs=rngs)
+        self.predictor = TabularTransformer(
+            dim, depth=predictor_depth, heads=heads, n_reg=0, rngs=rngs
+        )
         self.pred_mean = nnx.Linear(dim, dim, rngs=rngs)
         self.pred_log_var = nnx.Linear(dim, dim, rngs=rngs) if variational else None
         if variational:
@@ -255,7 +289,9 @@ class TabularJepa(nnx.Module):
             self.dec_num = nnx.Param(init(rngs.params(), (1, max(n_numeric, 1), dim)))
             self.dec_num_bias = nnx.Param(jnp.zeros((1, max(n_numeric, 1))))
             self.dec_num_log_var = nnx.Param(jnp.zeros((1, max(n_numeric, 1))))
-            self.dec_cat = nnx.Param(init(rngs.params(), (max(len(self.cardinalities), 1), dim, v_max)))
+            self.dec_cat = nnx.Param(
+                init(rngs.params(), (max(len(self.cardinalities), 1), dim, v_max))
+            )
             self.dec_cat_bias = nnx.Param(jnp.zeros((1, max(len(self.cardinalities), 1), v_max)))
 
     def encode(self, x_num, x_cat, keep_BxF=None) -> GaussianTokens:
@@ -277,14 +313,23 @@ class TabularJepa(nnx.Module):
         if not self.variational:
             raise ValueError("TabularJepa.decode: only the variational model has a decoder")
         n = self.n_numeric
-        num_BxDn = jnp.sum(z_BxFxD[:, :n] * self.dec_num[...][:, :n], axis=-1) + self.dec_num_bias[...][:, :n]
+        num_BxDn = (
+            jnp.sum(z_BxFxD[:, :n] * self.dec_num[...][:, :n], axis=-1)
+            + self.dec_num_bias[...][:, :n]
+        )
         zc_BxDcxD = z_BxFxD[:, n:]
         logits = jnp.einsum("bcd,cdv->bcv", zc_BxDcxD, self.dec_cat[...][: zc_BxDcxD.shape[1]])
         logits = logits + self.dec_cat_bias[...][:, : zc_BxDcxD.shape[1]]
         v_max = logits.shape[-1]
-        valid_1xDcxV = (np.arange(v_max)[None, :] < np.asarray(self.cardinalities, np.int32).reshape(-1, 1))[None]
+        valid_1xDcxV = (
+            np.arange(v_max)[None, :] < np.asarray(self.cardinalities, np.int32).reshape(-1, 1)
+        )[None]
         num_log_var_1xDn = _soft_clip(self.dec_num_log_var[...][:, :n])
-        return num_BxDn, num_log_var_1xDn, jnp.where(jnp.asarray(valid_1xDcxV[:, : zc_BxDcxD.shape[1]]), logits, -1e9)
+        return (
+            num_BxDn,
+            num_log_var_1xDn,
+            jnp.where(jnp.asarray(valid_1xDcxV[:, : zc_BxDcxD.shape[1]]), logits, -1e9),
+        )
 
     def embed(self, x_num, x_cat):
         return jnp.mean(self.encode(x_num, x_cat).mean, axis=1)

@@ -136,8 +136,15 @@ def prepare_design(
             raise ConfigError(
                 f"{protein.source}: a fixed mask must be ({protein.length},) bool, got {fixed_mask.shape}"
             )
-        fixed = ",".join(f"{c}{r}{i}" for c, r, i in zip(
-            protein.chain_id[fixed_mask], protein.resnum[fixed_mask], protein.icode[fixed_mask], strict=True))
+        fixed = ",".join(
+            f"{c}{r}{i}"
+            for c, r, i in zip(
+                protein.chain_id[fixed_mask],
+                protein.resnum[fixed_mask],
+                protein.icode[fixed_mask],
+                strict=True,
+            )
+        )
     designed = (chain_mask > 0) & (protein.mask > 0) & ~fixed_mask
     if not designed.any():
         raise ConfigError(

@@ -325,7 +325,9 @@ def read_tied_positions(
     raw: dict[str, list[dict[str, list[int]]]] = {}
     for name, items in obj.items():
         if not isinstance(items, list):
-            raise DataError(f"{path}: entry {name!r} must be a list of {{chain: [positions]}} groups")
+            raise DataError(
+                f"{path}: entry {name!r} must be a list of {{chain: [positions]}} groups"
+            )
         groups = []
         for g, item in enumerate(items):
             group = {}
@@ -333,7 +335,9 @@ def read_tied_positions(
                 where = f"{path}: {name} group {g} chain {c}"
                 if isinstance(v, list) and v and isinstance(v[0], list):  # [[positions], [weights]]
                     if len(v) != 2 or len(v[0]) != len(v[1]):
-                        raise DataError(f"{where}: expected [[positions], [weights]] of equal length")
+                        raise DataError(
+                            f"{where}: expected [[positions], [weights]] of equal length"
+                        )
                     if any(w != 1.0 for w in v[1]):
                         raise DataError(
                             f"{where}: tie weights {v[1]} (negative / weighted design) are not "
@@ -393,7 +397,9 @@ def read_bias_by_res(
             except (TypeError, ValueError):
                 raise DataError(f"{where}: expected a list of 21-number rows") from None
             if arr.ndim != 2 or arr.shape[1] != len(ALPHABET):
-                raise DataError(f"{where}: expected (residues, {len(ALPHABET)}) numbers, got shape {arr.shape}")
+                raise DataError(
+                    f"{where}: expected (residues, {len(ALPHABET)}) numbers, got shape {arr.shape}"
+                )
             if not np.isfinite(arr).all():
                 raise DataError(f"{where}: non-finite bias values")
             raw[name][c] = arr.astype(np.float32)
@@ -439,14 +445,16 @@ def read_omit_aa_by_res(
         for c, items in _chain_entries(path, name, chains):
             where = f"{path}: {name} chain {c}"
             if not isinstance(items, list):
-                raise DataError(f"{where}: expected a list of [[positions], \"LETTERS\"] pairs")
+                raise DataError(f'{where}: expected a list of [[positions], "LETTERS"] pairs')
             pairs = []
             for item in items:
                 if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], str)):
-                    raise DataError(f"{where}: expected [[positions], \"LETTERS\"], got {item!r}")
+                    raise DataError(f'{where}: expected [[positions], "LETTERS"], got {item!r}')
                 bad = sorted(set(item[1]) - set(ALPHABET))
                 if bad:
-                    raise DataError(f"{where}: unknown amino-acid letters {bad} (alphabet {ALPHABET})")
+                    raise DataError(
+                        f"{where}: unknown amino-acid letters {bad} (alphabet {ALPHABET})"
+                    )
                 pairs.append((_int_list(item[0], f"{where}: positions"), item[1]))
             raw[name][c] = pairs
     if proteins is None:

@@ -620,8 +620,10 @@ def load_structure(
         if nonfinite:
             why.append(f"{len(nonfinite)} residue(s) with non-finite coordinates")
         if ca_only:
-            raise StructureError(f"{path}: no residue with a finite CA atom in chain(s) {wanted} "
-                                 f"({'; '.join(why) or 'no CA atoms'})")
+            raise StructureError(
+                f"{path}: no residue with a finite CA atom in chain(s) {wanted} "
+                f"({'; '.join(why) or 'no CA atoms'})"
+            )
         if incomplete and not why:
             why.append("CA-only model?")
         raise StructureError(

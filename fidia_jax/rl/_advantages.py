@@ -146,8 +146,9 @@ def grpo_advantages(rewards_n: jax.Array, eps: float = 1e-6) -> jax.Array:
     return _normalise(centred, std, eps, tied) / jnp.maximum(m, 1)
 
 
-def pkpo_advantages(rewards_n: jax.Array, k: int, *, group_norm: bool = False,
-                    eps: float = 1e-6) -> jax.Array:
+def pkpo_advantages(
+    rewards_n: jax.Array, k: int, *, group_norm: bool = False, eps: float = 1e-6
+) -> jax.Array:
     """PKPO ``loo-1`` effective rewards for Best-of-``k`` (the FIDIA advantage).
 
     ``max_at_k_effective_rewards(rewards_n, k, "loo-1")``: a sample gets

@@ -204,8 +204,9 @@ def _check_k(n: int, k, name: str) -> int:
 def _check_stream(rewards_n, name: str) -> jax.Array:
     """``rewards_n`` as an array of rank 1 with at least one sample (any dtype)."""
     rewards_n = jnp.asarray(rewards_n)
-    _checks.assert_rank(rewards_n, 1, "rewards_n", where=name,
-                        detail="one stream of n samples; vmap to batch")
+    _checks.assert_rank(
+        rewards_n, 1, "rewards_n", where=name, detail="one stream of n samples; vmap to batch"
+    )
     _checks.assert_min_length(rewards_n, 1, "rewards_n", where=name, what="samples")
     return rewards_n
 
@@ -231,8 +232,9 @@ def _sort(rewards_n: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Ar
     return g, order, valid, jnp.sum(finite, dtype=jnp.int32)
 
 
-def _unsort(values_sorted: jax.Array, order: jax.Array, g_sorted: jax.Array,
-            valid: jax.Array) -> jax.Array:
+def _unsort(
+    values_sorted: jax.Array, order: jax.Array, g_sorted: jax.Array, valid: jax.Array
+) -> jax.Array:
     """Scatter back to input order; tied rewards all take the value of their group's first rank.
 
     The closed forms give tied samples the same value in exact arithmetic; copying the first one
@@ -329,8 +331,9 @@ def max_at_k_effective_rewards(
     k = _check_k(n, k, name)
     _checks.assert_in(baseline, _BASELINES, "baseline", where=name)
     if baseline != "none":
-        _checks.assert_min_length(rewards_n, 2, "rewards_n", where=name,
-                                  what="samples for a leave-one-out baseline")
+        _checks.assert_min_length(
+            rewards_n, 2, "rewards_n", where=name, what="samples for a leave-one-out baseline"
+        )
     if baseline == "loo-1" and k == 1:
         baseline = "loo"
     if baseline == "loo" and k >= n:
@@ -374,8 +377,9 @@ def max_at_k_effective_rewards(
     return _unsort(jnp.where(m > k, s, jnp.zeros((), dtype)), order, g, valid)
 
 
-def _binary(rewards_n, name: str, threshold: float | None) -> tuple[jax.Array, jax.Array,
-                                                                      jax.Array]:
+def _binary(
+    rewards_n, name: str, threshold: float | None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Successes, finite mask and an ``invalid`` flag of a binary stream.
 
     Returns ``(f, finite, invalid)``: ``f`` the 0/1 successes as floats (0 in excluded
@@ -385,14 +389,15 @@ def _binary(rewards_n, name: str, threshold: float | None) -> tuple[jax.Array, j
     and the caller turns ``invalid`` into a ``nan`` result.
     """
     rewards_n = _check_stream(rewards_n, name)
-    _checks.assert_type(rewards_n, (jnp.bool_, jnp.floating), "rewards_n", where=name,
-                        detail="0/1 values")
+    _checks.assert_type(
+        rewards_n, (jnp.bool_, jnp.floating), "rewards_n", where=name, detail="0/1 values"
+    )
     if threshold is not None and not isinstance(threshold, (int, float, np.floating, np.integer)):
-        raise ValueError(f"{name}: threshold must be a Python float or None, got "
-                         f"{type(threshold).__name__}.")
+        raise ValueError(
+            f"{name}: threshold must be a Python float or None, got {type(threshold).__name__}."
+        )
     if rewards_n.dtype == jnp.bool_:
-        return (rewards_n.astype(jnp.float32), jnp.ones(rewards_n.shape, bool),
-                jnp.zeros((), bool))
+        return (rewards_n.astype(jnp.float32), jnp.ones(rewards_n.shape, bool), jnp.zeros((), bool))
     finite = jnp.isfinite(rewards_n)
     if threshold is None:
         binary = (rewards_n == 0) | (rewards_n == 1)
@@ -467,7 +472,10 @@ def pass_at_k(rewards_n: jax.Array, k: int, *, threshold: float | None = None) -
 
 
 def pass_at_k_effective_rewards(
-    rewards_n: jax.Array, k: int, baseline: Literal["none", "loo-1"] = "loo-1", *,
+    rewards_n: jax.Array,
+    k: int,
+    baseline: Literal["none", "loo-1"] = "loo-1",
+    *,
     threshold: float | None = None,
 ) -> jax.Array:
     """Effective rewards for an unbiased gradient of ``pass@k`` from binary rewards.
@@ -511,8 +519,9 @@ def pass_at_k_effective_rewards(
         s = jnp.where(f > 0, kn, fail_value)
         enough = m >= k
     elif k == 1:
-        _checks.assert_min_length(f, 2, "rewards_n", where=name,
-                                  what="samples for a leave-one-out baseline")
+        _checks.assert_min_length(
+            f, 2, "rewards_n", where=name, what="samples for a leave-one-out baseline"
+        )
         s = (f - (c - f) / (m - 1)) / m
         enough = m >= 2
     else:

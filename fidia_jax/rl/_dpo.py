@@ -16,8 +16,9 @@ from fidia_jax.rl._advantages import _check_group
 __all__ = ["dpo_loss", "dpo_pair"]
 
 
-def dpo_loss(log_ratio_chosen: jax.Array, log_ratio_rejected: jax.Array,
-             beta: float | jax.Array) -> jax.Array:
+def dpo_loss(
+    log_ratio_chosen: jax.Array, log_ratio_rejected: jax.Array, beta: float | jax.Array
+) -> jax.Array:
     """DPO loss of one preference pair: ``-log sigmoid(beta * (lr_w - lr_l))``.
 
     ``lr = log pi(y) - log pi_ref(y)`` is the sequence log-ratio of the policy to the frozen
@@ -45,10 +46,16 @@ def dpo_loss(log_ratio_chosen: jax.Array, log_ratio_rejected: jax.Array,
     References:
       Rafailov et al. 2023, https://arxiv.org/abs/2305.18290 (eq. 7).
     """
-    _checks.assert_rank(log_ratio_chosen, 0, "log_ratio_chosen", where="dpo_loss",
-                        detail="one pair; vmap to batch")
-    _checks.assert_rank(log_ratio_rejected, 0, "log_ratio_rejected", where="dpo_loss",
-                        detail="one pair; vmap to batch")
+    _checks.assert_rank(
+        log_ratio_chosen, 0, "log_ratio_chosen", where="dpo_loss", detail="one pair; vmap to batch"
+    )
+    _checks.assert_rank(
+        log_ratio_rejected,
+        0,
+        "log_ratio_rejected",
+        where="dpo_loss",
+        detail="one pair; vmap to batch",
+    )
     return -jax.nn.log_sigmoid(beta * (log_ratio_chosen - log_ratio_rejected))
 
 

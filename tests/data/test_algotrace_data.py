@@ -49,7 +49,9 @@ def sample():
 
 def test_traces_are_valid_solutions(sample):
     man = lambda c, a, b: int(np.abs(c[a] - c[b]).sum())  # noqa: E731
-    for row, plen, length, task_ix in zip(sample.tokens, sample.prompt_len, sample.length, sample.task, strict=True):
+    for row, plen, length, task_ix in zip(
+        sample.tokens, sample.prompt_len, sample.length, sample.task, strict=True
+    ):
         task, coords, edges, target, p = _parse_prompt(row)
         assert p == plen and task == ("TSP", "NAV")[task_ix]
         assert len(set(map(tuple, coords))) == len(coords)  # distinct points
@@ -70,7 +72,7 @@ def test_traces_are_valid_solutions(sample):
                 walk.append(cur)
             elif seg[0] == "P":
                 path = [node(x) for x in seg[1:]]
-        assert path[0] == 0 and path[:-1 if task == "TSP" else None] == walk
+        assert path[0] == 0 and path[: -1 if task == "TSP" else None] == walk
         if task == "TSP":  # a closed tour through every city once
             assert path[-1] == 0 and sorted(path[:-1]) == list(range(len(coords)))
         else:  # an edge path from a to the target, no repeats
@@ -98,7 +100,9 @@ def test_labels_match_the_tagger_and_strategies(sample):
     lab = data.algotrace_primitive_labels(sample.tokens, sample.prompt_len)
     np.testing.assert_array_equal(lab, sample.labels)
     assert set(np.unique(sample.task)) == {0, 1} and len(np.unique(sample.strategy)) == 4
-    assert np.all(sample.labels[np.arange(sample.tokens.shape[1])[None] < sample.prompt_len[:, None]] == -1)
+    assert np.all(
+        sample.labels[np.arange(sample.tokens.shape[1])[None] < sample.prompt_len[:, None]] == -1
+    )
     # "each" strategies verify after every move, "final" once.
     n_verify = (sample.tokens == V["V"]).sum(axis=1)
     n_moves = (sample.tokens == V["N"]).sum(axis=1)

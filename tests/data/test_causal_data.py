@@ -12,7 +12,9 @@ def test_ihdp_replication_1(shared_data_dir):
     assert d.x.shape == (747, 25) and d.mu.shape == (747, 2) and d.num_arms == 2
     # First row of ihdp_npci_1.csv: t=1, y_factual=5.59991628549083, mu0=3.26825638455712.
     assert d.t[0] == 1
-    np.testing.assert_allclose([d.y[0], d.mu[0, 0]], [5.59991628549083, 3.26825638455712], rtol=1e-6)
+    np.testing.assert_allclose(
+        [d.y[0], d.mu[0, 0]], [5.59991628549083, 3.26825638455712], rtol=1e-6
+    )
     train, test = data.split_causal(d, 0.3, seed=0)
     assert len(train) + len(test) == 747 and abs(len(test) - 224) <= 2
     with pytest.raises(DataError, match="1..10"):

@@ -36,17 +36,25 @@ def test_solutions_are_correct_and_labels_consistent(batch):
         assert batch.answer[n] == ops.sum() % V.base
         # prompt
         assert tok[0] == V.BOS and tok[k + 1] == V.EQ and batch.prompt_len[n] == k + 2
-        assert [V.operand_parts(int(t)) for t in tok[1 : k + 1]] == [(i + 1, int(a)) for i, a in enumerate(ops)]
+        assert [V.operand_parts(int(t)) for t in tok[1 : k + 1]] == [
+            (i + 1, int(a)) for i, a in enumerate(ops)
+        ]
         assert np.all(role[: k + 2] == R["prompt"])
         e = int(batch.think_end[n])
         assert tok[e] == V.END_THINK and role[e] == R["end"]
         assert list(tok[e + 1 : e + 3]) == [int(V.digit(batch.answer[n])), V.EOS]
-        assert batch.length[n] == e + 3 and np.all(tok[e + 3 :] == V.PAD) and np.all(role[e + 3 :] == R["pad"])
+        assert (
+            batch.length[n] == e + 3
+            and np.all(tok[e + 3 :] == V.PAD)
+            and np.all(role[e + 3 :] == R["pad"])
+        )
         # thinking: walk the units and recompute the running sum
         s, j, last_step = 0, 0, None
         for first, u in _units(tok, k + 2, e):
             kind = role[first]
-            assert np.all(role[first : first + len(u) + 1] == kind)  # one role per unit, SEP included
+            assert np.all(
+                role[first : first + len(u) + 1] == kind
+            )  # one role per unit, SEP included
             if kind in (R["step"], R["error"]):
                 assert len(u) == 4 - 1 and u[0] == V.digit(s)
                 j += 1
@@ -67,7 +75,10 @@ def test_solutions_are_correct_and_labels_consistent(batch):
                     n_red += 1
         assert j == k and s == batch.answer[n]
         # loss weights: everything after the prompt
-        assert np.all(batch.loss_weights[n] == ((np.arange(len(tok)) >= k + 2) & (np.arange(len(tok)) < e + 3)))
+        assert np.all(
+            batch.loss_weights[n]
+            == ((np.arange(len(tok)) >= k + 2) & (np.arange(len(tok)) < e + 3))
+        )
         # the parser reads the generator's own solutions as right, with matching counts
         g = data.parse_dycon_generation(tok[k + 2 :], int(batch.answer[n]), V)
         assert g.correct and g.finished and g.uncorrected == 0 and g.malformed == 0
@@ -87,7 +98,9 @@ def test_remaining_length_target_closed_form(batch):
             is_b = t < e and tok[t] in (V.EQ, V.SEP)
             assert batch.boundary[n, t] == is_b
             if is_b:
-                remaining = sum(1 for _ in range(t + 1, e + 1))  # brute force count through </think>
+                remaining = sum(
+                    1 for _ in range(t + 1, e + 1)
+                )  # brute force count through </think>
                 want = np.log(1.0 + remaining) / np.log(1.0 + R_max)
                 assert batch.target[n, t] == pytest.approx(want, rel=1e-6)
             else:
@@ -103,13 +116,17 @@ def test_remaining_length_target_closed_form(batch):
 def test_clean_solutions_have_closed_form_length():
     b = data.make_dycon_task(50, vocab=V, error_rate=0.0, redundant_rate=0.0, seed=0)
     k = b.num_operands
-    np.testing.assert_array_equal(b.length, 5 * k + 5)  # prompt k+2, 4 per step, </think>, answer, EOS
+    np.testing.assert_array_equal(
+        b.length, 5 * k + 5
+    )  # prompt k+2, 4 per step, </think>, answer, EOS
     np.testing.assert_array_equal(b.roles == R["error"], False)
     b2 = data.make_dycon_task(50, vocab=V, error_rate=0.0, redundant_rate=1.0, seed=0)
     np.testing.assert_array_equal(b2.length, 5 * k + 5 + 5 * V.max_redundant)
     # same seed, same batch
-    np.testing.assert_array_equal(data.make_dycon_task(50, vocab=V, seed=4).tokens,
-                                  data.make_dycon_task(50, vocab=V, seed=4).tokens)
+    np.testing.assert_array_equal(
+        data.make_dycon_task(50, vocab=V, seed=4).tokens,
+        data.make_dycon_task(50, vocab=V, seed=4).tokens,
+    )
 
 
 def test_parser_on_constructed_generations():
@@ -120,8 +137,31 @@ def test_parser_on_constructed_generations():
     assert not g.correct and g.errors == 1 and g.uncorrected == 1 and g.corrective == 0
     assert g.num_tokens == 11 and g.think_tokens == 8
     # corrected, then one redundant re-check, then the right answer; tokens after EOS ignored
-    gen = [d(0), op(1, 3), d(3), V.SEP, d(3), op(2, 4), d(1), V.SEP, V.WAIT, d(3), op(2, 4), d(2),
-           V.SEP, V.WAIT, d(3), op(2, 4), d(2), V.SEP, V.END_THINK, d(2), V.EOS, V.WAIT, V.WAIT]
+    gen = [
+        d(0),
+        op(1, 3),
+        d(3),
+        V.SEP,
+        d(3),
+        op(2, 4),
+        d(1),
+        V.SEP,
+        V.WAIT,
+        d(3),
+        op(2, 4),
+        d(2),
+        V.SEP,
+        V.WAIT,
+        d(3),
+        op(2, 4),
+        d(2),
+        V.SEP,
+        V.END_THINK,
+        d(2),
+        V.EOS,
+        V.WAIT,
+        V.WAIT,
+    ]
     g = data.parse_dycon_generation(np.asarray(gen), 2, V)
     assert g.correct and (g.errors, g.corrective, g.redundant, g.uncorrected) == (1, 1, 1, 0)
     assert g.num_tokens == 21
@@ -149,8 +189,9 @@ def test_bad_inputs_raise():
 
 def test_longest_solution_reads_target_one_at_the_first_boundary():
     # every step wrong and corrected, every redundant reflection taken: thinking = max_think
-    b = data.make_dycon_task(4, vocab=V, error_rate=0.999999, redundant_rate=1.0, seed=0,
-                             num_operands=[6, 6, 6, 6])
+    b = data.make_dycon_task(
+        4, vocab=V, error_rate=0.999999, redundant_rate=1.0, seed=0, num_operands=[6, 6, 6, 6]
+    )
     assert np.all(b.think_end - (b.prompt_len - 1) == V.max_think())
     assert b.tokens.shape[1] == V.max_len()
     np.testing.assert_allclose(b.target[np.arange(4), b.prompt_len - 1], 1.0, rtol=1e-6)

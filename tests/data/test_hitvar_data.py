@@ -29,8 +29,11 @@ def test_degrade_steps_against_closed_forms():
     blur = data.Degradation(scale=1, blur_sigma=1.5, noise_std=0.0, jpeg_quality=0)
     np.testing.assert_allclose(
         data.degrade(hr, blur),
-        np.stack([scipy.ndimage.gaussian_filter(hr[..., c], 1.5, mode="reflect")
-                  for c in range(3)], -1), atol=1e-6)
+        np.stack(
+            [scipy.ndimage.gaussian_filter(hr[..., c], 1.5, mode="reflect") for c in range(3)], -1
+        ),
+        atol=1e-6,
+    )
     # blur + bicubic down preserve a constant image (normalised filters)
     const = np.full((32, 32, 3), 0.37, np.float32)
     down = data.Degradation(scale=4, blur_sigma=1.0, noise_std=0.0, jpeg_quality=0)
@@ -40,13 +43,15 @@ def test_degrade_steps_against_closed_forms():
     want = np.clip(hr + 0.05 * np.random.default_rng(7).standard_normal(hr.shape), 0, 1)
     np.testing.assert_allclose(data.degrade(hr, noisy, seed=7), want, atol=1e-6)
     # JPEG: 8-bit output, close to a smooth input at quality 95, further at quality 10
-    smooth = np.broadcast_to(np.linspace(0.1, 0.9, 48, dtype=np.float32)[None, :, None],
-                             (32, 48, 3)).copy()
+    smooth = np.broadcast_to(
+        np.linspace(0.1, 0.9, 48, dtype=np.float32)[None, :, None], (32, 48, 3)
+    ).copy()
     smooth[..., 1] = smooth[..., 1][::-1, ::-1]
 
     def jpeg(q):
-        return data.degrade(smooth, data.Degradation(scale=1, blur_sigma=0.0, noise_std=0.0,
-                                                     jpeg_quality=q))
+        return data.degrade(
+            smooth, data.Degradation(scale=1, blur_sigma=0.0, noise_std=0.0, jpeg_quality=q)
+        )
 
     hi, lo = jpeg(95), jpeg(10)
     np.testing.assert_array_equal(np.round(hi * 255) / 255, hi)

@@ -28,7 +28,9 @@ def test_loader_reads_and_maps_preset(tmp_path):
 
 def test_mat_without_expected_keys_names_them(tmp_path):
     path = _write(tmp_path, features=np.ones((3, 2)), raw_data=np.ones((3, 4)))
-    with pytest.raises(DataError, match=r"missing key\(s\) \['labels'\].*\['features', 'raw_data'\]"):
+    with pytest.raises(
+        DataError, match=r"missing key\(s\) \['labels'\].*\['features', 'raw_data'\]"
+    ):
         data.load_ldl_mat(path)
 
 
@@ -70,7 +72,7 @@ def test_presets_are_pyldls():
     assert set(data.LDL_BENCHMARK_SETS) <= set(data.LDL_POLARITY)
     pos, neg = data.LDL_POLARITY["Music"]
     assert pos == (1, 0, 1, 0, 1, 1, 1, 0.5, 0.5) and neg == (0, 1, 0, 1, 0, 0, 0, 0.5, 0.5)
-    assert data.LDL_POLARITY["Movie"] == ((0, .25, .5, .75, 1), (1, .75, .5, .25, 0))
+    assert data.LDL_POLARITY["Movie"] == ((0, 0.25, 0.5, 0.75, 1), (1, 0.75, 0.5, 0.25, 0))
     assert data.LDL_POLARITY["emotion6"] == data.LDL_POLARITY["Emotion6"]
 
 

@@ -66,13 +66,18 @@ def _write_skab(root, rows):
     header = "datetime;" + ";".join(data.SKAB_CHANNELS) + ";anomaly;changepoint\n"
     (root / "skab" / "valve1").mkdir(parents=True)
     (root / "skab" / "anomaly-free").mkdir(parents=True)
-    body = "".join(f"2020-03-09 10:14:{i:02d};" + ";".join(str(v) for v in r) + "\n"
-                   for i, r in enumerate(rows))
+    body = "".join(
+        f"2020-03-09 10:14:{i:02d};" + ";".join(str(v) for v in r) + "\n"
+        for i, r in enumerate(rows)
+    )
     (root / "skab" / "valve1" / "0.csv").write_text(header + body)
     (root / "skab" / "anomaly-free" / "anomaly-free.csv").write_text(
-        header.replace(";anomaly;changepoint", "") + "".join(
+        header.replace(";anomaly;changepoint", "")
+        + "".join(
             f"2020-03-09 10:14:{i:02d};" + ";".join(str(v) for v in r[:8]) + "\n"
-            for i, r in enumerate(rows)))
+            for i, r in enumerate(rows)
+        )
+    )
 
 
 def test_load_skab_small_files(tmp_path):

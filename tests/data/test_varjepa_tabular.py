@@ -10,8 +10,9 @@ from fidia_jax.errors import DataError
 
 @pytest.fixture
 def frames():
-    train = pd.DataFrame({"a": [1.0, 2.0, 3.0, 6.0], "b": [5.0, 5.0, 5.0, 5.0],
-                          "c": ["x", "y", "x", None]})
+    train = pd.DataFrame(
+        {"a": [1.0, 2.0, 3.0, 6.0], "b": [5.0, 5.0, 5.0, 5.0], "c": ["x", "y", "x", None]}
+    )
     test = pd.DataFrame({"a": [0.0, 3.0], "b": [4.0, 5.0], "c": ["z", "y"]})
     return train, test
 

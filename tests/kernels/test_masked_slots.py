@@ -36,15 +36,17 @@ def _poisoned(k, v, value=np.nan):
 
 
 def _unif(spt, method):
-    return R.make_uniforms(jax.random.key(3), B, HQ, N, block_k=BK, samples_per_tile=spt,
-                           method=method)
+    return R.make_uniforms(
+        jax.random.key(3), B, HQ, N, block_k=BK, samples_per_tile=spt, method=method
+    )
 
 
 EXACT = {
     "dense_decode_reference": lambda q, k, v, L: R.dense_decode_reference(q, k, v, L),
     "flash_decode_reference": lambda q, k, v, L: R.flash_decode_reference(q, k, v, L, block_k=BK),
     "flash_decode_pallas": lambda q, k, v, L: santa.flash_decode_pallas(
-        q, k, v, L, block_sizes=santa.BlockSizes(BK), interpret=True),
+        q, k, v, L, block_sizes=santa.BlockSizes(BK), interpret=True
+    ),
 }
 SAMPLED = {
     f"santa_{backend}_{stage}_{method}": (backend, stage, method)
@@ -62,8 +64,9 @@ def _santa(backend, stage, method, q, k, v, L):
     kw = dict(samples_per_tile=spt, method=method, value_stage=stage)
     if backend == "reference":
         return R.santa_decode_reference(q, k, v, _unif(spt, method), L, block_k=BK, **kw)
-    return santa.santa_decode_pallas(q, k, v, _unif(spt, method), L,
-                                     block_sizes=santa.BlockSizes(BK), interpret=True, **kw)
+    return santa.santa_decode_pallas(
+        q, k, v, _unif(spt, method), L, block_sizes=santa.BlockSizes(BK), interpret=True, **kw
+    )
 
 
 def _call(name, q, k, v, L):
@@ -105,26 +108,43 @@ def test_visible_nan_stays_visible():
 
 # ---------------------------------------------------------------- kv_lengths out of range (12)
 
-BAD_LENGTHS = [(np.array([N + 1, 3], np.int32), rf"\[0, {N}\].*got {N + 1} in row 0"),
-               (np.array([3, -1], np.int32), r"got -1 in row 1"),
-               (np.array([3], np.int32), r"kv_lengths must have shape \(2,\)"),
-               (np.array([3.0, 4.0], np.float32), "integer")]
+BAD_LENGTHS = [
+    (np.array([N + 1, 3], np.int32), rf"\[0, {N}\].*got {N + 1} in row 0"),
+    (np.array([3, -1], np.int32), r"got -1 in row 1"),
+    (np.array([3], np.int32), r"kv_lengths must have shape \(2,\)"),
+    (np.array([3.0, 4.0], np.float32), "integer"),
+]
 
 PUBLIC = {
     "dense_decode_reference": lambda L: R.dense_decode_reference(*_decode_inputs(), L),
     "flash_decode_reference": lambda L: R.flash_decode_reference(*_decode_inputs(), L, block_k=BK),
     "santa_decode_reference": lambda L: R.santa_decode_reference(
-        *_decode_inputs(), _unif(2, "iid"), L, samples_per_tile=2, method="iid", block_k=BK),
+        *_decode_inputs(), _unif(2, "iid"), L, samples_per_tile=2, method="iid", block_k=BK
+    ),
     "flash_decode_pallas": lambda L: santa.flash_decode_pallas(
-        *_decode_inputs(), L, block_sizes=santa.BlockSizes(BK), interpret=True),
+        *_decode_inputs(), L, block_sizes=santa.BlockSizes(BK), interpret=True
+    ),
     "santa_decode_pallas": lambda L: santa.santa_decode_pallas(
-        *_decode_inputs(), _unif(2, "iid"), L, samples_per_tile=2, method="iid",
-        block_sizes=santa.BlockSizes(BK), interpret=True),
-    "flash_decode": lambda L: santa.flash_decode(*_decode_inputs(), L, block_k=BK,
-                                                 backend="reference"),
+        *_decode_inputs(),
+        _unif(2, "iid"),
+        L,
+        samples_per_tile=2,
+        method="iid",
+        block_sizes=santa.BlockSizes(BK),
+        interpret=True,
+    ),
+    "flash_decode": lambda L: santa.flash_decode(
+        *_decode_inputs(), L, block_k=BK, backend="reference"
+    ),
     "santa_decode": lambda L: santa.santa_decode(
-        *_decode_inputs(), _unif(2, "iid"), L, samples_per_tile=2, method="iid", block_k=BK,
-        backend="pallas_interpret"),
+        *_decode_inputs(),
+        _unif(2, "iid"),
+        L,
+        samples_per_tile=2,
+        method="iid",
+        block_k=BK,
+        backend="pallas_interpret",
+    ),
 }
 
 
@@ -140,8 +160,9 @@ def test_traced_kv_lengths_are_not_checked_and_clip():
     """Under jit the values are unknown: a length above N acts as N, a negative one as 0."""
     q, k, v = _decode_inputs()
     f = jax.jit(lambda L: R.dense_decode_reference(q, k, v, L))
-    np.testing.assert_allclose(f(jnp.array([N + 5, -3])),
-                               R.dense_decode_reference(q, k, v, jnp.array([N, 0])), atol=1e-6)
+    np.testing.assert_allclose(
+        f(jnp.array([N + 5, -3])), R.dense_decode_reference(q, k, v, jnp.array([N, 0])), atol=1e-6
+    )
 
 
 # ---------------------------------------------------------------- causal masks (Attn-QAT)
@@ -161,8 +182,9 @@ def _qat_inputs():
 
 QAT = {
     "attn_qat_reference": lambda q, k, v: QR.attn_qat_reference(q, k, v, causal=True, block_k=16),
-    "attn_qat_pallas": lambda q, k, v: aq.attn_qat_pallas(q, k, v, causal=True,
-                                                          block_sizes=QAT_BS, interpret=True),
+    "attn_qat_pallas": lambda q, k, v: aq.attn_qat_pallas(
+        q, k, v, causal=True, block_sizes=QAT_BS, interpret=True
+    ),
     "hp_path_reference": lambda q, k, v: QR.hp_path_reference(q, k, v, causal=True),
 }
 
@@ -183,10 +205,14 @@ def test_causally_masked_nan_does_not_reach_earlier_gradients(name, variant):
     """dQ of the earlier queries and dV stay finite (the drop-in backward reads the unquantised
     K and V, so this also covers operands that FP4 quantisation did not touch)."""
     q, k, v = _qat_inputs()
-    fn = {"attn_qat_reference": lambda q, k, v: QR.attn_qat_reference(
-              q, k, v, causal=True, block_k=16, variant=variant),
-          "attn_qat_pallas": lambda q, k, v: aq.attn_qat_pallas(
-              q, k, v, causal=True, variant=variant, block_sizes=QAT_BS, interpret=True)}[name]
+    fn = {
+        "attn_qat_reference": lambda q, k, v: QR.attn_qat_reference(
+            q, k, v, causal=True, block_k=16, variant=variant
+        ),
+        "attn_qat_pallas": lambda q, k, v: aq.attn_qat_pallas(
+            q, k, v, causal=True, variant=variant, block_sizes=QAT_BS, interpret=True
+        ),
+    }[name]
 
     def loss(q, k, v):
         return jnp.sum(fn(q, k, v)[:, :-1])
@@ -211,9 +237,11 @@ def test_attn_qat_pallas_names_unequal_head_counts():
 
 @pytest.mark.parametrize(
     "fn",
-    [lambda q, k: aq.attn_qat_pallas(q, k, k, causal=True, block_sizes=QAT_BS, interpret=True),
-     lambda q, k: QR.attn_qat_reference(q, k, k, causal=True, block_k=16),
-     lambda q, k: aq.attn_qat(q, k, k, causal=True, backend="reference")],
+    [
+        lambda q, k: aq.attn_qat_pallas(q, k, k, causal=True, block_sizes=QAT_BS, interpret=True),
+        lambda q, k: QR.attn_qat_reference(q, k, k, causal=True, block_k=16),
+        lambda q, k: aq.attn_qat(q, k, k, causal=True, backend="reference"),
+    ],
 )
 def test_attn_qat_shape_messages_name_the_mismatch(fn):
     q = jnp.zeros((1, 32, 2, 16))
@@ -226,8 +254,11 @@ def test_attn_qat_shape_messages_name_the_mismatch(fn):
 
 
 def test_attn_qat_gqa_message_names_head_counts():
-    with pytest.raises(ValueError, match=r"attn_qat: query heads 3 must be a multiple of kv "
-                                         r"heads 2"):
+    with pytest.raises(
+        ValueError,
+        match=r"attn_qat: query heads 3 must be a multiple of kv "
+        r"heads 2",
+    ):
         aq.attn_qat(jnp.zeros((1, 32, 3, 16)), *(2 * [jnp.zeros((1, 32, 2, 16))]), causal=True)
 
 

@@ -88,17 +88,28 @@ class TestSantaPallasInterpret(TestSantaPallas):
     INTERPRET = True
 
 
-@pytest.mark.parametrize("method,value_stage", [("iid", "gather"), ("stratified", "counts"),
-                                                ("systematic", "gather")])
+@pytest.mark.parametrize(
+    "method,value_stage", [("iid", "gather"), ("stratified", "counts"), ("systematic", "gather")]
+)
 def test_santa_with_non_power_of_two_samples_per_tile(method, value_stage):
     """spt = 3 is padded to 4 sample slots inside the kernel; the padding slot never counts."""
     q, k, v, lengths = _inputs(jnp.float32)
     u = R.make_uniforms(jax.random.key(5), 2, 4, 100, block_k=32, samples_per_tile=3, method=method)
-    out = santa.santa_decode_pallas(q, k, v, u, lengths, samples_per_tile=3, method=method,
-                                    block_sizes=santa.BlockSizes(32), interpret=True,
-                                    value_stage=value_stage)
-    want = R.santa_decode_reference(q, k, v, u, lengths, samples_per_tile=3, method=method,
-                                    block_k=32)
+    out = santa.santa_decode_pallas(
+        q,
+        k,
+        v,
+        u,
+        lengths,
+        samples_per_tile=3,
+        method=method,
+        block_sizes=santa.BlockSizes(32),
+        interpret=True,
+        value_stage=value_stage,
+    )
+    want = R.santa_decode_reference(
+        q, k, v, u, lengths, samples_per_tile=3, method=method, block_k=32
+    )
     np.testing.assert_allclose(np.asarray(out), np.asarray(want), atol=1e-5, rtol=1e-5)
 
 
@@ -118,11 +129,13 @@ def test_value_stage_default_and_validation_shared_with_reference():
     u = R.make_uniforms(jax.random.key(1), 2, 4, 64, block_k=32, samples_per_tile=4, method="iid")
     kw = dict(samples_per_tile=4, method="iid")
     with pytest.raises(ValueError, match="santa_decode_pallas: value_stage must be one of"):
-        santa.santa_decode_pallas(q, k, v, u, lengths, value_stage="bogus",
-                                  block_sizes=santa.BlockSizes(32), **kw)
+        santa.santa_decode_pallas(
+            q, k, v, u, lengths, value_stage="bogus", block_sizes=santa.BlockSizes(32), **kw
+        )
     with pytest.raises(ValueError, match="santa_decode_pallas: uniforms must have shape"):
-        santa.santa_decode_pallas(q, k, v, u[..., :1], lengths, block_sizes=santa.BlockSizes(32),
-                                  **kw)
+        santa.santa_decode_pallas(
+            q, k, v, u[..., :1], lengths, block_sizes=santa.BlockSizes(32), **kw
+        )
     with pytest.raises(ValueError, match="multiple of kv heads"):
         santa.flash_decode_pallas(q[:, :3], k, v, lengths)
 

@@ -214,8 +214,15 @@ def test_distinct_value_rows_one_dominant_key_per_tile(method):
     n = block_k * nt
     q = jnp.ones((b, hq, d), jnp.float32)
     k = jnp.zeros((b, n, hkv, d), jnp.float32).at[:, 5::block_k].set(40.0)  # key 5 of each tile
-    u = make_uniforms(jax.random.key(0), b, hq, n, block_k=block_k, samples_per_tile=4, method=method)
-    assert distinct_value_rows(q, k, u, samples_per_tile=4, block_k=block_k, method=method) == b * hkv * nt
+    u = make_uniforms(
+        jax.random.key(0), b, hq, n, block_k=block_k, samples_per_tile=4, method=method
+    )
+    assert (
+        distinct_value_rows(q, k, u, samples_per_tile=4, block_k=block_k, method=method)
+        == b * hkv * nt
+    )
     # uniform scores: S_t = 4 samples per tile read at most 4 distinct rows per (b, kv head, tile)
-    flat = distinct_value_rows(q, jnp.zeros_like(k), u, samples_per_tile=4, block_k=block_k, method=method)
+    flat = distinct_value_rows(
+        q, jnp.zeros_like(k), u, samples_per_tile=4, block_k=block_k, method=method
+    )
     assert b * hkv * nt < flat <= b * hkv * nt * 4 * (hq // hkv)

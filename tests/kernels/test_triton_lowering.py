@@ -62,17 +62,21 @@ def test_decode_with_three_query_heads_per_kv_head_lowers():
     _assert_triton(_lower_for_cuda(santa_pallas.flash_decode_pallas, q, kv, kv))
 
 
-
 @pytest.mark.parametrize("method", santa_ref.METHODS)
 @pytest.mark.parametrize("value_stage", ["counts", "gather"])
 @pytest.mark.parametrize("spt", [4, 3])  # 3: the sample axis is padded to a power of two
 def test_santa_decode_lowers_to_triton(method, value_stage, spt):
     q, kv, lens = _decode_args()
     u = jax.ShapeDtypeStruct(
-        santa_ref.uniform_shape(B, HQ, N, block_k=64, samples_per_tile=spt, method=method), jnp.float32
+        santa_ref.uniform_shape(B, HQ, N, block_k=64, samples_per_tile=spt, method=method),
+        jnp.float32,
     )
-    fn = functools.partial(santa_pallas.santa_decode_pallas, samples_per_tile=spt, method=method,
-                           value_stage=value_stage)
+    fn = functools.partial(
+        santa_pallas.santa_decode_pallas,
+        samples_per_tile=spt,
+        method=method,
+        value_stage=value_stage,
+    )
     _assert_triton(_lower_for_cuda(fn, q, kv, kv, u, lens))
 
 
@@ -96,11 +100,21 @@ def test_round_half_even_equals_jnp_round():
     """The Triton-lowerable rounding used by the FP4 quantiser equals jnp.round, ties included."""
     rng = np.random.default_rng(0)
     ties = np.arange(-40, 41, dtype=np.float32) * 0.5  # every k + 1/2 and every integer
-    near = np.float32(0.5) + np.array([-2**-25, -2**-24, 2**-24], np.float32)  # floor(x+.5) traps
-    x = np.concatenate([ties, near, -near, rng.normal(scale=30, size=4000).astype(np.float32),
-                        np.array([0.0, -0.0, 2.0**23 - 0.5, 2.0**23 + 1], np.float32)])
-    np.testing.assert_array_equal(np.asarray(_fp4._round_half_even(jnp.asarray(x))),
-                                  np.asarray(jnp.round(jnp.asarray(x))))
+    near = np.float32(0.5) + np.array(
+        [-(2**-25), -(2**-24), 2**-24], np.float32
+    )  # floor(x+.5) traps
+    x = np.concatenate(
+        [
+            ties,
+            near,
+            -near,
+            rng.normal(scale=30, size=4000).astype(np.float32),
+            np.array([0.0, -0.0, 2.0**23 - 0.5, 2.0**23 + 1], np.float32),
+        ]
+    )
+    np.testing.assert_array_equal(
+        np.asarray(_fp4._round_half_even(jnp.asarray(x))), np.asarray(jnp.round(jnp.asarray(x)))
+    )
 
 
 def test_block_sizes_must_be_powers_of_two():

@@ -54,7 +54,9 @@ def test_registry_lookup_and_errors():
         layers.get_attention_impl("no-such-impl")
     assert layers.get_attention_impl("xla") is layers.xla_attention
     assert not layers.is_decode_only("xla")
-    assert {"xla", "santa", "flash_decode", "attn_qat", "attn_qat_dropin"} <= set(layers.list_attention_impls())
+    assert {"xla", "santa", "flash_decode", "attn_qat", "attn_qat_dropin"} <= set(
+        layers.list_attention_impls()
+    )
     with pytest.raises(ConfigError, match="non-empty"):
         layers.register_attention_impl("", layers.xla_attention)
     with pytest.raises(ConfigError, match="callable"):
@@ -77,20 +79,28 @@ def test_xla_attention_masked_slots_never_contribute():
     k = jax.random.normal(kk, (2, 12, 2, 8))
     v = jax.random.normal(kv, (2, 12, 2, 8))
     lengths = jnp.array([0, 5])
-    out = np.asarray(attn(q, _nan_past(k, lengths), _nan_past(v, lengths), causal=False,
-                          kv_lengths=lengths))
+    out = np.asarray(
+        attn(q, _nan_past(k, lengths), _nan_past(v, lengths), causal=False, kv_lengths=lengths)
+    )
     np.testing.assert_array_equal(out[0], 0.0)  # length-0 row: zeros
     np.testing.assert_array_equal(out, np.asarray(attn(q, k, v, causal=False, kv_lengths=lengths)))
     # causal: the last token's NaN value row reaches only the last query
     qs = jax.random.normal(kq, (1, 12, 4, 8))
     o = np.asarray(attn(qs, k[:1], v[:1].at[:, -1].set(jnp.nan), causal=True))
     assert np.isfinite(o[:, :-1]).all() and np.isnan(o[:, -1]).all()
-    np.testing.assert_array_equal(o[:, :-1], np.asarray(attn(qs, k[:1], v[:1], causal=True))[:, :-1])
+    np.testing.assert_array_equal(
+        o[:, :-1], np.asarray(attn(qs, k[:1], v[:1], causal=True))[:, :-1]
+    )
 
 
-@pytest.mark.parametrize("lengths,match", [([13, 2], r"\[0, 12\].*got 13 in row 0"),
-                                           ([2, -1], "got -1 in row 1"),
-                                           ([2], r"must have shape \(2,\)")])
+@pytest.mark.parametrize(
+    "lengths,match",
+    [
+        ([13, 2], r"\[0, 12\].*got 13 in row 0"),
+        ([2, -1], "got -1 in row 1"),
+        ([2], r"must have shape \(2,\)"),
+    ],
+)
 def test_xla_attention_kv_lengths_out_of_range(lengths, match):
     q, k = jnp.zeros((2, 1, 4, 8)), jnp.zeros((2, 12, 2, 8))
     with pytest.raises(ValueError, match="xla_attention: kv_lengths .*" + match):

@@ -41,7 +41,8 @@ def test_ema_update_matches_hand_computation():
     z = jnp.asarray([[1.0, 0.0], [3.0, 2.0], [-1.0, 2.0]])
     idx = jnp.asarray([0, 1, 0])
     new = jax.jit(lambda s, z, i: layers.ema_codebook_update(s, z, i, decay=0.5, eps=0.1))(
-        state, z, idx)
+        state, z, idx
+    )
     # n = [2, 1, 0]; s = [[0, 2], [3, 2], [0, 0]]
     size = np.array([0.5 + 1.0, 0.5 + 0.5, 0.5 + 0.0])
     esum = 0.5 * np.asarray(cb) + 0.5 * np.array([[0.0, 2.0], [3.0, 2.0], [0.0, 0.0]])
@@ -61,7 +62,8 @@ def test_residual_quantisation_error_non_increasing_with_depth():
     cb = np.concatenate([np.zeros((1, 4)), rng.normal(size=(31, 4))]).astype(np.float32)
     z = rng.normal(size=(64, 4)).astype(np.float32)
     codes, sums, errs = jax.jit(layers.residual_quantize, static_argnums=2)(
-        jnp.asarray(z), jnp.asarray(cb), 6)
+        jnp.asarray(z), jnp.asarray(cb), 6
+    )
     errs = np.asarray(errs)
     assert np.all(np.diff(errs) <= 1e-7) and errs[-1] < errs[0] < np.mean(z**2)
     # partial sums are the sums of the chosen codes, and the residual is z minus them
@@ -74,16 +76,18 @@ def test_multiscale_prefix_latent_equals_truncated_token_sum():
     f = jnp.asarray(rng.normal(size=(2, 4, 4, 3)).astype(np.float32))
     cb = jnp.asarray(rng.normal(size=(16, 3)).astype(np.float32))
     grids = (1, 2, 3, 4)  # 2: area pooling; 3: bilinear (4 is not a multiple of 3)
-    codes, prefixes, residuals = jax.jit(layers.multiscale_residual_quantize,
-                                         static_argnums=2)(f, cb, grids)
+    codes, prefixes, residuals = jax.jit(layers.multiscale_residual_quantize, static_argnums=2)(
+        f, cb, grids
+    )
     assert [c.shape for c in codes] == [(2, s, s) for s in grids]
     decode = jax.jit(lambda c: [layers.tokens_to_latent(c, cb, 4, k) for k in range(1, 5)])
     for k, latent in enumerate(decode(codes), start=1):
         np.testing.assert_allclose(np.asarray(latent), np.asarray(prefixes[k - 1]), atol=1e-6)
     # scale k quantises the resized residual left by scales < k (first: f itself, area-pooled)
     np.testing.assert_allclose(residuals[0][:, 0, 0], f.mean(axis=(1, 2)), rtol=1e-5)
-    np.testing.assert_allclose(residuals[1][:, 0, 0], (f - prefixes[0])[:, :2, :2].mean((1, 2)),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        residuals[1][:, 0, 0], (f - prefixes[0])[:, :2, :2].mean((1, 2)), rtol=1e-5, atol=1e-6
+    )
     with pytest.raises(ValueError, match="last grid"):
         layers.multiscale_residual_quantize(f, cb, (1, 2))
     with pytest.raises(ValueError, match="rank 4"):
@@ -123,7 +127,10 @@ def test_hierarchical_schedule_prefixes_and_errors():
 def test_resize_images_matches_jax_image_resize():
     x = jnp.asarray(np.random.default_rng(3).uniform(size=(1, 8, 8, 2)).astype(np.float32))
     for size, method in ((3, "linear"), (12, "cubic")):  # down (antialiased) and up
-        np.testing.assert_allclose(layers.resize_images(x, size, method),
-                                   jax.image.resize(x, (1, size, size, 2), method), atol=2e-6)
+        np.testing.assert_allclose(
+            layers.resize_images(x, size, method),
+            jax.image.resize(x, (1, size, size, 2), method),
+            atol=2e-6,
+        )
     with pytest.raises(ValueError, match="method"):
         layers.resize_images(x, 4, "nearest")

@@ -50,8 +50,9 @@ def test_wasserstein1_matches_exact_1d():
     a = np.r_[np.full(8, 1 / 8), np.zeros(8)]
     b = np.r_[np.zeros(8), np.full(8, 1 / 8)]
     exact = scipy.stats.wasserstein_distance(x[:8, 0], x[8:, 0])
-    got = losses.wasserstein1_sinkhorn(jnp.asarray(x, jnp.float32), a, b, epsilon=5e-3,
-                                       max_iterations=300)
+    got = losses.wasserstein1_sinkhorn(
+        jnp.asarray(x, jnp.float32), a, b, epsilon=5e-3, max_iterations=300
+    )
     np.testing.assert_allclose(got, exact, rtol=0.05)
     grad = jax.grad(lambda z: losses.wasserstein1_sinkhorn(z, a, b))(jnp.asarray(x, jnp.float32))
     assert np.all(np.isfinite(grad)) and np.any(grad != 0)
@@ -60,13 +61,17 @@ def test_wasserstein1_matches_exact_1d():
 def test_pairwise_and_one_vs_all_brute_force(batch):
     x, t = batch
     for ipm in ("mmd_linear", "mmd_rbf"):
-        pairs = [losses.ipm(ipm, x, _arm_w(t, k), _arm_w(t, l))
-                 for k, l in itertools.combinations(range(3), 2)]
+        pairs = [
+            losses.ipm(ipm, x, _arm_w(t, k), _arm_w(t, l))
+            for k, l in itertools.combinations(range(3), 2)
+        ]
         np.testing.assert_allclose(
-            losses.balancing_pairwise(x, t, 3, ipm_name=ipm), np.mean(pairs), rtol=1e-5)
+            losses.balancing_pairwise(x, t, 3, ipm_name=ipm), np.mean(pairs), rtol=1e-5
+        )
         rest = [losses.ipm(ipm, x, _arm_w(t, k), (t != k) / np.sum(t != k)) for k in range(3)]
         np.testing.assert_allclose(
-            losses.balancing_one_vs_all(x, t, 3, ipm_name=ipm), np.mean(rest), rtol=1e-5)
+            losses.balancing_one_vs_all(x, t, 3, ipm_name=ipm), np.mean(rest), rtol=1e-5
+        )
 
 
 def test_two_arms_all_schemes_reduce_to_cfr_term(batch):
@@ -94,10 +99,12 @@ def test_aggregation_is_one_ipm_of_joint_vs_permuted(batch):
     same = np.tile(x[:4], (3, 1))  # each arm holds the same 4 points
     t_same = np.repeat(np.arange(3), 4)
     keys = jax.random.split(jax.random.key(0), 8)
-    v_far = np.mean([losses.balancing_treatment_aggregation(far, t, 3, k, bandwidth=1.0)
-                     for k in keys])
-    v_same = np.mean([losses.balancing_treatment_aggregation(same, t_same, 3, k, bandwidth=1.0)
-                      for k in keys])
+    v_far = np.mean(
+        [losses.balancing_treatment_aggregation(far, t, 3, k, bandwidth=1.0) for k in keys]
+    )
+    v_same = np.mean(
+        [losses.balancing_treatment_aggregation(same, t_same, 3, k, bandwidth=1.0) for k in keys]
+    )
     assert v_far > 3 * v_same
 
 

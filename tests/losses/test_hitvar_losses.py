@@ -18,7 +18,9 @@ def test_token_log_prob_and_cross_entropy_match_numpy():
     np.testing.assert_allclose(got, want, rtol=1e-5)
     np.testing.assert_allclose(
         losses.next_scale_cross_entropy(jnp.asarray(logits), jnp.asarray(tokens)),
-        -want.mean() / 5, rtol=1e-5)
+        -want.mean() / 5,
+        rtol=1e-5,
+    )
     with pytest.raises(ValueError, match="share"):
         losses.token_log_prob(jnp.asarray(logits), jnp.asarray(tokens[:, :4]))
 

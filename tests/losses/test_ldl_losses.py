@@ -44,14 +44,17 @@ def test_matches_pyldl(ref, name):
     pos, neg = ref[f"{name}/pos"], ref[f"{name}/neg"]
     for k in (10.0, 3.0):
         key = f"{name}/k{k:g}"
-        np.testing.assert_allclose(losses.soft_divisiveness(d, pos, neg, k), ref[f"{key}/psi_d"],
-                                   rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            losses.soft_divisiveness(d, pos, neg, k), ref[f"{key}/psi_d"], rtol=1e-6, atol=1e-6
+        )
         for mode in losses.DIVISIVENESS_MODES:
             got = losses.divisiveness_loss(d, p, pos, neg, k=k, mode=mode)
-            np.testing.assert_allclose(got, ref[f"{key}/{mode}"], rtol=1e-6, atol=1e-6,
-                                       err_msg=f"{name} k={k} {mode}")
-    np.testing.assert_allclose(losses.ldl_kl_loss(d, p), ref[f"{name}/kl_loss"], rtol=1e-6,
-                               atol=1e-6)
+            np.testing.assert_allclose(
+                got, ref[f"{key}/{mode}"], rtol=1e-6, atol=1e-6, err_msg=f"{name} k={k} {mode}"
+            )
+    np.testing.assert_allclose(
+        losses.ldl_kl_loss(d, p), ref[f"{name}/kl_loss"], rtol=1e-6, atol=1e-6
+    )
 
     def total(z):
         return losses.ldl_dvs_loss(d, jax.nn.softmax(z, axis=1), pos, neg, alpha=0.1)
@@ -68,8 +71,9 @@ def test_ovo_matches_brute_force_loops(ref, symmetric):
     pos, neg = ref["Music/pos"], ref["Music/neg"]
     want = _brute_ovo(d, p, pos, neg, 5.0, symmetric)
     mode = "ovo_symmetric" if symmetric else "ovo"
-    np.testing.assert_allclose(losses.divisiveness_loss(d, p, pos, neg, k=5.0, mode=mode), want,
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        losses.divisiveness_loss(d, p, pos, neg, k=5.0, mode=mode), want, rtol=1e-5
+    )
 
 
 def test_soft_divisiveness_tends_to_min_and_bounds_it():
@@ -137,6 +141,8 @@ def test_sample_weight_mask_equals_subset(ref):
     for mode in ("full", "ovo_symmetric"):  # both row-mean branches
         np.testing.assert_allclose(
             losses.ldl_dvs_loss(d, p, pos, neg, alpha=0.5, mode=mode, sample_weight=w),
-            losses.ldl_dvs_loss(d[::3], p[::3], pos, neg, alpha=0.5, mode=mode), rtol=1e-6)
+            losses.ldl_dvs_loss(d[::3], p[::3], pos, neg, alpha=0.5, mode=mode),
+            rtol=1e-6,
+        )
     with pytest.raises(ValueError, match="sample_weight must have shape"):
         losses.ldl_kl_loss(d, p, sample_weight=w[:5])

@@ -36,23 +36,41 @@ def _brute(pred, y, fid, cal, w):
     for k in (1, 2):
         rows = [i for i in range(len(y)) if fid[i] == k]
         res = [abs(a[k] * pred[i] + b[k] - y[i]) for i in rows]
-        r = np.log1p(np.exp(rho[k])) if w.radius_mode == "learnable" else np.quantile(res, w.radius_quantile)
+        r = (
+            np.log1p(np.exp(rho[k]))
+            if w.radius_mode == "learnable"
+            else np.quantile(res, w.radius_quantile)
+        )
         total += w.interval * np.mean([max(e - r, 0.0) ** 2 for e in res])
         if w.radius_mode == "learnable":
             total += w.radius_penalty * r
     for k in (0, 1, 2):
         rows = [i for i in range(len(y)) if fid[i] == k]
-        pairs = [_softplus(-(pred[i] - pred[j]) / w.temperature) for i in rows for j in rows if y[i] > y[j]]
+        pairs = [
+            _softplus(-(pred[i] - pred[j]) / w.temperature)
+            for i in rows
+            for j in rows
+            if y[i] > y[j]
+        ]
         total += w.ranking * np.mean(pairs)
     return total
 
 
 @pytest.mark.parametrize("mode", ["quantile", "learnable"])
 def test_total_matches_brute_force(mode):
-    w = losses.TrustedSubsetWeights(absolute=1.0, interval=0.7, ranking=0.3, radius_mode=mode,
-                                    radius_quantile=0.6, radius_penalty=0.2, temperature=0.5)
+    w = losses.TrustedSubsetWeights(
+        absolute=1.0,
+        interval=0.7,
+        ranking=0.3,
+        radius_mode=mode,
+        radius_quantile=0.6,
+        radius_penalty=0.2,
+        temperature=0.5,
+    )
     total, terms = _loss(jnp.asarray(PRED), jnp.asarray(Y), jnp.asarray(MEMBER), CAL, weights=w)
-    np.testing.assert_allclose(float(total), _brute(PRED.astype(np.float64), Y, FID, CAL, w), rtol=1e-5)
+    np.testing.assert_allclose(
+        float(total), _brute(PRED.astype(np.float64), Y, FID, CAL, w), rtol=1e-5
+    )
     assert terms["radius_K"].shape == (3,) and float(terms["radius_K"][0]) == 0.0
     if mode == "learnable":
         np.testing.assert_allclose(terms["radius_K"][1:], np.log1p(np.exp([-1.0, 0.5])), rtol=1e-6)
@@ -101,8 +119,19 @@ def test_pieces_match_brute_force():
                                          jnp.float32(a), jnp.float32(b), jnp.float32(r))),
         np.mean(np.maximum(res - r, 0) ** 2), rtol=1e-5)  # fmt: skip
     # an interval wide enough for every residual costs nothing
-    assert float(_interval(jnp.asarray(PRED), jnp.asarray(Y), jnp.asarray(mask),
-                                            jnp.float32(a), jnp.float32(b), jnp.float32(res.max()))) == 0.0
+    assert (
+        float(
+            _interval(
+                jnp.asarray(PRED),
+                jnp.asarray(Y),
+                jnp.asarray(mask),
+                jnp.float32(a),
+                jnp.float32(b),
+                jnp.float32(res.max()),
+            )
+        )
+        == 0.0
+    )
     # ranking: perfectly ordered predictions far apart -> ~0; reversed -> ~|dp| / tau per pair
     y = np.array([0.0, 1.0, 2.0], np.float32)
     ones = jnp.ones(3, bool)
@@ -120,7 +149,9 @@ def test_masked_quantile_matches_numpy():
     qs = np.array([0.0, 0.25, 0.6, 0.8, 1.0], np.float32)
     np.testing.assert_allclose(np.asarray(quantile(jnp.asarray(v), jnp.asarray(m), jnp.asarray(qs))),
                                np.quantile(v[m], qs), rtol=1e-6)  # fmt: skip
-    np.testing.assert_array_equal(np.asarray(quantile(jnp.asarray(v), jnp.zeros(9, bool), jnp.asarray(qs))), 0.0)
+    np.testing.assert_array_equal(
+        np.asarray(quantile(jnp.asarray(v), jnp.zeros(9, bool), jnp.asarray(qs))), 0.0
+    )
 
 
 def test_bad_input_is_named():
@@ -162,4 +193,6 @@ def test_learned_calibration_recovers_an_affine_low_fidelity():
         return jax.lax.fori_loop(0, 3000, step, cal)
 
     cal = descend(cal)
-    np.testing.assert_allclose([float(cal.scale_K[1]), float(cal.shift_K[1])], [2.0, -1.0], atol=2e-2)
+    np.testing.assert_allclose(
+        [float(cal.scale_K[1]), float(cal.shift_K[1])], [2.0, -1.0], atol=2e-2
+    )

@@ -9,9 +9,11 @@ from fidia_jax import losses
 
 def _pair(seed=0, shape=(3, 4, 4, 1)):
     rng = np.random.default_rng(seed)
-    return (rng.uniform(size=shape).astype(np.float32),
-            rng.standard_normal(shape).astype(np.float32),
-            np.asarray([0.0, 0.3, 1.0], np.float32))
+    return (
+        rng.uniform(size=shape).astype(np.float32),
+        rng.standard_normal(shape).astype(np.float32),
+        np.asarray([0.0, 0.3, 1.0], np.float32),
+    )
 
 
 def test_interpolation_endpoints_and_velocity():

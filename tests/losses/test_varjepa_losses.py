@@ -19,18 +19,25 @@ def test_gaussian_kl_matches_monte_carlo():
         return -0.5 * (np.log(2 * np.pi) + lv + (x - m) ** 2 / np.exp(lv))
 
     mc = np.mean(np.sum(log_n(z, mq, lq) - log_n(z, mp, lp), axis=1))
-    kl = float(losses.gaussian_kl(jnp.asarray(mq), jnp.asarray(lq), jnp.asarray(mp), jnp.asarray(lp)))
+    kl = float(
+        losses.gaussian_kl(jnp.asarray(mq), jnp.asarray(lq), jnp.asarray(mp), jnp.asarray(lp))
+    )
     assert kl == pytest.approx(mc, abs=0.01)
     # 1-D textbook form: log(s_p/s_q) + (s_q^2 + (m_q - m_p)^2) / (2 s_p^2) - 1/2
     sq, sp = np.exp(0.5 * lq[0]), np.exp(0.5 * lp[0])
     closed = np.log(sp / sq) + (sq**2 + (mq[0] - mp[0]) ** 2) / (2 * sp**2) - 0.5
-    assert float(losses.gaussian_kl(*(jnp.asarray(v[:1]) for v in (mq, lq, mp, lp)))) == pytest.approx(closed, rel=1e-5)
+    assert float(
+        losses.gaussian_kl(*(jnp.asarray(v[:1]) for v in (mq, lq, mp, lp)))
+    ) == pytest.approx(closed, rel=1e-5)
 
 
 def test_standard_normal_kl_and_zero_kl():
     m, lv = jnp.array([[0.3, -1.0], [0.0, 0.0]]), jnp.array([[0.2, -0.5], [0.0, 0.0]])
-    np.testing.assert_allclose(losses.standard_normal_kl(m, lv),
-                               losses.gaussian_kl(m, lv, jnp.zeros_like(m), jnp.zeros_like(lv)), rtol=1e-6)
+    np.testing.assert_allclose(
+        losses.standard_normal_kl(m, lv),
+        losses.gaussian_kl(m, lv, jnp.zeros_like(m), jnp.zeros_like(lv)),
+        rtol=1e-6,
+    )
     assert float(losses.standard_normal_kl(m, lv)[1]) == 0.0
     assert float(losses.gaussian_kl(m[0], lv[0], m[0], lv[0])) == pytest.approx(0.0, abs=1e-7)
     with pytest.raises(ValueError, match="share one shape"):
@@ -42,11 +49,15 @@ def test_tjepa_latent_loss_brute_force():
     pred, tgt = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3, 4)) * 3 + 1
     mask = np.array([[True, False, True], [False, False, True]])
     norm = (tgt - tgt.mean(-1, keepdims=True)) / np.sqrt(tgt.var(-1, keepdims=True) + 1e-6)
-    expected = np.mean([np.mean((pred[b, f] - norm[b, f]) ** 2) for b, f in zip(*np.nonzero(mask), strict=True)])
+    expected = np.mean(
+        [np.mean((pred[b, f] - norm[b, f]) ** 2) for b, f in zip(*np.nonzero(mask), strict=True)]
+    )
     got = losses.tjepa_latent_loss(jnp.asarray(pred), jnp.asarray(tgt), jnp.asarray(mask))
     assert float(got) == pytest.approx(expected, rel=1e-5)
     # the target gets no gradient
-    g = jax.grad(lambda t: losses.tjepa_latent_loss(jnp.asarray(pred), t, jnp.asarray(mask)))(jnp.asarray(tgt))
+    g = jax.grad(lambda t: losses.tjepa_latent_loss(jnp.asarray(pred), t, jnp.asarray(mask)))(
+        jnp.asarray(tgt)
+    )
     assert float(jnp.abs(g).max()) == 0.0
     with pytest.raises(ValueError, match="disagree"):
         losses.tjepa_latent_loss(jnp.asarray(pred), jnp.asarray(tgt[:, :2]), jnp.asarray(mask))
@@ -63,8 +74,9 @@ def test_var_tjepa_elbo_by_hand():
     q_c, q_t, prior = (models.GaussianTokens(g(b, f, d), g(b, f, d)) for _ in range(3))
     ctx = jnp.array([[True, False, False], [False, True, True]])
     tgt = jnp.array([[False, True, True], [True, False, False]])
-    neg, terms = losses.var_tjepa_elbo(jnp.asarray(x_num), jnp.asarray(x_cat), rec_c, rec_t, q_c, q_t,
-                                       prior, ctx, tgt, beta=0.5)
+    neg, terms = losses.var_tjepa_elbo(
+        jnp.asarray(x_num), jnp.asarray(x_cat), rec_c, rec_t, q_c, q_t, prior, ctx, tgt, beta=0.5
+    )
 
     def nll(rec, i, j):
         if j < n_num:
@@ -80,10 +92,17 @@ def test_var_tjepa_elbo_by_hand():
     for i in range(b):
         rc = sum(nll(rec_c, i, j) for j in range(f) if ctx[i, j])
         rt = sum(nll(rec_t, i, j) for j in range(f) if tgt[i, j])
-        kc = sum(kl(a(q_c.mean, i, j), a(q_c.log_var, i, j), 0.0, 0.0) for j in range(f) if ctx[i, j])
-        kt = sum(kl(a(q_t.mean, i, j), a(q_t.log_var, i, j), a(prior.mean, i, j), a(prior.log_var, i, j))
-                 for j in range(f) if tgt[i, j])
-        for name, val in zip(("rec_context", "rec_target", "kl_context", "kl_target"), (rc, rt, kc, kt), strict=True):
+        kc = sum(
+            kl(a(q_c.mean, i, j), a(q_c.log_var, i, j), 0.0, 0.0) for j in range(f) if ctx[i, j]
+        )
+        kt = sum(
+            kl(a(q_t.mean, i, j), a(q_t.log_var, i, j), a(prior.mean, i, j), a(prior.log_var, i, j))
+            for j in range(f)
+            if tgt[i, j]
+        )
+        for name, val in zip(
+            ("rec_context", "rec_target", "kl_context", "kl_target"), (rc, rt, kc, kt), strict=True
+        ):
             assert float(terms[name][i]) == pytest.approx(val, rel=1e-5), name
         assert float(neg[i]) == pytest.approx(rc + rt + 0.5 * (kc + kt), rel=1e-5)
 
@@ -91,13 +110,25 @@ def test_var_tjepa_elbo_by_hand():
 @pytest.mark.slow  # eager transformer calls (~20 s); the tiny driver run covers both objectives
 def test_objectives_run_and_differentiate():
     model = models.TabularJepa(2, (3,), dim=8, heads=2, variational=True, rngs=nnx.Rngs(0))
-    x_num, x_cat = jnp.asarray(np.random.default_rng(0).normal(size=(4, 2)), jnp.float32), jnp.array([[0], [1], [2], [1]])
-    loss, aux = losses.var_tjepa_objective(model, x_num, x_cat, jax.random.key(0), n_context=2, n_target=1)
-    assert np.isfinite(float(loss)) and set(aux) == {"rec_context", "rec_target", "kl_context", "kl_target"}
+    x_num, x_cat = (
+        jnp.asarray(np.random.default_rng(0).normal(size=(4, 2)), jnp.float32),
+        jnp.array([[0], [1], [2], [1]]),
+    )
+    loss, aux = losses.var_tjepa_objective(
+        model, x_num, x_cat, jax.random.key(0), n_context=2, n_target=1
+    )
+    assert np.isfinite(float(loss)) and set(aux) == {
+        "rec_context",
+        "rec_target",
+        "kl_context",
+        "kl_target",
+    }
     assert float(loss) == pytest.approx(sum(float(v) for v in aux.values()), rel=1e-5)  # beta = 1
     det = models.TabularJepa(2, (3,), dim=8, heads=2, rngs=nnx.Rngs(0))
     # target model == online model: the loss equals the hand-composed latent MSE
-    loss_t, _ = losses.tjepa_objective(det, det, x_num, x_cat, jax.random.key(1), n_context=1, n_target=2)
+    loss_t, _ = losses.tjepa_objective(
+        det, det, x_num, x_cat, jax.random.key(1), n_context=1, n_target=2
+    )
     ctx, tgt = models.random_feature_masks(jax.random.key(1), 4, 3, 1, 2)
     pred = det.predict(det.encode(x_num, x_cat, ctx).mean, ctx, tgt).mean
     ref = losses.tjepa_latent_loss(pred, det.encode(x_num, x_cat).mean, tgt)

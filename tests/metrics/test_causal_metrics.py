@@ -13,7 +13,9 @@ def test_two_arms_is_the_ihdp_formula():
     rng = np.random.default_rng(0)
     mu, mu_hat = rng.normal(size=(50, 2)), rng.normal(size=(50, 2))
     tau, tau_hat = mu[:, 1] - mu[:, 0], mu_hat[:, 1] - mu_hat[:, 0]
-    np.testing.assert_allclose(metrics.sqrt_pehe(mu, mu_hat), np.sqrt(np.mean((tau - tau_hat) ** 2)))
+    np.testing.assert_allclose(
+        metrics.sqrt_pehe(mu, mu_hat), np.sqrt(np.mean((tau - tau_hat) ** 2))
+    )
     np.testing.assert_allclose(metrics.ate_error(mu, mu_hat), abs(tau.mean() - tau_hat.mean()))
 
 

@@ -12,9 +12,9 @@ def test_layer_probe_r2_matches_sklearn_and_finds_the_informative_layer():
     rng = np.random.default_rng(0)
     n, c = 600, 6
     y = rng.uniform(size=n)
-    x0 = rng.normal(size=(n, c))                                      # layer 0: noise
+    x0 = rng.normal(size=(n, c))  # layer 0: noise
     x1 = rng.normal(size=(n, c))
-    x1[:, 2] = 3.0 * y + 0.05 * rng.normal(size=n)                    # layer 1: linear in y
+    x1[:, 2] = 3.0 * y + 0.05 * rng.normal(size=n)  # layer 1: linear in y
     x = np.stack([x0, x1], axis=1)
     train = np.arange(n) < 400
     out = metrics.layer_probe_r2(x, y, train, alpha=0.5, seed=1)
@@ -28,7 +28,9 @@ def test_layer_probe_r2_matches_sklearn_and_finds_the_informative_layer():
         )
     assert out.best_layer == 1 and out.r2[1] > 0.95 and out.r2[0] < 0.1
     assert out.r2_shuffled[1] < 0.2
-    np.testing.assert_allclose(out.fits[1].coef, Ridge(alpha=0.5).fit(x[train, 1], y[train]).coef_, atol=1e-8)
+    np.testing.assert_allclose(
+        out.fits[1].coef, Ridge(alpha=0.5).fit(x[train, 1], y[train]).coef_, atol=1e-8
+    )
 
 
 def test_layer_probe_r2_refuses_one_example_and_bad_shapes():

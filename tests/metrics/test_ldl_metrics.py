@@ -23,8 +23,9 @@ def test_matches_pyldl_with_zeros(ref, case):
     d, p = ref[f"{case}/d"], ref[f"{case}/p_metric"]
     got = metrics.ldl_metrics(d, p, ref[f"{case}/pos"], ref[f"{case}/neg"])
     for name in (*NAMES, "divisiveness_error"):
-        np.testing.assert_allclose(got[name], ref[f"{case}/metric/{name}"], rtol=1e-6,
-                                   atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            got[name], ref[f"{case}/metric/{name}"], rtol=1e-6, atol=1e-6, err_msg=name
+        )
     assert tuple(metrics.LDL_METRICS) == NAMES
 
 
@@ -39,20 +40,33 @@ def test_closed_forms():
         "cosine": (0.125 + 0.25) / (np.sqrt(0.5) * np.sqrt(0.375)),
         "intersection": 0.75,
     }
-    same = {"chebyshev": 0.0, "clark": 0.0, "canberra": 0.0, "kl_divergence": 0.0,
-            "cosine": 1.0, "intersection": 1.0}
-    fns = {"chebyshev": metrics.chebyshev, "clark": metrics.clark, "canberra": metrics.canberra,
-           "kl_divergence": metrics.ldl_kl_divergence, "cosine": metrics.cosine,
-           "intersection": metrics.intersection}
+    same = {
+        "chebyshev": 0.0,
+        "clark": 0.0,
+        "canberra": 0.0,
+        "kl_divergence": 0.0,
+        "cosine": 1.0,
+        "intersection": 1.0,
+    }
+    fns = {
+        "chebyshev": metrics.chebyshev,
+        "clark": metrics.clark,
+        "canberra": metrics.canberra,
+        "kl_divergence": metrics.ldl_kl_divergence,
+        "cosine": metrics.cosine,
+        "intersection": metrics.intersection,
+    }
     for name, fn in fns.items():
         vals = np.asarray(fn(u, v, per_sample=True))
-        np.testing.assert_allclose(vals, [row0[name], same[name]], rtol=1e-5, atol=1e-6,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            vals, [row0[name], same[name]], rtol=1e-5, atol=1e-6, err_msg=name
+        )
     # divisiveness: psi(u) = min(0.5, 0.5) = 0.5, psi(v) = min(0.75, 0.75)... by hand:
     pos, neg = np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])
     # psi(u0) = min(0.5, 0) = 0; psi(v0) = min(0.25, 0.25) = 0.25; row 1 identical -> 0
-    np.testing.assert_allclose(metrics.divisiveness_error(u, v, pos, neg, per_sample=True),
-                               [0.25, 0.0], atol=1e-7)
+    np.testing.assert_allclose(
+        metrics.divisiveness_error(u, v, pos, neg, per_sample=True), [0.25, 0.0], atol=1e-7
+    )
 
 
 def test_exact_zero_conventions():
@@ -64,16 +78,24 @@ def test_exact_zero_conventions():
     w = np.array([[0.5, 0.5]])
     assert np.isinf(float(metrics.ldl_kl_divergence(w, u, eps=0.0)))  # mass on a zero label
     # PyLDL's clipped convention: finite, 0.5 log(0.5 / eps64)
-    np.testing.assert_allclose(metrics.ldl_kl_divergence(w, u),
-                               0.5 * np.log(0.5 / np.finfo(np.float64).eps) + 0.5 * np.log(0.5),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        metrics.ldl_kl_divergence(w, u),
+        0.5 * np.log(0.5 / np.finfo(np.float64).eps) + 0.5 * np.log(0.5),
+        rtol=1e-5,
+    )
 
 
 def test_bad_rows_raise():
     u = np.array([[0.5, 0.5], [0.0, 0.0]])
     v = np.array([[0.5, 0.5], [0.5, 0.5]])
-    for fn in (metrics.chebyshev, metrics.clark, metrics.canberra, metrics.ldl_kl_divergence,
-               metrics.cosine, metrics.intersection):
+    for fn in (
+        metrics.chebyshev,
+        metrics.clark,
+        metrics.canberra,
+        metrics.ldl_kl_divergence,
+        metrics.cosine,
+        metrics.intersection,
+    ):
         with pytest.raises(ValueError, match="row 1 is all zero"):
             fn(u, v)
         with pytest.raises(ValueError, match="row 1 is all zero"):

@@ -59,8 +59,13 @@ def test_indirect_effect_equals_brute_force_patch_gqa(setup):
     ie = np.asarray(models.head_indirect_effects(model, tokens, other, mean, TARGET))
     d = CFG.head_dim
     zero = jnp.zeros((4, 80, CFG.dim), jnp.float32)  # per-token vectors, as the brute force
-    clean = np.asarray(_logprob(model, tokens, tuple(
-        models.AddToResidual(li, zero, site="mid") for li in range(CFG.n_layers))))
+    clean = np.asarray(
+        _logprob(
+            model,
+            tokens,
+            tuple(models.AddToResidual(li, zero, site="mid") for li in range(CFG.n_layers)),
+        )
+    )
     w = other.astype(np.float64)
     for layer in range(CFG.n_layers):
         wo = _wo(model, layer)
@@ -68,7 +73,9 @@ def test_indirect_effect_equals_brute_force_patch_gqa(setup):
             change = (np.asarray(mean)[layer, h][None, None] - ho[layer, :, :, h]) * w[..., None]
             delta = change @ wo[h * d : (h + 1) * d]  # (B, T, C): the head's slice of W_O
             hooks = tuple(
-                models.AddToResidual(li, jnp.asarray(delta if li == layer else zero, jnp.float32), site="mid")
+                models.AddToResidual(
+                    li, jnp.asarray(delta if li == layer else zero, jnp.float32), site="mid"
+                )
                 for li in range(CFG.n_layers)
             )
             brute = (np.asarray(_logprob(model, tokens, hooks)) - clean)[other].mean()
@@ -87,7 +94,10 @@ def test_swapping_two_query_heads_of_one_kv_group_swaps_their_columns(setup):
         att = swapped.layers[layer].attention
         att.wq.kernel[...] = att.wq.kernel[...][:, perm]
         att.wo.kernel[...] = att.wo.kernel[...][perm, :]
-    zero = tuple(models.AddToResidual(li, jnp.zeros((4, 80, CFG.dim)), site="mid") for li in range(CFG.n_layers))
+    zero = tuple(
+        models.AddToResidual(li, jnp.zeros((4, 80, CFG.dim)), site="mid")
+        for li in range(CFG.n_layers)
+    )
     np.testing.assert_allclose(  # the same function
         _logprob(swapped, tokens, zero), _logprob(model, tokens, zero), atol=1e-5
     )
@@ -101,7 +111,8 @@ def test_swapping_two_query_heads_of_one_kv_group_swaps_their_columns(setup):
     heads[1, 0] = True
     np.testing.assert_allclose(
         models.function_vector(swapped, m1, heads[:, [1, 0, 2, 3]]),
-        models.function_vector(model, m0, heads), atol=1e-5,
+        models.function_vector(model, m0, heads),
+        atol=1e-5,
     )
 
 
@@ -113,7 +124,9 @@ def test_function_vector_and_top_heads(setup):
     d = CFG.head_dim
     expect = sum(
         mean[li, h] @ _wo(model, li)[h * d : (h + 1) * d]
-        for li in range(CFG.n_layers) for h in range(CFG.n_heads) if heads[li, h]
+        for li in range(CFG.n_layers)
+        for h in range(CFG.n_heads)
+        if heads[li, h]
     )
     got = np.asarray(models.function_vector(model, mean, heads))
     np.testing.assert_allclose(got, expect, atol=1e-5)
@@ -124,7 +137,8 @@ def test_function_vector_and_top_heads(setup):
     o[0, 0, 2] = mean[1, 2]
     np.testing.assert_allclose(
         models.function_vector(model, mean, one),
-        np.asarray(model.layers[1].attention.out(jnp.asarray(o)))[0, 0], atol=1e-5,
+        np.asarray(model.layers[1].attention.out(jnp.asarray(o)))[0, 0],
+        atol=1e-5,
     )
 
 

@@ -23,9 +23,19 @@ def test_causalegm_package_structure():
     m = models.CausalEGM(25, rngs=nnx.Rngs(0))
     # Package defaults: z_dims (3,6,3,6); g/e five 64-wide layers + output; f/h (64,32,8).
     assert [layer.kernel.shape for layer in m.e_net.layers] == [
-        (25, 64), (64, 64), (64, 64), (64, 64), (64, 64), (64, 18)]
-    assert [layer.kernel.shape for layer in m.f_net.layers] == [(3 + 6 + 1, 64), (64, 32),
-                                                                 (32, 8), (8, 1)]
+        (25, 64),
+        (64, 64),
+        (64, 64),
+        (64, 64),
+        (64, 64),
+        (64, 18),
+    ]
+    assert [layer.kernel.shape for layer in m.f_net.layers] == [
+        (3 + 6 + 1, 64),
+        (64, 32),
+        (32, 8),
+        (8, 1),
+    ]
     assert m.h_net.layers[0].kernel.shape == (3 + 3, 64)
     po = m.potential_outcomes(jnp.ones((4, 25)))
     assert po.shape == (4, 2) and np.all(np.isfinite(po))
@@ -37,8 +47,15 @@ def test_causalegm_package_structure():
 
 
 def test_critic_loss_closed_form_with_linear_critics():
-    m = models.CausalEGM(4, z_dims=(1, 1, 1, 1), g_units=(8,), e_units=(8,), dz_units=(),
-                         dv_units=(), rngs=nnx.Rngs(1))
+    m = models.CausalEGM(
+        4,
+        z_dims=(1, 1, 1, 1),
+        g_units=(8,),
+        e_units=(8,),
+        dz_units=(),
+        dv_units=(),
+        rngs=nnx.Rngs(1),
+    )
     key = jax.random.key(0)
     z = jax.random.normal(key, (16, 4))
     v = jax.random.normal(jax.random.key(1), (16, 4))
@@ -54,8 +71,7 @@ def test_critic_loss_closed_form_with_linear_critics():
     np.testing.assert_allclose(loss, dv + dz + 10 * (gp_z + gp_v), rtol=1e-5)
     gen, gaux = losses.causalegm_generator_loss(m, z, v, jnp.zeros(16, jnp.int32), jnp.ones(16))
     np.testing.assert_allclose(gaux["g_adv"], -jnp.mean(m.g_net(z) @ wv), rtol=1e-5, atol=1e-6)
-    want = (gaux["g_adv"] + gaux["e_adv"] + gaux["l2_v"] + gaux["l2_z"] + gaux["l2_x"]
-            + gaux["l2_y"])
+    want = gaux["g_adv"] + gaux["e_adv"] + gaux["l2_v"] + gaux["l2_z"] + gaux["l2_x"] + gaux["l2_y"]
     np.testing.assert_allclose(gen, want, rtol=1e-6)
 
 
@@ -74,7 +90,8 @@ def test_w2_embedding_preserves_gaussian_distances():
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
     # Alignment to a rotated copy recovers it.
     rot = np.array([[0.0, -1.0], [1.0, 0.0]])
-    np.testing.assert_allclose(models.arm_embedding_w2(z, t, 3, 2, previous=emb @ rot),
-                               emb @ rot, atol=1e-4)
+    np.testing.assert_allclose(
+        models.arm_embedding_w2(z, t, 3, 2, previous=emb @ rot), emb @ rot, atol=1e-4
+    )
     with pytest.raises(ValueError, match="without units"):
         models.arm_embedding_w2(z, np.where(t == 2, 1, t), 3, 2)

@@ -36,9 +36,14 @@ def inp():
     rng = np.random.default_rng(0)
     ca = np.cumsum(rng.normal(size=(L, 3)) + [3.8, 0, 0], 0)
     X = (ca[:, None, :] + rng.normal(scale=1.0, size=(L, 4, 3))).astype(np.float32)
-    return MPNNInputs(X=X, S=rng.integers(0, 20, L).astype(np.int32), mask=np.ones(L, np.float32),
-                      chain_mask=np.ones(L, np.float32), residue_idx=np.arange(L, dtype=np.int32),
-                      chain_encoding=np.ones(L, np.int32))
+    return MPNNInputs(
+        X=X,
+        S=rng.integers(0, 20, L).astype(np.int32),
+        mask=np.ones(L, np.float32),
+        chain_mask=np.ones(L, np.float32),
+        residue_idx=np.arange(L, dtype=np.int32),
+        chain_encoding=np.ones(L, np.int32),
+    )
 
 
 def _batch(inp, n):
@@ -91,7 +96,10 @@ def test_mpnn_orders_that_are_not_permutations(mpnn, inp):
     bad[1, 0] = bad[1, 1]  # a position repeated (and one missing)
     out = ORDER.copy()
     out[0, 4] = L  # a position outside [0, L)
-    with pytest.raises(ValueError, match=r"log_probs: every row of decoding_order must be a permutation of 0\.\.7; position 6 repeated in row 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"log_probs: every row of decoding_order must be a permutation of 0\.\.7; position 6 repeated in row 1",
+    ):
         log_probs(mpnn, b, bad)
     with pytest.raises(ValueError, match=r"position 8 outside \[0, 8\) in row 0"):
         score(mpnn, inp, np.tile(np.asarray(inp.S), (2, 1)), out)
@@ -119,8 +127,17 @@ def test_sample_traced_temperature_zero_or_below_is_greedy(mpnn, inp):
     gd, st = nnx.split(mpnn)
     bias = np.zeros((L, 21), np.float32)
     bias[:, 0] = 0.05  # shifts some argmaxes; the greedy rule must include the bias
-    run = jax.jit(lambda T: sample(nnx.merge(gd, st), jax.random.key(3), inp, num_samples=4,
-                                   temperature=T, omit_aas="CX", bias=bias))
+    run = jax.jit(
+        lambda T: sample(
+            nnx.merge(gd, st),
+            jax.random.key(3),
+            inp,
+            num_samples=4,
+            temperature=T,
+            omit_aas="CX",
+            bias=bias,
+        )
+    )
     omit = [models.MPNN_ALPHABET.index(a) for a in "CX"]
     for t in (0.0, -0.1):
         r = jax.tree.map(np.asarray, run(jnp.float32(t)))
@@ -129,14 +146,20 @@ def test_sample_traced_temperature_zero_or_below_is_greedy(mpnn, inp):
         np.testing.assert_array_equal(r.sequences, np.argmax(z, -1))
     # T > 0 traced draws exactly what the eager call draws
     hot = run(jnp.float32(2.0))
-    eager = sample(mpnn, jax.random.key(3), inp, num_samples=4, temperature=2.0, omit_aas="CX", bias=bias)
+    eager = sample(
+        mpnn, jax.random.key(3), inp, num_samples=4, temperature=2.0, omit_aas="CX", bias=bias
+    )
     np.testing.assert_array_equal(hot.sequences, eager.sequences)
 
 
 def test_sample_traced_native_token_out_of_range_is_visible(mpnn, inp):
     fixed = np.zeros(L, bool)
     fixed[2] = True  # position 2 keeps its native token, which is out of range
-    run = jax.jit(lambda S: sample(mpnn, jax.random.key(0), inp._replace(S=S), num_samples=2, fixed_mask=fixed))
+    run = jax.jit(
+        lambda S: sample(
+            mpnn, jax.random.key(0), inp._replace(S=S), num_samples=2, fixed_mask=fixed
+        )
+    )
     r = run(jnp.asarray(inp.S).at[2].set(-1))
     assert (np.asarray(r.sequences)[:, 2] == 21).all()  # not wrapped to X (20)
     assert np.isnan(np.asarray(r.log_probs)).all()
@@ -190,7 +213,9 @@ def test_llama_traced_token_ids_out_of_range_are_nan(lm, toks):
 @pytest.mark.parametrize("n", [0, -1, 7, 9])
 def test_prefill_concrete_lengths_out_of_range_raise(lm, toks, n):
     # T = 6 prompt tokens, cache of 8: lengths must be in [1, 6]
-    with pytest.raises(ValueError, match=rf"Llama.prefill: lengths must be in \[1, 6\] .*got {n} in row 1"):
+    with pytest.raises(
+        ValueError, match=rf"Llama.prefill: lengths must be in \[1, 6\] .*got {n} in row 1"
+    ):
         lm.prefill(toks, lm.init_cache(2, 8), lengths=jnp.array([6, n]))
 
 
@@ -222,7 +247,10 @@ def test_decode_past_the_kv_cache(lm, toks):
     # cache of 4 slots: row 0 prefilled to 4 (full), row 1 to 2 (room left)
     _, cache = lm.prefill(toks[:, :4], lm.init_cache(2, 4), lengths=jnp.array([4, 2]))
     nxt = jnp.array([[7], [9]], jnp.int32)
-    with pytest.raises(ValueError, match=r"Llama.decode: .*row 0 is full \(length 4 == cache length 4\): decoding past the KV cache"):
+    with pytest.raises(
+        ValueError,
+        match=r"Llama.decode: .*row 0 is full \(length 4 == cache length 4\): decoding past the KV cache",
+    ):
         lm.decode(nxt, cache)
     lg, new = dec(lm, nxt, cache)
     assert np.isnan(np.asarray(lg[0])).all()  # no silent drift of the full row

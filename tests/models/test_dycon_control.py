@@ -13,16 +13,30 @@ V = data.DyconVocab(base=3, max_operands=3, max_redundant=1)
 
 @pytest.fixture(scope="module")
 def model():
-    cfg = models.LlamaConfig(vocab_size=V.size, dim=16, n_layers=2, n_heads=2, n_kv_heads=1,
-                             hidden_dim=32, max_seq_len=V.max_len())
+    cfg = models.LlamaConfig(
+        vocab_size=V.size,
+        dim=16,
+        n_layers=2,
+        n_heads=2,
+        n_kv_heads=1,
+        hidden_dim=32,
+        max_seq_len=V.max_len(),
+    )
     return models.Llama(cfg, rngs=nnx.Rngs(1))
 
 
 def _control(model, lam, tau, end_scale=0.5, seed=0, layer=1):
     rng = np.random.default_rng(seed)
     return models.dycon_control(
-        model, rng.normal(size=16) * 0.3, 0.4, layer=layer, lam=lam, tau=tau,
-        boundary_tokens=V.boundary_tokens, reflect_tokens=(V.WAIT,), end_token=V.END_THINK,
+        model,
+        rng.normal(size=16) * 0.3,
+        0.4,
+        layer=layer,
+        lam=lam,
+        tau=tau,
+        boundary_tokens=V.boundary_tokens,
+        reflect_tokens=(V.WAIT,),
+        end_token=V.END_THINK,
         end_scale=end_scale,
     )
 
@@ -32,9 +46,13 @@ def _expected_bias(model, ctl, hidden, lam, tau, end_scale):
     emb = np.asarray(model.tok_embeddings.embedding[...], np.float64)
     out = np.zeros((hidden.shape[0], V.size))
     for b in range(hidden.shape[0]):
-        tok = [t for t in range(V.size) if np.array_equal(emb[t], np.asarray(hidden[b, 0], np.float64))]
+        tok = [
+            t for t in range(V.size) if np.array_equal(emb[t], np.asarray(hidden[b, 0], np.float64))
+        ]
         if tok and tok[0] in V.boundary_tokens:
-            dhat = np.clip(np.asarray(hidden[b, 1], np.float64) @ np.asarray(ctl.coef, np.float64) + 0.4, 0, 1)
+            dhat = np.clip(
+                np.asarray(hidden[b, 1], np.float64) @ np.asarray(ctl.coef, np.float64) + 0.4, 0, 1
+            )
             out[b, V.WAIT] += lam * (dhat - tau)
             out[b, V.END_THINK] -= end_scale * lam * (dhat - tau)
     return out
@@ -51,9 +69,16 @@ def test_bias_is_lambda_dhat_minus_tau_on_reflections_only(model):
     want = _expected_bias(model, ctl, np.asarray(hidden), 3.0, 0.3, 0.5)
     np.testing.assert_allclose(bias, want, atol=1e-5)
     assert np.count_nonzero(bias[[2, 3, 5]]) == 0  # not at a boundary: no change
-    assert np.count_nonzero(bias[[0, 1, 4]][:, [t for t in range(V.size) if t not in (V.WAIT, V.END_THINK)]]) == 0
+    assert (
+        np.count_nonzero(
+            bias[[0, 1, 4]][:, [t for t in range(V.size) if t not in (V.WAIT, V.END_THINK)]]
+        )
+        == 0
+    )
     # static: the fixed reading replaces the probe
-    s = np.asarray(models.dycon_static_bias(hidden, jnp.int32(0), ctl._replace(fixed_dhat=jnp.full((6,), 0.9))))
+    s = np.asarray(
+        models.dycon_static_bias(hidden, jnp.int32(0), ctl._replace(fixed_dhat=jnp.full((6,), 0.9)))
+    )
     np.testing.assert_allclose(s[[0, 1, 4], V.WAIT], 3.0 * (0.9 - 0.3), rtol=1e-6)
     np.testing.assert_allclose(s[[0, 1, 4], V.END_THINK], -0.5 * 3.0 * (0.9 - 0.3), rtol=1e-6)
     # NoWait
@@ -69,23 +94,37 @@ def test_sampler_logits_brute_force_and_lambda_zero_is_baseline(model):
     new = 24
     kw = dict(max_new_tokens=new, lengths=jnp.asarray(lengths), stop_token=None)
     base = models.sample_llama(model, jnp.asarray(prompts), **kw)
-    off = models.sample_llama(model, jnp.asarray(prompts), logit_bias=models.dycon_logit_bias,
-                              logit_bias_args=_control(model, 0.0, 0.5), **kw)
+    off = models.sample_llama(
+        model,
+        jnp.asarray(prompts),
+        logit_bias=models.dycon_logit_bias,
+        logit_bias_args=_control(model, 0.0, 0.5),
+        **kw,
+    )
     np.testing.assert_array_equal(off.tokens, base.tokens)  # greedy, lambda = 0: token for token
     lam, tau = 6.0, 0.2
-    on = models.sample_llama(model, jnp.asarray(prompts), logit_bias=models.dycon_logit_bias,
-                             logit_bias_args=_control(model, lam, tau), **kw)
+    on = models.sample_llama(
+        model,
+        jnp.asarray(prompts),
+        logit_bias=models.dycon_logit_bias,
+        logit_bias_args=_control(model, lam, tau),
+        **kw,
+    )
     # brute force: full forward pass over prompt + generated tokens, formula applied in numpy
     ctl = _control(model, lam, tau)
     seqs = np.zeros((6, prompts.shape[1] + new), np.int32)  # prompt + generated, right-padded
     for b in range(6):
-        seqs[b, : lengths[b] + new] = np.concatenate([prompts[b, : lengths[b]], np.asarray(on.tokens[b])])
+        seqs[b, : lengths[b] + new] = np.concatenate(
+            [prompts[b, : lengths[b]], np.asarray(on.tokens[b])]
+        )
     logits, cap = model.inspect(jnp.asarray(seqs), capture=("resid_pre", "resid_post"))
     hid = np.concatenate([cap["resid_pre"][:1], cap["resid_post"]], 0)  # (K, B, T', C)
     for b in range(6):
         pos = np.arange(lengths[b] - 1, lengths[b] - 1 + new)
         hidden = np.moveaxis(hid[:, b, pos], 0, 1)
-        want = np.asarray(logits[b, pos], np.float64) + _expected_bias(model, ctl, hidden, lam, tau, 0.5)
+        want = np.asarray(logits[b, pos], np.float64) + _expected_bias(
+            model, ctl, hidden, lam, tau, 0.5
+        )
         np.testing.assert_allclose(on.logits[b], want, atol=2e-4)
     assert np.any(np.asarray(on.logits) != np.asarray(base.logits))
 
@@ -100,8 +139,24 @@ def test_invalid_control_raises(model):
     with pytest.raises(ValueError, match="layer"):
         _control(model, 1.0, 0.5, layer=3)  # 2 blocks: hidden-stack indices 0..2
     with pytest.raises(ValueError, match="reflect_tokens"):
-        models.dycon_control(model, np.zeros(16), 0.0, layer=0, lam=1.0, tau=0.5,
-                             boundary_tokens=(V.SEP,), reflect_tokens=(V.size,))
+        models.dycon_control(
+            model,
+            np.zeros(16),
+            0.0,
+            layer=0,
+            lam=1.0,
+            tau=0.5,
+            boundary_tokens=(V.SEP,),
+            reflect_tokens=(V.size,),
+        )
     with pytest.raises(ValueError, match="coef"):
-        models.dycon_control(model, np.zeros(15), 0.0, layer=0, lam=1.0, tau=0.5,
-                             boundary_tokens=(V.SEP,), reflect_tokens=(V.WAIT,))
+        models.dycon_control(
+            model,
+            np.zeros(15),
+            0.0,
+            layer=0,
+            lam=1.0,
+            tau=0.5,
+            boundary_tokens=(V.SEP,),
+            reflect_tokens=(V.WAIT,),
+        )

@@ -12,13 +12,30 @@ SCH = layers.hierarchical_scale_schedule(4, 4, (1, 2, 4))  # LR 4x4, HR 16x16, l
 
 @pytest.fixture(scope="module")
 def run():
-    tok = models.init_without_compile(lambda: models.HitVarTokenizer(
-        SCH, channels=8, latent_dim=4, codebook_size=8, res_blocks=1, rngs=nnx.Rngs(0)), seed=0)
-    plain = models.init_without_compile(lambda: models.HitVarTokenizer(
-        SCH, channels=8, latent_dim=4, codebook_size=8, res_blocks=1, hierarchical=False,
-        rngs=nnx.Rngs(0)), seed=0)
-    var = models.init_without_compile(lambda: models.NextScaleTransformer(
-        SCH, latent_dim=4, codebook_size=8, dim=8, depth=1, heads=2, rngs=nnx.Rngs(1)), seed=1)
+    tok = models.init_without_compile(
+        lambda: models.HitVarTokenizer(
+            SCH, channels=8, latent_dim=4, codebook_size=8, res_blocks=1, rngs=nnx.Rngs(0)
+        ),
+        seed=0,
+    )
+    plain = models.init_without_compile(
+        lambda: models.HitVarTokenizer(
+            SCH,
+            channels=8,
+            latent_dim=4,
+            codebook_size=8,
+            res_blocks=1,
+            hierarchical=False,
+            rngs=nnx.Rngs(0),
+        ),
+        seed=0,
+    )
+    var = models.init_without_compile(
+        lambda: models.NextScaleTransformer(
+            SCH, latent_dim=4, codebook_size=8, dim=8, depth=1, heads=2, rngs=nnx.Rngs(1)
+        ),
+        seed=1,
+    )
     rng = np.random.default_rng(0)
     # the numpy init zeroes the last head conv (output = bicubic): randomise it so that the
     # decoded images depend on the tokens
@@ -33,13 +50,14 @@ def run():
         codes, prefixes, _ = tok.quantize(tok.encode(hr))
         out = {"codes": codes, "prefixes": prefixes}
         out["dec"] = {m: tok.decode_tokens(codes, lr, m) for m in SCH.scales}
-        out["dec_latent"] = {m: tok.decode_latent(prefixes[SCH.prefix_length(m) - 1], lr, m)
-                             for m in SCH.scales}
+        out["dec_latent"] = {
+            m: tok.decode_latent(prefixes[SCH.prefix_length(m) - 1], lr, m) for m in SCH.scales
+        }
         out["plain"] = {m: plain.decode_tokens(codes, lr, m) for m in SCH.scales}
         x = models.next_scale_inputs(prefixes, SCH.grids)
         out["inputs"], out["logits"] = x, var(x, lr)
         # perturb the inputs of the last scale: earlier scales' logits must not move
-        x2 = x.at[:, SCH.offsets[-2]:].add(5.0)
+        x2 = x.at[:, SCH.offsets[-2] :].add(5.0)
         out["logits_perturbed"] = var(x2, lr)
         gen_codes, gen_prefixes = models.generate_tokens(var, tok.codebook[...], lr)
         out["gen_codes"] = gen_codes
@@ -58,8 +76,9 @@ def test_every_prefix_decodes_to_its_scale(run):
         np.testing.assert_allclose(out["dec"][m], out["dec_latent"][m], atol=1e-5)
     # the plain tokenizer reads every scale and resizes its x4 output down
     for m in (1, 2, 3):
-        np.testing.assert_allclose(out["plain"][m], models.bicubic_resize(out["plain"][4], 4 * m),
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            out["plain"][m], models.bicubic_resize(out["plain"][4], 4 * m), atol=1e-5
+        )
 
 
 def test_next_scale_inputs_and_block_causality(run):
@@ -67,12 +86,16 @@ def test_next_scale_inputs_and_block_causality(run):
     x, off = np.asarray(out["inputs"]), SCH.offsets
     np.testing.assert_array_equal(x[:, :1], 0.0)  # scale 1 knows nothing yet
     np.testing.assert_allclose(
-        x[:, off[2]:off[3]].reshape(2, 4, 4, 4), out["prefixes"][1], atol=1e-6)  # 4x4 = latent
-    np.testing.assert_allclose(x[:, off[1]:off[2]].reshape(2, 2, 2, 4),
-                               layers.resize_grid(out["prefixes"][0], 2), atol=1e-6)
+        x[:, off[2] : off[3]].reshape(2, 4, 4, 4), out["prefixes"][1], atol=1e-6
+    )  # 4x4 = latent
+    np.testing.assert_allclose(
+        x[:, off[1] : off[2]].reshape(2, 2, 2, 4),
+        layers.resize_grid(out["prefixes"][0], 2),
+        atol=1e-6,
+    )
     lo, lp = np.asarray(out["logits"]), np.asarray(out["logits_perturbed"])
-    np.testing.assert_allclose(lo[:, :off[-2]], lp[:, :off[-2]], atol=1e-5)
-    assert np.abs(lo[:, off[-2]:] - lp[:, off[-2]:]).max() > 1e-3
+    np.testing.assert_allclose(lo[:, : off[-2]], lp[:, : off[-2]], atol=1e-5)
+    assert np.abs(lo[:, off[-2] :] - lp[:, off[-2] :]).max() > 1e-3
 
 
 def test_argmax_generation_is_consistent_with_teacher_forcing(run):
@@ -95,8 +118,11 @@ def test_bad_inputs_name_the_problem(run):
     np.testing.assert_array_equal(np.asarray(var.head.bias[...]), 0.0)
     np.testing.assert_array_equal(np.asarray(tok.codebook[...]), np.asarray(tok.embed_sum[...]))
     with pytest.raises(ValueError, match="power of two"):
-        nnx.eval_shape(lambda: models.HitVarTokenizer(
-            layers.hierarchical_scale_schedule(4, 3, (1, 2, 4), 4), rngs=nnx.Rngs(0)))
+        nnx.eval_shape(
+            lambda: models.HitVarTokenizer(
+                layers.hierarchical_scale_schedule(4, 3, (1, 2, 4), 4), rngs=nnx.Rngs(0)
+            )
+        )
     with pytest.raises(ValueError, match="temperature"):
         models.generate_tokens(var, tok.codebook[...], lr, temperature=1.0)
 

@@ -27,7 +27,14 @@ def test_masked_loss_matches_a_numpy_loop_and_ignores_padding():
     tokens2[0, 3:] = 0  # padded targets change, the loss does not
     got2 = models.masked_next_token_loss(jnp.asarray(logits), jnp.asarray(tokens2), jnp.asarray(w))
     assert float(got2) == pytest.approx(float(got), rel=1e-6)
-    assert float(models.masked_next_token_loss(jnp.asarray(logits), jnp.asarray(tokens), jnp.zeros((2, 5)))) == 0.0
+    assert (
+        float(
+            models.masked_next_token_loss(
+                jnp.asarray(logits), jnp.asarray(tokens), jnp.zeros((2, 5))
+            )
+        )
+        == 0.0
+    )
 
 
 def test_fit_llama_learns_a_deterministic_map_and_refuses_bad_input():
@@ -43,13 +50,29 @@ def test_fit_llama_learns_a_deterministic_map_and_refuses_bad_input():
     pred = np.asarray(jnp.argmax(model(jnp.asarray(seqs)), -1))[:, :-1]
     np.testing.assert_array_equal(pred, seqs[:, 1:])
     with pytest.raises(ValueError, match="weights"):
-        models.fit_llama(model, seqs, weights=np.ones((3, 6)), steps=1, batch_size=2,
-                         tx=optax.sgd(0.1), key=jax.random.key(0))
+        models.fit_llama(
+            model,
+            seqs,
+            weights=np.ones((3, 6)),
+            steps=1,
+            batch_size=2,
+            tx=optax.sgd(0.1),
+            key=jax.random.key(0),
+        )
     with pytest.raises(ValueError, match="patches"):
-        models.fit_llama(model, seqs, patches=np.ones((12, 4, 4)), steps=1, batch_size=2,
-                         tx=optax.sgd(0.1), key=jax.random.key(0))
+        models.fit_llama(
+            model,
+            seqs,
+            patches=np.ones((12, 4, 4)),
+            steps=1,
+            batch_size=2,
+            tx=optax.sgd(0.1),
+            key=jax.random.key(0),
+        )
     with pytest.raises(ValueError, match="not finite"):
-        models.fit_llama(model, seqs, steps=3, batch_size=2, tx=optax.sgd(jnp.nan), key=jax.random.key(0))
+        models.fit_llama(
+            model, seqs, steps=3, batch_size=2, tx=optax.sgd(jnp.nan), key=jax.random.key(0)
+        )
 
 
 def test_fit_llama_vl_reads_the_answer_from_the_image():
@@ -61,7 +84,15 @@ def test_fit_llama_vl_reads_the_answer_from_the_image():
     tokens = np.stack([np.full(64, 5), 2 + bits], axis=1)  # "?" then the answer
     weights = np.array([[0.0, 1.0]] * 64)
     vl = models.LlamaVL(cfg, patch_dim=4, rngs=nnx.Rngs(0))
-    vl, losses = models.fit_llama(vl, tokens, weights=weights, patches=patches, steps=60,
-                                  batch_size=16, tx=optax.adam(1e-2), key=jax.random.key(2))
+    vl, losses = models.fit_llama(
+        vl,
+        tokens,
+        weights=weights,
+        patches=patches,
+        steps=60,
+        batch_size=16,
+        tx=optax.adam(1e-2),
+        key=jax.random.key(2),
+    )
     logits = vl(jnp.asarray(patches), jnp.asarray(tokens))[:, -2]
     np.testing.assert_array_equal(np.asarray(jnp.argmax(logits, -1)), tokens[:, 1])

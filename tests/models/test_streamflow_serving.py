@@ -16,7 +16,8 @@ def net():
     """A one-level net (short compiles; the two-level one runs in tests/projects) with random
     weights drawn by numpy into the abstract model (no per-shape initialiser compiles)."""
     abstract = nnx.eval_shape(
-        lambda: models.StreamFlowUNet(1, (8,), time_dim=16, groups=4, rngs=nnx.Rngs(0)))
+        lambda: models.StreamFlowUNet(1, (8,), time_dim=16, groups=4, rngs=nnx.Rngs(0))
+    )
     graphdef, state = nnx.split(abstract)
     rng = np.random.default_rng(0)
     state = jax.tree.map(lambda s: jnp.asarray(rng.normal(0.0, 0.3, s.shape), s.dtype), state)
@@ -69,9 +70,15 @@ def test_unet_shapes_batch_independence_and_errors(net):
 def test_stream_batch_equals_sequential_sampler(net, batcher_factory):
     apply_fn, params = net
     # per-request schedules: one step (t=1 -> 0 alone), Python floats, 2/3/5 uniform steps
-    schedules = [[1.0, 0.0], [1.0, 0.55, 0.2, 0.0], models.linear_timesteps(3),
-                 models.linear_timesteps(5), [1.0, 0.0], models.linear_timesteps(2),
-                 np.asarray([0.9, 0.3, 0.0], np.float64)]
+    schedules = [
+        [1.0, 0.0],
+        [1.0, 0.55, 0.2, 0.0],
+        models.linear_timesteps(3),
+        models.linear_timesteps(5),
+        [1.0, 0.0],
+        models.linear_timesteps(2),
+        np.asarray([0.9, 0.3, 0.0], np.float64),
+    ]
     noise = _noise(len(schedules))
     b = batcher_factory()
     for i, ts in enumerate(schedules):
@@ -165,7 +172,9 @@ def test_errors_name_the_problem(net, batcher_factory):
         models.check_timesteps([1.5, 0.0])
     with pytest.raises(ValueError, match="larger than the largest bucket"):
         models.bucket_size(17)
-    with pytest.raises(ValueError, match=r"batch of 5 images is larger than the largest bucket \(4\)"):
+    with pytest.raises(
+        ValueError, match=r"batch of 5 images is larger than the largest bucket \(4\)"
+    ):
         models.StreamBatcher(apply_fn, params, SHAPE, buckets=(1, 2, 4), slots=5)
     with pytest.raises(ValueError, match="rank 4"):
         models.sample_euler(apply_fn, params, np.zeros(SHAPE, np.float32), [1.0, 0.0])

@@ -85,8 +85,9 @@ def test_init_teamwork_values():
     k = np.concatenate([np.ravel(getattr(model, n).kernel[...]) for n in ("q", "k", "v")])
     assert k.std() == pytest.approx(8**-0.5, rel=0.15)
     # Same structure as the eagerly built module.
-    eager = nnx.split(nnx.eval_shape(lambda: models.TeamWork(3, 8, dim=8, heads=2,
-                                                             rngs=nnx.Rngs(0))))[0]
+    eager = nnx.split(
+        nnx.eval_shape(lambda: models.TeamWork(3, 8, dim=8, heads=2, rngs=nnx.Rngs(0)))
+    )[0]
     assert eager == graphdef
 
 
@@ -112,16 +113,18 @@ def test_messages_flow_only_from_dominant_to_auxiliary(model_and_fn):
     assert float(jnp.max(jnp.abs(mean_dom[:, :, 1] - mean[:, :, 1]))) > 1e-4
     # Masked inputs are hidden: their values cannot change any output.
     x_masked = np.where(mask_np, 100.0, x_np).astype(np.float32)
-    np.testing.assert_allclose(fn(jnp.asarray(x_masked), mask, edges, prior)[0], mean,
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        fn(jnp.asarray(x_masked), mask, edges, prior)[0], mean, rtol=1e-6, atol=1e-6
+    )
 
 
 def test_role_free_edges_let_every_channel_talk(model_and_fn):
     _, fn = model_and_fn
     x = np.random.default_rng(1).normal(size=(2, 8, 3)).astype(np.float32)
     mask = jnp.zeros((2, 8, 3), bool)
-    edges, prior = (jnp.asarray(a) for a in models.role_edges([True, False, False],
-                                                              use_roles=False))
+    edges, prior = (
+        jnp.asarray(a) for a in models.role_edges([True, False, False], use_roles=False)
+    )
     mean, _ = fn(jnp.asarray(x), mask, edges, prior)
     x[:, :, 2] += 5.0
     mean2, _ = fn(jnp.asarray(x), mask, edges, prior)
@@ -131,5 +134,6 @@ def test_role_free_edges_let_every_channel_talk(model_and_fn):
 def test_bad_shape_is_an_error(model_and_fn):
     model, _ = model_and_fn
     with pytest.raises(ValueError, match=r"expected \(B, 8, 3\)"):
-        model(jnp.zeros((1, 9, 3)), jnp.zeros((1, 9, 3), bool), jnp.zeros((3, 3)),
-              jnp.zeros((3, 3)))
+        model(
+            jnp.zeros((1, 9, 3)), jnp.zeros((1, 9, 3), bool), jnp.zeros((3, 3)), jnp.zeros((3, 3))
+        )

@@ -85,7 +85,9 @@ def test_score_tied_is_log_softmax_of_mean_member_log_probs(model, inputs, tied_
         for m in members:
             np.testing.assert_allclose(np.asarray(res.log_probs)[:, m], want, atol=2e-4)
     untied = np.setdiff1d(np.arange(56), sum(GROUPS, []))
-    np.testing.assert_allclose(np.asarray(res.log_probs)[:, untied], a.log_probs[:, untied], atol=2e-4)
+    np.testing.assert_allclose(
+        np.asarray(res.log_probs)[:, untied], a.log_probs[:, untied], atol=2e-4
+    )
 
 
 def test_draw_is_from_softmax_of_averaged_teacher_forced_logits(model, inputs, fx):
@@ -101,7 +103,12 @@ def test_draw_is_from_softmax_of_averaged_teacher_forced_logits(model, inputs, f
     fixed[[a_, b_]] = False
     n = 64
     key = jax.random.key(11)
-    res = jax.tree.map(np.asarray, sample(model, key, inputs, num_samples=n, temperature=1.0, fixed_mask=fixed, tied=[[a_, b_]]))
+    res = jax.tree.map(
+        np.asarray,
+        sample(
+            model, key, inputs, num_samples=n, temperature=1.0, fixed_mask=fixed, tied=[[a_, b_]]
+        ),
+    )
     rest = [p for p in range(56) if p not in (a_, b_)]
     order = res.decoding_order
     assert (order[:, -2:] == [a_, b_]).all()  # the designed group last, in slot order
@@ -174,7 +181,9 @@ def test_homo_oligomer_groups_and_errors(fx):
         homo_oligomer_groups(_dimer(fx, drop_b=6))
     S_b = fx["S"].copy()
     S_b[7] = (S_b[7] + 1) % 20
-    with pytest.raises(ConfigError, match="different native sequences: B differs from A first at slot 7"):
+    with pytest.raises(
+        ConfigError, match="different native sequences: B differs from A first at slot 7"
+    ):
         homo_oligomer_groups(_dimer(fx, S_b=S_b))
 
 

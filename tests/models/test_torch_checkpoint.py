@@ -105,7 +105,12 @@ def test_strided_views_dtypes_and_shared_storage(tmp_path, fake_torch):
 
     # big-endian archives are honoured
     path_be = tmp_path / "be.pt"
-    _write_zip(path_be, _dumps(obj), {"0": base.astype(">f4").tobytes(), "1": longs.astype(">i8").tobytes()}, "big")
+    _write_zip(
+        path_be,
+        _dumps(obj),
+        {"0": base.astype(">f4").tobytes(), "1": longs.astype(">i8").tobytes()},
+        "big",
+    )
     out_be = load_torch_checkpoint(path_be)
     np.testing.assert_array_equal(out_be["sd"]["t"], out["sd"]["t"])
     np.testing.assert_array_equal(out_be["sd"]["ints"], longs)

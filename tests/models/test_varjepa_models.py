@@ -30,7 +30,9 @@ def test_tokens_are_linear_numerics_and_table_rows(tok):
 
 def test_unseen_category_ids_never_clamp(tok):
     x_num = jnp.zeros((1, 2))
-    with pytest.raises(ValueError, match=r"x_cat id 3 at row 0, feature 0 is outside \[0, 3\).*UNKNOWN"):
+    with pytest.raises(
+        ValueError, match=r"x_cat id 3 at row 0, feature 0 is outside \[0, 3\).*UNKNOWN"
+    ):
         tok(x_num, jnp.array([[3, 0]]))
     with pytest.raises(ValueError, match="outside"):
         tok(x_num, jnp.array([[0, -1]]))
@@ -89,7 +91,10 @@ def test_variational_heads_and_decoder(var_model):
     probs = jax.nn.softmax(logits, axis=-1)
     np.testing.assert_allclose(np.asarray(probs[:, 0, 3:]), 0.0)  # column 0 has 3 ids only
     np.testing.assert_allclose(np.asarray(probs.sum(-1)), 1.0, rtol=1e-6)
-    ctx, tgt = jnp.array([[True, True, False, False]] * 3), jnp.array([[False, False, True, True]] * 3)
+    ctx, tgt = (
+        jnp.array([[True, True, False, False]] * 3),
+        jnp.array([[False, False, True, True]] * 3),
+    )
     prior = var_model.predict(q.mean, ctx, tgt)
     assert prior.mean.shape == (3, 4, 8) and prior.log_var.shape == (3, 4, 8)
     assert var_model.embed(x_num, x_cat).shape == (3, 8)

@@ -43,7 +43,10 @@ def test_tiny_run_writes_a_consistent_summary(tiny_run):
         for prim in PRIMS:
             heads = np.asarray(res["vectors"][src][prim]["heads"])
             ie = np.asarray(res["vectors"][src][prim]["ie"])
-            assert heads.shape == (config.n_layers, config.n_heads) and heads.sum() == config.top_k_heads
+            assert (
+                heads.shape == (config.n_layers, config.n_heads)
+                and heads.sum() == config.top_k_heads
+            )
             assert ie[heads].min() >= ie[~heads].max()  # the top heads by indirect effect
     conds = res["conditions"]
     assert set(conds) >= {"none", "random", *PRIMS, *config.compose_pairs}

@@ -22,23 +22,36 @@ def run(tmp_path_factory):
 def test_tiny_run_writes_a_consistent_summary(run):
     config, results, workdir = run
     saved = json.loads((workdir / "dycon.json").read_text())
-    assert saved["config"]["steps"] == config.steps and saved["goals"] == json.loads(json.dumps(results["goals"]))
-    assert len(results["probe"]["r2"]) == config.n_layers + 1 == len(results["probe"]["r2_shuffled"])
+    assert saved["config"]["steps"] == config.steps and saved["goals"] == json.loads(
+        json.dumps(results["goals"])
+    )
+    assert (
+        len(results["probe"]["r2"]) == config.n_layers + 1 == len(results["probe"]["r2_shuffled"])
+    )
     for method in dycon.METHODS:
         cells = results["summary"][method]
-        assert sum(cells[f"{lo}-{hi}"]["n"] for lo, hi in config.buckets) == cells["all"]["n"] == config.num_test
+        assert (
+            sum(cells[f"{lo}-{hi}"]["n"] for lo, hi in config.buckets)
+            == cells["all"]["n"]
+            == config.num_test
+        )
         for c in cells.values():
             assert 0.0 <= c["accuracy"] <= 1.0 and c["tokens"] >= 1
     g = results["goals"]
     s = results["summary"]
     assert g["accuracy_within_1se"]["met"] == (
-        s["dycon"]["all"]["accuracy"] >= s["baseline"]["all"]["accuracy"] - s["baseline"]["all"]["accuracy_se"]
+        s["dycon"]["all"]["accuracy"]
+        >= s["baseline"]["all"]["accuracy"] - s["baseline"]["all"]["accuracy_se"]
     )
     assert g["fewer_tokens"]["met"] == (g["fewer_tokens"]["paired_difference"] < 0)
     np.testing.assert_allclose(
-        g["fewer_tokens"]["paired_difference"], s["dycon"]["all"]["tokens"] - s["baseline"]["all"]["tokens"], atol=1e-9
+        g["fewer_tokens"]["paired_difference"],
+        s["dycon"]["all"]["tokens"] - s["baseline"]["all"]["tokens"],
+        atol=1e-9,
     )
-    assert s["nowait"]["all"]["corrective"] == s["nowait"]["all"]["redundant"] == 0.0  # wait is banned
+    assert (
+        s["nowait"]["all"]["corrective"] == s["nowait"]["all"]["redundant"] == 0.0
+    )  # wait is banned
     assert results["control"]["dycon"]["lam"] in config.lam_grid
 
 
@@ -51,11 +64,25 @@ def test_generate_errors_name_the_problem(run):
     batch = data.make_dycon_task(5, vocab=dycon.vocab_of(config), seed=9)
     key = jax.random.key(0)
     with pytest.raises(ValueError, match="names layer 1, but the model has 1 layers"):
-        dycon.generate(model, batch, method="baseline", key=key, temperature=None,
-                       hooks=(models.AddToResidual(layer=config.n_layers, vector=np.zeros(config.dim)),))
+        dycon.generate(
+            model,
+            batch,
+            method="baseline",
+            key=key,
+            temperature=None,
+            hooks=(models.AddToResidual(layer=config.n_layers, vector=np.zeros(config.dim)),),
+        )
     with pytest.raises(ValueError, match="layer"):  # the probe layer must exist too
-        models.dycon_control(model, np.zeros(config.dim), 0.0, layer=config.n_layers + 1, lam=1.0,
-                             tau=0.5, boundary_tokens=(2,), reflect_tokens=(4,))
+        models.dycon_control(
+            model,
+            np.zeros(config.dim),
+            0.0,
+            layer=config.n_layers + 1,
+            lam=1.0,
+            tau=0.5,
+            boundary_tokens=(2,),
+            reflect_tokens=(4,),
+        )
     with pytest.raises(ValueError, match="needs a control"):
         dycon.generate(model, batch, method="dycon", key=key, temperature=None)
     with pytest.raises(ValueError, match="method"):

@@ -35,20 +35,26 @@ def test_held_out_photos_are_never_trained_on():
 
 def test_score_matches_the_metrics_directly():
     rng = np.random.default_rng(0)
-    y = {1: rng.uniform(size=(2, 16, 16, 3)).astype(np.float32),
-         2: rng.uniform(size=(2, 32, 32, 3)).astype(np.float32)}
-    x = {m: np.clip(v + 0.05 * rng.normal(size=v.shape), 0, 1).astype(np.float32)
-         for m, v in y.items()}
+    y = {
+        1: rng.uniform(size=(2, 16, 16, 3)).astype(np.float32),
+        2: rng.uniform(size=(2, 32, 32, 3)).astype(np.float32),
+    }
+    x = {
+        m: np.clip(v + 0.05 * rng.normal(size=v.shape), 0, 1).astype(np.float32)
+        for m, v in y.items()
+    }
     s = hitvar.score(x, y)
     assert s["x1"]["lpips"] is None  # below AlexNet's 31-pixel minimum
-    np.testing.assert_allclose(s["x2"]["psnr"], np.mean([metrics.psnr(a, b)
-                                                         for a, b in zip(x[2], y[2], strict=True)]))
-    np.testing.assert_allclose(s["x2"]["lpips"], float(np.mean(metrics.lpips(x[2], y[2]))),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        s["x2"]["psnr"], np.mean([metrics.psnr(a, b) for a, b in zip(x[2], y[2], strict=True)])
+    )
+    np.testing.assert_allclose(
+        s["x2"]["lpips"], float(np.mean(metrics.lpips(x[2], y[2]))), rtol=1e-6
+    )
 
 
 def test_cli_errors_name_the_problem(capsys):
-    code = cli.main(["hitvar", "train", "--config", "tiny", "--set", "held_out=[\"lena\"]"])
+    code = cli.main(["hitvar", "train", "--config", "tiny", "--set", 'held_out=["lena"]'])
     assert code == 2 and "held_out must name bundled photos" in capsys.readouterr().err
 
 

@@ -50,15 +50,17 @@ def test_tiny_run_scores_every_fold(tiny_run):
         rows = [r for r in res["folds"] if str(r["alpha"]) == alpha]
         for m in ldl.METRICS:
             np.testing.assert_allclose(s[m]["mean"], np.mean([r[m] for r in rows]), rtol=1e-12)
-            np.testing.assert_allclose(res["ratio_vs_kl"][alpha][m],
-                                       s[m]["mean"] / res["summary"]["0.0"][m]["mean"])
+            np.testing.assert_allclose(
+                res["ratio_vs_kl"][alpha][m], s[m]["mean"] / res["summary"]["0.0"][m]["mean"]
+            )
     # training reduced the loss, and the model beats predicting the mean distribution
     for curve in res["loss_curves"].values():
         assert curve[-1] < 0.5 * curve[0]
     ds = ldl.load_config_data(cfg)
     mean_pred = np.broadcast_to(ds.labels.mean(0), ds.labels.shape)
     assert res["summary"]["0.0"]["kl_divergence"]["mean"] < float(
-        metrics.ldl_kl_divergence(ds.labels, mean_pred))
+        metrics.ldl_kl_divergence(ds.labels, mean_pred)
+    )
 
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)
@@ -71,12 +73,12 @@ def test_fit_predict_matches_cross_validate_fold(tiny_run):
     x = ds.features
     mu, sd = x[tr].mean(0), x[tr].std(0)
     key = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1), cfg.n_folds)[0]
-    preds, curves = ldl.fit_predict((x[tr] - mu) / sd, ds.labels[tr], (x[te] - mu) / sd, ds.pos,
-                                    ds.neg, cfg, key=key)
+    preds, curves = ldl.fit_predict(
+        (x[tr] - mu) / sd, ds.labels[tr], (x[te] - mu) / sd, ds.pos, ds.neg, cfg, key=key
+    )
     assert preds.shape == (len(cfg.alphas), len(te), ds.num_labels)
     for a, alpha in enumerate(cfg.alphas):
-        row = next(r for r in res["folds"]
-                   if (r["repeat"], r["fold"], r["alpha"]) == (1, 1, alpha))
+        row = next(r for r in res["folds"] if (r["repeat"], r["fold"], r["alpha"]) == (1, 1, alpha))
         got = metrics.ldl_metrics(ds.labels[te], preds[a], ds.pos, ds.neg)
         for m in ldl.METRICS:
             np.testing.assert_allclose(got[m], row[m], rtol=1e-3, err_msg=f"{alpha} {m}")
@@ -89,11 +91,26 @@ def test_fit_predict_matches_cross_validate_fold(tiny_run):
 
 
 def test_cli_errors_name_the_problem(tmp_path, capsys):
-    code = cli.main(["ldl", "train", "--config", "tiny", "--set", "dataset=SJAFFE",
-                     "--data-dir", str(tmp_path), "--workdir", str(tmp_path)])
+    code = cli.main(
+        [
+            "ldl",
+            "train",
+            "--config",
+            "tiny",
+            "--set",
+            "dataset=SJAFFE",
+            "--data-dir",
+            str(tmp_path),
+            "--workdir",
+            str(tmp_path),
+        ]
+    )
     assert code == 2
     assert "LDL data folder not found" in capsys.readouterr().err
     with pytest.raises(DataError, match="no polarity preset"):
-        ldl.cross_validate(ldl.get_config("tiny"),
-                           dataset=ldl.load_config_data(ldl.get_config("tiny")).__class__(
-                               "x", np.ones((6, 2), np.float32), np.full((6, 2), 0.5, np.float32)))
+        ldl.cross_validate(
+            ldl.get_config("tiny"),
+            dataset=ldl.load_config_data(ldl.get_config("tiny")).__class__(
+                "x", np.ones((6, 2), np.float32), np.full((6, 2), 0.5, np.float32)
+            ),
+        )

@@ -22,9 +22,15 @@ def tiny_run(tmp_path_factory):
 def test_tiny_run_summary(tiny_run):
     cfg = streamflow.get_config("tiny")
     assert tiny_run["config"]["eval_steps"] == [1, 2]
-    assert tiny_run["data"] == {"train": 1797 - 16, "holdout": 16, "image_size": 8,
-                                "source": "sklearn digits (bundled)"}
-    assert np.isfinite(tiny_run["train"]["loss_last"]) and np.isfinite(tiny_run["reflow"]["loss_last"])
+    assert tiny_run["data"] == {
+        "train": 1797 - 16,
+        "holdout": 16,
+        "image_size": 8,
+        "source": "sklearn digits (bundled)",
+    }
+    assert np.isfinite(tiny_run["train"]["loss_last"]) and np.isfinite(
+        tiny_run["reflow"]["loss_last"]
+    )
     for stage in ("base", "reflow"):
         stream = tiny_run["eval"][stage]["stream"]
         # every checked image equals the sequential sampler's

@@ -32,21 +32,54 @@ def test_tiny_run_writes_a_complete_summary(tiny_run):
         assert row["aurc_random"] == pytest.approx(1.0 - row["linear_acc"])
     var = results["methods"]["Var-T-JEPA"]
     assert np.isfinite(var["aurc_posterior_variance"])
-    assert set(var["history"]["terms"][0]) == {"rec_context", "rec_target", "kl_context", "kl_target"}
+    assert set(var["history"]["terms"][0]) == {
+        "rec_context",
+        "rec_target",
+        "kl_context",
+        "kl_target",
+    }
 
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_cli_and_bad_configs(tiny_run, tmp_path, capsys):
-    assert cli.main(["varjepa", "train", "--config", "tiny", "--set", "methods=[\"tjepa\"]",
-                     "--workdir", str(tmp_path)]) == 0
+    assert (
+        cli.main(
+            [
+                "varjepa",
+                "train",
+                "--config",
+                "tiny",
+                "--set",
+                'methods=["tjepa"]',
+                "--workdir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     saved = json.loads((tmp_path / "varjepa.json").read_text())
     assert set(saved["methods"]) == {"T-JEPA"}
     # the same config, the same seed: the same numbers as the module-scoped run
-    assert saved["methods"]["T-JEPA"]["linear_acc"] == tiny_run[1]["methods"]["T-JEPA"]["linear_acc"]
+    assert (
+        saved["methods"]["T-JEPA"]["linear_acc"] == tiny_run[1]["methods"]["T-JEPA"]["linear_acc"]
+    )
     with pytest.raises(ConfigError, match="dataset"):
         varjepa.get_config("tiny", dataset="iris")
     with pytest.raises(ConfigError, match="sum"):
         varjepa.get_config("tiny", context_fraction=0.8, target_fraction=0.5)
-    assert cli.main(["varjepa", "train", "--config", "tiny", "--set", "methods=[\"byol\"]",
-                     "--workdir", str(tmp_path / "bad")]) == 2
+    assert (
+        cli.main(
+            [
+                "varjepa",
+                "train",
+                "--config",
+                "tiny",
+                "--set",
+                'methods=["byol"]',
+                "--workdir",
+                str(tmp_path / "bad"),
+            ]
+        )
+        == 2
+    )
     assert "methods" in capsys.readouterr().err

@@ -31,9 +31,14 @@ def test_pkpo_by_enumeration_and_group_norm(k):
     if k == 1:
         hand = [(r[i] - np.delete(r, i).mean()) / n for i in range(n)]
     else:
-        hand = [sum(max(r[i] - max(r[list(J)]), 0.0)
-                    for J in itertools.combinations([j for j in range(n) if j != i], k - 1)) / total
-                for i in range(n)]
+        hand = [
+            sum(
+                max(r[i] - max(r[list(J)]), 0.0)
+                for J in itertools.combinations([j for j in range(n) if j != i], k - 1)
+            )
+            / total
+            for i in range(n)
+        ]
     got = rl.pkpo_advantages(jnp.asarray(REWARDS), k)
     np.testing.assert_allclose(got, hand, rtol=1e-5, atol=1e-6)
     normed = rl.pkpo_advantages(jnp.asarray(REWARDS), k, group_norm=True, eps=0.0)

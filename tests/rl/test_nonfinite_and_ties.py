@@ -67,8 +67,9 @@ def test_non_finite_rewards_under_vmap_and_too_few_finite_samples():
     np.testing.assert_array_equal(rl.max_at_k_effective_rewards(three, 3, "loo"), np.zeros(5))
     assert np.isnan(float(rl.max_at_k(three, 4)))
     assert np.isnan(float(rl.pass_at_k(jnp.array([1.0, NAN, 0.0]), 3)))
-    np.testing.assert_array_equal(rl.pass_at_k_effective_rewards(jnp.array([1.0, NAN, 0.0]), 3),
-                                  np.zeros(3))
+    np.testing.assert_array_equal(
+        rl.pass_at_k_effective_rewards(jnp.array([1.0, NAN, 0.0]), 3), np.zeros(3)
+    )
 
 
 def test_max_at_k_and_pass_at_k_exclude_non_finite():
@@ -76,7 +77,8 @@ def test_max_at_k_and_pass_at_k_exclude_non_finite():
         want = float(rl.max_at_k(jnp.asarray(WITH_MISSING[FINITE]), k))
         assert float(rl.max_at_k(jnp.asarray(WITH_MISSING), k)) == pytest.approx(want, rel=1e-6)
         assert float(jax.jit(rl.max_at_k, static_argnums=1)(jnp.asarray(WITH_MISSING), k)) == (
-            pytest.approx(want, rel=1e-6))
+            pytest.approx(want, rel=1e-6)
+        )
     # binary: 1 success among the 4 finite samples; pass@2 = 1 - C(3, 2) / C(4, 2) = 1/2
     binary = jnp.array([1.0, NAN, 0.0, 0.0, INF, 0.0])
     assert float(rl.pass_at_k(binary, 2)) == pytest.approx(0.5, rel=1e-6)
@@ -114,8 +116,9 @@ def test_binary_estimators_reject_non_binary_rewards(fn):
     # explicit threshold: successes are the rewards > t
     as_binary = jnp.array([1.0, 0.0, 0.0, 0.0])
     np.testing.assert_allclose(fn(graded, 2, threshold=0.5), fn(as_binary, 2), rtol=1e-6)
-    np.testing.assert_allclose(fn(graded, 2, threshold=0.2), fn(jnp.array([1.0, 1, 0, 0]), 2),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        fn(graded, 2, threshold=0.2), fn(jnp.array([1.0, 1, 0, 0]), 2), rtol=1e-6
+    )
     # bool and exact 0/1 input still pass without a threshold
     np.testing.assert_allclose(fn(jnp.array([True, False, False, False]), 2), fn(as_binary, 2))
 
@@ -153,22 +156,32 @@ def test_one_ulp_apart_group_sums_to_zero():
 # Hypothesis: dyadic rewards (k / 64) so that offsets and power-of-two scales are exact in
 # float32; then the min-centred estimators are exactly offset-invariant and scale-equivariant.
 dyadic = st.lists(st.integers(-1024, 1024), min_size=2, max_size=9).map(
-    lambda xs: np.asarray(xs, np.float32) / 64.0)
+    lambda xs: np.asarray(xs, np.float32) / 64.0
+)
 offsets = st.integers(-1024, 1024).map(lambda b: np.float32(b / 64.0))
 pow2 = st.integers(-8, 8).map(lambda p: np.float32(2.0**p))
-general = st.lists(st.floats(-1e3, 1e3, width=32, allow_subnormal=False), min_size=2,
-                   max_size=9).map(lambda xs: np.asarray(xs, np.float32))
+general = st.lists(
+    st.floats(-1e3, 1e3, width=32, allow_subnormal=False), min_size=2, max_size=9
+).map(lambda xs: np.asarray(xs, np.float32))
 PROPERTY = settings(max_examples=20, deadline=None)  # each example compiles: keep make test fast
 
 
 def _estimators(n):
     """(name, fn, sums_to_zero, scale_power): output scales as ``a ** scale_power``."""
-    out = [("rloo", rl.rloo_advantages, True, 1),
-           ("grpo", functools.partial(rl.grpo_advantages, eps=0.0), True, 0)]
+    out = [
+        ("rloo", rl.rloo_advantages, True, 1),
+        ("grpo", functools.partial(rl.grpo_advantages, eps=0.0), True, 0),
+    ]
     for k in sorted({1, 2, n}):
         out.append((f"pkpo_k{k}", functools.partial(rl.pkpo_advantages, k=k), k == 1, 1))
-        out.append((f"pkpo_k{k}_norm", functools.partial(
-            rl.pkpo_advantages, k=k, group_norm=True, eps=0.0), k == 1, 0))
+        out.append(
+            (
+                f"pkpo_k{k}_norm",
+                functools.partial(rl.pkpo_advantages, k=k, group_norm=True, eps=0.0),
+                k == 1,
+                0,
+            )
+        )
     return out
 
 
@@ -178,8 +191,9 @@ def test_property_offset_invariance_and_scale_equivariance(r, b, a):
     for name, fn, _, power in _estimators(len(r)):
         base = np.asarray(fn(jnp.asarray(r)))
         np.testing.assert_array_equal(np.asarray(fn(jnp.asarray(r + b))), base, err_msg=name)
-        np.testing.assert_array_equal(np.asarray(fn(jnp.asarray(r * a))), base * a**power,
-                                      err_msg=name)
+        np.testing.assert_array_equal(
+            np.asarray(fn(jnp.asarray(r * a))), base * a**power, err_msg=name
+        )
 
 
 @PROPERTY
@@ -199,14 +213,19 @@ def test_property_zero_sum_and_sign(r):
 
 
 @PROPERTY
-@given(value=st.floats(-1e6, 1e6, width=32), n=st.integers(2, 9), b=st.floats(-1e3, 1e3, width=32),
-       a=st.floats(2.0**-10, 2.0**10, width=32))
+@given(
+    value=st.floats(-1e6, 1e6, width=32),
+    n=st.integers(2, 9),
+    b=st.floats(-1e3, 1e3, width=32),
+    a=st.floats(2.0**-10, 2.0**10, width=32),
+)
 def test_property_ties_exactly_zero_at_any_offset_and_scale(value, n, b, a):
     tied = np.full(n, value, np.float32)
     for shifted in (tied, tied + np.float32(b), tied * np.float32(a)):
         for name, fn, _, _ in _estimators(n):
-            np.testing.assert_array_equal(np.asarray(fn(jnp.asarray(shifted))), np.zeros(n),
-                                          err_msg=name)
+            np.testing.assert_array_equal(
+                np.asarray(fn(jnp.asarray(shifted))), np.zeros(n), err_msg=name
+            )
 
 
 @PROPERTY

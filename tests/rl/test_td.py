@@ -126,8 +126,10 @@ def test_no_unique_stationary_distribution_is_an_error_or_nan(name):
     p = jnp.asarray(REDUCIBLE[name], jnp.float32)
     s = p.shape[0]
     mrp = rl.LinearMRP(p, jnp.ones((s, s)), jnp.eye(s), jnp.float32(0.5))
-    for fn in (rl.stationary_distribution, lambda p_: rl.td_fixed_point(mrp._replace(
-            transition=p_))):
+    for fn in (
+        rl.stationary_distribution,
+        lambda p_: rl.td_fixed_point(mrp._replace(transition=p_)),
+    ):
         with pytest.raises(ValueError, match="no unique stationary distribution"):
             fn(p)
         assert np.all(np.isnan(np.asarray(jax.jit(fn)(p))))  # traced: cannot raise, all nan

@@ -88,7 +88,11 @@ def check_qkv(q, k, v, *, where: str, heads: str = "equal") -> None:
             f"{where}: expected q (B,T,H,D), k=v (B,S,H,D); got {q.shape}, {k.shape}, {v.shape}"
         )
     _checks.assert_attention_dims(
-        q, k, heads_axis=2, where=where, equal_heads=heads == "equal",
+        q,
+        k,
+        heads_axis=2,
+        where=where,
+        equal_heads=heads == "equal",
         hint="repeat the kv heads first (fidia_jax.kernels.attn_qat.attn_qat does it for GQA)",
     )
     d = q.shape[-1]

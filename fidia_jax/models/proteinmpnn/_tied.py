@@ -38,12 +38,19 @@ def tied_group_ids(tied, length: int) -> np.ndarray | None:
     if tied is None:
         return None
     arr = None if isinstance(tied, (list, tuple)) else np.asarray(tied)
-    if arr is not None and arr.ndim == 1 and np.issubdtype(arr.dtype, np.integer) and arr.shape == (length,):
+    if (
+        arr is not None
+        and arr.ndim == 1
+        and np.issubdtype(arr.dtype, np.integer)
+        and arr.shape == (length,)
+    ):
         if (arr < -1).any():
             raise ValueError(f"tied group ids must be >= -1 (-1 = untied), got min {arr.min()}")
         groups = [np.flatnonzero(arr == g) for g in dict.fromkeys(arr[arr >= 0].tolist())]
     elif arr is not None and not (arr.ndim == 2 and np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"tied must be a ({length},) int array of group ids or a list of index groups, got shape {arr.shape}")
+        raise ValueError(
+            f"tied must be a ({length},) int array of group ids or a list of index groups, got shape {arr.shape}"
+        )
     else:
         groups = [np.asarray(g, np.int64).reshape(-1) for g in tied]
     gid = np.arange(length, 2 * length, dtype=np.int32)
@@ -53,10 +60,17 @@ def tied_group_ids(tied, length: int) -> np.ndarray | None:
             raise ValueError(f"tied group {g} is empty")
         bad = members[(members < 0) | (members >= length)]
         if bad.size:
-            raise ValueError(f"tied group {g} has slot indices {bad.tolist()} outside [0, {length})")
+            raise ValueError(
+                f"tied group {g} has slot indices {bad.tolist()} outside [0, {length})"
+            )
         if seen[members].any() or np.unique(members).size != members.size:
-            dup = sorted(set(members[seen[members]].tolist()) | {m for m in members.tolist() if (members == m).sum() > 1})
-            raise ValueError(f"slots {dup} appear in more than one tied group (or twice in group {g})")
+            dup = sorted(
+                set(members[seen[members]].tolist())
+                | {m for m in members.tolist() if (members == m).sum() > 1}
+            )
+            raise ValueError(
+                f"slots {dup} appear in more than one tied group (or twice in group {g})"
+            )
         seen[members] = True
         gid[members] = g
     return gid
@@ -74,7 +88,9 @@ def group_sizes_and_members(gid_L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return counts[inverse].astype(np.int32), member
 
 
-def group_decoding_order(order_NxL: jax.Array, gid_L: jax.Array, shift_L: jax.Array | None = None) -> jax.Array:
+def group_decoding_order(
+    order_NxL: jax.Array, gid_L: jax.Array, shift_L: jax.Array | None = None
+) -> jax.Array:
     """Regroups decoding orders so the members of each tied group are decoded consecutively.
 
     As the original ``tied_sample``: a group takes the place of its member that comes first in
@@ -94,7 +110,9 @@ def group_decoding_order(order_NxL: jax.Array, gid_L: jax.Array, shift_L: jax.Ar
     n, length = order_NxL.shape
     rank_NxL = jnp.argsort(order_NxL, axis=-1).astype(jnp.int32)
     first_NxG = jax.vmap(lambda r: jax.ops.segment_min(r, gid_L, num_segments=2 * length))(rank_NxL)
-    within = jnp.arange(length, dtype=jnp.int32) if shift_L is None else jnp.asarray(shift_L, jnp.int32)
+    within = (
+        jnp.arange(length, dtype=jnp.int32) if shift_L is None else jnp.asarray(shift_L, jnp.int32)
+    )
     key_NxL = first_NxG[:, gid_L] * length + within[None, :]
     return jnp.argsort(key_NxL, axis=-1).astype(jnp.int32)
 
@@ -133,11 +151,15 @@ def tied_groups_from_spec(specs: str | Sequence[str], protein: Protein) -> list[
     for spec in specs:
         sides = [s.strip() for s in spec.split(":")]
         if len(sides) < 2 or not all(sides):
-            raise ConfigError(f"--tie {spec!r}: expected two or more motif specs joined by ':', e.g. 'A1-10:B1-10'")
+            raise ConfigError(
+                f"--tie {spec!r}: expected two or more motif specs joined by ':', e.g. 'A1-10:B1-10'"
+            )
         slots = [np.flatnonzero(parse_motif_spec(side, protein)) for side in sides]
         if len({s.size for s in slots}) != 1:
             counts = ", ".join(f"{side} -> {s.size}" for side, s in zip(sides, slots, strict=True))
-            raise ConfigError(f"--tie {spec!r}: the sides select different numbers of slots ({counts}); they are paired one to one")
+            raise ConfigError(
+                f"--tie {spec!r}: the sides select different numbers of slots ({counts}); they are paired one to one"
+            )
         groups.extend([int(x) for x in col] for col in zip(*slots, strict=True))
     return groups
 
@@ -167,6 +189,10 @@ def homo_oligomer_groups(protein: Protein) -> list[list[int]]:
         detail = []
         for c in differ:
             i = int(np.flatnonzero(S[slots[c]] != S[slots[ref]])[0])
-            detail.append(f"{c} differs from {ref} first at slot {i} ({ref}{protein.resnum[slots[ref][i]]} vs {c}{protein.resnum[slots[c][i]]})")
-        raise ConfigError(f"--homo-oligomer: chains with different native sequences: {'; '.join(detail)}")
+            detail.append(
+                f"{c} differs from {ref} first at slot {i} ({ref}{protein.resnum[slots[ref][i]]} vs {c}{protein.resnum[slots[c][i]]})"
+            )
+        raise ConfigError(
+            f"--homo-oligomer: chains with different native sequences: {'; '.join(detail)}"
+        )
     return [[int(slots[c][i]) for c in chains] for i in range(lengths[ref])]

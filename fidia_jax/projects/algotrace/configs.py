@@ -80,31 +80,54 @@ class AlgoTraceConfig:
     compose_pairs: tuple[str, ...] = ("distance+verify", "compare+path", "nearest+verify")
 
     def __post_init__(self) -> None:
-        for name in ("n_train", "n_eval", "steps", "batch_size", "n_clusters", "n_meta",
-                     "max_points", "n_random", "ie_rows", "n_prompts", "max_new_tokens"):
+        for name in (
+            "n_train",
+            "n_eval",
+            "steps",
+            "batch_size",
+            "n_clusters",
+            "n_meta",
+            "max_points",
+            "n_random",
+            "ie_rows",
+            "n_prompts",
+            "max_new_tokens",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.n_eval < 4:
-            raise ConfigError(f"n_eval must be >= 4 (vectors and prompts split it), got {self.n_eval}")
+            raise ConfigError(
+                f"n_eval must be >= 4 (vectors and prompts split it), got {self.n_eval}"
+            )
         if not -self.n_layers <= self.cluster_layer < self.n_layers:
-            raise ConfigError(f"cluster_layer must be in [-{self.n_layers}, {self.n_layers}), got {self.cluster_layer}")
+            raise ConfigError(
+                f"cluster_layer must be in [-{self.n_layers}, {self.n_layers}), got {self.cluster_layer}"
+            )
         if not 0 <= self.inject_layer < self.n_layers:
             raise ConfigError(
                 f"inject_layer names layer {self.inject_layer}, but the model has {self.n_layers} "
                 f"layers (0..{self.n_layers - 1})"
             )
         if not 1 <= self.top_k_heads <= self.n_layers * self.n_heads:
-            raise ConfigError(f"top_k_heads must be in [1, {self.n_layers * self.n_heads}], got {self.top_k_heads}")
+            raise ConfigError(
+                f"top_k_heads must be in [1, {self.n_layers * self.n_heads}], got {self.top_k_heads}"
+            )
         if not self.inject_scales or not self.fv_positions:
             raise ConfigError("inject_scales and fv_positions must not be empty")
         bad = [x for x in self.fv_positions if x not in ("tokens", "onset")]
         if bad:
-            raise ConfigError(f"fv_positions must name 'tokens' or 'onset', got {self.fv_positions}")
+            raise ConfigError(
+                f"fv_positions must name 'tokens' or 'onset', got {self.fv_positions}"
+            )
         if not self.temperature > 0 or not self.learning_rate > 0:
             raise ConfigError("temperature and learning_rate must be > 0")
         for pair in self.compose_pairs:
             parts = pair.split("+")
-            if len(parts) != 2 or any(p not in ALGOTRACE_PRIMITIVES for p in parts) or parts[0] == parts[1]:
+            if (
+                len(parts) != 2
+                or any(p not in ALGOTRACE_PRIMITIVES for p in parts)
+                or parts[0] == parts[1]
+            ):
                 raise ConfigError(
                     f"compose_pairs entries must be 'a+b' with two different primitives of "
                     f"{ALGOTRACE_PRIMITIVES}, got {pair!r}"
@@ -113,10 +136,25 @@ class AlgoTraceConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests (compilation-bound): a 2-layer model, a few steps, tiny clustering and sampling.
-    "tiny": {"n_train": 64, "n_eval": 16, "dim": 32, "n_layers": 2, "hidden_dim": 64,
-             "steps": 5, "batch_size": 8, "n_clusters": 6, "max_points": 200, "n_random": 2,
-             "top_k_heads": 2, "ie_rows": 4, "inject_layer": 1, "n_prompts": 4,
-             "max_new_tokens": 8, "compose_pairs": ("distance+verify",), "inject_scales": (1.0,)},
+    "tiny": {
+        "n_train": 64,
+        "n_eval": 16,
+        "dim": 32,
+        "n_layers": 2,
+        "hidden_dim": 64,
+        "steps": 5,
+        "batch_size": 8,
+        "n_clusters": 6,
+        "max_points": 200,
+        "n_random": 2,
+        "top_k_heads": 2,
+        "ie_rows": 4,
+        "inject_layer": 1,
+        "n_prompts": 4,
+        "max_new_tokens": 8,
+        "compose_pairs": ("distance+verify",),
+        "inject_scales": (1.0,),
+    },
     # `fidia-jax algotrace demo` and the reduced protocol of docs/algotrace.md (~4 min CPU).
     "demo": {"n_train": 2000, "n_eval": 192, "steps": 1000, "max_points": 2000, "n_prompts": 96},
     # docs/algotrace.md (`python benchmarks/algotrace.py`).

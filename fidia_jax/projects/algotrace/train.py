@@ -196,7 +196,9 @@ def build_vectors(
       ValueError: a primitive with no tokens in the selected rows (named); unknown ``positions``.
     """
     if positions not in FV_POSITIONS:
-        raise ValueError(f"build_vectors: positions must be one of {FV_POSITIONS}, got {positions!r}")
+        raise ValueError(
+            f"build_vectors: positions must be one of {FV_POSITIONS}, got {positions!r}"
+        )
     rows = np.ones(tokens.shape[0], bool) if rows is None else np.asarray(rows, bool)
     tok = jnp.asarray(tokens)
     chosen = np.nonzero(rows)[0][: config.ie_rows]
@@ -302,7 +304,9 @@ def _summarise_injection(res: dict, config: AlgoTraceConfig) -> dict[str, Any]:
     rows = [*PRIMS, "random"]
     table = {r: _delta(res, r).tolist() for r in rows}
     diag = {p: table[p][i] for i, p in enumerate(PRIMS)}
-    row_max = {p: bool(table[p][i] > 0 and int(np.argmax(table[p])) == i) for i, p in enumerate(PRIMS)}
+    row_max = {
+        p: bool(table[p][i] > 0 and int(np.argmax(table[p])) == i) for i, p in enumerate(PRIMS)
+    }
     beats_random = {p: bool(table[p][i] > table["random"][i]) for i, p in enumerate(PRIMS)}
     comp = {}
     for pair in config.compose_pairs:
@@ -355,7 +359,12 @@ def format_tables(results: dict[str, Any]) -> str:
     ]
     for row, vals in inj["table"].items():
         lines.append(f"| {row} | " + " | ".join(f"{v:+.3f}" for v in vals) + " |")
-    lines += ["", "Composition (delta of a's / b's rate)", "| pair | a alone | b alone | a+b |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "Composition (delta of a's / b's rate)",
+        "| pair | a alone | b alone | a+b |",
+        "|---|---|---|---|",
+    ]
     for pair, c in inj["composition"].items():
         a, b = pair.split("+")
         lines.append(
@@ -363,16 +372,25 @@ def format_tables(results: dict[str, Any]) -> str:
             f"{c['delta_a'][b]:+.3f} / {c['delta_b'][b]:+.3f} | "
             f"{c['delta_a'][pair]:+.3f} / {c['delta_b'][pair]:+.3f} |"
         )
-    lines += ["", "Transfer (delta of the primitive's rate on the target task)",
-              "| primitive | tsp->nav | nav->nav | nav->tsp | tsp->tsp |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Transfer (delta of the primitive's rate on the target task)",
+        "| primitive | tsp->nav | nav->nav | nav->tsp | tsp->tsp |",
+        "|---|---|---|---|---|",
+    ]
     for prim, c in inj["transfer"].items():
         lines.append(
             f"| {prim} | {c['tsp->nav']:+.3f} | {c['nav->nav']:+.3f} | "
             f"{c['nav->tsp']:+.3f} | {c['tsp->tsp']:+.3f} |"
         )
-    lines += ["", f"Variants (headline: {results['headline_variant']}): where the mean head outputs are "
-              "taken @ injection scale", "| variant | diagonal > 0 | diagonal = row max | "
-              "diagonal > random | pairs raising both | transfers > 0 |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Variants (headline: {results['headline_variant']}): where the mean head outputs are "
+        "taken @ injection scale",
+        "| variant | diagonal > 0 | diagonal = row max | "
+        "diagonal > random | pairs raising both | transfers > 0 |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, v in results["variant_summary"].items():
         lines.append(
             f"| {name} | {v['diagonal_positive']}/5 | {v['diagonal_row_max']}/5 | "

@@ -77,8 +77,13 @@ def _cfr_loss(model, x, t, y, w, key, s: CfrSettings, num_arms):
 
 
 def _make_cfr(data: CfrSettings, x_dim, num_arms, seed):
-    return models.TARNet(x_dim, num_arms, rep_hidden=data.rep_hidden,
-                         head_hidden=data.head_hidden, rngs=nnx.Rngs(seed))
+    return models.TARNet(
+        x_dim,
+        num_arms,
+        rep_hidden=data.rep_hidden,
+        head_hidden=data.head_hidden,
+        rngs=nnx.Rngs(seed),
+    )
 
 
 def _weight_decay_mask(params):
@@ -97,8 +102,9 @@ def _cfr_step_fn(graphdef, rest, s: CfrSettings, num_arms, tx, x, t, y, w):
         idx = jax.random.permutation(k_batch, n)[:b]
 
         def loss_fn(p):
-            return _cfr_loss(nnx.merge(graphdef, p, rest), x[idx], t[idx], y[idx], w[idx],
-                             k_loss, s, num_arms)
+            return _cfr_loss(
+                nnx.merge(graphdef, p, rest), x[idx], t[idx], y[idx], w[idx], k_loss, s, num_arms
+            )
 
         (loss, factual), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         updates, opt_state = tx.update(grads, opt_state, params)
@@ -146,8 +152,10 @@ def fit_cfr(train: CausalData, s: CfrSettings, seed: int = 0, *, time_epochs: in
     carry0 = (params, opt_state)
     (params, opt_state), factual = run(carry0, keys)
     factual = jax.block_until_ready(factual)
-    info: dict[str, Any] = {"wall_s": time.perf_counter() - t0,
-                            "final_factual_mse": float(factual[-1]) * sd**2}
+    info: dict[str, Any] = {
+        "wall_s": time.perf_counter() - t0,
+        "final_factual_mse": float(factual[-1]) * sd**2,
+    }
     if time_epochs > 0:
         # Re-run the (already compiled) training scan and scale to one epoch (N / batch steps).
         t1 = time.perf_counter()
@@ -188,8 +196,10 @@ def estimate_alpha_for(train: CausalData, s: CfrSettings, seed: int = 0) -> floa
 
 def _labels(params):
     return jax.tree_util.tree_map_with_path(
-        lambda path, _: "critic" if getattr(path[0], "key", None) in ("dz_net", "dv_net")
-        else "gen", params,
+        lambda path, _: (
+            "critic" if getattr(path[0], "key", None) in ("dz_net", "dv_net") else "gen"
+        ),
+        params,
     )
 
 
@@ -201,10 +211,13 @@ def _package_batches(n, batch_size, count, rng):
     while len(out) < count:
         for step in range(-(-n // batch_size)):
             if (step + 1) * batch_size <= n:
-                out.append(order[step * batch_size:(step + 1) * batch_size])
+                out.append(order[step * batch_size : (step + 1) * batch_size])
             else:
-                out.append(np.concatenate([order[step * batch_size:],
-                                           order[:(step + 1) * batch_size - n]]))
+                out.append(
+                    np.concatenate(
+                        [order[step * batch_size :], order[: (step + 1) * batch_size - n]]
+                    )
+                )
                 rng.shuffle(order)
             if len(out) == count:
                 break
@@ -224,9 +237,17 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0):
     """
     k = train.num_arms
     model = models.CausalEGM(
-        train.x.shape[1], k, z_dims=s.z_dims, g_units=s.g_units, e_units=s.e_units,
-        f_units=s.f_units, h_units=s.h_units, dz_units=s.dz_units, dv_units=s.dv_units,
-        embed_dim=s.embed_dim, rngs=nnx.Rngs(seed),
+        train.x.shape[1],
+        k,
+        z_dims=s.z_dims,
+        g_units=s.g_units,
+        e_units=s.e_units,
+        f_units=s.f_units,
+        h_units=s.h_units,
+        dz_units=s.dz_units,
+        dv_units=s.dv_units,
+        embed_dim=s.embed_dim,
+        rngs=nnx.Rngs(seed),
     )
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     adam = optax.adam(s.learning_rate, b1=0.5, b2=0.9, eps=1e-7)
@@ -264,8 +285,9 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0):
 
         def gen_loss(p):
             m = nnx.merge(graphdef, p, rest_)
-            return losses.causalegm_generator_loss(m, z, x[idx_gen], t[idx_gen], y[idx_gen],
-                                                   weights)
+            return losses.causalegm_generator_loss(
+                m, z, x[idx_gen], t[idx_gen], y[idx_gen], weights
+            )
 
         g = jax.grad(lambda p: gen_loss(p)[0])(params)
         upd, st_gen = tx_gen.update(g, st_gen, params)
@@ -287,8 +309,9 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0):
     best = (np.inf, None, -1)
     t0 = time.perf_counter()
     for it in range(n_steps):
-        params, st_gen, st_crit = iteration(params, st_gen, st_crit, rest, stream[it, :-1],
-                                            stream[it, -1], keys[it])
+        params, st_gen, st_crit = iteration(
+            params, st_gen, st_crit, rest, stream[it, :-1], stream[it, -1], keys[it]
+        )
         if it % s.batches_per_eval:
             continue  # the package evaluates when batch_idx % batches_per_eval == 0
         mse, z = evaluate(params, rest)
@@ -298,7 +321,10 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0):
         if k > 2 and s.embed_dim > 0:
             current = nnx.merge(graphdef, params, rest)
             emb = models.arm_embedding_w2(
-                np.asarray(z), train.t, k, s.embed_dim,
+                np.asarray(z),
+                train.t,
+                k,
+                s.embed_dim,
                 previous=np.asarray(current.embedding[...]) if it > 0 else None,
             )
             current.embedding[...] = jnp.asarray(emb)

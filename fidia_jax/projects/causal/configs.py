@@ -77,7 +77,9 @@ class CausalConfig:
             raise ConfigError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
         bad = [m for m in self.methods if m not in METHODS]
         if bad or not self.methods:
-            raise ConfigError(f"methods must be a non-empty subset of {METHODS}, got {self.methods}")
+            raise ConfigError(
+                f"methods must be a non-empty subset of {METHODS}, got {self.methods}"
+            )
         if not self.replications:
             raise ConfigError("replications must name at least one replication/seed")
         if self.dataset == "ihdp" and not all(1 <= r <= 10 for r in self.replications):
@@ -101,10 +103,20 @@ class CausalConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests: random covariates, K=3, tiny nets, a few steps (no shared data needed).
-    "tiny": {"dataset": "multiarm_random", "replications": (0,), "num_arms": (3,),
-             "n_units": 120, "methods": ("cfr_aggregation", "causalegm"),
-             "iterations": 30, "batch_size": 32, "rep_hidden": (16, 16), "head_hidden": (8,),
-             "egm_iterations": 4, "egm_embed_dim": 2, "egm_small": True},
+    "tiny": {
+        "dataset": "multiarm_random",
+        "replications": (0,),
+        "num_arms": (3,),
+        "n_units": 120,
+        "methods": ("cfr_aggregation", "causalegm"),
+        "iterations": 30,
+        "batch_size": 32,
+        "rep_hidden": (16, 16),
+        "head_hidden": (8,),
+        "egm_iterations": 4,
+        "egm_embed_dim": 2,
+        "egm_small": True,
+    },
     # `fidia-jax causal demo`: IHDP replication 1, TARNet vs CFR vs CausalEGM (a few minutes).
     "demo": {"replications": (1,), "iterations": 1000, "egm_iterations": 500},
     # The IHDP part of docs/causal.md (benchmarks/causal.py runs the K-arm parts).

@@ -50,22 +50,38 @@ def instances(config: CausalConfig):
         base = rng.normal(size=(config.n_units, 10))
     for k in config.num_arms:
         for r in config.replications:
-            yield k, r, data_lib.make_multiarm(base, k, imbalance=config.imbalance,
-                                               seed=config.seed + 1000 * r + k,
-                                               name=config.dataset)
+            yield (
+                k,
+                r,
+                data_lib.make_multiarm(
+                    base,
+                    k,
+                    imbalance=config.imbalance,
+                    seed=config.seed + 1000 * r + k,
+                    name=config.dataset,
+                ),
+            )
 
 
 def _cfr_settings(config: CausalConfig, scheme: str, alpha: float) -> CfrSettings:
-    return CfrSettings(scheme=scheme, ipm=config.ipm, alpha=alpha,
-                       rep_hidden=tuple(config.rep_hidden), head_hidden=tuple(config.head_hidden),
-                       learning_rate=config.learning_rate, batch_size=config.batch_size,
-                       iterations=config.iterations)
+    return CfrSettings(
+        scheme=scheme,
+        ipm=config.ipm,
+        alpha=alpha,
+        rep_hidden=tuple(config.rep_hidden),
+        head_hidden=tuple(config.head_hidden),
+        learning_rate=config.learning_rate,
+        batch_size=config.batch_size,
+        iterations=config.iterations,
+    )
 
 
 def _score(test, predict) -> dict[str, float]:
     mu_hat = predict(test.x)
-    return {"sqrt_pehe": metrics.sqrt_pehe(test.mu, mu_hat),
-            "ate_error": metrics.ate_error(test.mu, mu_hat)}
+    return {
+        "sqrt_pehe": metrics.sqrt_pehe(test.mu, mu_hat),
+        "ate_error": metrics.ate_error(test.mu, mu_hat),
+    }
 
 
 def run_experiment(config: CausalConfig) -> dict[str, Any]:
@@ -97,25 +113,47 @@ def run_experiment(config: CausalConfig) -> dict[str, Any]:
         jobs += [(f"cfr_pairwise@{a:g}", a) for a in config.alpha_grid]
         for name, a in jobs:
             if name == "causalegm":
-                egm = EgmSettings(n_iter=config.egm_iterations, embed_dim=config.egm_embed_dim,
-                                  batches_per_eval=min(500, config.egm_iterations))
+                egm = EgmSettings(
+                    n_iter=config.egm_iterations,
+                    embed_dim=config.egm_embed_dim,
+                    batches_per_eval=min(500, config.egm_iterations),
+                )
                 if config.egm_small:
-                    egm = dataclasses.replace(egm, g_units=(16, 16), e_units=(16, 16),
-                                              f_units=(16, 8), h_units=(16, 8),
-                                              dz_units=(16, 8), dv_units=(16, 8))
+                    egm = dataclasses.replace(
+                        egm,
+                        g_units=(16, 16),
+                        e_units=(16, 16),
+                        f_units=(16, 8),
+                        h_units=(16, 8),
+                        dz_units=(16, 8),
+                        dv_units=(16, 8),
+                    )
                 predict, info = fit_causalegm(train, egm, seed)
             else:
                 scheme = "none" if name == "tarnet" else name[4:].split("@")[0]
-                predict, info = fit_cfr(train, _cfr_settings(config, scheme, a), seed,
-                                        time_epochs=config.time_epochs if scheme != "none" else 0)
-            row = {"K": k, "replication": r, "method": name, "alpha": a,
-                   "alpha_hat": alpha_hat, **_score(test, predict),
-                   "wall_s": info["wall_s"]}
+                predict, info = fit_cfr(
+                    train,
+                    _cfr_settings(config, scheme, a),
+                    seed,
+                    time_epochs=config.time_epochs if scheme != "none" else 0,
+                )
+            row = {
+                "K": k,
+                "replication": r,
+                "method": name,
+                "alpha": a,
+                "alpha_hat": alpha_hat,
+                **_score(test, predict),
+                "wall_s": info["wall_s"],
+            }
             if "s_per_epoch" in info:
                 row["s_per_epoch"] = info["s_per_epoch"]
             runs.append(row)
-            print(f"K={k} rep={r} {name:<22} sqrt_pehe={row['sqrt_pehe']:.3f} "
-                  f"ate_err={row['ate_error']:.3f} ({info['wall_s']:.0f} s)", flush=True)
+            print(
+                f"K={k} rep={r} {name:<22} sqrt_pehe={row['sqrt_pehe']:.3f} "
+                f"ate_err={row['ate_error']:.3f} ({info['wall_s']:.0f} s)",
+                flush=True,
+            )
     summary: dict[str, dict[str, Any]] = {}
     for row in runs:
         summary.setdefault(str(row["K"]), {}).setdefault(row["method"], []).append(row)
@@ -123,9 +161,13 @@ def run_experiment(config: CausalConfig) -> dict[str, Any]:
         for name, rows in by_method.items():
             pehe = np.array([x["sqrt_pehe"] for x in rows])
             ate = np.array([x["ate_error"] for x in rows])
-            cell = {"sqrt_pehe_mean": float(pehe.mean()), "sqrt_pehe_std": float(pehe.std()),
-                    "ate_error_mean": float(ate.mean()), "ate_error_std": float(ate.std()),
-                    "n": len(rows)}
+            cell = {
+                "sqrt_pehe_mean": float(pehe.mean()),
+                "sqrt_pehe_std": float(pehe.std()),
+                "ate_error_mean": float(ate.mean()),
+                "ate_error_std": float(ate.std()),
+                "n": len(rows),
+            }
             per_epoch = [x["s_per_epoch"] for x in rows if "s_per_epoch" in x]
             if per_epoch:
                 cell["s_per_epoch"] = float(np.mean(per_epoch))
@@ -153,4 +195,3 @@ def train_and_evaluate(config: CausalConfig, workdir: str | pathlib.Path) -> dic
     out = pathlib.Path(workdir) / SUMMARY_FILE
     write_summary(out, results, config)
     return results
-

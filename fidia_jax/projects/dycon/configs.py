@@ -75,8 +75,20 @@ class DyconConfig:
     bucket_ends: tuple[int, ...] = (3, 5, 6)
 
     def __post_init__(self) -> None:
-        for name in ("num_train", "num_dev", "num_test", "steps", "batch_size", "dim",
-                     "n_layers", "n_heads", "n_kv_heads", "hidden_dim", "base", "max_operands"):
+        for name in (
+            "num_train",
+            "num_dev",
+            "num_test",
+            "steps",
+            "batch_size",
+            "dim",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "hidden_dim",
+            "base",
+            "max_operands",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_probe < 4:
@@ -101,7 +113,10 @@ class DyconConfig:
         if not self.temperature > 0:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         ends = (self.min_operands - 1, *self.bucket_ends)
-        if any(b <= a for a, b in zip(ends, ends[1:], strict=False)) or ends[-1] != self.max_operands:
+        if (
+            any(b <= a for a, b in zip(ends, ends[1:], strict=False))
+            or ends[-1] != self.max_operands
+        ):
             raise ConfigError(
                 f"bucket_ends must increase from min_operands={self.min_operands} and end at "
                 f"max_operands={self.max_operands}, got {self.bucket_ends}"
@@ -117,10 +132,23 @@ class DyconConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests: a 1-layer model, a handful of steps; the numbers mean nothing. Compilation-bound
     # (7 programs); 44 s measured on the shared 2 cores at load average 12.
-    "tiny": {"max_operands": 3, "num_train": 64, "num_probe": 8, "num_dev": 8, "num_test": 12,
-             "dim": 16, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "hidden_dim": 32,
-             "steps": 3, "batch_size": 8, "lam_grid": (4.0,), "tau_grid": (0.5,),
-             "bucket_ends": (2, 3)},
+    "tiny": {
+        "max_operands": 3,
+        "num_train": 64,
+        "num_probe": 8,
+        "num_dev": 8,
+        "num_test": 12,
+        "dim": 16,
+        "n_layers": 1,
+        "n_heads": 2,
+        "n_kv_heads": 1,
+        "hidden_dim": 32,
+        "steps": 3,
+        "batch_size": 8,
+        "lam_grid": (4.0,),
+        "tau_grid": (0.5,),
+        "bucket_ends": (2, 3),
+    },
     # `fidia-jax dycon demo` and the notebook: a third of the training, fewer prompts (minutes).
     "demo": {"num_train": 4000, "steps": 400, "num_probe": 200, "num_dev": 128, "num_test": 256},
     # docs/dycon.md (`python benchmarks/dycon.py`, 16 min on the shared 2-core sandbox): a

@@ -116,7 +116,9 @@ def boundary_states(model: models.Llama, batch: data.DyconBatch, *, hooks=()):
     return h[ex, pos], batch.target[ex, pos], ex, first
 
 
-def fit_probe(config: DyconConfig, model: models.Llama) -> tuple[metrics.LayerProbes, dict[str, Any]]:
+def fit_probe(
+    config: DyconConfig, model: models.Llama
+) -> tuple[metrics.LayerProbes, dict[str, Any]]:
     """Probes of the remaining length per layer on ``config.num_probe`` fresh solutions.
 
     The first half of the examples fits, the second half is held out (split by example).
@@ -249,11 +251,15 @@ def generate(
     return np.concatenate(toks), np.concatenate(nums)
 
 
-
-def evaluate_generations(tokens, batch: data.DyconBatch, vocab: data.DyconVocab) -> dict[str, np.ndarray]:
+def evaluate_generations(
+    tokens, batch: data.DyconBatch, vocab: data.DyconVocab
+) -> dict[str, np.ndarray]:
     """Per-example records of :func:`fidia_jax.data.parse_dycon_generation` as ``(N,)`` arrays
     (one per field of :class:`fidia_jax.data.DyconGeneration`, plus ``num_operands``)."""
-    recs = [data.parse_dycon_generation(t, int(a), vocab) for t, a in zip(tokens, batch.answer, strict=True)]
+    recs = [
+        data.parse_dycon_generation(t, int(a), vocab)
+        for t, a in zip(tokens, batch.answer, strict=True)
+    ]
     out = {f: np.asarray([getattr(r, f) for r in recs]) for f in _RECORD_FIELDS}
     out["num_operands"] = batch.num_operands.copy()
     return out
@@ -330,16 +336,22 @@ def goals(records: dict[str, dict[str, np.ndarray]], buckets) -> dict[str, Any]:
     acc_nh, _ = _mean_se(nowait["correct"][hard])
     return {
         "accuracy_within_1se": {
-            "dycon": acc_d, "baseline": acc_b, "baseline_se": se_b,
-            "paired_difference": d_acc, "paired_difference_se": d_acc_se,
+            "dycon": acc_d,
+            "baseline": acc_b,
+            "baseline_se": se_b,
+            "paired_difference": d_acc,
+            "paired_difference_se": d_acc_se,
             "met": bool(acc_d >= acc_b - se_b),
         },
         "fewer_tokens": {
-            "paired_difference": d_tok, "paired_difference_se": d_tok_se,
+            "paired_difference": d_tok,
+            "paired_difference_se": d_tok_se,
             "met": bool(d_tok < 0),
         },
         "beats_nowait_hardest": {
-            "bucket": f"{lo}-{hi}", "dycon": acc_dh, "nowait": acc_nh,
+            "bucket": f"{lo}-{hi}",
+            "dycon": acc_dh,
+            "nowait": acc_nh,
             "met": bool(acc_dh > acc_nh),
         },
     }
@@ -349,8 +361,11 @@ def format_table(summary: dict[str, Any], buckets) -> str:
     """Markdown: accuracy ± SE and tokens ± SE per method and bucket, then reflections (all)."""
     names = [f"{lo}-{hi}" for lo, hi in buckets] + ["all"]
     lines = [
-        "| method | " + " | ".join(f"k={b} acc" for b in names) + " | "
-        + " | ".join(f"k={b} tokens" for b in names) + " |",
+        "| method | "
+        + " | ".join(f"k={b} acc" for b in names)
+        + " | "
+        + " | ".join(f"k={b} tokens" for b in names)
+        + " |",
         "|" + "---|" * (2 * len(names) + 1),
     ]
     for method, cells in summary.items():
@@ -382,11 +397,24 @@ def select_control(config, model, probes, layer, dev, base_records, method, key)
     for lam in config.lam_grid:
         for tau in config.tau_grid:
             ctl = _control(config, model, probes, layer, lam, tau)
-            toks, _ = generate(model, dev, method=method, key=key, temperature=config.temperature,
-                               control=ctl, chunk=_chunk(config))
+            toks, _ = generate(
+                model,
+                dev,
+                method=method,
+                key=key,
+                temperature=config.temperature,
+                control=ctl,
+                chunk=_chunk(config),
+            )
             rec = evaluate_generations(toks, dev, vocab)
-            grid.append({"lam": lam, "tau": tau, "accuracy": float(rec["correct"].mean()),
-                         "tokens": float(rec["num_tokens"].mean())})
+            grid.append(
+                {
+                    "lam": lam,
+                    "tau": tau,
+                    "accuracy": float(rec["correct"].mean()),
+                    "tokens": float(rec["num_tokens"].mean()),
+                }
+            )
     ok = [g for g in grid if g["accuracy"] >= acc_b - (se_b if np.isfinite(se_b) else 0.0)]
     best = min(ok, key=lambda g: g["tokens"]) if ok else max(grid, key=lambda g: g["accuracy"])
     return best["lam"], best["tau"], grid
@@ -413,13 +441,21 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
     model = build_model(config, nnx.Rngs(k_init))
     train = _task(config, config.num_train, config.seed)
     schedule = optax.warmup_cosine_decay_schedule(
-        0.0, config.learning_rate, min(config.warmup_steps, config.steps - 1), config.steps,
+        0.0,
+        config.learning_rate,
+        min(config.warmup_steps, config.steps - 1),
+        config.steps,
         config.learning_rate * 0.03,
     )
     tx = optax.adamw(schedule, weight_decay=config.weight_decay)
     model, losses = models.fit_llama(
-        model, train.tokens, weights=train.loss_weights, steps=config.steps,
-        batch_size=config.batch_size, tx=tx, key=k_batch,
+        model,
+        train.tokens,
+        weights=train.loss_weights,
+        steps=config.steps,
+        batch_size=config.batch_size,
+        tx=tx,
+        key=k_batch,
     )
     t_train = time.time() - t0
     probes, probe_report = fit_probe(config, model)
@@ -429,8 +465,15 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
     chunk = _chunk(config)
 
     def run(method, batch, k, ctl=None):
-        toks, _ = generate(model, batch, method=method, key=k, temperature=config.temperature,
-                           control=ctl, chunk=chunk)
+        toks, _ = generate(
+            model,
+            batch,
+            method=method,
+            key=k,
+            temperature=config.temperature,
+            control=ctl,
+            chunk=chunk,
+        )
         return evaluate_generations(toks, batch, vocab)
 
     dev_base = run("baseline", dev, k_dev)
@@ -442,22 +485,31 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
     for method in METHODS:
         ctl = None
         if method in chosen:
-            ctl = _control(config, model, probes, layer, chosen[method]["lam"], chosen[method]["tau"])
+            ctl = _control(
+                config, model, probes, layer, chosen[method]["lam"], chosen[method]["tau"]
+            )
         records[method] = run(method, test, k_test, ctl)
     summary = summarize(records, config.buckets)
     base_all, dyc_all = summary["baseline"]["all"], summary["dycon"]["all"]
     reflections = {
         "redundant_removed_fraction": (
-            1.0 - dyc_all["redundant"] / base_all["redundant"] if base_all["redundant"] else float("nan")
+            1.0 - dyc_all["redundant"] / base_all["redundant"]
+            if base_all["redundant"]
+            else float("nan")
         ),
         "corrective_kept_ratio": (
-            dyc_all["corrective"] / base_all["corrective"] if base_all["corrective"] else float("nan")
+            dyc_all["corrective"] / base_all["corrective"]
+            if base_all["corrective"]
+            else float("nan")
         ),
         "correction_rate": {m: summary[m]["all"]["correction_rate"] for m in METHODS},
     }
     results = {
-        "train": {"final_loss": float(np.mean(losses[-20:])), "loss_first": float(losses[0]),
-                  "seconds": t_train},
+        "train": {
+            "final_loss": float(np.mean(losses[-20:])),
+            "loss_first": float(losses[0]),
+            "seconds": t_train,
+        },
         "probe": probe_report,
         "control": chosen,
         "summary": summary,
@@ -465,7 +517,10 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         "goals": goals(records, config.buckets),
         "wall_s": time.time() - t0,
     }
-    r2 = ", ".join(f"{a:.3f} (shuffled {b:.3f})" for a, b in zip(probe_report["r2"], probe_report["r2_shuffled"], strict=True))
+    r2 = ", ".join(
+        f"{a:.3f} (shuffled {b:.3f})"
+        for a, b in zip(probe_report["r2"], probe_report["r2_shuffled"], strict=True)
+    )
     print(f"probe held-out R2 by layer (0 = embeddings): {r2}")
     print(format_table(summary, config.buckets))
     print(f"reflections: {reflections}")

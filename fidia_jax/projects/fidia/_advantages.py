@@ -35,8 +35,14 @@ from fidia_jax.rl import rloo_advantages as rloo_advantages
 __all__ = ["advantages", "dpo_pair", "fidia_advantages", "grpo_advantages", "rloo_advantages"]
 
 
-def advantages(method: str, rewards_n: jax.Array, *, k: int, grpo_eps: float = 1e-6,
-               fidia_group_norm: bool = False) -> jax.Array:
+def advantages(
+    method: str,
+    rewards_n: jax.Array,
+    *,
+    k: int,
+    grpo_eps: float = 1e-6,
+    fidia_group_norm: bool = False,
+) -> jax.Array:
     """Dispatches to the advantage of ``method`` in ``("fidia", "rloo", "grpo")``.
 
     Args:

@@ -17,7 +17,14 @@ import numpy as np
 
 from fidia_jax import models
 
-__all__ = ["Backbone", "RewardFn", "StackedBackbones", "crop_inputs", "load_backbones", "stack_backbones"]
+__all__ = [
+    "Backbone",
+    "RewardFn",
+    "StackedBackbones",
+    "crop_inputs",
+    "load_backbones",
+    "stack_backbones",
+]
 
 #: ``reward(sequences (N, L) int32) -> (rewards (N,) float32, passes (N,) bool)``.
 RewardFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -47,7 +54,9 @@ class Backbone:
     def __post_init__(self) -> None:
         L = int(np.shape(self.inputs.S)[0])
         if np.shape(self.fixed) != (L,):
-            raise ValueError(f"{self.name}: fixed has shape {np.shape(self.fixed)}, expected ({L},)")
+            raise ValueError(
+                f"{self.name}: fixed has shape {np.shape(self.fixed)}, expected ({L},)"
+            )
 
     @property
     def length(self) -> int:
@@ -62,7 +71,11 @@ class Backbone:
     def designed_mask(self) -> np.ndarray:
         """``(L,)`` bool: designed chain, backbone present, not fixed."""
         inp = self.inputs
-        return (np.asarray(inp.chain_mask) > 0) & (np.asarray(inp.mask) > 0) & ~np.asarray(self.fixed, bool)
+        return (
+            (np.asarray(inp.chain_mask) > 0)
+            & (np.asarray(inp.mask) > 0)
+            & ~np.asarray(self.fixed, bool)
+        )
 
 
 class StackedBackbones(NamedTuple):
@@ -114,17 +127,32 @@ def stack_backbones(backbones: Sequence[Backbone], length: int) -> StackedBackbo
             raise ValueError(f"{bb.name}: length {L} exceeds the padded length {length}")
         pad = length - L
         inp = bb.inputs
-        fields["X"].append(np.concatenate([np.asarray(inp.X, np.float32), np.zeros((pad, 4, 3), np.float32)]))
-        fields["S"].append(np.concatenate([np.asarray(inp.S, np.int32), np.full(pad, 20, np.int32)]))
-        fields["mask"].append(np.concatenate([np.asarray(inp.mask, np.float32), np.zeros(pad, np.float32)]))
+        fields["X"].append(
+            np.concatenate([np.asarray(inp.X, np.float32), np.zeros((pad, 4, 3), np.float32)])
+        )
+        fields["S"].append(
+            np.concatenate([np.asarray(inp.S, np.int32), np.full(pad, 20, np.int32)])
+        )
+        fields["mask"].append(
+            np.concatenate([np.asarray(inp.mask, np.float32), np.zeros(pad, np.float32)])
+        )
         fields["chain_mask"].append(
-            np.concatenate([np.asarray(inp.chain_mask, np.float32), np.zeros(pad, np.float32)]))
+            np.concatenate([np.asarray(inp.chain_mask, np.float32), np.zeros(pad, np.float32)])
+        )
         last = int(np.asarray(inp.residue_idx)[-1])
-        fields["residue_idx"].append(np.concatenate(
-            [np.asarray(inp.residue_idx, np.int32), last + 1 + np.arange(pad, dtype=np.int32)]))
-        fields["chain_encoding"].append(np.concatenate(
-            [np.asarray(inp.chain_encoding, np.int32),
-             np.full(pad, int(np.asarray(inp.chain_encoding)[-1]), np.int32)]))
+        fields["residue_idx"].append(
+            np.concatenate(
+                [np.asarray(inp.residue_idx, np.int32), last + 1 + np.arange(pad, dtype=np.int32)]
+            )
+        )
+        fields["chain_encoding"].append(
+            np.concatenate(
+                [
+                    np.asarray(inp.chain_encoding, np.int32),
+                    np.full(pad, int(np.asarray(inp.chain_encoding)[-1]), np.int32),
+                ]
+            )
+        )
         fixed.append(np.concatenate([np.asarray(bb.fixed, bool), np.ones(pad, bool)]))
         designed.append(np.concatenate([bb.designed_mask, np.zeros(pad, bool)]).astype(np.float32))
     inputs = models.MPNNInputs(**{k: np.stack(v) for k, v in fields.items()})

@@ -35,15 +35,20 @@ def manager(workdir: pathlib.Path, config: FidiaConfig):
     """The ``orbax.checkpoint.CheckpointManager`` of ``workdir/checkpoints`` (created)."""
     import orbax.checkpoint as ocp
 
-    options = ocp.CheckpointManagerOptions(max_to_keep=config.train.keep_checkpoints, create=True,
-                                           enable_async_checkpointing=False)
-    return ocp.CheckpointManager((pathlib.Path(workdir) / "checkpoints").absolute(), options=options)
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=config.train.keep_checkpoints, create=True, enable_async_checkpointing=False
+    )
+    return ocp.CheckpointManager(
+        (pathlib.Path(workdir) / "checkpoints").absolute(), options=options
+    )
 
 
 def is_complete(step_dir: str | os.PathLike) -> bool:
     """Whether ``step_dir`` (``checkpoints/<step>``) holds a finished orbax checkpoint."""
     step_dir = pathlib.Path(step_dir)
-    return (step_dir / "_CHECKPOINT_METADATA").is_file() and (step_dir / "default" / "_METADATA").is_file()
+    return (step_dir / "_CHECKPOINT_METADATA").is_file() and (
+        step_dir / "default" / "_METADATA"
+    ).is_file()
 
 
 def latest_step(mgr, *, remove_incomplete: bool = False) -> int | None:
@@ -64,8 +69,10 @@ def latest_step(mgr, *, remove_incomplete: bool = False) -> int | None:
         names = ", ".join(str(d) for d in skipped)
         using = "no complete checkpoint left" if step is None else f"using step {step}"
         action = "removed" if remove_incomplete else "skipped"
-        warnings.warn(f"incomplete checkpoint {names} (a save that did not finish) {action}; "
-                      f"{using}", stacklevel=2)
+        warnings.warn(
+            f"incomplete checkpoint {names} (a save that did not finish) {action}; {using}",
+            stacklevel=2,
+        )
         if remove_incomplete:
             for d in skipped:
                 shutil.rmtree(d, ignore_errors=True)
@@ -77,8 +84,10 @@ def save(mgr, state: TrainState) -> None:
     """Saves ``state`` as checkpoint ``state.step`` and waits until it is on disk."""
     import orbax.checkpoint as ocp
 
-    mgr.save(state.step, args=ocp.args.StandardSave({"params": state.params,
-                                                     "opt_state": state.opt_state}))
+    mgr.save(
+        state.step,
+        args=ocp.args.StandardSave({"params": state.params, "opt_state": state.opt_state}),
+    )
     mgr.wait_until_finished()
 
 
@@ -114,8 +123,10 @@ def load_policy(checkpoint: str | os.PathLike, *, step: int | None = None):
     path = pathlib.Path(checkpoint)
     if not path.exists():
         if len(path.parts) > 1 or not re.fullmatch(r"v_\d+_\d{3}", str(checkpoint)):
-            raise CheckpointError(f"{checkpoint}: no such training run directory (and not a "
-                                  "ProteinMPNN weights name such as 'v_48_020')")
+            raise CheckpointError(
+                f"{checkpoint}: no such training run directory (and not a "
+                "ProteinMPNN weights name such as 'v_48_020')"
+            )
         return models.ProteinMPNN.from_checkpoint(str(checkpoint)), None, None
     if path.name.isdigit() and path.parent.name == "checkpoints":
         step = int(path.name) if step is None else step
@@ -124,7 +135,9 @@ def load_policy(checkpoint: str | os.PathLike, *, step: int | None = None):
     if not cfg_path.is_file():
         raise CheckpointError(f"{path}: not a training run directory (no config.json)")
     config = config_from_dict(json.loads(cfg_path.read_text()))
-    model = models.ProteinMPNN.from_checkpoint(config.model.checkpoint, variant=config.model.variant)
+    model = models.ProteinMPNN.from_checkpoint(
+        config.model.checkpoint, variant=config.model.variant
+    )
     graphdef, state = nnx.split(model)
     params = jax.tree.map(jnp.asarray, nnx.to_pure_dict(state))
     mgr = manager(path, config)

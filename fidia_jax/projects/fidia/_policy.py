@@ -104,10 +104,14 @@ def policy_token_log_probs(
       ``(B, N, L)`` float32.
     """
     b, n, length = sequences_BxNxL.shape
-    lp = model.log_probs_many(inputs_B, sequences_BxNxL, decoding_order_BxNxL)  # encoder once per backbone
+    lp = model.log_probs_many(
+        inputs_B, sequences_BxNxL, decoding_order_BxNxL
+    )  # encoder once per backbone
     tok = tempered_token_log_probs(
-        lp.reshape(b * n, length, -1), sequences_BxNxL.reshape(b * n, length),
-        temperature=temperature, omit_21=omit_21,
+        lp.reshape(b * n, length, -1),
+        sequences_BxNxL.reshape(b * n, length),
+        temperature=temperature,
+        omit_21=omit_21,
     )
     return tok.reshape(b, n, length)
 
@@ -144,8 +148,11 @@ def policy_loss(
     """
     _checks.assert_rank(logp_NxL, 2, "logp_NxL", where="policy_loss")
     n, length = logp_NxL.shape
-    for name, a in (("old_logp_NxL", old_logp_NxL), ("ref_logp_NxL", ref_logp_NxL),
-                    ("designed_NxL", designed_NxL)):
+    for name, a in (
+        ("old_logp_NxL", old_logp_NxL),
+        ("ref_logp_NxL", ref_logp_NxL),
+        ("designed_NxL", designed_NxL),
+    ):
         _checks.assert_shape(a, (n, length), name, where="policy_loss")
     _checks.assert_shape(advantages_N, (n,), "advantages_N", where="policy_loss")
     old = jax.lax.stop_gradient(old_logp_NxL)

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 #: Printed under every table and stored in every report.
-PROXY_NOTE = ("success/precision use proxy thresholds (gate, no function penalty, judge "
-              "log-likelihood, instability index); no structure predictor is available offline")
+PROXY_NOTE = (
+    "success/precision use proxy thresholds (gate, no function penalty, judge "
+    "log-likelihood, instability index); no structure predictor is available offline"
+)
 
 
 def summary_rows(results: dict[str, dict[str, Any] | None], ns: Sequence[int], bon_n: int):
@@ -18,8 +20,14 @@ def summary_rows(results: dict[str, dict[str, Any] | None], ns: Sequence[int], b
         if res is None:
             continue
         s = res["summary"]
-        rows.append([label] + [s[f"max@{n}"] for n in ns] +
-                    [s["success"], s["precision"], s["identity"], s["recovery"]])
-    cols = ["policy"] + [f"max@{n}" for n in ns] + [f"success@{bon_n}*", "precision*", "identity",
-                                                   "recovery"]
+        rows.append(
+            [label]
+            + [s[f"max@{n}"] for n in ns]
+            + [s["success"], s["precision"], s["identity"], s["recovery"]]
+        )
+    cols = (
+        ["policy"]
+        + [f"max@{n}" for n in ns]
+        + [f"success@{bon_n}*", "precision*", "identity", "recovery"]
+    )
     return cols, rows

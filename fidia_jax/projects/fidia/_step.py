@@ -73,8 +73,13 @@ def rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temper
 
     def one(key, inputs, fixed):
         return models.sample(
-            model, key, inputs, num_samples=num_samples, temperature=temperature,
-            fixed_mask=fixed, omit_aas=omit_aas,
+            model,
+            key,
+            inputs,
+            num_samples=num_samples,
+            temperature=temperature,
+            fixed_mask=fixed,
+            omit_aas=omit_aas,
         )
 
     return jax.vmap(one)(keys_B, inputs_B, fixed_BxL)
@@ -101,19 +106,43 @@ def make_update(graphdef, config: FidiaConfig):
     compiled function (cached on the hyperparameters the step reads).
     """
     t, m = config.train, config.model
-    return _build_update(graphdef, config.method == "dpo", m.temperature, m.omit_aas, t.dpo_beta,
-                         t.beta_kl, t.clip_eps, t.learning_rate, t.weight_decay, t.grad_clip)
+    return _build_update(
+        graphdef,
+        config.method == "dpo",
+        m.temperature,
+        m.omit_aas,
+        t.dpo_beta,
+        t.beta_kl,
+        t.clip_eps,
+        t.learning_rate,
+        t.weight_decay,
+        t.grad_clip,
+    )
 
 
 @functools.lru_cache(maxsize=16)
-def _build_update(graphdef, is_dpo, temperature, omit, dpo_beta, beta_kl, clip_eps,
-                  learning_rate, weight_decay, grad_clip):
+def _build_update(
+    graphdef,
+    is_dpo,
+    temperature,
+    omit,
+    dpo_beta,
+    beta_kl,
+    clip_eps,
+    learning_rate,
+    weight_decay,
+    grad_clip,
+):
     tx = _optimizer(learning_rate, weight_decay, grad_clip)
 
     def token_logp(params, batch):
         return policy_token_log_probs(
-            nnx.merge(graphdef, params), batch["inputs"], batch["seqs"], batch["orders"],
-            temperature=temperature, omit_21=omit_mask(omit),
+            nnx.merge(graphdef, params),
+            batch["inputs"],
+            batch["seqs"],
+            batch["orders"],
+            temperature=temperature,
+            omit_21=omit_mask(omit),
         )
 
     def loss_fn(params, ref_params, batch):
@@ -141,9 +170,14 @@ def _build_update(graphdef, is_dpo, temperature, omit, dpo_beta, beta_kl, clip_e
     return update
 
 
-def update_batch(config: FidiaConfig, rewards_BxN: np.ndarray, seqs_BxNxL: np.ndarray,
-                 orders_BxNxL: np.ndarray, designed_BxNxL: np.ndarray,
-                 sample_logp_BxNxL: np.ndarray) -> dict[str, np.ndarray]:
+def update_batch(
+    config: FidiaConfig,
+    rewards_BxN: np.ndarray,
+    seqs_BxNxL: np.ndarray,
+    orders_BxNxL: np.ndarray,
+    designed_BxNxL: np.ndarray,
+    sample_logp_BxNxL: np.ndarray,
+) -> dict[str, np.ndarray]:
     """The host arrays one update step reads (``inputs`` excluded).
 
     FIDIA / RLOO / GRPO: every sample with its advantage (``adv`` ``(B, N)``) and the sampler's
@@ -162,13 +196,28 @@ def update_batch(config: FidiaConfig, rewards_BxN: np.ndarray, seqs_BxNxL: np.nd
             "ref": np.take_along_axis(sample_logp_BxNxL, pick, axis=1),
         }
     adv = _batched_advantages(config.method, t.k_bon, t.grpo_eps, t.fidia_group_norm)(
-        jnp.asarray(rewards_BxN))
-    return {"adv": np.asarray(adv, np.float32), "seqs": seqs_BxNxL, "orders": orders_BxNxL,
-            "designed": designed_BxNxL, "old": sample_logp_BxNxL}
+        jnp.asarray(rewards_BxN)
+    )
+    return {
+        "adv": np.asarray(adv, np.float32),
+        "seqs": seqs_BxNxL,
+        "orders": orders_BxNxL,
+        "designed": designed_BxNxL,
+        "old": sample_logp_BxNxL,
+    }
 
 
 @functools.lru_cache(maxsize=16)
 def _batched_advantages(method: str, k: int, grpo_eps: float, fidia_group_norm: bool):
     """The jitted, backbone-vmapped advantages of ``method`` (compiled once per setting)."""
-    return jax.jit(jax.vmap(functools.partial(
-        adv_lib.advantages, method, k=k, grpo_eps=grpo_eps, fidia_group_norm=fidia_group_norm)))
+    return jax.jit(
+        jax.vmap(
+            functools.partial(
+                adv_lib.advantages,
+                method,
+                k=k,
+                grpo_eps=grpo_eps,
+                fidia_group_norm=fidia_group_norm,
+            )
+        )
+    )

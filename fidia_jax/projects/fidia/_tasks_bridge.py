@@ -56,13 +56,24 @@ def crop_task(task, max_length: int):
     old_enc = np.asarray(p.chain_encoding)[idx]
     residue_idx = np.asarray(p.residue_idx)[idx] - 100 * (old_enc - 1) + 100 * (new_enc - 1)
     protein = dataclasses.replace(
-        p, X=np.asarray(p.X)[idx], mask=np.asarray(p.mask)[idx], S=np.asarray(p.S)[idx],
-        residue_idx=residue_idx.astype(np.int32), chain_encoding=new_enc, chain_id=chain_id,
-        resnum=np.asarray(p.resnum)[idx], icode=np.asarray(p.icode)[idx], chain_order=chains,
+        p,
+        X=np.asarray(p.X)[idx],
+        mask=np.asarray(p.mask)[idx],
+        S=np.asarray(p.S)[idx],
+        residue_idx=residue_idx.astype(np.int32),
+        chain_encoding=new_enc,
+        chain_id=chain_id,
+        resnum=np.asarray(p.resnum)[idx],
+        icode=np.asarray(p.icode)[idx],
+        chain_order=chains,
     )
     return dataclasses.replace(
-        task, protein=protein, design_mask=task.design_mask[idx], motif_mask=task.motif_mask[idx],
-        fixed_mask=task.fixed_mask[idx], motif_tokens=task.motif_tokens[idx],
+        task,
+        protein=protein,
+        design_mask=task.design_mask[idx],
+        motif_mask=task.motif_mask[idx],
+        fixed_mask=task.fixed_mask[idx],
+        motif_tokens=task.motif_tokens[idx],
         partner_chains=tuple(c for c in task.partner_chains if c in chains),
     )
 
@@ -92,8 +103,14 @@ def unfitted_backbone(task, config) -> Backbone:
     def unfitted(sequences_NxL):
         raise RuntimeError(f"{task.name}: reward not calibrated yet")
 
-    return Backbone(name=task.name, kind=task.kind, inputs=_inputs(task),
-                    fixed=np.asarray(task.fixed_mask, bool), reward=unfitted, reward_model=model)
+    return Backbone(
+        name=task.name,
+        kind=task.kind,
+        inputs=_inputs(task),
+        fixed=np.asarray(task.fixed_mask, bool),
+        reward=unfitted,
+        reward_model=model,
+    )
 
 
 def fit_reward(backbone: Backbone, reference_samples_NxL: np.ndarray) -> Backbone:
@@ -136,8 +153,12 @@ def build_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
     loaded = None
     for split in {d.train_tasks, d.eval_tasks}:
         if split == "default":
-            task = protein.task_from_structure(protein.default_backbone_path(), fixed=DEFAULT_MOTIF,
-                                               name="default/5PTI", kind="motif")
+            task = protein.task_from_structure(
+                protein.default_backbone_path(),
+                fixed=DEFAULT_MOTIF,
+                name="default/5PTI",
+                kind="motif",
+            )
             sets[split] = [task]
         elif split in ("train", "heldout"):
             loaded = loaded or protein.load_tasks(resolve_data_dir(d.data_dir), seed=config.seed)
@@ -150,5 +171,7 @@ def build_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
         overlap = {t.group for t in train} & {t.group for t in heldout}
         if overlap:
             raise DataError(f"protein(s) {sorted(overlap)} in both training and held-out sets")
-    return ([unfitted_backbone(t, config) for t in train],
-            [unfitted_backbone(t, config) for t in heldout])
+    return (
+        [unfitted_backbone(t, config) for t in train],
+        [unfitted_backbone(t, config) for t in heldout],
+    )

@@ -31,6 +31,7 @@ __all__ = ["add_commands", "run_evaluate", "run_train"]
 
 _LOG = logging.getLogger(__name__)
 
+
 def _console(quiet: bool):
     return None if quiet else make_console()
 
@@ -47,8 +48,11 @@ def _config_from_args(args) -> Any:
     if getattr(args, "data_dir", None):
         sets.append(f"data.data_dir={args.data_dir}")
         if config.data.train_tasks == "default" and config.data.eval_tasks == "default":
-            _LOG.warning("--data-dir is unused: config %r trains and evaluates on the built-in "
-                         "backbone (data.train_tasks = data.eval_tasks = 'default')", args.config)
+            _LOG.warning(
+                "--data-dir is unused: config %r trains and evaluates on the built-in "
+                "backbone (data.train_tasks = data.eval_tasks = 'default')",
+                args.config,
+            )
     return override_config(config, sets) if sets else config
 
 
@@ -67,8 +71,11 @@ def run_train(config, workdir: str | os.PathLike, *, resume: bool = True, quiet:
 
     workdir = pathlib.Path(workdir)
     result = train_and_evaluate(config, workdir, resume=resume, progress=not quiet)
-    cols, rows = summary_rows({"before (reference)": result["before"], config.method: result["after"]},
-                               config.eval.ns, config.eval.bon_n)
+    cols, rows = summary_rows(
+        {"before (reference)": result["before"], config.method: result["after"]},
+        config.eval.ns,
+        config.eval.bon_n,
+    )
     console = _console(quiet)
     print_table(console, _eval_title(config, len(result["after"]["per_backbone"])), cols, rows)
     if console is not None:
@@ -111,8 +118,9 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
 
 # ----------------------------------------------------------------------------- verbs
 def _train(args: argparse.Namespace):
-    return run_train(_config_from_args(args), args.workdir, resume=not args.no_resume,
-                     quiet=args.quiet)
+    return run_train(
+        _config_from_args(args), args.workdir, resume=not args.no_resume, quiet=args.quiet
+    )
 
 
 def _evaluate(args: argparse.Namespace):
@@ -132,9 +140,17 @@ def _evaluate(args: argparse.Namespace):
 def _design(args: argparse.Namespace):
     from fidia_jax.projects.fidia import design
 
-    return design.run_design(args.checkpoint, args.pdb, args.out, fixed=args.fixed,
-                             chains=args.chains, num_samples=args.num_samples,
-                             temperature=args.temperature, seed=args.seed, quiet=args.quiet)
+    return design.run_design(
+        args.checkpoint,
+        args.pdb,
+        args.out,
+        fixed=args.fixed,
+        chains=args.chains,
+        num_samples=args.num_samples,
+        temperature=args.temperature,
+        seed=args.seed,
+        quiet=args.quiet,
+    )
 
 
 def _demo(args: argparse.Namespace):
@@ -146,28 +162,45 @@ def _demo(args: argparse.Namespace):
 def add_commands(subparsers) -> None:
     """Registers ``train``, ``evaluate``, ``design`` and ``demo`` on an argparse subparsers object."""
     pt = subparsers.add_parser("train", help="fine-tune ProteinMPNN with FIDIA or a baseline")
-    pt.add_argument("--config", default="demo", help="preset (tiny, demo, small, default) or .json/.toml")
-    pt.add_argument("--set", action="append", default=[], metavar="GROUP.KEY=VALUE",
-                    help="override a config value (repeatable), e.g. train.num_steps=20")
+    pt.add_argument(
+        "--config", default="demo", help="preset (tiny, demo, small, default) or .json/.toml"
+    )
+    pt.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="GROUP.KEY=VALUE",
+        help="override a config value (repeatable), e.g. train.num_steps=20",
+    )
     pt.add_argument("--method", default=None, choices=["fidia", "rloo", "grpo", "dpo", "bon"])
     pt.add_argument("--seed", type=int, default=None)
     pt.add_argument("--data-dir", default=None, help="shared data directory (else $FIDIA_DATA_DIR)")
-    pt.add_argument("--workdir", default="out/train", help="run directory (checkpoints, metrics, plots)")
+    pt.add_argument(
+        "--workdir", default="out/train", help="run directory (checkpoints, metrics, plots)"
+    )
     pt.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     pt.add_argument("--quiet", action="store_true")
     pt.set_defaults(run=_train)
 
     pe = subparsers.add_parser("evaluate", help="held-out max@N / success / precision of a policy")
-    pe.add_argument("--checkpoint", required=True, help="train run directory or ProteinMPNN weights name")
-    pe.add_argument("--config", default=None, help="config for the held-out set (default: the run's)")
+    pe.add_argument(
+        "--checkpoint", required=True, help="train run directory or ProteinMPNN weights name"
+    )
+    pe.add_argument(
+        "--config", default=None, help="config for the held-out set (default: the run's)"
+    )
     pe.add_argument("--set", action="append", default=[], metavar="GROUP.KEY=VALUE")
     pe.add_argument("--data-dir", default=None, help="shared data directory (else $FIDIA_DATA_DIR)")
     pe.add_argument("--out", "--workdir", dest="out", default="out/evaluate")
     pe.add_argument("--quiet", action="store_true")
     pe.set_defaults(run=_evaluate)
 
-    pd = subparsers.add_parser("design", help="Best-of-N design of one backbone with a trained policy")
-    pd.add_argument("--checkpoint", required=True, help="train run directory or ProteinMPNN weights name")
+    pd = subparsers.add_parser(
+        "design", help="Best-of-N design of one backbone with a trained policy"
+    )
+    pd.add_argument(
+        "--checkpoint", required=True, help="train run directory or ProteinMPNN weights name"
+    )
     pd.add_argument("--pdb", default=None, help="PDB/mmCIF file (default: built-in 5PTI)")
     pd.add_argument("--chains", default=None)
     pd.add_argument("--fixed", default=None, help="motif kept native, e.g. 'A16-35,A52-71'")
@@ -178,7 +211,9 @@ def add_commands(subparsers) -> None:
     pd.add_argument("--quiet", action="store_true")
     pd.set_defaults(run=_design)
 
-    pm = subparsers.add_parser("demo", help="FIDIA fine-tune + Best-of-N design on the built-in backbone")
+    pm = subparsers.add_parser(
+        "demo", help="FIDIA fine-tune + Best-of-N design on the built-in backbone"
+    )
     pm.add_argument("--out", "--workdir", dest="out", default="out/demo")
     pm.add_argument("--seed", type=int, default=0)
     pm.add_argument("--quiet", action="store_true")

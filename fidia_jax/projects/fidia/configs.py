@@ -159,8 +159,12 @@ class RewardSpec:
       calibration_samples: reference samples per backbone that fit the standardiser.
     """
 
-    judge: tuple[str, ...] = ("vanilla/v_48_002", "vanilla/v_48_010", "vanilla/v_48_030",
-                              "soluble/v_48_020")
+    judge: tuple[str, ...] = (
+        "vanilla/v_48_002",
+        "vanilla/v_48_010",
+        "vanilla/v_48_030",
+        "soluble/v_48_020",
+    )
     judge_orders: int = 2
     calibration_samples: int = 32
 
@@ -189,7 +193,9 @@ def validate_config(config: FidiaConfig) -> None:
     if t.num_steps < 0:
         raise ConfigError(f"train.num_steps must be >= 0, got {t.num_steps}")
     if t.n_samples < 2:
-        raise ConfigError(f"train.n_samples must be >= 2 (baselines need a group), got {t.n_samples}")
+        raise ConfigError(
+            f"train.n_samples must be >= 2 (baselines need a group), got {t.n_samples}"
+        )
     if not 1 <= t.k_bon <= t.n_samples:
         raise ConfigError(f"train.k_bon must be in [1, n_samples={t.n_samples}], got {t.k_bon}")
     if t.ppo_epochs < 1:
@@ -199,8 +205,9 @@ def validate_config(config: FidiaConfig) -> None:
     if t.checkpoint_every < 1:
         raise ConfigError(f"train.checkpoint_every must be >= 1, got {t.checkpoint_every}")
     if t.param_sharding not in PARAM_SHARDING_MODES:
-        raise ConfigError(f"train.param_sharding must be one of {PARAM_SHARDING_MODES}, "
-                          f"got {t.param_sharding!r}")
+        raise ConfigError(
+            f"train.param_sharding must be one of {PARAM_SHARDING_MODES}, got {t.param_sharding!r}"
+        )
     if not e.ns or min(e.ns) < 1 or max(e.ns) > e.n_samples:
         raise ConfigError(f"eval.ns must lie in [1, eval.n_samples={e.n_samples}], got {e.ns}")
     if e.every < 0:
@@ -215,43 +222,89 @@ def validate_config(config: FidiaConfig) -> None:
         raise ConfigError(f"model.temperature must be > 0, got {config.model.temperature}")
 
 
-_SMALL_EVAL = ("rfdiffusion/5TPN", "rfdiffusion/3IXT", "rfdiffusion/1YCR", "rfdiffusion/5YUI",
-               "rfdiffusion/6EXZ", "rfdiffusion/7MRX", "rfdiffusion/2KL8", "rfdiffusion/1PRW")
+_SMALL_EVAL = (
+    "rfdiffusion/5TPN",
+    "rfdiffusion/3IXT",
+    "rfdiffusion/1YCR",
+    "rfdiffusion/5YUI",
+    "rfdiffusion/6EXZ",
+    "rfdiffusion/7MRX",
+    "rfdiffusion/2KL8",
+    "rfdiffusion/1PRW",
+)
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests: the default backbone cropped short, 4 samples, 2 steps, a 1-checkpoint judge.
     "tiny": {
-        "data": {"train_tasks": "default", "eval_tasks": "default", "max_length": 24,
-                 "batch_backbones": 1},
-        "train": {"num_steps": 2, "n_samples": 4, "k_bon": 2, "ppo_epochs": 1,
-                  "checkpoint_every": 1, "learning_rate": 1e-4},
+        "data": {
+            "train_tasks": "default",
+            "eval_tasks": "default",
+            "max_length": 24,
+            "batch_backbones": 1,
+        },
+        "train": {
+            "num_steps": 2,
+            "n_samples": 4,
+            "k_bon": 2,
+            "ppo_epochs": 1,
+            "checkpoint_every": 1,
+            "learning_rate": 1e-4,
+        },
         "eval": {"n_samples": 4, "ns": (1, 2, 4), "bon_n": 2, "before_training": False},
         "reward": {"judge": ("vanilla/v_48_002",), "judge_orders": 1, "calibration_samples": 4},
     },
     # `make demo`: a short FIDIA fine-tune on the built-in default backbone (<= 5 min, 2 cores).
     "demo": {
-        "data": {"train_tasks": "default", "eval_tasks": "default", "max_length": 64,
-                 "batch_backbones": 1},
-        "train": {"num_steps": 12, "n_samples": 16, "k_bon": 8, "ppo_epochs": 1,
-                  "checkpoint_every": 4, "learning_rate": 5e-5, "beta_kl": 0.02},
+        "data": {
+            "train_tasks": "default",
+            "eval_tasks": "default",
+            "max_length": 64,
+            "batch_backbones": 1,
+        },
+        "train": {
+            "num_steps": 12,
+            "n_samples": 16,
+            "k_bon": 8,
+            "ppo_epochs": 1,
+            "checkpoint_every": 4,
+            "learning_rate": 5e-5,
+            "beta_kl": 0.02,
+        },
         "eval": {"n_samples": 32, "ns": (1, 4, 8, 16, 32), "bon_n": 8},
-        "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
-                   "calibration_samples": 32},
+        "reward": {
+            "judge": ("vanilla/v_48_002", "soluble/v_48_020"),
+            "judge_orders": 1,
+            "calibration_samples": 32,
+        },
     },
     # The CPU-scale five-method comparison of docs/fidia.md (~2 min per trained run, 2 cores).
     "small": {
-        "data": {"train_tasks": "train", "eval_tasks": "heldout", "max_train_tasks": 8,
-                 "eval_names": _SMALL_EVAL, "max_length": 64, "batch_backbones": 2},
-        "train": {"num_steps": 24, "n_samples": 16, "k_bon": 8, "ppo_epochs": 1,
-                  "checkpoint_every": 12, "learning_rate": 5e-5, "beta_kl": 0.01},
-        "eval": {"n_samples": 32, "ns": (1, 4, 8, 16, 32), "bon_n": 8,
-                 "before_training": False},
-        "reward": {"judge": ("vanilla/v_48_002", "soluble/v_48_020"), "judge_orders": 1,
-                   "calibration_samples": 16},
+        "data": {
+            "train_tasks": "train",
+            "eval_tasks": "heldout",
+            "max_train_tasks": 8,
+            "eval_names": _SMALL_EVAL,
+            "max_length": 64,
+            "batch_backbones": 2,
+        },
+        "train": {
+            "num_steps": 24,
+            "n_samples": 16,
+            "k_bon": 8,
+            "ppo_epochs": 1,
+            "checkpoint_every": 12,
+            "learning_rate": 5e-5,
+            "beta_kl": 0.01,
+        },
+        "eval": {"n_samples": 32, "ns": (1, 4, 8, 16, 32), "bon_n": 8, "before_training": False},
+        "reward": {
+            "judge": ("vanilla/v_48_002", "soluble/v_48_020"),
+            "judge_orders": 1,
+            "calibration_samples": 16,
+        },
     },
     "default": {},
 }
-
 
 
 CONFIGS = config_lib.ConfigSet(FidiaConfig, PRESETS)

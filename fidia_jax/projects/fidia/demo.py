@@ -16,8 +16,9 @@ from fidia_jax.projects.fidia.design import write_design_outputs
 __all__ = ["run_demo"]
 
 
-def run_demo(out: str | os.PathLike = "out/demo", *, seed: int = 0, quiet: bool = False,
-             config=None) -> dict[str, Any]:
+def run_demo(
+    out: str | os.PathLike = "out/demo", *, seed: int = 0, quiet: bool = False, config=None
+) -> dict[str, Any]:
     """``make demo``: FIDIA fine-tune on the built-in backbone, then Best-of-N design with it.
 
     Writes ``out/train`` (checkpoints, metrics, plots) and ``out/design`` (see
@@ -38,13 +39,18 @@ def run_demo(out: str | os.PathLike = "out/demo", *, seed: int = 0, quiet: bool 
     train_dir = out / "train"
     console = None if quiet else make_console()
     if console is not None:
-        console.print(f"[bold]FIDIA demo[/]: {config.train.num_steps} steps x {config.train.n_samples} "
-                      f"samples, Best-of-{config.train.k_bon} objective, built-in backbone 5PTI")
+        console.print(
+            f"[bold]FIDIA demo[/]: {config.train.num_steps} steps x {config.train.n_samples} "
+            f"samples, Best-of-{config.train.k_bon} objective, built-in backbone 5PTI"
+        )
     trainer = Trainer(config)
-    result = train_and_evaluate(config, train_dir, resume=False, progress=not quiet, trainer=trainer)
+    result = train_and_evaluate(
+        config, train_dir, resume=False, progress=not quiet, trainer=trainer
+    )
     ns = [n for n in config.eval.ns if n in (1, config.train.k_bon, config.eval.n_samples)]
-    cols, rows = summary_rows({"ProteinMPNN": result["before"], "FIDIA": result["after"]},
-                               ns, config.eval.bon_n)
+    cols, rows = summary_rows(
+        {"ProteinMPNN": result["before"], "FIDIA": result["after"]}, ns, config.eval.bon_n
+    )
     print_table(console, "max@N on the demo backbone (proxy reward)", cols, rows)
     # Best-of-N design with the fine-tuned policy: reuse the compiled evaluation sampler.
     bb = trainer.eval_backbones[0]
@@ -55,14 +61,27 @@ def run_demo(out: str | os.PathLike = "out/demo", *, seed: int = 0, quiet: bool 
     rewards, passes = trainer.rewards([bb], seqs[None])
     _, ref = trainer.rollout(trainer.ref_params, [bb], key, n)
     ref_rewards, _ = trainer.rewards([bb], np.asarray(ref.sequences))
-    meta = {"checkpoint": str(train_dir), "step": result["final_step"], "pdb": "built-in 5PTI",
-            "temperature": config.model.temperature, "seed": seed}
-    report = write_design_outputs(out / "design", bb, seqs, rewards[0], passes[0], meta=meta,
-                                  ref_rewards=ref_rewards[0])
+    meta = {
+        "checkpoint": str(train_dir),
+        "step": result["final_step"],
+        "pdb": "built-in 5PTI",
+        "temperature": config.model.temperature,
+        "seed": seed,
+    }
+    report = write_design_outputs(
+        out / "design", bb, seqs, rewards[0], passes[0], meta=meta, ref_rewards=ref_rewards[0]
+    )
     if console is not None:
-        console.print(f"Best-of-{n} design: reward {report['best_reward']:+.3f} "
-                      f"(passes proxy: {report['best_passes_proxy']})\n{report['best_sequence']}")
-        console.print(f"* {PROXY_NOTE}.\nOutputs: {train_dir} (checkpoints, metrics.jsonl, plots), "
-                      f"{out / 'design'} (samples.fasta, best.fasta, report.json, design.png)")
-    return {"before": result["before"]["summary"], "after": result["after"]["summary"],
-            "design": report}
+        console.print(
+            f"Best-of-{n} design: reward {report['best_reward']:+.3f} "
+            f"(passes proxy: {report['best_passes_proxy']})\n{report['best_sequence']}"
+        )
+        console.print(
+            f"* {PROXY_NOTE}.\nOutputs: {train_dir} (checkpoints, metrics.jsonl, plots), "
+            f"{out / 'design'} (samples.fasta, best.fasta, report.json, design.png)"
+        )
+    return {
+        "before": result["before"]["summary"],
+        "after": result["after"]["summary"],
+        "design": report,
+    }

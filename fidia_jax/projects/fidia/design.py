@@ -20,8 +20,16 @@ from fidia_jax.projects.fidia._report import PROXY_NOTE
 __all__ = ["run_design", "write_design_outputs"]
 
 
-def write_design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards: np.ndarray,
-                         passes: np.ndarray, *, meta: dict[str, Any], ref_rewards: np.ndarray | None):
+def write_design_outputs(
+    out: pathlib.Path,
+    backbone,
+    seqs: np.ndarray,
+    rewards: np.ndarray,
+    passes: np.ndarray,
+    *,
+    meta: dict[str, Any],
+    ref_rewards: np.ndarray | None,
+):
     """Writes a Best-of-N design: ``samples.fasta`` (all samples, best first), ``best.fasta``,
     ``report.json`` (``meta`` + metrics) and ``design.png`` (atomic writes); returns the report.
 
@@ -49,24 +57,44 @@ def write_design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards:
 
     lines = []
     for rank, i in enumerate(order):
-        rec = float((seqs[i, designed] == native[designed]).mean()) if designed.any() else float("nan")
-        lines.append(f">sample={i} rank={rank} reward={rewards[i]:.4f} passes_proxy={bool(passes[i])} "
-                     f"recovery={rec:.3f}")
+        rec = (
+            float((seqs[i, designed] == native[designed]).mean())
+            if designed.any()
+            else float("nan")
+        )
+        lines.append(
+            f">sample={i} rank={rank} reward={rewards[i]:.4f} passes_proxy={bool(passes[i])} "
+            f"recovery={rec:.3f}"
+        )
         lines.append(text(seqs[i]))
     atomic_write_text(out / "samples.fasta", "\n".join(lines) + "\n")
-    atomic_write_text(out / "best.fasta", f">{backbone.name} best_of_{n} reward={rewards[best]:.4f}\n"
-                  f"{text(seqs[best])}\n")
+    atomic_write_text(
+        out / "best.fasta",
+        f">{backbone.name} best_of_{n} reward={rewards[best]:.4f}\n{text(seqs[best])}\n",
+    )
     ns = [k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k <= n]
-    metrics = backbone_metrics(rewards, passes, seqs[:, :L], native, designed, backbone.fixed, ns=ns,
-                               bon_n=min(8, n))
-    report = dict(meta, backbone=backbone.name, length=L, num_samples=n, best_index=best,
-                  best_sequence=text(seqs[best]), best_reward=float(rewards[best]),
-                  best_passes_proxy=bool(passes[best]), metrics=metrics, criteria="proxy",
-                  note=PROXY_NOTE)
+    metrics = backbone_metrics(
+        rewards, passes, seqs[:, :L], native, designed, backbone.fixed, ns=ns, bon_n=min(8, n)
+    )
+    report = dict(
+        meta,
+        backbone=backbone.name,
+        length=L,
+        num_samples=n,
+        best_index=best,
+        best_sequence=text(seqs[best]),
+        best_reward=float(rewards[best]),
+        best_passes_proxy=bool(passes[best]),
+        metrics=metrics,
+        criteria="proxy",
+        note=PROXY_NOTE,
+    )
     if ref_rewards is not None:
         from fidia_jax.projects.fidia._evaluate import max_at_n
 
-        report["reference_max@N"] = {str(k): max_at_n(ref_rewards, k) for k in ns if k <= len(ref_rewards)}
+        report["reference_max@N"] = {
+            str(k): max_at_n(ref_rewards, k) for k in ns if k <= len(ref_rewards)
+        }
     atomic_write_text(out / "report.json", json_text(report, indent=1))
 
     import matplotlib
@@ -81,8 +109,9 @@ def write_design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards:
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     axes[0].hist(finite(rewards), bins=min(20, n), alpha=0.7, label="policy")
     if ref_rewards is not None:
-        axes[0].hist(finite(ref_rewards), bins=min(20, len(ref_rewards)), alpha=0.5,
-                     label="reference")
+        axes[0].hist(
+            finite(ref_rewards), bins=min(20, len(ref_rewards)), alpha=0.5, label="reference"
+        )
     if np.isfinite(rewards[best]):
         axes[0].axvline(rewards[best], color="k", ls="--", label="Best-of-N pick")
     axes[0].set_xlabel("composite reward")
@@ -90,8 +119,9 @@ def write_design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards:
     axes[1].plot(ns, [metrics[f"max@{k}"] for k in ns], marker="o", label="policy")
     if ref_rewards is not None:
         ref_curve = report["reference_max@N"]
-        axes[1].plot([int(k) for k in ref_curve], list(ref_curve.values()), marker="s",
-                     label="reference")
+        axes[1].plot(
+            [int(k) for k in ref_curve], list(ref_curve.values()), marker="s", label="reference"
+        )
     axes[1].set_xscale("log", base=2)
     axes[1].set_xlabel("N")
     axes[1].set_ylabel("max@N")
@@ -103,9 +133,18 @@ def write_design_outputs(out: pathlib.Path, backbone, seqs: np.ndarray, rewards:
     return report
 
 
-def run_design(checkpoint: str, pdb: str | None, out: str | os.PathLike, *, fixed: str | None = None,
-               chains: str | None = None, num_samples: int = 32, temperature: float | None = None,
-               seed: int = 0, quiet: bool = False) -> dict[str, Any]:
+def run_design(
+    checkpoint: str,
+    pdb: str | None,
+    out: str | os.PathLike,
+    *,
+    fixed: str | None = None,
+    chains: str | None = None,
+    num_samples: int = 32,
+    temperature: float | None = None,
+    seed: int = 0,
+    quiet: bool = False,
+) -> dict[str, Any]:
     """Best-of-N design of one backbone with a trained policy (or ProteinMPNN weights).
 
     The composite reward is standardised on ``num_samples`` samples of the frozen reference
@@ -126,16 +165,22 @@ def run_design(checkpoint: str, pdb: str | None, out: str | os.PathLike, *, fixe
     if num_samples < 2:
         raise ConfigError(f"--num-samples must be >= 2, got {num_samples}")
     model, run_config, step = load_policy(checkpoint)
-    config = run_config or dataclasses.replace(get_config("default"),
-                                               model=dataclasses.replace(get_config().model,
-                                                                         checkpoint=str(checkpoint)))
+    config = run_config or dataclasses.replace(
+        get_config("default"),
+        model=dataclasses.replace(get_config().model, checkpoint=str(checkpoint)),
+    )
     path = pdb or default_backbone_path()
     task = task_from_structure(path, fixed=fixed, chains=chains)
     length = max(task.length, 8)
-    sets = [f"seed={seed}", f"data.max_length={length}", "data.batch_backbones=1",
-            f"reward.calibration_samples={num_samples}",
-            f"eval.n_samples={num_samples}", f"eval.ns={[k for k in (1, 4, 8, 16, 32) if k <= num_samples] or [1]}",
-            f"eval.bon_n={min(8, num_samples)}"]
+    sets = [
+        f"seed={seed}",
+        f"data.max_length={length}",
+        "data.batch_backbones=1",
+        f"reward.calibration_samples={num_samples}",
+        f"eval.n_samples={num_samples}",
+        f"eval.ns={[k for k in (1, 4, 8, 16, 32) if k <= num_samples] or [1]}",
+        f"eval.bon_n={min(8, num_samples)}",
+    ]
     if temperature is not None:
         sets.append(f"model.temperature={temperature}")
     config = override_config(config, sets)
@@ -149,13 +194,22 @@ def run_design(checkpoint: str, pdb: str | None, out: str | os.PathLike, *, fixe
     _, res = trainer.rollout(params, [bb], jax.random.fold_in(key, 2), num_samples)
     seqs = np.asarray(res.sequences)[0]
     rewards, passes = trainer.rewards([bb], seqs[None])
-    meta = {"checkpoint": str(checkpoint), "step": step, "pdb": str(path), "fixed": fixed or "",
-            "temperature": config.model.temperature, "seed": seed}
-    report = write_design_outputs(pathlib.Path(out), bb, seqs, rewards[0], passes[0], meta=meta,
-                                  ref_rewards=ref_rewards[0])
+    meta = {
+        "checkpoint": str(checkpoint),
+        "step": step,
+        "pdb": str(path),
+        "fixed": fixed or "",
+        "temperature": config.model.temperature,
+        "seed": seed,
+    }
+    report = write_design_outputs(
+        pathlib.Path(out), bb, seqs, rewards[0], passes[0], meta=meta, ref_rewards=ref_rewards[0]
+    )
     console = None if quiet else make_console()
     if console is not None:
-        console.print(f"best of {num_samples}: reward {report['best_reward']:+.3f} "
-                      f"(passes proxy: {report['best_passes_proxy']})\n{report['best_sequence']}")
+        console.print(
+            f"best of {num_samples}: reward {report['best_reward']:+.3f} "
+            f"(passes proxy: {report['best_passes_proxy']})\n{report['best_sequence']}"
+        )
         console.print(f"wrote {out}/samples.fasta, best.fasta, report.json, design.png")
     return report

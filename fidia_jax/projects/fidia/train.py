@@ -168,12 +168,16 @@ class Trainer:
         Rewards are calibrated once (same standardisation for every method); jitted samplers are
         shared, only the update step is rebuilt.
         """
-        sets = [f"method={method}"] + [f"train.{k}={json_text(v)}" for k, v in train_overrides.items()]
+        sets = [f"method={method}"] + [
+            f"train.{k}={json_text(v)}" for k, v in train_overrides.items()
+        ]
         other = copy.copy(self)
         other.config = override_config(self.config, sets)
         if other.config.train.param_sharding != self.config.train.param_sharding:
-            raise ConfigError("with_method: train.param_sharding must stay the same "
-                              "(the reference is placed once)")
+            raise ConfigError(
+                "with_method: train.param_sharding must stay the same "
+                "(the reference is placed once)"
+            )
         other.tx = make_optimizer(other.config)
         other._update = make_update(self.graphdef, other.config)
         return other
@@ -190,7 +194,9 @@ class Trainer:
         """Puts parameters / optimiser state (any pytree, or a :class:`TrainState`) on the mesh
         as ``train.param_sharding`` says (fixed placement: no recompilation)."""
         if isinstance(tree, TrainState):
-            return tree._replace(params=self.place(tree.params), opt_state=self.place(tree.opt_state))
+            return tree._replace(
+                params=self.place(tree.params), opt_state=self.place(tree.opt_state)
+            )
         return parallel.place_params(tree, self.mesh, self.config.train.param_sharding)
 
     # ---- rollout / rewards -------------------------------------------------------------------
@@ -209,8 +215,13 @@ class Trainer:
         stacked = stack_backbones(backbones, self.config.data.max_length)
         keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(len(backbones)))
         out = rollout(
-            self.graphdef, params, self._put(keys), self._put(stacked.inputs),
-            self._put(stacked.fixed), num_samples=num_samples, temperature=m.temperature,
+            self.graphdef,
+            params,
+            self._put(keys),
+            self._put(stacked.inputs),
+            self._put(stacked.fixed),
+            num_samples=num_samples,
+            temperature=m.temperature,
             omit_aas=m.omit_aas,
         )
         return stacked, out
@@ -242,7 +253,8 @@ class Trainer:
         sampler_params = self.ref_params if cfg.method == "dpo" else state.params
         stacked, out = self.rollout(sampler_params, backbones, key, t.n_samples)
         seqs, orders, log_probs = parallel.to_host(
-            (out.sequences, out.decoding_order, out.log_probs))
+            (out.sequences, out.decoding_order, out.log_probs)
+        )
         rewards, passes = self.rewards(backbones, seqs)
         designed = np.broadcast_to(stacked.designed[:, None, :], seqs.shape).astype(np.float32)
 
@@ -255,9 +267,14 @@ class Trainer:
         }
         # log pi_old (or log pi_ref for DPO) of the sampled tokens: the sampler's own T=1
         # log-softmax, tempered and token-masked like the loss (equal to teacher forcing ~1e-5).
-        sample_logp = np.asarray(tempered_token_log_probs(
-            jnp.asarray(log_probs), jnp.asarray(seqs), temperature=m.temperature,
-            omit_21=omit_mask(m.omit_aas)))
+        sample_logp = np.asarray(
+            tempered_token_log_probs(
+                jnp.asarray(log_probs),
+                jnp.asarray(seqs),
+                temperature=m.temperature,
+                omit_21=omit_mask(m.omit_aas),
+            )
+        )
         batch = update_batch(cfg, rewards, seqs, orders, designed, sample_logp)
         batch = {k: self._put(jnp.asarray(v)) for k, v in batch.items()}
         batch["inputs"] = self._put(stacked.inputs)
@@ -272,8 +289,14 @@ class Trainer:
 
     # ---- evaluation --------------------------------------------------------------------------
 
-    def evaluate(self, params, backbones: Sequence[Backbone] | None = None, *, seed_offset: int = 10_000,
-                 with_samples: bool = False):
+    def evaluate(
+        self,
+        params,
+        backbones: Sequence[Backbone] | None = None,
+        *,
+        seed_offset: int = 10_000,
+        with_samples: bool = False,
+    ):
         """Held-out metrics (see :mod:`fidia_jax.projects.fidia._evaluate`) of ``params``.
 
         The evaluation key depends only on ``config.seed`` (paired comparison before/after and
@@ -282,12 +305,23 @@ class Trainer:
         Returns:
           ``{"per_backbone": [...], "summary": {...}, "by_kind": {kind: summary}}``.
         """
-        return evaluate_params(self, params, self.eval_backbones if backbones is None else backbones,
-                               seed_offset=seed_offset, with_samples=with_samples)
+        return evaluate_params(
+            self,
+            params,
+            self.eval_backbones if backbones is None else backbones,
+            seed_offset=seed_offset,
+            with_samples=with_samples,
+        )
 
 
-def evaluate_params(trainer: Trainer, params, backbones: Sequence[Backbone], *, seed_offset: int = 10_000,
-                    with_samples: bool = False):
+def evaluate_params(
+    trainer: Trainer,
+    params,
+    backbones: Sequence[Backbone],
+    *,
+    seed_offset: int = 10_000,
+    with_samples: bool = False,
+):
     """Samples ``eval.n_samples`` per backbone with ``params`` and computes every metric.
 
     Backbones go through the trainer's rollout in batches of ``data.batch_backbones`` (the last
@@ -313,8 +347,14 @@ def evaluate_params(trainer: Trainer, params, backbones: Sequence[Backbone], *, 
             bb = chunk[j]
             L = bb.length
             met = eval_lib.backbone_metrics(
-                rewards[j], passes[j], seqs[j, :, :L], bb.native, bb.designed_mask, bb.fixed,
-                ns=e.ns, bon_n=e.bon_n,
+                rewards[j],
+                passes[j],
+                seqs[j, :, :L],
+                bb.native,
+                bb.designed_mask,
+                bb.fixed,
+                ns=e.ns,
+                bon_n=e.bon_n,
             )
             best = int(np.argmax(rewards[j]))
             met.update(name=bb.name, kind=bb.kind, length=L, best_reward=float(rewards[j, best]))
@@ -328,8 +368,14 @@ def evaluate_params(trainer: Trainer, params, backbones: Sequence[Backbone], *, 
     return out
 
 
-def _record_curve(trainer: Trainer, params, step: int, workdir: pathlib.Path, log,
-                  result: dict[str, Any] | None = None) -> dict[str, Any]:
+def _record_curve(
+    trainer: Trainer,
+    params,
+    step: int,
+    workdir: pathlib.Path,
+    log,
+    result: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Evaluates ``params`` (or takes ``result``, which must hold samples), saves the samples
     to ``samples/step_<step>.npz`` (``names`` and, per backbone ``i``, ``seqs_i`` / ``rewards_i``
     / ``passes_i``) and appends the metrics to ``eval_curve.jsonl`` (``log``)."""
@@ -399,8 +445,9 @@ def train_and_evaluate(
     workdir = pathlib.Path(workdir)
     cfg_path = workdir / "config.json"
     if resume and cfg_path.is_file() and not _same_config(json.loads(cfg_path.read_text()), config):
-        raise CheckpointError(f"{workdir}: holds a run with a different config; use a new workdir "
-                              "or resume=False")
+        raise CheckpointError(
+            f"{workdir}: holds a run with a different config; use a new workdir or resume=False"
+        )
     # Build the trainer (loads data and weights) before touching the workdir, so bad input
     # leaves nothing behind.
     trainer = trainer or Trainer(config)
@@ -446,18 +493,32 @@ def train_and_evaluate(
         TimeRemainingColumn,
     )
 
-    columns = (TextColumn(f"[bold]{config.method}[/]"), BarColumn(), MofNCompleteColumn(),
-               TimeRemainingColumn(), TextColumn("{task.fields[info]}"))
+    columns = (
+        TextColumn(f"[bold]{config.method}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[info]}"),
+    )
     every = config.eval.every
     curve_path = workdir / "eval_curve.jsonl"
-    curve_done = {c["step"] for c in _read_jsonl(curve_path) if c["step"] <= start} if every else set()
+    curve_done = (
+        {c["step"] for c in _read_jsonl(curve_path) if c["step"] <= start} if every else set()
+    )
     if primary and every:  # lines past the restored step belong to a run that did not save them
-        atomic_write_text(curve_path, "".join(json_text(c) + "\n" for c in _read_jsonl(curve_path)
-                                              if c["step"] in curve_done))
+        atomic_write_text(
+            curve_path,
+            "".join(
+                json_text(c) + "\n" for c in _read_jsonl(curve_path) if c["step"] in curve_done
+            ),
+        )
     log_file = metrics_path.open("a") if primary else contextlib.nullcontext()
     curve_file = curve_path.open("a") if primary and every else contextlib.nullcontext()
-    with Progress(*columns, disable=not (progress and primary), transient=False) as bar, \
-            log_file as log, curve_file as curve_log:
+    with (
+        Progress(*columns, disable=not (progress and primary), transient=False) as bar,
+        log_file as log,
+        curve_file as curve_log,
+    ):
         task = bar.add_task("train", total=num_steps, completed=start, info="")
         if every and start < num_steps and start % every == 0 and start not in curve_done:
             _record_curve(trainer, state.params, start, workdir, curve_log)
@@ -469,8 +530,12 @@ def train_and_evaluate(
             history.append(metrics)
             if state.step % t.checkpoint_every == 0 or state.step == num_steps:
                 ckpt.save(mgr, state)
-            bar.update(task, advance=1, info=f"reward {metrics['reward_mean']:+.3f} "
-                       f"max@{t.k_bon} {metrics[f'max@{t.k_bon}']:+.3f} kl {metrics.get('kl', 0):.4f}")
+            bar.update(
+                task,
+                advance=1,
+                info=f"reward {metrics['reward_mean']:+.3f} "
+                f"max@{t.k_bon} {metrics[f'max@{t.k_bon}']:+.3f} kl {metrics.get('kl', 0):.4f}",
+            )
             if on_step is not None:
                 on_step(metrics["step"], metrics)
             if every and state.step % every == 0 and state.step < num_steps:
@@ -489,5 +554,10 @@ def train_and_evaluate(
         if before is not None:
             curves = {"before (reference)": before["summary"], **curves}
         plot_max_at_n(curves, config.eval.ns, workdir / "max_at_n.png")
-    return {"config": config, "final_step": num_steps, "before": before, "after": after,
-            "params": state.params}
+    return {
+        "config": config,
+        "final_step": num_steps,
+        "before": before,
+        "after": after,
+        "params": state.params,
+    }

@@ -82,24 +82,41 @@ class HitVarConfig:
     def __post_init__(self) -> None:
         hr = self.lr_size * self.max_scale
         if self.lr_size < 1 or self.max_scale < 1:
-            raise ConfigError(f"lr_size and max_scale must be >= 1, got {self.lr_size}, "
-                              f"{self.max_scale}")
+            raise ConfigError(
+                f"lr_size and max_scale must be >= 1, got {self.lr_size}, {self.max_scale}"
+            )
         if self.latent_size < 1 or hr % self.latent_size:
             raise ConfigError(f"latent_size {self.latent_size} must divide the HR side {hr}")
         g = tuple(self.grids)
-        if not g or g[-1] != self.latent_size or any(a >= b for a, b in zip(g, g[1:], strict=False)):
+        if (
+            not g
+            or g[-1] != self.latent_size
+            or any(a >= b for a, b in zip(g, g[1:], strict=False))
+        ):
             raise ConfigError(
-                f"grids must increase and end at latent_size={self.latent_size}, got {g}")
-        for name in ("n_train", "n_eval", "batch_size", "codebook_size", "channels",
-                     "latent_dim", "dim", "depth", "heads"):
+                f"grids must increase and end at latent_size={self.latent_size}, got {g}"
+            )
+        for name in (
+            "n_train",
+            "n_eval",
+            "batch_size",
+            "codebook_size",
+            "channels",
+            "latent_dim",
+            "dim",
+            "depth",
+            "heads",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("tokenizer_steps", "var_steps", "sr_steps", "dpo_steps"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.dpo_steps and (self.dpo_samples < 2 or self.dpo_pool < 1):
-            raise ConfigError(f"dpo_samples must be >= 2 and dpo_pool >= 1, got "
-                              f"{self.dpo_samples}, {self.dpo_pool}")
+            raise ConfigError(
+                f"dpo_samples must be >= 2 and dpo_pool >= 1, got "
+                f"{self.dpo_samples}, {self.dpo_pool}"
+            )
         if not 0.0 <= self.ema_decay < 1.0:
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
         if self.dim % self.heads:
@@ -109,14 +126,40 @@ class HitVarConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests (seconds): 32x32 HR (LPIPS's AlexNet needs >= 31 px), 16x16 LR at x2, a 4x4
     # latent, a few steps of each phase.
-    "tiny": {"lr_size": 16, "max_scale": 2, "grids": (2, 4), "latent_size": 4, "channels": 8,
-             "latent_dim": 4, "codebook_size": 16, "res_blocks": 1, "dim": 16, "depth": 1,
-             "heads": 2, "sr_blocks": 1, "n_train": 32, "n_eval": 8, "batch_size": 8,
-             "tokenizer_steps": 3, "var_steps": 3, "sr_steps": 3, "dpo_steps": 2,
-             "dpo_pool": 8, "dpo_samples": 2, "png": False},
+    "tiny": {
+        "lr_size": 16,
+        "max_scale": 2,
+        "grids": (2, 4),
+        "latent_size": 4,
+        "channels": 8,
+        "latent_dim": 4,
+        "codebook_size": 16,
+        "res_blocks": 1,
+        "dim": 16,
+        "depth": 1,
+        "heads": 2,
+        "sr_blocks": 1,
+        "n_train": 32,
+        "n_eval": 8,
+        "batch_size": 8,
+        "tokenizer_steps": 3,
+        "var_steps": 3,
+        "sr_steps": 3,
+        "dpo_steps": 2,
+        "dpo_pool": 8,
+        "dpo_samples": 2,
+        "png": False,
+    },
     # `fidia-jax hitvar demo` and docs/hitvar.md's measured table (reduced protocol).
-    "demo": {"n_train": 512, "n_eval": 48, "tokenizer_steps": 300, "var_steps": 200,
-             "sr_steps": 300, "dpo_steps": 20, "dpo_pool": 32},
+    "demo": {
+        "n_train": 512,
+        "n_eval": 48,
+        "tokenizer_steps": 300,
+        "var_steps": 200,
+        "sr_steps": 300,
+        "dpo_steps": 20,
+        "dpo_pool": 32,
+    },
     # The full protocol of docs/hitvar.md (not run on the 2-core sandbox).
     "default": {},
 }

@@ -47,13 +47,20 @@ __all__ = ["METHODS", "format_table", "make_data", "score", "train_and_evaluate"
 SUMMARY_FILE = "hitvar.json"
 PNG_FILE = "hitvar_samples.png"
 #: Rows of the results table (the oracle reads the HR crop: an upper bound, not a method).
-METHODS = ("bicubic", "conv SR", "plain RQ+VAR", "HIT-VAR (no DPO)", "HIT-VAR",
-           "oracle: HIT tokenizer, true tokens")
+METHODS = (
+    "bicubic",
+    "conv SR",
+    "plain RQ+VAR",
+    "HIT-VAR (no DPO)",
+    "HIT-VAR",
+    "oracle: HIT tokenizer, true tokens",
+)
 
 
 def _schedule(config: HitVarConfig) -> layers.HierarchicalSchedule:
-    return layers.hierarchical_scale_schedule(config.lr_size, config.max_scale, config.grids,
-                                              config.latent_size)
+    return layers.hierarchical_scale_schedule(
+        config.lr_size, config.max_scale, config.grids, config.latent_size
+    )
 
 
 def make_data(config: HitVarConfig) -> dict[str, np.ndarray]:
@@ -68,14 +75,19 @@ def make_data(config: HitVarConfig) -> dict[str, np.ndarray]:
     photos = data.bundled_photos()
     unknown = [n for n in config.held_out if n not in photos]
     if unknown or not config.held_out:
-        raise ConfigError(f"held_out must name bundled photos {sorted(photos)}, got "
-                          f"{config.held_out}")
+        raise ConfigError(
+            f"held_out must name bundled photos {sorted(photos)}, got {config.held_out}"
+        )
     train = {k: v for k, v in photos.items() if k not in config.held_out}
     held = {k: photos[k] for k in config.held_out}
     if not train:
         raise ConfigError("held_out leaves no photo to train on")
-    deg = data.Degradation(scale=config.max_scale, blur_sigma=config.blur_sigma,
-                           noise_std=config.noise_std, jpeg_quality=config.jpeg_quality)
+    deg = data.Degradation(
+        scale=config.max_scale,
+        blur_sigma=config.blur_sigma,
+        noise_std=config.noise_std,
+        jpeg_quality=config.jpeg_quality,
+    )
     hr_side = config.lr_size * config.max_scale
     hr_tr, lr_tr = data.make_sr_pairs(train, hr_side, config.n_train, deg, seed=config.seed)
     hr_ev, lr_ev = data.make_sr_pairs(held, hr_side, config.n_eval, deg, seed=config.seed + 1)
@@ -84,12 +96,21 @@ def make_data(config: HitVarConfig) -> dict[str, np.ndarray]:
 
 def _targets(hr, schedule):
     top = max(schedule.scales)
-    return {m: hr if m == top else models.bicubic_resize(hr, m * schedule.lr_size)
-            for m in schedule.scales}
+    return {
+        m: hr if m == top else models.bicubic_resize(hr, m * schedule.lr_size)
+        for m in schedule.scales
+    }
 
 
-def _fit(model: nnx.Module, loss_fn: Callable, batch_fn: Callable, steps: int, lr: float,
-         seed: int, post: Callable | None = None) -> tuple[nnx.Module, list[float]]:
+def _fit(
+    model: nnx.Module,
+    loss_fn: Callable,
+    batch_fn: Callable,
+    steps: int,
+    lr: float,
+    seed: int,
+    post: Callable | None = None,
+) -> tuple[nnx.Module, list[float]]:
     """Adam on the ``nnx.Param`` leaves; ``post(model, aux, key)`` may update other state."""
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = optax.adam(lr)
@@ -143,8 +164,9 @@ def _tokenizer_step_fns(schedule, hierarchical: bool, config: HitVarConfig):
         for s in schedule.scales if hierarchical else (top,):
             fh = prefixes[m.prefix_for(s) - 1]
             recon[s] = m.decode_latent(f + jax.lax.stop_gradient(fh - f), lr, s)
-        loss, _ = losses.hitvar_tokenizer_loss(recon, targets, f, prefixes[-1],
-                                               commitment=config.commitment)
+        loss, _ = losses.hitvar_tokenizer_loss(
+            recon, targets, f, prefixes[-1], commitment=config.commitment
+        )
         d = f.shape[-1]
         z = jnp.concatenate([r.reshape(-1, d) for r in residuals])
         idx = jnp.concatenate([c.reshape(-1) for c in codes])
@@ -153,8 +175,11 @@ def _tokenizer_step_fns(schedule, hierarchical: bool, config: HitVarConfig):
     def post(m: models.HitVarTokenizer, aux, key):
         z, idx = aux
         state = layers.ema_codebook_update(
-            layers.CodebookEMA(m.codebook[...], m.cluster_size[...], m.embed_sum[...]), z, idx,
-            decay=config.ema_decay)
+            layers.CodebookEMA(m.codebook[...], m.cluster_size[...], m.embed_sum[...]),
+            z,
+            idx,
+            decay=config.ema_decay,
+        )
         # Dead codes (EMA count < 3% of the mean) restart at random residual vectors.
         dead = state.cluster_size < 0.03 * jnp.mean(state.cluster_size)
         pick = z[jax.random.randint(key, (state.codebook.shape[0],), 0, z.shape[0])]
@@ -166,10 +191,18 @@ def _tokenizer_step_fns(schedule, hierarchical: bool, config: HitVarConfig):
 
 
 def _train_tokenizer(config, schedule, hr, lr, hierarchical: bool, seed: int):
-    tok = models.init_without_compile(lambda: models.HitVarTokenizer(
-        schedule, channels=config.channels, latent_dim=config.latent_dim,
-        codebook_size=config.codebook_size, hierarchical=hierarchical,
-        res_blocks=config.res_blocks, rngs=nnx.Rngs(seed)), seed=seed)
+    tok = models.init_without_compile(
+        lambda: models.HitVarTokenizer(
+            schedule,
+            channels=config.channels,
+            latent_dim=config.latent_dim,
+            codebook_size=config.codebook_size,
+            hierarchical=hierarchical,
+            res_blocks=config.res_blocks,
+            rngs=nnx.Rngs(seed),
+        ),
+        seed=seed,
+    )
     # Codes start at latent vectors of the first batch (k-means-style data init).
     idx0 = _batch_indices(len(hr), config.batch_size, seed)(0)
     f0 = np.asarray(nnx.jit(lambda t, x: t.encode(x))(tok, jnp.asarray(hr[idx0])))
@@ -199,16 +232,25 @@ def _tokenize(tok: models.HitVarTokenizer, hr: np.ndarray, batch: int):
 
     toks, ins = [], []
     for i in range(0, len(hr), batch):
-        a, b = one(tok, jnp.asarray(hr[i:i + batch]))
+        a, b = one(tok, jnp.asarray(hr[i : i + batch]))
         toks.append(np.asarray(a))
         ins.append(np.asarray(b))
     return np.concatenate(toks), np.concatenate(ins)
 
 
 def _new_transformer(config, schedule, seed):
-    return models.init_without_compile(lambda: models.NextScaleTransformer(
-        schedule, latent_dim=config.latent_dim, codebook_size=config.codebook_size,
-        dim=config.dim, depth=config.depth, heads=config.heads, rngs=nnx.Rngs(seed)), seed=seed)
+    return models.init_without_compile(
+        lambda: models.NextScaleTransformer(
+            schedule,
+            latent_dim=config.latent_dim,
+            codebook_size=config.codebook_size,
+            dim=config.dim,
+            depth=config.depth,
+            heads=config.heads,
+            rngs=nnx.Rngs(seed),
+        ),
+        seed=seed,
+    )
 
 
 def _train_var(config, schedule, tokens, inputs, lr, seed):
@@ -236,8 +278,9 @@ def _dpo_pairs(config, tok, var, hr, lr, seed):
 
     @nnx.jit
     def sample(t, v, lo, key):
-        codes, prefixes = models.generate_tokens(v, t.codebook[...], lo, key=key,
-                                                 temperature=config.dpo_temperature)
+        codes, prefixes = models.generate_tokens(
+            v, t.codebook[...], lo, key=key, temperature=config.dpo_temperature
+        )
         img = jnp.clip(t.decode_tokens(codes, lo, top), 0.0, 1.0)
         return _flat(codes), models.next_scale_inputs(prefixes, grids), img
 
@@ -245,7 +288,10 @@ def _dpo_pairs(config, tok, var, hr, lr, seed):
     key = jax.random.key(seed)
     out = {"tokens": [], "inputs": [], "valid": [], "margin": []}
     for i in range(0, n, config.batch_size):
-        lo, hi = jnp.asarray(lr[i:min(i + config.batch_size, n)]), hr[i:min(i + config.batch_size, n)]
+        lo, hi = (
+            jnp.asarray(lr[i : min(i + config.batch_size, n)]),
+            hr[i : min(i + config.batch_size, n)],
+        )
         toks, ins, rewards = [], [], []
         for j in range(k):
             tk, x, img = sample(tok, var, lo, jax.random.fold_in(key, i * k + j))
@@ -271,9 +317,20 @@ def _dpo_finetune(config, var, pairs, tokens, inputs, lr, seed):
     def ref_logp(state, x, lo, tk):
         return losses.token_log_prob(nnx.merge(ref_graph, state)(x, lo), tk)
 
-    ref = np.stack([np.asarray(ref_logp(ref_state, jnp.asarray(pairs["inputs"][:, j]),
-                                        jnp.asarray(lr[:n]), jnp.asarray(pairs["tokens"][:, j])))
-                    for j in range(2)], 1)
+    ref = np.stack(
+        [
+            np.asarray(
+                ref_logp(
+                    ref_state,
+                    jnp.asarray(pairs["inputs"][:, j]),
+                    jnp.asarray(lr[:n]),
+                    jnp.asarray(pairs["tokens"][:, j]),
+                )
+            )
+            for j in range(2)
+        ],
+        1,
+    )
     nxt = _batch_indices(n, config.batch_size, seed + 1)
     dpo = jax.vmap(rl.dpo_loss, in_axes=(0, 0, None))
 
@@ -281,18 +338,30 @@ def _dpo_finetune(config, var, pairs, tokens, inputs, lr, seed):
         x_w, x_l, t_w, t_l, ref_w, ref_l, valid, x_gt, t_gt, lo = batch
         b = lo.shape[0]
         logits = m(jnp.concatenate([x_w, x_l, x_gt]), jnp.concatenate([lo, lo, lo]))
-        logp = losses.token_log_prob(logits[:2 * b], jnp.concatenate([t_w, t_l]))
+        logp = losses.token_log_prob(logits[: 2 * b], jnp.concatenate([t_w, t_l]))
         r_w, r_l = losses.dpo_log_ratios(logp[:b], ref_w, logp[b:], ref_l)
         pref = jnp.sum(valid * dpo(r_w, r_l, config.dpo_beta)) / jnp.maximum(jnp.sum(valid), 1.0)
-        ce = losses.next_scale_cross_entropy(logits[2 * b:], t_gt)
+        ce = losses.next_scale_cross_entropy(logits[2 * b :], t_gt)
         return pref + config.dpo_ce_weight * ce, None
 
     def batch_fn(t):
         i = nxt(t)
         p = pairs
-        return tuple(jnp.asarray(a) for a in (
-            p["inputs"][i, 0], p["inputs"][i, 1], p["tokens"][i, 0], p["tokens"][i, 1],
-            ref[i, 0], ref[i, 1], p["valid"][i], inputs[i], tokens[i], lr[i]))
+        return tuple(
+            jnp.asarray(a)
+            for a in (
+                p["inputs"][i, 0],
+                p["inputs"][i, 1],
+                p["tokens"][i, 0],
+                p["tokens"][i, 1],
+                ref[i, 0],
+                ref[i, 1],
+                p["valid"][i],
+                inputs[i],
+                tokens[i],
+                lr[i],
+            )
+        )
 
     return _fit(var, loss_fn, batch_fn, config.dpo_steps, config.learning_rate * 0.1, seed)
 
@@ -300,15 +369,16 @@ def _dpo_finetune(config, var, pairs, tokens, inputs, lr, seed):
 def _inference_params(tok: models.HitVarTokenizer, var: models.NextScaleTransformer) -> int:
     """Parameters HIT-VAR uses at inference: all but the HR encoder, plus the codebook."""
     enc = sum(models.count_params(mod) for mod in (tok.enc_in, tok.enc_out)) + sum(
-        models.count_params(c) for c in tok.enc_down)
+        models.count_params(c) for c in tok.enc_down
+    )
     return models.count_params(tok) - enc + int(tok.codebook[...].size) + models.count_params(var)
 
 
 def _train_conv_sr(config, hr, lr, n_params, seed):
     width = models.conv_sr_width_for_params(n_params, blocks=config.sr_blocks)
     net = models.init_without_compile(
-        lambda: models.ConvSR(width=width, blocks=config.sr_blocks, rngs=nnx.Rngs(seed)),
-        seed=seed)
+        lambda: models.ConvSR(width=width, blocks=config.sr_blocks, rngs=nnx.Rngs(seed)), seed=seed
+    )
     nxt = _batch_indices(len(hr), config.batch_size, seed + 1)
     side = hr.shape[1]
 
@@ -348,8 +418,9 @@ def train_models(config: HitVarConfig, d: dict[str, np.ndarray]) -> dict[str, An
                 pairs = _dpo_pairs(config, tok, var, hr, lr, s + 20)
                 out["dpo_valid_frac"] = float(np.mean(pairs["valid"]))
                 var_copy = nnx.merge(*nnx.split(var))
-                var, curves["hit_dpo"] = _dpo_finetune(config, var_copy, pairs, toks, ins, lr,
-                                                       s + 30)
+                var, curves["hit_dpo"] = _dpo_finetune(
+                    config, var_copy, pairs, toks, ins, lr, s + 30
+                )
             wall["dpo"] = time.time() - t0
             out["hit_var"] = var
         else:
@@ -358,10 +429,11 @@ def train_models(config: HitVarConfig, d: dict[str, np.ndarray]) -> dict[str, An
     t0 = time.time()
     out["conv_sr"], curves["conv_sr"] = _train_conv_sr(config, hr, lr, n_params, s + 200)
     wall["conv_sr"] = time.time() - t0
-    out["params"] = {"HIT-VAR (inference)": n_params,
-                     "plain RQ+VAR (inference)": _inference_params(out["plain_tokenizer"],
-                                                                   out["plain_var"]),
-                     "conv SR": models.count_params(out["conv_sr"])}
+    out["params"] = {
+        "HIT-VAR (inference)": n_params,
+        "plain RQ+VAR (inference)": _inference_params(out["plain_tokenizer"], out["plain_var"]),
+        "conv SR": models.count_params(out["conv_sr"]),
+    }
     out["curves"], out["wall_s"] = curves, wall
     return out
 
@@ -374,8 +446,9 @@ def _predict(config, trained, lr_eval) -> dict[str, dict[int, np.ndarray]]:
 
     @nnx.jit
     def var_sr(t, v, lo, key):
-        codes, _ = models.generate_tokens(v, t.codebook[...], lo, key=key if temp else None,
-                                          temperature=temp)
+        codes, _ = models.generate_tokens(
+            v, t.codebook[...], lo, key=key if temp else None, temperature=temp
+        )
         return {m: jnp.clip(t.decode_tokens(codes, lo, m), 0.0, 1.0) for m in sch.scales}
 
     @nnx.jit
@@ -390,15 +463,17 @@ def _predict(config, trained, lr_eval) -> dict[str, dict[int, np.ndarray]]:
     fns = {
         "bicubic": bicubic,
         "conv SR": lambda lo: conv_sr(trained["conv_sr"], lo),
-        "plain RQ+VAR": lambda lo: var_sr(trained["plain_tokenizer"], trained["plain_var"], lo,
-                                          key),
-        "HIT-VAR (no DPO)": lambda lo: var_sr(trained["hit_tokenizer"], trained["hit_var_ce"],
-                                              lo, key),
+        "plain RQ+VAR": lambda lo: var_sr(
+            trained["plain_tokenizer"], trained["plain_var"], lo, key
+        ),
+        "HIT-VAR (no DPO)": lambda lo: var_sr(
+            trained["hit_tokenizer"], trained["hit_var_ce"], lo, key
+        ),
         "HIT-VAR": lambda lo: var_sr(trained["hit_tokenizer"], trained["hit_var"], lo, key),
     }
     out = {}
     for name, fn in fns.items():
-        parts = [fn(jnp.asarray(lr_eval[i:i + 64])) for i in range(0, len(lr_eval), 64)]
+        parts = [fn(jnp.asarray(lr_eval[i : i + 64])) for i in range(0, len(lr_eval), 64)]
         out[name] = {m: np.concatenate([np.asarray(p[m]) for p in parts]) for m in sch.scales}
     return out
 
@@ -412,8 +487,10 @@ def _oracle(config, trained, hr_eval, lr_eval):
         codes, _, _ = t.quantize(t.encode(h))
         return {m: jnp.clip(t.decode_tokens(codes, lo, m), 0.0, 1.0) for m in sch.scales}
 
-    parts = [rec(tok, jnp.asarray(hr_eval[i:i + 64]), jnp.asarray(lr_eval[i:i + 64]))
-             for i in range(0, len(hr_eval), 64)]
+    parts = [
+        rec(tok, jnp.asarray(hr_eval[i : i + 64]), jnp.asarray(lr_eval[i : i + 64]))
+        for i in range(0, len(hr_eval), 64)
+    ]
     return {m: np.concatenate([np.asarray(p[m]) for p in parts]) for m in sch.scales}
 
 
@@ -422,14 +499,29 @@ def score(outputs: dict[int, np.ndarray], targets: dict[int, np.ndarray]) -> dic
     res = {}
     for m, x in outputs.items():
         y = targets[m]
-        row = {"psnr": float(np.mean([metrics.psnr(a, b) for a, b in zip(x, y, strict=True)])),
-               "ssim": float(np.mean([metrics.ssim(a, b, data_range=1.0, channel_axis=-1)
-                                      for a, b in zip(x, y, strict=True)])),
-               "lpips": None}
+        row = {
+            "psnr": float(np.mean([metrics.psnr(a, b) for a, b in zip(x, y, strict=True)])),
+            "ssim": float(
+                np.mean(
+                    [
+                        metrics.ssim(a, b, data_range=1.0, channel_axis=-1)
+                        for a, b in zip(x, y, strict=True)
+                    ]
+                )
+            ),
+            "lpips": None,
+        }
         if x.shape[1] >= 31:
-            row["lpips"] = float(np.mean(np.concatenate(
-                [np.asarray(metrics.lpips(x[i:i + 64], y[i:i + 64]))
-                 for i in range(0, len(x), 64)])))
+            row["lpips"] = float(
+                np.mean(
+                    np.concatenate(
+                        [
+                            np.asarray(metrics.lpips(x[i : i + 64], y[i : i + 64]))
+                            for i in range(0, len(x), 64)
+                        ]
+                    )
+                )
+            )
         res[f"x{m}"] = row
     return res
 
@@ -504,17 +596,23 @@ def train_and_evaluate(config: HitVarConfig, workdir: str | pathlib.Path) -> dic
     }
     goals["met"] = goals["lpips_top_beats_bicubic"] and goals["lpips_top_beats_plain_var"]
     results = {
-        "metrics": table, "goals": goals, "params": trained["params"],
+        "metrics": table,
+        "goals": goals,
+        "params": trained["params"],
         "prefix_lengths": {f"x{m}": sch.prefix_length(m) for m in sch.scales},
-        "num_tokens": sch.num_tokens, "held_out": list(config.held_out),
+        "num_tokens": sch.num_tokens,
+        "held_out": list(config.held_out),
         "dpo_valid_frac": trained.get("dpo_valid_frac"),
         "final_losses": {k: (v[-1] if v else None) for k, v in trained["curves"].items()},
-        "curves": trained["curves"], "wall_s": {**trained["wall_s"], "total": time.time() - t0},
+        "curves": trained["curves"],
+        "wall_s": {**trained["wall_s"], "total": time.time() - t0},
     }
     write_summary(workdir / SUMMARY_FILE, results, config)
     if config.png:
         _write_png(workdir / PNG_FILE, config, d, preds)
     print(format_table(results))
-    print(f"goal (HIT-VAR LPIPS at {top} < bicubic and < plain RQ+VAR): "
-          f"{'met' if goals['met'] else 'NOT met'}")
+    print(
+        f"goal (HIT-VAR LPIPS at {top} < bicubic and < plain RQ+VAR): "
+        f"{'met' if goals['met'] else 'NOT met'}"
+    )
     return results

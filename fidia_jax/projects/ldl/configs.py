@@ -75,26 +75,44 @@ class LdlConfig:
         if any(h < 1 for h in self.hidden):
             raise ConfigError(f"hidden widths must be >= 1, got {self.hidden}")
         if self.learning_rate <= 0 or self.epochs < 1:
-            raise ConfigError(f"need learning_rate > 0 and epochs >= 1, got "
-                              f"{self.learning_rate}, {self.epochs}")
+            raise ConfigError(
+                f"need learning_rate > 0 and epochs >= 1, got {self.learning_rate}, {self.epochs}"
+            )
         if self.n_folds < 2 or self.n_repeats < 1:
-            raise ConfigError(f"need n_folds >= 2 and n_repeats >= 1, got {self.n_folds}, "
-                              f"{self.n_repeats}")
+            raise ConfigError(
+                f"need n_folds >= 2 and n_repeats >= 1, got {self.n_folds}, {self.n_repeats}"
+            )
         if not 0 <= self.folds_per_repeat <= self.n_folds:
-            raise ConfigError(f"folds_per_repeat must be in [0, n_folds={self.n_folds}], got "
-                              f"{self.folds_per_repeat}")
+            raise ConfigError(
+                f"folds_per_repeat must be in [0, n_folds={self.n_folds}], got "
+                f"{self.folds_per_repeat}"
+            )
         if self.max_features < 0:
             raise ConfigError(f"max_features must be >= 0, got {self.max_features}")
 
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests (seconds): synthetic data, linear model, 2 alphas, 3 folds x 1 repeat.
-    "tiny": {"dataset": "synthetic", "alphas": (0.0, 1.0), "hidden": (), "learning_rate": 0.05,
-             "epochs": 60, "n_folds": 3, "n_repeats": 1, "n_samples": 90, "n_features": 6,
-             "n_labels": 4},
+    "tiny": {
+        "dataset": "synthetic",
+        "alphas": (0.0, 1.0),
+        "hidden": (),
+        "learning_rate": 0.05,
+        "epochs": 60,
+        "n_folds": 3,
+        "n_repeats": 1,
+        "n_samples": 90,
+        "n_features": 6,
+        "n_labels": 4,
+    },
     # `fidia-jax ldl demo --data-dir ../shared/data`: SJAFFE, 5-fold x 1, ~1 min on 2 CPU cores.
-    "demo": {"dataset": "SJAFFE", "n_folds": 5, "n_repeats": 1, "epochs": 500,
-             "learning_rate": 3e-3},
+    "demo": {
+        "dataset": "SJAFFE",
+        "n_folds": 5,
+        "n_repeats": 1,
+        "epochs": 500,
+        "learning_rate": 3e-3,
+    },
     # The authors' LDL_DVS settings (MLP 64 sigmoid, Adam 1e-3, 1000 full-batch epochs),
     # 10-fold x 3 on SJAFFE.
     "default": {},

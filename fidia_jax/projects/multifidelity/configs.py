@@ -89,18 +89,28 @@ class MultiFidelityConfig:
         if self.task not in TASKS:
             raise ConfigError(f"task must be one of {TASKS}, got {self.task!r}")
         if self.n_hf < 1 or self.n_mf < 0 or self.n_test < 1:
-            raise ConfigError(f"need n_hf >= 1, n_mf >= 0, n_test >= 1; got {self.n_hf}, {self.n_mf}, {self.n_test}")
+            raise ConfigError(
+                f"need n_hf >= 1, n_mf >= 0, n_test >= 1; got {self.n_hf}, {self.n_mf}, {self.n_test}"
+            )
         if self.task == "freesolv":
             if self.n_mf != 0:
-                raise ConfigError("task 'freesolv' has two fidelities (experimental, GAFF): set n_mf=0")
+                raise ConfigError(
+                    "task 'freesolv' has two fidelities (experimental, GAFF): set n_mf=0"
+                )
             if self.features not in ("morgan", "descriptors"):
-                raise ConfigError(f"features must be 'morgan' or 'descriptors', got {self.features!r}")
+                raise ConfigError(
+                    f"features must be 'morgan' or 'descriptors', got {self.features!r}"
+                )
         elif self.n_lf is None:
-            raise ConfigError(f"task {self.task!r}: n_lf must be an integer >= 1 (None is FreeSolv's 'all')")
+            raise ConfigError(
+                f"task {self.task!r}: n_lf must be an integer >= 1 (None is FreeSolv's 'all')"
+            )
         if self.n_lf is not None and self.n_lf < 1:
             raise ConfigError(f"n_lf must be >= 1 (or None for FreeSolv), got {self.n_lf}")
         if self.num_seeds < 1 or self.num_splits < 1:
-            raise ConfigError(f"num_seeds and num_splits must be >= 1, got {self.num_seeds}, {self.num_splits}")
+            raise ConfigError(
+                f"num_seeds and num_splits must be >= 1, got {self.num_seeds}, {self.num_splits}"
+            )
         if self.steps < 1 or self.learning_rate <= 0 or self.weight_decay < 0:
             raise ConfigError("steps >= 1, learning_rate > 0 and weight_decay >= 0 are required")
         if self.activation not in ACTIVATIONS:
@@ -109,7 +119,9 @@ class MultiFidelityConfig:
             raise ConfigError(f"hidden must be widths >= 1 (at least one), got {self.hidden}")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or "hf_only" not in self.methods:
-            raise ConfigError(f"methods must include 'hf_only' and name only {tuple(METHODS)}, got {self.methods}")
+            raise ConfigError(
+                f"methods must include 'hf_only' and name only {tuple(METHODS)}, got {self.methods}"
+            )
         try:
             self.loss_weights()
         except ValueError as e:
@@ -129,10 +141,24 @@ class MultiFidelityConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests (compilation-bound, a few seconds): Forrester HF + LF, 2 seeds, 400 steps.
-    "tiny": {"n_hf": 8, "n_mf": 0, "n_lf": 24, "n_test": 64, "num_seeds": 2, "hidden": (16,),
-             "steps": 400, "learning_rate": 1e-2,
-             "methods": ("trusted_subsets", "ts_no_ranking", "hf_only", "multi_head",
-                         "pretrain_finetune", "delta_oracle")},
+    "tiny": {
+        "n_hf": 8,
+        "n_mf": 0,
+        "n_lf": 24,
+        "n_test": 64,
+        "num_seeds": 2,
+        "hidden": (16,),
+        "steps": 400,
+        "learning_rate": 1e-2,
+        "methods": (
+            "trusted_subsets",
+            "ts_no_ranking",
+            "hf_only",
+            "multi_head",
+            "pretrain_finetune",
+            "delta_oracle",
+        ),
+    },
     # `fidia-jax multifidelity demo`: Forrester at n_HF = 16, 3 seeds, every method (~1 min).
     "demo": {"num_seeds": 3, "steps": 1000},
     # One task of benchmarks/multifidelity.py.

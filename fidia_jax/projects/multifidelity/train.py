@@ -33,7 +33,9 @@ SUMMARY_FILE = "multifidelity.json"
 _ACT = {"relu": jax.nn.relu, "silu": jax.nn.silu, "tanh": jnp.tanh, "gelu": jax.nn.gelu}
 
 
-def make_task(config: MultiFidelityConfig, run: int, *, freesolv=None) -> data_lib.MultiFidelityData:
+def make_task(
+    config: MultiFidelityConfig, run: int, *, freesolv=None
+) -> data_lib.MultiFidelityData:
     """The data of run ``run`` (``0 .. num_seeds - 1``) of ``config``.
 
     Args:
@@ -46,7 +48,10 @@ def make_task(config: MultiFidelityConfig, run: int, *, freesolv=None) -> data_l
         )
     if freesolv is None:
         table = data_lib.load_freesolv(config.data_dir)
-        freesolv = (table, data_lib.freesolv_features(table.smiles, config.features, n_bits=config.n_bits))
+        freesolv = (
+            table,
+            data_lib.freesolv_features(table.smiles, config.features, n_bits=config.n_bits),
+        )
     table, feats = freesolv
     return data_lib.freesolv_multifidelity_task(
         table, feats, config.n_hf, split=seed % config.num_splits, seed=seed,
@@ -59,7 +64,10 @@ def make_tasks(config: MultiFidelityConfig) -> list[data_lib.MultiFidelityData]:
     freesolv = None
     if config.task == "freesolv":
         table = data_lib.load_freesolv(config.data_dir)
-        freesolv = (table, data_lib.freesolv_features(table.smiles, config.features, n_bits=config.n_bits))
+        freesolv = (
+            table,
+            data_lib.freesolv_features(table.smiles, config.features, n_bits=config.n_bits),
+        )
     return [make_task(config, r, freesolv=freesolv) for r in range(config.num_seeds)]
 
 
@@ -89,7 +97,9 @@ def _prepare(task: data_lib.MultiFidelityData) -> dict[str, np.ndarray]:
         oracle = (task.delta_oracle_train - y_mu) / y_sd
         out["y_delta"] = np.where(hf, out["y"] - oracle, out["y"])  # HF rows: y_H - y_L(x)
         out["oracle_test"] = (task.delta_oracle_test - y_mu) / y_sd
-    return {k: np.asarray(v, np.bool_ if k.startswith("member") else np.float32) for k, v in out.items()}
+    return {
+        k: np.asarray(v, np.bool_ if k.startswith("member") else np.float32) for k, v in out.items()
+    }
 
 
 def _stack(tasks: list[data_lib.MultiFidelityData]) -> dict[str, jax.Array]:
@@ -102,12 +112,16 @@ def _stack(tasks: list[data_lib.MultiFidelityData]) -> dict[str, jax.Array]:
 
 
 def _net(in_features, hidden, k, activation, key) -> models.MLP:
-    return models.MLP(in_features, hidden, k, activation=_ACT[activation], rngs=nnx.Rngs(params=key))
+    return models.MLP(
+        in_features, hidden, k, activation=_ACT[activation], rngs=nnx.Rngs(params=key)
+    )
 
 
 @functools.lru_cache(maxsize=8)
 def _graph(in_features, hidden, k, activation):
-    return nnx.split(jax.eval_shape(lambda: _net(in_features, hidden, k, activation, jax.random.key(0))))[0]
+    return nnx.split(
+        jax.eval_shape(lambda: _net(in_features, hidden, k, activation, jax.random.key(0)))
+    )[0]
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
@@ -115,7 +129,9 @@ def _init_params(key, runs, in_features, hidden, k, activation):
     """Network (one init per run, keys split from ``key``) and identity calibration, stacked."""
     keys = jax.random.split(key, runs)
     net = jax.vmap(lambda kk: nnx.split(_net(in_features, hidden, k, activation, kk))[1])(keys)
-    calib = jax.tree.map(lambda a: jnp.tile(a, (runs, 1)), losses.init_trusted_subset_calibration(k))
+    calib = jax.tree.map(
+        lambda a: jnp.tile(a, (runs, 1)), losses.init_trusted_subset_calibration(k)
+    )
     return {"net": net, "calib": calib}
 
 
@@ -163,15 +179,26 @@ def _objective(params, batch, w_5, st: _Statics):
     high-fidelity prediction), with either radius mode, plus an MSE per lower-fidelity head."""
     out_NxK = nnx.merge(st.graph, params["net"])(batch["x"])
     pred_N, y_N, member_NxK = out_NxK[:, 0], batch["y_fit"], batch["member_fit"]
-    _, tq = losses.trusted_subset_loss(pred_N, y_N, member_NxK, params["calib"], st.quantile_weights)
-    _, tl = losses.trusted_subset_loss(pred_N, y_N, member_NxK, params["calib"], st.learnable_weights)
+    _, tq = losses.trusted_subset_loss(
+        pred_N, y_N, member_NxK, params["calib"], st.quantile_weights
+    )
+    _, tl = losses.trusted_subset_loss(
+        pred_N, y_N, member_NxK, params["calib"], st.learnable_weights
+    )
     learnable = w_5[3]
     interval = learnable * tl["interval"] + (1.0 - learnable) * tq["interval"]
     penalty = learnable * st.radius_penalty * jnp.sum(tl["radius_K"])
     heads = sum(
-        losses.absolute_label_loss(out_NxK[:, i], y_N, member_NxK[:, i]) for i in range(1, out_NxK.shape[1])
+        losses.absolute_label_loss(out_NxK[:, i], y_N, member_NxK[:, i])
+        for i in range(1, out_NxK.shape[1])
     )
-    return w_5[0] * tq["absolute"] + w_5[1] * interval + w_5[2] * tq["ranking"] + penalty + w_5[4] * heads
+    return (
+        w_5[0] * tq["absolute"]
+        + w_5[1] * interval
+        + w_5[2] * tq["ranking"]
+        + penalty
+        + w_5[4] * heads
+    )
 
 
 def _fit_one(params, batch, w_5, st: _Statics):
@@ -282,7 +309,9 @@ def format_table(results: dict[str, Any]) -> str:
         "|---|---|---|",
     ]
     for row in results["methods"].values():
-        lines.append(f"| {row['name']} | {row['mean']:.4g} ± {row['std']:.2g} | {row['ratio_vs_hf_only']:.3f} |")
+        lines.append(
+            f"| {row['name']} | {row['mean']:.4g} ± {row['std']:.2g} | {row['ratio_vs_hf_only']:.3f} |"
+        )
     return "\n".join(lines)
 
 

@@ -279,7 +279,9 @@ def run_sample_jsonl(
                   "omit_by_res"}  # fmt: skip
     clash = sorted(from_files & {k for k, v in options.items() if v})
     if clash:
-        raise ConfigError(f"--jsonl-path takes these from the pipeline files, not the command line: {clash}")
+        raise ConfigError(
+            f"--jsonl-path takes these from the pipeline files, not the command line: {clash}"
+        )
     options = {k: v for k, v in options.items() if k not in from_files}
     records = P.read_parsed_chains_jsonl(jsonl_path)
     if not records:
@@ -294,7 +296,10 @@ def run_sample_jsonl(
         from fidia_jax.projects.proteinmpnn.constraints import parse_bias_aa
 
         given = dict(zip(P.ALPHABET, parse_bias_aa(options.get("bias_aa")).tolist(), strict=True))
-        options["bias_aa"] = {**{a: b for a, b in given.items() if b}, **P.read_bias_aa(bias_aa_jsonl)}
+        options["bias_aa"] = {
+            **{a: b for a, b in given.items() if b},
+            **P.read_bias_aa(bias_aa_jsonl),
+        }
 
     def job(p):
         if chain_id_jsonl:
@@ -316,9 +321,13 @@ def run_sample_jsonl(
             kw["omit_by_res"] = omit[p.source][slots]
         if tied.get(p.source):
             groups = [[int(where[i]) for i in g] for g in tied[p.source]]
-            left_out = sorted({f"{p.chain_id[i]}" for g in tied[p.source] for i in g if where[i] < 0})
+            left_out = sorted(
+                {f"{p.chain_id[i]}" for g in tied[p.source] for i in g if where[i] < 0}
+            )
             if left_out:
-                raise DataError(f"{tied_positions_jsonl}: {p.source} ties chains {left_out}, which are not loaded")
+                raise DataError(
+                    f"{tied_positions_jsonl}: {p.source} ties chains {left_out}, which are not loaded"
+                )
             kw["tie"] = groups
         return kw
 
@@ -335,7 +344,9 @@ def _check_bucket(bucket) -> None:
         raise ConfigError(f"--bucket must be a positive integer, got {bucket!r}")
 
 
-def _sample_jobs(out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options) -> dict[str, Any]:
+def _sample_jobs(
+    out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options
+) -> dict[str, Any]:
     """The loop of :func:`run_sample_many` / :func:`run_sample_jsonl`: ``jobs`` are ``(name,
     label, kwargs_fn)``; ``kwargs_fn()`` gives the structure arguments of :func:`run_sample`
     (its errors, like those of the run, are recorded in that job's row)."""

@@ -98,7 +98,9 @@ def _sample(args: argparse.Namespace):
         return _sample_jsonl(args)
     orphans = [f"--{k.replace('_', '-')}" for k in _PIPELINE_FILES if getattr(args, k)]
     if orphans:
-        raise ConfigError(f"{', '.join(orphans)} need --jsonl-path (the parsed chains they refer to)")
+        raise ConfigError(
+            f"{', '.join(orphans)} need --jsonl-path (the parsed chains they refer to)"
+        )
     if args.pdb_dir is not None or args.pdb_list is not None:
         return _sample_many(args)
     return run_sample(
@@ -132,17 +134,30 @@ def add_commands(subparsers) -> None:
     ps.add_argument("--bias-aa", default=None, help="global logit bias, e.g. 'W:1.5,C:-2'")
     ps.add_argument("--bias-by-res", default=None, metavar="FILE",
                     help='per-residue bias JSON {"A": {"12": {"W": 2.0}}} (author numbering)')  # fmt: skip
-    ps.add_argument("--pdb-dir", default=None, help="sample every structure file of DIR (.pdb/.cif, .gz ok)")
-    ps.add_argument("--pdb-list", default=None, metavar="FILE", help="sample the structures listed in FILE")
+    ps.add_argument(
+        "--pdb-dir", default=None, help="sample every structure file of DIR (.pdb/.cif, .gz ok)"
+    )
+    ps.add_argument(
+        "--pdb-list", default=None, metavar="FILE", help="sample the structures listed in FILE"
+    )
     ps.add_argument("--jsonl-path", default=None, metavar="FILE",
                     help="sample the structures of a parse_multiple_chains.py JSONL file")  # fmt: skip
-    for name, what in (("chain-id", "designed/fixed chains"), ("fixed-positions", "fixed positions"),
-                       ("tied-positions", "tied positions"), ("bias-aa", "global amino-acid bias"),
-                       ("bias-by-res", "per-residue bias"), ("omit-aa", "per-residue omitted letters")):
+    for name, what in (
+        ("chain-id", "designed/fixed chains"),
+        ("fixed-positions", "fixed positions"),
+        ("tied-positions", "tied positions"),
+        ("bias-aa", "global amino-acid bias"),
+        ("bias-by-res", "per-residue bias"),
+        ("omit-aa", "per-residue omitted letters"),
+    ):
         ps.add_argument(f"--{name}-jsonl", default=None, metavar="FILE",
                         help=f"with --jsonl-path: the original helper scripts' {what} file")  # fmt: skip
-    ps.add_argument("--bucket", type=int, default=64,
-                    help="with --pdb-dir/--pdb-list/--jsonl-path: pad lengths to multiples of this (one compile per bucket)")
+    ps.add_argument(
+        "--bucket",
+        type=int,
+        default=64,
+        help="with --pdb-dir/--pdb-list/--jsonl-path: pad lengths to multiples of this (one compile per bucket)",
+    )
     _add_tie_args(ps)
     ps.add_argument("--omit-aa-by-res", default=None, metavar="FILE",
                     help='per-residue omitted letters JSON {"A": {"12": "CW"}} (author numbering)')  # fmt: skip

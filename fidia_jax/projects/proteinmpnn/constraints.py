@@ -171,7 +171,9 @@ def load_bias_by_res(spec: str | os.PathLike | Mapping | None, protein) -> np.nd
 
 def _slot_table(table: np.ndarray, protein, what: str) -> np.ndarray:
     if table.shape != (protein.length, len(ALPHABET)):
-        raise DataError(f"{what}: a table must be ({protein.length}, {len(ALPHABET)}), got {table.shape}")
+        raise DataError(
+            f"{what}: a table must be ({protein.length}, {len(ALPHABET)}), got {table.shape}"
+        )
     if table.dtype.kind == "f" and not np.isfinite(table).all():
         raise DataError(f"{what}: the table has non-finite values")
     return table

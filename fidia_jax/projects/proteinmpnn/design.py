@@ -190,7 +190,10 @@ def run_sample(
         t = time.perf_counter()
         with rep.stage("scoring the native sequence in the samples' decoding orders"):
             nat = score(
-                model, inputs, np.broadcast_to(setup.protein.S, seqs.shape), res.decoding_order,
+                model,
+                inputs,
+                np.broadcast_to(setup.protein.S, seqs.shape),
+                res.decoding_order,
                 **({"tied": tied} if tied else {}),
             )
             nat_lp = np.asarray(jax.device_get(nat.token_log_probs))

@@ -68,32 +68,58 @@ class StreamFlowConfig:
         if self.image_size < 1 or self.image_size % factor:
             raise ConfigError(
                 f"image_size must be a positive multiple of {factor} (2^(levels-1)), got "
-                f"{self.image_size}")
-        for name in ("train_steps", "batch_size", "reflow_pairs", "reflow_sample_steps",
-                     "eval_samples"):
+                f"{self.image_size}"
+            )
+        for name in (
+            "train_steps",
+            "batch_size",
+            "reflow_pairs",
+            "reflow_sample_steps",
+            "eval_samples",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.reflow_rounds not in (0, 1):
             raise ConfigError(f"reflow_rounds must be 0 or 1, got {self.reflow_rounds}")
         if not self.eval_steps or min(self.eval_steps) < 1:
-            raise ConfigError(f"eval_steps must be step counts >= 1 (step count 0 makes no "
-                              f"image), got {self.eval_steps}")
+            raise ConfigError(
+                f"eval_steps must be step counts >= 1 (step count 0 makes no "
+                f"image), got {self.eval_steps}"
+            )
         if not 2 <= self.holdout <= 1797 - self.batch_size:
             raise ConfigError(f"holdout must be in [2, 1797 - batch_size], got {self.holdout}")
         if self.fd_proxy and min(self.eval_samples, self.holdout) < 2:
             raise ConfigError("fd_proxy needs eval_samples >= 2 and holdout >= 2")
         if not 0 <= self.exact_check <= self.eval_samples:
             raise ConfigError(f"exact_check must be in [0, eval_samples], got {self.exact_check}")
-        if not self.buckets or self.buckets[0] < 1 or list(self.buckets) != sorted(set(self.buckets)):
+        if (
+            not self.buckets
+            or self.buckets[0] < 1
+            or list(self.buckets) != sorted(set(self.buckets))
+        ):
             raise ConfigError(f"buckets must be increasing ints >= 1, got {self.buckets}")
 
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests (seconds): 8x8 digits, a one-level net, 3 training steps, every path once.
-    "tiny": {"image_size": 8, "holdout": 16, "features": (8,), "time_dim": 16, "groups": 4,
-             "train_steps": 3, "batch_size": 8, "reflow_pairs": 4, "reflow_sample_steps": 2,
-             "reflow_train_steps": 1, "eval_steps": (1, 2), "eval_samples": 3,
-             "fd_proxy": False, "exact_check": 2, "buckets": (1, 2), "sample_grid": False},
+    "tiny": {
+        "image_size": 8,
+        "holdout": 16,
+        "features": (8,),
+        "time_dim": 16,
+        "groups": 4,
+        "train_steps": 3,
+        "batch_size": 8,
+        "reflow_pairs": 4,
+        "reflow_sample_steps": 2,
+        "reflow_train_steps": 1,
+        "eval_steps": (1, 2),
+        "eval_samples": 3,
+        "fd_proxy": False,
+        "exact_check": 2,
+        "buckets": (1, 2),
+        "sample_grid": False,
+    },
     # `fidia-jax streamflow demo`: about a minute on 2 idle CPU cores, no reflow.
     "demo": {"train_steps": 300, "reflow_rounds": 0, "eval_samples": 64, "exact_check": 4},
     # docs/streamflow.md (`python benchmarks/streamflow.py`): a few minutes on 2 CPU cores

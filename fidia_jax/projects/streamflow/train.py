@@ -55,7 +55,7 @@ def digit_split(config: StreamFlowConfig) -> tuple[np.ndarray, np.ndarray]:
     images, _ = data.load_digit_images(size=config.image_size)
     perm = np.random.default_rng(config.seed).permutation(images.shape[0])
     scaled = (2.0 * images - 1.0)[..., None].astype(np.float32)
-    return scaled[perm[config.holdout:]], scaled[perm[: config.holdout]]
+    return scaled[perm[config.holdout :]], scaled[perm[: config.holdout]]
 
 
 def init_flow(config: StreamFlowConfig):
@@ -66,8 +66,11 @@ def init_flow(config: StreamFlowConfig):
     initialiser, variance ``1 / fan_in``), biases 0, ``GroupNorm`` scales 1. Same distribution
     as ``nnx.Rngs`` initialisation, but no per-shape XLA compilation (seconds on a CPU).
     """
-    abstract = nnx.eval_shape(lambda: models.StreamFlowUNet(
-        1, config.features, time_dim=config.time_dim, groups=config.groups, rngs=nnx.Rngs(0)))
+    abstract = nnx.eval_shape(
+        lambda: models.StreamFlowUNet(
+            1, config.features, time_dim=config.time_dim, groups=config.groups, rngs=nnx.Rngs(0)
+        )
+    )
     graphdef, state = nnx.split(abstract)
     rng = np.random.default_rng(config.seed)
 
@@ -106,8 +109,17 @@ def _make_train_step(apply_fn):
     return adam, step
 
 
-def train_flow(apply_fn, params, images, num_steps: int, config: StreamFlowConfig, *,
-               noise_pairs: np.ndarray | None = None, seed: int = 0, step_fn=None):
+def train_flow(
+    apply_fn,
+    params,
+    images,
+    num_steps: int,
+    config: StreamFlowConfig,
+    *,
+    noise_pairs: np.ndarray | None = None,
+    seed: int = 0,
+    step_fn=None,
+):
     """Adam on the rectified-flow loss for ``num_steps`` batches of ``config.batch_size``.
 
     Args:
@@ -131,8 +143,11 @@ def train_flow(apply_fn, params, images, num_steps: int, config: StreamFlowConfi
         lr = 0.5 * config.learning_rate * (1.0 + math.cos(math.pi * k / num_steps))
         rows = rng.choice(images.shape[0], size=b, replace=False)
         x = images[rows]
-        z = (noise_pairs[rows] if noise_pairs is not None
-             else rng.standard_normal(x.shape).astype(np.float32))
+        z = (
+            noise_pairs[rows]
+            if noise_pairs is not None
+            else rng.standard_normal(x.shape).astype(np.float32)
+        )
         t = rng.uniform(size=(b,)).astype(np.float32)
         params, opt_state, loss = step(params, opt_state, x, z, t, jnp.float32(lr))
         history.append(loss)
@@ -150,9 +165,11 @@ def stream_generate(apply_fn, params, noise, schedules, buckets) -> tuple[np.nda
     for i, ts in enumerate(schedules):
         batcher.submit(noise[i], ts, request_id=i)
     out = batcher.drain()
-    stats = {"calls": batcher.calls, "bucket_calls": {str(k): v for k, v in
-                                                      batcher.bucket_calls.items()},
-             "compile_seconds": batcher.compile_seconds}
+    stats = {
+        "calls": batcher.calls,
+        "bucket_calls": {str(k): v for k, v in batcher.bucket_calls.items()},
+        "compile_seconds": batcher.compile_seconds,
+    }
     return np.stack([out[i] for i in range(len(schedules))]), stats
 
 
@@ -168,8 +185,9 @@ def fd_proxy(images_a: np.ndarray, images_b: np.ndarray) -> float:
     """AlexNet Fréchet distance (**proxy, not FID**) of two ``(N, S, S, 1)`` sets in ``[-1, 1]``,
     on equal set sizes (the first ``min(N, M)`` of each)."""
     n = min(images_a.shape[0], images_b.shape[0])
-    return float(metrics.alexnet_frechet_distance(_to_proxy_rgb(images_a[:n]),
-                                                  _to_proxy_rgb(images_b[:n])))
+    return float(
+        metrics.alexnet_frechet_distance(_to_proxy_rgb(images_a[:n]), _to_proxy_rgb(images_b[:n]))
+    )
 
 
 def save_sample_grid(path: str | pathlib.Path, rows: dict[str, np.ndarray], ncols: int = 10):
@@ -179,8 +197,9 @@ def save_sample_grid(path: str | pathlib.Path, rows: dict[str, np.ndarray], ncol
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(rows), ncols, figsize=(ncols * 0.7, len(rows) * 0.8),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(rows), ncols, figsize=(ncols * 0.7, len(rows) * 0.8), squeeze=False
+    )
     for r, (label, imgs) in enumerate(rows.items()):
         for c in range(ncols):
             ax = axes[r][c]
@@ -200,14 +219,18 @@ def _evaluate(apply_fn, params, config: StreamFlowConfig, holdout: np.ndarray) -
     """Samples per step count through one stream batch, exactness check, Fréchet proxy."""
     s = config.image_size
     kinds = list(config.eval_steps)
-    noise = np.random.default_rng(config.seed + 2).standard_normal(
-        (len(kinds), config.eval_samples, s, s, 1)).astype(np.float32)
+    noise = (
+        np.random.default_rng(config.seed + 2)
+        .standard_normal((len(kinds), config.eval_samples, s, s, 1))
+        .astype(np.float32)
+    )
     # interleave the step counts so that every stream call mixes timesteps
     order = [(k, i) for i in range(config.eval_samples) for k in range(len(kinds))]
     schedules = [models.linear_timesteps(kinds[k]) for k, _ in order]
     t0 = time.perf_counter()
-    flat, stats = stream_generate(apply_fn, params, np.stack([noise[k, i] for k, i in order]),
-                                  schedules, config.buckets)
+    flat, stats = stream_generate(
+        apply_fn, params, np.stack([noise[k, i] for k, i in order]), schedules, config.buckets
+    )
     stats["sampling_seconds"] = time.perf_counter() - t0
     samples = np.zeros_like(noise)
     for j, (k, i) in enumerate(order):
@@ -215,16 +238,24 @@ def _evaluate(apply_fn, params, config: StreamFlowConfig, holdout: np.ndarray) -
     max_diff = 0.0
     for k, n in enumerate(kinds):
         for i in range(config.exact_check):
-            ref = models.sample_euler(apply_fn, params, noise[k, i : i + 1],
-                                      models.linear_timesteps(n))
+            ref = models.sample_euler(
+                apply_fn, params, noise[k, i : i + 1], models.linear_timesteps(n)
+            )
             max_diff = max(max_diff, float(np.abs(ref[0] - samples[k, i]).max()))
-    result: dict[str, Any] = {"stream": {**stats, "requests": len(order),
-                                         "exact_checked": config.exact_check * len(kinds),
-                                         "max_abs_diff_vs_sequential": max_diff},
-                              "steps": {}}
+    result: dict[str, Any] = {
+        "stream": {
+            **stats,
+            "requests": len(order),
+            "exact_checked": config.exact_check * len(kinds),
+            "max_abs_diff_vs_sequential": max_diff,
+        },
+        "steps": {},
+    }
     for k, n in enumerate(kinds):
-        row: dict[str, Any] = {"mean": float(samples[k].mean()),
-                               "finite": bool(np.all(np.isfinite(samples[k])))}
+        row: dict[str, Any] = {
+            "mean": float(samples[k].mean()),
+            "finite": bool(np.all(np.isfinite(samples[k]))),
+        }
         if config.fd_proxy:
             row["alexnet_fd_proxy"] = fd_proxy(samples[k], holdout)
         result["steps"][str(n)] = row
@@ -248,30 +279,57 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
     apply_fn, params = init_flow(config)
     n_params = int(sum(x.size for x in jax.tree.leaves(params)))
     t0 = time.perf_counter()
-    params, hist, step_fn = train_flow(apply_fn, params, train, config.train_steps, config,
-                                       seed=config.seed + 1)
+    params, hist, step_fn = train_flow(
+        apply_fn, params, train, config.train_steps, config, seed=config.seed + 1
+    )
     results: dict[str, Any] = {
-        "data": {"train": int(train.shape[0]), "holdout": int(holdout.shape[0]),
-                 "image_size": config.image_size, "source": "sklearn digits (bundled)"},
+        "data": {
+            "train": int(train.shape[0]),
+            "holdout": int(holdout.shape[0]),
+            "image_size": config.image_size,
+            "source": "sklearn digits (bundled)",
+        },
         "model": {"params": n_params},
-        "train": {"loss_first": hist[0], "loss_last": hist[-1],
-                  "loss_last_100_mean": float(np.mean(hist[-100:])),
-                  "seconds": time.perf_counter() - t0},
+        "train": {
+            "loss_first": hist[0],
+            "loss_last": hist[-1],
+            "loss_last_100_mean": float(np.mean(hist[-100:])),
+            "seconds": time.perf_counter() - t0,
+        },
         "eval": {},
     }
     stages = {"base": params}
     if config.reflow_rounds:
         t0 = time.perf_counter()
-        z = np.random.default_rng(config.seed + 3).standard_normal(
-            (config.reflow_pairs, config.image_size, config.image_size, 1)).astype(np.float32)
-        x, _ = stream_generate(apply_fn, params, z,
-                               [models.linear_timesteps(config.reflow_sample_steps)] * len(z),
-                               config.buckets)
-        reflowed, rhist, _ = train_flow(apply_fn, params, x, config.reflow_train_steps, config,
-                                        noise_pairs=z, seed=config.seed + 4, step_fn=step_fn)
-        results["reflow"] = {"pairs": int(len(z)), "sample_steps": config.reflow_sample_steps,
-                             "loss_first": rhist[0], "loss_last": rhist[-1],
-                             "seconds": time.perf_counter() - t0}
+        z = (
+            np.random.default_rng(config.seed + 3)
+            .standard_normal((config.reflow_pairs, config.image_size, config.image_size, 1))
+            .astype(np.float32)
+        )
+        x, _ = stream_generate(
+            apply_fn,
+            params,
+            z,
+            [models.linear_timesteps(config.reflow_sample_steps)] * len(z),
+            config.buckets,
+        )
+        reflowed, rhist, _ = train_flow(
+            apply_fn,
+            params,
+            x,
+            config.reflow_train_steps,
+            config,
+            noise_pairs=z,
+            seed=config.seed + 4,
+            step_fn=step_fn,
+        )
+        results["reflow"] = {
+            "pairs": int(len(z)),
+            "sample_steps": config.reflow_sample_steps,
+            "loss_first": rhist[0],
+            "loss_last": rhist[-1],
+            "seconds": time.perf_counter() - t0,
+        }
         stages["reflow"] = reflowed
     grid = {}
     for stage, p in stages.items():
@@ -282,8 +340,10 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
             grid[f"{stage}, {n} steps"] = samples[k]
     if config.fd_proxy:
         results["fd_proxy_floor"] = fd_proxy(train[: config.eval_samples], holdout)
-        results["fd_proxy_note"] = ("AlexNet conv5 Fréchet distance, a proxy (not FID); floor = "
-                                    "training digits vs held-out digits, equal set sizes")
+        results["fd_proxy_note"] = (
+            "AlexNet conv5 Fréchet distance, a proxy (not FID); floor = "
+            "training digits vs held-out digits, equal set sizes"
+        )
     if config.sample_grid:
         grid["held-out digits"] = holdout
         save_sample_grid(workdir / "samples.png", grid)

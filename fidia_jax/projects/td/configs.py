@@ -78,9 +78,15 @@ class TdConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests (compilation-bound, ~7 s): 4 small MRPs, one short horizon, two i.i.d. rows.
-    "tiny": {"num_mrps": 4, "n_states": 8, "n_features": 3, "horizons": (300,),
-             "eta_grid": (0.3, 1.0), "schedules": ("exponential", "inverse_time"),
-             "markovian": False},
+    "tiny": {
+        "num_mrps": 4,
+        "n_states": 8,
+        "n_features": 3,
+        "horizons": (300,),
+        "eta_grid": (0.3, 1.0),
+        "schedules": ("exponential", "inverse_time"),
+        "markovian": False,
+    },
     # `fidia-jax td demo`: two horizons on 16 MRPs, ~40 s on 2 CPU cores.
     "demo": {"num_mrps": 16, "horizons": (1000, 10000)},
     # docs/benchmarks.md (`python benchmarks/td_schedules.py`, ~10 min on 2 CPU cores).

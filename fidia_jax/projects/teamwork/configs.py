@@ -74,11 +74,14 @@ class TeamWorkConfig:
             raise ConfigError(f"dataset must be 'synthetic' or 'skab', got {self.dataset!r}")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
-            raise ConfigError(f"methods must name at least one of {tuple(METHODS)}, "
-                              f"got {self.methods}")
+            raise ConfigError(
+                f"methods must name at least one of {tuple(METHODS)}, got {self.methods}"
+            )
         if self.window < 4 or self.dim < 1 or self.dim % self.heads:
-            raise ConfigError(f"need window >= 4 and dim % heads == 0, got window={self.window}, "
-                              f"dim={self.dim}, heads={self.heads}")
+            raise ConfigError(
+                f"need window >= 4 and dim % heads == 0, got window={self.window}, "
+                f"dim={self.dim}, heads={self.heads}"
+            )
         if self.steps < 1 or self.batch_size < 1 or self.learning_rate <= 0:
             raise ConfigError("steps, batch_size must be >= 1 and learning_rate > 0")
         if not 0.0 < self.mask_ratio < 1.0:
@@ -91,9 +94,17 @@ class TeamWorkConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests: a short synthetic series, tiny model, few steps, three methods.
-    "tiny": {"train_length": 400, "test_length": 400, "n_anomalies": 4, "window": 16, "dim": 8,
-             "heads": 2, "steps": 15, "batch_size": 8,
-             "methods": ("teamwork", "pca")},
+    "tiny": {
+        "train_length": 400,
+        "test_length": 400,
+        "n_anomalies": 4,
+        "window": 16,
+        "dim": 8,
+        "heads": 2,
+        "steps": 15,
+        "batch_size": 8,
+        "methods": ("teamwork", "pca"),
+    },
     # `fidia-jax teamwork demo`: the synthetic comparison at reduced size (~1 min on 2 cores).
     "demo": {"train_length": 1500, "test_length": 1500, "n_anomalies": 8, "steps": 200},
     # docs/teamwork.md synthetic table (`python benchmarks/teamwork.py`).

@@ -156,12 +156,19 @@ def fit_detector(method: str, train: Any, config: TeamWorkConfig) -> Detector:
     infl = models.channel_influence(z, lags=config.lags)
     dominant = models.channel_roles(infl)
     edges, prior = models.role_edges(dominant, infl, use_roles=use_roles)
-    periods = np.array([data.dominant_period(z[:, ch], max_period=config.window)
-                        for ch in range(c)])
+    periods = np.array(
+        [data.dominant_period(z[:, ch], max_period=config.window) for ch in range(c)]
+    )
     spans = np.maximum(periods // 2, 1) if period_aware else np.ones(c, np.int64)
-    graphdef, state = models.init_teamwork(c, config.window, seed=config.seed, dim=config.dim,
-                                           heads=config.heads, use_gate=use_gate,
-                                           predict_variance=predict_var)
+    graphdef, state = models.init_teamwork(
+        c,
+        config.window,
+        seed=config.seed,
+        dim=config.dim,
+        heads=config.heads,
+        use_gate=use_gate,
+        predict_variance=predict_var,
+    )
     tx = _adam(config.learning_rate)
     opt_state = tx.init(state)
     n_win = z.shape[0] - config.window + 1
@@ -172,10 +179,12 @@ def fit_detector(method: str, train: Any, config: TeamWorkConfig) -> Detector:
     for _ in range(config.steps):
         idx = rng.integers(0, n_win, config.batch_size)
         batch = jnp.asarray(z[idx[:, None] + offsets[None, :]])
-        mask = jnp.asarray(models.span_mask(rng, spans, config.window, config.mask_ratio,
-                                            config.batch_size))
-        state, opt_state, loss = _train_step(graphdef, tx, state, opt_state, batch, mask,
-                                             edges_j, prior_j)
+        mask = jnp.asarray(
+            models.span_mask(rng, spans, config.window, config.mask_ratio, config.batch_size)
+        )
+        state, opt_state, loss = _train_step(
+            graphdef, tx, state, opt_state, batch, mask, edges_j, prior_j
+        )
         losses.append(loss)
     final_loss = float(np.mean(np.asarray(jax.device_get(losses[-10:]))))
     if not math.isfinite(final_loss):
@@ -193,18 +202,28 @@ def fit_detector(method: str, train: Any, config: TeamWorkConfig) -> Detector:
         wins = s_z[starts[:, None] + offsets[None, :]]
         pad = (-len(wins)) % chunk
         wins = np.concatenate([wins, np.zeros((pad, *wins.shape[1:]), np.float32)])
-        out = np.concatenate([
-            np.asarray(_score_windows(graphdef, state, jnp.asarray(wins[i:i + chunk]), masks,
-                                      edges_j, prior_j))
-            for i in range(0, len(wins), chunk)])
+        out = np.concatenate(
+            [
+                np.asarray(
+                    _score_windows(
+                        graphdef, state, jnp.asarray(wins[i : i + chunk]), masks, edges_j, prior_j
+                    )
+                )
+                for i in range(0, len(wins), chunk)
+            ]
+        )
         result = np.zeros(t_len)
         for w, st in enumerate(starts):
-            result[st:st + config.window] = out[w]
+            result[st : st + config.window] = out[w]
         return _moving_average(result, config.smooth)
 
-    info = {"dominant": dominant.tolist(), "periods": periods.tolist(),
-            "influence": np.round(infl, 4).tolist(), "final_loss": final_loss,
-            "fit_s": time.time() - t0}
+    info = {
+        "dominant": dominant.tolist(),
+        "periods": periods.tolist(),
+        "influence": np.round(infl, 4).tolist(),
+        "final_loss": final_loss,
+        "fit_s": time.time() - t0,
+    }
     return Detector(method, score, info)
 
 
@@ -240,8 +259,9 @@ def _fit_iforest(z: np.ndarray, standardise, config: TeamWorkConfig, t0: float) 
     forest = IsolationForest(n_estimators=100, random_state=config.seed).fit(z)
 
     def score(v: Any) -> np.ndarray:
-        return _moving_average(-forest.score_samples(standardise(v, "series to score")),
-                               config.smooth)
+        return _moving_average(
+            -forest.score_samples(standardise(v, "series to score")), config.smooth
+        )
 
     return Detector("iforest", score, {"fit_s": time.time() - t0})
 
@@ -308,9 +328,12 @@ def compare_methods(config: TeamWorkConfig) -> dict[str, Any]:
     """
     t_start = time.time()
     if config.dataset == "synthetic":
-        syn = data.make_synthetic(config.seed, train_length=config.train_length,
-                                  test_length=config.test_length,
-                                  n_anomalies=config.n_anomalies)
+        syn = data.make_synthetic(
+            config.seed,
+            train_length=config.train_length,
+            test_length=config.test_length,
+            n_anomalies=config.n_anomalies,
+        )
         series = [("synthetic", syn.train, syn.test, syn.labels)]
         truth = {"dominant": syn.dominant.tolist(), "periods": syn.periods.tolist()}
     else:
@@ -321,15 +344,21 @@ def compare_methods(config: TeamWorkConfig) -> dict[str, Any]:
         k = data.SKAB_TRAIN_SIZE
         series = [(r.name, r.values[:k], r.values[k:], r.anomaly[k:]) for r in runs]
         truth = {}
-    results: dict[str, Any] = {"dataset": config.dataset, "n_series": len(series), "rows": {},
-                               "info": {}, "truth": truth}
+    results: dict[str, Any] = {
+        "dataset": config.dataset,
+        "n_series": len(series),
+        "rows": {},
+        "info": {},
+        "truth": truth,
+    }
     for method in config.methods:
         t_method = time.time()
         per_run = []
         for i, (_, train, test, labels) in enumerate(series):
             det = fit_detector(method, train, config)
-            per_run.append((det.score(test), labels,
-                            det.score(train) if config.dataset == "skab" else None))
+            per_run.append(
+                (det.score(test), labels, det.score(train) if config.dataset == "skab" else None)
+            )
             if i == 0:
                 results["info"][method] = det.info
         results["rows"][METHODS[method]] = evaluate_scores(per_run, config.anomaly_ratio)
@@ -339,7 +368,8 @@ def compare_methods(config: TeamWorkConfig) -> dict[str, Any]:
         ours, base = results["rows"][METHODS["teamwork"]], results["rows"][METHODS["transformer"]]
         keys = ("f1", "pa_f1", "affiliation_f1", "auc_pr")
         results["teamwork_beats_transformer"] = all(
-            ours[rule][k] > base[rule][k] for rule in ("ratio", "oracle") for k in keys)
+            ours[rule][k] > base[rule][k] for rule in ("ratio", "oracle") for k in keys
+        )
     return results
 
 
@@ -354,9 +384,12 @@ def format_table(results: dict[str, Any]) -> str:
     if "skab_ucl" in rules:
         head += ["FAR % [skab_ucl]", "MAR % [skab_ucl]"]
     head.append(f"F1[oracle] / {ref_name.split(' (')[0]}'s")
-    lines = [f"TeamWork comparison on {results['dataset']} ({results['n_series']} series); "
-             "pa_f1 = point-adjusted F1 (inflated); oracle = best-F1 threshold on test labels",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"TeamWork comparison on {results['dataset']} ({results['n_series']} series); "
+        "pa_f1 = point-adjusted F1 (inflated); oracle = best-F1 threshold on test labels",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for name, row in rows.items():
         cells = [name, f"{row['oracle']['auc_pr']:.3f}"]
         cells += [f"{row[r][k]:.3f}" for r in rules for k in keys]

@@ -73,10 +73,15 @@ class VarJepaConfig:
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ConfigError(f"methods must name some of {tuple(METHODS)}, got {self.methods}")
-        if not (0 < self.context_fraction < 1 and 0 < self.target_fraction < 1
-                and self.context_fraction + self.target_fraction <= 1):
-            raise ConfigError(f"context_fraction and target_fraction must be in (0, 1) with sum "
-                              f"<= 1, got {self.context_fraction}, {self.target_fraction}")
+        if not (
+            0 < self.context_fraction < 1
+            and 0 < self.target_fraction < 1
+            and self.context_fraction + self.target_fraction <= 1
+        ):
+            raise ConfigError(
+                f"context_fraction and target_fraction must be in (0, 1) with sum "
+                f"<= 1, got {self.context_fraction}, {self.target_fraction}"
+            )
         for name in ("dim", "depth", "heads", "steps", "batch_size", "rank_every", "rank_rows"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -90,8 +95,18 @@ class VarJepaConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests: breast_cancer, 120 rows, a width-8 model, 6 steps, no MLPs.
-    "tiny": {"max_train": 120, "dim": 8, "heads": 1, "n_reg": 1, "steps": 6, "batch_size": 32,
-             "rank_every": 3, "rank_rows": 32, "probe_mlp": False, "baselines": False},
+    "tiny": {
+        "max_train": 120,
+        "dim": 8,
+        "heads": 1,
+        "n_reg": 1,
+        "steps": 6,
+        "batch_size": 32,
+        "rank_every": 3,
+        "rank_rows": 32,
+        "probe_mlp": False,
+        "baselines": False,
+    },
     # `fidia-jax varjepa demo`: breast_cancer, 300 steps, both probes and the baselines.
     "demo": {"steps": 300},
     # benchmarks/varjepa.py (per dataset and seed; `--set dataset=adult`).

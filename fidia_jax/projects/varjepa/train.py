@@ -27,7 +27,15 @@ from fidia_jax import data, losses, metrics, models
 from fidia_jax.config import write_summary
 from fidia_jax.projects.varjepa.configs import METHODS, VarJepaConfig
 
-__all__ = ["embed", "format_table", "pretrain", "probe", "raw_baselines", "run", "train_and_evaluate"]
+__all__ = [
+    "embed",
+    "format_table",
+    "pretrain",
+    "probe",
+    "raw_baselines",
+    "run",
+    "train_and_evaluate",
+]
 
 SUMMARY_FILE = "varjepa.json"
 
@@ -41,24 +49,42 @@ def _view_sizes(config: VarJepaConfig, n_features: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=16)
-def _train_step(graphdef, method: str, n_ctx: int, n_tgt: int, lr: float, wd: float,
-                ema_decay: float, beta: float, warmup: int):
+def _train_step(
+    graphdef,
+    method: str,
+    n_ctx: int,
+    n_tgt: int,
+    lr: float,
+    wd: float,
+    ema_decay: float,
+    beta: float,
+    warmup: int,
+):
     """One jitted step, cached on (model graph, hyperparameters) so seeds share the compile."""
     tx = optax.adamw(lr, weight_decay=wd)
 
     def loss_fn(params, target_params, x_num, x_cat, key, step):
         model = nnx.merge(graphdef, params)
         if method == "tjepa":
-            return losses.tjepa_objective(model, nnx.merge(graphdef, target_params), x_num, x_cat,
-                                          key, n_context=n_ctx, n_target=n_tgt)
+            return losses.tjepa_objective(
+                model,
+                nnx.merge(graphdef, target_params),
+                x_num,
+                x_cat,
+                key,
+                n_context=n_ctx,
+                n_target=n_tgt,
+            )
         b = beta * jnp.minimum(1.0, (step + 1.0) / warmup) if warmup else beta
-        return losses.var_tjepa_objective(model, x_num, x_cat, key, n_context=n_ctx,
-                                          n_target=n_tgt, beta=b)
+        return losses.var_tjepa_objective(
+            model, x_num, x_cat, key, n_context=n_ctx, n_target=n_tgt, beta=b
+        )
 
     @jax.jit
     def step_fn(params, target_params, opt_state, x_num, x_cat, key, step):
         (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            params, target_params, x_num, x_cat, key, step)
+            params, target_params, x_num, x_cat, key, step
+        )
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         if method == "tjepa":
@@ -91,7 +117,9 @@ def embed(model: models.TabularJepa, split: data.TabularSplit, *, batch: int = 2
     fn = _embed_fn(graphdef)
     zs, vs = [], []
     for i in range(0, len(split.y), batch):
-        z, v = fn(params, jnp.asarray(split.x_num[i : i + batch]), jnp.asarray(split.x_cat[i : i + batch]))
+        z, v = fn(
+            params, jnp.asarray(split.x_num[i : i + batch]), jnp.asarray(split.x_cat[i : i + batch])
+        )
         zs.append(np.asarray(z))
         vs.append(np.asarray(v))
     return np.concatenate(zs), np.concatenate(vs)
@@ -112,14 +140,29 @@ def pretrain(config: VarJepaConfig, splits: data.TabularSplits, method: str):
     train = splits.train
     n_num, cards = train.x_num.shape[1], splits.schema.cardinalities
     model = models.TabularJepa(
-        n_num, cards, dim=config.dim, depth=config.depth, heads=config.heads, n_reg=config.n_reg,
-        predictor_depth=config.predictor_depth, variational=method == "var_tjepa",
-        rngs=nnx.Rngs(config.seed))
+        n_num,
+        cards,
+        dim=config.dim,
+        depth=config.depth,
+        heads=config.heads,
+        n_reg=config.n_reg,
+        predictor_depth=config.predictor_depth,
+        variational=method == "var_tjepa",
+        rngs=nnx.Rngs(config.seed),
+    )
     n_ctx, n_tgt = _view_sizes(config, model.n_features)
     graphdef, params = nnx.split(model)
-    tx, step_fn = _train_step(graphdef, method, n_ctx, n_tgt, config.learning_rate,
-                              config.weight_decay, config.ema_decay, config.beta,
-                              config.kl_warmup_steps)
+    tx, step_fn = _train_step(
+        graphdef,
+        method,
+        n_ctx,
+        n_tgt,
+        config.learning_rate,
+        config.weight_decay,
+        config.ema_decay,
+        config.beta,
+        config.kl_warmup_steps,
+    )
     opt_state, target_params = tx.init(params), params
     rng = np.random.default_rng(config.seed)
     rank_idx = rng.choice(len(train.y), min(config.rank_rows, len(train.y)), replace=False)
@@ -132,8 +175,14 @@ def pretrain(config: VarJepaConfig, splits: data.TabularSplits, method: str):
         idx = rng.integers(0, len(train.y), batch)
         key, sub = jax.random.split(key)
         params, target_params, opt_state, loss, aux = step_fn(
-            params, target_params, opt_state, jnp.asarray(train.x_num[idx]),
-            jnp.asarray(train.x_cat[idx]), sub, jnp.asarray(step, jnp.float32))
+            params,
+            target_params,
+            opt_state,
+            jnp.asarray(train.x_num[idx]),
+            jnp.asarray(train.x_cat[idx]),
+            sub,
+            jnp.asarray(step, jnp.float32),
+        )
         if step % config.rank_every == 0 or step == config.steps - 1:
             loss = float(loss)
             if not np.isfinite(loss):
@@ -142,7 +191,9 @@ def pretrain(config: VarJepaConfig, splits: data.TabularSplits, method: str):
             history["step"].append(step)
             history["loss"].append(loss)
             history["terms"].append({k: float(v) for k, v in aux.items()})
-            history["effective_rank"].append(float(metrics.effective_rank(jnp.asarray(z), center=True)))
+            history["effective_rank"].append(
+                float(metrics.effective_rank(jnp.asarray(z), center=True))
+            )
     history["wall_s"] = time.time() - t0
     return nnx.merge(graphdef, params), history
 
@@ -150,8 +201,12 @@ def pretrain(config: VarJepaConfig, splits: data.TabularSplits, method: str):
 def _mlp(config: VarJepaConfig):
     from sklearn.neural_network import MLPClassifier
 
-    return MLPClassifier(hidden_layer_sizes=tuple(config.mlp_hidden), early_stopping=True,
-                         max_iter=300, random_state=config.seed)
+    return MLPClassifier(
+        hidden_layer_sizes=tuple(config.mlp_hidden),
+        early_stopping=True,
+        max_iter=300,
+        random_state=config.seed,
+    )
 
 
 def probe(config: VarJepaConfig, z_train, y_train, z_test, y_test) -> dict[str, Any]:
@@ -170,16 +225,20 @@ def probe(config: VarJepaConfig, z_train, y_train, z_test, y_test) -> dict[str, 
     lr = LogisticRegression(max_iter=2000).fit(a, y_train)
     proba = lr.predict_proba(b)
     pred = lr.classes_[np.argmax(proba, axis=1)]
-    out: dict[str, Any] = {"linear_acc": float(np.mean(pred == y_test)),
-                           "linear_errors": (pred != y_test).astype(np.float64),
-                           "linear_conf": proba.max(axis=1)}
+    out: dict[str, Any] = {
+        "linear_acc": float(np.mean(pred == y_test)),
+        "linear_errors": (pred != y_test).astype(np.float64),
+        "linear_conf": proba.max(axis=1),
+    }
     if config.probe_mlp:
         out["mlp_acc"] = float(_mlp(config).fit(a, y_train).score(b, y_test))
     return out
 
 
 def _one_hot(split: data.TabularSplit, cards) -> np.ndarray:
-    blocks = [split.x_num] + [np.eye(c, dtype=np.float32)[split.x_cat[:, j]] for j, c in enumerate(cards)]
+    blocks = [split.x_num] + [
+        np.eye(c, dtype=np.float32)[split.x_cat[:, j]] for j, c in enumerate(cards)
+    ]
     return np.concatenate(blocks, axis=1)
 
 
@@ -192,8 +251,11 @@ def raw_baselines(config: VarJepaConfig, splits: data.TabularSplits) -> dict[str
     mlp_acc = float(_mlp(config).fit(tr, splits.train.y).score(te, splits.test.y))
     n_num = splits.train.x_num.shape[1]
     gbm = lightgbm.LGBMClassifier(random_state=config.seed, verbose=-1)
-    gbm.fit(np.concatenate([splits.train.x_num, splits.train.x_cat], axis=1), splits.train.y,
-            categorical_feature=list(range(n_num, n_num + len(cards))) or "auto")
+    gbm.fit(
+        np.concatenate([splits.train.x_num, splits.train.x_cat], axis=1),
+        splits.train.y,
+        categorical_feature=list(range(n_num, n_num + len(cards))) or "auto",
+    )
     gbm_pred = gbm.predict(np.concatenate([splits.test.x_num, splits.test.x_cat], axis=1))
     return {"raw_mlp_acc": mlp_acc, "lightgbm_acc": float(np.mean(gbm_pred == splits.test.y))}
 
@@ -202,16 +264,24 @@ def run(config: VarJepaConfig, splits: data.TabularSplits | None = None) -> dict
     """Pretrains, embeds and probes every method of ``config``; JSON-ready results."""
     if splits is None:
         splits = data.load_tabular(config.dataset, seed=config.seed, max_train=config.max_train)
-    results: dict[str, Any] = {"dataset": splits.name, "seed": config.seed,
-                               "n_train": len(splits.train.y), "n_test": len(splits.test.y),
-                               "unknown_in_test": splits.unknown_in_test, "methods": {}}
+    results: dict[str, Any] = {
+        "dataset": splits.name,
+        "seed": config.seed,
+        "n_train": len(splits.train.y),
+        "n_test": len(splits.test.y),
+        "unknown_in_test": splits.unknown_in_test,
+        "methods": {},
+    }
     for method in config.methods:
         model, history = pretrain(config, splits, method)
         z_tr, _ = embed(model, splits.train)
         z_te, var_te = embed(model, splits.test)
         p = probe(config, z_tr, splits.train.y, z_te, splits.test.y)
-        row = {"linear_acc": p["linear_acc"], "history": history,
-               "final_effective_rank": history["effective_rank"][-1]}
+        row = {
+            "linear_acc": p["linear_acc"],
+            "history": history,
+            "final_effective_rank": history["effective_rank"][-1],
+        }
         if "mlp_acc" in p:
             row["mlp_acc"] = p["mlp_acc"]
         errors = p["linear_errors"]
@@ -229,17 +299,25 @@ def format_table(results: dict[str, Any]) -> str:
     """Markdown table of one run: accuracy per method and probe, ratio to the T-JEPA linear probe."""
     rows = results["methods"]
     ref = rows.get(METHODS["tjepa"], next(iter(rows.values())))["linear_acc"]
-    lines = [f"{results['dataset']} (seed {results['seed']}, {results['n_train']} train / "
-             f"{results['n_test']} test rows); ratio = accuracy / T-JEPA linear probe",
-             "| model | linear probe acc (ratio) | MLP probe acc | eff. rank | AURC (post. var / conf / random) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"{results['dataset']} (seed {results['seed']}, {results['n_train']} train / "
+        f"{results['n_test']} test rows); ratio = accuracy / T-JEPA linear probe",
+        "| model | linear probe acc (ratio) | MLP probe acc | eff. rank | AURC (post. var / conf / random) |",
+        "|---|---|---|---|---|",
+    ]
     for name, r in rows.items():
-        aurc = (f"{r.get('aurc_posterior_variance', float('nan')):.3f} / "
-                f"{r['aurc_probe_confidence']:.3f} / {r['aurc_random']:.3f}")
-        lines.append(f"| {name} | {r['linear_acc']:.4f} ({r['linear_acc'] / ref:.3f}) | "
-                     f"{r.get('mlp_acc', float('nan')):.4f} | {r['final_effective_rank']:.1f} | {aurc} |")
+        aurc = (
+            f"{r.get('aurc_posterior_variance', float('nan')):.3f} / "
+            f"{r['aurc_probe_confidence']:.3f} / {r['aurc_random']:.3f}"
+        )
+        lines.append(
+            f"| {name} | {r['linear_acc']:.4f} ({r['linear_acc'] / ref:.3f}) | "
+            f"{r.get('mlp_acc', float('nan')):.4f} | {r['final_effective_rank']:.1f} | {aurc} |"
+        )
     for name, acc in results.get("baselines", {}).items():
-        lines.append(f"| {name.replace('_acc', '')} (raw features) | {acc:.4f} ({acc / ref:.3f}) | | | |")
+        lines.append(
+            f"| {name.replace('_acc', '')} (raw features) | {acc:.4f} ({acc / ref:.3f}) | | | |"
+        )
     return "\n".join(lines)
 
 

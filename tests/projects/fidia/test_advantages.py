@@ -20,7 +20,9 @@ def test_rloo_by_hand_and_equals_k1_pkpo():
     hand = [(REWARDS[i] - np.mean(np.delete(REWARDS, i))) / n for i in range(n)]
     got = fidia.rloo_advantages(jnp.asarray(REWARDS))
     np.testing.assert_allclose(got, hand, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(got, rl.max_at_k_effective_rewards(jnp.asarray(REWARDS), 1), atol=1e-7)
+    np.testing.assert_allclose(
+        got, rl.max_at_k_effective_rewards(jnp.asarray(REWARDS), 1), atol=1e-7
+    )
 
 
 def test_grpo_by_hand():
@@ -46,20 +48,33 @@ def test_fidia_is_loo_minus_one_by_enumeration(k):
         others = [j for j in range(n) if j != i]
         acc = sum(max(r[i] - max(r[list(J)]), 0.0) for J in itertools.combinations(others, k - 1))
         hand.append(acc / total)
-    np.testing.assert_allclose(fidia.fidia_advantages(jnp.asarray(REWARDS), k), hand, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        fidia.fidia_advantages(jnp.asarray(REWARDS), k), hand, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_fidia_group_norm_divides_by_sample_std_and_is_affine_invariant():
     r = jnp.asarray(REWARDS)
     std = float(np.std(REWARDS.astype(np.float64), ddof=1))
-    np.testing.assert_allclose(fidia.fidia_advantages(r, 3, group_norm=True),
-                               np.asarray(fidia.fidia_advantages(r, 3)) / std, rtol=1e-5)
+    np.testing.assert_allclose(
+        fidia.fidia_advantages(r, 3, group_norm=True),
+        np.asarray(fidia.fidia_advantages(r, 3)) / std,
+        rtol=1e-5,
+    )
     # invariant to r -> a r + b (a > 0), unlike the raw effective rewards, which scale with a
-    np.testing.assert_allclose(fidia.fidia_advantages(2.5 * r - 7.0, 3, group_norm=True),
-                               fidia.fidia_advantages(r, 3, group_norm=True), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        fidia.fidia_advantages(2.5 * r - 7.0, 3, group_norm=True),
+        fidia.fidia_advantages(r, 3, group_norm=True),
+        rtol=1e-4,
+        atol=1e-6,
+    )
     via_dispatch = fidia.advantages("fidia", r, k=3, fidia_group_norm=True)
-    np.testing.assert_allclose(via_dispatch, fidia.fidia_advantages(r, 3, group_norm=True), rtol=1e-6)
-    np.testing.assert_array_equal(fidia.fidia_advantages(jnp.ones(4), 2, group_norm=True), np.zeros(4))
+    np.testing.assert_allclose(
+        via_dispatch, fidia.fidia_advantages(r, 3, group_norm=True), rtol=1e-6
+    )
+    np.testing.assert_array_equal(
+        fidia.fidia_advantages(jnp.ones(4), 2, group_norm=True), np.zeros(4)
+    )
 
 
 def test_dpo_pair_and_dispatch():
@@ -67,8 +82,12 @@ def test_dpo_pair_and_dispatch():
     assert (int(chosen), int(rejected), float(valid)) == (2, 1, 1.0)
     _, _, valid = fidia.dpo_pair(jnp.zeros(3))
     assert float(valid) == 0.0
-    batched = jax.vmap(lambda r: fidia.advantages("fidia", r, k=2))(jnp.stack([jnp.asarray(REWARDS)] * 2))
-    np.testing.assert_allclose(batched[1], fidia.fidia_advantages(jnp.asarray(REWARDS), 2), atol=1e-7)
+    batched = jax.vmap(lambda r: fidia.advantages("fidia", r, k=2))(
+        jnp.stack([jnp.asarray(REWARDS)] * 2)
+    )
+    np.testing.assert_allclose(
+        batched[1], fidia.fidia_advantages(jnp.asarray(REWARDS), 2), atol=1e-7
+    )
     with pytest.raises(ValueError):
         fidia.advantages("dpo", jnp.asarray(REWARDS), k=2)
     with pytest.raises(ValueError):
@@ -76,8 +95,13 @@ def test_dpo_pair_and_dispatch():
 
 
 # Issue 17 items 6-7 through the method dispatch the training step uses (vmapped, so traced).
-METHODS = [("fidia", {"k": 2}), ("fidia", {"k": 4, "fidia_group_norm": True}),
-           ("fidia", {"k": 1}), ("rloo", {"k": 1}), ("grpo", {"k": 1})]
+METHODS = [
+    ("fidia", {"k": 2}),
+    ("fidia", {"k": 4, "fidia_group_norm": True}),
+    ("fidia", {"k": 1}),
+    ("rloo", {"k": 1}),
+    ("grpo", {"k": 1}),
+]
 
 
 @pytest.mark.parametrize("method,kw", METHODS)
@@ -95,8 +119,11 @@ def test_dispatch_excludes_non_finite_rewards_and_zeroes_ties(method, kw):
 
 
 @settings(max_examples=15, deadline=None)  # each example compiles: keep make test fast
-@given(ints=st.lists(st.integers(-512, 512), min_size=4, max_size=8),
-       b=st.integers(-512, 512), p=st.integers(-6, 6))
+@given(
+    ints=st.lists(st.integers(-512, 512), min_size=4, max_size=8),
+    b=st.integers(-512, 512),
+    p=st.integers(-6, 6),
+)
 def test_property_dispatch_offset_and_scale(ints, b, p):
     """Dyadic rewards: exact offset invariance, scale equivariance, zero sum for rloo/grpo."""
     r = jnp.asarray(np.asarray(ints, np.float32) / 64.0)

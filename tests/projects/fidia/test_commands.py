@@ -9,13 +9,26 @@ from fidia_jax.projects.fidia import commands
 
 @pytest.mark.parametrize("prefix", [[], ["fidia"]])  # short form and project form
 def test_parser_registers_fidia_commands(prefix):
-    args = cli._parse_args(prefix + [
-        "train", "--config", "tiny", "--set", "train.num_steps=3", "--method", "rloo", "--seed", "4"])
+    args = cli._parse_args(
+        prefix
+        + [
+            "train",
+            "--config",
+            "tiny",
+            "--set",
+            "train.num_steps=3",
+            "--method",
+            "rloo",
+            "--seed",
+            "4",
+        ]
+    )
     assert (args.project, args.verb) == ("fidia", "train")
     cfg = commands._config_from_args(args)
     assert (cfg.method, cfg.seed, cfg.train.num_steps, cfg.train.n_samples) == ("rloo", 4, 3, 4)
-    args = cli._parse_args(prefix + ["design", "--checkpoint", "run", "--num-samples", "8",
-                                     "--fixed", "A10-12"])
+    args = cli._parse_args(
+        prefix + ["design", "--checkpoint", "run", "--num-samples", "8", "--fixed", "A10-12"]
+    )
     assert (args.verb, args.num_samples, args.fixed) == ("design", 8, "A10-12")
 
 
@@ -40,8 +53,15 @@ def test_errors_are_one_line_exit_2(argv, needle, tmp_path, capsys):
 
 def test_train_with_missing_data_leaves_no_workdir(tmp_path, capsys):
     workdir = tmp_path / "run"
-    argv = ["train", "--config", "small", "--data-dir", str(tmp_path / "nonexistent"),
-            "--workdir", str(workdir)]
+    argv = [
+        "train",
+        "--config",
+        "small",
+        "--data-dir",
+        str(tmp_path / "nonexistent"),
+        "--workdir",
+        str(workdir),
+    ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fidia-jax: error: "), err
@@ -53,7 +73,10 @@ def test_data_dir_with_builtin_backbone_config_warns_and_titles_say_not_held_out
     with caplog.at_level("WARNING"):
         cfg = commands._config_from_args(args)
     assert "--data-dir is unused" in caplog.text
-    assert commands._eval_title(cfg, 1) == "evaluation on the training backbone (1 backbone; not held out)"
+    assert (
+        commands._eval_title(cfg, 1)
+        == "evaluation on the training backbone (1 backbone; not held out)"
+    )
     small = commands._config_from_args(cli._parse_args(["train", "--config", "small"]))
     assert commands._eval_title(small, 8) == "held-out (8 backbones)"
 
@@ -75,8 +98,15 @@ def test_design_outputs_with_non_finite_rewards_are_valid_json(tmp_path):
     bb = fidia.Backbone("toy", "motif", inputs, fixed, lambda s: (None, None))
     seqs = np.random.default_rng(0).integers(0, 20, (4, 12))
     rewards = np.array([0.5, np.nan, -0.2, np.inf], np.float32)
-    design.write_design_outputs(tmp_path, bb, seqs, rewards, np.array([1, 0, 0, 0], bool),
-                                meta={"seed": 0}, ref_rewards=np.array([0.1, np.nan], np.float32))
+    design.write_design_outputs(
+        tmp_path,
+        bb,
+        seqs,
+        rewards,
+        np.array([1, 0, 0, 0], bool),
+        meta={"seed": 0},
+        ref_rewards=np.array([0.1, np.nan], np.float32),
+    )
 
     def reject(token):
         raise ValueError(token)
@@ -126,7 +156,9 @@ def test_incomplete_newest_checkpoint_is_skipped_with_a_warning(tmp_path):
 
     cfg, state = _damaged_run(tmp_path)
     # design / evaluate: the newest complete checkpoint, read-only
-    with pytest.warns(UserWarning, match=r"checkpoints/4 \(a save that did not finish\) skipped; using step 2"):
+    with pytest.warns(
+        UserWarning, match=r"checkpoints/4 \(a save that did not finish\) skipped; using step 2"
+    ):
         model, _, step = load_policy(tmp_path)
     assert step == 2 and (tmp_path / "checkpoints" / "4").is_dir()
     with pytest.raises(CheckpointError, match="step 4 is missing or incomplete"):
@@ -159,7 +191,10 @@ def test_cli_prints_warnings_as_one_line_and_no_absl_noise(tmp_path):
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2, res.stderr
     assert len(lines) == 2, lines
-    assert lines[0].startswith("fidia-jax: warning: incomplete checkpoint ") and "using step 2" in lines[0]
+    assert (
+        lines[0].startswith("fidia-jax: warning: incomplete checkpoint ")
+        and "using step 2" in lines[0]
+    )
     assert lines[1].startswith("fidia-jax: error: ") and "bogus" in lines[1]
 
 
@@ -177,5 +212,7 @@ def test_metrics_jsonl_is_strict_json_and_reads_back_non_finite(tmp_path):
     for line in path.read_text().splitlines():
         json.loads(line, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     rows = _read_jsonl(path)
-    assert math.isnan(rows[0]["kl"]) and rows[0]["reward_mean"] == 1.5 and "non_finite" not in rows[0]
+    assert (
+        math.isnan(rows[0]["kl"]) and rows[0]["reward_mean"] == 1.5 and "non_finite" not in rows[0]
+    )
     assert rows[1] == {"step": 1, "kl": 0.25}

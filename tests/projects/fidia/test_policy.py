@@ -31,7 +31,9 @@ def test_tempered_token_log_probs_match_tempered_softmax():
     theta, _, seqs, _, _ = _setup()
     logits = theta / T
     logits = logits.at[:, 20].set(-jnp.inf)
-    expect = jnp.take_along_axis(jax.nn.log_softmax(logits, -1)[None].repeat(N, 0), seqs[..., None], -1)[..., 0]
+    expect = jnp.take_along_axis(
+        jax.nn.log_softmax(logits, -1)[None].repeat(N, 0), seqs[..., None], -1
+    )[..., 0]
     np.testing.assert_allclose(_tok_logp(theta, seqs), expect, rtol=1e-5, atol=1e-5)
 
 
@@ -43,24 +45,32 @@ def test_on_policy_gradient_is_sum_of_advantage_weighted_score(clip_eps):
     ref_lp = _tok_logp(ref, seqs)
 
     def loss(th):
-        return fidia.policy_loss(_tok_logp(th, seqs), old, ref_lp, adv, designed, beta_kl=0.0,
-                                 clip_eps=clip_eps)[0]
+        return fidia.policy_loss(
+            _tok_logp(th, seqs), old, ref_lp, adv, designed, beta_kl=0.0, clip_eps=clip_eps
+        )[0]
 
     def score_fn(th):
         seq_logp = jnp.sum(_tok_logp(th, seqs) * designed, -1) / jnp.sum(designed, -1)
         return -jnp.sum(adv * seq_logp)
 
-    np.testing.assert_allclose(jax.grad(loss)(theta), jax.grad(score_fn)(theta), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        jax.grad(loss)(theta), jax.grad(score_fn)(theta), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_clipping_zeroes_gradient_outside_trust_region():
     theta, ref, seqs, _, designed = _setup()
     adv = jnp.ones(N)
     old = _tok_logp(theta, seqs) - 1.0  # ratio = e > 1 + eps everywhere, A > 0: clipped
-    g = jax.grad(lambda th: fidia.policy_loss(_tok_logp(th, seqs), old, old, adv, designed,
-                                              beta_kl=0.0, clip_eps=0.2)[0])(theta)
+    g = jax.grad(
+        lambda th: fidia.policy_loss(
+            _tok_logp(th, seqs), old, old, adv, designed, beta_kl=0.0, clip_eps=0.2
+        )[0]
+    )(theta)
     np.testing.assert_array_equal(g, np.zeros_like(g))
-    _, aux = fidia.policy_loss(_tok_logp(theta, seqs), old, old, adv, designed, beta_kl=0.0, clip_eps=0.2)
+    _, aux = fidia.policy_loss(
+        _tok_logp(theta, seqs), old, old, adv, designed, beta_kl=0.0, clip_eps=0.2
+    )
     assert float(aux["clip_frac"]) == pytest.approx(1.0)
 
 
@@ -109,7 +119,9 @@ def test_dpo_loss_by_hand_and_gradient_direction():
     assert float(aux["margin"]) == pytest.approx(margin, rel=1e-5)
     assert float(loss) == pytest.approx(np.log1p(np.exp(-0.5 * margin)), rel=1e-5)
     # a small step against the gradient raises the chosen-vs-rejected margin
-    g = jax.grad(lambda th: fidia.dpo_loss(lp(th), ref_lp, designed[:2], jnp.float32(1.0), beta=0.5)[0])(theta)
+    g = jax.grad(
+        lambda th: fidia.dpo_loss(lp(th), ref_lp, designed[:2], jnp.float32(1.0), beta=0.5)[0]
+    )(theta)
     _, aux2 = fidia.dpo_loss(lp(theta - 0.1 * g), ref_lp, designed[:2], jnp.float32(1.0), beta=0.5)
     assert float(aux2["margin"]) > margin
     # no preference: zero loss

@@ -62,8 +62,9 @@ def _run(workdir, kill_after=None, trainer=None, num_devices=0, after_step=None,
 
     cfg, backbones = _setup()
     if trainer is None:
-        trainer = fidia.Trainer(cfg, train_backbones=backbones, eval_backbones=backbones,
-                                num_devices=num_devices)
+        trainer = fidia.Trainer(
+            cfg, train_backbones=backbones, eval_backbones=backbones, num_devices=num_devices
+        )
     while wait_for is not None and not wait_for.exists():  # imports overlap the parent's compile
         time.sleep(0.05)
 
@@ -77,8 +78,12 @@ def _run(workdir, kill_after=None, trainer=None, num_devices=0, after_step=None,
 
 
 if __name__ == "__main__":
-    _run(pathlib.Path(sys.argv[1]), kill_after=int(sys.argv[2]), num_devices=1,
-         wait_for=pathlib.Path(sys.argv[3]))
+    _run(
+        pathlib.Path(sys.argv[1]),
+        kill_after=int(sys.argv[2]),
+        num_devices=1,
+        wait_for=pathlib.Path(sys.argv[3]),
+    )
     sys.exit(0)
 
 import jax  # noqa: E402
@@ -111,9 +116,11 @@ def _persistent_compilation_cache(path):
     """JAX's persistent compilation cache at ``path`` (every program) inside the block."""
     from jax.experimental.compilation_cache import compilation_cache as cc
 
-    values = {"jax_compilation_cache_dir": str(path),
-              "jax_persistent_cache_min_compile_time_secs": 0.0,
-              "jax_persistent_cache_min_entry_size_bytes": 0}
+    values = {
+        "jax_compilation_cache_dir": str(path),
+        "jax_persistent_cache_min_compile_time_secs": 0.0,
+        "jax_persistent_cache_min_entry_size_bytes": 0,
+    }
     old = {name: getattr(jax.config, name) for name in values}
     for name, value in values.items():
         jax.config.update(name, value)
@@ -133,8 +140,12 @@ def test_sigkill_and_resume_equals_uninterrupted(tmp_path, trainer, setup):
     killed, ready = tmp_path / "killed", tmp_path / "cache_ready"
     with _persistent_compilation_cache(tmp_path / "xla_cache") as cache_env:
         env = dict(os.environ, JAX_PLATFORMS="cpu", **cache_env)
-        proc = subprocess.Popen([sys.executable, str(HERE), str(killed), "2", str(ready)], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE), str(killed), "2", str(ready)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
 
         def release_killed_run(step):  # step 0 compiled and cached the step's programs
             if step == 0:
@@ -144,7 +155,9 @@ def test_sigkill_and_resume_equals_uninterrupted(tmp_path, trainer, setup):
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == -signal.SIGKILL, out.decode()[-2000:]
     # killed after step index 2: checkpoint of step 2 on disk, 3 metric lines, no final eval
-    assert sorted(int(p.name) for p in (killed / "checkpoints").iterdir() if p.name.isdigit()) == [2]
+    assert sorted(int(p.name) for p in (killed / "checkpoints").iterdir() if p.name.isdigit()) == [
+        2
+    ]
     assert len((killed / "metrics.jsonl").read_text().splitlines()) == 3
     assert not (killed / "eval_after.json").exists()
 
@@ -152,14 +165,19 @@ def test_sigkill_and_resume_equals_uninterrupted(tmp_path, trainer, setup):
     for a, b in zip(_leaves(resumed["params"]), _leaves(full["params"]), strict=True):
         np.testing.assert_array_equal(a, b)
     # the parameters did move away from the reference
-    moved = max(float(np.abs(a - b).max()) for a, b in
-                zip(_leaves(full["params"]), _leaves(trainer.ref_params), strict=True))
+    moved = max(
+        float(np.abs(a - b).max())
+        for a, b in zip(_leaves(full["params"]), _leaves(trainer.ref_params), strict=True)
+    )
     assert moved > 1e-6
 
     def rows(path):
         import json
-        return [{k: v for k, v in json.loads(line).items() if k != "seconds"}
-                for line in (path / "metrics.jsonl").read_text().splitlines()]
+
+        return [
+            {k: v for k, v in json.loads(line).items() if k != "seconds"}
+            for line in (path / "metrics.jsonl").read_text().splitlines()
+        ]
 
     assert rows(killed) == rows(tmp_path / "full")
     assert resumed["after"]["summary"] == full["after"]["summary"]
@@ -170,6 +188,7 @@ def test_sigkill_and_resume_equals_uninterrupted(tmp_path, trainer, setup):
     model, cfg2, step = fidia.load_policy(tmp_path / "full")
     assert (cfg2, step) == (cfg, cfg.train.num_steps)
     from flax import nnx
+
     restored = nnx.to_pure_dict(nnx.state(model))
     for a, b in zip(_leaves(restored), _leaves(full["params"]), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -199,7 +218,9 @@ def test_eval_curve_records_every_k_steps_and_survives_resume(tmp_path, trainer,
             # the saved samples are the evaluated ones: their native recovery is the reported one
             bb = tr.eval_backbones[i]
             d = np.asarray(bb.designed_mask, bool)
-            assert float((seqs[:, d] == np.asarray(bb.native)[d]).mean()) == pytest.approx(m["recovery"])
+            assert float((seqs[:, d] == np.asarray(bb.native)[d]).mean()) == pytest.approx(
+                m["recovery"]
+            )
     # step 0 is the reference policy: its samples equal a fresh evaluation of the reference
     ref = tr.evaluate(tr.ref_params, with_samples=True)
     step0 = np.load(tmp_path / "samples" / "step_000000.npz")
@@ -216,8 +237,9 @@ def test_eval_curve_records_every_k_steps_and_survives_resume(tmp_path, trainer,
 def test_sharded_step_equals_single_device(trainer, setup):
     cfg, backbones = setup
     single = trainer
-    sharded = fidia.Trainer(cfg, train_backbones=backbones, eval_backbones=backbones,
-                            reference=nnx_model(trainer))
+    sharded = fidia.Trainer(
+        cfg, train_backbones=backbones, eval_backbones=backbones, reference=nnx_model(trainer)
+    )
     assert (single.mesh.devices.size, sharded.mesh.devices.size) == (1, 4)
     key = jax.random.PRNGKey(3)
     _, a = sharded.rollout(sharded.ref_params, backbones, key, 4)
@@ -233,8 +255,9 @@ def test_sharded_step_equals_single_device(trainer, setup):
     # Adam's first step is ~lr * sign(g): float noise on a near-zero gradient entry can flip it,
     # so allow 2 lr on a handful of entries and require the rest to agree to 1e-6.
     lr = cfg.train.learning_rate
-    diffs = np.concatenate([np.abs(x - y).ravel() for x, y in
-                            zip(_leaves(s4.params), _leaves(s1.params), strict=True)])
+    diffs = np.concatenate(
+        [np.abs(x - y).ravel() for x, y in zip(_leaves(s4.params), _leaves(s1.params), strict=True)]
+    )
     assert diffs.max() <= 2 * lr + 1e-6
     assert np.mean(diffs > 1e-6) < 1e-3
     # the sharded parameters are replicated over the 4-device mesh
@@ -246,9 +269,12 @@ def test_fsdp_config_splits_parameters_over_the_mesh(trainer, setup):
     """``train.param_sharding="fsdp"``: each parameter (and Adam moment) is split 4 ways along
     its largest axis divisible by 4; the values are the reference's (placement only)."""
     cfg, backbones = setup
-    fsdp = fidia.Trainer(fidia.override_config(cfg, ["train.param_sharding=fsdp"]),
-                         train_backbones=backbones, eval_backbones=backbones,
-                         reference=nnx_model(trainer))
+    fsdp = fidia.Trainer(
+        fidia.override_config(cfg, ["train.param_sharding=fsdp"]),
+        train_backbones=backbones,
+        eval_backbones=backbones,
+        reference=nnx_model(trainer),
+    )
     state = fsdp.init_state()
     for tree in (fsdp.ref_params, state.params, state.opt_state):
         for x in jax.tree.leaves(tree):
@@ -276,12 +302,15 @@ def test_padding_does_not_change_log_probs(setup):
 
     _, backbones = setup
     bb = backbones[0]
-    graphdef, state = nnx.split(models.ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(0)))
+    graphdef, state = nnx.split(
+        models.ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(0))
+    )
 
     @jax.jit
     def logp(inputs, seqs, order):
-        return fidia.policy_token_log_probs(nnx.merge(graphdef, state), inputs, seqs, order,
-                                            temperature=0.5)
+        return fidia.policy_token_log_probs(
+            nnx.merge(graphdef, state), inputs, seqs, order, temperature=0.5
+        )
 
     rng = np.random.default_rng(0)
     seqs = jnp.asarray(rng.integers(0, 20, size=(1, 2, 24)), jnp.int32)

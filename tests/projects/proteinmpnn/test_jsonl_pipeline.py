@@ -35,7 +35,10 @@ def _files(n):
     bias_rows[19, ALPHABET.index("W")] = 100.0  # A20 -> W
     return {
         "chain-id": {"both": [["B", "A"], []], "designA": [["A"], ["B"]]},  # none for "broken"
-        "fixed-positions": {"both": {"A": [1, 2, 3], "B": [1, 2, 3]}, "designA": {"A": [5], "B": []}},
+        "fixed-positions": {
+            "both": {"A": [1, 2, 3], "B": [1, 2, 3]},
+            "designA": {"A": [5], "B": []},
+        },
         "tied-positions": {"both": [{"A": [k], "B": [k]} for k in range(1, n + 1)]},
         "omit-aa": {"both": {"A": [[[10], "GC"]], "B": [[[10], "A"]]}},
         "bias-by-res": {"designA": {"A": bias_rows.tolist(), "B": np.zeros((n, 21)).tolist()}},
@@ -44,7 +47,9 @@ def _files(n):
 
 
 def _args(d, protein, files):
-    write_parsed_chains_jsonl([_dimer(protein)] * 3, d / "parsed.jsonl", names=["both", "designA", "broken"])
+    write_parsed_chains_jsonl(
+        [_dimer(protein)] * 3, d / "parsed.jsonl", names=["both", "designA", "broken"]
+    )
     args = ["proteinmpnn", "sample", "--jsonl-path", str(d / "parsed.jsonl"), "--num-samples", "4",
             "--temperature", "1.0", "--quiet", "--out", str(d / "out")]  # fmt: skip
     for k, v in files.items():
@@ -67,7 +72,9 @@ def test_pipeline_files_resolve_to_the_right_slots(protein, tmp_path, monkeypatc
     monkeypatch.setattr(batch, "run_sample", fake_run_sample)
     from fidia_jax.models import ProteinMPNN
 
-    monkeypatch.setattr(ProteinMPNN, "from_checkpoint", lambda *a, **k: type("M", (), {"k_neighbors": 48}))
+    monkeypatch.setattr(
+        ProteinMPNN, "from_checkpoint", lambda *a, **k: type("M", (), {"k_neighbors": 48})
+    )
     n = protein.length
     rc = cli.main(_args(tmp_path, protein, _files(n)))
     assert rc == 2 and set(calls) == {"both", "designA"}  # "broken" has no chain assignment
@@ -156,10 +163,16 @@ def test_pdb_dir_passes_every_sampling_option(tmp_path, monkeypatch):
 
     def fake_run_sample(out, **kw):
         calls.append(kw)
-        return {"inputs": {"length": 58, "num_designed": 1}, "mean_score": 1.0, "mean_recovery": 0.5}
+        return {
+            "inputs": {"length": 58, "num_designed": 1},
+            "mean_score": 1.0,
+            "mean_recovery": 0.5,
+        }
 
     monkeypatch.setattr(batch, "run_sample", fake_run_sample)
-    monkeypatch.setattr(ProteinMPNN, "from_checkpoint", lambda *a, **k: type("M", (), {"k_neighbors": 48}))
+    monkeypatch.setattr(
+        ProteinMPNN, "from_checkpoint", lambda *a, **k: type("M", (), {"k_neighbors": 48})
+    )
     d = tmp_path / "in"
     d.mkdir()
     shutil.copy(default_backbone_path(), d / "a.cif.gz")

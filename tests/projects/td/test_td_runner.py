@@ -19,8 +19,9 @@ def mrp():
 
 
 def test_random_mrp_is_a_valid_process():
-    m = td.random_linear_mrp(jax.random.key(3), n_states=8, n_features=3, discount=0.5,
-                             sparsity=0.6)
+    m = td.random_linear_mrp(
+        jax.random.key(3), n_states=8, n_features=3, discount=0.5, sparsity=0.6
+    )
     np.testing.assert_allclose(m.transition.sum(axis=1), 1.0, rtol=1e-6)
     assert float(m.transition.min()) >= 0.0 and float(jnp.diag(m.transition).min()) > 0.0
     assert 0.0 <= float(m.rewards.min()) and float(m.rewards.max()) <= 1.0
@@ -118,8 +119,10 @@ def test_train_and_evaluate_tiny(tmp_path):
     )(keys)
     sch = optim.exponential_horizon_schedule(exp_row["best_eta0"], 300)
     thetas = jax.vmap(lambda k, m: td.run_linear_td0(k, m, sch, 300))(run_keys, mrps)
-    errors = [_brute_force_relative_error(jax.tree.map(lambda x, i=i: x[i], mrps), thetas[i])
-              for i in range(config.num_mrps)]
+    errors = [
+        _brute_force_relative_error(jax.tree.map(lambda x, i=i: x[i], mrps), thetas[i])
+        for i in range(config.num_mrps)
+    ]
     assert exp_row["error"] == pytest.approx(np.mean(errors), rel=1e-3)
     # Learning happened (theta = 0 has relative error 1) and the 1/t step without offset,
     # known to be slow, is worse than the exponential schedule.

@@ -29,8 +29,10 @@ def test_evaluate_scores_hand_counts():
     # AUC-PR is the mean over runs.
     expect = (metrics.auc_pr(s_a, y_a) + metrics.auc_pr(s_b, y_b)) / 2
     assert out["oracle"]["auc_pr"] == pytest.approx(expect)
-    aff = [metrics.affiliation_metrics(s >= t, y) for s, y, t in
-           ((s_a, y_a, 0.3996), (s_b, y_b, 0.3996))]
+    aff = [
+        metrics.affiliation_metrics(s >= t, y)
+        for s, y, t in ((s_a, y_a, 0.3996), (s_b, y_b, 0.3996))
+    ]
     p = np.mean([a["precision"] for a in aff])
     rec = np.mean([a["recall"] for a in aff])
     assert r["affiliation_f1"] == pytest.approx(2 * p * rec / (p + rec))
@@ -74,8 +76,12 @@ def test_tiny_run(tmp_path):
         assert row["oracle"]["pa_f1"] >= row["oracle"]["f1"]
         assert row["oracle"]["f1"] >= row["ratio"]["f1"] - 1e-12
     # Roles recovered from the tiny training data: the generator's two dominant channels.
-    syn = data.make_synthetic(cfg.seed, train_length=cfg.train_length,
-                              test_length=cfg.test_length, n_anomalies=cfg.n_anomalies)
+    syn = data.make_synthetic(
+        cfg.seed,
+        train_length=cfg.train_length,
+        test_length=cfg.test_length,
+        n_anomalies=cfg.n_anomalies,
+    )
     assert results["info"]["teamwork"]["dominant"] == syn.dominant.tolist()
     # PCA's row equals a recomputation from its own scores.
     det = teamwork.fit_detector("pca", syn.train, cfg)
