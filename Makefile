@@ -33,9 +33,14 @@ test-integration: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
+# ruff is pinned: a newer release may add rules or change the format (ruff check + ruff format).
+RUFF_VERSION := 0.17.6
+LINT_PATHS := fidia_jax tests benchmarks tools
+
 lint: $(STAMP)
-	$(PY) -m pip install --quiet ruff
-	$(VENV)/bin/ruff check fidia_jax tests benchmarks
+	$(PY) -m pip install --quiet ruff==$(RUFF_VERSION)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
 clean:
 	rm -rf $(VENV)
