@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?= -n 2
 # The docstring examples of these modules run as written (--doctest-modules).
-DOCTEST_PATHS := fidia_jax/config.py fidia_jax/rl fidia_jax/optim
+DOCTEST_PATHS := fidia_jax/config.py fidia_jax/rl fidia_jax/optim fidia_jax/train
 
 .PHONY: demo test test-integration test-slow bench lint clean
 

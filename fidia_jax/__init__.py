@@ -9,8 +9,8 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBPACKAGES = (
-    "config", "data", "errors", "kernels", "layers", "models", "optim", "parallel", "projects",
-    "protein", "rl",
+    "config", "data", "errors", "kernels", "layers", "losses", "metrics", "models", "optim",
+    "parallel", "projects", "protein", "rl", "train",
 )  # fmt: skip
 
 __all__ = ["__version__", *_SUBPACKAGES]

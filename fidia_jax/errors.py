@@ -16,6 +16,7 @@ __all__ = [
     "UnsafePickleError",
     "ConfigError",
     "DataError",
+    "TrainingError",
 ]
 
 
@@ -49,3 +50,7 @@ class ConfigError(FidiaError, ValueError):
 
 class DataError(FidiaError, ValueError):
     """A dataset directory or file is missing or malformed."""
+
+
+class TrainingError(FidiaError, RuntimeError):
+    """Training cannot go on: a non-finite loss or gradient beyond the allowed count."""

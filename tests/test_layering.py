@@ -5,7 +5,7 @@ import of a ``fidia_jax`` module must respect three rules:
 
 1. **Order.** A package imports only packages of a lower level (or its own):
    foundations -> data/protein -> layers/kernels -> models -> losses/metrics/rl -> optim ->
-   projects -> cli.
+   train -> projects -> cli.
 2. **No sibling privates.** ``fidia_jax.<pkg>._x`` is imported only from inside ``<pkg>``;
    top-level private modules (``fidia_jax._io``, ``fidia_jax._checks``) are shared foundations.
 3. **Drivers are leaves.** A project (``fidia_jax.projects.<name>``) never imports another
@@ -30,9 +30,10 @@ LEVELS: dict[str, int] = {
     "models": 3,
     "losses": 4, "metrics": 4, "rl": 4,
     "optim": 5,
-    "projects": 6,
-    "cli": 7,
-    "__init__": 7,  # fidia_jax/__init__.py imports subpackages lazily, by name
+    "train": 6,
+    "projects": 7,
+    "cli": 8,
+    "__init__": 8,  # fidia_jax/__init__.py imports subpackages lazily, by name
 }  # fmt: skip
 
 #: Pairs of different packages on one level that may not import each other either.

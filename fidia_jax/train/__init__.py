@@ -1,0 +1,64 @@
+"""fidia_jax.train: the one training package (state, step, loop, files, progress).
+
+Every driver that takes gradient steps builds them here (scenic's and big_vision's trainers): the
+step, the bookkeeping and the files come from this package; a driver keeps its own outer loop
+only where its method needs one (alternating updates, several models in one run).
+
+- :class:`TrainState`, :func:`init_train_state`, :func:`make_train_step`: the jitted gradient
+  step, data-parallel over :func:`fidia_jax.parallel.data_mesh`, with the library's one policy
+  for a non-finite loss or gradient (the step is skipped; :func:`fit` stops at the first such
+  step unless ``max_nonfinite`` allows more, naming the step).
+- :func:`split_model` / :func:`merge_model`: a Flax NNX module as ``(graphdef, params, state)``.
+- :func:`fit`: progress bar within seconds (compilation as its own phase, then steps/s, loss,
+  ETA), ``metrics.jsonl``, orbax checkpoints every N steps and at the end, resume from the
+  workdir by default (bit-identical on one device), ``curves.png``, an evaluation hook.
+- :class:`Checkpointer`: orbax checkpoints with incomplete-step detection.
+- :func:`stage`, :func:`print_table`, :func:`write_summary`, :func:`write_json`,
+  :func:`plot_curves`, :func:`plot_bars`, :func:`read_metrics`: what a run shows and leaves.
+- :func:`fit_llama`, :func:`masked_next_token_loss`: a small LLaMA trained on token sequences
+  (the language-model drivers' loop).
+"""
+
+from fidia_jax.train._checkpoint import Checkpointer as Checkpointer
+from fidia_jax.train._checkpoint import is_complete as is_complete
+from fidia_jax.train._fit import FitResult as FitResult
+from fidia_jax.train._fit import fit as fit
+from fidia_jax.train._progress import FitProgress as FitProgress
+from fidia_jax.train._progress import is_quiet as is_quiet
+from fidia_jax.train._progress import print_table as print_table
+from fidia_jax.train._progress import stage as stage
+from fidia_jax.train._report import append_metrics as append_metrics
+from fidia_jax.train._report import plot_bars as plot_bars
+from fidia_jax.train._report import plot_curves as plot_curves
+from fidia_jax.train._report import pyplot as pyplot
+from fidia_jax.train._report import read_metrics as read_metrics
+from fidia_jax.train._report import write_json as write_json
+from fidia_jax.train._report import write_summary as write_summary
+from fidia_jax.train._step import TrainState as TrainState
+from fidia_jax.train._step import init_train_state as init_train_state
+from fidia_jax.train._step import make_train_step as make_train_step
+from fidia_jax.train._step import merge_model as merge_model
+from fidia_jax.train._step import split_model as split_model
+
+__all__ = [
+    "Checkpointer",
+    "FitProgress",
+    "FitResult",
+    "TrainState",
+    "append_metrics",
+    "fit",
+    "init_train_state",
+    "is_complete",
+    "is_quiet",
+    "make_train_step",
+    "merge_model",
+    "plot_bars",
+    "plot_curves",
+    "print_table",
+    "pyplot",
+    "read_metrics",
+    "split_model",
+    "stage",
+    "write_json",
+    "write_summary",
+]

@@ -1,0 +1,212 @@
+"""The outer training loop: progress, ``metrics.jsonl``, orbax checkpoints, resume, curves.
+
+:func:`fit` runs a step from :func:`fidia_jax.train.make_train_step` (or any function with its
+``step(state, batch) -> (state, metrics)`` contract) for ``num_steps`` steps. A driver whose
+method needs its own outer loop (alternating updates, several models, per-section epochs) calls
+:func:`fit` once per phase with a different ``run`` name; the files and the display are the same.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import pathlib
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from fidia_jax import parallel
+from fidia_jax.errors import TrainingError
+from fidia_jax.train._checkpoint import Checkpointer
+from fidia_jax.train._progress import FitProgress
+from fidia_jax.train._report import append_metrics, plot_curves, read_metrics, truncate_metrics
+
+__all__ = ["FitResult", "fit"]
+
+
+class FitResult(NamedTuple):
+    """What :func:`fit` returns.
+
+    Attributes:
+      state: the state after the last step (for a skipped non-finite step, the last finite one).
+      history: one dict per step of this run, ``{"step": s, <scalar metrics>}`` (steps of a
+        resumed run's earlier part are read back from ``metrics.jsonl``), plus evaluation
+        records ``{"step": s, "eval/<name>": v}``.
+      start_step: the step the run resumed from (``0``: a fresh start).
+    """
+
+    state: Any
+    history: list[dict[str, Any]]
+    start_step: int
+
+
+def _scalars(metrics: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Host values of the scalar entries of a list-of-steps metrics dict (one fetch)."""
+    host = jax.device_get(dict(metrics))
+    return {k: np.asarray(v) for k, v in host.items() if np.ndim(v) <= 1}
+
+
+def fit(
+    state: Any,
+    step_fn: Callable[[Any, Any], tuple[Any, Mapping[str, Any]]],
+    batches: Callable[[int], Any] | Iterable[Any],
+    *,
+    num_steps: int,
+    workdir: str | os.PathLike | None = None,
+    run: str = "train",
+    checkpoint_every: int = 0,
+    keep_checkpoints: int = 2,
+    eval_fn: Callable[[Any], Mapping[str, float]] | None = None,
+    eval_every: int = 0,
+    log_every: int | None = None,
+    max_nonfinite: int = 0,
+    resume: bool = True,
+    quiet: bool = False,
+    show: tuple[str, ...] = ("loss",),
+) -> FitResult:
+    """Runs ``num_steps`` steps of ``step_fn`` with progress, files and resume.
+
+    Args:
+      state: the initial state (a pytree, typically :class:`fidia_jax.train.TrainState`). It
+        is donated to the first step when the step donates.
+      step_fn: ``step(state, batch) -> (state, metrics)``; ``metrics`` a dict of scalars
+        (``loss`` and ``nonfinite`` are read when present).
+      batches: ``batches(step)`` for step ``0 .. num_steps - 1`` (a pure function of the step:
+        the best choice, resume computes only what it needs), or an iterable yielding the
+        batches in order (a resumed run draws and drops the first ``start_step``, so a seeded
+        stream resumes bit for bit).
+      num_steps: the run's total number of steps (``>= 0``).
+      workdir: where ``metrics.jsonl``, ``curves.png`` and ``checkpoints/<run>/`` go; ``None``:
+        no files, no resume (a helper fit inside a bigger run).
+      run: the run's name in the files and the display (several fits can share a workdir).
+      checkpoint_every: save every so many steps (``0``: only at the end); with ``workdir``,
+        the final state is always saved.
+      keep_checkpoints: how many checkpoints to keep.
+      eval_fn: ``eval_fn(state) -> {name: float}`` called every ``eval_every`` steps and at the
+        end; its values go to ``metrics.jsonl`` as ``eval/<name>``.
+      eval_every: evaluation period in steps (``0``: only at the end).
+      log_every: fetch and record the metrics every so many steps (``None``: about 100 records
+        over the run). Non-finite steps are detected when the metrics are fetched.
+      max_nonfinite: how many skipped non-finite steps to tolerate before stopping (``0``: stop
+        at the first; see :mod:`fidia_jax.train._step`).
+      resume: restore the newest complete checkpoint of ``run`` in ``workdir`` and go on from it
+        (bit-identical to an uninterrupted run on one device); ``False``: start afresh.
+      quiet: no display (also when ``$FIDIA_QUIET`` is set).
+      show: the metrics shown beside the progress bar.
+
+    Returns:
+      A :class:`FitResult`.
+
+    Raises:
+      TrainingError: more than ``max_nonfinite`` non-finite steps (the first such step and its
+        loss are named); the files written so far stay consistent.
+      ValueError: ``num_steps < 0`` or a negative period.
+    """
+    if num_steps < 0 or checkpoint_every < 0 or eval_every < 0 or max_nonfinite < 0:
+        raise ValueError(
+            f"fit: num_steps, checkpoint_every, eval_every and max_nonfinite must be >= 0, got "
+            f"{num_steps}, {checkpoint_every}, {eval_every}, {max_nonfinite}"
+        )
+    log_every = max(1, num_steps // 100) if log_every is None else max(1, int(log_every))
+    workdir = None if workdir is None else pathlib.Path(workdir)
+    metrics_path = None if workdir is None else workdir / "metrics.jsonl"
+    ckpt = None
+    start = 0
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        ckpt_dir = workdir / "checkpoints" / run
+        if not resume and parallel.is_primary():
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
+        ckpt = Checkpointer(ckpt_dir, max_to_keep=keep_checkpoints)
+        latest = ckpt.latest_step(remove_incomplete=parallel.is_primary()) if resume else None
+        if latest is not None and latest <= num_steps:
+            state = ckpt.restore(latest, state)
+            start = int(latest)
+        truncate_metrics(metrics_path, run, start if resume else -1)
+    history = read_metrics(metrics_path, run) if start and metrics_path else []
+    for r in history:
+        r.pop("run", None)
+
+    if callable(batches):
+        get_batch = batches
+    else:
+        iterator = iter(batches)
+        for _ in itertools.islice(iterator, start):
+            pass
+        get_batch = lambda _step: next(iterator)  # noqa: E731
+
+    progress = FitProgress(run, num_steps, start, show=show, quiet=quiet)
+    pending: list[tuple[int, Mapping[str, Any]]] = []
+    nonfinite_seen = 0
+
+    def flush() -> None:
+        nonlocal nonfinite_seen
+        if not pending:
+            return
+        host = jax.device_get([m for _, m in pending])
+        records = []
+        for (s, _), m in zip(pending, host, strict=True):
+            rec = {"step": s}
+            rec.update(
+                {k: v.item() for k, v in ((k, np.asarray(v)) for k, v in m.items()) if v.ndim == 0}
+            )
+            records.append(rec)
+        pending.clear()
+        for rec in records:
+            if rec.get("nonfinite", 0):
+                nonfinite_seen += 1
+                if nonfinite_seen > max_nonfinite:
+                    _write(records[: records.index(rec) + 1])
+                    raise TrainingError(
+                        f"{run}: the loss or gradient at step {rec['step']} is not finite "
+                        f"(loss {rec.get('loss')}); the step was skipped and training stopped "
+                        f"({nonfinite_seen} non-finite step(s), at most {max_nonfinite} allowed)"
+                    )
+        _write(records)
+        progress.update(records[-1]["step"], records[-1])
+
+    def _write(records):
+        history.extend(records)
+        if metrics_path is not None:
+            append_metrics(metrics_path, [{"run": run, **r} for r in records])
+
+    def evaluate(step: int) -> None:
+        if eval_fn is None:
+            return
+        rec = {"step": step, **{f"eval/{k}": float(v) for k, v in eval_fn(state).items()}}
+        _write([rec])
+
+    try:
+        for t in range(start, num_steps):
+            state, metrics = step_fn(state, get_batch(t))
+            done = t + 1
+            pending.append((done, metrics))
+            if t == start:
+                jax.block_until_ready(metrics)
+                progress.compiled()
+            if done % log_every == 0 or done == num_steps:
+                flush()
+            if eval_every and done % eval_every == 0 and done != num_steps:
+                flush()
+                evaluate(done)
+            if ckpt is not None and checkpoint_every and done % checkpoint_every == 0:
+                flush()
+                ckpt.save(done, state)
+        flush()
+        if start < num_steps or not any(k.startswith("eval/") for r in history for k in r):
+            evaluate(num_steps)
+        if ckpt is not None and start < num_steps and ckpt.latest_step() != num_steps:
+            ckpt.save(num_steps, state)
+    finally:
+        losses = [r["loss"] for r in history if "loss" in r]
+        last = f"final loss {losses[-1]:.4g}" if losses and math.isfinite(losses[-1]) else None
+        progress.close(last if start < num_steps else f"already trained ({num_steps} steps)")
+        if ckpt is not None:
+            ckpt.close()
+    if metrics_path is not None and start < num_steps:
+        plot_curves(metrics_path, metrics_path.parent / "curves.png", keys=show)
+    return FitResult(state, history, start)

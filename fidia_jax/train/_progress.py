@@ -1,0 +1,157 @@
+"""What a person sees while a run goes: stages, a progress bar per fit, tables at the end.
+
+Everything goes to stderr except tables (stdout). On a terminal a fit shows a ``rich`` progress
+bar (a compile phase first, then steps/s, loss and ETA); in a log or a pipe it prints one plain
+line at the start, one when compilation is done and about ten while it runs, so CI logs and
+``nohup`` files show progress too. ``FIDIA_QUIET=1`` (or ``quiet=True``) silences all of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from fidia_jax._io import make_console
+from fidia_jax._io import print_table as _print_table
+
+__all__ = ["FitProgress", "is_quiet", "print_table", "stage"]
+
+
+def is_quiet() -> bool:
+    """``True`` when ``$FIDIA_QUIET`` is set to something other than ``0`` / empty."""
+    return os.environ.get("FIDIA_QUIET", "0") not in ("", "0")
+
+
+def _err_console():
+    return None if is_quiet() else make_console(stderr=True)
+
+
+@contextlib.contextmanager
+def stage(description: str) -> Iterator[None]:
+    """Prints ``description …`` when the block starts and ``done in N s`` when it ends.
+
+    Example::
+
+      with train.stage("loading HER2ST"):
+          sections = load_her2st(data_dir)
+    """
+    console = _err_console()
+    t0 = time.perf_counter()
+    if console is not None:
+        console.print(f"[bold]{description}[/] …", highlight=False)
+    yield
+    if console is not None:
+        console.print(f"  {description}: done in {time.perf_counter() - t0:.1f} s", highlight=False)
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A labelled table on stdout (nothing when quiet); no cell or header is cut.
+
+    Floats are shown with 3 decimals (format a value yourself for another precision).
+    """
+    _print_table(None if is_quiet() else make_console(), title, columns, rows)
+
+
+def _fmt(metrics: Mapping[str, float], keys: Sequence[str]) -> str:
+    return "  ".join(f"{k} {metrics[k]:.4g}" for k in keys if k in metrics)
+
+
+class FitProgress:
+    """Progress of one fit: ``compiling`` until the first step returns, then the steps.
+
+    Args:
+      name: the run's name (shown first).
+      total: the last step (the fit runs steps ``start + 1 .. total``).
+      start: steps already done (a resumed run).
+      show: the metric names shown beside the bar (those present).
+      quiet: print nothing (also when ``$FIDIA_QUIET`` is set).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        total: int,
+        start: int = 0,
+        *,
+        show: Sequence[str] = ("loss",),
+        quiet: bool = False,
+    ):
+        self.name, self.total, self.start, self.show = name, int(total), int(start), tuple(show)
+        self.console = None if quiet else _err_console()
+        self._bar = None
+        self._t0 = time.perf_counter()
+        self._t_compiled: float | None = None
+        self._next_line = 0.0
+        if self.console is None:
+            return
+        resumed = f" (resuming at step {start})" if start else ""
+        if self.console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TextColumn("{task.fields[metrics]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(
+                f"{name}: compiling{resumed}", total=total, completed=start, rate="", metrics=""
+            )
+        else:
+            self.console.print(f"{name}: compiling{resumed} …", highlight=False)
+
+    def compiled(self) -> None:
+        """The first step returned: compilation (and that step) took the time since the start."""
+        self._t_compiled = time.perf_counter()
+        secs = self._t_compiled - self._t0
+        if self._bar is not None:
+            self._bar.update(self._task, description=f"{self.name} (compiled in {secs:.1f} s)")
+        elif self.console is not None:
+            self.console.print(f"{self.name}: compiled in {secs:.1f} s", highlight=False)
+
+    def update(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Steps up to ``step`` are done; ``metrics`` are the last step's."""
+        if self.console is None:
+            return
+        now = time.perf_counter()
+        t_c = self._t_compiled or now
+        done_since = step - self.start - 1  # the first step is counted in the compile phase
+        rate = done_since / (now - t_c) if now > t_c and done_since > 0 else float("nan")
+        rate_s = f"{rate:.1f} steps/s" if rate == rate else ""
+        text = _fmt(metrics, self.show)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=step, rate=rate_s, metrics=text)
+            return
+        if now >= self._next_line or step >= self.total:
+            eta = (self.total - step) / rate if rate == rate and rate > 0 else float("nan")
+            eta_s = f"  ETA {eta:.0f} s" if eta == eta else ""
+            self.console.print(
+                f"{self.name}: step {step}/{self.total}  {text}  {rate_s}{eta_s}", highlight=False
+            )
+            # about ten lines over the run, at least 2 s apart
+            span = (now - t_c) / max(step - self.start, 1) * (self.total - self.start)
+            self._next_line = now + max(2.0, span / 10)
+
+    def close(self, message: str | None = None) -> None:
+        """Ends the display, printing ``message`` (for example the final loss) when given."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        if self.console is not None and message:
+            self.console.print(f"{self.name}: {message}", highlight=False)
