@@ -50,6 +50,9 @@ from fidia_jax.losses._multifidelity import pairwise_ranking_loss as pairwise_ra
 from fidia_jax.losses._multifidelity import trusted_subset_loss as trusted_subset_loss
 from fidia_jax.losses._streamflow import rectified_flow_interpolate as rectified_flow_interpolate
 from fidia_jax.losses._streamflow import rectified_flow_loss as rectified_flow_loss
+from fidia_jax.losses._tokens import next_token_loss as next_token_loss
+from fidia_jax.losses._tokens import token_log_probs as token_log_probs
+from fidia_jax.losses._tokens import token_nll as token_nll
 from fidia_jax.losses._varjepa import gaussian_kl as gaussian_kl
 from fidia_jax.losses._varjepa import standard_normal_kl as standard_normal_kl
 from fidia_jax.losses._varjepa import tjepa_latent_loss as tjepa_latent_loss
@@ -58,6 +61,10 @@ from fidia_jax.losses._varjepa import var_tjepa_elbo as var_tjepa_elbo
 from fidia_jax.losses._varjepa import var_tjepa_objective as var_tjepa_objective
 
 __all__: list[str] = [
+    # token log-likelihoods (language models, token predictors)
+    "next_token_loss",
+    "token_log_probs",
+    "token_nll",
     # multi-fidelity learning from trusted label subsets
     "RADIUS_MODES",
     "TrustedSubsetCalibration",

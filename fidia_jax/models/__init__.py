@@ -19,6 +19,7 @@ from fidia_jax.models._causal import TARNet as TARNet
 from fidia_jax.models._causal import WganCritic as WganCritic
 from fidia_jax.models._causal import arm_embedding_w2 as arm_embedding_w2
 from fidia_jax.models._causal import gaussian_w2_distances as gaussian_w2_distances
+from fidia_jax.models._domain import check_token_ids as check_token_ids
 from fidia_jax.models._dycon import DyconControl as DyconControl
 from fidia_jax.models._dycon import ban_tokens_bias as ban_tokens_bias
 from fidia_jax.models._dycon import dycon_control as dycon_control
@@ -41,13 +42,14 @@ from fidia_jax.models._hitvar import HitVarTokenizer as HitVarTokenizer
 from fidia_jax.models._hitvar import NextScaleTransformer as NextScaleTransformer
 from fidia_jax.models._hitvar import bicubic_resize as bicubic_resize
 from fidia_jax.models._hitvar import conv_sr_width_for_params as conv_sr_width_for_params
-from fidia_jax.models._hitvar import count_params as count_params
 from fidia_jax.models._hitvar import generate_tokens as generate_tokens
-from fidia_jax.models._hitvar import init_without_compile as init_without_compile
+from fidia_jax.models._hitvar import hitvar_draw as hitvar_draw
 from fidia_jax.models._hitvar import next_scale_inputs as next_scale_inputs
 from fidia_jax.models._hypcl import BallParam as BallParam
 from fidia_jax.models._hypcl import PrototypeAdapter as PrototypeAdapter
 from fidia_jax.models._hypcl import embedding_distance as embedding_distance
+from fidia_jax.models._init import count_params as count_params
+from fidia_jax.models._init import init_without_compile as init_without_compile
 from fidia_jax.models._llama import Llama as Llama
 from fidia_jax.models._llama import LlamaCache as LlamaCache
 from fidia_jax.models._llama import LlamaConfig as LlamaConfig
@@ -118,6 +120,7 @@ from fidia_jax.models.proteinmpnn import sample as sample
 from fidia_jax.models.proteinmpnn import score as score
 
 __all__ = [
+    "check_token_ids",
     "MPNN_ALPHABET",
     "MPNNInputs",
     "ProteinMPNN",
@@ -216,6 +219,7 @@ __all__ = [
     "count_params",
     "generate_tokens",
     "init_without_compile",
+    "hitvar_draw",
     "next_scale_inputs",
     "BallParam",
     "PrototypeAdapter",

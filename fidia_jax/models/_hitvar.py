@@ -21,7 +21,6 @@ upsampling head and all sizes are our reconstruction (the paper's text was not a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import TypeVar
 
 import jax
@@ -37,6 +36,7 @@ from fidia_jax.layers import (
     resize_images,
     tokens_to_latent,
 )
+from fidia_jax.models._init import Draw
 
 __all__ = [
     "ConvSR",
@@ -44,9 +44,8 @@ __all__ = [
     "NextScaleTransformer",
     "bicubic_resize",
     "conv_sr_width_for_params",
-    "count_params",
     "generate_tokens",
-    "init_without_compile",
+    "hitvar_draw",
     "next_scale_inputs",
 ]
 
@@ -72,55 +71,40 @@ def _check_images(x, side: int, name: str, where: str) -> None:
         raise ValueError(f"{where}: {name} must be (B, {side}, {side}, 3), got {tuple(x.shape)}")
 
 
-def init_without_compile(ctor: Callable[[], M], *, seed: int) -> M:
-    """Builds ``ctor()`` with numpy-drawn weights: no XLA compilation per parameter shape.
+def hitvar_draw() -> Draw:
+    """The HIT-VAR networks' initialisation rule for :func:`fidia_jax.models.init_without_compile`.
 
-    The module is traced with ``nnx.eval_shape`` (shapes only), then every leaf is filled from
-    ``numpy.random.default_rng(seed)`` by its name: ``kernel`` ~ N(0, 1 / fan_in) (LeCun normal,
-    untruncated) except the last conv of an SR head (``head2``), zero so that the network
-    starts as bicubic upsampling, ``bias`` / ``scale_bias`` = 0, LayerNorm ``scale`` = 1, ``scale_emb`` /
-    ``pos_emb`` ~ N(0, 0.02^2), ``codebook`` = ``embed_sum`` ~ N(0, 0.1^2), ``cluster_size`` = 1.
-    On a CPU, flax's initialisers compile once per shape (seconds per layer); this takes
-    milliseconds.
+    ``kernel`` ~ N(0, 1 / fan_in) (LeCun normal, untruncated) except the last conv of an SR head
+    (``head2``), zero so that the network starts as bicubic upsampling; ``bias`` /
+    ``scale_bias`` = 0; LayerNorm ``scale`` = 1; ``scale_emb`` / ``pos_emb`` ~ N(0, 0.02^2);
+    ``codebook`` = ``embed_sum`` ~ N(0, 0.1^2) (one draw per shape, shared by the two);
+    ``cluster_size`` = 1.
 
-    Args:
-      ctor: ``() -> module`` (e.g. ``lambda: HitVarTokenizer(schedule, rngs=nnx.Rngs(0))``).
-      seed: numpy seed.
-
-    Raises:
+    Raises (when drawing):
       ValueError: a leaf whose name has no rule here.
     """
-    graphdef, state = nnx.split(nnx.eval_shape(ctor))
-    rng = np.random.default_rng(seed)
-    codebook = {}
+    codebook: dict[tuple[int, ...], np.ndarray] = {}
 
-    def fill(path, leaf):
-        names = [str(getattr(k, "key", getattr(k, "name", k))) for k in path]
-        name = [n for n in names if n != "value"][-1]
-        shape, dtype = leaf.shape, leaf.dtype
+    def draw(names, shape, rng):
+        name = names[-1]
         if name == "kernel" and "head2" in names:  # the last conv of an SR head: start at bicubic
-            return jnp.zeros(shape, dtype)
+            return np.zeros(shape)
         if name == "kernel":
             fan_in = int(np.prod(shape[:-1]))
-            return jnp.asarray(rng.standard_normal(shape) / np.sqrt(fan_in), dtype)
+            return rng.standard_normal(shape) / np.sqrt(fan_in)
         if name in ("bias", "scale_bias"):
-            return jnp.zeros(shape, dtype)
+            return np.zeros(shape)
         if name in ("scale", "cluster_size"):
-            return jnp.ones(shape, dtype)
+            return np.ones(shape)
         if name in ("scale_emb", "pos_emb"):
-            return jnp.asarray(0.02 * rng.standard_normal(shape), dtype)
+            return 0.02 * rng.standard_normal(shape)
         if name in ("codebook", "embed_sum"):
             if shape not in codebook:
                 codebook[shape] = 0.1 * rng.standard_normal(shape)
-            return jnp.asarray(codebook[shape], dtype)
-        raise ValueError(f"init_without_compile: no rule for the leaf {name!r} ({path})")
+            return codebook[shape]
+        raise ValueError(f"init_without_compile: no rule for the leaf {name!r} ({names})")
 
-    return nnx.merge(graphdef, jax.tree_util.tree_map_with_path(fill, state))
-
-
-def count_params(module: nnx.Module) -> int:
-    """Number of trainable parameters (``nnx.Param`` leaves) of a module."""
-    return int(sum(np.prod(p.shape) for p in jax.tree.leaves(nnx.state(module, nnx.Param))))
+    return draw
 
 
 class _ResBlock(nnx.Module):

@@ -16,6 +16,7 @@ def run():
         lambda: models.HitVarTokenizer(
             SCH, channels=8, latent_dim=4, codebook_size=8, res_blocks=1, rngs=nnx.Rngs(0)
         ),
+        draw=models.hitvar_draw(),
         seed=0,
     )
     plain = models.init_without_compile(
@@ -28,12 +29,14 @@ def run():
             hierarchical=False,
             rngs=nnx.Rngs(0),
         ),
+        draw=models.hitvar_draw(),
         seed=0,
     )
     var = models.init_without_compile(
         lambda: models.NextScaleTransformer(
             SCH, latent_dim=4, codebook_size=8, dim=8, depth=1, heads=2, rngs=nnx.Rngs(1)
         ),
+        draw=models.hitvar_draw(),
         seed=1,
     )
     rng = np.random.default_rng(0)

@@ -29,6 +29,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pl_triton
 
 from fidia_jax.kernels._dispatch import triton_params
+from fidia_jax.kernels._merge import merge_attention_partials
 from fidia_jax.kernels.santa import reference as ref
 
 __all__ = ["BlockSizes", "flash_decode_pallas", "santa_decode_pallas"]
@@ -192,18 +193,11 @@ def _run(
 
 def _merge(m, ell, acc, *, mode, samples_per_tile):
     """Merges tile partials ``(B, Hkv, T, G[, D])`` over the tile axis (log-sum-exp weights)."""
-    m_star = jnp.max(m, axis=2, keepdims=True)
-    m_star = jnp.where(jnp.isfinite(m_star), m_star, 0.0)
-    e = jnp.where(ell > 0, jnp.exp(m - m_star), 0.0)
-    z = jnp.sum(e * ell, axis=2)
-    live = ell[..., None] > 0  # empty tiles (all slots masked) are left out, not multiplied by 0
     if mode == "flash":
-        num = jnp.sum(jnp.where(live, e[..., None] * acc, 0.0), axis=2)
-        denom = z
-    else:
-        num = jnp.sum(jnp.where(live, (e * ell)[..., None] * acc, 0.0), axis=2)
-        denom = z * samples_per_tile
-    return jnp.where(z[..., None] > 0, num / jnp.where(denom > 0, denom, 1.0)[..., None], 0.0)
+        return merge_attention_partials(m, ell, acc, axis=2)
+    return merge_attention_partials(
+        m, ell, acc, axis=2, normalised=True, denom_scale=samples_per_tile
+    )
 
 
 def flash_decode_pallas(

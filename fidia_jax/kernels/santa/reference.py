@@ -60,6 +60,7 @@ import jax
 import jax.numpy as jnp
 
 from fidia_jax import _checks
+from fidia_jax.kernels._merge import merge_attention_partials
 
 __all__ = [
     "Method",
@@ -348,17 +349,12 @@ def _prepare(q, k, v, kv_lengths, block_k, where):
 
 
 def _merge(m_T, ell_T, acc_TxD, denom_scale):
-    """Flash-decoding merge for one (batch, head): ``Σ_t w_t acc_t / (denom_scale Σ_t w_t)``.
-
-    ``w_t = exp(m_t - m*) ℓ_t``; ``acc_t / denom_scale`` must estimate the tile's normalised
-    output ``Σ_r u_r v_r / ℓ_t`` (SANTA: ``acc_t = Σ_r c_r v_r``, ``denom_scale = S_t``).
-    """
-    m_star = jnp.max(m_T)
-    m_star = jnp.where(jnp.isfinite(m_star), m_star, 0.0)
-    w_T = jnp.where(ell_T > 0, jnp.exp(m_T - m_star) * ell_T, 0.0)
-    z = jnp.sum(w_T)
-    num = jnp.sum(jnp.where(ell_T[:, None] > 0, w_T[:, None] * acc_TxD, 0.0), axis=0)
-    return jnp.where(z > 0, num / (jnp.where(z > 0, z, 1.0) * denom_scale), 0.0)
+    """Flash-decoding merge for one (batch, head): ``Σ_t w_t acc_t / (denom_scale Σ_t w_t)``
+    with ``w_t = exp(m_t - m*) ℓ_t``; ``acc_t`` estimates the tile's normalised output times
+    ``denom_scale`` (SANTA: ``acc_t = Σ_r c_r v_r``, ``denom_scale = S_t``)."""
+    return merge_attention_partials(
+        m_T, ell_T, acc_TxD, axis=0, normalised=True, denom_scale=denom_scale
+    )
 
 
 def dense_decode_reference(

@@ -201,6 +201,7 @@ def _train_tokenizer(config, schedule, hr, lr, hierarchical: bool, seed: int):
             res_blocks=config.res_blocks,
             rngs=nnx.Rngs(seed),
         ),
+        draw=models.hitvar_draw(),
         seed=seed,
     )
     # Codes start at latent vectors of the first batch (k-means-style data init).
@@ -249,6 +250,7 @@ def _new_transformer(config, schedule, seed):
             heads=config.heads,
             rngs=nnx.Rngs(seed),
         ),
+        draw=models.hitvar_draw(),
         seed=seed,
     )
 
@@ -377,7 +379,9 @@ def _inference_params(tok: models.HitVarTokenizer, var: models.NextScaleTransfor
 def _train_conv_sr(config, hr, lr, n_params, seed):
     width = models.conv_sr_width_for_params(n_params, blocks=config.sr_blocks)
     net = models.init_without_compile(
-        lambda: models.ConvSR(width=width, blocks=config.sr_blocks, rngs=nnx.Rngs(seed)), seed=seed
+        lambda: models.ConvSR(width=width, blocks=config.sr_blocks, rngs=nnx.Rngs(seed)),
+        draw=models.hitvar_draw(),
+        seed=seed,
     )
     nxt = _batch_indices(len(hr), config.batch_size, seed + 1)
     side = hr.shape[1]
