@@ -132,7 +132,7 @@ for t in tricky:
 #
 # `keyword` scores options with short safety word lists; `select_all` answers every letter,
 # always `True`, and a sympathetic reply that declines nothing; `llama` is a word-level
-# `models.Llama` trained with `models.fit_llama` on the items' answer format (every third record
+# `models.Llama` trained with `train.fit_llama` on the items' answer format (every third record
 # held out) and decoded with `models.sample_llama`.
 
 # %%

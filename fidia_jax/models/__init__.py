@@ -64,8 +64,6 @@ from fidia_jax.models._llama_hooks import PatchHeads as PatchHeads
 from fidia_jax.models._llama_hooks import ReplaceQKV as ReplaceQKV
 from fidia_jax.models._llama_hooks import ReplaceUpdate as ReplaceUpdate
 from fidia_jax.models._llama_hooks import sample_llama as sample_llama
-from fidia_jax.models._lm_fit import fit_llama as fit_llama
-from fidia_jax.models._lm_fit import masked_next_token_loss as masked_next_token_loss
 from fidia_jax.models._lm_task import LlamaSize as LlamaSize
 from fidia_jax.models._lm_task import LmTask as LmTask
 from fidia_jax.models._lm_task import init_lm_state as init_lm_state
@@ -149,8 +147,6 @@ __all__ = [
     "lm_data_mesh",
     "make_lm_batch_fn",
     "make_lm_task",
-    "fit_llama",
-    "masked_next_token_loss",
     "make_lm_train_step",
     "next_token_loss",
     "place_lm_batch",

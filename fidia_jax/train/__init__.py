@@ -6,7 +6,7 @@ only where its method needs one (alternating updates, several models in one run)
 
 - :class:`TrainState`, :func:`init_train_state`, :func:`make_train_step`: the jitted gradient
   step, data-parallel over :func:`fidia_jax.parallel.data_mesh`, with the library's one policy
-  for a non-finite loss or gradient (the step is skipped; :func:`fit` stops at the first such
+  for a non-finite loss or update (the step is skipped; :func:`fit` stops at the first such
   step unless ``max_nonfinite`` allows more, naming the step).
 - :func:`split_model` / :func:`merge_model`: a Flax NNX module as ``(graphdef, params, state)``.
 - :func:`fit`: progress bar within seconds (compilation as its own phase, then steps/s, loss,
@@ -15,14 +15,14 @@ only where its method needs one (alternating updates, several models in one run)
 - :class:`Checkpointer`: orbax checkpoints with incomplete-step detection.
 - :func:`stage`, :func:`print_table`, :func:`write_summary`, :func:`write_json`,
   :func:`plot_curves`, :func:`plot_bars`, :func:`read_metrics`: what a run shows and leaves.
-- :func:`fit_llama`, :func:`masked_next_token_loss`: a small LLaMA trained on token sequences
-  (the language-model drivers' loop).
+- :func:`fit_llama`: a small LLaMA trained on token sequences (the language-model drivers' run).
 """
 
 from fidia_jax.train._checkpoint import Checkpointer as Checkpointer
 from fidia_jax.train._checkpoint import is_complete as is_complete
 from fidia_jax.train._fit import FitResult as FitResult
 from fidia_jax.train._fit import fit as fit
+from fidia_jax.train._lm import fit_llama as fit_llama
 from fidia_jax.train._progress import FitProgress as FitProgress
 from fidia_jax.train._progress import is_quiet as is_quiet
 from fidia_jax.train._progress import print_table as print_table
@@ -47,6 +47,7 @@ __all__ = [
     "TrainState",
     "append_metrics",
     "fit",
+    "fit_llama",
     "init_train_state",
     "is_complete",
     "is_quiet",

@@ -18,7 +18,7 @@ Paper:
 
 Primitives used: :func:`fidia_jax.data.make_algotrace_data`,
 :func:`fidia_jax.data.algotrace_primitive_labels`, :class:`fidia_jax.models.Llama`
-(``inspect``), :func:`fidia_jax.models.fit_llama`, :func:`fidia_jax.models.sample_llama`,
+(``inspect``), :func:`fidia_jax.train.fit_llama`, :func:`fidia_jax.models.sample_llama`,
 :class:`fidia_jax.models.AddToResidual`, :func:`fidia_jax.models.mean_head_outputs`,
 :func:`fidia_jax.models.head_indirect_effects`, :func:`fidia_jax.models.top_heads`,
 :func:`fidia_jax.models.function_vector`, :func:`fidia_jax.metrics.kmeans`,

@@ -34,6 +34,7 @@ from flax import nnx
 
 from fidia_jax import data as data_lib
 from fidia_jax import metrics, models
+from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
 from fidia_jax.projects.algotrace.configs import AlgoTraceConfig
 
@@ -76,12 +77,12 @@ def train_model(config: AlgoTraceConfig) -> tuple[models.Llama, np.ndarray]:
     """Trains the model on ``n_train`` traces; returns ``(model, losses)``.
 
     The loss weight is 1 on trace tokens and ``EOS``, 0 on the prompt (random coordinates) and
-    padding (:func:`fidia_jax.models.fit_llama`, Adam).
+    padding (:func:`fidia_jax.train.fit_llama`, Adam).
     """
     train = _data(config, config.n_train, config.seed)
     weights = ((train.labels >= 0) | (train.tokens == _EOS)).astype(np.float32)
     model = make_model(config)
-    return models.fit_llama(
+    return train_lib.fit_llama(
         model, train.tokens, weights=weights, steps=config.steps, batch_size=config.batch_size,
         tx=optax.adam(config.learning_rate), key=jax.random.fold_in(jax.random.key(config.seed), 1),
     )  # fmt: skip

@@ -16,7 +16,7 @@ Paper:
   the target's normaliser are **reconstructions**: the paper's exact formula is not public.
 
 Primitives used: :func:`fidia_jax.data.make_dycon_task`, :func:`fidia_jax.data.parse_dycon_generation`,
-:class:`fidia_jax.models.Llama` (``inspect``), :func:`fidia_jax.models.fit_llama`,
+:class:`fidia_jax.models.Llama` (``inspect``), :func:`fidia_jax.train.fit_llama`,
 :func:`fidia_jax.models.sample_llama` (``logit_bias``), :func:`fidia_jax.models.dycon_control`,
 :func:`fidia_jax.models.dycon_logit_bias`, :func:`fidia_jax.models.dycon_static_bias`,
 :func:`fidia_jax.models.ban_tokens_bias`, :func:`fidia_jax.metrics.layer_probe_r2`

@@ -35,7 +35,7 @@ class DyconConfig:
         sampling key for every method, so the comparison is paired).
       dim, n_layers, n_heads, n_kv_heads, hidden_dim: the :class:`fidia_jax.models.Llama`.
       steps, batch_size, learning_rate, warmup_steps, weight_decay: AdamW with warmup + cosine
-        decay, :func:`fidia_jax.models.fit_llama`.
+        decay, :func:`fidia_jax.train.fit_llama`.
       probe_alpha: ridge penalty of the probes.
       lam_grid, tau_grid: the control settings tried on the development prompts.
       end_scale: weight of the opposite push on the end-of-thinking token (0 = reflection tokens

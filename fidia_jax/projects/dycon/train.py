@@ -1,6 +1,6 @@
 """The DyCon experiment: train a tiny LLaMA on step-wise solutions, probe it, steer its reflections.
 
-1. Train :class:`fidia_jax.models.Llama` with :func:`fidia_jax.models.fit_llama` on solutions of
+1. Train :class:`fidia_jax.models.Llama` with :func:`fidia_jax.train.fit_llama` on solutions of
    :func:`fidia_jax.data.make_dycon_task` (injected errors with corrective reflections, redundant
    reflections after the answer is known; the model imitates both).
 2. Teacher-force fresh solutions, take the residual stream at every step boundary and every layer,
@@ -29,6 +29,7 @@ import optax
 from flax import nnx
 
 from fidia_jax import data, metrics, models
+from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
 from fidia_jax.projects.dycon.configs import DyconConfig
 
@@ -448,7 +449,7 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         config.learning_rate * 0.03,
     )
     tx = optax.adamw(schedule, weight_decay=config.weight_decay)
-    model, losses = models.fit_llama(
+    model, losses = train_lib.fit_llama(
         model,
         train.tokens,
         weights=train.loss_weights,

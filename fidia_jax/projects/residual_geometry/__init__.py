@@ -18,7 +18,7 @@ Paper:
 
 Primitives used: :class:`fidia_jax.models.LlamaVL` (``inspect`` capture), hooks
 :class:`~fidia_jax.models.ReplaceUpdate` (Noise Δ), :class:`~fidia_jax.models.ReplaceQKV`
-(Noise QKV), :class:`~fidia_jax.models.PatchAttention` (SAP), :func:`fidia_jax.models.fit_llama`;
+(Noise QKV), :class:`~fidia_jax.models.PatchAttention` (SAP), :func:`fidia_jax.train.fit_llama`;
 :func:`fidia_jax.metrics.residual_information_dynamics`, :func:`~fidia_jax.metrics.erank`,
 :func:`~fidia_jax.metrics.subspace_innovation`, :func:`~fidia_jax.metrics.token_mixing_entropy`,
 :func:`~fidia_jax.metrics.mixing_information_gain`; :func:`fidia_jax.data.make_digit_questions`,

@@ -2,7 +2,7 @@
 
 1. Split the scikit-learn digit *images* (test questions never show a training image), draw
    questions (:func:`fidia_jax.data.make_digit_questions`), train a :class:`~fidia_jax.models.LlamaVL`
-   with the answer-only loss (:func:`fidia_jax.models.fit_llama`).
+   with the answer-only loss (:func:`fidia_jax.train.fit_llama`).
 2. On ``n_analysis`` test sequences capture, per layer, the residual before attention, the
    attention update, the residual before the FFN and the FFN update (plus attention weights), for
    the plain model and under Noise Δ / Noise QKV / SAP on the 16 visual tokens of *every* layer.
@@ -25,7 +25,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, metrics, models
+from fidia_jax import data, metrics, models, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS, ResidualGeometryConfig
 
@@ -208,7 +208,7 @@ def train_and_evaluate(
     )
     tx = optax.adamw(schedule, weight_decay=0.01)
     t_train = time.time()
-    _, losses = models.fit_llama(
+    _, losses = train.fit_llama(
         vl,
         train_q.tokens,
         weights=train_q.weights,

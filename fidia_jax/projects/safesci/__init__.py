@@ -22,7 +22,7 @@ Primitives used: :class:`fidia_jax.data.SafeSciRecord`, :func:`fidia_jax.data.lo
 :func:`fidia_jax.metrics.safesci_choice_correct`, :func:`fidia_jax.metrics.safesci_tf_correct`,
 :func:`fidia_jax.metrics.safesci_is_refusal`, :func:`fidia_jax.metrics.safesci_bootstrap`,
 :func:`fidia_jax.metrics.safesci_breakdown`; for the trained model :class:`fidia_jax.models.Llama`,
-:func:`fidia_jax.models.fit_llama`, :func:`fidia_jax.models.sample_llama`.
+:func:`fidia_jax.train.fit_llama`, :func:`fidia_jax.models.sample_llama`.
 """
 
 from fidia_jax.projects.safesci.configs import MODELS as MODELS

@@ -10,7 +10,7 @@ Each is a ``generate(list[str]) -> list[str]`` callable; they read only the prom
   sympathetic answer that declines nothing ("I'm sorry to hear that ..."). It scores 100 % on
   choice items under the official subset credit and 100 % refusals under the official markers.
 * :func:`train_safesci_llama`: a word-level :class:`fidia_jax.models.Llama` trained with
-  :func:`fidia_jax.models.fit_llama` on the items' own answer format (several option orders per
+  :func:`fidia_jax.train.fit_llama` on the items' own answer format (several option orders per
   training item, every ``k``-th item held out) and decoded greedily with
   :func:`fidia_jax.models.sample_llama`. It need not be good, only real.
 """
@@ -30,8 +30,9 @@ from flax import nnx
 
 from fidia_jax.data import SafeSciRecord, safesci_prompt
 from fidia_jax.errors import DataError
-from fidia_jax.models import Llama, LlamaConfig, fit_llama, sample_llama
+from fidia_jax.models import Llama, LlamaConfig, sample_llama
 from fidia_jax.projects.safesci.configs import SafeSciConfig
+from fidia_jax.train import fit_llama
 
 __all__ = [
     "SafeSciLlama",
