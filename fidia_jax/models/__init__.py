@@ -56,7 +56,6 @@ from fidia_jax.models._llama import LlamaConfig as LlamaConfig
 from fidia_jax.models._llama import LlamaSize as LlamaSize
 from fidia_jax.models._llama import LlamaVL as LlamaVL
 from fidia_jax.models._llama import image_patches as image_patches
-from fidia_jax.models._llama import next_token_loss as next_token_loss
 from fidia_jax.models._llama_hooks import CAPTURE_NAMES as LLAMA_CAPTURE_NAMES
 from fidia_jax.models._llama_hooks import AddToResidual as AddToResidual
 from fidia_jax.models._llama_hooks import LlamaSamples as LlamaSamples
@@ -135,7 +134,6 @@ __all__ = [
     "LlamaCache",
     "LlamaConfig",
     "LlamaSize",
-    "next_token_loss",
     # LLaMA internals: capture, interventions, hooked sampler, vision-language variant
     "LLAMA_CAPTURE_NAMES",
     "AddToResidual",

@@ -45,7 +45,6 @@ __all__ = [
     "Llama",
     "LlamaVL",
     "image_patches",
-    "next_token_loss",
 ]
 
 
@@ -707,28 +706,3 @@ class LlamaVL(nnx.Module):
         return self.llm.inspect(
             tokens, capture=capture, hooks=hooks, prefix_embeds=self.embed_patches(patches)
         )
-
-
-def next_token_loss(logits: jax.Array, tokens: jax.Array) -> jax.Array:
-    """Mean cross-entropy of predicting ``tokens[:, 1:]`` from ``logits[:, :-1]``.
-
-    Args:
-      logits: ``(B, T, V)``.
-      tokens: ``(B, T)`` int32.
-
-    Returns:
-      scalar float32 loss in nats per token.
-
-    Raises:
-      ValueError: shapes that do not match, or a concrete target id outside ``[0, V)``. Under
-        tracing such an id makes the loss NaN (it is not wrapped around).
-    """
-    if jnp.ndim(logits) != 3 or jnp.shape(tokens) != jnp.shape(logits)[:2]:
-        raise ValueError(
-            f"next_token_loss: logits must be (B, T, V) and tokens (B, T), got "
-            f"{jnp.shape(logits)} and {jnp.shape(tokens)}"
-        )
-    tokens = check_token_ids(tokens, logits.shape[-1], name="tokens", where="next_token_loss")
-    lp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
-    ll = jnp.take_along_axis(lp, tokens[:, 1:, None], axis=-1)[..., 0]
-    return -jnp.mean(ll)
