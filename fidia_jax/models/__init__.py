@@ -53,9 +53,9 @@ from fidia_jax.models._init import init_without_compile as init_without_compile
 from fidia_jax.models._llama import Llama as Llama
 from fidia_jax.models._llama import LlamaCache as LlamaCache
 from fidia_jax.models._llama import LlamaConfig as LlamaConfig
+from fidia_jax.models._llama import LlamaSize as LlamaSize
 from fidia_jax.models._llama import LlamaVL as LlamaVL
 from fidia_jax.models._llama import image_patches as image_patches
-from fidia_jax.models._llama import next_token_loss as next_token_loss
 from fidia_jax.models._llama_hooks import CAPTURE_NAMES as LLAMA_CAPTURE_NAMES
 from fidia_jax.models._llama_hooks import AddToResidual as AddToResidual
 from fidia_jax.models._llama_hooks import LlamaSamples as LlamaSamples
@@ -64,14 +64,6 @@ from fidia_jax.models._llama_hooks import PatchHeads as PatchHeads
 from fidia_jax.models._llama_hooks import ReplaceQKV as ReplaceQKV
 from fidia_jax.models._llama_hooks import ReplaceUpdate as ReplaceUpdate
 from fidia_jax.models._llama_hooks import sample_llama as sample_llama
-from fidia_jax.models._lm_task import LlamaSize as LlamaSize
-from fidia_jax.models._lm_task import LmTask as LmTask
-from fidia_jax.models._lm_task import init_lm_state as init_lm_state
-from fidia_jax.models._lm_task import lm_data_mesh as lm_data_mesh
-from fidia_jax.models._lm_task import make_lm_batch_fn as make_lm_batch_fn
-from fidia_jax.models._lm_task import make_lm_task as make_lm_task
-from fidia_jax.models._lm_task import make_lm_train_step as make_lm_train_step
-from fidia_jax.models._lm_task import place_lm_batch as place_lm_batch
 from fidia_jax.models._mlp import MLP as MLP
 from fidia_jax.models._streamflow import StreamFlowUNet as StreamFlowUNet
 from fidia_jax.models._streamflow import timestep_embedding as timestep_embedding
@@ -142,14 +134,6 @@ __all__ = [
     "LlamaCache",
     "LlamaConfig",
     "LlamaSize",
-    "LmTask",
-    "init_lm_state",
-    "lm_data_mesh",
-    "make_lm_batch_fn",
-    "make_lm_task",
-    "make_lm_train_step",
-    "next_token_loss",
-    "place_lm_batch",
     # LLaMA internals: capture, interventions, hooked sampler, vision-language variant
     "LLAMA_CAPTURE_NAMES",
     "AddToResidual",
