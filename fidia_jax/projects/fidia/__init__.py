@@ -38,7 +38,6 @@ from fidia_jax.projects.fidia._advantages import rloo_advantages as rloo_advanta
 from fidia_jax.projects.fidia._backbones import Backbone as Backbone
 from fidia_jax.projects.fidia._backbones import StackedBackbones as StackedBackbones
 from fidia_jax.projects.fidia._backbones import crop_inputs as crop_inputs
-from fidia_jax.projects.fidia._backbones import load_backbones as load_backbones
 from fidia_jax.projects.fidia._backbones import stack_backbones as stack_backbones
 from fidia_jax.projects.fidia._checkpoints import load_policy as load_policy
 from fidia_jax.projects.fidia._evaluate import backbone_metrics as backbone_metrics
@@ -75,6 +74,7 @@ from fidia_jax.projects.fidia._rewards import sequence_terms as sequence_terms
 from fidia_jax.projects.fidia._rewards import standardize as standardize
 from fidia_jax.projects.fidia._step import TrainState as TrainState
 from fidia_jax.projects.fidia._step import make_optimizer as make_optimizer
+from fidia_jax.projects.fidia._tasks_bridge import load_backbones as load_backbones
 from fidia_jax.projects.fidia.configs import METHODS as METHODS
 from fidia_jax.projects.fidia.configs import DataConfig as DataConfig
 from fidia_jax.projects.fidia.configs import EvalConfig as EvalConfig

@@ -50,7 +50,7 @@ from fidia_jax._io import NON_FINITE_KEY, atomic_write_text, json_text
 from fidia_jax.errors import CheckpointError, ConfigError
 from fidia_jax.projects.fidia import _checkpoints as ckpt
 from fidia_jax.projects.fidia import _evaluate as eval_lib
-from fidia_jax.projects.fidia._backbones import Backbone, load_backbones, stack_backbones
+from fidia_jax.projects.fidia._backbones import Backbone, stack_backbones
 from fidia_jax.projects.fidia._checkpoints import load_policy
 from fidia_jax.projects.fidia._plots import plot_max_at_n, plot_training
 from fidia_jax.projects.fidia._policy import omit_mask, tempered_token_log_probs
@@ -62,6 +62,7 @@ from fidia_jax.projects.fidia._step import (
     schedule,
     update_batch,
 )
+from fidia_jax.projects.fidia._tasks_bridge import fit_reward, load_backbones
 from fidia_jax.projects.fidia.configs import (
     FidiaConfig,
     config_from_dict,
@@ -148,8 +149,6 @@ class Trainer:
 
     def calibrate(self, backbones: Sequence[Backbone], salt: int) -> list[Backbone]:
         """Fits each backbone's reward standardiser on samples of the frozen reference."""
-        from fidia_jax.projects.fidia._tasks_bridge import fit_reward
-
         n = self.config.reward.calibration_samples
         b = self.config.data.batch_backbones
         key = jax.random.fold_in(jax.random.PRNGKey(self.config.seed + 20_000), salt)
