@@ -15,14 +15,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import models
+from fidia_jax import models, rl
 from fidia_jax.projects.fidia import _advantages as adv_lib
-from fidia_jax.projects.fidia._policy import (
-    dpo_loss,
-    omit_mask,
-    policy_loss,
-    policy_token_log_probs,
-)
+from fidia_jax.projects.fidia._policy import omit_mask, policy_loss, policy_token_log_probs
 from fidia_jax.projects.fidia.configs import FidiaConfig
 
 __all__ = ["TrainState", "make_optimizer", "make_update", "rollout", "schedule", "update_batch"]
@@ -150,7 +145,7 @@ def _build_update(
         if not is_dpo:  # DPO's pairs were sampled from the reference: batch["ref"] is exact
             batch = dict(batch, ref=jax.lax.stop_gradient(token_logp(ref_params, batch)))
         if is_dpo:
-            loss_b, aux = jax.vmap(functools.partial(dpo_loss, beta=dpo_beta))(
+            loss_b, aux = jax.vmap(functools.partial(rl.dpo_sequence_loss, beta=dpo_beta))(
                 logp, batch["ref"], batch["designed"], batch["valid"]
             )
         else:
@@ -186,7 +181,7 @@ def update_batch(
     """
     t = config.train
     if config.method == "dpo":
-        chosen, rejected, valid = jax.vmap(adv_lib.dpo_pair)(jnp.asarray(rewards_BxN))
+        chosen, rejected, valid = jax.vmap(rl.dpo_pair)(jnp.asarray(rewards_BxN))
         pick = np.stack([np.asarray(chosen), np.asarray(rejected)], axis=1)[:, :, None]  # (B,2,1)
         return {
             "valid": np.asarray(valid, np.float32),

@@ -11,7 +11,7 @@ Step ``s`` (all methods, same sample budget):
 3. composite rewards per backbone (host side), then advantages (FIDIA: PKPO loo-1 with
    ``k = k_bon``; RLOO; GRPO) or the DPO best/worst pair;
 4. ``train.ppo_epochs`` adamw steps on :func:`fidia_jax.projects.fidia.policy_loss` (or
-   :func:`fidia_jax.projects.fidia.dpo_loss`), sequences teacher-forced in their own decoding order;
+   :func:`fidia_jax.rl.dpo_sequence_loss`), sequences teacher-forced in their own decoding order;
 5. metrics appended to ``metrics.jsonl``; an orbax checkpoint every ``train.checkpoint_every``
    steps and at the end.
 
