@@ -108,16 +108,18 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
 
             raise ConfigError("evaluate: pass --config when --checkpoint names ProteinMPNN weights")
         config = run_config
-    from fidia_jax.projects.fidia.train import _stage
+    from fidia_jax.projects.fidia.train import stage_if
 
     m = config.model
-    with _stage(
+    with stage_if(
         f"loading ProteinMPNN {m.checkpoint}, backbones, judges; calibrating rewards",
         not quiet,
     ):
         trainer = Trainer(config)
     params = trainer.place(nnx.to_pure_dict(nnx.state(model)))
-    with _stage(f"evaluating {checkpoint} on {len(trainer.eval_backbones)} backbone(s)", not quiet):
+    with stage_if(
+        f"evaluating {checkpoint} on {len(trainer.eval_backbones)} backbone(s)", not quiet
+    ):
         res = trainer.evaluate(params)
     res.update(checkpoint=str(checkpoint), step=step, criteria="proxy", note=PROXY_NOTE)
     out = pathlib.Path(out)

@@ -37,9 +37,9 @@ def run_demo(
     from fidia_jax.projects.fidia.configs import get_config, override_config
     from fidia_jax.projects.fidia.train import (
         Trainer,
-        _stage,
         headline,
         plot_max_at_n,
+        stage_if,
         train_and_evaluate,
     )
 
@@ -53,7 +53,7 @@ def run_demo(
             f"samples, Best-of-{config.train.k_bon} objective, built-in backbone 5PTI"
         )
     m = config.model
-    with _stage(
+    with stage_if(
         f"loading ProteinMPNN {m.checkpoint}, judges; calibrating the reward",
         not quiet,
     ):

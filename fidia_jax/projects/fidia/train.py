@@ -78,6 +78,7 @@ __all__ = [
     "Trainer",
     "evaluate_params",
     "headline",
+    "stage_if",
     "load_policy",
     "make_optimizer",
     "plot_max_at_n",
@@ -413,7 +414,7 @@ def _same_config(previous: dict[str, Any], config: FidiaConfig) -> bool:
         return False
 
 
-def _stage(description: str, show: bool):
+def stage_if(description: str, show: bool):
     """:func:`fidia_jax.train.stage` when ``show`` (the run prints), else nothing."""
     return train.stage(description) if show else contextlib.nullcontext()
 
@@ -487,7 +488,7 @@ def train_and_evaluate(
     # leaves nothing behind.
     if trainer is None:
         m = config.model
-        with _stage(
+        with stage_if(
             f"{config.method}: loading ProteinMPNN {m.checkpoint}, backbones, judges; "
             "calibrating rewards",
             show,
@@ -523,7 +524,7 @@ def train_and_evaluate(
         if before_path.is_file():
             before = json.loads(before_path.read_text())
         else:
-            with _stage(f"evaluating the reference policy on {n_eval} backbone(s)", show):
+            with stage_if(f"evaluating the reference policy on {n_eval} backbone(s)", show):
                 before = trainer.evaluate(trainer.ref_params)
             if primary:
                 train.write_json(before_path, before)
@@ -580,7 +581,7 @@ def train_and_evaluate(
                         if "reward_mean" in last
                         else None
                     )
-            with _stage(f"evaluating the {config.method} policy on {n_eval} backbone(s)", show):
+            with stage_if(f"evaluating the {config.method} policy on {n_eval} backbone(s)", show):
                 after = trainer.evaluate(state.params, with_samples=bool(every))
             if every and num_steps not in curve_done:
                 _record_curve(trainer, state.params, num_steps, workdir, curve_log, result=after)
