@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import atomic_write_text, json_text, read_json_lines
+from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.data import SafeSciRecord, load_safesci_jsonl, safesci_prompt
 from fidia_jax.errors import DataError
 from fidia_jax.metrics import (
@@ -24,6 +24,7 @@ from fidia_jax.metrics import (
     safesci_is_refusal,
     safesci_tf_correct,
 )
+from fidia_jax.projects.safesci import models
 from fidia_jax.projects.safesci.configs import SafeSciConfig
 
 __all__ = [
@@ -209,8 +210,6 @@ def evaluate(
 def _build(
     name: str, records: Sequence[SafeSciRecord], config: SafeSciConfig
 ) -> tuple[Generate, dict]:
-    from fidia_jax.projects.safesci import models
-
     if name == "keyword":
         return models.keyword_generate, {}
     if name == "select_all":
@@ -304,20 +303,3 @@ def format_table(headlines: dict[str, dict[str, Any]]) -> str:
             f"{_fmt(v['choice_strict']):>9} {_fmt(v['refusal_official']):>7} {_fmt(v['refusal_strict']):>10}"
         )
     return "\n".join(lines)
-
-
-def load_responses(path: str | os.PathLike[str], n: int) -> list[str]:
-    """``n`` responses from a JSONL file of ``{"response": str}`` lines (blank lines skipped).
-
-    Raises:
-      DataError: missing file, bad JSON, a line without a string ``response`` (named by line),
-        or a count other than ``n``.
-    """
-    out = []
-    for lineno, obj in read_json_lines(path, what="responses file (set responses_path)"):
-        if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
-            raise DataError(f"{os.path.basename(path)}:{lineno}: needs a string 'response'")
-        out.append(obj["response"])
-    if len(out) != n:
-        raise DataError(f"{path} holds {len(out)} responses for {n} records")
-    return out

@@ -18,6 +18,7 @@ Each is a ``generate(list[str]) -> list[str]`` callable; they read only the prom
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from fidia_jax._io import read_json_lines
 from fidia_jax.data import SafeSciRecord, safesci_prompt
 from fidia_jax.errors import DataError
 from fidia_jax.models import Llama, LlamaConfig, sample_llama
@@ -38,6 +40,7 @@ __all__ = [
     "SafeSciLlama",
     "WordVocab",
     "keyword_generate",
+    "load_responses",
     "parse_prompt",
     "responses_generate",
     "select_all_generate",
@@ -127,10 +130,25 @@ def select_all_generate(prompts: list[str]) -> list[str]:
     return [_select_all_one(p) for p in prompts]
 
 
+def load_responses(path: str | os.PathLike[str], n: int) -> list[str]:
+    """``n`` responses from a JSONL file of ``{"response": str}`` lines (blank lines skipped).
+
+    Raises:
+      DataError: missing file, bad JSON, a line without a string ``response`` (named by line),
+        or a count other than ``n``.
+    """
+    out = []
+    for lineno, obj in read_json_lines(path, what="responses file (set responses_path)"):
+        if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
+            raise DataError(f"{os.path.basename(path)}:{lineno}: needs a string 'response'")
+        out.append(obj["response"])
+    if len(out) != n:
+        raise DataError(f"{path} holds {len(out)} responses for {n} records")
+    return out
+
+
 def responses_generate(path: str, n: int):
     """A ``generate`` that returns the ``n`` responses recorded in ``path`` (JSONL)."""
-    from fidia_jax.projects.safesci.evaluate import load_responses
-
     responses = load_responses(path, n)
 
     def generate(prompts: list[str]) -> list[str]:
