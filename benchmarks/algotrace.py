@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from _driver_bench import run_driver_benchmark
 
-from fidia_jax.data import ALGOTRACE_PRIMITIVES
 from fidia_jax.projects import algotrace
+from fidia_jax.projects.algotrace.traces import ALGOTRACE_PRIMITIVES
 
 
 def ratio_table(results: dict) -> str:

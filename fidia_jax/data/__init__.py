@@ -1,31 +1,12 @@
 """fidia_jax.data: text corpora and the data-directory rule (:func:`resolve_data_dir`)."""
 
 from fidia_jax._io import resolve_data_dir as resolve_data_dir
-from fidia_jax.data._algotrace import ALGOTRACE_KEYWORDS as ALGOTRACE_KEYWORDS
-from fidia_jax.data._algotrace import ALGOTRACE_PRIMITIVES as ALGOTRACE_PRIMITIVES
-from fidia_jax.data._algotrace import ALGOTRACE_STRATEGIES as ALGOTRACE_STRATEGIES
-from fidia_jax.data._algotrace import ALGOTRACE_TASKS as ALGOTRACE_TASKS
-from fidia_jax.data._algotrace import ALGOTRACE_VOCAB as ALGOTRACE_VOCAB
-from fidia_jax.data._algotrace import AlgoTraceData as AlgoTraceData
-from fidia_jax.data._algotrace import AlgoTraceInstance as AlgoTraceInstance
-from fidia_jax.data._algotrace import algotrace_primitive_labels as algotrace_primitive_labels
-from fidia_jax.data._algotrace import algotrace_trace as algotrace_trace
-from fidia_jax.data._algotrace import decode_algotrace as decode_algotrace
-from fidia_jax.data._algotrace import make_algotrace_data as make_algotrace_data
-from fidia_jax.data._algotrace import random_algotrace_instance as random_algotrace_instance
 from fidia_jax.data._causal import CausalData as CausalData
 from fidia_jax.data._causal import acic2016_covariates as acic2016_covariates
 from fidia_jax.data._causal import check_arms as check_arms
 from fidia_jax.data._causal import load_ihdp as load_ihdp
 from fidia_jax.data._causal import make_multiarm as make_multiarm
 from fidia_jax.data._causal import split_causal as split_causal
-from fidia_jax.data._dycon import DYCON_ROLES as DYCON_ROLES
-from fidia_jax.data._dycon import DyconBatch as DyconBatch
-from fidia_jax.data._dycon import DyconGeneration as DyconGeneration
-from fidia_jax.data._dycon import DyconVocab as DyconVocab
-from fidia_jax.data._dycon import make_dycon_task as make_dycon_task
-from fidia_jax.data._dycon import parse_dycon_generation as parse_dycon_generation
-from fidia_jax.data._dycon import remaining_length_target as remaining_length_target
 from fidia_jax.data._hist import HER2ST_IMAGE_SECTIONS as HER2ST_IMAGE_SECTIONS
 from fidia_jax.data._hist import SpotSection as SpotSection
 from fidia_jax.data._hist import augment_lattice as augment_lattice
@@ -52,19 +33,6 @@ from fidia_jax.data._multifidelity import analytic_multifidelity_task as analyti
 from fidia_jax.data._multifidelity import freesolv_features as freesolv_features
 from fidia_jax.data._multifidelity import freesolv_multifidelity_task as freesolv_multifidelity_task
 from fidia_jax.data._multifidelity import load_freesolv as load_freesolv
-from fidia_jax.data._residual_geometry import DIGIT_QA_KINDS as DIGIT_QA_KINDS
-from fidia_jax.data._residual_geometry import DIGIT_QA_VOCAB as DIGIT_QA_VOCAB
-from fidia_jax.data._residual_geometry import DigitQuestions as DigitQuestions
-from fidia_jax.data._residual_geometry import digit_qa_token as digit_qa_token
-from fidia_jax.data._residual_geometry import make_digit_questions as make_digit_questions
-from fidia_jax.data._safesci import SAFESCI_DISCIPLINES as SAFESCI_DISCIPLINES
-from fidia_jax.data._safesci import SAFESCI_OFFICIAL_PROMPT as SAFESCI_OFFICIAL_PROMPT
-from fidia_jax.data._safesci import SAFESCI_TYPES as SAFESCI_TYPES
-from fidia_jax.data._safesci import SafeSciPrompt as SafeSciPrompt
-from fidia_jax.data._safesci import SafeSciRecord as SafeSciRecord
-from fidia_jax.data._safesci import load_safesci_jsonl as load_safesci_jsonl
-from fidia_jax.data._safesci import safesci_prompt as safesci_prompt
-from fidia_jax.data._safesci import safesci_record_from_dict as safesci_record_from_dict
 from fidia_jax.data._teamwork import ANOMALY_KINDS as ANOMALY_KINDS
 from fidia_jax.data._teamwork import SKAB_CHANNELS as SKAB_CHANNELS
 from fidia_jax.data._teamwork import SKAB_TRAIN_SIZE as SKAB_TRAIN_SIZE
@@ -162,36 +130,4 @@ __all__: list[str] = [
     "make_sr_pairs",
     "class_incremental_split",
     "hierarchical_gaussian_mixture",
-    "DYCON_ROLES",
-    "DyconBatch",
-    "DyconGeneration",
-    "DyconVocab",
-    "make_dycon_task",
-    "parse_dycon_generation",
-    "remaining_length_target",
-    "ALGOTRACE_KEYWORDS",
-    "ALGOTRACE_PRIMITIVES",
-    "ALGOTRACE_STRATEGIES",
-    "ALGOTRACE_TASKS",
-    "ALGOTRACE_VOCAB",
-    "AlgoTraceData",
-    "AlgoTraceInstance",
-    "algotrace_primitive_labels",
-    "algotrace_trace",
-    "decode_algotrace",
-    "make_algotrace_data",
-    "random_algotrace_instance",
-    "DIGIT_QA_KINDS",
-    "DIGIT_QA_VOCAB",
-    "DigitQuestions",
-    "digit_qa_token",
-    "make_digit_questions",
-    "SAFESCI_DISCIPLINES",
-    "SAFESCI_OFFICIAL_PROMPT",
-    "SAFESCI_TYPES",
-    "SafeSciPrompt",
-    "SafeSciRecord",
-    "load_safesci_jsonl",
-    "safesci_prompt",
-    "safesci_record_from_dict",
 ]

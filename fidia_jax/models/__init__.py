@@ -9,10 +9,6 @@ outside the vocabulary, a sampling temperature that is not ``> 0``, prompt lengt
 give NaN outputs instead (a traced ``T <= 0`` samples greedily), as each function documents.
 """
 
-from fidia_jax.models._algotrace import function_vector as function_vector
-from fidia_jax.models._algotrace import head_indirect_effects as head_indirect_effects
-from fidia_jax.models._algotrace import mean_head_outputs as mean_head_outputs
-from fidia_jax.models._algotrace import top_heads as top_heads
 from fidia_jax.models._causal import CausalEGM as CausalEGM
 from fidia_jax.models._causal import DenseStack as DenseStack
 from fidia_jax.models._causal import TARNet as TARNet
@@ -20,12 +16,6 @@ from fidia_jax.models._causal import WganCritic as WganCritic
 from fidia_jax.models._causal import arm_embedding_w2 as arm_embedding_w2
 from fidia_jax.models._causal import gaussian_w2_distances as gaussian_w2_distances
 from fidia_jax.models._domain import check_token_ids as check_token_ids
-from fidia_jax.models._dycon import DyconControl as DyconControl
-from fidia_jax.models._dycon import ban_tokens_bias as ban_tokens_bias
-from fidia_jax.models._dycon import dycon_control as dycon_control
-from fidia_jax.models._dycon import dycon_logit_bias as dycon_logit_bias
-from fidia_jax.models._dycon import dycon_static_bias as dycon_static_bias
-from fidia_jax.models._dycon import probe_difficulty as probe_difficulty
 from fidia_jax.models._frame2seq import Frame2seq as Frame2seq
 from fidia_jax.models._frame2seq import frame2seq_checkpoint_path as frame2seq_checkpoint_path
 from fidia_jax.models._frame2seq import frame2seq_log_probs as frame2seq_log_probs
@@ -204,15 +194,5 @@ __all__ = [
     "BallParam",
     "PrototypeAdapter",
     "embedding_distance",
-    "DyconControl",
-    "ban_tokens_bias",
-    "dycon_control",
-    "dycon_logit_bias",
-    "dycon_static_bias",
-    "probe_difficulty",
-    "function_vector",
-    "head_indirect_effects",
-    "mean_head_outputs",
-    "top_heads",
     "ReplaceQKV",
 ]

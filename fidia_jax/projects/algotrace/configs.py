@@ -12,8 +12,8 @@ import dataclasses
 from typing import Any
 
 from fidia_jax import config as config_lib
-from fidia_jax.data import ALGOTRACE_PRIMITIVES
 from fidia_jax.errors import ConfigError
+from fidia_jax.projects.algotrace.traces import ALGOTRACE_PRIMITIVES
 
 __all__ = ["AlgoTraceConfig", "PRESETS", "get_config", "load_config"]
 

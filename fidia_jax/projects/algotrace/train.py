@@ -1,7 +1,7 @@
 """The AlgoTrace experiment: train, cluster, build primitive vectors, inject, compose, transfer.
 
 1. **Train** a small grouped-query :class:`~fidia_jax.models.Llama` on TSP and graph-navigation
-   traces (:func:`fidia_jax.data.make_algotrace_data`; loss on trace tokens only).
+   traces (:func:`.traces.make_algotrace_data`; loss on trace tokens only).
 2. **Cluster** the residual stream (``resid_post`` of ``cluster_layer``) at the trace tokens of
    evaluation sequences with k-means (k = ``n_clusters``, the paper's 50); score the clusters
    against the true primitive of each token (purity / NMI / ARI) next to two controls: random
@@ -14,7 +14,7 @@
    through ``W_O``. Built on both tasks, and on each task alone (for transfer).
 4. **Injection**: sample ``n_prompts`` traces (both tasks) with ``s * v`` (``s`` in ``inject_scales``) added to the
    residual entering block ``inject_layer`` at every generated position, and measure each
-   primitive's rate in the generated text (:func:`fidia_jax.data.algotrace_primitive_labels`)
+   primitive's rate in the generated text (:func:`.traces.algotrace_primitive_labels`)
    against the uninjected run with the same sampling key: the injection table (cf. the paper's
    Table 1), a random vector of the same norm as control, sums of two vectors (composition),
    and vectors built on one task injected on the other (transfer).
@@ -32,11 +32,17 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data as data_lib
 from fidia_jax import metrics, models
 from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
+from fidia_jax.projects.algotrace import traces
 from fidia_jax.projects.algotrace.configs import AlgoTraceConfig
+from fidia_jax.projects.algotrace.vectors import (
+    function_vector,
+    head_indirect_effects,
+    mean_head_outputs,
+    top_heads,
+)
 
 __all__ = [
     "build_vectors",
@@ -51,24 +57,24 @@ __all__ = [
 SUMMARY_FILE = "algotrace.json"
 #: Where mean head outputs are taken: a primitive's own tokens, or the token before its keyword.
 FV_POSITIONS = ("tokens", "onset")
-PRIMS = data_lib.ALGOTRACE_PRIMITIVES
-TASKS = data_lib.ALGOTRACE_TASKS
-_EOS = data_lib.ALGOTRACE_VOCAB["EOS"]
-_P = data_lib.ALGOTRACE_KEYWORDS["path"]
+PRIMS = traces.ALGOTRACE_PRIMITIVES
+TASKS = traces.ALGOTRACE_TASKS
+_EOS = traces.ALGOTRACE_VOCAB["EOS"]
+_P = traces.ALGOTRACE_KEYWORDS["path"]
 
 
 def make_model(config: AlgoTraceConfig) -> models.Llama:
     """The untrained :class:`Llama` of ``config`` (parameters from ``key(seed)``)."""
     cfg = models.LlamaConfig(
-        vocab_size=len(data_lib.ALGOTRACE_VOCAB), dim=config.dim, n_layers=config.n_layers,
+        vocab_size=len(traces.ALGOTRACE_VOCAB), dim=config.dim, n_layers=config.n_layers,
         n_heads=config.n_heads, n_kv_heads=config.n_kv_heads, hidden_dim=config.hidden_dim,
         max_seq_len=config.max_seq_len,
     )  # fmt: skip
     return models.Llama(cfg, rngs=nnx.Rngs(config.seed))
 
 
-def _data(config: AlgoTraceConfig, n: int, seed: int) -> data_lib.AlgoTraceData:
-    return data_lib.make_algotrace_data(
+def _data(config: AlgoTraceConfig, n: int, seed: int) -> traces.AlgoTraceData:
+    return traces.make_algotrace_data(
         n, seed=seed, n_nodes=config.n_nodes, n_edges=config.n_edges, max_len=config.max_seq_len
     )
 
@@ -100,7 +106,7 @@ def _rows_up_to(labels: np.ndarray, max_points: int) -> int:
 
 
 def cluster_analysis(
-    model: models.Llama, ev: data_lib.AlgoTraceData, config: AlgoTraceConfig, key: jax.Array
+    model: models.Llama, ev: traces.AlgoTraceData, config: AlgoTraceConfig, key: jax.Array
 ) -> dict[str, Any]:
     """k-means of trace-token activations vs the true primitives; transitions; meta-clusters.
 
@@ -212,17 +218,15 @@ def build_vectors(
             mask = (labels == p_ix) & rows[:, None]
         else:
             mask = np.zeros(labels.shape, bool)
-            mask[:, :-1] = tokens[:, 1:] == data_lib.ALGOTRACE_KEYWORDS[prim]
+            mask[:, :-1] = tokens[:, 1:] == traces.ALGOTRACE_KEYWORDS[prim]
             mask &= rows[:, None]
         if not mask.any():
             raise ValueError(f"build_vectors: primitive {prim!r} has no tokens in these sequences")
-        mean = models.mean_head_outputs(model, tok, mask)
+        mean = mean_head_outputs(model, tok, mask)
         other = (labels[ie_ix] >= 0) & (labels[ie_ix] != p_ix) & ie_live
-        ie = models.head_indirect_effects(
-            model, tok[ie_ix], other, mean, data_lib.ALGOTRACE_KEYWORDS[prim]
-        )
-        heads = models.top_heads(ie, config.top_k_heads)
-        vec = np.asarray(models.function_vector(model, mean, heads))
+        ie = head_indirect_effects(model, tok[ie_ix], other, mean, traces.ALGOTRACE_KEYWORDS[prim])
+        heads = top_heads(ie, config.top_k_heads)
+        vec = np.asarray(function_vector(model, mean, heads))
         out[prim] = {
             "vector": vec, "heads": heads, "ie": np.asarray(ie), "norm": float(np.linalg.norm(vec))
         }  # fmt: skip
@@ -249,7 +253,7 @@ def _gen_path(row: np.ndarray) -> tuple[int, ...] | None:
 
 def injection_experiment(
     model: models.Llama,
-    prompts: data_lib.AlgoTraceData,
+    prompts: traces.AlgoTraceData,
     conditions: dict[str, np.ndarray],
     config: AlgoTraceConfig,
     key: jax.Array,
@@ -282,12 +286,12 @@ def injection_experiment(
             stop_token=_EOS,
         )  # fmt: skip
         toks = np.asarray(gen.tokens)
-        lab = data_lib.algotrace_primitive_labels(toks, 0)
-        rates = {"all": metrics.primitive_rates(lab, len(PRIMS)).tolist()}
+        lab = traces.algotrace_primitive_labels(toks, 0)
+        rates = {"all": traces.primitive_rates(lab, len(PRIMS)).tolist()}
         solved = {}
         for t_ix, task in enumerate(TASKS):
             rows = np.nonzero(prompts.task == t_ix)[0]
-            rates[task] = metrics.primitive_rates(lab[rows], len(PRIMS)).tolist()
+            rates[task] = traces.primitive_rates(lab[rows], len(PRIMS)).tolist()
             ok = [_gen_path(toks[i]) == truth[i] for i in rows]
             solved[task] = float(np.mean(ok)) if ok else float("nan")
         out[name] = {
@@ -423,7 +427,7 @@ def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> 
     fv_tok, fv_lab, fv_task = ev.tokens[:half], ev.labels[:half], ev.task[:half]
     sources = {"both": np.ones(half, bool), "tsp": fv_task == 0, "nav": fv_task == 1}
     prompts_ix = np.arange(half, min(config.n_eval, half + config.n_prompts))
-    prompts = data_lib.AlgoTraceData(*(np.asarray(f)[prompts_ix] for f in ev))
+    prompts = traces.AlgoTraceData(*(np.asarray(f)[prompts_ix] for f in ev))
     variants = {}
     for site in config.fv_positions:
         vectors = {

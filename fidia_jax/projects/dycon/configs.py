@@ -26,7 +26,7 @@ class DyconConfig:
         development prompts ``seed + 2``, test prompts ``seed + 3``; model init, minibatches and
         sampling keys from ``key(seed)``).
       base, max_operands, min_operands, max_redundant, error_rate, redundant_rate: the task
-        (:func:`fidia_jax.data.make_dycon_task`); difficulty = ``k`` operands = steps.
+        (:func:`.task.make_dycon_task`); difficulty = ``k`` operands = steps.
       num_train: training solutions.
       num_probe: solutions (teacher-forced) whose boundary states fit and score the probe;
         half of the examples fit, half are held out.

@@ -1,15 +1,15 @@
 """The DyCon experiment: train a tiny LLaMA on step-wise solutions, probe it, steer its reflections.
 
 1. Train :class:`fidia_jax.models.Llama` with :func:`fidia_jax.train.fit_llama` on solutions of
-   :func:`fidia_jax.data.make_dycon_task` (injected errors with corrective reflections, redundant
+   :func:`.task.make_dycon_task` (injected errors with corrective reflections, redundant
    reflections after the answer is known; the model imitates both).
 2. Teacher-force fresh solutions, take the residual stream at every step boundary and every layer,
    and fit a ridge probe of the log-normalised remaining length per layer
-   (:func:`fidia_jax.metrics.layer_probe_r2`: held-out examples, shuffled-label control).
+   (:func:`.probes.layer_probe_r2`: held-out examples, shuffled-label control).
 3. Sample (temperature ``config.temperature``, KV cache, :func:`fidia_jax.models.sample_llama`)
    with four decoders: the baseline; NoWait (``wait`` banned, logit bias ``-inf``); the static
    probe (one reading at the first boundary, the ``=`` ending the prompt, applied at every
-   boundary); DyCon (the probe read at every boundary, :func:`fidia_jax.models.dycon_logit_bias`).
+   boundary); DyCon (the probe read at every boundary, :func:`.control.dycon_logit_bias`).
    ``(lambda, tau)`` of the two probe decoders are chosen on development prompts: the fewest
    tokens among settings whose accuracy is at least the baseline's minus one standard error.
 4. Report accuracy and tokens per difficulty bucket with standard errors, reflections by kind,
@@ -28,10 +28,26 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, metrics, models
+from fidia_jax import metrics, models
 from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
 from fidia_jax.projects.dycon.configs import DyconConfig
+from fidia_jax.projects.dycon.control import (
+    DyconControl,
+    ban_tokens_bias,
+    dycon_control,
+    dycon_logit_bias,
+    dycon_static_bias,
+    probe_difficulty,
+)
+from fidia_jax.projects.dycon.probes import LayerProbes, layer_probe_r2
+from fidia_jax.projects.dycon.task import (
+    DyconBatch,
+    DyconGeneration,
+    DyconVocab,
+    make_dycon_task,
+    parse_dycon_generation,
+)
 
 __all__ = [
     "METHODS",
@@ -50,16 +66,16 @@ __all__ = [
 #: Decoders compared, in table order.
 METHODS = ("baseline", "nowait", "static", "dycon")
 SUMMARY_FILE = "dycon.json"
-_RECORD_FIELDS = data.DyconGeneration._fields
+_RECORD_FIELDS = DyconGeneration._fields
 
 
-def vocab_of(config: DyconConfig) -> data.DyconVocab:
+def vocab_of(config: DyconConfig) -> DyconVocab:
     """The task vocabulary of ``config``."""
-    return data.DyconVocab(config.base, config.max_operands, config.max_redundant)
+    return DyconVocab(config.base, config.max_operands, config.max_redundant)
 
 
-def _task(config: DyconConfig, n: int, seed: int) -> data.DyconBatch:
-    return data.make_dycon_task(
+def _task(config: DyconConfig, n: int, seed: int) -> DyconBatch:
+    return make_dycon_task(
         n,
         vocab=vocab_of(config),
         min_operands=config.min_operands,
@@ -91,12 +107,12 @@ def _states(model, tokens):
     return jnp.moveaxis(h, 0, 2)  # (B, T, L + 1, C)
 
 
-def boundary_states(model: models.Llama, batch: data.DyconBatch, *, hooks=()):
+def boundary_states(model: models.Llama, batch: DyconBatch, *, hooks=()):
     """Residual stream at every step boundary of teacher-forced solutions.
 
     Args:
       model: the trained Llama.
-      batch: solutions (:func:`fidia_jax.data.make_dycon_task`).
+      batch: solutions (:func:`.task.make_dycon_task`).
       hooks: interventions applied while reading (checked by the model: a hook naming a layer
         that does not exist raises ``ValueError``).
 
@@ -117,22 +133,20 @@ def boundary_states(model: models.Llama, batch: data.DyconBatch, *, hooks=()):
     return h[ex, pos], batch.target[ex, pos], ex, first
 
 
-def fit_probe(
-    config: DyconConfig, model: models.Llama
-) -> tuple[metrics.LayerProbes, dict[str, Any]]:
+def fit_probe(config: DyconConfig, model: models.Llama) -> tuple[LayerProbes, dict[str, Any]]:
     """Probes of the remaining length per layer on ``config.num_probe`` fresh solutions.
 
     The first half of the examples fits, the second half is held out (split by example).
 
     Returns:
-      ``(probes, report)``: :class:`fidia_jax.metrics.LayerProbes` and a JSON-ready dict
+      ``(probes, report)``: :class:`.probes.LayerProbes` and a JSON-ready dict
       (``r2``, ``r2_shuffled`` per layer, ``best_layer``, ``num_rows``, ``r2_first_boundary``:
       held-out R² of the best layer on the first boundaries alone, the static probe's reading).
     """
     batch = _task(config, config.num_probe, config.seed + 1)
     x, y, ex, first = boundary_states(model, batch)
     train = ex < config.num_probe // 2
-    probes = metrics.layer_probe_r2(x, y, train, alpha=config.probe_alpha, seed=config.seed)
+    probes = layer_probe_r2(x, y, train, alpha=config.probe_alpha, seed=config.seed)
     best = probes.best_layer
     sel = (~train) & first
     pred = metrics.ridge_predict(probes.fits[best], x[sel, best])
@@ -151,7 +165,7 @@ def fit_probe(
 def _control(config, model, probes, layer, lam, tau, fixed_dhat=None):
     vocab = vocab_of(config)
     fit = probes.fits[layer]
-    return models.dycon_control(
+    return dycon_control(
         model,
         fit.coef,
         float(fit.intercept),
@@ -166,22 +180,22 @@ def _control(config, model, probes, layer, lam, tau, fixed_dhat=None):
     )
 
 
-def first_boundary_dhat(model, batch: data.DyconBatch, control: models.DyconControl, width: int):
+def first_boundary_dhat(model, batch: DyconBatch, control: DyconControl, width: int):
     """``(N,)`` probe reading at the ``=`` that ends each prompt (the static probe's input)."""
     prompts, lengths = batch.prompts(width)
     h = np.asarray(_states(model, jnp.asarray(prompts)))
     h_NxKxC = h[np.arange(len(lengths)), lengths - 1]
-    return np.asarray(models.probe_difficulty(jnp.asarray(h_NxKxC), control))
+    return np.asarray(probe_difficulty(jnp.asarray(h_NxKxC), control))
 
 
 def generate(
     model: models.Llama,
-    batch: data.DyconBatch,
+    batch: DyconBatch,
     *,
     method: str,
     key: jax.Array,
     temperature: float | None,
-    control: models.DyconControl | None = None,
+    control: DyconControl | None = None,
     chunk: int = 256,
     hooks=(),
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -198,7 +212,7 @@ def generate(
       method: ``"baseline"``, ``"nowait"``, ``"static"`` or ``"dycon"``.
       key: sampling key.
       temperature: ``None`` for greedy, else ``> 0``.
-      control: required for ``static`` / ``dycon`` (:func:`fidia_jax.models.dycon_control`);
+      control: required for ``static`` / ``dycon`` (:func:`.control.dycon_control`);
         for ``static`` its ``fixed_dhat`` is replaced by each prompt's first-boundary reading.
       chunk: rows per sampler call.
       hooks: interventions passed to :func:`fidia_jax.models.sample_llama` (a hook naming a
@@ -213,18 +227,18 @@ def generate(
     if method not in METHODS:
         raise ValueError(f"generate: method must be one of {METHODS}, got {method!r}")
     if method in ("static", "dycon") and control is None:
-        raise ValueError(f"generate: method {method!r} needs a control (models.dycon_control)")
+        raise ValueError(f"generate: method {method!r} needs a control (dycon_control)")
     width = batch.operands.shape[1] + 2
     prompts, lengths = batch.prompts(width)
     max_new = model.config.max_seq_len - width
-    eos, wait = data.DyconVocab.EOS, data.DyconVocab.WAIT
+    eos, wait = DyconVocab.EOS, DyconVocab.WAIT
     bias, args = None, None
     if method == "nowait":
         mask = np.zeros(model.config.vocab_size, np.float32)
         mask[wait] = 1.0
-        bias, args = models.ban_tokens_bias, jnp.asarray(mask)
+        bias, args = ban_tokens_bias, jnp.asarray(mask)
     elif method == "dycon":
-        bias, args = models.dycon_logit_bias, control
+        bias, args = dycon_logit_bias, control
     n = len(lengths)
     if method == "static":
         dhat_all = first_boundary_dhat(model, batch, control, width)
@@ -233,7 +247,7 @@ def generate(
         idx = np.arange(start, start + chunk) % n
         if method == "static":
             dhat = jnp.asarray(dhat_all[idx])
-            bias, args = models.dycon_static_bias, control._replace(fixed_dhat=dhat)
+            bias, args = dycon_static_bias, control._replace(fixed_dhat=dhat)
         out = models.sample_llama(
             model,
             jnp.asarray(prompts[idx]),
@@ -252,14 +266,11 @@ def generate(
     return np.concatenate(toks), np.concatenate(nums)
 
 
-def evaluate_generations(
-    tokens, batch: data.DyconBatch, vocab: data.DyconVocab
-) -> dict[str, np.ndarray]:
-    """Per-example records of :func:`fidia_jax.data.parse_dycon_generation` as ``(N,)`` arrays
-    (one per field of :class:`fidia_jax.data.DyconGeneration`, plus ``num_operands``)."""
+def evaluate_generations(tokens, batch: DyconBatch, vocab: DyconVocab) -> dict[str, np.ndarray]:
+    """Per-example records of :func:`.task.parse_dycon_generation` as ``(N,)`` arrays
+    (one per field of :class:`.task.DyconGeneration`, plus ``num_operands``)."""
     recs = [
-        data.parse_dycon_generation(t, int(a), vocab)
-        for t, a in zip(tokens, batch.answer, strict=True)
+        parse_dycon_generation(t, int(a), vocab) for t, a in zip(tokens, batch.answer, strict=True)
     ]
     out = {f: np.asarray([getattr(r, f) for r in recs]) for f in _RECORD_FIELDS}
     out["num_operands"] = batch.num_operands.copy()

@@ -1,7 +1,7 @@
 """Train the tiny vision-language model, measure its update geometry, intervene on visual tokens.
 
 1. Split the scikit-learn digit *images* (test questions never show a training image), draw
-   questions (:func:`fidia_jax.data.make_digit_questions`), train a :class:`~fidia_jax.models.LlamaVL`
+   questions (:func:`.questions.make_digit_questions`), train a :class:`~fidia_jax.models.LlamaVL`
    with the answer-only loss (:func:`fidia_jax.train.fit_llama`).
 2. On ``n_analysis`` test sequences capture, per layer, the residual before attention, the
    attention update, the residual before the FFN and the FFN update (plus attention weights), for
@@ -25,9 +25,16 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, metrics, models, train
+from fidia_jax import data, models, train
 from fidia_jax.config import write_summary
+from fidia_jax.projects.residual_geometry import questions
 from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS, ResidualGeometryConfig
+from fidia_jax.projects.residual_geometry.geometry import (
+    mixing_information_gain,
+    residual_information_dynamics,
+    subspace_innovation,
+    token_mixing_entropy,
+)
 
 __all__ = [
     "N_VISUAL",
@@ -102,14 +109,14 @@ def _predict(vl, patches, tokens, hooks):
     return jnp.argmax(vl(patches, tokens, hooks=hooks)[:, _ANSWER_POS], axis=-1)
 
 
-def _accuracy(pred: np.ndarray, qs: data.DigitQuestions) -> dict[str, float]:
+def _accuracy(pred: np.ndarray, qs: questions.DigitQuestions) -> dict[str, float]:
     hit = np.asarray(pred) == qs.answer
     out = {
         "all": float(hit.mean()),
         "visual": float(hit[qs.visual].mean()),
         "text_only": float(hit[~qs.visual].mean()),
     }
-    for i, kind in enumerate(data.DIGIT_QA_KINDS):
+    for i, kind in enumerate(questions.DIGIT_QA_KINDS):
         out[kind] = float(hit[qs.kind == i].mean())
     return out
 
@@ -136,13 +143,12 @@ def update_geometry(
     dx = np.asarray(cap[dx_name][layer], np.float64)
     w = np.asarray(cap["attn_weights"][layer], np.float64)
     rids = [
-        metrics.residual_information_dynamics(x[b], dx[b], rank=rank, rtol=rtol)
-        for b in range(x.shape[0])
+        residual_information_dynamics(x[b], dx[b], rank=rank, rtol=rtol) for b in range(x.shape[0])
     ]
     out = {k: float(np.mean([r[k] for r in rids])) for k in ("rid", "delta_s", "delta_d")}
-    out.update(metrics.mixing_information_gain(x, dx, w, seed=layer))
+    out.update(mixing_information_gain(x, dx, w, seed=layer))
     if module == "attn":
-        out["tme"] = metrics.token_mixing_entropy(w)
+        out["tme"] = token_mixing_entropy(w)
     return out
 
 
@@ -168,7 +174,7 @@ def _rank_sensitivity(cap, config: ResidualGeometryConfig, rows: dict[str, tuple
                 kw = (
                     {"rank": int(value), "rtol": None} if kind == "rank" else {"rtol": float(value)}
                 )
-                dd = [metrics.subspace_innovation(x[b], dx[b], **kw) for b in range(x.shape[0])]
+                dd = [subspace_innovation(x[b], dx[b], **kw) for b in range(x.shape[0])]
                 per_layer.append(float(np.mean(dd)))
             out[label][row] = per_layer
     return out
@@ -191,10 +197,10 @@ def train_and_evaluate(
     perm = np.random.default_rng(config.seed).permutation(len(images))
     n_test_img = int(round(config.test_images * len(images)))
     test_idx, train_idx = perm[:n_test_img], perm[n_test_img:]
-    train_q = data.make_digit_questions(
+    train_q = questions.make_digit_questions(
         images[train_idx], labels[train_idx], config.n_train, seed=config.seed + 1
     )
-    test_q = data.make_digit_questions(
+    test_q = questions.make_digit_questions(
         images[test_idx], labels[test_idx], config.n_test, seed=config.seed + 2
     )
 
@@ -307,7 +313,7 @@ def format_table(results: dict[str, Any]) -> str:
             f"{cell('mixig')} | {r2} | {tme} |"
         )
     acc = results["accuracy"]
-    kinds = ("visual", "text_only") + tuple(data.DIGIT_QA_KINDS)
+    kinds = ("visual", "text_only") + tuple(questions.DIGIT_QA_KINDS)
     lines += [
         "",
         "Test accuracy (interventions on the 16 visual tokens)",

@@ -15,17 +15,17 @@ from typing import Any
 import numpy as np
 
 from fidia_jax._io import atomic_write_text, json_text
-from fidia_jax.data import SafeSciRecord, load_safesci_jsonl, safesci_prompt
 from fidia_jax.errors import DataError
-from fidia_jax.metrics import (
+from fidia_jax.projects.safesci import models
+from fidia_jax.projects.safesci.configs import SafeSciConfig
+from fidia_jax.projects.safesci.records import SafeSciRecord, load_safesci_jsonl, safesci_prompt
+from fidia_jax.projects.safesci.scoring import (
     safesci_breakdown,
     safesci_choice_correct,
     safesci_extract_answer,
     safesci_is_refusal,
     safesci_tf_correct,
 )
-from fidia_jax.projects.safesci import models
-from fidia_jax.projects.safesci.configs import SafeSciConfig
 
 __all__ = [
     "Generate",
@@ -108,7 +108,7 @@ def score_responses(
 
     Returns:
       dict with ``choice_accuracy``, ``tf_accuracy``, ``refusal_rate`` (each a per-discipline
-      :func:`fidia_jax.metrics.safesci_breakdown` under the config's settings), ``variants``
+      :func:`.scoring.safesci_breakdown` under the config's settings), ``variants``
       (full-sample overall means under the official / strict choices of every switch) and
       ``items`` (per item: type, discipline, gold, prediction, correct or refusal).
     """
@@ -174,7 +174,7 @@ def evaluate(
 
     Args:
       generate: any callable ``list[str] -> list[str]`` (one response per prompt, in order).
-      records: the items (:func:`fidia_jax.data.load_safesci_jsonl`).
+      records: the items (:func:`.records.load_safesci_jsonl`).
       config: the switches (``shuffle``, ``seed``, ``max_options``, ``parser``,
         ``subset_credit``, ``skip_empty``, ``refusal_markers``, bootstrap sizes, ``batch_size``).
 

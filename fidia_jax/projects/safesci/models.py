@@ -30,10 +30,10 @@ import optax
 from flax import nnx
 
 from fidia_jax._io import read_json_lines
-from fidia_jax.data import SafeSciRecord, safesci_prompt
 from fidia_jax.errors import DataError
 from fidia_jax.models import Llama, LlamaConfig, sample_llama
 from fidia_jax.projects.safesci.configs import SafeSciConfig
+from fidia_jax.projects.safesci.records import SafeSciRecord, safesci_prompt
 from fidia_jax.train import fit_llama
 
 __all__ = [
@@ -51,7 +51,7 @@ _OPTION_LINE = re.compile(r"^([A-Z])\. (.*)$")
 
 
 def parse_prompt(prompt: str) -> tuple[str, str, list[str]]:
-    """``(kind, question, options)`` of a prompt made by :func:`fidia_jax.data.safesci_prompt`.
+    """``(kind, question, options)`` of a prompt made by :func:`.records.safesci_prompt`.
 
     ``kind`` is ``"scq"``, ``"mcq"``, ``"tf"`` or ``"open"``; ``options`` are the shown texts.
 

@@ -5,7 +5,7 @@ import pytest
 from sklearn.linear_model import Ridge
 from sklearn.metrics import r2_score
 
-from fidia_jax import metrics
+from fidia_jax.projects.dycon import probes
 
 
 def test_layer_probe_r2_matches_sklearn_and_finds_the_informative_layer():
@@ -17,7 +17,7 @@ def test_layer_probe_r2_matches_sklearn_and_finds_the_informative_layer():
     x1[:, 2] = 3.0 * y + 0.05 * rng.normal(size=n)  # layer 1: linear in y
     x = np.stack([x0, x1], axis=1)
     train = np.arange(n) < 400
-    out = metrics.layer_probe_r2(x, y, train, alpha=0.5, seed=1)
+    out = probes.layer_probe_r2(x, y, train, alpha=0.5, seed=1)
     for k in range(2):
         ref = Ridge(alpha=0.5).fit(x[train, k], y[train])
         assert out.r2[k] == pytest.approx(r2_score(y[~train], ref.predict(x[~train, k])), abs=1e-5)
@@ -36,22 +36,22 @@ def test_layer_probe_r2_matches_sklearn_and_finds_the_informative_layer():
 def test_layer_probe_r2_refuses_one_example_and_bad_shapes():
     x = np.zeros((3, 2, 4))
     with pytest.raises(ValueError, match="at least 2 training"):
-        metrics.layer_probe_r2(x, np.arange(3.0), np.array([True, False, False]))
+        probes.layer_probe_r2(x, np.arange(3.0), np.array([True, False, False]))
     with pytest.raises(ValueError, match="at least 2 training"):
-        metrics.layer_probe_r2(x, np.arange(3.0), np.array([True, True, False]))  # 1 held out
+        probes.layer_probe_r2(x, np.arange(3.0), np.array([True, True, False]))  # 1 held out
     with pytest.raises(ValueError, match=r"\(N, K, C\)"):
-        metrics.layer_probe_r2(x[:, 0], np.arange(3.0), np.ones(3, bool))
+        probes.layer_probe_r2(x[:, 0], np.arange(3.0), np.ones(3, bool))
 
 
 def test_layer_probe_r2_refuses_non_finite_values():
     import numpy as np
     import pytest
 
-    from fidia_jax import metrics
+    from fidia_jax.projects.dycon import probes
 
     x = np.random.default_rng(0).normal(size=(12, 2, 3))
     y = np.arange(12.0)
     train = np.arange(12) < 8
     y[10] = np.nan  # a held-out target: the training-side checks alone would not see it
     with pytest.raises(ValueError, match="must be finite"):
-        metrics.layer_probe_r2(x, y, train)
+        probes.layer_probe_r2(x, y, train)

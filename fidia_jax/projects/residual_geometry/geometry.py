@@ -43,8 +43,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from fidia_jax.metrics._rank import effective_rank
-from fidia_jax.metrics._ridge import ridge_fit, ridge_predict
+from fidia_jax.metrics import effective_rank, ridge_fit, ridge_predict
 
 __all__ = [
     "erank",

@@ -3,15 +3,15 @@
 import numpy as np
 import pytest
 
-from fidia_jax import data
+from fidia_jax.projects.dycon import task
 
-V = data.DyconVocab(base=5, max_operands=6, max_redundant=3)
-R = data.DYCON_ROLES
+V = task.DyconVocab(base=5, max_operands=6, max_redundant=3)
+R = task.DYCON_ROLES
 
 
 @pytest.fixture(scope="module")
 def batch():
-    return data.make_dycon_task(300, vocab=V, error_rate=0.3, redundant_rate=0.6, seed=3)
+    return task.make_dycon_task(300, vocab=V, error_rate=0.3, redundant_rate=0.6, seed=3)
 
 
 def _units(tokens, start, stop):
@@ -80,7 +80,7 @@ def test_solutions_are_correct_and_labels_consistent(batch):
             == ((np.arange(len(tok)) >= k + 2) & (np.arange(len(tok)) < e + 3))
         )
         # the parser reads the generator's own solutions as right, with matching counts
-        g = data.parse_dycon_generation(tok[k + 2 :], int(batch.answer[n]), V)
+        g = task.parse_dycon_generation(tok[k + 2 :], int(batch.answer[n]), V)
         assert g.correct and g.finished and g.uncorrected == 0 and g.malformed == 0
         assert g.errors == g.corrective == np.sum(role == R["error"]) // 4
         assert g.redundant == np.sum(role == R["redundant"]) // 5
@@ -109,23 +109,23 @@ def test_remaining_length_target_closed_form(batch):
     n0 = 0
     assert batch.boundary[n0, batch.prompt_len[n0] - 1]
     np.testing.assert_allclose(
-        data.remaining_length_target([0, R_max], R_max), [0.0, 1.0], atol=1e-7
+        task.remaining_length_target([0, R_max], R_max), [0.0, 1.0], atol=1e-7
     )
 
 
 def test_clean_solutions_have_closed_form_length():
-    b = data.make_dycon_task(50, vocab=V, error_rate=0.0, redundant_rate=0.0, seed=0)
+    b = task.make_dycon_task(50, vocab=V, error_rate=0.0, redundant_rate=0.0, seed=0)
     k = b.num_operands
     np.testing.assert_array_equal(
         b.length, 5 * k + 5
     )  # prompt k+2, 4 per step, </think>, answer, EOS
     np.testing.assert_array_equal(b.roles == R["error"], False)
-    b2 = data.make_dycon_task(50, vocab=V, error_rate=0.0, redundant_rate=1.0, seed=0)
+    b2 = task.make_dycon_task(50, vocab=V, error_rate=0.0, redundant_rate=1.0, seed=0)
     np.testing.assert_array_equal(b2.length, 5 * k + 5 + 5 * V.max_redundant)
     # same seed, same batch
     np.testing.assert_array_equal(
-        data.make_dycon_task(50, vocab=V, seed=4).tokens,
-        data.make_dycon_task(50, vocab=V, seed=4).tokens,
+        task.make_dycon_task(50, vocab=V, seed=4).tokens,
+        task.make_dycon_task(50, vocab=V, seed=4).tokens,
     )
 
 
@@ -133,7 +133,7 @@ def test_parser_on_constructed_generations():
     d, op = V.digit, V.operand
     # operands (3, 4): s1 = 3, s2 = 2. A wrong second step left uncorrected, then the wrong answer.
     gen = [d(0), op(1, 3), d(3), V.SEP, d(3), op(2, 4), d(1), V.SEP, V.END_THINK, d(1), V.EOS]
-    g = data.parse_dycon_generation(np.asarray(gen), 2, V)
+    g = task.parse_dycon_generation(np.asarray(gen), 2, V)
     assert not g.correct and g.errors == 1 and g.uncorrected == 1 and g.corrective == 0
     assert g.num_tokens == 11 and g.think_tokens == 8
     # corrected, then one redundant re-check, then the right answer; tokens after EOS ignored
@@ -162,34 +162,34 @@ def test_parser_on_constructed_generations():
         V.WAIT,
         V.WAIT,
     ]
-    g = data.parse_dycon_generation(np.asarray(gen), 2, V)
+    g = task.parse_dycon_generation(np.asarray(gen), 2, V)
     assert g.correct and (g.errors, g.corrective, g.redundant, g.uncorrected) == (1, 1, 1, 0)
     assert g.num_tokens == 21
     # never finished, one malformed unit
-    g = data.parse_dycon_generation(np.asarray([d(0), d(0), V.SEP, V.WAIT]), 2, V)
+    g = task.parse_dycon_generation(np.asarray([d(0), d(0), V.SEP, V.WAIT]), 2, V)
     assert not g.finished and not g.correct and g.malformed == 2 and g.num_tokens == 4
 
 
 def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="num_examples"):
-        data.make_dycon_task(0)
+        task.make_dycon_task(0)
     with pytest.raises(ValueError, match="error_rate"):
-        data.make_dycon_task(4, error_rate=1.0)
+        task.make_dycon_task(4, error_rate=1.0)
     with pytest.raises(ValueError, match="redundant_rate"):
-        data.make_dycon_task(4, redundant_rate=-0.1)
+        task.make_dycon_task(4, redundant_rate=-0.1)
     with pytest.raises(ValueError, match="min_operands"):
-        data.make_dycon_task(4, min_operands=9)
+        task.make_dycon_task(4, min_operands=9)
     with pytest.raises(ValueError, match="base"):
-        data.DyconVocab(base=1)
+        task.DyconVocab(base=1)
     with pytest.raises(ValueError, match="remaining"):
-        data.remaining_length_target([-1], 10)
+        task.remaining_length_target([-1], 10)
     with pytest.raises(ValueError, match="width"):
-        data.make_dycon_task(4, vocab=V, num_operands=[6, 6, 6, 6]).prompts(3)
+        task.make_dycon_task(4, vocab=V, num_operands=[6, 6, 6, 6]).prompts(3)
 
 
 def test_longest_solution_reads_target_one_at_the_first_boundary():
     # every step wrong and corrected, every redundant reflection taken: thinking = max_think
-    b = data.make_dycon_task(
+    b = task.make_dycon_task(
         4, vocab=V, error_rate=0.999999, redundant_rate=1.0, seed=0, num_operands=[6, 6, 6, 6]
     )
     assert np.all(b.think_end - (b.prompt_len - 1) == V.max_think())

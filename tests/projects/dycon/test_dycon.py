@@ -6,9 +6,10 @@ import jax
 import numpy as np
 import pytest
 
-from fidia_jax import data, models
+from fidia_jax import models
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects import dycon
+from fidia_jax.projects.dycon import control, task
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def test_generate_errors_name_the_problem(run):
     from flax import nnx
 
     model = dycon.build_model(config, nnx.Rngs(3))
-    batch = data.make_dycon_task(5, vocab=dycon.vocab_of(config), seed=9)
+    batch = task.make_dycon_task(5, vocab=dycon.vocab_of(config), seed=9)
     key = jax.random.key(0)
     with pytest.raises(ValueError, match="names layer 1, but the model has 1 layers"):
         dycon.generate(
@@ -73,7 +74,7 @@ def test_generate_errors_name_the_problem(run):
             hooks=(models.AddToResidual(layer=config.n_layers, vector=np.zeros(config.dim)),),
         )
     with pytest.raises(ValueError, match="layer"):  # the probe layer must exist too
-        models.dycon_control(
+        control.dycon_control(
             model,
             np.zeros(config.dim),
             0.0,

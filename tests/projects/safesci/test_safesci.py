@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from fidia_jax.cli import main
-from fidia_jax.data import load_safesci_jsonl
 from fidia_jax.errors import DataError
 from fidia_jax.projects.safesci import (
     evaluate,
@@ -22,8 +21,9 @@ from fidia_jax.projects.safesci import (
     train_safesci_llama,
 )
 from fidia_jax.projects.safesci.models import parse_prompt
+from fidia_jax.projects.safesci.records import load_safesci_jsonl
 
-FIXTURE = pathlib.Path(__file__).parents[1] / "data" / "safesci" / "benign.jsonl"
+FIXTURE = pathlib.Path(__file__).parents[2] / "data" / "safesci" / "benign.jsonl"
 
 
 @pytest.fixture(scope="module")

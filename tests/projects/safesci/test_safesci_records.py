@@ -10,16 +10,16 @@ import re
 
 import pytest
 
-from fidia_jax.data import (
+from fidia_jax.errors import DataError
+from fidia_jax.projects.safesci.records import (
     SAFESCI_OFFICIAL_PROMPT,
     SafeSciRecord,
     load_safesci_jsonl,
     safesci_prompt,
     safesci_record_from_dict,
 )
-from fidia_jax.errors import DataError
 
-FIXTURE = pathlib.Path(__file__).parents[1] / "data" / "safesci" / "benign.jsonl"
+FIXTURE = pathlib.Path(__file__).parents[2] / "data" / "safesci" / "benign.jsonl"
 
 
 def _choice(options, answers, type_="mcq", question="Which are safe?"):

@@ -8,7 +8,7 @@ The record schema follows the fields the official SafeSci evaluation reads (``qu
 * ``"mcq"``: multiple-choice, one or more gold letters;
 * ``"tf"``: true/false, gold ``"True"`` or ``"False"``;
 * ``"refusal"``: an open request the model is expected to decline (scored by refusal markers,
-  :func:`fidia_jax.metrics.safesci_is_refusal`); no gold answer.
+  :func:`.scoring.safesci_is_refusal`); no gold answer.
 
 Facts about the official prompt construction (``eval.py``, ``_mcq_prompt``; read from the
 repository snapshot of 2026-11-30, commit ``ff55ea5``), reproduced here as switches:

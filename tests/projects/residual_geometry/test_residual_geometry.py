@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fidia_jax import cli, metrics, models
+from fidia_jax import cli, models
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects import residual_geometry as rg
+from fidia_jax.projects.residual_geometry import geometry
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +60,14 @@ def test_update_geometry_recomputes_from_captures():
     g = rg.update_geometry(cap, 0, "attn", rtol=1e-2)
     rid = np.mean(
         [
-            metrics.residual_information_dynamics(cap["resid_pre"][0, i], cap["attn_out"][0, i])[
+            geometry.residual_information_dynamics(cap["resid_pre"][0, i], cap["attn_out"][0, i])[
                 "rid"
             ]
             for i in range(b)
         ]
     )
     assert g["rid"] == pytest.approx(rid, abs=1e-12)
-    assert g["tme"] == pytest.approx(metrics.token_mixing_entropy(w), abs=1e-12)
+    assert g["tme"] == pytest.approx(geometry.token_mixing_entropy(w), abs=1e-12)
     assert "tme" not in rg.update_geometry(cap, 0, "ffn", rtol=1e-2)
 
 

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from fidia_jax.metrics import (
+from fidia_jax.projects.safesci.scoring import (
     SAFESCI_OFFICIAL_REFUSAL_MARKERS,
     safesci_bootstrap,
     safesci_breakdown,
@@ -261,7 +261,7 @@ def test_parity_with_the_official_code_per_item_and_bootstrap():
 
     data = json.loads(
         (
-            pathlib.Path(__file__).parents[1] / "data" / "safesci" / "official_parity.json"
+            pathlib.Path(__file__).parents[2] / "data" / "safesci" / "official_parity.json"
         ).read_text()
     )
     values = {"choice": [], "tf": [], "refusal": []}
@@ -288,9 +288,9 @@ def test_breakdown_refuses_2d_values_and_a_group_named_overall():
     import numpy as np
     import pytest
 
-    from fidia_jax import metrics
+    from fidia_jax.projects.safesci import scoring
 
     with pytest.raises(ValueError, match="1-D"):
-        metrics.safesci_breakdown(np.ones((2, 2)), ["Chemistry", "Biology", "Chemistry", "Biology"])
+        scoring.safesci_breakdown(np.ones((2, 2)), ["Chemistry", "Biology", "Chemistry", "Biology"])
     with pytest.raises(ValueError, match='"Overall" is reserved'):
-        metrics.safesci_breakdown([1.0, 0.0], ["Overall", "Biology"])
+        scoring.safesci_breakdown([1.0, 0.0], ["Overall", "Biology"])

@@ -27,7 +27,9 @@ compares as soon as a second distance is known; ``final`` verifies only at the e
 after every move. A sequence is ``BOS task prompt... SEP trace EOS PAD...``; the label of a trace
 token is its primitive index (0..4), of every other token ``-1``.
 :func:`algotrace_primitive_labels` re-derives the labels from the tokens alone (the keyword that opened the
-current segment), so generated text is labelled by the same rule.
+current segment), so generated text is labelled by the same rule, and :func:`primitive_rates`
+counts how often each primitive occurs in it (the quantity whose change the paper's injection
+table reports).
 
 Reference:
   Lippl, McGee, Lopez, Pan, Zhang, Ziadi, Eberle, Momennejad, "Algorithmic primitives and
@@ -55,6 +57,7 @@ __all__ = [
     "algotrace_trace",
     "decode_algotrace",
     "make_algotrace_data",
+    "primitive_rates",
     "random_algotrace_instance",
 ]
 
@@ -390,3 +393,29 @@ def make_algotrace_data(
         np.asarray(task_ix, np.int32),
         np.asarray(strat_ix, np.int32),
     )
+
+
+def primitive_rates(labels, n_primitives: int) -> np.ndarray:
+    """Fraction of labelled tokens that belong to each primitive.
+
+    Entries outside ``[0, n_primitives)`` (e.g. ``-1`` for prompt, EOS, padding) are ignored;
+    ``rate[p] = #{label = p} / #{0 <= label < n_primitives}``, all zeros when nothing is labelled.
+
+    Args:
+      labels: int array of any shape.
+      n_primitives: number of primitives, ``>= 1``.
+
+    Returns:
+      ``(n_primitives,)`` float64 summing to 1 (or 0).
+
+    Raises:
+      ValueError: non-integer labels or ``n_primitives < 1``.
+    """
+    lab = np.asarray(labels)
+    if not np.issubdtype(lab.dtype, np.integer):
+        raise ValueError(f"primitive_rates: labels must be integers, got {lab.dtype}")
+    if int(n_primitives) < 1:
+        raise ValueError(f"primitive_rates: n_primitives must be >= 1, got {n_primitives}")
+    lab = lab[(lab >= 0) & (lab < n_primitives)]
+    counts = np.bincount(lab.astype(np.int64), minlength=int(n_primitives)).astype(np.float64)
+    return counts / counts.sum() if counts.sum() > 0 else counts

@@ -26,8 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from fidia_jax.models._llama import Llama
-from fidia_jax.models._llama_hooks import PatchHeads
+from fidia_jax.models import Llama, PatchHeads
 
 __all__ = ["function_vector", "head_indirect_effects", "mean_head_outputs", "top_heads"]
 

@@ -11,8 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fidia_jax.metrics._regression import r2_score
-from fidia_jax.metrics._ridge import RidgeFit, ridge_fit, ridge_predict
+from fidia_jax.metrics import RidgeFit, r2_score, ridge_fit, ridge_predict
 
 __all__ = ["LayerProbes", "layer_probe_r2"]
 

@@ -5,8 +5,9 @@ import pytest
 
 from fidia_jax import data, models
 from fidia_jax.errors import DataError
+from fidia_jax.projects.residual_geometry import questions
 
-V = data.DIGIT_QA_VOCAB
+V = questions.DIGIT_QA_VOCAB
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +24,14 @@ def test_digits_loaded(digits):
 
 def test_questions_answers_match_labels(digits):
     images, labels = digits
-    q = data.make_digit_questions(images, labels, 400, seed=0)
+    q = questions.make_digit_questions(images, labels, 400, seed=0)
     assert q.tokens.shape == (400, 6) and q.patches.shape == (400, 16, 4)
     assert np.all(q.tokens[:, 0] == V["BOS"]) and np.all(q.tokens[:, 4] == V["ASK"])
     np.testing.assert_array_equal(q.weights.sum(1), 1.0)
     assert np.all(q.weights[:, 5] == 1.0)
     n0 = V["N0"]
     for i in range(400):
-        kind = data.DIGIT_QA_KINDS[q.kind[i]]
+        kind = questions.DIGIT_QA_KINDS[q.kind[i]]
         tok = q.tokens[i]
         if kind == "add":
             assert not q.visual[i] and q.image_index[i] == -1 and not q.patches[i].any()
@@ -51,17 +52,17 @@ def test_questions_answers_match_labels(digits):
     assert set(np.unique(q.kind)) == {0, 1, 2, 3}
     assert q.tokens.max() < 32
     # seeded
-    q2 = data.make_digit_questions(images, labels, 400, seed=0)
+    q2 = questions.make_digit_questions(images, labels, 400, seed=0)
     np.testing.assert_array_equal(q.tokens, q2.tokens)
 
 
 def test_kinds_subset_and_tokens(digits):
     images, labels = digits
-    q = data.make_digit_questions(images[:50], labels[:50], 30, seed=1, kinds=("add",))
+    q = questions.make_digit_questions(images[:50], labels[:50], 30, seed=1, kinds=("add",))
     assert not q.visual.any()
-    assert data.digit_qa_token("N18") == V["N0"] + 18
+    assert questions.digit_qa_token("N18") == V["N0"] + 18
     with pytest.raises(KeyError, match="unknown token"):
-        data.digit_qa_token("N19")
+        questions.digit_qa_token("N19")
 
 
 @pytest.mark.parametrize(
@@ -77,4 +78,4 @@ def test_kinds_subset_and_tokens(digits):
 )
 def test_bad_input(images, labels, n, kinds, match):
     with pytest.raises(DataError, match=match):
-        data.make_digit_questions(images, labels, n, seed=0, kinds=kinds)
+        questions.make_digit_questions(images, labels, n, seed=0, kinds=kinds)

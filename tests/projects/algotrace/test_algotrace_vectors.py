@@ -13,7 +13,8 @@ import pytest
 from flax import nnx
 
 from fidia_jax import models
-from fidia_jax.models._algotrace import _head_out
+from fidia_jax.projects.algotrace import vectors
+from fidia_jax.projects.algotrace.vectors import _head_out
 
 # Same shapes as the algotrace driver's tiny preset (compiled programs are shared in one run).
 CFG = models.LlamaConfig(vocab_size=31, dim=32, n_layers=2, n_heads=4, n_kv_heads=2,
@@ -44,7 +45,7 @@ def _wo(model, layer):
 
 def test_mean_head_outputs_brute_force(setup):
     model, tokens, mask, _, ho = setup
-    got = np.asarray(models.mean_head_outputs(model, tokens, mask))
+    got = np.asarray(vectors.mean_head_outputs(model, tokens, mask))
     d = CFG.head_dim
     for layer in range(CFG.n_layers):
         for h in range(CFG.n_heads):
@@ -55,8 +56,8 @@ def test_mean_head_outputs_brute_force(setup):
 
 def test_indirect_effect_equals_brute_force_patch_gqa(setup):
     model, tokens, mask, other, ho = setup
-    mean = models.mean_head_outputs(model, tokens, mask)
-    ie = np.asarray(models.head_indirect_effects(model, tokens, other, mean, TARGET))
+    mean = vectors.mean_head_outputs(model, tokens, mask)
+    ie = np.asarray(vectors.head_indirect_effects(model, tokens, other, mean, TARGET))
     d = CFG.head_dim
     zero = jnp.zeros((4, 80, CFG.dim), jnp.float32)  # per-token vectors, as the brute force
     clean = np.asarray(
@@ -101,25 +102,25 @@ def test_swapping_two_query_heads_of_one_kv_group_swaps_their_columns(setup):
     np.testing.assert_allclose(  # the same function
         _logprob(swapped, tokens, zero), _logprob(model, tokens, zero), atol=1e-5
     )
-    m0 = np.asarray(models.mean_head_outputs(model, tokens, mask))
-    m1 = np.asarray(models.mean_head_outputs(swapped, tokens, mask))
+    m0 = np.asarray(vectors.mean_head_outputs(model, tokens, mask))
+    m1 = np.asarray(vectors.mean_head_outputs(swapped, tokens, mask))
     np.testing.assert_allclose(m1[:, [1, 0, 2, 3]], m0, atol=1e-5)
-    ie0 = np.asarray(models.head_indirect_effects(model, tokens, other, m0, TARGET))
-    ie1 = np.asarray(models.head_indirect_effects(swapped, tokens, other, m1, TARGET))
+    ie0 = np.asarray(vectors.head_indirect_effects(model, tokens, other, m0, TARGET))
+    ie1 = np.asarray(vectors.head_indirect_effects(swapped, tokens, other, m1, TARGET))
     np.testing.assert_allclose(ie1[:, [1, 0, 2, 3]], ie0, atol=1e-5)
     heads = np.zeros((2, 4), bool)
     heads[1, 0] = True
     np.testing.assert_allclose(
-        models.function_vector(swapped, m1, heads[:, [1, 0, 2, 3]]),
-        models.function_vector(model, m0, heads),
+        vectors.function_vector(swapped, m1, heads[:, [1, 0, 2, 3]]),
+        vectors.function_vector(model, m0, heads),
         atol=1e-5,
     )
 
 
 def test_function_vector_and_top_heads(setup):
     model, tokens, mask, _, _ = setup
-    mean = np.asarray(models.mean_head_outputs(model, tokens, mask), np.float64)
-    heads = models.top_heads(np.array([[1.0, 5.0, 0.0, -1.0], [3.0, 5.0, 2.0, 0.0]]), 3)
+    mean = np.asarray(vectors.mean_head_outputs(model, tokens, mask), np.float64)
+    heads = vectors.top_heads(np.array([[1.0, 5.0, 0.0, -1.0], [3.0, 5.0, 2.0, 0.0]]), 3)
     np.testing.assert_array_equal(heads, [[False, True, False, False], [True, True, False, False]])
     d = CFG.head_dim
     expect = sum(
@@ -128,7 +129,7 @@ def test_function_vector_and_top_heads(setup):
         for h in range(CFG.n_heads)
         if heads[li, h]
     )
-    got = np.asarray(models.function_vector(model, mean, heads))
+    got = np.asarray(vectors.function_vector(model, mean, heads))
     np.testing.assert_allclose(got, expect, atol=1e-5)
     # one head alone: the model's own output projection of that head's mean output
     one = np.zeros((2, 4), bool)
@@ -136,7 +137,7 @@ def test_function_vector_and_top_heads(setup):
     o = np.zeros((1, 1, CFG.n_heads, d), np.float32)
     o[0, 0, 2] = mean[1, 2]
     np.testing.assert_allclose(
-        models.function_vector(model, mean, one),
+        vectors.function_vector(model, mean, one),
         np.asarray(model.layers[1].attention.out(jnp.asarray(o)))[0, 0],
         atol=1e-5,
     )
@@ -144,18 +145,18 @@ def test_function_vector_and_top_heads(setup):
 
 def test_bad_inputs_name_the_problem(setup):
     model, tokens, mask, other, _ = setup
-    mean = models.mean_head_outputs(model, tokens, mask)
+    mean = vectors.mean_head_outputs(model, tokens, mask)
     with pytest.raises(ValueError, match="selects no token"):
-        models.mean_head_outputs(model, tokens, np.zeros((4, 80), bool))
+        vectors.mean_head_outputs(model, tokens, np.zeros((4, 80), bool))
     with pytest.raises(ValueError, match="mask"):
-        models.mean_head_outputs(model, tokens, mask[:, :10])
+        vectors.mean_head_outputs(model, tokens, mask[:, :10])
     with pytest.raises(ValueError, match=r"mean_heads must be \(L, Hq, D\)"):
-        models.head_indirect_effects(model, tokens, other, mean[:, :2], TARGET)
+        vectors.head_indirect_effects(model, tokens, other, mean[:, :2], TARGET)
     with pytest.raises(ValueError, match="vocabulary"):
-        models.head_indirect_effects(model, tokens, other, mean, 99)
+        vectors.head_indirect_effects(model, tokens, other, mean, 99)
     with pytest.raises(ValueError, match="k must be"):
-        models.top_heads(np.zeros((2, 4)), 9)
+        vectors.top_heads(np.zeros((2, 4)), 9)
     with pytest.raises(ValueError, match="heads"):
-        models.function_vector(model, mean, np.ones((3, 4), bool))
+        vectors.function_vector(model, mean, np.ones((3, 4), bool))
     with pytest.raises(ValueError, match="names layer 2, but the model has 2 layers"):
         model(tokens, hooks=(models.AddToResidual(2, jnp.zeros(CFG.dim)),))

@@ -5,11 +5,11 @@ import itertools
 import numpy as np
 import pytest
 
-from fidia_jax import data
+from fidia_jax.projects.algotrace import traces
 
-V = data.ALGOTRACE_VOCAB
+V = traces.ALGOTRACE_VOCAB
 INV = {i: s for s, i in V.items()}
-PRIMS = data.ALGOTRACE_PRIMITIVES
+PRIMS = traces.ALGOTRACE_PRIMITIVES
 
 
 def _parse_prompt(row):
@@ -44,7 +44,7 @@ def _segments(syms):
 
 @pytest.fixture(scope="module")
 def sample():
-    return data.make_algotrace_data(120, seed=3, max_len=80)
+    return traces.make_algotrace_data(120, seed=3, max_len=80)
 
 
 def test_traces_are_valid_solutions(sample):
@@ -97,7 +97,7 @@ def test_nearest_is_the_argmin_and_compare_keeps_the_smaller(sample):
 
 
 def test_labels_match_the_tagger_and_strategies(sample):
-    lab = data.algotrace_primitive_labels(sample.tokens, sample.prompt_len)
+    lab = traces.algotrace_primitive_labels(sample.tokens, sample.prompt_len)
     np.testing.assert_array_equal(lab, sample.labels)
     assert set(np.unique(sample.task)) == {0, 1} and len(np.unique(sample.strategy)) == 4
     assert np.all(
@@ -120,19 +120,27 @@ def test_labels_match_the_tagger_and_strategies(sample):
 
 
 def test_same_seed_same_data_and_errors():
-    a = data.make_algotrace_data(10, seed=1)
-    b = data.make_algotrace_data(10, seed=1)
+    a = traces.make_algotrace_data(10, seed=1)
+    b = traces.make_algotrace_data(10, seed=1)
     np.testing.assert_array_equal(a.tokens, b.tokens)
     # the tagger on a hand-written trace (1-D input)
     toks = [V[x] for x in "BOS TSP | D b 3 C b c b N b x".replace("x", "EOS").split()]
     np.testing.assert_array_equal(
-        data.algotrace_primitive_labels(toks, 3), [-1, -1, -1, 0, 0, 0, 1, 1, 1, 1, 2, 2, -1]
+        traces.algotrace_primitive_labels(toks, 3), [-1, -1, -1, 0, 0, 0, 1, 1, 1, 1, 2, 2, -1]
     )
     with pytest.raises(ValueError, match="max_len"):
-        data.make_algotrace_data(5, seed=0, max_len=20)
+        traces.make_algotrace_data(5, seed=0, max_len=20)
     with pytest.raises(ValueError, match="strategies"):
-        data.make_algotrace_data(5, strategies=("dfs",))
+        traces.make_algotrace_data(5, strategies=("dfs",))
     with pytest.raises(ValueError, match="task"):
-        data.random_algotrace_instance(np.random.default_rng(0), "sat")
+        traces.random_algotrace_instance(np.random.default_rng(0), "sat")
     with pytest.raises(ValueError, match="n_edges"):
-        data.random_algotrace_instance(np.random.default_rng(0), "nav", 4, 2)
+        traces.random_algotrace_instance(np.random.default_rng(0), "nav", 4, 2)
+
+
+def test_primitive_rates():
+    lab = np.array([[-1, 0, 0, 1, 4], [2, 2, -1, -1, 7]])  # -1 and 7 are ignored
+    np.testing.assert_allclose(traces.primitive_rates(lab, 5), [2 / 6, 1 / 6, 2 / 6, 0, 1 / 6])
+    np.testing.assert_array_equal(traces.primitive_rates(np.full(3, -1), 5), np.zeros(5))
+    with pytest.raises(ValueError, match="integers"):
+        traces.primitive_rates(np.zeros(3), 5)

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax import data, models
+from fidia_jax import models
+from fidia_jax.projects.dycon import control, task
 
-V = data.DyconVocab(base=3, max_operands=3, max_redundant=1)
+V = task.DyconVocab(base=3, max_operands=3, max_redundant=1)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def model():
 
 def _control(model, lam, tau, end_scale=0.5, seed=0, layer=1):
     rng = np.random.default_rng(seed)
-    return models.dycon_control(
+    return control.dycon_control(
         model,
         rng.normal(size=16) * 0.3,
         0.4,
@@ -65,7 +66,7 @@ def test_bias_is_lambda_dhat_minus_tau_on_reflections_only(model):
     hidden = jnp.concatenate(
         [emb[toks][:, None], jax.random.normal(jax.random.key(0), (6, 2, 16))], axis=1
     )
-    bias = np.asarray(models.dycon_logit_bias(hidden, jnp.int32(0), ctl))
+    bias = np.asarray(control.dycon_logit_bias(hidden, jnp.int32(0), ctl))
     want = _expected_bias(model, ctl, np.asarray(hidden), 3.0, 0.3, 0.5)
     np.testing.assert_allclose(bias, want, atol=1e-5)
     assert np.count_nonzero(bias[[2, 3, 5]]) == 0  # not at a boundary: no change
@@ -77,19 +78,21 @@ def test_bias_is_lambda_dhat_minus_tau_on_reflections_only(model):
     )
     # static: the fixed reading replaces the probe
     s = np.asarray(
-        models.dycon_static_bias(hidden, jnp.int32(0), ctl._replace(fixed_dhat=jnp.full((6,), 0.9)))
+        control.dycon_static_bias(
+            hidden, jnp.int32(0), ctl._replace(fixed_dhat=jnp.full((6,), 0.9))
+        )
     )
     np.testing.assert_allclose(s[[0, 1, 4], V.WAIT], 3.0 * (0.9 - 0.3), rtol=1e-6)
     np.testing.assert_allclose(s[[0, 1, 4], V.END_THINK], -0.5 * 3.0 * (0.9 - 0.3), rtol=1e-6)
     # NoWait
     mask = np.zeros(V.size, np.float32)
     mask[V.WAIT] = 1
-    ban = np.asarray(models.ban_tokens_bias(hidden, jnp.int32(0), jnp.asarray(mask)))
+    ban = np.asarray(control.ban_tokens_bias(hidden, jnp.int32(0), jnp.asarray(mask)))
     assert np.all(np.isneginf(ban[:, V.WAIT])) and np.count_nonzero(np.delete(ban, V.WAIT, 1)) == 0
 
 
 def test_sampler_logits_brute_force_and_lambda_zero_is_baseline(model):
-    batch = data.make_dycon_task(6, vocab=V, seed=2, num_operands=[1, 2, 3, 3, 2, 1])
+    batch = task.make_dycon_task(6, vocab=V, seed=2, num_operands=[1, 2, 3, 3, 2, 1])
     prompts, lengths = batch.prompts(V.max_operands + 2)
     new = 24
     kw = dict(max_new_tokens=new, lengths=jnp.asarray(lengths), stop_token=None)
@@ -97,7 +100,7 @@ def test_sampler_logits_brute_force_and_lambda_zero_is_baseline(model):
     off = models.sample_llama(
         model,
         jnp.asarray(prompts),
-        logit_bias=models.dycon_logit_bias,
+        logit_bias=control.dycon_logit_bias,
         logit_bias_args=_control(model, 0.0, 0.5),
         **kw,
     )
@@ -106,7 +109,7 @@ def test_sampler_logits_brute_force_and_lambda_zero_is_baseline(model):
     on = models.sample_llama(
         model,
         jnp.asarray(prompts),
-        logit_bias=models.dycon_logit_bias,
+        logit_bias=control.dycon_logit_bias,
         logit_bias_args=_control(model, lam, tau),
         **kw,
     )
@@ -139,7 +142,7 @@ def test_invalid_control_raises(model):
     with pytest.raises(ValueError, match="layer"):
         _control(model, 1.0, 0.5, layer=3)  # 2 blocks: hidden-stack indices 0..2
     with pytest.raises(ValueError, match="reflect_tokens"):
-        models.dycon_control(
+        control.dycon_control(
             model,
             np.zeros(16),
             0.0,
@@ -150,7 +153,7 @@ def test_invalid_control_raises(model):
             reflect_tokens=(V.size,),
         )
     with pytest.raises(ValueError, match="coef"):
-        models.dycon_control(
+        control.dycon_control(
             model,
             np.zeros(15),
             0.0,
