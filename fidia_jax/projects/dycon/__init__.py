@@ -44,6 +44,7 @@ from fidia_jax.projects.dycon.train import fit_probe as fit_probe
 from fidia_jax.projects.dycon.train import format_table as format_table
 from fidia_jax.projects.dycon.train import generate as generate
 from fidia_jax.projects.dycon.train import goals as goals
+from fidia_jax.projects.dycon.train import headline as headline
 from fidia_jax.projects.dycon.train import summarize as summarize
 from fidia_jax.projects.dycon.train import train_and_evaluate as train_and_evaluate
 from fidia_jax.projects.dycon.train import vocab_of as vocab_of
@@ -63,6 +64,7 @@ __all__ = [
     "generate",
     "get_config",
     "goals",
+    "headline",
     "layer_probe_r2",
     "load_config",
     "make_dycon_task",

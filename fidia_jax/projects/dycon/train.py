@@ -40,6 +40,7 @@ from fidia_jax.projects.dycon.control import (
     dycon_static_bias,
     probe_difficulty,
 )
+from fidia_jax.projects.dycon.plots import plot_tradeoff
 from fidia_jax.projects.dycon.probes import LayerProbes, layer_probe_r2
 from fidia_jax.projects.dycon.task import (
     DyconBatch,
@@ -58,6 +59,8 @@ __all__ = [
     "format_table",
     "generate",
     "goals",
+    "headline",
+    "print_tables",
     "summarize",
     "train_and_evaluate",
     "vocab_of",
@@ -437,8 +440,12 @@ def _chunk(config: DyconConfig) -> int:
 
 
 def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """Runs the whole experiment at ``config``'s scale; prints the tables and writes
-    ``workdir/dycon.json`` (results plus ``config``, atomically).
+    """Runs the whole experiment at ``config``'s scale; shows progress, prints the tables and
+    writes into ``workdir``: ``dycon.json`` (results plus ``config``, atomically),
+    ``summary.json`` (the headline numbers), ``dycon_tradeoff.png`` (accuracy vs generated tokens
+    per decoder, per bucket, and the probe per layer), and the training run's
+    ``metrics.jsonl`` / ``curves.png`` / checkpoints (run ``dycon_lm``; a rerun in the same
+    workdir resumes from its last checkpoint instead of training again).
 
     Returns:
       JSON-ready dict: ``train`` (final loss, seconds), ``probe`` (:func:`fit_probe`'s report),
@@ -447,11 +454,13 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
       ``wall_s``.
     """
     t0 = time.time()
+    workdir = pathlib.Path(workdir)
     vocab = vocab_of(config)
     key = jax.random.key(config.seed)
     k_init, k_batch, k_dev, k_test = jax.random.split(key, 4)
-    model = build_model(config, nnx.Rngs(k_init))
-    train = _task(config, config.num_train, config.seed)
+    with train_lib.stage(f"DyCon: building the model and {config.num_train} training solutions"):
+        model = build_model(config, nnx.Rngs(k_init))
+        train = _task(config, config.num_train, config.seed)
     schedule = optax.warmup_cosine_decay_schedule(
         0.0,
         config.learning_rate,
@@ -468,9 +477,12 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         batch_size=config.batch_size,
         tx=tx,
         key=k_batch,
+        workdir=workdir,
+        run="dycon_lm",
     )
     t_train = time.time() - t0
-    probes, probe_report = fit_probe(config, model)
+    with train_lib.stage(f"probing the residual stream ({config.num_probe} solutions)"):
+        probes, probe_report = fit_probe(config, model)
     layer = probes.best_layer
     dev = _task(config, config.num_dev, config.seed + 2)
     test = _task(config, config.num_test, config.seed + 3)
@@ -488,19 +500,26 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         )
         return evaluate_generations(toks, batch, vocab)
 
-    dev_base = run("baseline", dev, k_dev)
-    chosen = {}
-    for method in ("static", "dycon"):
-        lam, tau, grid = select_control(config, model, probes, layer, dev, dev_base, method, k_dev)
-        chosen[method] = {"lam": lam, "tau": tau, "dev_grid": grid}
-    records = {}
-    for method in METHODS:
-        ctl = None
-        if method in chosen:
-            ctl = _control(
-                config, model, probes, layer, chosen[method]["lam"], chosen[method]["tau"]
+    n_grid = len(config.lam_grid) * len(config.tau_grid)
+    with train_lib.stage(
+        f"choosing (λ, τ) on {config.num_dev} development prompts ({n_grid} settings × 2 decoders)"
+    ):
+        dev_base = run("baseline", dev, k_dev)
+        chosen = {}
+        for method in ("static", "dycon"):
+            lam, tau, grid = select_control(
+                config, model, probes, layer, dev, dev_base, method, k_dev
             )
-        records[method] = run(method, test, k_test, ctl)
+            chosen[method] = {"lam": lam, "tau": tau, "dev_grid": grid}
+    records = {}
+    with train_lib.stage(f"sampling {config.num_test} test prompts with {len(METHODS)} decoders"):
+        for method in METHODS:
+            ctl = None
+            if method in chosen:
+                ctl = _control(
+                    config, model, probes, layer, chosen[method]["lam"], chosen[method]["tau"]
+                )
+            records[method] = run(method, test, k_test, ctl)
     summary = summarize(records, config.buckets)
     base_all, dyc_all = summary["baseline"]["all"], summary["dycon"]["all"]
     reflections = {
@@ -529,14 +548,78 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         "goals": goals(records, config.buckets),
         "wall_s": time.time() - t0,
     }
-    r2 = ", ".join(
-        f"{a:.3f} (shuffled {b:.3f})"
-        for a, b in zip(probe_report["r2"], probe_report["r2_shuffled"], strict=True)
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    plot_tradeoff(
+        summary, probe_report, config.buckets, workdir / "dycon_tradeoff.png", control=chosen
     )
-    print(f"probe held-out R2 by layer (0 = embeddings): {r2}")
-    print(format_table(summary, config.buckets))
-    print(f"reflections: {reflections}")
-    for name, g in results["goals"].items():
-        print(f"goal {name}: {'met' if g['met'] else 'NOT met'} {g}")
-    write_summary(pathlib.Path(workdir) / SUMMARY_FILE, results, config)
+    train_lib.write_summary(workdir, headline(results), config=config)
+    print_tables(results, config.buckets)
     return results
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of :func:`train_and_evaluate`'s results (``summary.json``): final
+    training loss, the probe's best layer and its held-out R² (and the shuffled control's),
+    per decoder accuracy and mean generated tokens on all test prompts with their standard
+    errors, the chosen ``(lambda, tau)``, and whether each goal is met."""
+    probe = results["probe"]
+    best = probe["best_layer"]
+    return {
+        "final_loss": results["train"]["final_loss"],
+        "probe_best_layer": best,
+        "probe_r2": probe["r2"][best],
+        "probe_r2_shuffled": probe["r2_shuffled"][best],
+        "decoders": {
+            m: {k: c["all"][k] for k in ("accuracy", "accuracy_se", "tokens", "tokens_se")}
+            for m, c in results["summary"].items()
+        },
+        "control": {m: {k: c[k] for k in ("lam", "tau")} for m, c in results["control"].items()},
+        "goals_met": {name: g["met"] for name, g in results["goals"].items()},
+    }
+
+
+def print_tables(results: dict[str, Any], buckets) -> None:
+    """The console report: probe R² per layer, accuracy and tokens per decoder and bucket,
+    reflections per decoder, and the goals (labelled columns, nothing cut)."""
+    probe = results["probe"]
+    train_lib.print_table(
+        "DyCon probe: held-out R² of the log-normalised remaining length",
+        ["hidden state", "R² (true targets)", "R² (shuffled labels)"],
+        [
+            ["embeddings" if i == 0 else f"after block {i - 1}", a, b]
+            for i, (a, b) in enumerate(zip(probe["r2"], probe["r2_shuffled"], strict=True))
+        ],
+    )
+    names = [f"{lo}-{hi}" for lo, hi in buckets] + ["all"]
+    heads = [f"k={lo}" if lo == hi else f"k={lo}-{hi}" for lo, hi in buckets] + ["all k"]
+    summary, control = results["summary"], results["control"]
+
+    def label(m):
+        return m + (f" (λ={control[m]['lam']:g}, τ={control[m]['tau']:g})" if m in control else "")
+
+    for what, key, fmt in (
+        ("accuracy", "accuracy", "{:.3f} ± {:.3f}"),
+        ("generated tokens", "tokens", "{:.1f} ± {:.1f}"),
+    ):
+        train_lib.print_table(
+            f"DyCon decoding, test prompts: {what} (± 1 SE) per difficulty k",
+            ["decoder", *heads],
+            [[label(m)] + [fmt.format(c[b][key], c[b][f"{key}_se"]) for b in names]
+             for m, c in summary.items()],
+        )  # fmt: skip
+    keys = ("corrective", "redundant", "errors", "correction_rate", "malformed")
+    train_lib.print_table(
+        "DyCon reflections per example (all test prompts)",
+        ["decoder", "corrective", "redundant", "step errors", "correction rate", "malformed"],
+        [[m] + [c["all"][k] for k in keys] for m, c in summary.items()],
+    )
+    train_lib.print_table(
+        "DyCon goals (test prompts)",
+        ["goal", "met", "numbers"],
+        [
+            [name, "met" if g["met"] else "NOT met",
+             ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in g.items() if k != "met")]
+            for name, g in results["goals"].items()
+        ],
+    )  # fmt: skip

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from fidia_jax import models
+from fidia_jax._io import json_text
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects import dycon
 from fidia_jax.projects.dycon import control, task
@@ -54,6 +55,24 @@ def test_tiny_run_writes_a_consistent_summary(run):
         s["nowait"]["all"]["corrective"] == s["nowait"]["all"]["redundant"] == 0.0
     )  # wait is banned
     assert results["control"]["dycon"]["lam"] in config.lam_grid
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_tiny_run_leaves_summary_picture_and_training_files(run):
+    config, results, workdir = run
+    summary = json.loads((workdir / "summary.json").read_text())
+    headline = json.loads(json_text(dycon.headline(results)))  # NaN -> null, as written
+    assert {k: v for k, v in summary.items() if k != "config"} == headline
+    assert summary["config"]["steps"] == config.steps
+    assert set(summary["decoders"]) == set(dycon.METHODS)
+    assert (workdir / "dycon_tradeoff.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    records = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if r.get("run") == "dycon_lm" and "loss" in r]
+    assert steps == list(range(1, config.steps + 1))
+    np.testing.assert_allclose(
+        results["train"]["loss_first"], [r["loss"] for r in records if r["step"] == 1][0],
+        rtol=1e-6,
+    )  # fmt: skip
 
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)
