@@ -40,6 +40,7 @@ from fidia_jax.projects.algotrace.traces import make_algotrace_data as make_algo
 from fidia_jax.projects.algotrace.train import build_vectors as build_vectors
 from fidia_jax.projects.algotrace.train import cluster_analysis as cluster_analysis
 from fidia_jax.projects.algotrace.train import format_tables as format_tables
+from fidia_jax.projects.algotrace.train import headline as headline
 from fidia_jax.projects.algotrace.train import injection_experiment as injection_experiment
 from fidia_jax.projects.algotrace.train import make_model as make_model
 from fidia_jax.projects.algotrace.train import train_and_evaluate as train_and_evaluate
@@ -56,6 +57,7 @@ __all__ = [
     "build_vectors",
     "cluster_analysis",
     "format_tables",
+    "headline",
     "function_vector",
     "get_config",
     "head_indirect_effects",

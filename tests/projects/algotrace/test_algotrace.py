@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from fidia_jax._io import json_text
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects import algotrace
 from fidia_jax.projects.algotrace import train as at_train
@@ -62,6 +63,21 @@ def test_tiny_run_writes_a_consistent_summary(tiny_run):
     assert set(res["variant_summary"]) == {"tokens@1", "onset@1"}
     assert res["headline_variant"] == "tokens@1"
     assert res["injection"] == res["variants"]["tokens@1"]["injection"]
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_tiny_run_leaves_summary_pictures_and_training_files(tiny_run):
+    config, res, workdir = tiny_run
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert {k: v for k, v in summary.items() if k != "config"} == json.loads(
+        json_text(algotrace.headline(res))
+    )
+    assert summary["agreement"]["kmeans"] == res["clustering"]["kmeans"]
+    for name in ("algotrace_clusters.png", "algotrace_injection.png", "curves.png"):
+        assert (workdir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    records = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if r.get("run") == "algotrace_lm" and "loss" in r]
+    assert steps == list(range(1, config.steps + 1))
 
 
 def test_injection_summary_closed_form():
