@@ -46,6 +46,7 @@ from fidia_jax.projects.residual_geometry.geometry import (
 from fidia_jax.projects.residual_geometry.train import N_VISUAL as N_VISUAL
 from fidia_jax.projects.residual_geometry.train import build_model as build_model
 from fidia_jax.projects.residual_geometry.train import format_table as format_table
+from fidia_jax.projects.residual_geometry.train import headline as headline
 from fidia_jax.projects.residual_geometry.train import intervention_hooks as intervention_hooks
 from fidia_jax.projects.residual_geometry.train import train_and_evaluate as train_and_evaluate
 from fidia_jax.projects.residual_geometry.train import update_geometry as update_geometry
@@ -57,6 +58,7 @@ __all__ = [
     "ResidualGeometryConfig",
     "build_model",
     "format_table",
+    "headline",
     "get_config",
     "intervention_hooks",
     "load_config",

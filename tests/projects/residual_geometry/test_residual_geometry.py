@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fidia_jax import cli, models
+from fidia_jax._io import json_text
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects import residual_geometry as rg
 from fidia_jax.projects.residual_geometry import geometry
@@ -44,6 +45,22 @@ def test_tiny_run_writes_a_consistent_summary(tiny_run):
     assert set(saved["rank_sensitivity"]) == {"rtol=0.01", "rank=4"}
     table = rg.format_table(results)
     assert "| attention |" in table and "Noise QKV, all layers" in table
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_tiny_run_leaves_summary_pictures_and_training_files(tiny_run):
+    results, workdir = tiny_run
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert {k: v for k, v in summary.items() if k != "config"} == json.loads(
+        json_text(rg.headline(results))
+    )
+    assert summary["geometry"]["attention"]["rid"] == results["geometry"]["attention"]["rid"]
+    assert set(summary["accuracy"]) == {"plain", "Noise QKV, all layers"}
+    for name in ("residual_geometry.png", "accuracy.png", "curves.png"):
+        assert (workdir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    records = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if r.get("run") == "residual_geometry_vl" and "loss" in r]
+    assert len(losses) == 8 and losses[0] == pytest.approx(results["train"]["first_loss"])
 
 
 def test_update_geometry_recomputes_from_captures():
