@@ -264,8 +264,17 @@ class SafeSciLlama:
         return [self.vocab.decode(row) for row in np.asarray(out.tokens)]
 
 
-def train_safesci_llama(records: Sequence[SafeSciRecord], config: SafeSciConfig) -> SafeSciLlama:
+def train_safesci_llama(
+    records: Sequence[SafeSciRecord],
+    config: SafeSciConfig,
+    *,
+    workdir: str | os.PathLike[str] | None = None,
+) -> SafeSciLlama:
     """Trains the small word-level Llama on the items' format (see the module docstring).
+
+    With ``workdir``, the training run ``safesci_llama`` of :func:`fidia_jax.train.fit_llama`
+    leaves ``metrics.jsonl``, ``curves.png`` and checkpoints there (a rerun resumes); its
+    progress is shown either way.
 
     Rows: every training record (all but every ``llm_holdout_every``-th) rendered with
     ``llm_augment`` seeded option orders (seeds ``seed + 1 ..``, never the evaluation's ``seed``),
@@ -307,7 +316,8 @@ def train_safesci_llama(records: Sequence[SafeSciRecord], config: SafeSciConfig)
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(config.llm_learning_rate))
     _, losses = fit_llama(model, tokens, weights=w, steps=config.llm_steps,
                           batch_size=config.llm_batch_size, tx=tx,
-                          key=jax.random.key(config.seed))  # fmt: skip
+                          key=jax.random.key(config.seed), workdir=workdir,
+                          run="safesci_llama")  # fmt: skip
     n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
     info = {"steps": config.llm_steps, "rows": len(seqs), "vocab": len(vocab), "params": n_params,
             "first_loss": float(losses[0]), "final_loss": float(np.mean(losses[-10:])),

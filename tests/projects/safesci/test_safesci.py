@@ -159,6 +159,30 @@ def test_cli_evaluate_and_responses(tmp_path, records, capsys):
     assert demo["models"]["select_all"]["variants"]["choice_official"] == 1.0
 
 
+def test_cli_verbs_leave_summary_picture_and_tables(tmp_path, records, capsys):
+    for verb in ("evaluate", "demo"):
+        workdir = tmp_path / verb
+        args = ["safesci", verb, "--config", "tiny", "--workdir", str(workdir),
+                "--data-dir", str(tmp_path)]  # fmt: skip
+        assert main(args) == 0
+        out = capsys.readouterr()
+        first, note, *_ = out.err.splitlines()
+        assert first == f"fidia-jax safesci {verb}: config tiny, workdir {workdir}"
+        assert "--data-dir is not used" in note
+        assert "choice accuracy" in out.out and "Overall" in out.out
+        summary = json.loads((workdir / "summary.json").read_text())
+        assert summary["config"]["model"] == "keyword"
+        png = workdir / "safesci_disciplines.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = json.loads((tmp_path / "evaluate" / "report.json").read_text())
+    kw = json.loads((tmp_path / "evaluate" / "summary.json").read_text())["models"]["keyword"]
+    assert kw["choice_accuracy"] == report["choice_accuracy"]["Overall"]
+    assert kw["per_discipline"]["refusal_rate"] == report["refusal_rate"]
+    demo = json.loads((tmp_path / "demo" / "summary.json").read_text())["models"]
+    assert set(demo) == {"keyword", "select_all"}
+    assert demo["select_all"]["variants"]["choice_official"] == 1.0
+
+
 @pytest.mark.slow
 def test_tiny_trained_llama_end_to_end(records):
     config = get_config("tiny", llm_steps=60)
