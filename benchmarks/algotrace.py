@@ -7,7 +7,7 @@ Prints one table of ratios to those controls and writes ``benchmarks/results/alg
 
     python benchmarks/algotrace.py                 # the default preset (docs/algotrace.md)
     python benchmarks/algotrace.py --smoke         # the tiny preset (numbers mean nothing)
-    python benchmarks/algotrace.py --config demo --set steps=1000   # overrides (key=value)
+    python benchmarks/algotrace.py --config reduced --set seed=1    # overrides (key=value)
 """
 
 from __future__ import annotations

@@ -108,7 +108,10 @@ def test_injection_summary_closed_form():
 
 
 def test_configs_and_errors():
-    assert set(algotrace.PRESETS) == {"tiny", "demo", "default"}
+    assert set(algotrace.PRESETS) == {"tiny", "demo", "reduced", "default"}
+    demo, reduced = algotrace.get_config("demo"), algotrace.get_config("reduced")
+    assert demo.steps < reduced.steps and demo.fv_positions == ("onset",)
+    assert (reduced.n_train, reduced.steps, reduced.n_eval) == (2000, 1000, 192)  # docs' tables
     assert algotrace.get_config("default").n_clusters == 50
     with pytest.raises(ConfigError, match="inject_layer names layer 3, but the model has 3 layers"):
         algotrace.get_config("default", inject_layer=3)
