@@ -23,7 +23,10 @@ Primitives it uses:
     judge-free sequence terms and ``structure_success``;
   * :mod:`fidia_jax.parallel` -- device mesh, batch sharding, multi-host initialisation;
   * :mod:`fidia_jax.config` -- typed presets, files and ``--set`` overrides (``configs.py``);
-  * optax ``adamw`` (+ global-norm clipping) and orbax checkpoints.
+  * :mod:`fidia_jax.train` -- each PPO update is a ``make_train_step`` step inside FIDIA's own
+    RL loop; ``Checkpointer`` (orbax), ``FitProgress``, ``stage``, ``print_table``,
+    ``write_json`` / ``write_summary`` and ``pyplot`` for what a run shows and leaves;
+  * optax ``adamw`` (+ global-norm clipping).
 
 Files: ``configs.py`` (presets ``tiny`` / ``demo`` / ``small`` / ``default``), ``train.py``
 (``train_and_evaluate``, ``Trainer``), ``_step.py`` (train state, jitted rollout and update),
