@@ -57,6 +57,8 @@ class MultiFidelityConfig:
       absolute_weight, interval_weight, ranking_weight, radius_mode, radius_quantile,
         radius_penalty, temperature: :class:`fidia_jax.losses.TrustedSubsetWeights`.
       methods: keys of :data:`METHODS` to run; ``hf_only`` is required (the reference).
+      checkpoint_every: with a workdir, each fit also saves a checkpoint every so many steps
+        (``0``: only at its end); a run resumes from them.
     """
 
     task: str = "forrester"
@@ -84,6 +86,7 @@ class MultiFidelityConfig:
     radius_penalty: float = 0.1
     temperature: float = 1.0
     methods: tuple[str, ...] = tuple(METHODS)
+    checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -113,6 +116,8 @@ class MultiFidelityConfig:
             )
         if self.steps < 1 or self.learning_rate <= 0 or self.weight_decay < 0:
             raise ConfigError("steps >= 1, learning_rate > 0 and weight_decay >= 0 are required")
+        if self.checkpoint_every < 0:
+            raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if self.activation not in ACTIVATIONS:
             raise ConfigError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         if not self.hidden or min(self.hidden) < 1:

@@ -41,6 +41,8 @@ class VarJepaConfig:
       probe_mlp: also train an MLP probe on the embeddings (scikit-learn ``MLPClassifier``).
       baselines: also fit the raw-feature MLP and LightGBM in the same run.
       mlp_hidden: hidden widths of every MLP (probe and raw baseline).
+      checkpoint_every: with a workdir, pretraining also saves a checkpoint every so many steps
+        (``0``: only at its end); a run resumes from them.
     """
 
     dataset: str = "breast_cancer"
@@ -66,6 +68,7 @@ class VarJepaConfig:
     probe_mlp: bool = True
     baselines: bool = True
     mlp_hidden: tuple[int, ...] = (128,)
+    checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
         if self.dataset not in TABULAR_DATASETS:
@@ -89,6 +92,8 @@ class VarJepaConfig:
             raise ConfigError(f"dim must be divisible by heads, got {self.dim}, {self.heads}")
         if self.max_train is not None and self.max_train < 10:
             raise ConfigError(f"max_train must be >= 10 or None, got {self.max_train}")
+        if self.checkpoint_every < 0:
+            raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if not 0 <= self.ema_decay < 1 or self.beta < 0 or self.kl_warmup_steps < 0:
             raise ConfigError("need 0 <= ema_decay < 1, beta >= 0, kl_warmup_steps >= 0")
 
