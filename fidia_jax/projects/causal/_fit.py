@@ -17,10 +17,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import losses, models
 from fidia_jax import train as train_lib
-from fidia_jax.data import CausalData
 from fidia_jax.errors import TrainingError
+from fidia_jax.projects.causal import losses
+from fidia_jax.projects.causal import model as nets
+from fidia_jax.projects.causal.data import CausalData
 
 __all__ = ["CfrSettings", "EgmSettings", "estimate_alpha_for", "fit_causalegm", "fit_cfr"]
 
@@ -80,7 +81,7 @@ def _cfr_loss(model, x, t, y, w, key, s: CfrSettings, num_arms):
 
 
 def _make_cfr(data: CfrSettings, x_dim, num_arms, seed):
-    return models.TARNet(
+    return nets.TARNet(
         x_dim,
         num_arms,
         rep_hidden=data.rep_hidden,
@@ -197,7 +198,7 @@ def estimate_alpha_for(
     workdir: str | os.PathLike | None = None,
     run: str = "alpha_pilot",
 ) -> float:
-    """The plug-in ``alpha_hat`` (:func:`fidia_jax.losses.estimate_alpha`, reconstruction) from a
+    """The plug-in ``alpha_hat`` (:func:`~.losses.estimate_alpha`, reconstruction) from a
     pilot TARNet (``alpha = 0``) trained with the same settings (:func:`fit_cfr`, with
     ``workdir`` and ``run``): the median norm of each training unit's factual-loss gradient
     w.r.t. its representation (standardised outcome units)."""
@@ -298,7 +299,7 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0, *, run: str 
     Adam(lr, beta1=0.5, beta2=0.9, eps=1e-7) for both groups; every ``batches_per_eval``
     iterations the training-set outcome MSE is measured and the predictions of the best
     iteration are kept (the package's model selection). With ``K > 2`` arms the arm embedding is
-    refreshed from the encoder's latents at every evaluation (:func:`models.arm_embedding_w2`).
+    refreshed from the encoder's latents at every evaluation (:func:`~.model.arm_embedding_w2`).
 
     The driver keeps this outer loop (alternating critic and generator updates, model
     selection); each update is a :func:`fidia_jax.train.make_train_step` step, and progress is
@@ -312,7 +313,7 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0, *, run: str 
         evaluation).
     """
     k = train.num_arms
-    model = models.CausalEGM(
+    model = nets.CausalEGM(
         train.x.shape[1],
         k,
         z_dims=s.z_dims,
@@ -379,7 +380,7 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0, *, run: str 
                 best = (mse, nnx.merge(graphdef, params, rest), it)
             if k > 2 and s.embed_dim > 0:
                 current = nnx.merge(graphdef, params, rest)
-                emb = models.arm_embedding_w2(
+                emb = nets.arm_embedding_w2(
                     np.asarray(z),
                     train.t,
                     k,

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax import data as data_lib
 from fidia_jax import metrics
 from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
+from fidia_jax.projects.causal import data as data_lib
 from fidia_jax.projects.causal._fit import (
     CfrSettings,
     EgmSettings,

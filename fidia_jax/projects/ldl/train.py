@@ -22,9 +22,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, losses, metrics, models, train
+from fidia_jax import metrics, models, train
 from fidia_jax.config import write_summary
 from fidia_jax.errors import DataError
+from fidia_jax.projects.ldl import data, losses
 from fidia_jax.projects.ldl.configs import LdlConfig
 
 __all__ = [

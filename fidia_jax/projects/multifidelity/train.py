@@ -21,9 +21,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data as data_lib
-from fidia_jax import losses, metrics, models, train
+from fidia_jax import metrics, models, train
 from fidia_jax.config import write_summary
+from fidia_jax.projects.multifidelity import data as data_lib
+from fidia_jax.projects.multifidelity import losses
 from fidia_jax.projects.multifidelity.configs import METHODS, MultiFidelityConfig
 
 __all__ = ["SUMMARY_FILE", "format_table", "make_task", "make_tasks", "run_methods",
@@ -175,7 +176,7 @@ class _Statics(NamedTuple):
 
 def _objective(params, batch, w_5, st: _Statics):
     """One objective for every method (traced weights ``w_5``, so one compilation serves all):
-    the trusted-subset terms of :func:`fidia_jax.losses.trusted_subset_loss` on head 0 (the
+    the trusted-subset terms of :func:`~fidia_jax.projects.multifidelity.losses.trusted_subset_loss` on head 0 (the
     high-fidelity prediction), with either radius mode, plus an MSE per lower-fidelity head."""
     out_NxK = nnx.merge(st.graph, params["net"])(batch["x"])
     pred_N, y_N, member_NxK = out_NxK[:, 0], batch["y_fit"], batch["member_fit"]

@@ -11,8 +11,8 @@ import dataclasses
 from typing import Any
 
 from fidia_jax import config as config_lib
-from fidia_jax.data import TABULAR_DATASETS
 from fidia_jax.errors import ConfigError
+from fidia_jax.projects.varjepa.data import TABULAR_DATASETS
 
 __all__ = ["METHODS", "PRESETS", "VarJepaConfig", "get_config", "load_config"]
 
@@ -25,11 +25,11 @@ class VarJepaConfig:
     """Pretrain each method on one dataset, then probe its frozen embeddings.
 
     Attributes:
-      dataset: ``adult``, ``breast_cancer`` or ``digits`` (:func:`fidia_jax.data.load_tabular`).
+      dataset: ``adult``, ``breast_cancer`` or ``digits`` (:func:`~.data.load_tabular`).
       seed: data split (scikit-learn sets), subsample, initialisation, masks and probes.
       max_train: training rows kept (``None``: all); the probes and baselines use the same rows.
       methods: keys of :data:`METHODS` to pretrain.
-      dim, depth, heads, n_reg, predictor_depth: the model (:class:`fidia_jax.models.TabularJepa`).
+      dim, depth, heads, n_reg, predictor_depth: the model (:class:`~.model.TabularJepa`).
       context_fraction, target_fraction: share of a row's features in the context / target view
         (disjoint; at least one feature each).
       steps, batch_size, learning_rate, weight_decay: AdamW pretraining.

@@ -23,8 +23,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, losses, metrics, models, train
+from fidia_jax import metrics, train
 from fidia_jax.config import write_summary
+from fidia_jax.projects.varjepa import data, losses
+from fidia_jax.projects.varjepa import model as models
 from fidia_jax.projects.varjepa.configs import METHODS, VarJepaConfig
 
 __all__ = [
@@ -305,7 +307,7 @@ def run(
 
     Args:
       config: the run.
-      splits: the data (default: :func:`fidia_jax.data.load_tabular` of ``config.dataset``).
+      splits: the data (default: :func:`~.data.load_tabular` of ``config.dataset``).
       workdir: the pretraining fits' files and resume (:func:`pretrain`); ``None``: none.
     """
     if splits is None:
