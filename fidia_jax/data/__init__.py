@@ -1,12 +1,6 @@
 """fidia_jax.data: text corpora and the data-directory rule (:func:`resolve_data_dir`)."""
 
 from fidia_jax._io import resolve_data_dir as resolve_data_dir
-from fidia_jax.data._causal import CausalData as CausalData
-from fidia_jax.data._causal import acic2016_covariates as acic2016_covariates
-from fidia_jax.data._causal import check_arms as check_arms
-from fidia_jax.data._causal import load_ihdp as load_ihdp
-from fidia_jax.data._causal import make_multiarm as make_multiarm
-from fidia_jax.data._causal import split_causal as split_causal
 from fidia_jax.data._hist import HER2ST_IMAGE_SECTIONS as HER2ST_IMAGE_SECTIONS
 from fidia_jax.data._hist import SpotSection as SpotSection
 from fidia_jax.data._hist import augment_lattice as augment_lattice
@@ -19,20 +13,6 @@ from fidia_jax.data._hitvar import degrade as degrade
 from fidia_jax.data._hitvar import make_sr_pairs as make_sr_pairs
 from fidia_jax.data._hypcl import class_incremental_split as class_incremental_split
 from fidia_jax.data._hypcl import hierarchical_gaussian_mixture as hierarchical_gaussian_mixture
-from fidia_jax.data._ldl import LDL_BENCHMARK_SETS as LDL_BENCHMARK_SETS
-from fidia_jax.data._ldl import LDL_POLARITY as LDL_POLARITY
-from fidia_jax.data._ldl import LdlDataset as LdlDataset
-from fidia_jax.data._ldl import load_ldl_dataset as load_ldl_dataset
-from fidia_jax.data._ldl import load_ldl_mat as load_ldl_mat
-from fidia_jax.data._ldl import synthetic_ldl_dataset as synthetic_ldl_dataset
-from fidia_jax.data._multifidelity import ANALYTIC_FUNCTIONS as ANALYTIC_FUNCTIONS
-from fidia_jax.data._multifidelity import AnalyticMultiFidelity as AnalyticMultiFidelity
-from fidia_jax.data._multifidelity import FreeSolvTable as FreeSolvTable
-from fidia_jax.data._multifidelity import MultiFidelityData as MultiFidelityData
-from fidia_jax.data._multifidelity import analytic_multifidelity_task as analytic_multifidelity_task
-from fidia_jax.data._multifidelity import freesolv_features as freesolv_features
-from fidia_jax.data._multifidelity import freesolv_multifidelity_task as freesolv_multifidelity_task
-from fidia_jax.data._multifidelity import load_freesolv as load_freesolv
 from fidia_jax.data._teamwork import ANOMALY_KINDS as ANOMALY_KINDS
 from fidia_jax.data._teamwork import SKAB_CHANNELS as SKAB_CHANNELS
 from fidia_jax.data._teamwork import SKAB_TRAIN_SIZE as SKAB_TRAIN_SIZE
@@ -48,14 +28,6 @@ from fidia_jax.data._text import decode_bytes as decode_bytes
 from fidia_jax.data._text import encode_bytes as encode_bytes
 from fidia_jax.data._text import load_shakespeare as load_shakespeare
 from fidia_jax.data._text import sample_windows as sample_windows
-from fidia_jax.data._varjepa_tabular import TABULAR_DATASETS as TABULAR_DATASETS
-from fidia_jax.data._varjepa_tabular import UNKNOWN_CATEGORY as UNKNOWN_CATEGORY
-from fidia_jax.data._varjepa_tabular import TabularEncoder as TabularEncoder
-from fidia_jax.data._varjepa_tabular import TabularSchema as TabularSchema
-from fidia_jax.data._varjepa_tabular import TabularSplit as TabularSplit
-from fidia_jax.data._varjepa_tabular import TabularSplits as TabularSplits
-from fidia_jax.data._varjepa_tabular import fit_tabular_encoder as fit_tabular_encoder
-from fidia_jax.data._varjepa_tabular import load_tabular as load_tabular
 from fidia_jax.data._vision import BUNDLED_PHOTO_NAMES as BUNDLED_PHOTO_NAMES
 from fidia_jax.data._vision import bundled_photos as bundled_photos
 from fidia_jax.data._vision import load_digit_images as load_digit_images
@@ -71,38 +43,6 @@ __all__: list[str] = [
     # the one data-directory rule (argument / --data-dir, then $FIDIA_DATA_DIR, then DataError)
     "resolve_data_dir",
     "sample_windows",
-    # multi-fidelity learning from trusted label subsets
-    "ANALYTIC_FUNCTIONS",
-    "AnalyticMultiFidelity",
-    "FreeSolvTable",
-    "MultiFidelityData",
-    "analytic_multifidelity_task",
-    "freesolv_features",
-    "freesolv_multifidelity_task",
-    "load_freesolv",
-    # multi-treatment effects, CFR balancing, CausalEGM
-    "CausalData",
-    "acic2016_covariates",
-    "check_arms",
-    "load_ihdp",
-    "make_multiarm",
-    "split_causal",
-    # Var-JEPA / T-JEPA (tabular)
-    "TABULAR_DATASETS",
-    "UNKNOWN_CATEGORY",
-    "TabularEncoder",
-    "TabularSchema",
-    "TabularSplit",
-    "TabularSplits",
-    "fit_tabular_encoder",
-    "load_tabular",
-    # divisiveness-consistent label distribution learning
-    "LDL_BENCHMARK_SETS",
-    "LDL_POLARITY",
-    "LdlDataset",
-    "load_ldl_dataset",
-    "load_ldl_mat",
-    "synthetic_ldl_dataset",
     # HiST (spatial transcriptomics)
     "HER2ST_IMAGE_SECTIONS",
     "SpotSection",

@@ -41,8 +41,8 @@ from fidia_jax.metrics._regression import rmse as rmse
 from fidia_jax.metrics._ridge import RidgeFit as RidgeFit
 from fidia_jax.metrics._ridge import ridge_fit as ridge_fit
 from fidia_jax.metrics._ridge import ridge_predict as ridge_predict
-from fidia_jax.metrics._varjepa import area_under_risk_coverage as area_under_risk_coverage
-from fidia_jax.metrics._varjepa import risk_coverage_curve as risk_coverage_curve
+from fidia_jax.metrics._risk_coverage import area_under_risk_coverage as area_under_risk_coverage
+from fidia_jax.metrics._risk_coverage import risk_coverage_curve as risk_coverage_curve
 from fidia_jax.metrics._vision import alexnet_frechet_distance as alexnet_frechet_distance
 from fidia_jax.metrics._vision import frechet_distance as frechet_distance
 from fidia_jax.metrics._vision import lpips as lpips
@@ -66,10 +66,10 @@ __all__: list[str] = [
     "pearson_r",
     "r2_score",
     "rmse",
-    # multi-treatment effects, CFR balancing, CausalEGM
+    # treatment effects over K arms
     "ate_error",
     "sqrt_pehe",
-    # Var-JEPA / T-JEPA (tabular)
+    # selective prediction: risk-coverage curve and its area
     "area_under_risk_coverage",
     "risk_coverage_curve",
     # divisiveness-consistent label distribution learning

@@ -9,12 +9,6 @@ outside the vocabulary, a sampling temperature that is not ``> 0``, prompt lengt
 give NaN outputs instead (a traced ``T <= 0`` samples greedily), as each function documents.
 """
 
-from fidia_jax.models._causal import CausalEGM as CausalEGM
-from fidia_jax.models._causal import DenseStack as DenseStack
-from fidia_jax.models._causal import TARNet as TARNet
-from fidia_jax.models._causal import WganCritic as WganCritic
-from fidia_jax.models._causal import arm_embedding_w2 as arm_embedding_w2
-from fidia_jax.models._causal import gaussian_w2_distances as gaussian_w2_distances
 from fidia_jax.models._domain import check_token_ids as check_token_ids
 from fidia_jax.models._frame2seq import Frame2seq as Frame2seq
 from fidia_jax.models._frame2seq import frame2seq_checkpoint_path as frame2seq_checkpoint_path
@@ -74,11 +68,6 @@ from fidia_jax.models._teamwork import init_teamwork as init_teamwork
 from fidia_jax.models._teamwork import role_edges as role_edges
 from fidia_jax.models._teamwork import span_mask as span_mask
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint as load_torch_checkpoint
-from fidia_jax.models._varjepa import FeatureTokenizer as FeatureTokenizer
-from fidia_jax.models._varjepa import GaussianTokens as GaussianTokens
-from fidia_jax.models._varjepa import TabularJepa as TabularJepa
-from fidia_jax.models._varjepa import TabularTransformer as TabularTransformer
-from fidia_jax.models._varjepa import random_feature_masks as random_feature_masks
 from fidia_jax.models._vision_alexnet import ALEXNET_MIN_SIZE as ALEXNET_MIN_SIZE
 from fidia_jax.models._vision_alexnet import LPIPS_NETS as LPIPS_NETS
 from fidia_jax.models._vision_alexnet import VGG16_MIN_SIZE as VGG16_MIN_SIZE
@@ -136,19 +125,6 @@ __all__ = [
     "sample_llama",
     # shared by the tabular methods and baselines
     "MLP",
-    # multi-treatment effects, CFR balancing, CausalEGM
-    "CausalEGM",
-    "DenseStack",
-    "TARNet",
-    "WganCritic",
-    "arm_embedding_w2",
-    "gaussian_w2_distances",
-    # Var-JEPA / T-JEPA (tabular)
-    "FeatureTokenizer",
-    "GaussianTokens",
-    "TabularJepa",
-    "TabularTransformer",
-    "random_feature_masks",
     # HiST (spatial transcriptomics)
     "DenseSpotTransformer",
     "HiST",

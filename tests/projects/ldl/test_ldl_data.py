@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.io
 
-from fidia_jax import data
 from fidia_jax.errors import DataError
+from fidia_jax.projects.ldl import data
 
 
 def _write(tmp_path, name="toy", **arrays):

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fidia_jax import data
 from fidia_jax.errors import DataError
+from fidia_jax.projects.varjepa import data
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fidia_jax import losses
+from fidia_jax.projects.ldl import losses
 
-FIXTURE = pathlib.Path(__file__).resolve().parents[1] / "data" / "ldl" / "pyldl_parity.npz"
+FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "data" / "ldl" / "pyldl_parity.npz"
 CASES = ("SJAFFE", "Music", "M2B")
 EPS32 = float(np.finfo(np.float32).eps)
 

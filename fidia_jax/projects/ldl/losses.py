@@ -2,7 +2,7 @@
 
 Notation: a label distribution ``d`` has ``c`` labels (``d_j >= 0``, ``sum_j d_j = 1``); a
 polarity pair ``pos, neg`` (``(c,)`` weights, one preset per dataset, see
-:data:`fidia_jax.data.LDL_POLARITY`) says how much each label counts as "positive" and as
+:data:`~.data.LDL_POLARITY`) says how much each label counts as "positive" and as
 "negative". With ``a = d . pos`` and ``b = d . neg``:
 
 * divisiveness ``psi(d) = min(a, b)``: large when the mass is split between the two poles

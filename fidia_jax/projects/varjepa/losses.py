@@ -1,4 +1,5 @@
-"""T-JEPA and Var-T-JEPA objectives on feature tokens, and the Gaussian KLs they need.
+"""T-JEPA and Var-T-JEPA objectives on feature tokens (the Gaussian KLs are
+:func:`fidia_jax.losses.gaussian_kl` and :func:`fidia_jax.losses.standard_normal_kl`).
 
 T-JEPA (Thimonier et al., ICLR 2025): a context encoder sees a random subset of a row's
 features, a predictor fills in the latent tokens of a disjoint target subset, and the loss is the
@@ -27,49 +28,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fidia_jax.models import GaussianTokens, TabularJepa, random_feature_masks
+from fidia_jax.losses import gaussian_kl, standard_normal_kl
+from fidia_jax.projects.varjepa.model import GaussianTokens, TabularJepa, random_feature_masks
 
 __all__ = [
-    "gaussian_kl",
-    "standard_normal_kl",
     "tjepa_latent_loss",
     "tjepa_objective",
     "var_tjepa_elbo",
     "var_tjepa_objective",
 ]
-
-
-def gaussian_kl(mean_q, log_var_q, mean_p, log_var_p):
-    """``KL(N(mean_q, diag e^log_var_q) || N(mean_p, diag e^log_var_p))``, summed over the last axis.
-
-    Closed form ``0.5 sum(log_var_p - log_var_q + (e^log_var_q + (mean_q - mean_p)^2) /
-    e^log_var_p - 1)``, in nats.
-
-    Args:
-      mean_q, log_var_q, mean_p, log_var_p: ``(..., D)`` float arrays of one shape.
-
-    Returns:
-      ``(...)``, ``>= 0`` (0 iff the two Gaussians are equal).
-
-    Raises:
-      ValueError: the four shapes differ.
-    """
-    shapes = {jnp.shape(a) for a in (mean_q, log_var_q, mean_p, log_var_p)}
-    if len(shapes) != 1:
-        raise ValueError(f"gaussian_kl: means and log-variances must share one shape, got {shapes}")
-    var_ratio = jnp.exp(log_var_q - log_var_p)
-    mahal = jnp.square(mean_q - mean_p) * jnp.exp(-log_var_p)
-    return 0.5 * jnp.sum(var_ratio + mahal - 1.0 - (log_var_q - log_var_p), axis=-1)
-
-
-def standard_normal_kl(mean, log_var):
-    """``KL(N(mean, diag e^log_var) || N(0, I))`` summed over the last axis: ``0.5 sum(e^lv +
-    mean^2 - 1 - lv)``. Shapes as :func:`gaussian_kl`."""
-    if jnp.shape(mean) != jnp.shape(log_var):
-        raise ValueError(
-            f"standard_normal_kl: mean {jnp.shape(mean)} and log_var {jnp.shape(log_var)} differ"
-        )
-    return 0.5 * jnp.sum(jnp.exp(log_var) + jnp.square(mean) - 1.0 - log_var, axis=-1)
 
 
 def _masked_mean(values_BxF, mask_BxF):
@@ -118,7 +85,7 @@ def tjepa_objective(
     """One T-JEPA loss evaluation on a batch (differentiate w.r.t. ``model``).
 
     Args:
-      model: the online :class:`~fidia_jax.models.TabularJepa` (``variational=False``).
+      model: the online :class:`~.model.TabularJepa` (``variational=False``).
       target_model: its EMA copy; only its encoder is used, on the full row.
       x_num ``(B, D_num)``, x_cat ``(B, D_cat)``: the batch.
       key: PRNG key of the context/target masks; n_context, n_target: features per row.
@@ -155,7 +122,7 @@ def var_tjepa_elbo(
       x_num ``(B, D_num)`` float, x_cat ``(B, D_cat)`` int: the observed row.
       recon_ctx, recon_tgt: ``p(x | z)`` decoded from the context / target latent samples, each
         ``(num_mean (B, D_num), num_log_var (1, D_num), cat_logits (B, D_cat, V))``
-        (:meth:`fidia_jax.models.TabularJepa.decode`): Gaussian numerics, categorical ids.
+        (:meth:`~.model.TabularJepa.decode`): Gaussian numerics, categorical ids.
       q_ctx, q_tgt: posteriors ``(B, F, D)``; prior: the predictor's ``p(z_T | z_C)``.
       context_BxF, target_BxF: the boolean views (numeric features first, as the tokens).
       beta: weight of both KL terms (``1`` = the ELBO).
@@ -203,7 +170,7 @@ def var_tjepa_objective(
     """One Var-T-JEPA loss evaluation: the batch mean of :func:`var_tjepa_elbo` (one sample).
 
     Args:
-      model: a :class:`~fidia_jax.models.TabularJepa` with ``variational=True``.
+      model: a :class:`~.model.TabularJepa` with ``variational=True``.
       x_num, x_cat: the batch; key: masks and reparameterisation noise;
       n_context, n_target: features per row in each view; beta: KL weight.
 

@@ -2,14 +2,14 @@
 
 Every column of a row is one token: a numeric value ``x_j`` becomes ``x_j w_j + b_j`` (a linear
 embedding per feature), a categorical id indexes that feature's own embedding table, whose id
-``0`` is the UNKNOWN token (see :data:`fidia_jax.data.UNKNOWN_CATEGORY`). A context, target or
+``0`` is the UNKNOWN token (see :data:`~.data.UNKNOWN_CATEGORY`). A context, target or
 predictor network is a small pre-LayerNorm transformer over the tokens a boolean mask keeps;
 ``n_reg`` learned regularisation tokens ([REG], T-JEPA) are prepended to every sequence and
 dropped at the output.
 
 * :class:`TabularJepa` with ``variational=False`` is the T-JEPA model (Thimonier et al.): context
   encoder, predictor; the target encoder is an EMA copy of the context encoder, held by the
-  training loop (:func:`fidia_jax.losses.tjepa_objective`).
+  training loop (:func:`~.losses.tjepa_objective`).
 * With ``variational=True`` it is the Var-T-JEPA model (our reconstruction of Gögl & Yau, ICML
   2026, from the abstract): the encoder outputs a Gaussian posterior ``q(z_f | x_view)`` per token
   (used for the context view and, with the same weights, the target view), the predictor
@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from fidia_jax.models._domain import concrete
+from fidia_jax import _checks
 
 __all__ = [
     "FeatureTokenizer",
@@ -53,6 +53,11 @@ class GaussianTokens(NamedTuple):
     log_var: jax.Array | None
 
 
+def _host(x) -> np.ndarray | None:
+    """``x`` as a numpy array when its value is known now, ``None`` when it is traced."""
+    return np.asarray(x) if _checks.is_concrete(x) else None
+
+
 def _check_inputs(model, x_num, x_cat, where: str):
     """Shape, dtype, finiteness and category-id checks shared by the modules' entry points."""
     x_num, x_cat = jnp.asarray(x_num), jnp.asarray(x_cat)
@@ -69,11 +74,11 @@ def _check_inputs(model, x_num, x_cat, where: str):
         raise ValueError(f"{where}: x_num must be floating, got {x_num.dtype}")
     if len(cards) and not jnp.issubdtype(x_cat.dtype, jnp.integer):
         raise ValueError(f"{where}: x_cat must be integer category ids, got {x_cat.dtype}")
-    host_num = concrete(x_num)
+    host_num = _host(x_num)
     if host_num is not None and not np.isfinite(host_num).all():
         row, col = (int(i) for i in np.argwhere(~np.isfinite(host_num))[0])
         raise ValueError(f"{where}: x_num has a NaN/inf value at row {row}, feature {col}")
-    host_cat = concrete(x_cat)
+    host_cat = _host(x_cat)
     if host_cat is not None and len(cards):
         bad = (host_cat < 0) | (host_cat >= np.asarray(cards)[None, :])
         if bad.any():
@@ -81,7 +86,7 @@ def _check_inputs(model, x_num, x_cat, where: str):
             raise ValueError(
                 f"{where}: x_cat id {int(host_cat[row, col])} at row {row}, feature {col} is "
                 f"outside [0, {cards[col]}); map values unseen in training to the UNKNOWN id 0 "
-                f"(fidia_jax.data.fit_tabular_encoder does)"
+                f"(fidia_jax.projects.varjepa.data.fit_tabular_encoder does)"
             )
     return x_num.astype(jnp.float32), x_cat.astype(jnp.int32)
 
@@ -232,7 +237,7 @@ class TabularJepa(nnx.Module):
     """T-JEPA (``variational=False``) or Var-T-JEPA (``variational=True``) over feature tokens.
 
     Args:
-      n_numeric, cardinalities: the table's schema (:class:`fidia_jax.data.TabularSchema`).
+      n_numeric, cardinalities: the table's schema (:class:`~.data.TabularSchema`).
       dim: token and latent width ``D``.
       depth, heads, n_reg: encoder transformer (:class:`TabularTransformer`);
       predictor_depth: predictor transformer blocks (same width).

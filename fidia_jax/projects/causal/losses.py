@@ -1,169 +1,53 @@
-"""Balancing losses for treatment-effect representation learning (CFR and its K-arm schemes).
+"""The method's losses: the K-arm balancing schemes of CFR, the plug-in alpha, and CausalEGM's
+two objectives.
 
-Integral probability metrics (IPMs) between *weighted* samples of one point cloud: an arm's
-sample is the whole batch with a weight vector that is ``1/n_k`` on the arm's units and ``0``
-elsewhere. Fixed shapes keep everything inside ``jit``; the price is that one IPM evaluation
-costs ``O(N^2)`` whatever the arm sizes, so the number of IPM evaluations of a scheme (``K(K-1)/2``
-for Pairwise, ``K`` for One-vs-All, ``1`` for Treatment Aggregation) is what its run time scales
-with.
+**Balancing schemes** (reconstruction). Each compares the arms' representation distributions
+with an IPM of :mod:`fidia_jax.losses` (``ipm``, ``mmd2_rbf``, ``mmd2_linear``,
+``wasserstein1_sinkhorn``) between weighted samples of the batch; the number of IPM evaluations
+of a scheme (``K(K-1)/2`` for Pairwise, ``K`` for One-vs-All, ``1`` for Treatment Aggregation)
+is what its run time scales with.
+
+**CausalEGM** (authors' code). Line-for-line from the authors' package ``causalegm`` 0.4.0
+(``CausalEGM/causalEGM.py``, ``train_gen_step`` and ``train_disc_step``). The only addition is
+the multi-arm treatment term (``K > 2``): the package's binary ``(sigmoid(h) - x)^2`` becomes the
+Brier score ``sum_k (softmax(h)_k - [t = k])^2 / 2`` (equal to the binary term when ``K = 2``;
+**reconstruction**).
 
 References:
-  Shalit, Johansson, Sontag, "Estimating individual treatment effect: generalization bounds and
-  algorithms" (CFR, TARNet), ICML 2017, https://arxiv.org/abs/1606.03976.
   Liang, Chi, Zhang, "Causal representation learning with optimal compression under complex
   treatments", ICML 2026, https://arxiv.org/abs/2603.11907 (abstract only was available: the
   three schemes' formulas and the alpha estimator below are **our reconstruction**).
+  Shalit, Johansson, Sontag, "Estimating individual treatment effect: generalization bounds and
+  algorithms" (CFR, TARNet), ICML 2017, https://arxiv.org/abs/1606.03976.
+  Liu, Chen, Wong, Jiang, "CausalEGM: an encoding generative modeling approach to dimension
+  reduction and covariate adjustment in causal inference with observational studies", PNAS 2024;
+  authors' MIT package ``causalegm`` 0.4.0, https://github.com/SUwonglab/CausalEGM.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
-from ott.geometry import geometry
-from ott.problems.linear import linear_problem
-from ott.solvers.linear import sinkhorn
+
+from fidia_jax.losses import ipm
 
 __all__ = [
-    "IPMS",
     "SCHEMES",
+    "EGMWeights",
     "arm_weights",
     "balancing_loss",
     "balancing_one_vs_all",
     "balancing_pairwise",
     "balancing_treatment_aggregation",
+    "causalegm_critic_loss",
+    "causalegm_generator_loss",
     "estimate_alpha",
-    "ipm",
-    "mmd2_linear",
-    "mmd2_rbf",
-    "wasserstein1_sinkhorn",
 ]
 
-#: IPM names accepted by :func:`ipm` and the balancing losses.
-IPMS = ("mmd_rbf", "mmd_linear", "wasserstein")
 #: Balancing scheme names accepted by :func:`balancing_loss`.
 SCHEMES = ("pairwise", "one_vs_all", "aggregation")
-
-
-def _check_cloud(x_NxD, a_N, b_N, name):
-    if x_NxD.ndim != 2:
-        raise ValueError(f"{name}: points must be (N, D), got shape {x_NxD.shape}")
-    n = x_NxD.shape[0]
-    if a_N.shape != (n,) or b_N.shape != (n,):
-        raise ValueError(
-            f"{name}: weights must be ({n},) like the points, got {a_N.shape} and {b_N.shape}"
-        )
-
-
-def mmd2_linear(x_NxD: jax.Array, a_N: jax.Array, b_N: jax.Array) -> jax.Array:
-    """Squared MMD with the linear kernel: ``||sum_i a_i x_i - sum_i b_i x_i||^2``.
-
-    Args:
-      x_NxD: ``(N, D)`` float points (one cloud for both distributions).
-      a_N, b_N: ``(N,)`` nonnegative weights, each summing to 1 (zeros drop a point).
-
-    Returns:
-      Scalar ``>= 0``. Source: CFR (Shalit et al. 2017), ``mmd2_lin`` (paper).
-
-    Raises:
-      ValueError: shapes that do not match.
-    """
-    _check_cloud(x_NxD, a_N, b_N, "mmd2_linear")
-    diff_D = (a_N - b_N) @ x_NxD
-    return jnp.sum(diff_D**2)
-
-
-def mmd2_rbf(
-    x_NxD: jax.Array, a_N: jax.Array, b_N: jax.Array, *, bandwidth: float | None = 1.0
-) -> jax.Array:
-    """Squared MMD with the RBF kernel ``k(x, y) = exp(-||x - y||^2 / (2 bandwidth^2))``.
-
-    ``MMD^2 = (a - b)^T K (a - b)`` (the biased V-statistic of weighted samples).
-
-    Args:
-      x_NxD: ``(N, D)`` points; a_N, b_N: ``(N,)`` weights summing to 1.
-      bandwidth: kernel width ``sigma > 0``; ``None``: the median heuristic
-        ``2 sigma^2 = median_ij ||x_i - x_j||^2`` over the whole cloud (held constant in the
-        gradient), which keeps the kernel informative in a wide representation.
-
-    Returns:
-      Scalar ``>= 0`` (clipped at 0 against round-off).
-
-    Raises:
-      ValueError: shapes that do not match, or ``bandwidth <= 0``.
-    """
-    _check_cloud(x_NxD, a_N, b_N, "mmd2_rbf")
-    if bandwidth is not None and not bandwidth > 0:
-        raise ValueError(f"mmd2_rbf: bandwidth must be > 0, got {bandwidth}")
-    sq_NxN = jnp.sum((x_NxD[:, None, :] - x_NxD[None, :, :]) ** 2, axis=-1)
-    if bandwidth is None:  # median heuristic: 2 sigma^2 = median squared distance (constant)
-        two_s2 = jax.lax.stop_gradient(jnp.maximum(jnp.median(sq_NxN), 1e-12))
-    else:
-        two_s2 = 2.0 * bandwidth**2
-    k_NxN = jnp.exp(-sq_NxN / two_s2)
-    w_N = a_N - b_N
-    return jnp.maximum(w_N @ k_NxN @ w_N, 0.0)
-
-
-def wasserstein1_sinkhorn(
-    x_NxD: jax.Array,
-    a_N: jax.Array,
-    b_N: jax.Array,
-    *,
-    epsilon: float = 0.05,
-    max_iterations: int = 200,
-) -> jax.Array:
-    """Entropic approximation of the Wasserstein-1 distance, solved by Sinkhorn (``ott-jax``).
-
-    Cost ``c(x, y) = ||x - y||_2`` (Euclidean, not squared: W1); the value returned is the
-    transport cost ``<P, C>`` of the entropic plan ``P`` (not the regularised objective), which
-    tends to ``W1`` as ``epsilon -> 0``. Gradients flow through the cost only, the plan held
-    fixed (CFR's code does the same). Source: CFR-Wass (Shalit et al. 2017) uses the same
-    Sinkhorn approximation (paper).
-
-    Args:
-      x_NxD: ``(N, D)`` points; a_N, b_N: ``(N,)`` weights summing to 1.
-      epsilon: entropic regularisation, relative to the mean cost (``ott``'s ``relative_epsilon``).
-      max_iterations: Sinkhorn iterations at most.
-
-    Returns:
-      Scalar ``>= 0``.
-
-    Raises:
-      ValueError: shapes that do not match.
-    """
-    _check_cloud(x_NxD, a_N, b_N, "wasserstein1_sinkhorn")
-    sq_NxN = jnp.sum((x_NxD[:, None, :] - x_NxD[None, :, :]) ** 2, axis=-1)
-    cost_NxN = jnp.sqrt(jnp.maximum(sq_NxN, 1e-12))  # finite gradient on the diagonal
-    # The plan is computed on a constant copy of the cost (as CFR's code, which stops the
-    # gradient at the transport matrix): d<P, C>/dx = <P, dC/dx>, with no gradient through the
-    # Sinkhorn iterations.
-    geom = geometry.Geometry(
-        cost_matrix=jax.lax.stop_gradient(cost_NxN), epsilon=epsilon, relative_epsilon="mean"
-    )
-    problem = linear_problem.LinearProblem(
-        geom, a=jax.lax.stop_gradient(a_N), b=jax.lax.stop_gradient(b_N)
-    )
-    # ott broadcasts ranks internally; our tests run with jax_numpy_rank_promotion="raise".
-    with jax.numpy_rank_promotion("allow"):
-        plan_NxN = sinkhorn.Sinkhorn(max_iterations=max_iterations)(problem).matrix
-    return jnp.sum(jax.lax.stop_gradient(plan_NxN) * cost_NxN)
-
-
-def ipm(
-    name: str, x_NxD: jax.Array, a_N: jax.Array, b_N: jax.Array, *, bandwidth: float | None = None
-) -> jax.Array:
-    """Dispatches to one IPM: ``"mmd_rbf"``, ``"mmd_linear"`` (squared MMDs) or ``"wasserstein"``.
-
-    Raises:
-      ValueError: an unknown ``name`` (lists :data:`IPMS`).
-    """
-    if name == "mmd_rbf":
-        return mmd2_rbf(x_NxD, a_N, b_N, bandwidth=bandwidth)
-    if name == "mmd_linear":
-        return mmd2_linear(x_NxD, a_N, b_N)
-    if name == "wasserstein":
-        return wasserstein1_sinkhorn(x_NxD, a_N, b_N)
-    raise ValueError(f"unknown IPM {name!r}; expected one of {IPMS}")
 
 
 def arm_weights(t_N: jax.Array, num_arms: int) -> tuple[jax.Array, jax.Array]:
@@ -208,7 +92,7 @@ def balancing_pairwise(
 
     Args:
       phi_NxD: ``(N, D)`` representations; t_N: ``(N,)`` int arms in ``[0, K)``;
-      num_arms: ``K >= 2``; ipm_name: one of :data:`IPMS`; bandwidth: RBF width.
+      num_arms: ``K >= 2``; ipm_name: one of :data:`fidia_jax.losses.IPMS`; bandwidth: RBF width.
 
     Returns:
       Scalar; pairs with an arm absent from the batch are left out (``0`` if none remains).
@@ -360,3 +244,96 @@ def estimate_alpha(grad_phi_NxD: jax.Array, *, quantile: float = 0.5) -> jax.Arr
     ):
         raise ValueError("estimate_alpha: gradients hold NaN or inf")
     return jnp.quantile(jnp.linalg.norm(grad_phi_NxD, axis=1), quantile)
+
+
+# --------------------------------------------------------------------------- CausalEGM
+class EGMWeights(NamedTuple):
+    """Loss weights of the package (CLI defaults): ``alpha`` (reconstruction), ``beta``
+    (treatment + outcome MSE), ``gamma`` (gradient penalty), ``use_v_gan``, ``use_z_rec``."""
+
+    alpha: float = 1.0
+    beta: float = 1.0
+    gamma: float = 10.0
+    use_v_gan: float = 1.0
+    use_z_rec: float = 1.0
+
+
+_DEFAULT_WEIGHTS = EGMWeights()  # immutable (a NamedTuple), safe as a default argument
+
+
+def _treatment_loss(model, z_BxZ, t_B):
+    logits = model.treatment_logits(z_BxZ)
+    if model.num_arms == 2:
+        return jnp.mean((jax.nn.sigmoid(logits) - t_B.astype(jnp.float32)) ** 2)
+    onehot = jax.nn.one_hot(t_B, model.num_arms)
+    return jnp.mean(jnp.sum((jax.nn.softmax(logits, -1) - onehot) ** 2, -1) / 2.0)
+
+
+def causalegm_generator_loss(model, z_BxZ, v_BxV, t_B, y_B, weights: EGMWeights = _DEFAULT_WEIGHTS):
+    """The package's ``g_e_loss`` (minimised over ``g_net, e_net, f_net, h_net``).
+
+    ``use_v_gan * g_adv + e_adv + alpha (l2_v + use_z_rec * l2_z) + beta (l2_x + l2_y)`` with
+    ``g_adv = -mean dv(g(z))``, ``e_adv = -mean dz(e(v))``, ``l2_v = mean (v - g(e(v)))^2``,
+    ``l2_z = mean (z - e(g(z)))^2``, ``l2_y = mean (f(z0, z1, t) - y)^2`` and the treatment MSE.
+
+    Args:
+      model: a :class:`~.model.CausalEGM`.
+      z_BxZ: ``(B, Z)`` draws of ``N(0, I)``; v_BxV: ``(B, V)`` covariates; t_B: ``(B,)`` int arms;
+      y_B: ``(B,)`` float outcomes; weights: :class:`EGMWeights`.
+
+    Returns:
+      ``(loss, aux)`` with ``aux`` a dict of the package's logged terms.
+    """
+    v_gen = model.g_net(z_BxZ)
+    z_enc = model.e_net(v_BxV)
+    z_cycle = model.e_net(v_gen)
+    v_cycle = model.g_net(z_enc)
+    l2_v = jnp.mean((v_BxV - v_cycle) ** 2)
+    l2_z = jnp.mean((z_BxZ - z_cycle) ** 2)
+    g_adv = -jnp.mean(model.dv_net(v_gen))
+    e_adv = -jnp.mean(model.dz_net(z_enc))
+    l2_y = jnp.mean((model.outcome(z_enc, t_B) - y_B) ** 2)
+    l2_x = _treatment_loss(model, z_enc, t_B)
+    w = weights
+    loss = (
+        w.use_v_gan * g_adv + e_adv + w.alpha * (l2_v + w.use_z_rec * l2_z) + w.beta * (l2_x + l2_y)
+    )
+    aux = {"g_adv": g_adv, "e_adv": e_adv, "l2_v": l2_v, "l2_z": l2_z, "l2_x": l2_x, "l2_y": l2_y}
+    return loss, aux
+
+
+def _penalty(critic, x_hat):
+    grad = jax.grad(lambda x: jnp.sum(critic(x)))(x_hat)
+    return jnp.mean((jnp.sqrt(jnp.sum(grad**2, axis=1)) - 1.0) ** 2)
+
+
+def causalegm_critic_loss(
+    model, z_BxZ, v_BxV, eps_z, eps_v, weights: EGMWeights = _DEFAULT_WEIGHTS
+):
+    """The package's ``d_loss`` (minimised over ``dz_net, dv_net``): WGAN-GP on ``z`` and ``v``.
+
+    ``use_v_gan * dv_loss + dz_loss + gamma (gp_z + use_v_gan * gp_v)`` with
+    ``dz_loss = -mean dz(z) + mean dz(e(v))``, ``dv_loss = -mean dv(v) + mean dv(g(z))``, and the
+    penalty ``mean (||grad_x d(x_hat)|| - 1)^2`` at ``x_hat = eps x_real + (1 - eps) x_fake``
+    with one uniform ``eps`` per batch (as the package). The gradient is that of the batch sum
+    of the critic (the package's tape gradient), batch norm included. Encoder and generator
+    outputs are constants here (the package differentiates the critics only).
+
+    Args:
+      model: a :class:`~.model.CausalEGM`; z_BxZ, v_BxV: real latent draws and
+      covariates; eps_z, eps_v: scalars in ``[0, 1)``; weights: :class:`EGMWeights`.
+
+    Returns:
+      ``(loss, aux)`` with ``dz_loss``, ``dv_loss``, ``gp_z``, ``gp_v``.
+    """
+    v_gen = jax.lax.stop_gradient(model.g_net(z_BxZ))
+    z_enc = jax.lax.stop_gradient(model.e_net(v_BxV))
+    z_hat = z_BxZ * eps_z + z_enc * (1.0 - eps_z)
+    v_hat = v_BxV * eps_v + v_gen * (1.0 - eps_v)
+    dz_loss = -jnp.mean(model.dz_net(z_BxZ)) + jnp.mean(model.dz_net(z_enc))
+    dv_loss = -jnp.mean(model.dv_net(v_BxV)) + jnp.mean(model.dv_net(v_gen))
+    gp_z = _penalty(model.dz_net, z_hat)
+    gp_v = _penalty(model.dv_net, v_hat)
+    w = weights
+    loss = w.use_v_gan * dv_loss + dz_loss + w.gamma * (gp_z + w.use_v_gan * gp_v)
+    return loss, {"dz_loss": dz_loss, "dv_loss": dv_loss, "gp_z": gp_z, "gp_v": gp_v}

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from fidia_jax.models._mlp import MLP
+from fidia_jax.models import MLP
 
 __all__ = [
     "CausalEGM",
@@ -38,7 +38,7 @@ _GLOROT = nnx.initializers.glorot_uniform()  # Keras Dense default (the authors'
 class TARNet(nnx.Module):
     """TARNet / CFR: a shared representation ``Phi(x)`` and one outcome head per arm.
 
-    CFR is TARNet trained with an IPM penalty on ``Phi`` (:mod:`fidia_jax.losses` balancing
+    CFR is TARNet trained with an IPM penalty on ``Phi`` (:mod:`~.losses` balancing
     losses); the network is the same. ELU activations as in the CFR code.
 
     Args:

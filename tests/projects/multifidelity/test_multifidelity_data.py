@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from fidia_jax import data
 from fidia_jax.errors import DataError
+from fidia_jax.projects.multifidelity import data
 
 F = data.ANALYTIC_FUNCTIONS
 

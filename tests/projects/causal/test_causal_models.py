@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax import losses, models
+from fidia_jax.projects.causal import losses
+from fidia_jax.projects.causal import model as models
 
 
 def test_tarnet_heads_and_errors():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax import models
+from fidia_jax.projects.varjepa import model as models
 
 CARDS = (3, 5)  # two categorical columns: 2 and 4 training values + the UNKNOWN id 0
 

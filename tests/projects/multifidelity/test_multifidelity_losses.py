@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fidia_jax import losses
+from fidia_jax.projects.multifidelity import losses
 
 RNG = np.random.default_rng(0)
 N, K = 12, 3
