@@ -26,13 +26,6 @@ from fidia_jax.data._dycon import DyconVocab as DyconVocab
 from fidia_jax.data._dycon import make_dycon_task as make_dycon_task
 from fidia_jax.data._dycon import parse_dycon_generation as parse_dycon_generation
 from fidia_jax.data._dycon import remaining_length_target as remaining_length_target
-from fidia_jax.data._hist import HER2ST_IMAGE_SECTIONS as HER2ST_IMAGE_SECTIONS
-from fidia_jax.data._hist import SpotSection as SpotSection
-from fidia_jax.data._hist import augment_lattice as augment_lattice
-from fidia_jax.data._hist import check_spots as check_spots
-from fidia_jax.data._hist import her2st_image_features as her2st_image_features
-from fidia_jax.data._hist import load_her2st as load_her2st
-from fidia_jax.data._hist import synthetic_sections as synthetic_sections
 from fidia_jax.data._hitvar import Degradation as Degradation
 from fidia_jax.data._hitvar import degrade as degrade
 from fidia_jax.data._hitvar import make_sr_pairs as make_sr_pairs
@@ -135,14 +128,6 @@ __all__: list[str] = [
     "load_ldl_dataset",
     "load_ldl_mat",
     "synthetic_ldl_dataset",
-    # HiST (spatial transcriptomics)
-    "HER2ST_IMAGE_SECTIONS",
-    "SpotSection",
-    "augment_lattice",
-    "check_spots",
-    "her2st_image_features",
-    "load_her2st",
-    "synthetic_sections",
     # TeamWork (time-series anomaly detection)
     "ANOMALY_KINDS",
     "SKAB_CHANNELS",

@@ -33,10 +33,6 @@ from fidia_jax.models._frame2seq import (
     frame2seq_sequence_log_likelihood as frame2seq_sequence_log_likelihood,
 )
 from fidia_jax.models._frame2seq import load_frame2seq as load_frame2seq
-from fidia_jax.models._hist import DenseSpotTransformer as DenseSpotTransformer
-from fidia_jax.models._hist import HiST as HiST
-from fidia_jax.models._hist import masked_mse as masked_mse
-from fidia_jax.models._hist import sinusoidal_lattice_embedding as sinusoidal_lattice_embedding
 from fidia_jax.models._hitvar import ConvSR as ConvSR
 from fidia_jax.models._hitvar import HitVarTokenizer as HitVarTokenizer
 from fidia_jax.models._hitvar import NextScaleTransformer as NextScaleTransformer
@@ -179,11 +175,6 @@ __all__ = [
     "TabularJepa",
     "TabularTransformer",
     "random_feature_masks",
-    # HiST (spatial transcriptomics)
-    "DenseSpotTransformer",
-    "HiST",
-    "masked_mse",
-    "sinusoidal_lattice_embedding",
     # TeamWork (time-series anomaly detection)
     "TeamWork",
     "anomaly_score",
