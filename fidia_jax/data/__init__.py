@@ -58,15 +58,6 @@ from fidia_jax.data._safesci import SafeSciRecord as SafeSciRecord
 from fidia_jax.data._safesci import load_safesci_jsonl as load_safesci_jsonl
 from fidia_jax.data._safesci import safesci_prompt as safesci_prompt
 from fidia_jax.data._safesci import safesci_record_from_dict as safesci_record_from_dict
-from fidia_jax.data._teamwork import ANOMALY_KINDS as ANOMALY_KINDS
-from fidia_jax.data._teamwork import SKAB_CHANNELS as SKAB_CHANNELS
-from fidia_jax.data._teamwork import SKAB_TRAIN_SIZE as SKAB_TRAIN_SIZE
-from fidia_jax.data._teamwork import SkabRun as SkabRun
-from fidia_jax.data._teamwork import SyntheticSeries as SyntheticSeries
-from fidia_jax.data._teamwork import dominant_period as dominant_period
-from fidia_jax.data._teamwork import load_skab as load_skab
-from fidia_jax.data._teamwork import make_synthetic as make_synthetic
-from fidia_jax.data._teamwork import validate_series as validate_series
 from fidia_jax.data._text import BYTE_VOCAB_SIZE as BYTE_VOCAB_SIZE
 from fidia_jax.data._text import TextSplits as TextSplits
 from fidia_jax.data._text import decode_bytes as decode_bytes
@@ -128,16 +119,6 @@ __all__: list[str] = [
     "load_ldl_dataset",
     "load_ldl_mat",
     "synthetic_ldl_dataset",
-    # TeamWork (time-series anomaly detection)
-    "ANOMALY_KINDS",
-    "SKAB_CHANNELS",
-    "SKAB_TRAIN_SIZE",
-    "SkabRun",
-    "SyntheticSeries",
-    "dominant_period",
-    "load_skab",
-    "make_synthetic",
-    "validate_series",
     "BUNDLED_PHOTO_NAMES",
     "bundled_photos",
     "load_digit_images",

@@ -80,15 +80,6 @@ from fidia_jax.models._streamflow_serving import check_timesteps as check_timest
 from fidia_jax.models._streamflow_serving import linear_timesteps as linear_timesteps
 from fidia_jax.models._streamflow_serving import sample_euler as sample_euler
 from fidia_jax.models._streamflow_serving import velocity_apply as velocity_apply
-from fidia_jax.models._teamwork import TeamWork as TeamWork
-from fidia_jax.models._teamwork import anomaly_score as anomaly_score
-from fidia_jax.models._teamwork import channel_influence as channel_influence
-from fidia_jax.models._teamwork import channel_roles as channel_roles
-from fidia_jax.models._teamwork import eval_masks as eval_masks
-from fidia_jax.models._teamwork import gaussian_nll as gaussian_nll
-from fidia_jax.models._teamwork import init_teamwork as init_teamwork
-from fidia_jax.models._teamwork import role_edges as role_edges
-from fidia_jax.models._teamwork import span_mask as span_mask
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint as load_torch_checkpoint
 from fidia_jax.models._varjepa import FeatureTokenizer as FeatureTokenizer
 from fidia_jax.models._varjepa import GaussianTokens as GaussianTokens
@@ -175,16 +166,6 @@ __all__ = [
     "TabularJepa",
     "TabularTransformer",
     "random_feature_masks",
-    # TeamWork (time-series anomaly detection)
-    "TeamWork",
-    "anomaly_score",
-    "channel_influence",
-    "channel_roles",
-    "eval_masks",
-    "gaussian_nll",
-    "init_teamwork",
-    "role_edges",
-    "span_mask",
     "ALEXNET_MIN_SIZE",
     "LPIPS_NETS",
     "VGG16_MIN_SIZE",

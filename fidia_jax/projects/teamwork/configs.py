@@ -32,8 +32,9 @@ class TeamWorkConfig:
     """A comparison run.
 
     Attributes:
-      dataset: ``"synthetic"`` (:func:`fidia_jax.data.make_synthetic`) or ``"skab"``
-        (``<data_dir>/skab/``, SKAB's protocol: train on the first 400 points of each run).
+      dataset: ``"synthetic"`` (:func:`fidia_jax.projects.teamwork.data.make_synthetic`) or
+        ``"skab"`` (``<data_dir>/skab/``, SKAB's protocol: train on the first 400 points of each
+        run).
       data_dir: shared data directory (``--data-dir`` / ``$FIDIA_DATA_DIR``); SKAB only.
       skab_runs: use only the first ``skab_runs`` labelled runs (0 = all 34).
       skab_every: then keep every ``skab_every``-th run (a reduced protocol spanning all folders).
