@@ -221,7 +221,7 @@ def _fit(model, loss_fn, config, steps, batches, *, workdir, run):
     tx, step = _train_step(loss_fn, graphdef, config.lr, config.weight_decay, steps)
     state = train.init_train_state(params, tx, model_state=model_state)
     t0 = time.perf_counter()
-    res = train.fit(state, step, batches, num_steps=steps, workdir=workdir, run=run, log_every=1)
+    res = train.fit(state, step, batches, num_steps=steps, workdir=workdir, run=run)
     train_s = time.perf_counter() - t0
     losses = [r["loss"] for r in res.history if "loss" in r]
     return train.merge_model(graphdef, res.state.params, res.state.model_state), losses, train_s

@@ -53,6 +53,11 @@ MARKOV_PLAIN = "Markovian exponential"
 MARKOV_REG = "Markovian regularised (lambda=1/sqrt(T))"
 
 
+def _shown(name: str) -> str:
+    """A row name as the console shows it: rich reads ``[...]`` as markup and drops it."""
+    return name.replace("[", "(").replace("]", ")")
+
+
 def smallest_eig(mrp: rl.LinearMRP) -> jax.Array:
     """``omega``, the smallest eigenvalue of ``(A + A^T) / 2`` (``A``: :func:`rl.td_linear_system`)."""
     a, _ = rl.td_linear_system(mrp)
@@ -142,7 +147,7 @@ def compare_schedules(config: TdConfig) -> dict[str, Any]:
 
     def staged(name, horizon, etas=(1.0,)):
         grid = f"{len(etas)} step sizes x " if len(etas) > 1 else ""
-        return train.stage(f"T={horizon}: {name} ({grid}{config.num_mrps} MRPs)")
+        return train.stage(f"T={horizon}: {_shown(name)} ({grid}{config.num_mrps} MRPs)")
 
     results: dict[str, Any] = {"horizons": horizons, "eta_grid": list(eta_grid), "rows": {}}
     t_start = time.time()
@@ -325,7 +330,7 @@ def train_and_evaluate(config: TdConfig, workdir: str | pathlib.Path) -> dict[st
         ["schedule", "T", "error", "ratio to exponential", "best eta0"],
         [
             [
-                r["schedule"],
+                _shown(r["schedule"]),
                 r["T"],
                 f"{r['error']:.3g}",
                 f"{r['ratio to exponential']:.2f}",

@@ -219,7 +219,6 @@ def fit_detector(
         num_steps=config.steps,
         workdir=workdir,
         run=run,
-        log_every=1,
     )
     params = res.state.params
     step_losses = [r["loss"] for r in res.history if "loss" in r]
