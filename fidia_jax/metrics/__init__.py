@@ -83,7 +83,7 @@ __all__: list[str] = [
     "intersection",
     "ldl_kl_divergence",
     "ldl_metrics",
-    # TeamWork (time-series anomaly detection)
+    # time-series anomaly detection (point-wise, point-adjusted, affiliation F1; AUC-PR)
     "affiliation_metrics",
     "anomaly_events",
     "auc_pr",

@@ -17,10 +17,6 @@ from fidia_jax.models._frame2seq import (
     frame2seq_sequence_log_likelihood as frame2seq_sequence_log_likelihood,
 )
 from fidia_jax.models._frame2seq import load_frame2seq as load_frame2seq
-from fidia_jax.models._hist import DenseSpotTransformer as DenseSpotTransformer
-from fidia_jax.models._hist import HiST as HiST
-from fidia_jax.models._hist import masked_mse as masked_mse
-from fidia_jax.models._hist import sinusoidal_lattice_embedding as sinusoidal_lattice_embedding
 from fidia_jax.models._hitvar import ConvSR as ConvSR
 from fidia_jax.models._hitvar import HitVarTokenizer as HitVarTokenizer
 from fidia_jax.models._hitvar import NextScaleTransformer as NextScaleTransformer
@@ -58,15 +54,6 @@ from fidia_jax.models._streamflow_serving import check_timesteps as check_timest
 from fidia_jax.models._streamflow_serving import linear_timesteps as linear_timesteps
 from fidia_jax.models._streamflow_serving import sample_euler as sample_euler
 from fidia_jax.models._streamflow_serving import velocity_apply as velocity_apply
-from fidia_jax.models._teamwork import TeamWork as TeamWork
-from fidia_jax.models._teamwork import anomaly_score as anomaly_score
-from fidia_jax.models._teamwork import channel_influence as channel_influence
-from fidia_jax.models._teamwork import channel_roles as channel_roles
-from fidia_jax.models._teamwork import eval_masks as eval_masks
-from fidia_jax.models._teamwork import gaussian_nll as gaussian_nll
-from fidia_jax.models._teamwork import init_teamwork as init_teamwork
-from fidia_jax.models._teamwork import role_edges as role_edges
-from fidia_jax.models._teamwork import span_mask as span_mask
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint as load_torch_checkpoint
 from fidia_jax.models._vision_alexnet import ALEXNET_MIN_SIZE as ALEXNET_MIN_SIZE
 from fidia_jax.models._vision_alexnet import LPIPS_NETS as LPIPS_NETS
@@ -125,21 +112,6 @@ __all__ = [
     "sample_llama",
     # shared by the tabular methods and baselines
     "MLP",
-    # HiST (spatial transcriptomics)
-    "DenseSpotTransformer",
-    "HiST",
-    "masked_mse",
-    "sinusoidal_lattice_embedding",
-    # TeamWork (time-series anomaly detection)
-    "TeamWork",
-    "anomaly_score",
-    "channel_influence",
-    "channel_roles",
-    "eval_masks",
-    "gaussian_nll",
-    "init_teamwork",
-    "role_edges",
-    "span_mask",
     "ALEXNET_MIN_SIZE",
     "LPIPS_NETS",
     "VGG16_MIN_SIZE",

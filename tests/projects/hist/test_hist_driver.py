@@ -32,6 +32,17 @@ def test_tiny_run_writes_metrics_that_match_the_predictions(tiny_run):
         assert saved["folds"][0][m]["pooled_pcc"] == pytest.approx(want, rel=1e-4, abs=1e-5)
         assert saved["mean"][m]["pooled_pcc"] == pytest.approx(want, rel=1e-4, abs=1e-5)
     assert saved["folds"][0]["hist"]["steps"] == 2 * 2  # epochs x training sections
+    # The files of a run: HiST's fit (one record per step), summary, pictures, checkpoint.
+    records = [json.loads(s) for s in (workdir / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if r["run"] == f"hist_{test}" and "loss" in r]
+    assert len(losses) == 4
+    assert saved["folds"][0]["hist"]["final_train_loss"] == pytest.approx(np.mean(losses[-2:]))
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert [r["method"] for r in summary["table"]] == [hist.METHODS[m] for m in ("hist", "ridge")]
+    assert summary["table"][0]["pooled PCC"] == saved["mean"]["hist"]["pooled_pcc"]
+    for png in ("hist_comparison.png", "hist_maps.png", "curves.png"):
+        assert (workdir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (workdir / "checkpoints" / f"hist_{test}").is_dir()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Sparse lattice primitives of HiST: window partition, window attention, patch pooling/unpooling.
+"""HiST's sparse lattice primitives: window partition, window attention, patch pooling/unpooling.
 
 The spots of a spatial-transcriptomics section sit on an integer lattice, sparsely (the tissue
 covers part of it). These primitives work on the *active* spots only, with static shapes: every
@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fidia_jax.data import check_spots
+from fidia_jax.projects.hist.data import check_spots
 
 __all__ = [
     "AttentionStats",
@@ -107,7 +107,7 @@ class LatticeLevel(NamedTuple):
 def check_lattice(coords, mask=None) -> np.ndarray:
     """Validates integer lattice coordinates and returns them as ``(n, 2)`` int64.
 
-    The rules of :func:`fidia_jax.data.check_spots` without counts: shape ``(n, 2)``, integer
+    The rules of :func:`fidia_jax.projects.hist.data.check_spots` without counts: shape ``(n, 2)``, integer
     values (whole-number floats accepted), and among the active rows (``mask``, default all)
     no negative coordinate and no two spots at one point.
 

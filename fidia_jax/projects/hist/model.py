@@ -1,9 +1,10 @@
 """HiST: a U-shaped sparse hierarchical transformer from per-spot image features to expression.
 
-Built on the sparse lattice primitives of :mod:`fidia_jax.layers` (window partition, window
-attention with relative position bias, patch pooling and pixel-shuffle unpooling over the active
-spots). Also the dense baseline :class:`DenseSpotTransformer` (full attention over all spots) the
-benchmark compares against, and the masked loss :func:`masked_mse`.
+Built on HiST's sparse lattice primitives (:mod:`fidia_jax.projects.hist.lattice`: window
+partition, window attention with relative position bias, patch pooling and pixel-shuffle
+unpooling over the active spots). Also the dense baseline :class:`DenseSpotTransformer` (full
+attention over all spots) the benchmark compares against; the loss is
+:func:`fidia_jax.projects.hist.losses.masked_mse`.
 
 Structure (authors' code ``configs/model/hist.yaml``: ``slide_configs: "111-21"``,
 ``token_init_types: ['max', 'mean', 'fix1e-4']``, ``connection: concat``, ``econvs_type:
@@ -15,9 +16,10 @@ window side of 6)::
    -> fuse -> [blocks] -> linear gene head (log1p expression)
 
 Every transformer block is HiST's "hybrid" layer: the local part attends within the union of
-the regular and the shifted window (:func:`fidia_jax.layers.lattice_window_attention`); a second
-set of projections lets each spot attend to the three slide tokens and each token to every
-active spot and token (local <-> global); both outputs are summed before the output projection.
+the regular and the shifted window
+(:func:`fidia_jax.projects.hist.lattice.lattice_window_attention`); a second set of projections
+lets each spot attend to the three slide tokens and each token to every active spot and token
+(local <-> global); both outputs are summed before the output projection.
 The slide tokens are the max- and mean-pool of the projected spot features and a fixed
 (untrained) ``N(0, 1e-4)`` token; they pass through the pooling/unpooling layers as a spot whose
 four children are all itself (authors' ``conv_forward``).
@@ -39,21 +41,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from fidia_jax import layers
+from fidia_jax.projects.hist import lattice
 
-__all__ = ["HiST", "DenseSpotTransformer", "masked_mse", "sinusoidal_lattice_embedding"]
-
-
-def masked_mse(pred_NxG, target_NxG, mask_N):
-    """Mean squared error over the active spots only: ``sum_i m_i |p_i - y_i|^2 / (G sum_i m_i)``.
-
-    Padded or dropped spots (``mask_N == False``) contribute nothing, whatever their (possibly
-    non-finite) predictions or targets hold. Returns 0 when no spot is active.
-    """
-    m = jnp.asarray(mask_N, bool)
-    diff = jnp.where(m[:, None], pred_NxG - target_NxG, 0.0)
-    denom = jnp.maximum(jnp.sum(m.astype(diff.dtype)), 1.0) * pred_NxG.shape[1]
-    return jnp.sum(jnp.square(diff)) / denom
+__all__ = ["DenseSpotTransformer", "HiST", "sinusoidal_lattice_embedding"]
 
 
 def _masked_pool_tokens(x_NxC, mask_N):
@@ -98,13 +88,13 @@ class _HybridBlock(nnx.Module):
         q, k, v = jnp.split(y, 3, axis=-1)
         return (t.reshape(n, self.heads, -1) for t in (q, k, v))
 
-    def __call__(self, x_NxC, g_TxC, level: layers.LatticeLevel, *, deterministic: bool):
+    def __call__(self, x_NxC, g_TxC, level: lattice.LatticeLevel, *, deterministic: bool):
         n, C = x_NxC.shape
         T = g_TxC.shape[0]
         mask = jnp.asarray(level.mask, bool)
         h, hg = self.norm1(x_NxC), self.norm1(g_TxC)
         q1, k1, v1 = self._split(self.qkv_local(h))
-        local_NxHxD = layers.lattice_window_attention(
+        local_NxHxD = lattice.lattice_window_attention(
             q1, k1, v1, level.coords, level.regular, level.shifted, self.rel_bias[...]
         )
         q2, k2, v2 = self._split(self.qkv_global(jnp.concatenate([h, hg], axis=0)))
@@ -133,8 +123,8 @@ class _Pool(nnx.Module):
         self.lin = nnx.Linear(4 * dim, dim, use_bias=False, rngs=rngs)
         self.norm = nnx.LayerNorm(dim, rngs=rngs)
 
-    def __call__(self, x_NxC, g_TxC, pool: layers.PoolPlan):
-        x = self.norm(self.lin(layers.sparse_patch_pool(x_NxC, pool.children)))
+    def __call__(self, x_NxC, g_TxC, pool: lattice.PoolPlan):
+        x = self.norm(self.lin(lattice.sparse_patch_pool(x_NxC, pool.children)))
         g = self.norm(self.lin(jnp.concatenate([g_TxC] * 4, axis=-1)))
         return x, g
 
@@ -146,10 +136,10 @@ class _Unpool(nnx.Module):
         self.lin = nnx.Linear(dim, 4 * dim, use_bias=False, rngs=rngs)
         self.norm = nnx.LayerNorm(dim, rngs=rngs)
 
-    def __call__(self, y_MxC, g_TxC, pool: layers.PoolPlan):
+    def __call__(self, y_MxC, g_TxC, pool: lattice.PoolPlan):
         M, C = y_MxC.shape
         up = self.lin(y_MxC).reshape(M, 4, C)
-        x = self.norm(layers.sparse_unpool(up, pool.parent, pool.offset))
+        x = self.norm(lattice.sparse_unpool(up, pool.parent, pool.offset))
         g = self.norm(jnp.mean(self.lin(g_TxC).reshape(-1, 4, C), axis=1))
         return x, g
 
@@ -171,8 +161,8 @@ class HiST(nnx.Module):
       rngs: ``nnx.Rngs`` with ``params`` (and ``dropout`` when training with ``dropout > 0``).
 
     Call: ``model(feats_NxF, plan, deterministic=True) -> pred_NxG`` where ``plan`` is
-    :func:`fidia_jax.layers.plan_hierarchy` of the section's lattice with ``levels = L`` and
-    the same ``window``; rows of inactive (padding) spots are zero.
+    :func:`fidia_jax.projects.hist.lattice.plan_hierarchy` of the section's lattice with
+    ``levels = L`` and the same ``window``; rows of inactive (padding) spots are zero.
     """
 
     def __init__(
@@ -221,7 +211,7 @@ class HiST(nnx.Module):
         self.head = nnx.Linear(dim, num_genes, rngs=rngs)
 
     def __call__(
-        self, feats_NxF, plan: Sequence[layers.LatticeLevel], *, deterministic: bool = True
+        self, feats_NxF, plan: Sequence[lattice.LatticeLevel], *, deterministic: bool = True
     ):
         if len(plan) != self.levels:
             raise ValueError(f"HiST: the plan has {len(plan)} levels, the model {self.levels}")

@@ -5,12 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fidia_jax import layers
 from fidia_jax.errors import DataError
+from fidia_jax.projects.hist import lattice
 
 # one compiled program per function (eager op-by-op dispatch compiles every op: slow on CPU)
-_local = jax.jit(layers.lattice_window_attention)
-_dense = jax.jit(layers.dense_window_attention, static_argnames=("window", "shifted"))
+_local = jax.jit(lattice.lattice_window_attention)
+_dense = jax.jit(lattice.dense_window_attention, static_argnames=("window", "shifted"))
 
 
 def _blob(shape=(13, 11), keep=0.7, seed=0):
@@ -26,7 +26,7 @@ def test_pool_then_unpool_returns_exactly_the_active_support():
     mask = np.ones(n + 5, bool)
     mask[n:] = False  # padding rows
     cp = np.concatenate([c, np.zeros((5, 2), int)])
-    pc, pm, pool = layers.plan_pooling(cp, mask)
+    pc, pm, pool = lattice.plan_pooling(cp, mask)
     # parents are exactly the distinct coords // 2 (brute force)
     want = sorted({(int(a) // 2, int(b) // 2) for a, b in c})
     assert [tuple(r) for r in pc[pm]] == want
@@ -40,8 +40,8 @@ def test_pool_then_unpool_returns_exactly_the_active_support():
     # pool then unpool with an identity map returns each active child's own feature, padding 0
     x = jnp.asarray(np.random.default_rng(1).normal(size=(len(cp), 3)), jnp.float32)
     x = jnp.where(jnp.asarray(mask)[:, None], x, 0.0)
-    pooled = layers.sparse_patch_pool(x, pool.children)  # (M, 12)
-    back = layers.sparse_unpool(pooled.reshape(-1, 4, 3), pool.parent, pool.offset)
+    pooled = lattice.sparse_patch_pool(x, pool.children)  # (M, 12)
+    back = lattice.sparse_unpool(pooled.reshape(-1, 4, 3), pool.parent, pool.offset)
     np.testing.assert_array_equal(np.asarray(back), np.asarray(x))
     assert np.all(pool.parent[~mask] == len(pc))
 
@@ -49,7 +49,7 @@ def test_pool_then_unpool_returns_exactly_the_active_support():
 def test_window_partition_groups_by_window_and_never_crosses():
     c = _blob((17, 9), seed=2)
     for shift in (0, 3):
-        plan = layers.plan_windows(c, window=6, shift=shift)
+        plan = lattice.plan_windows(c, window=6, shift=shift)
         wid = (c + shift) // 6
         for w in range(plan.table.shape[0]):
             members = plan.table[w][plan.valid[w]]
@@ -73,7 +73,7 @@ def attn_case():
     k = jax.random.normal(k2, (n, H, D))
     v = jax.random.normal(k3, (n, H, D))
     bias = 0.5 * jax.random.normal(k4, (H, 2 * S - 1, 2 * S - 1))
-    plan = layers.plan_hierarchy(cp, mask, levels=1, window=S)[0]
+    plan = lattice.plan_hierarchy(cp, mask, levels=1, window=S)[0]
     return cp, mask, q, k, v, bias, S, plan
 
 
@@ -84,8 +84,8 @@ def test_sparse_window_attention_equals_dense_masked_reference(attn_case):
     np.testing.assert_allclose(np.asarray(got)[mask], np.asarray(want)[mask], rtol=1e-5, atol=1e-5)
     assert np.all(np.asarray(got)[~mask] == 0)
     # regular windows alone equal the dense reference without the shifted partition
-    a = layers.window_attention_stats(q, k, v, cp, plan.regular, bias)
-    got_reg = layers.merge_attention_stats(a)
+    a = lattice.window_attention_stats(q, k, v, cp, plan.regular, bias)
+    got_reg = lattice.merge_attention_stats(a)
     want_reg = _dense(q, k, v, cp, mask, window=S, bias_HxRxR=bias, shifted=False)
     np.testing.assert_allclose(
         np.asarray(got_reg)[mask], np.asarray(want_reg)[mask], rtol=1e-5, atol=1e-5
@@ -114,7 +114,7 @@ def test_shifted_windows_never_join_opposite_lattice_edges():
     # a full 8x8 lattice, window 4: a cyclic roll by 2 would put row 0 and row 7 in one window
     c = np.stack(np.meshgrid(np.arange(8), np.arange(8), indexing="ij"), -1).reshape(-1, 2)
     S = 4
-    plan = layers.plan_windows(c, window=S, shift=S // 2)
+    plan = lattice.plan_windows(c, window=S, shift=S // 2)
     for w in range(plan.table.shape[0]):
         mem = c[plan.table[w][plan.valid[w]]]
         assert mem[:, 0].max() - mem[:, 0].min() < S and mem[:, 1].max() - mem[:, 1].min() < S
@@ -123,7 +123,7 @@ def test_shifted_windows_never_join_opposite_lattice_edges():
     q = jnp.zeros((n, H, D))
     k = jnp.zeros((n, H, D))
     v = jnp.zeros((n, H, D)).at[:, 0, 0].set(jnp.asarray(c[:, 0] == 7, jnp.float32))
-    lv = layers.plan_hierarchy(c, levels=1, window=S)[0]
+    lv = lattice.plan_hierarchy(c, levels=1, window=S)[0]
     out = _local(q, k, v, c, lv.regular, lv.shifted)
     ref = _dense(q, k, v, c, np.ones(n, bool), window=S)
     edge0 = c[:, 0] == 0
@@ -133,13 +133,13 @@ def test_shifted_windows_never_join_opposite_lattice_edges():
 
 def test_spot_without_any_key_gives_zero_not_nan():
     c = np.array([[0, 0], [9, 9]])
-    lv = layers.plan_hierarchy(c, levels=1, window=2)[0]
+    lv = lattice.plan_hierarchy(c, levels=1, window=2)[0]
     q = jnp.ones((2, 1, 2))
 
     @jax.jit
     def run(q, plan):
-        st = layers.window_attention_stats(q, q, q, c, plan, include_self=False)
-        return layers.merge_attention_stats(st)
+        st = lattice.window_attention_stats(q, q, q, c, plan, include_self=False)
+        return lattice.merge_attention_stats(st)
 
     out = run(q, lv.regular)
     assert np.all(np.isfinite(np.asarray(out))) and np.all(np.asarray(out) == 0)
@@ -156,18 +156,18 @@ def test_spot_without_any_key_gives_zero_not_nan():
 )
 def test_bad_lattice_raises_clear_error(coords, match):
     with pytest.raises(DataError, match=match):
-        layers.plan_hierarchy(coords, levels=2, window=4)
+        lattice.plan_hierarchy(coords, levels=2, window=4)
 
 
 def test_fixed_sizes_are_respected_and_overflow_is_an_error():
     c = _blob(seed=5)
-    plan = layers.plan_hierarchy(c, levels=3, window=4)
-    sizes = layers.hierarchy_sizes(plan)
+    plan = lattice.plan_hierarchy(c, levels=3, window=4)
+    sizes = lattice.hierarchy_sizes(plan)
     big = tuple(
         (s[0] if i == 0 else s[0] + 3, s[1] + 2, s[2] + 2, s[3] + 1) for i, s in enumerate(sizes)
     )
-    plan2 = layers.plan_hierarchy(c, levels=3, window=4, sizes=big)
-    assert layers.hierarchy_sizes(plan2) == big
+    plan2 = lattice.plan_hierarchy(c, levels=3, window=4, sizes=big)
+    assert lattice.hierarchy_sizes(plan2) == big
     small = tuple((s[0], s[1] - 1, s[2], s[3]) for s in sizes)
     with pytest.raises(ValueError, match="fixed size"):
-        layers.plan_hierarchy(c, levels=3, window=4, sizes=small)
+        lattice.plan_hierarchy(c, levels=3, window=4, sizes=small)

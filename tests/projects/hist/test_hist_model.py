@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax import data, layers, models
+from fidia_jax.projects.hist import data, lattice
+from fidia_jax.projects.hist import model as hist_model
+from fidia_jax.projects.hist.losses import masked_mse
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +17,10 @@ def case():
     n, pad = len(s.coords), 7
     c = np.concatenate([s.coords, np.zeros((pad, 2), np.int32)])
     mask = np.arange(n + pad) < n
-    plan = layers.plan_hierarchy(c, mask, levels=2, window=4)
+    plan = lattice.plan_hierarchy(c, mask, levels=2, window=4)
     f = np.concatenate([s.features, np.zeros((pad, 6), np.float32)])
     y = np.concatenate([np.log1p(s.counts), np.zeros((pad, 5), np.float32)])
-    model = models.HiST(
+    model = hist_model.HiST(
         6,
         5,
         dim=8,
@@ -36,7 +38,7 @@ def test_masked_mse_ignores_padding_even_if_not_finite():
     pred = jnp.array([[1.0, 2.0], [jnp.nan, 5.0], [3.0, 3.0]])
     y = jnp.array([[0.0, 0.0], [jnp.inf, 1.0], [1.0, 1.0]])
     m = jnp.array([True, False, True])
-    loss, g = jax.jit(jax.value_and_grad(lambda p: models.masked_mse(p, y, m)))(pred)
+    loss, g = jax.jit(jax.value_and_grad(lambda p: masked_mse(p, y, m)))(pred)
     assert float(loss) == pytest.approx((1 + 4 + 4 + 4) / 4)
     assert np.all(np.asarray(g)[1] == 0) and np.all(np.isfinite(np.asarray(g)))
 
@@ -58,7 +60,7 @@ def test_padding_sentinels_never_reach_the_gradients(case):
 
     @nnx.jit
     def grad_f(m, f, p, y):
-        return jax.grad(lambda f: models.masked_mse(m(f, p), y, jnp.asarray(mask)))(f)
+        return jax.grad(lambda f: masked_mse(m(f, p), y, jnp.asarray(mask)))(f)
 
     gf = np.asarray(grad_f(model, garbage, plan, y))
     assert np.all(gf[~mask] == 0) and np.abs(gf[mask]).sum() > 0
@@ -75,7 +77,7 @@ def test_fixed_slide_token_is_not_a_trained_parameter(case):
 
 @pytest.mark.slow
 def test_dense_transformer_ignores_padding():
-    model = models.DenseSpotTransformer(
+    model = hist_model.DenseSpotTransformer(
         3, 2, dim=8, heads=2, depth=1, dropout=0.0, rngs=nnx.Rngs(0)
     )
     c = np.array([[0, 0], [1, 0], [5, 5], [0, 0]])
@@ -88,7 +90,7 @@ def test_dense_transformer_ignores_padding():
 
 
 def test_sinusoidal_embedding_closed_form():
-    e = models.sinusoidal_lattice_embedding(np.array([[2, 3]]), 8)
+    e = hist_model.sinusoidal_lattice_embedding(np.array([[2, 3]]), 8)
     want = [
         np.sin(2.0),
         np.sin(0.2),

@@ -21,8 +21,9 @@ weighted by the predicted uncertainty. Our concrete choices:
   grid per channel (``P_c`` the channel's FFT period), each masked with probability ``ratio``;
   ``span = 1`` is i.i.d. point masking. At test time ``K = round(1 / ratio)`` complementary masks
   hide every step exactly once.
-* :func:`gaussian_nll` and :func:`anomaly_score`: loss ``0.5 (log v + (x - mu)^2 / v)`` on masked
-  steps; score = mean over channels of ``(x - mu)^2 / v`` at the pass where the step was masked.
+* :func:`fidia_jax.projects.teamwork.losses.gaussian_nll` and :func:`anomaly_score`: loss
+  ``0.5 (log v + (x - mu)^2 / v)`` on masked steps; score = mean over channels of
+  ``(x - mu)^2 / v`` at the pass where the step was masked.
 """
 
 from __future__ import annotations
@@ -35,16 +36,18 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from fidia_jax import models
+
 __all__ = [
     "TeamWork",
     "anomaly_score",
-    "init_teamwork",
     "channel_influence",
     "channel_roles",
     "eval_masks",
-    "gaussian_nll",
+    "init_teamwork",
     "role_edges",
     "span_mask",
+    "teamwork_draw",
 ]
 
 
@@ -193,13 +196,6 @@ def eval_masks(spans: Any, length: int, n_passes: int) -> np.ndarray:
     return np.stack([(seg % n_passes) == k for k in range(n_passes)])
 
 
-def gaussian_nll(x: jax.Array, mean: jax.Array, var: jax.Array, mask: jax.Array) -> jax.Array:
-    """Mean over masked entries of ``0.5 (log var + (x - mean)^2 / var)`` (all ``(B, L, C)``)."""
-    m = mask.astype(x.dtype)
-    nll = 0.5 * (jnp.log(var) + (x - mean) ** 2 / var)
-    return jnp.sum(nll * m) / jnp.maximum(jnp.sum(m), 1.0)
-
-
 def anomaly_score(x: jax.Array, mean: jax.Array, var: jax.Array | None) -> jax.Array:
     """Per-step score ``mean_c (x - mean)^2 / var`` (``var=None``: plain squared error).
 
@@ -324,39 +320,48 @@ class TeamWork(nnx.Module):
         return mean_BxLxC, var_BxLxC
 
 
-def init_teamwork(
-    n_channels: int, window: int, *, seed: int = 0, **kwargs: Any
-) -> tuple[nnx.GraphDef, nnx.State]:
-    """``(graphdef, state)`` of a :class:`TeamWork`, with parameters drawn on the host.
+def teamwork_draw(names: tuple[str, ...], shape: tuple[int, ...], rng: np.random.Generator):
+    """TeamWork's initialisation rule for :func:`fidia_jax.models.init_without_compile`.
 
-    Building an NNX module eagerly compiles every initialiser op separately (seconds on CPU);
-    here the structure comes from ``nnx.eval_shape`` and the values from NumPy
-    (``default_rng(seed)``): kernels ``N(0, 1 / fan_in)``, embeddings ``N(0, 0.02^2)``, biases
-    0, LayerNorm scales 1. ``nnx.merge(graphdef, state)`` gives the model.
+    Kernels ``N(0, 1 / fan_in)`` (``fan_in = shape[0]``), the channel and position embeddings
+    ``N(0, 0.02^2)``, LayerNorm scales 1, every other leaf (biases) 0.
+
+    Args:
+      names: the leaf's attribute path (``names[-1]`` its variable name).
+      shape: the leaf's shape.
+      rng: the NumPy generator shared by all leaves (drawn in the module's state order).
+
+    Returns:
+      A float64 array of ``shape``.
+    """
+    name = names[-1] if names else ""
+    if name in ("channel_emb", "pos_emb"):
+        return 0.02 * rng.standard_normal(shape)
+    if name == "kernel":
+        return rng.standard_normal(shape) / math.sqrt(shape[0])
+    if name == "scale":
+        return np.ones(shape)
+    return np.zeros(shape)
+
+
+def init_teamwork(n_channels: int, window: int, *, seed: int = 0, **kwargs: Any) -> TeamWork:
+    """A :class:`TeamWork` with parameters drawn on the host (no XLA compilation).
+
+    :func:`fidia_jax.models.init_without_compile` with :func:`teamwork_draw` and
+    ``numpy.random.default_rng(seed)`` (building the module eagerly would compile every
+    initialiser op separately: seconds on a CPU).
 
     Args:
       n_channels, window: as :class:`TeamWork`.
       seed: NumPy seed.
       **kwargs: the keyword-only options of :class:`TeamWork` (``dim``, ``heads``, ...).
+
+    Returns:
+      The module.
+
+    Raises:
+      ValueError: invalid sizes (from :class:`TeamWork`).
     """
-    abstract = nnx.eval_shape(lambda: TeamWork(n_channels, window, rngs=nnx.Rngs(0), **kwargs))
-    graphdef, shapes = nnx.split(abstract)
-    rng = np.random.default_rng(seed)
-
-    def draw(path, leaf):
-        name = str(path[-1]) if path else ""
-        shape, dtype = leaf.shape, leaf.dtype
-        if name in ("channel_emb", "pos_emb"):
-            value = 0.02 * rng.standard_normal(shape)
-        elif name == "kernel":
-            value = rng.standard_normal(shape) / math.sqrt(shape[0])
-        elif name == "scale":
-            value = np.ones(shape)
-        else:
-            value = np.zeros(shape)
-        return leaf.replace(jnp.asarray(value, dtype))
-
-    state = nnx.from_flat_state(
-        [(path, draw(path, leaf)) for path, leaf in nnx.to_flat_state(shapes)]
+    return models.init_without_compile(
+        lambda: TeamWork(n_channels, window, rngs=nnx.Rngs(0), **kwargs), teamwork_draw, seed=seed
     )
-    return graphdef, state

@@ -5,8 +5,8 @@ import gzip
 import numpy as np
 import pytest
 
-from fidia_jax import data
 from fidia_jax.errors import DataError
+from fidia_jax.projects.hist import data
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from fidia_jax import data
 from fidia_jax.errors import DataError
+from fidia_jax.projects.teamwork import data
 
 
 @pytest.mark.parametrize("period", [7, 24, 50])
