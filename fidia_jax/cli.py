@@ -83,10 +83,13 @@ def _with_data_dir(config, data_dir: str):
 
 def _convention_verb(module: str, file: str, function: str):
     def run(args: argparse.Namespace):
+        data_dir, args.data_dir = args.data_dir, None
         config = _load_config(module, args)  # a bad config: one error line and nothing else
         # the first line within seconds of the start: the driver, JAX and the data load longer
         print(f"{_PROG} {args.project} {args.verb}: config {args.config}, workdir {args.workdir}",
               file=sys.stderr, flush=True)  # fmt: skip
+        if data_dir:  # after the first line: a note when the project reads no data directory
+            config = _with_data_dir(config, data_dir)
         result = getattr(importlib.import_module(f"{module}.{file}"), function)(
             config, args.workdir
         )

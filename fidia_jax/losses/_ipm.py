@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from ott.geometry import geometry
-from ott.problems.linear import linear_problem
-from ott.solvers.linear import sinkhorn
 
 __all__ = ["IPMS", "ipm", "mmd2_linear", "mmd2_rbf", "wasserstein1_sinkhorn"]
 
@@ -119,6 +116,11 @@ def wasserstein1_sinkhorn(
     # The plan is computed on a constant copy of the cost (as CFR's code, which stops the
     # gradient at the transport matrix): d<P, C>/dx = <P, dC/dx>, with no gradient through the
     # Sinkhorn iterations.
+    # ott-jax is imported here: it takes seconds, and most users of fidia_jax.losses never call this
+    from ott.geometry import geometry
+    from ott.problems.linear import linear_problem
+    from ott.solvers.linear import sinkhorn
+
     geom = geometry.Geometry(
         cost_matrix=jax.lax.stop_gradient(cost_NxN), epsilon=epsilon, relative_epsilon="mean"
     )
