@@ -48,8 +48,10 @@ from fidia_jax.losses._multifidelity import interval_trust_loss as interval_trus
 from fidia_jax.losses._multifidelity import masked_quantile as masked_quantile
 from fidia_jax.losses._multifidelity import pairwise_ranking_loss as pairwise_ranking_loss
 from fidia_jax.losses._multifidelity import trusted_subset_loss as trusted_subset_loss
-from fidia_jax.losses._streamflow import rectified_flow_interpolate as rectified_flow_interpolate
-from fidia_jax.losses._streamflow import rectified_flow_loss as rectified_flow_loss
+from fidia_jax.losses._rectified_flow import (
+    rectified_flow_interpolate as rectified_flow_interpolate,
+)
+from fidia_jax.losses._rectified_flow import rectified_flow_loss as rectified_flow_loss
 from fidia_jax.losses._tokens import next_token_loss as next_token_loss
 from fidia_jax.losses._tokens import token_log_probs as token_log_probs
 from fidia_jax.losses._tokens import token_nll as token_nll

@@ -75,15 +75,6 @@ from fidia_jax.models._lm_task import make_lm_task as make_lm_task
 from fidia_jax.models._lm_task import make_lm_train_step as make_lm_train_step
 from fidia_jax.models._lm_task import place_lm_batch as place_lm_batch
 from fidia_jax.models._mlp import MLP as MLP
-from fidia_jax.models._streamflow import StreamFlowUNet as StreamFlowUNet
-from fidia_jax.models._streamflow import timestep_embedding as timestep_embedding
-from fidia_jax.models._streamflow_serving import STREAM_BUCKETS as STREAM_BUCKETS
-from fidia_jax.models._streamflow_serving import StreamBatcher as StreamBatcher
-from fidia_jax.models._streamflow_serving import bucket_size as bucket_size
-from fidia_jax.models._streamflow_serving import check_timesteps as check_timesteps
-from fidia_jax.models._streamflow_serving import linear_timesteps as linear_timesteps
-from fidia_jax.models._streamflow_serving import sample_euler as sample_euler
-from fidia_jax.models._streamflow_serving import velocity_apply as velocity_apply
 from fidia_jax.models._teamwork import TeamWork as TeamWork
 from fidia_jax.models._teamwork import anomaly_score as anomaly_score
 from fidia_jax.models._teamwork import channel_influence as channel_influence
@@ -202,15 +193,6 @@ __all__ = [
     "load_lpips_weights",
     "lpips_input_transform",
     "vgg16_features",
-    "STREAM_BUCKETS",
-    "StreamBatcher",
-    "StreamFlowUNet",
-    "bucket_size",
-    "check_timesteps",
-    "linear_timesteps",
-    "sample_euler",
-    "timestep_embedding",
-    "velocity_apply",
     "ConvSR",
     "HitVarTokenizer",
     "NextScaleTransformer",
