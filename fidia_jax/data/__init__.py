@@ -33,11 +33,6 @@ from fidia_jax.data._hist import check_spots as check_spots
 from fidia_jax.data._hist import her2st_image_features as her2st_image_features
 from fidia_jax.data._hist import load_her2st as load_her2st
 from fidia_jax.data._hist import synthetic_sections as synthetic_sections
-from fidia_jax.data._hitvar import Degradation as Degradation
-from fidia_jax.data._hitvar import degrade as degrade
-from fidia_jax.data._hitvar import make_sr_pairs as make_sr_pairs
-from fidia_jax.data._hypcl import class_incremental_split as class_incremental_split
-from fidia_jax.data._hypcl import hierarchical_gaussian_mixture as hierarchical_gaussian_mixture
 from fidia_jax.data._ldl import LDL_BENCHMARK_SETS as LDL_BENCHMARK_SETS
 from fidia_jax.data._ldl import LDL_POLARITY as LDL_POLARITY
 from fidia_jax.data._ldl import LdlDataset as LdlDataset
@@ -157,11 +152,6 @@ __all__: list[str] = [
     "bundled_photos",
     "load_digit_images",
     "random_crops",
-    "Degradation",
-    "degrade",
-    "make_sr_pairs",
-    "class_incremental_split",
-    "hierarchical_gaussian_mixture",
     "DYCON_ROLES",
     "DyconBatch",
     "DyconGeneration",

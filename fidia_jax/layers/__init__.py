@@ -1,4 +1,5 @@
-"""fidia_jax.layers: reusable layers any model may call (attention registry, RoPE, HiST lattice).
+"""fidia_jax.layers: reusable layers any model may call (attention registry, RoPE, HiST lattice,
+Poincaré-ball ops, VAR's residual quantiser).
 
 Primitives by kind (``docs/architecture.md``): layers import only ``jax``/``flax``,
 ``fidia_jax.errors`` and ``fidia_jax.data`` (HiST's lattice check); the attention registry reaches the Pallas kernels of ``fidia_jax.kernels``
@@ -27,18 +28,16 @@ from fidia_jax.layers._hist import plan_windows as plan_windows
 from fidia_jax.layers._hist import sparse_patch_pool as sparse_patch_pool
 from fidia_jax.layers._hist import sparse_unpool as sparse_unpool
 from fidia_jax.layers._hist import window_attention_stats as window_attention_stats
-from fidia_jax.layers._hitvar import CodebookEMA as CodebookEMA
-from fidia_jax.layers._hitvar import HierarchicalSchedule as HierarchicalSchedule
-from fidia_jax.layers._hitvar import block_causal_mask as block_causal_mask
-from fidia_jax.layers._hitvar import ema_codebook_update as ema_codebook_update
-from fidia_jax.layers._hitvar import hierarchical_scale_schedule as hierarchical_scale_schedule
-from fidia_jax.layers._hitvar import multiscale_residual_quantize as multiscale_residual_quantize
-from fidia_jax.layers._hitvar import nearest_code as nearest_code
-from fidia_jax.layers._hitvar import residual_quantize as residual_quantize
-from fidia_jax.layers._hitvar import resize_grid as resize_grid
-from fidia_jax.layers._hitvar import resize_images as resize_images
-from fidia_jax.layers._hitvar import tokens_to_latent as tokens_to_latent
-from fidia_jax.layers._hitvar import vector_quantize as vector_quantize
+from fidia_jax.layers._quantize import CodebookEMA as CodebookEMA
+from fidia_jax.layers._quantize import block_causal_mask as block_causal_mask
+from fidia_jax.layers._quantize import ema_codebook_update as ema_codebook_update
+from fidia_jax.layers._quantize import multiscale_residual_quantize as multiscale_residual_quantize
+from fidia_jax.layers._quantize import nearest_code as nearest_code
+from fidia_jax.layers._quantize import residual_quantize as residual_quantize
+from fidia_jax.layers._quantize import resize_grid as resize_grid
+from fidia_jax.layers._quantize import resize_images as resize_images
+from fidia_jax.layers._quantize import tokens_to_latent as tokens_to_latent
+from fidia_jax.layers._quantize import vector_quantize as vector_quantize
 from fidia_jax.layers._poincare import HypLinear as HypLinear
 from fidia_jax.layers._poincare import check_curvature as check_curvature
 from fidia_jax.layers._poincare import conformal_factor as conformal_factor
@@ -84,10 +83,8 @@ __all__ = [
     "window_attention_stats",
     "xla_attention",
     "CodebookEMA",
-    "HierarchicalSchedule",
     "block_causal_mask",
     "ema_codebook_update",
-    "hierarchical_scale_schedule",
     "multiscale_residual_quantize",
     "nearest_code",
     "resize_grid",

@@ -23,12 +23,6 @@ from fidia_jax.losses._causal import wasserstein1_sinkhorn as wasserstein1_sinkh
 from fidia_jax.losses._causal_egm import EGMWeights as EGMWeights
 from fidia_jax.losses._causal_egm import causalegm_critic_loss as causalegm_critic_loss
 from fidia_jax.losses._causal_egm import causalegm_generator_loss as causalegm_generator_loss
-from fidia_jax.losses._hitvar import dpo_log_ratios as dpo_log_ratios
-from fidia_jax.losses._hitvar import hitvar_tokenizer_loss as hitvar_tokenizer_loss
-from fidia_jax.losses._hitvar import next_scale_cross_entropy as next_scale_cross_entropy
-from fidia_jax.losses._hitvar import token_log_prob as token_log_prob
-from fidia_jax.losses._hypcl import embedding_distillation as embedding_distillation
-from fidia_jax.losses._hypcl import masked_cross_entropy as masked_cross_entropy
 from fidia_jax.losses._ldl import CHARBONNIER_EPS as CHARBONNIER_EPS
 from fidia_jax.losses._ldl import DIVISIVENESS_MODES as DIVISIVENESS_MODES
 from fidia_jax.losses._ldl import KERAS_KL_EPS as KERAS_KL_EPS
@@ -111,10 +105,4 @@ __all__: list[str] = [
     "soft_divisiveness",
     "rectified_flow_interpolate",
     "rectified_flow_loss",
-    "dpo_log_ratios",
-    "hitvar_tokenizer_loss",
-    "next_scale_cross_entropy",
-    "token_log_prob",
-    "embedding_distillation",
-    "masked_cross_entropy",
 ]

@@ -26,7 +26,7 @@ from fidia_jax.metrics._clustering import knn_affinity as knn_affinity
 from fidia_jax.metrics._clustering import spectral_clustering as spectral_clustering
 from fidia_jax.metrics._dycon import LayerProbes as LayerProbes
 from fidia_jax.metrics._dycon import layer_probe_r2 as layer_probe_r2
-from fidia_jax.metrics._hypcl import continual_metrics as continual_metrics
+from fidia_jax.metrics._continual import continual_metrics as continual_metrics
 from fidia_jax.metrics._ldl import LDL_METRICS as LDL_METRICS
 from fidia_jax.metrics._ldl import LDL_METRICS_HIGHER_BETTER as LDL_METRICS_HIGHER_BETTER
 from fidia_jax.metrics._ldl import canberra as canberra

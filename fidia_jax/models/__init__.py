@@ -37,17 +37,6 @@ from fidia_jax.models._hist import DenseSpotTransformer as DenseSpotTransformer
 from fidia_jax.models._hist import HiST as HiST
 from fidia_jax.models._hist import masked_mse as masked_mse
 from fidia_jax.models._hist import sinusoidal_lattice_embedding as sinusoidal_lattice_embedding
-from fidia_jax.models._hitvar import ConvSR as ConvSR
-from fidia_jax.models._hitvar import HitVarTokenizer as HitVarTokenizer
-from fidia_jax.models._hitvar import NextScaleTransformer as NextScaleTransformer
-from fidia_jax.models._hitvar import bicubic_resize as bicubic_resize
-from fidia_jax.models._hitvar import conv_sr_width_for_params as conv_sr_width_for_params
-from fidia_jax.models._hitvar import generate_tokens as generate_tokens
-from fidia_jax.models._hitvar import hitvar_draw as hitvar_draw
-from fidia_jax.models._hitvar import next_scale_inputs as next_scale_inputs
-from fidia_jax.models._hypcl import BallParam as BallParam
-from fidia_jax.models._hypcl import PrototypeAdapter as PrototypeAdapter
-from fidia_jax.models._hypcl import embedding_distance as embedding_distance
 from fidia_jax.models._init import count_params as count_params
 from fidia_jax.models._init import init_without_compile as init_without_compile
 from fidia_jax.models._llama import Llama as Llama
@@ -193,19 +182,8 @@ __all__ = [
     "load_lpips_weights",
     "lpips_input_transform",
     "vgg16_features",
-    "ConvSR",
-    "HitVarTokenizer",
-    "NextScaleTransformer",
-    "bicubic_resize",
-    "conv_sr_width_for_params",
     "count_params",
-    "generate_tokens",
     "init_without_compile",
-    "hitvar_draw",
-    "next_scale_inputs",
-    "BallParam",
-    "PrototypeAdapter",
-    "embedding_distance",
     "DyconControl",
     "ban_tokens_bias",
     "dycon_control",
