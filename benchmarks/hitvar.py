@@ -7,11 +7,11 @@ full per-scale table. Writes ``benchmarks/results/hitvar.json`` and the sample f
 ``benchmarks/results/hitvar_samples.png``.
 
 Declared reduced protocol of the documented run (2-core CPU shared with seven other jobs): the
-``demo`` preset (512 training crops, 300 tokenizer / 200 VAR / 300 conv-SR / 20 DPO steps, 48
+``reduced`` preset (512 training crops, 300 tokenizer / 200 VAR / 300 conv-SR / 20 DPO steps, 48
 held-out crops). The full protocol is the ``default`` preset (4096 crops, 3000 steps per phase,
 300 DPO steps, 256 held-out crops): ``python benchmarks/hitvar.py --config default``.
 
-Usage: python benchmarks/hitvar.py [--smoke] [--config demo] [--set key=value ...]
+Usage: python benchmarks/hitvar.py [--smoke] [--config reduced] [--set key=value ...]
        [--workdir DIR] [--reuse]
 """
 
@@ -49,7 +49,7 @@ def ratio_table(results: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="the tiny preset (seconds of training)")
-    ap.add_argument("--config", default="demo")
+    ap.add_argument("--config", default="reduced")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--workdir", default=None, help="run directory (default: a temp dir)")
     ap.add_argument(

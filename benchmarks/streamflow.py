@@ -7,7 +7,7 @@ samples at 4/8/16 Euler steps; the sample grid goes to ``benchmarks/results/stre
 Part 2 serves ``--requests`` requests (noise + a schedule of 4, 8 or 16 uniform Euler steps,
 drawn at random) with the trained model, four ways, each on the same requests:
 
-  (a) sequential: one request at a time, ``models.sample_euler`` on a batch of 1;
+  (a) sequential: one request at a time, ``streamflow.sample_euler`` on a batch of 1;
   (b) naive batching: ``StreamBatcher(refill="static")``: a batch starts only when the last one
       is done and takes only requests with the head's schedule (same t), up to 16;
   (c) stream batch: ``StreamBatcher`` (continuous refill), buckets {1,2,4,8,16} compiled ahead
@@ -45,7 +45,6 @@ import time
 
 import numpy as np
 
-from fidia_jax import models
 from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.projects import streamflow
 
@@ -67,7 +66,7 @@ def make_requests(n: int, size: int, seed: int):
     rng = np.random.default_rng(seed)
     noise = rng.standard_normal((n, size, size, 1)).astype(np.float32)
     steps = rng.choice(STEP_CHOICES, size=n)
-    return noise, [models.linear_timesteps(int(s)) for s in steps], steps
+    return noise, [streamflow.linear_timesteps(int(s)) for s in steps], steps
 
 
 def poisson_arrivals(n: int, rate: float, seed: int) -> np.ndarray:
@@ -83,7 +82,7 @@ def serve_sequential(apply_fn, params, noise, schedules, arrivals, step_cost=Non
     for i in np.argsort(arrivals, kind="stable"):
         clock = max(clock, arrivals[i])
         t0 = time.perf_counter()
-        out[i] = models.sample_euler(apply_fn, params, noise[i : i + 1], schedules[i])[0]
+        out[i] = streamflow.sample_euler(apply_fn, params, noise[i : i + 1], schedules[i])[0]
         wall = time.perf_counter() - t0
         clock += wall if step_cost is None else step_cost * (len(schedules[i]) - 1)
         finish[i] = clock
@@ -133,11 +132,11 @@ def call_costs(apply_fn, params, size, buckets, repeats):
     that the shared machine's load changes touch every kind alike."""
     batchers = {}
     for b in buckets:
-        batchers[b] = models.StreamBatcher(apply_fn, params, (size, size, 1), buckets=buckets)
+        batchers[b] = streamflow.StreamBatcher(apply_fn, params, (size, size, 1), buckets=buckets)
         for i in range(b):
             batchers[b].submit(
                 np.zeros((size, size, 1), np.float32),
-                models.linear_timesteps(10 * repeats + 10),
+                streamflow.linear_timesteps(10 * repeats + 10),
                 request_id=i,
             )
         batchers[b].step()
@@ -150,7 +149,7 @@ def call_costs(apply_fn, params, size, buckets, repeats):
             batchers[b].step()
             ts[str(b)].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        models.sample_euler(apply_fn, params, zeros, models.linear_timesteps(4))
+        streamflow.sample_euler(apply_fn, params, zeros, streamflow.linear_timesteps(4))
         ts["sequential_step"].append((time.perf_counter() - t0) / 4)
     return {k: statistics.median(v) for k, v in ts.items()}
 
@@ -201,9 +200,9 @@ def main(argv=None) -> int:
         "mean_steps": float(np.mean(steps)),
     }
     t0 = time.perf_counter()
-    aot = models.StreamBatcher(apply_fn, params, (size, size, 1), buckets=buckets)
+    aot = streamflow.StreamBatcher(apply_fn, params, (size, size, 1), buckets=buckets)
     results["aot_compile_s"] = aot.compile_seconds
-    models.sample_euler(apply_fn, params, noise[:1], schedules[0])  # compile (a)'s step
+    streamflow.sample_euler(apply_fn, params, noise[:1], schedules[0])  # compile (a)'s step
     costs = call_costs(apply_fn, params, size, buckets, 5 if args.smoke else 30)
     results["sequential_step_s"] = costs.pop("sequential_step")
     results["bucket_call_s"] = costs
@@ -219,7 +218,7 @@ def main(argv=None) -> int:
                 arrivals,
                 results["sequential_step_s"] if model else None,
             )
-        batcher = models.StreamBatcher(
+        batcher = streamflow.StreamBatcher(
             apply_fn,
             params,
             (size, size, 1),

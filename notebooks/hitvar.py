@@ -34,7 +34,7 @@ import tempfile
 
 import matplotlib.pyplot as plt
 
-from fidia_jax import data, layers
+from fidia_jax import data
 from fidia_jax.projects import hitvar
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
@@ -44,13 +44,13 @@ CONFIG = hitvar.get_config("tiny", dpo_steps=0) if TINY else hitvar.get_config("
 # %% [markdown]
 # ## The degradation pipeline
 #
-# `data.degrade`: Gaussian blur, bicubic down by the scale factor (Pillow), Gaussian noise and
-# a JPEG round trip (Pillow), each with its parameter in `data.Degradation`.
+# `hitvar.degrade`: Gaussian blur, bicubic down by the scale factor (Pillow), Gaussian noise and
+# a JPEG round trip (Pillow), each with its parameter in `hitvar.Degradation`.
 
 # %%
 photo = data.bundled_photos()["astronaut"][96:224, 160:288]
-deg = data.Degradation(scale=4)
-lr = data.degrade(photo, deg, seed=0)
+deg = hitvar.Degradation(scale=4)
+lr = hitvar.degrade(photo, deg, seed=0)
 fig, axes = plt.subplots(1, 2, figsize=(5, 2.6))
 axes[0].imshow(photo)
 axes[0].set_title(f"HR {photo.shape[0]}x{photo.shape[1]}")
@@ -63,11 +63,11 @@ plt.show()
 # %% [markdown]
 # ## Which prefix decodes to which scale
 #
-# `layers.hierarchical_scale_schedule` (reconstruction): scale `xm` reads the token grids no
+# `hitvar.hierarchical_scale_schedule` (reconstruction): scale `xm` reads the token grids no
 # finer than `latent_side * m / M`. Attention is block-causal over scales.
 
 # %%
-sch = layers.hierarchical_scale_schedule(16, 4, (1, 2, 4, 6, 8), latent_size=8)
+sch = hitvar.hierarchical_scale_schedule(16, 4, (1, 2, 4, 6, 8), latent_size=8)
 for m in sch.scales:
     print(f"x{m}: {sch.output_size(m)} px from the first {sch.prefix_length(m)} token scales "
           f"{sch.grids[:sch.prefix_length(m)]}")

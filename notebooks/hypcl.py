@@ -39,7 +39,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, layers, losses, models, optim
+from fidia_jax import layers, optim, train
 from fidia_jax.projects import hypcl
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
@@ -91,34 +91,32 @@ plt.show()
 #
 # ## A 2-D hyperbolic prototype classifier on a class tree
 #
-# Eight classes are the leaves of a depth-3 binary tree (`data.hierarchical_gaussian_mixture`).
-# A `models.PrototypeAdapter` with a 2-D embedding (adapter weights: Adam; prototypes, which live
-# in the ball: `optim.riemannian_adam`) is trained on all classes at once.
+# Eight classes are the leaves of a depth-3 binary tree (`hypcl.hierarchical_gaussian_mixture`).
+# A `hypcl.PrototypeAdapter` with a 2-D embedding (adapter weights: Adam; prototypes, which live
+# in the ball: `optim.riemannian_adam`, one `optax.partition` over the pair) is trained on all
+# classes at once with the library's step, `train.make_train_step`.
 
 # %%
-x, y, _ = data.hierarchical_gaussian_mixture(0, 3, dim=16, n_per_class=40, decay=0.6, noise=0.35)
+x, y, _ = hypcl.hierarchical_gaussian_mixture(0, 3, dim=16, n_per_class=40, decay=0.6, noise=0.35)
 x = (x - x.mean(0)) / x.std(0)
-model = models.PrototypeAdapter(16, 2, 8, geometry="poincare", rngs=nnx.Rngs(0))
-graphdef, ball, rest = nnx.split(model, models.BallParam, ...)
-opt_ball, opt_rest = optim.riemannian_adam(0.05), optax.adam(0.01)
-states = (opt_ball.init(ball), opt_rest.init(rest))
+model = hypcl.PrototypeAdapter(16, 2, 8, geometry="poincare", rngs=nnx.Rngs(0))
+graphdef, ball, rest = nnx.split(model, hypcl.BallParam, ...)
+tx = optax.partition(
+    {"ball": optim.riemannian_adam(0.05), "rest": optax.adam(0.01)}, ("ball", "rest")
+)
 seen = jnp.ones(8, bool)
 
 
-@jax.jit
-def step(ball, rest, states):
-    def loss_fn(ball, rest):
-        return losses.masked_cross_entropy(nnx.merge(graphdef, ball, rest)(x), y, seen)
-
-    value, (g_b, g_r) = jax.value_and_grad(loss_fn, argnums=(0, 1))(ball, rest)
-    u_b, s_b = opt_ball.update(g_b, states[0], ball)
-    u_r, s_r = opt_rest.update(g_r, states[1], rest)
-    return optax.apply_updates(ball, u_b), optax.apply_updates(rest, u_r), (s_b, s_r), value
+def loss_fn(params, batch):
+    xb, yb = batch
+    return hypcl.masked_cross_entropy(nnx.merge(graphdef, *params)(xb), yb, seen)
 
 
+step = train.make_train_step(loss_fn, tx)
+state = train.init_train_state((ball, rest), tx)
 for _ in range(30 if TINY else 400):
-    ball, rest, states, value = step(ball, rest, states)
-trained = nnx.merge(graphdef, ball, rest)
+    state, step_metrics = step(state, (x, y))
+trained = nnx.merge(graphdef, *state.params)
 z = np.asarray(trained.embed(x))
 protos = np.asarray(trained.prototypes[...])
 acc = float(np.mean(np.argmax(np.asarray(trained(x)), 1) == y))

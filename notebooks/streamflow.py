@@ -25,7 +25,7 @@
 #
 # 1. train a small U-Net flow on scikit-learn's bundled digits (no download; this notebook needs
 #    no shared data) with `fidia_jax.projects.streamflow`;
-# 2. serve it with `models.StreamBatcher` (AOT-compiled buckets 1/2/4/8/16), next to the naive
+# 2. serve it with `streamflow.StreamBatcher` (AOT-compiled buckets 1/2/4/8/16), next to the naive
 #    "same-t" batching, and watch the slots fill;
 # 3. check that every streamed image equals the one-at-a-time sampler's.
 #
@@ -39,7 +39,6 @@ import tempfile
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import models
 from fidia_jax.projects import streamflow
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
@@ -74,7 +73,7 @@ size = config.image_size
 step_counts = (1, 2, 4, 8)
 per = 2 if TINY else 8
 noise = np.random.default_rng(0).standard_normal((len(step_counts) * per, size, size, 1)).astype(np.float32)
-schedules = [models.linear_timesteps(step_counts[i % len(step_counts)]) for i in range(len(noise))]
+schedules = [streamflow.linear_timesteps(step_counts[i % len(step_counts)]) for i in range(len(noise))]
 images, stats = streamflow.stream_generate(apply_fn, params, noise, schedules, config.buckets)
 print("network calls:", stats["calls"], "by bucket:", stats["bucket_calls"])
 fig, axes = plt.subplots(len(step_counts), per, figsize=(per * 0.9, len(step_counts) * 1.0), squeeze=False)
@@ -90,10 +89,10 @@ plt.show()
 # %% [markdown]
 # ## Exactness: the stream batch equals the sequential sampler
 #
-# `models.sample_euler` runs one request at a time with the same noise and schedule.
+# `streamflow.sample_euler` runs one request at a time with the same noise and schedule.
 
 # %%
-diffs = [np.abs(models.sample_euler(apply_fn, params, noise[i : i + 1], schedules[i])[0] - images[i]).max()
+diffs = [np.abs(streamflow.sample_euler(apply_fn, params, noise[i : i + 1], schedules[i])[0] - images[i]).max()
          for i in range(len(noise))]
 print(f"max |stream - sequential| over {len(noise)} images: {max(diffs):.2e}")
 assert max(diffs) <= 1e-5
@@ -111,10 +110,10 @@ n_req = 8 if TINY else 20
 req_steps = rng.choice([1, 2, 4, 8], size=n_req)
 occupancy = {}
 for refill in ("continuous", "static"):
-    batcher = models.StreamBatcher(apply_fn, params, (size, size, 1), buckets=config.buckets,
+    batcher = streamflow.StreamBatcher(apply_fn, params, (size, size, 1), buckets=config.buckets,
                                    refill=refill)
     for i, n in enumerate(req_steps):
-        batcher.submit(noise[i % len(noise)], models.linear_timesteps(int(n)), request_id=i)
+        batcher.submit(noise[i % len(noise)], streamflow.linear_timesteps(int(n)), request_id=i)
     active = []
     while not batcher.idle:
         batcher.step()

@@ -1,11 +1,6 @@
 """fidia_jax.data: text corpora and the data-directory rule (:func:`resolve_data_dir`)."""
 
 from fidia_jax._io import resolve_data_dir as resolve_data_dir
-from fidia_jax.data._hitvar import Degradation as Degradation
-from fidia_jax.data._hitvar import degrade as degrade
-from fidia_jax.data._hitvar import make_sr_pairs as make_sr_pairs
-from fidia_jax.data._hypcl import class_incremental_split as class_incremental_split
-from fidia_jax.data._hypcl import hierarchical_gaussian_mixture as hierarchical_gaussian_mixture
 from fidia_jax.data._text import BYTE_VOCAB_SIZE as BYTE_VOCAB_SIZE
 from fidia_jax.data._text import TextSplits as TextSplits
 from fidia_jax.data._text import decode_bytes as decode_bytes
@@ -17,23 +12,16 @@ from fidia_jax.data._vision import bundled_photos as bundled_photos
 from fidia_jax.data._vision import load_digit_images as load_digit_images
 from fidia_jax.data._vision import random_crops as random_crops
 
-__all__: list[str] = [
-    # byte tokenizer + Shakespeare corpus
+__all__ = [
+    "resolve_data_dir",
     "BYTE_VOCAB_SIZE",
     "TextSplits",
     "decode_bytes",
     "encode_bytes",
     "load_shakespeare",
-    # the one data-directory rule (argument / --data-dir, then $FIDIA_DATA_DIR, then DataError)
-    "resolve_data_dir",
     "sample_windows",
     "BUNDLED_PHOTO_NAMES",
     "bundled_photos",
     "load_digit_images",
     "random_crops",
-    "Degradation",
-    "degrade",
-    "make_sr_pairs",
-    "class_incremental_split",
-    "hierarchical_gaussian_mixture",
 ]

@@ -1,9 +1,9 @@
-"""fidia_jax.layers: reusable layers any model may call (attention registry, RoPE, ...).
+"""fidia_jax.layers: reusable layers any model may call (attention registry, RoPE, Poincaré-ball
+operations, the residual quantiser of VAR tokenisers).
 
 Primitives by kind (``docs/architecture.md``): layers import only ``jax``/``flax`` and
 ``fidia_jax.errors``; the attention registry reaches the Pallas kernels of ``fidia_jax.kernels``
-lazily, by name, so importing a layer never imports a kernel.
-"""
+lazily, by name, so importing a layer never imports a kernel."""
 
 from fidia_jax.layers._attention import AttentionFn as AttentionFn
 from fidia_jax.layers._attention import attention_weights as attention_weights
@@ -12,18 +12,6 @@ from fidia_jax.layers._attention import is_decode_only as is_decode_only
 from fidia_jax.layers._attention import list_attention_impls as list_attention_impls
 from fidia_jax.layers._attention import register_attention_impl as register_attention_impl
 from fidia_jax.layers._attention import xla_attention as xla_attention
-from fidia_jax.layers._hitvar import CodebookEMA as CodebookEMA
-from fidia_jax.layers._hitvar import HierarchicalSchedule as HierarchicalSchedule
-from fidia_jax.layers._hitvar import block_causal_mask as block_causal_mask
-from fidia_jax.layers._hitvar import ema_codebook_update as ema_codebook_update
-from fidia_jax.layers._hitvar import hierarchical_scale_schedule as hierarchical_scale_schedule
-from fidia_jax.layers._hitvar import multiscale_residual_quantize as multiscale_residual_quantize
-from fidia_jax.layers._hitvar import nearest_code as nearest_code
-from fidia_jax.layers._hitvar import residual_quantize as residual_quantize
-from fidia_jax.layers._hitvar import resize_grid as resize_grid
-from fidia_jax.layers._hitvar import resize_images as resize_images
-from fidia_jax.layers._hitvar import tokens_to_latent as tokens_to_latent
-from fidia_jax.layers._hitvar import vector_quantize as vector_quantize
 from fidia_jax.layers._poincare import HypLinear as HypLinear
 from fidia_jax.layers._poincare import check_curvature as check_curvature
 from fidia_jax.layers._poincare import conformal_factor as conformal_factor
@@ -42,6 +30,16 @@ from fidia_jax.layers._poincare import project_to_ball as project_to_ball
 from fidia_jax.layers._poincare import prototype_logits as prototype_logits
 from fidia_jax.layers._poincare import safe_arccosh as safe_arccosh
 from fidia_jax.layers._poincare import safe_artanh as safe_artanh
+from fidia_jax.layers._quantize import CodebookEMA as CodebookEMA
+from fidia_jax.layers._quantize import block_causal_mask as block_causal_mask
+from fidia_jax.layers._quantize import ema_codebook_update as ema_codebook_update
+from fidia_jax.layers._quantize import multiscale_residual_quantize as multiscale_residual_quantize
+from fidia_jax.layers._quantize import nearest_code as nearest_code
+from fidia_jax.layers._quantize import residual_quantize as residual_quantize
+from fidia_jax.layers._quantize import resize_grid as resize_grid
+from fidia_jax.layers._quantize import resize_images as resize_images
+from fidia_jax.layers._quantize import tokens_to_latent as tokens_to_latent
+from fidia_jax.layers._quantize import vector_quantize as vector_quantize
 from fidia_jax.layers._rope import apply_rope as apply_rope
 
 __all__ = [
@@ -54,10 +52,8 @@ __all__ = [
     "register_attention_impl",
     "xla_attention",
     "CodebookEMA",
-    "HierarchicalSchedule",
     "block_causal_mask",
     "ema_codebook_update",
-    "hierarchical_scale_schedule",
     "multiscale_residual_quantize",
     "nearest_code",
     "resize_grid",

@@ -76,10 +76,6 @@ def check_curvature(c) -> None:
         raise ValueError(f"curvature c must be > 0 (the ball has curvature -c), got c={value!r}")
 
 
-def _dtype(*xs) -> jnp.dtype:
-    return jnp.result_type(*[x for x in xs if hasattr(x, "dtype")] or [jnp.float32])
-
-
 def _artanh_eps(dtype) -> float:
     return 1e-15 if jnp.dtype(dtype) == jnp.float64 else 1e-7
 

@@ -8,43 +8,30 @@ reconstruction.
 
 from fidia_jax.losses._gaussian_kl import gaussian_kl as gaussian_kl
 from fidia_jax.losses._gaussian_kl import standard_normal_kl as standard_normal_kl
-from fidia_jax.losses._hitvar import dpo_log_ratios as dpo_log_ratios
-from fidia_jax.losses._hitvar import hitvar_tokenizer_loss as hitvar_tokenizer_loss
-from fidia_jax.losses._hitvar import next_scale_cross_entropy as next_scale_cross_entropy
-from fidia_jax.losses._hitvar import token_log_prob as token_log_prob
-from fidia_jax.losses._hypcl import embedding_distillation as embedding_distillation
-from fidia_jax.losses._hypcl import masked_cross_entropy as masked_cross_entropy
 from fidia_jax.losses._ipm import IPMS as IPMS
 from fidia_jax.losses._ipm import ipm as ipm
 from fidia_jax.losses._ipm import mmd2_linear as mmd2_linear
 from fidia_jax.losses._ipm import mmd2_rbf as mmd2_rbf
 from fidia_jax.losses._ipm import wasserstein1_sinkhorn as wasserstein1_sinkhorn
-from fidia_jax.losses._streamflow import rectified_flow_interpolate as rectified_flow_interpolate
-from fidia_jax.losses._streamflow import rectified_flow_loss as rectified_flow_loss
+from fidia_jax.losses._rectified_flow import (
+    rectified_flow_interpolate as rectified_flow_interpolate,
+)
+from fidia_jax.losses._rectified_flow import rectified_flow_loss as rectified_flow_loss
 from fidia_jax.losses._tokens import next_token_loss as next_token_loss
 from fidia_jax.losses._tokens import token_log_probs as token_log_probs
 from fidia_jax.losses._tokens import token_nll as token_nll
 
-__all__: list[str] = [
-    # token log-likelihoods (language models, token predictors)
+__all__ = [
     "next_token_loss",
     "token_log_probs",
     "token_nll",
-    # integral probability metrics between weighted samples (CFR balancing)
     "IPMS",
     "ipm",
     "mmd2_linear",
     "mmd2_rbf",
     "wasserstein1_sinkhorn",
-    # closed-form KL divergences of diagonal Gaussians
     "gaussian_kl",
     "standard_normal_kl",
     "rectified_flow_interpolate",
     "rectified_flow_loss",
-    "dpo_log_ratios",
-    "hitvar_tokenizer_loss",
-    "next_scale_cross_entropy",
-    "token_log_prob",
-    "embedding_distillation",
-    "masked_cross_entropy",
 ]

@@ -23,7 +23,7 @@ from fidia_jax.metrics._clustering import kmeans as kmeans
 from fidia_jax.metrics._clustering import kmeans_plus_plus as kmeans_plus_plus
 from fidia_jax.metrics._clustering import knn_affinity as knn_affinity
 from fidia_jax.metrics._clustering import spectral_clustering as spectral_clustering
-from fidia_jax.metrics._hypcl import continual_metrics as continual_metrics
+from fidia_jax.metrics._continual import continual_metrics as continual_metrics
 from fidia_jax.metrics._ldl import LDL_METRICS as LDL_METRICS
 from fidia_jax.metrics._ldl import LDL_METRICS_HIGHER_BETTER as LDL_METRICS_HIGHER_BETTER
 from fidia_jax.metrics._ldl import canberra as canberra
@@ -49,9 +49,8 @@ from fidia_jax.metrics._vision import lpips as lpips
 from fidia_jax.metrics._vision import psnr as psnr
 from fidia_jax.metrics._vision import ssim as ssim
 
-__all__: list[str] = [
+__all__ = [
     "effective_rank",
-    # probes and clustering of representations (issue 14, shared)
     "KMeansResult",
     "RidgeFit",
     "cluster_agreement",
@@ -66,13 +65,10 @@ __all__: list[str] = [
     "pearson_r",
     "r2_score",
     "rmse",
-    # treatment effects over K arms
     "ate_error",
     "sqrt_pehe",
-    # selective prediction: risk-coverage curve and its area
     "area_under_risk_coverage",
     "risk_coverage_curve",
-    # divisiveness-consistent label distribution learning
     "LDL_METRICS",
     "LDL_METRICS_HIGHER_BETTER",
     "canberra",
@@ -83,7 +79,6 @@ __all__: list[str] = [
     "intersection",
     "ldl_kl_divergence",
     "ldl_metrics",
-    # time-series anomaly detection (point-wise, point-adjusted, affiliation F1; AUC-PR)
     "affiliation_metrics",
     "anomaly_events",
     "auc_pr",

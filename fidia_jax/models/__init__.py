@@ -17,17 +17,6 @@ from fidia_jax.models._frame2seq import (
     frame2seq_sequence_log_likelihood as frame2seq_sequence_log_likelihood,
 )
 from fidia_jax.models._frame2seq import load_frame2seq as load_frame2seq
-from fidia_jax.models._hitvar import ConvSR as ConvSR
-from fidia_jax.models._hitvar import HitVarTokenizer as HitVarTokenizer
-from fidia_jax.models._hitvar import NextScaleTransformer as NextScaleTransformer
-from fidia_jax.models._hitvar import bicubic_resize as bicubic_resize
-from fidia_jax.models._hitvar import conv_sr_width_for_params as conv_sr_width_for_params
-from fidia_jax.models._hitvar import generate_tokens as generate_tokens
-from fidia_jax.models._hitvar import hitvar_draw as hitvar_draw
-from fidia_jax.models._hitvar import next_scale_inputs as next_scale_inputs
-from fidia_jax.models._hypcl import BallParam as BallParam
-from fidia_jax.models._hypcl import PrototypeAdapter as PrototypeAdapter
-from fidia_jax.models._hypcl import embedding_distance as embedding_distance
 from fidia_jax.models._init import count_params as count_params
 from fidia_jax.models._init import init_without_compile as init_without_compile
 from fidia_jax.models._llama import Llama as Llama
@@ -45,15 +34,6 @@ from fidia_jax.models._llama_hooks import ReplaceQKV as ReplaceQKV
 from fidia_jax.models._llama_hooks import ReplaceUpdate as ReplaceUpdate
 from fidia_jax.models._llama_hooks import sample_llama as sample_llama
 from fidia_jax.models._mlp import MLP as MLP
-from fidia_jax.models._streamflow import StreamFlowUNet as StreamFlowUNet
-from fidia_jax.models._streamflow import timestep_embedding as timestep_embedding
-from fidia_jax.models._streamflow_serving import STREAM_BUCKETS as STREAM_BUCKETS
-from fidia_jax.models._streamflow_serving import StreamBatcher as StreamBatcher
-from fidia_jax.models._streamflow_serving import bucket_size as bucket_size
-from fidia_jax.models._streamflow_serving import check_timesteps as check_timesteps
-from fidia_jax.models._streamflow_serving import linear_timesteps as linear_timesteps
-from fidia_jax.models._streamflow_serving import sample_euler as sample_euler
-from fidia_jax.models._streamflow_serving import velocity_apply as velocity_apply
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint as load_torch_checkpoint
 from fidia_jax.models._vision_alexnet import ALEXNET_MIN_SIZE as ALEXNET_MIN_SIZE
 from fidia_jax.models._vision_alexnet import LPIPS_NETS as LPIPS_NETS
@@ -76,31 +56,28 @@ from fidia_jax.models.proteinmpnn import sample as sample
 from fidia_jax.models.proteinmpnn import score as score
 
 __all__ = [
-    "check_token_ids",
     "MPNN_ALPHABET",
     "MPNNInputs",
     "ProteinMPNN",
     "SampleResult",
     "ScoreResult",
     "load_checkpoint",
-    "load_torch_checkpoint",
     "log_probs",
     "omit_mask",
     "random_decoding_order",
     "sample",
     "score",
-    # Frame2seq (IPA inverse folding; held-out judge for FIDIA)
+    "check_token_ids",
+    "load_torch_checkpoint",
     "Frame2seq",
     "frame2seq_checkpoint_path",
     "frame2seq_log_probs",
     "frame2seq_sequence_log_likelihood",
     "load_frame2seq",
-    # small LLaMA
     "Llama",
     "LlamaCache",
     "LlamaConfig",
     "LlamaSize",
-    # LLaMA internals: capture, interventions, hooked sampler, vision-language variant
     "LLAMA_CAPTURE_NAMES",
     "AddToResidual",
     "LlamaSamples",
@@ -110,7 +87,6 @@ __all__ = [
     "ReplaceUpdate",
     "image_patches",
     "sample_llama",
-    # shared by the tabular methods and baselines
     "MLP",
     "ALEXNET_MIN_SIZE",
     "LPIPS_NETS",
@@ -120,27 +96,7 @@ __all__ = [
     "load_lpips_weights",
     "lpips_input_transform",
     "vgg16_features",
-    "STREAM_BUCKETS",
-    "StreamBatcher",
-    "StreamFlowUNet",
-    "bucket_size",
-    "check_timesteps",
-    "linear_timesteps",
-    "sample_euler",
-    "timestep_embedding",
-    "velocity_apply",
-    "ConvSR",
-    "HitVarTokenizer",
-    "NextScaleTransformer",
-    "bicubic_resize",
-    "conv_sr_width_for_params",
     "count_params",
-    "generate_tokens",
     "init_without_compile",
-    "hitvar_draw",
-    "next_scale_inputs",
-    "BallParam",
-    "PrototypeAdapter",
-    "embedding_distance",
     "ReplaceQKV",
 ]

@@ -25,6 +25,7 @@ from ._best_of_n import max_at_k_effective_rewards as max_at_k_effective_rewards
 from ._best_of_n import max_at_k_weights as max_at_k_weights
 from ._best_of_n import pass_at_k as pass_at_k
 from ._best_of_n import pass_at_k_effective_rewards as pass_at_k_effective_rewards
+from ._dpo import dpo_log_ratios as dpo_log_ratios
 from ._dpo import dpo_loss as dpo_loss
 from ._dpo import dpo_pair as dpo_pair
 from ._dpo import dpo_sequence_loss as dpo_sequence_loss
@@ -59,6 +60,7 @@ __all__: list[str] = [
     "clipped_surrogate",
     "k3_kl",
     # preference optimisation
+    "dpo_log_ratios",
     "dpo_loss",
     "dpo_pair",
     "dpo_sequence_loss",

@@ -1,5 +1,6 @@
 """Direct Preference Optimization: the pair loss (from sequence log-ratios, or from the per-token
-log-probabilities of the two sequences), and a (chosen, rejected) pair from a scored group.
+log-probabilities of the two sequences), the log-ratios it compares, and a (chosen, rejected)
+pair from a scored group.
 
 References:
   Rafailov et al., "Direct Preference Optimization: Your Language Model is Secretly a Reward
@@ -14,7 +15,7 @@ import jax.numpy as jnp
 from fidia_jax import _checks
 from fidia_jax.rl._advantages import _check_group
 
-__all__ = ["dpo_loss", "dpo_pair", "dpo_sequence_loss"]
+__all__ = ["dpo_log_ratios", "dpo_loss", "dpo_pair", "dpo_sequence_loss"]
 
 
 def dpo_loss(
@@ -58,6 +59,40 @@ def dpo_loss(
         detail="one pair; vmap to batch",
     )
     return -jax.nn.log_sigmoid(beta * (log_ratio_chosen - log_ratio_rejected))
+
+
+def dpo_log_ratios(
+    policy_logp_w: jax.Array, ref_logp_w: jax.Array, policy_logp_l: jax.Array, ref_logp_l: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """The log-ratios :func:`dpo_loss` compares, with the reference held constant.
+
+    ``(log pi(y_w) - log pi_ref(y_w), log pi(y_l) - log pi_ref(y_l))`` of the preferred (``w``)
+    and dispreferred (``l``) sequences; the reference log-probabilities get no gradient
+    (``stop_gradient``).
+
+    Args:
+      policy_logp_w: ``(...)`` float sequence log-probabilities of ``y_w`` under the policy.
+      ref_logp_w: same shape, under the frozen reference.
+      policy_logp_l: ``(...)`` of ``y_l`` under the policy.
+      ref_logp_l: same shape, under the reference.
+
+    Returns:
+      ``(log_ratio_chosen, log_ratio_rejected)``, each of its inputs' shape; feed them to
+      :func:`dpo_loss` (``jax.vmap`` over a batch).
+
+    Example:
+      >>> from fidia_jax import rl
+      >>> w, l = rl.dpo_log_ratios(jnp.array(-1.0), jnp.array(-3.0), jnp.array(-5.0), jnp.array(-4.0))
+      >>> float(w), float(l)
+      (2.0, -1.0)
+
+    References:
+      Rafailov et al. 2023, https://arxiv.org/abs/2305.18290 (eq. 7).
+    """
+    return (
+        policy_logp_w - jax.lax.stop_gradient(ref_logp_w),
+        policy_logp_l - jax.lax.stop_gradient(ref_logp_l),
+    )
 
 
 def dpo_sequence_loss(

@@ -79,6 +79,18 @@ def test_dpo_loss_closed_form_and_gradient():
         rl.dpo_loss(jnp.zeros(2), jnp.float32(0.0), 0.5)
 
 
+def test_dpo_log_ratios_feed_dpo_loss_with_a_constant_reference():
+    pw, rw, pl, rl_ = (jnp.asarray(v) for v in (-3.0, -4.0, -5.0, -4.5))
+    r_w, r_l = rl.dpo_log_ratios(pw, rw, pl, rl_)
+    assert (float(r_w), float(r_l)) == (1.0, -0.5)
+    # log-ratios 1.0 and -0.5: loss = log(1 + exp(-beta * 1.5))
+    np.testing.assert_allclose(rl.dpo_loss(r_w, r_l, 0.5), np.log1p(np.exp(-0.75)), rtol=1e-6)
+    g = jax.grad(lambda ref: sum(rl.dpo_log_ratios(pw, ref, pl, ref)))(rw)
+    assert float(g) == 0.0  # the reference is a constant
+    gp = jax.grad(lambda p: rl.dpo_log_ratios(p, rw, pl, rl_)[0])(pw)
+    assert float(gp) == 1.0
+
+
 def test_dpo_pair_ties_and_no_preference():
     chosen, rejected, valid = rl.dpo_pair(jnp.asarray(REWARDS))
     assert (int(chosen), int(rejected), float(valid)) == (2, 1, 1.0)

@@ -15,19 +15,36 @@ Paper:
   conditioning, the losses' weights and the offline pairing of the preference term are our
   reconstruction (``docs/hitvar.md`` marks each).
 
-Primitives used: :mod:`fidia_jax.layers` (``hierarchical_scale_schedule``,
-``multiscale_residual_quantize``, ``tokens_to_latent``, ``ema_codebook_update``,
-``vector_quantize``), :mod:`fidia_jax.models` (``HitVarTokenizer``, ``NextScaleTransformer``,
-``generate_tokens``, ``ConvSR``), :mod:`fidia_jax.losses` (``hitvar_tokenizer_loss``,
-``next_scale_cross_entropy``, ``token_log_prob``, ``dpo_log_ratios``), :mod:`fidia_jax.rl`
-(``dpo_loss``, ``dpo_pair``), :mod:`fidia_jax.data` (``bundled_photos``, ``make_sr_pairs``,
-``Degradation``), :mod:`fidia_jax.metrics` (``psnr``, ``ssim``, ``lpips``).
+The method's own modules: ``schedule.py`` (:func:`hierarchical_scale_schedule`: which token
+prefix decodes to which scale), ``model.py`` (:class:`HitVarTokenizer`,
+:class:`NextScaleTransformer`, :func:`generate_tokens`, :class:`ConvSR`, ``hitvar_draw``, ...),
+``losses.py`` (``hitvar_tokenizer_loss``, ``next_scale_cross_entropy``, ``token_log_prob``),
+``data.py`` (:class:`Degradation`, :func:`degrade`, ``make_sr_pairs``); the names in
+``__all__`` are re-exported here (the notebook uses the degradation and the schedule).
+Shared primitives used: :mod:`fidia_jax.layers` (``multiscale_residual_quantize``,
+``tokens_to_latent``, ``ema_codebook_update``, ``block_causal_mask``, ``resize_images``: VAR's
+residual quantiser, textbook), :func:`fidia_jax.models.init_without_compile`,
+:func:`fidia_jax.losses.token_log_probs`, :mod:`fidia_jax.rl` (``dpo_loss``,
+``dpo_log_ratios``, ``dpo_pair``), :mod:`fidia_jax.data` (``bundled_photos``,
+``random_crops``), :mod:`fidia_jax.metrics` (``psnr``, ``ssim``, ``lpips``),
+:mod:`fidia_jax.train` (the step, the fit loop, the report files).
 """
 
 from fidia_jax.projects.hitvar.configs import PRESETS as PRESETS
 from fidia_jax.projects.hitvar.configs import HitVarConfig as HitVarConfig
 from fidia_jax.projects.hitvar.configs import get_config as get_config
 from fidia_jax.projects.hitvar.configs import load_config as load_config
+from fidia_jax.projects.hitvar.data import Degradation as Degradation
+from fidia_jax.projects.hitvar.data import degrade as degrade
+from fidia_jax.projects.hitvar.model import ConvSR as ConvSR
+from fidia_jax.projects.hitvar.model import HitVarTokenizer as HitVarTokenizer
+from fidia_jax.projects.hitvar.model import NextScaleTransformer as NextScaleTransformer
+from fidia_jax.projects.hitvar.model import generate_tokens as generate_tokens
+from fidia_jax.projects.hitvar.model import hitvar_draw as hitvar_draw
+from fidia_jax.projects.hitvar.schedule import HierarchicalSchedule as HierarchicalSchedule
+from fidia_jax.projects.hitvar.schedule import (
+    hierarchical_scale_schedule as hierarchical_scale_schedule,
+)
 from fidia_jax.projects.hitvar.train import METHODS as METHODS
 from fidia_jax.projects.hitvar.train import format_table as format_table
 from fidia_jax.projects.hitvar.train import make_data as make_data
@@ -38,9 +55,18 @@ from fidia_jax.projects.hitvar.train import train_models as train_models
 __all__ = [
     "METHODS",
     "PRESETS",
+    "ConvSR",
+    "Degradation",
+    "HierarchicalSchedule",
     "HitVarConfig",
+    "HitVarTokenizer",
+    "NextScaleTransformer",
+    "degrade",
     "format_table",
+    "generate_tokens",
     "get_config",
+    "hierarchical_scale_schedule",
+    "hitvar_draw",
     "load_config",
     "make_data",
     "score",

@@ -1,7 +1,9 @@
 """The HIT-VAR experiment: x4 SR of degraded crops of the bundled photos, five methods scored at
 every scale x1..x4 on crops of held-out photos.
 
-Phases (all Adam, one device):
+Phases (all Adam, one device; every gradient step is :func:`fidia_jax.train.make_train_step`,
+every phase a :func:`fidia_jax.train.fit` with its own run name: progress, ``metrics.jsonl``,
+checkpoints under ``checkpoints/<phase>`` and resume of an interrupted run):
 
 1. Tokenizers: the HIT tokenizer (every token prefix decodes to its scale; loss = mean over
    scales of the pixel MSE to the HR image resized to that scale) and the plain RQ tokenizer
@@ -26,6 +28,7 @@ image (scikit-image), LPIPS-AlexNet per batch (scales with at least 31 pixels).
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import time
 from collections.abc import Callable
@@ -37,10 +40,27 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, layers, losses, metrics, models, rl
+from fidia_jax import data, layers, metrics, models, rl, train
 from fidia_jax.config import write_summary
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects.hitvar.configs import HitVarConfig
+from fidia_jax.projects.hitvar.data import Degradation, make_sr_pairs
+from fidia_jax.projects.hitvar.losses import (
+    hitvar_tokenizer_loss,
+    next_scale_cross_entropy,
+    token_log_prob,
+)
+from fidia_jax.projects.hitvar.model import (
+    ConvSR,
+    HitVarTokenizer,
+    NextScaleTransformer,
+    bicubic_resize,
+    conv_sr_width_for_params,
+    generate_tokens,
+    hitvar_draw,
+    next_scale_inputs,
+)
+from fidia_jax.projects.hitvar.schedule import HierarchicalSchedule, hierarchical_scale_schedule
 
 __all__ = ["METHODS", "format_table", "make_data", "score", "train_and_evaluate", "train_models"]
 
@@ -57,8 +77,8 @@ METHODS = (
 )
 
 
-def _schedule(config: HitVarConfig) -> layers.HierarchicalSchedule:
-    return layers.hierarchical_scale_schedule(
+def _schedule(config: HitVarConfig) -> HierarchicalSchedule:
+    return hierarchical_scale_schedule(
         config.lr_size, config.max_scale, config.grids, config.latent_size
     )
 
@@ -82,23 +102,22 @@ def make_data(config: HitVarConfig) -> dict[str, np.ndarray]:
     held = {k: photos[k] for k in config.held_out}
     if not train:
         raise ConfigError("held_out leaves no photo to train on")
-    deg = data.Degradation(
+    deg = Degradation(
         scale=config.max_scale,
         blur_sigma=config.blur_sigma,
         noise_std=config.noise_std,
         jpeg_quality=config.jpeg_quality,
     )
     hr_side = config.lr_size * config.max_scale
-    hr_tr, lr_tr = data.make_sr_pairs(train, hr_side, config.n_train, deg, seed=config.seed)
-    hr_ev, lr_ev = data.make_sr_pairs(held, hr_side, config.n_eval, deg, seed=config.seed + 1)
+    hr_tr, lr_tr = make_sr_pairs(train, hr_side, config.n_train, deg, seed=config.seed)
+    hr_ev, lr_ev = make_sr_pairs(held, hr_side, config.n_eval, deg, seed=config.seed + 1)
     return {"hr_train": hr_tr, "lr_train": lr_tr, "hr_eval": hr_ev, "lr_eval": lr_ev}
 
 
 def _targets(hr, schedule):
     top = max(schedule.scales)
     return {
-        m: hr if m == top else models.bicubic_resize(hr, m * schedule.lr_size)
-        for m in schedule.scales
+        m: hr if m == top else bicubic_resize(hr, m * schedule.lr_size) for m in schedule.scales
     }
 
 
@@ -109,53 +128,86 @@ def _fit(
     steps: int,
     lr: float,
     seed: int,
+    *,
+    run: str,
+    workdir: pathlib.Path | None,
+    config: HitVarConfig,
     post: Callable | None = None,
+    steps_cache: dict | None = None,
 ) -> tuple[nnx.Module, list[float]]:
-    """Adam on the ``nnx.Param`` leaves; ``post(model, aux, key)`` may update other state."""
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    """Adam on the ``nnx.Param`` leaves with :func:`fidia_jax.train.make_train_step`, looped by
+    :func:`fidia_jax.train.fit` (run ``run``; checkpoints and resume with ``workdir``).
+
+    ``loss_fn(model, batch) -> (loss, aux)``; ``post(model, aux, key)`` may then update the
+    module's other state (the EMA codebook) from the step's ``aux``, in the same compiled step,
+    after the parameter update (``key = fold_in(key(seed), t)`` for step ``t``); a skipped
+    non-finite step leaves that state as it was. ``model`` itself is not changed (the fit
+    starts from a copy). ``steps_cache`` (a dict) lends the compiled step to a later fit of the
+    same module structure and step size (the second VAR transformer: one compile, not two).
+    """
+    # the step donates its state: train copies, so that ``model`` stays usable
+    graphdef, params, rest = train.split_model(model)
+    params, rest = jax.tree.map(jnp.copy, (params, rest))
     tx = optax.adam(lr)
-    opt = tx.init(params)
 
-    @jax.jit
-    def step(params, rest, opt, batch, key):
-        def f(p):
-            return loss_fn(nnx.merge(graphdef, p, rest), batch)
+    def objective(p, model_state, batch):
+        inputs, _ = batch
+        loss, aux = loss_fn(train.merge_model(graphdef, p, model_state), inputs)
+        return loss, (model_state, {} if post is None else {"post": aux})
 
-        (loss, aux), g = jax.value_and_grad(f, has_aux=True)(params)
-        upd, opt = tx.update(g, opt, params)
-        params = optax.apply_updates(params, upd)
-        if post is not None:
-            m = nnx.merge(graphdef, params, rest)
-            post(m, aux, key)
-            _, _, rest = nnx.split(m, nnx.Param, ...)
-        return params, rest, opt, loss
+    cache_key = (graphdef, lr)
+    if steps_cache is not None and cache_key in steps_cache:
+        step = steps_cache[cache_key]
+    else:
+        step = train.make_train_step(
+            objective, tx, has_aux=True, has_state=True, donate=post is None
+        )
+    if steps_cache is not None:
+        steps_cache[cache_key] = step
+    if post is not None:
+        inner = step
 
-    curve = []
+        @functools.partial(jax.jit, donate_argnums=(0,))
+        def step(state, batch):
+            state, metrics = inner(state, batch)
+            m = train.merge_model(graphdef, state.params, state.model_state)
+            post(m, metrics.pop("post"), batch[1])
+            model_state = jax.lax.cond(
+                metrics["nonfinite"] == 0,
+                lambda: train.split_model(m)[2],
+                lambda: state.model_state,
+            )
+            return state._replace(model_state=model_state), metrics
+
     key = jax.random.key(seed)
-    for t in range(steps):
-        params, rest, opt, loss = step(params, rest, opt, batch_fn(t), jax.random.fold_in(key, t))
-        curve.append(float(loss))
-    return nnx.merge(graphdef, params, rest), curve
+    res = train.fit(
+        train.init_train_state(params, tx, model_state=rest),
+        step,
+        lambda t: (batch_fn(t), jax.random.fold_in(key, t)),
+        num_steps=steps,
+        workdir=workdir,
+        run=run,
+        checkpoint_every=config.checkpoint_every,
+        log_every=1,  # every step's loss is reported (the curves of the results file)
+    )
+    curve = [r["loss"] for r in res.history if "loss" in r]
+    return train.merge_model(graphdef, res.state.params, res.state.model_state), curve
 
 
-def _batch_indices(n: int, batch: int, seed: int) -> Callable[[int], np.ndarray]:
+def _batch_order(n: int, batch: int, seed: int, steps: int) -> np.ndarray:
+    """``(steps, batch)`` row indices: consecutive seeded permutations of ``range(n)``, cut into
+    batches (a pure function of the step, so a resumed fit draws the same batches)."""
     rng = np.random.default_rng(seed)
     order: list[int] = []
-
-    def at(_t: int) -> np.ndarray:
-        nonlocal order
-        while len(order) < batch:
-            order += list(rng.permutation(n))
-        out, order = order[:batch], order[batch:]
-        return np.asarray(out)
-
-    return at
+    while len(order) < batch * steps:
+        order += list(rng.permutation(n))
+    return np.asarray(order[: batch * steps], np.int64).reshape(steps, batch)
 
 
 def _tokenizer_step_fns(schedule, hierarchical: bool, config: HitVarConfig):
     top = max(schedule.scales)
 
-    def loss_fn(m: models.HitVarTokenizer, batch):
+    def loss_fn(m: HitVarTokenizer, batch):
         hr, lr = batch
         targets = _targets(hr, schedule)
         f = m.encode(hr)
@@ -164,7 +216,7 @@ def _tokenizer_step_fns(schedule, hierarchical: bool, config: HitVarConfig):
         for s in schedule.scales if hierarchical else (top,):
             fh = prefixes[m.prefix_for(s) - 1]
             recon[s] = m.decode_latent(f + jax.lax.stop_gradient(fh - f), lr, s)
-        loss, _ = losses.hitvar_tokenizer_loss(
+        loss, _ = hitvar_tokenizer_loss(
             recon, targets, f, prefixes[-1], commitment=config.commitment
         )
         d = f.shape[-1]
@@ -172,7 +224,7 @@ def _tokenizer_step_fns(schedule, hierarchical: bool, config: HitVarConfig):
         idx = jnp.concatenate([c.reshape(-1) for c in codes])
         return loss, (z, idx)
 
-    def post(m: models.HitVarTokenizer, aux, key):
+    def post(m: HitVarTokenizer, aux, key):
         z, idx = aux
         state = layers.ema_codebook_update(
             layers.CodebookEMA(m.codebook[...], m.cluster_size[...], m.embed_sum[...]),
@@ -190,9 +242,9 @@ def _tokenizer_step_fns(schedule, hierarchical: bool, config: HitVarConfig):
     return loss_fn, post
 
 
-def _train_tokenizer(config, schedule, hr, lr, hierarchical: bool, seed: int):
+def _train_tokenizer(config, schedule, hr, lr, hierarchical: bool, seed: int, workdir, run):
     tok = models.init_without_compile(
-        lambda: models.HitVarTokenizer(
+        lambda: HitVarTokenizer(
             schedule,
             channels=config.channels,
             latent_dim=config.latent_dim,
@@ -201,27 +253,28 @@ def _train_tokenizer(config, schedule, hr, lr, hierarchical: bool, seed: int):
             res_blocks=config.res_blocks,
             rngs=nnx.Rngs(seed),
         ),
-        draw=models.hitvar_draw(),
+        draw=hitvar_draw(),
         seed=seed,
     )
     # Codes start at latent vectors of the first batch (k-means-style data init).
-    idx0 = _batch_indices(len(hr), config.batch_size, seed)(0)
+    idx0 = _batch_order(len(hr), config.batch_size, seed, 1)[0]
     f0 = np.asarray(nnx.jit(lambda t, x: t.encode(x))(tok, jnp.asarray(hr[idx0])))
     f0 = f0.reshape(-1, config.latent_dim)
     pick = np.random.default_rng(seed).integers(0, len(f0), config.codebook_size)
     tok.codebook[...] = jnp.asarray(f0[pick])
     tok.embed_sum[...] = jnp.asarray(f0[pick])
     loss_fn, post = _tokenizer_step_fns(schedule, hierarchical, config)
-    nxt = _batch_indices(len(hr), config.batch_size, seed + 1)
+    order = _batch_order(len(hr), config.batch_size, seed + 1, config.tokenizer_steps)
 
     def batch_fn(t):
-        i = nxt(t)
+        i = order[t]
         return jnp.asarray(hr[i]), jnp.asarray(lr[i])
 
-    return _fit(tok, loss_fn, batch_fn, config.tokenizer_steps, config.learning_rate, seed, post)
+    return _fit(tok, loss_fn, batch_fn, config.tokenizer_steps, config.learning_rate, seed,
+                run=run, workdir=workdir, config=config, post=post)  # fmt: skip
 
 
-def _tokenize(tok: models.HitVarTokenizer, hr: np.ndarray, batch: int):
+def _tokenize(tok: HitVarTokenizer, hr: np.ndarray, batch: int):
     """True tokens ``(N, T)`` and teacher-forcing inputs ``(N, T, D)`` of HR crops."""
     grids = tok.schedule.grids
 
@@ -229,7 +282,7 @@ def _tokenize(tok: models.HitVarTokenizer, hr: np.ndarray, batch: int):
     def one(t, x):
         codes, prefixes, _ = t.quantize(t.encode(x))
         flat = jnp.concatenate([c.reshape(c.shape[0], -1) for c in codes], axis=1)
-        return flat, models.next_scale_inputs(prefixes, grids)
+        return flat, next_scale_inputs(prefixes, grids)
 
     toks, ins = [], []
     for i in range(0, len(hr), batch):
@@ -241,7 +294,7 @@ def _tokenize(tok: models.HitVarTokenizer, hr: np.ndarray, batch: int):
 
 def _new_transformer(config, schedule, seed):
     return models.init_without_compile(
-        lambda: models.NextScaleTransformer(
+        lambda: NextScaleTransformer(
             schedule,
             latent_dim=config.latent_dim,
             codebook_size=config.codebook_size,
@@ -250,24 +303,25 @@ def _new_transformer(config, schedule, seed):
             heads=config.heads,
             rngs=nnx.Rngs(seed),
         ),
-        draw=models.hitvar_draw(),
+        draw=hitvar_draw(),
         seed=seed,
     )
 
 
-def _train_var(config, schedule, tokens, inputs, lr, seed):
+def _train_var(config, schedule, tokens, inputs, lr, seed, workdir, run, steps_cache=None):
     model = _new_transformer(config, schedule, seed)
-    nxt = _batch_indices(len(tokens), config.batch_size, seed + 1)
+    order = _batch_order(len(tokens), config.batch_size, seed + 1, config.var_steps)
 
     def loss_fn(m, batch):
         x, lo, tk = batch
-        return losses.next_scale_cross_entropy(m(x, lo), tk), None
+        return next_scale_cross_entropy(m(x, lo), tk), None
 
     def batch_fn(t):
-        i = nxt(t)
+        i = order[t]
         return jnp.asarray(inputs[i]), jnp.asarray(lr[i]), jnp.asarray(tokens[i])
 
-    return _fit(model, loss_fn, batch_fn, config.var_steps, config.learning_rate, seed)
+    return _fit(model, loss_fn, batch_fn, config.var_steps, config.learning_rate, seed,
+                run=run, workdir=workdir, config=config, steps_cache=steps_cache)  # fmt: skip
 
 
 def _flat(codes):
@@ -280,11 +334,11 @@ def _dpo_pairs(config, tok, var, hr, lr, seed):
 
     @nnx.jit
     def sample(t, v, lo, key):
-        codes, prefixes = models.generate_tokens(
+        codes, prefixes = generate_tokens(
             v, t.codebook[...], lo, key=key, temperature=config.dpo_temperature
         )
         img = jnp.clip(t.decode_tokens(codes, lo, top), 0.0, 1.0)
-        return _flat(codes), models.next_scale_inputs(prefixes, grids), img
+        return _flat(codes), next_scale_inputs(prefixes, grids), img
 
     n, k = min(config.dpo_pool, len(hr)), config.dpo_samples
     key = jax.random.key(seed)
@@ -310,14 +364,14 @@ def _dpo_pairs(config, tok, var, hr, lr, seed):
     return {key_: np.concatenate(v) for key_, v in out.items()}
 
 
-def _dpo_finetune(config, var, pairs, tokens, inputs, lr, seed):
+def _dpo_finetune(config, var, pairs, tokens, inputs, lr, seed, workdir, run):
     """Preference phase: DPO on the offline pairs + cross-entropy on the true tokens."""
     n = len(pairs["valid"])
     ref_graph, ref_state = nnx.split(var)
 
     @jax.jit
     def ref_logp(state, x, lo, tk):
-        return losses.token_log_prob(nnx.merge(ref_graph, state)(x, lo), tk)
+        return token_log_prob(nnx.merge(ref_graph, state)(x, lo), tk)
 
     ref = np.stack(
         [
@@ -333,21 +387,21 @@ def _dpo_finetune(config, var, pairs, tokens, inputs, lr, seed):
         ],
         1,
     )
-    nxt = _batch_indices(n, config.batch_size, seed + 1)
+    order = _batch_order(n, config.batch_size, seed + 1, config.dpo_steps)
     dpo = jax.vmap(rl.dpo_loss, in_axes=(0, 0, None))
 
     def loss_fn(m, batch):
         x_w, x_l, t_w, t_l, ref_w, ref_l, valid, x_gt, t_gt, lo = batch
         b = lo.shape[0]
         logits = m(jnp.concatenate([x_w, x_l, x_gt]), jnp.concatenate([lo, lo, lo]))
-        logp = losses.token_log_prob(logits[: 2 * b], jnp.concatenate([t_w, t_l]))
-        r_w, r_l = losses.dpo_log_ratios(logp[:b], ref_w, logp[b:], ref_l)
+        logp = token_log_prob(logits[: 2 * b], jnp.concatenate([t_w, t_l]))
+        r_w, r_l = rl.dpo_log_ratios(logp[:b], ref_w, logp[b:], ref_l)
         pref = jnp.sum(valid * dpo(r_w, r_l, config.dpo_beta)) / jnp.maximum(jnp.sum(valid), 1.0)
-        ce = losses.next_scale_cross_entropy(logits[2 * b :], t_gt)
+        ce = next_scale_cross_entropy(logits[2 * b :], t_gt)
         return pref + config.dpo_ce_weight * ce, None
 
     def batch_fn(t):
-        i = nxt(t)
+        i = order[t]
         p = pairs
         return tuple(
             jnp.asarray(a)
@@ -365,10 +419,11 @@ def _dpo_finetune(config, var, pairs, tokens, inputs, lr, seed):
             )
         )
 
-    return _fit(var, loss_fn, batch_fn, config.dpo_steps, config.learning_rate * 0.1, seed)
+    return _fit(var, loss_fn, batch_fn, config.dpo_steps, config.learning_rate * 0.1, seed,
+                run=run, workdir=workdir, config=config)  # fmt: skip
 
 
-def _inference_params(tok: models.HitVarTokenizer, var: models.NextScaleTransformer) -> int:
+def _inference_params(tok: HitVarTokenizer, var: NextScaleTransformer) -> int:
     """Parameters HIT-VAR uses at inference: all but the HR encoder, plus the codebook."""
     enc = sum(models.count_params(mod) for mod in (tok.enc_in, tok.enc_out)) + sum(
         models.count_params(c) for c in tok.enc_down
@@ -376,14 +431,14 @@ def _inference_params(tok: models.HitVarTokenizer, var: models.NextScaleTransfor
     return models.count_params(tok) - enc + int(tok.codebook[...].size) + models.count_params(var)
 
 
-def _train_conv_sr(config, hr, lr, n_params, seed):
-    width = models.conv_sr_width_for_params(n_params, blocks=config.sr_blocks)
+def _train_conv_sr(config, hr, lr, n_params, seed, workdir, run):
+    width = conv_sr_width_for_params(n_params, blocks=config.sr_blocks)
     net = models.init_without_compile(
-        lambda: models.ConvSR(width=width, blocks=config.sr_blocks, rngs=nnx.Rngs(seed)),
-        draw=models.hitvar_draw(),
+        lambda: ConvSR(width=width, blocks=config.sr_blocks, rngs=nnx.Rngs(seed)),
+        draw=hitvar_draw(),
         seed=seed,
     )
-    nxt = _batch_indices(len(hr), config.batch_size, seed + 1)
+    order = _batch_order(len(hr), config.batch_size, seed + 1, config.sr_steps)
     side = hr.shape[1]
 
     def loss_fn(m, batch):
@@ -391,39 +446,60 @@ def _train_conv_sr(config, hr, lr, n_params, seed):
         return jnp.mean((m(lo, side) - h) ** 2), None
 
     def batch_fn(t):
-        i = nxt(t)
+        i = order[t]
         return jnp.asarray(hr[i]), jnp.asarray(lr[i])
 
-    return _fit(net, loss_fn, batch_fn, config.sr_steps, config.learning_rate, seed)
+    return _fit(net, loss_fn, batch_fn, config.sr_steps, config.learning_rate, seed,
+                run=run, workdir=workdir, config=config)  # fmt: skip
 
 
-def train_models(config: HitVarConfig, d: dict[str, np.ndarray]) -> dict[str, Any]:
+def train_models(
+    config: HitVarConfig, d: dict[str, np.ndarray], workdir: str | pathlib.Path | None = None
+) -> dict[str, Any]:
     """Trains every model of the comparison on ``d["hr_train"]`` / ``d["lr_train"]``.
+
+    Each training phase is a :func:`fidia_jax.train.fit` run: ``hit_tokenizer``, ``hit_var``,
+    ``hit_dpo``, ``plain_tokenizer``, ``plain_var``, ``conv_sr``; with ``workdir`` each writes
+    its losses to ``metrics.jsonl`` and its checkpoints to ``checkpoints/<run>`` (a rerun resumes
+    a cut phase and skips the finished ones).
 
     Returns:
       ``{"hit_tokenizer", "plain_tokenizer", "hit_var_ce", "hit_var", "plain_var", "conv_sr",
       "curves", "wall_s", "dpo_valid_frac", "params"}``.
+
+    Raises:
+      TrainingError: a non-finite loss or gradient in any phase.
     """
+    workdir = None if workdir is None else pathlib.Path(workdir)
     sch = _schedule(config)
     hr, lr = d["hr_train"], d["lr_train"]
     s, wall, curves = config.seed, {}, {}
     out: dict[str, Any] = {}
+    var_steps: dict = {}  # the two VAR transformers share one compiled step
     for name, hier, off in (("hit", True, 0), ("plain", False, 100)):
         t0 = time.time()
-        tok, curves[f"{name}_tokenizer"] = _train_tokenizer(config, sch, hr, lr, hier, s + off)
-        toks, ins = _tokenize(tok, hr, 64)
-        var, curves[f"{name}_var"] = _train_var(config, sch, toks, ins, lr, s + off + 10)
+        tok, curves[f"{name}_tokenizer"] = _train_tokenizer(
+            config, sch, hr, lr, hier, s + off, workdir, f"{name}_tokenizer"
+        )
+        with train.stage(f"{name} tokenizer: tokens of the {len(hr)} training crops"):
+            toks, ins = _tokenize(tok, hr, 64)
+        var, curves[f"{name}_var"] = _train_var(
+            config, sch, toks, ins, lr, s + off + 10, workdir, f"{name}_var", var_steps
+        )
         out[f"{name}_tokenizer"], wall[name] = tok, time.time() - t0
-        print(f"hitvar: {name} tokenizer + VAR trained in {wall[name]:.0f} s", flush=True)
         if name == "hit":
             out["hit_var_ce"] = var
             t0 = time.time()
             if config.dpo_steps:
-                pairs = _dpo_pairs(config, tok, var, hr, lr, s + 20)
+                with train.stage(
+                    f"preference pairs: {config.dpo_samples} samples for each of "
+                    f"{min(config.dpo_pool, len(hr))} crops, ranked by LPIPS"
+                ):
+                    pairs = _dpo_pairs(config, tok, var, hr, lr, s + 20)
                 out["dpo_valid_frac"] = float(np.mean(pairs["valid"]))
                 var_copy = nnx.merge(*nnx.split(var))
                 var, curves["hit_dpo"] = _dpo_finetune(
-                    config, var_copy, pairs, toks, ins, lr, s + 30
+                    config, var_copy, pairs, toks, ins, lr, s + 30, workdir, "hit_dpo"
                 )
             wall["dpo"] = time.time() - t0
             out["hit_var"] = var
@@ -431,7 +507,9 @@ def train_models(config: HitVarConfig, d: dict[str, np.ndarray]) -> dict[str, An
             out["plain_var"] = var
     n_params = _inference_params(out["hit_tokenizer"], out["hit_var"])
     t0 = time.time()
-    out["conv_sr"], curves["conv_sr"] = _train_conv_sr(config, hr, lr, n_params, s + 200)
+    out["conv_sr"], curves["conv_sr"] = _train_conv_sr(
+        config, hr, lr, n_params, s + 200, workdir, "conv_sr"
+    )
     wall["conv_sr"] = time.time() - t0
     out["params"] = {
         "HIT-VAR (inference)": n_params,
@@ -450,7 +528,7 @@ def _predict(config, trained, lr_eval) -> dict[str, dict[int, np.ndarray]]:
 
     @nnx.jit
     def var_sr(t, v, lo, key):
-        codes, _ = models.generate_tokens(
+        codes, _ = generate_tokens(
             v, t.codebook[...], lo, key=key if temp else None, temperature=temp
         )
         return {m: jnp.clip(t.decode_tokens(codes, lo, m), 0.0, 1.0) for m in sch.scales}
@@ -458,10 +536,10 @@ def _predict(config, trained, lr_eval) -> dict[str, dict[int, np.ndarray]]:
     @nnx.jit
     def conv_sr(net, lo):
         x4 = jnp.clip(net(lo, top * l_side), 0.0, 1.0)
-        return {m: jnp.clip(models.bicubic_resize(x4, m * l_side), 0.0, 1.0) for m in sch.scales}
+        return {m: jnp.clip(bicubic_resize(x4, m * l_side), 0.0, 1.0) for m in sch.scales}
 
     def bicubic(lo):
-        return {m: jnp.clip(models.bicubic_resize(lo, m * l_side), 0.0, 1.0) for m in sch.scales}
+        return {m: jnp.clip(bicubic_resize(lo, m * l_side), 0.0, 1.0) for m in sch.scales}
 
     key = jax.random.key(config.seed + 7)
     fns = {
@@ -546,11 +624,11 @@ def format_table(results: dict[str, Any]) -> str:
 
 
 def _write_png(path, config, d, preds, n_show: int = 4) -> None:
-    import matplotlib
+    """Super-resolved held-out crops at the top scale next to the LR input, bicubic and the HR
+    crop, and one crop decoded from each HIT-VAR token prefix (x1 .. xM)."""
+    from fidia_jax._io import atomic_path
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = train.pyplot()
     top = config.max_scale
     cols = ["LR", "bicubic", "conv SR", "plain RQ+VAR", "HIT-VAR", "HR"]
     n_show = min(n_show, len(d["hr_eval"]))
@@ -570,28 +648,95 @@ def _write_png(path, config, d, preds, n_show: int = 4) -> None:
         ax.set_xticks([])
         ax.set_yticks([])
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=80, format="png")
     plt.close(fig)
+
+
+def _report(results: dict[str, Any], config: HitVarConfig, workdir: pathlib.Path) -> None:
+    """The console table, ``summary.json`` and ``hitvar_table.png`` (the table at the top
+    scale as bar charts)."""
+    top = f"x{config.max_scale}"
+    rows = []
+    for name, row in results["metrics"].items():
+        for scale, c in row.items():
+            lp = "n/a" if c["lpips"] is None else f"{c['lpips']:.3f}"
+            rows.append([name, scale, f"{c['psnr']:.2f}", f"{c['ssim']:.3f}", lp])
+    goals = results["goals"]
+    train.print_table(
+        f"HIT-VAR: x1..{top} SR of held-out crops (PSNR, SSIM higher is better; LPIPS lower; "
+        f"goal, HIT-VAR LPIPS at {top} < bicubic and < plain RQ+VAR: "
+        f"{'met' if goals['met'] else 'NOT met'})",
+        ["method", "scale", "PSNR (dB)", "SSIM", "LPIPS"],
+        rows,
+    )
+    at_top = {k: v[top] for k, v in results["metrics"].items()}
+    train.plot_bars(
+        [
+            {
+                "method": k,
+                f"PSNR {top}": v["psnr"],
+                f"SSIM {top}": v["ssim"],
+                f"LPIPS {top}": v["lpips"],
+            }
+            for k, v in at_top.items()
+        ],  # fmt: skip
+        workdir / "hitvar_table.png",
+        label="method",
+        values=[f"PSNR {top}", f"SSIM {top}", f"LPIPS {top}"],
+        higher_is_better={f"PSNR {top}": True, f"SSIM {top}": True},
+        title=f"HIT-VAR: {top} SR of {config.n_eval} held-out crops",
+    )
+    train.write_summary(
+        workdir,
+        {
+            "scale": top,
+            **{
+                f"{m}_{top}": {k: v[m] for k, v in at_top.items()}
+                for m in ("psnr", "ssim", "lpips")
+            },
+            "goals": goals,
+            "params": results["params"],
+            "dpo_valid_frac": results["dpo_valid_frac"],
+            "final_losses": results["final_losses"],
+            "wall_s": results["wall_s"]["total"],
+        },
+    )
 
 
 def train_and_evaluate(config: HitVarConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
     """Trains the five models, scores them on held-out crops, writes ``workdir/hitvar.json``
     (and ``hitvar_samples.png`` when ``config.png``) and prints the table.
 
+    Also writes ``summary.json`` (the headline numbers at the top scale), ``hitvar_table.png``
+    (the top scale's table as bar charts), and per training phase its losses
+    (``metrics.jsonl``, ``curves.png``) and checkpoints (``checkpoints/<phase>``): run again
+    with the same work directory, an interrupted run resumes where its last checkpoint was.
+
     Returns:
       ``{"metrics": {method: {"x1": {psnr, ssim, lpips}, ...}}, "goals": {...}, "params",
       "wall_s", "curves", "dpo_valid_frac", "held_out", ...}``.
+
+    Raises:
+      ConfigError: a held-out name that is not a bundled photo.
+      TrainingError: a non-finite loss or gradient in a training phase.
     """
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    d = make_data(config)
-    trained = train_models(config, d)
+    with train.stage(
+        f"SR crops: {config.n_train} training, {config.n_eval} held-out "
+        f"({config.lr_size * config.max_scale} px HR, degraded x{config.max_scale})"
+    ):
+        d = make_data(config)
+    trained = train_models(config, d, workdir)
     sch = _schedule(config)
-    targets = {m: np.asarray(t) for m, t in _targets(jnp.asarray(d["hr_eval"]), sch).items()}
-    preds = _predict(config, trained, d["lr_eval"])
-    preds_all = {**preds, METHODS[-1]: _oracle(config, trained, d["hr_eval"], d["lr_eval"])}
-    table = {name: score(preds_all[name], targets) for name in METHODS}
+    with train.stage(f"predicting the {len(d['lr_eval'])} held-out crops with every method"):
+        targets = {m: np.asarray(t) for m, t in _targets(jnp.asarray(d["hr_eval"]), sch).items()}
+        preds = _predict(config, trained, d["lr_eval"])
+        preds_all = {**preds, METHODS[-1]: _oracle(config, trained, d["hr_eval"], d["lr_eval"])}
+    with train.stage("scoring: PSNR, SSIM, LPIPS at every scale"):
+        table = {name: score(preds_all[name], targets) for name in METHODS}
     top = f"x{config.max_scale}"
     lp = {k: v[top]["lpips"] for k, v in table.items()}
     goals = {
@@ -614,9 +759,5 @@ def train_and_evaluate(config: HitVarConfig, workdir: str | pathlib.Path) -> dic
     write_summary(workdir / SUMMARY_FILE, results, config)
     if config.png:
         _write_png(workdir / PNG_FILE, config, d, preds)
-    print(format_table(results))
-    print(
-        f"goal (HIT-VAR LPIPS at {top} < bicubic and < plain RQ+VAR): "
-        f"{'met' if goals['met'] else 'NOT met'}"
-    )
+    _report(results, config, workdir)
     return results

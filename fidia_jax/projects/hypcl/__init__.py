@@ -12,12 +12,16 @@ available). **The method is a reconstruction from the abstract**: the adapter ar
 frozen old prototypes, the embedding-distillation term, the Riemannian Adam on the prototypes and
 the whole protocol are our choices (``docs/hypcl.md`` marks each formula).
 
-Primitives used: :mod:`fidia_jax.layers` Poincaré-ball ops (:func:`~fidia_jax.layers.expmap0`,
-:func:`~fidia_jax.layers.poincare_distance_matrix`, :class:`~fidia_jax.layers.HypLinear`, ...),
-:func:`fidia_jax.optim.riemannian_adam`, :class:`fidia_jax.models.PrototypeAdapter`,
-:func:`fidia_jax.models.alexnet_embedding`, :func:`fidia_jax.data.load_digit_images`,
-:func:`fidia_jax.data.hierarchical_gaussian_mixture`, :func:`fidia_jax.losses.masked_cross_entropy`,
-:func:`fidia_jax.losses.embedding_distillation`, :func:`fidia_jax.metrics.continual_metrics`.
+The method's own modules: ``model.py`` (:class:`PrototypeAdapter`, :class:`BallParam`,
+``embedding_distance``), ``losses.py`` (:func:`masked_cross_entropy`,
+:func:`embedding_distillation`), ``data.py`` (:func:`hierarchical_gaussian_mixture`,
+:func:`class_incremental_split`); these six are re-exported here (the notebook builds a small
+prototype classifier from them). Shared primitives used: :mod:`fidia_jax.layers` Poincaré-ball
+ops (:func:`~fidia_jax.layers.expmap0`, :func:`~fidia_jax.layers.poincare_distance`,
+:class:`~fidia_jax.layers.HypLinear`, :func:`~fidia_jax.layers.prototype_logits`, ...),
+:func:`fidia_jax.optim.riemannian_adam`, :func:`fidia_jax.models.alexnet_embedding`,
+:func:`fidia_jax.data.load_digit_images`, :func:`fidia_jax.metrics.continual_metrics`,
+:mod:`fidia_jax.train` (the step, the report files).
 """
 
 from fidia_jax.projects.hypcl._continual import ContinualData as ContinualData
@@ -27,6 +31,14 @@ from fidia_jax.projects.hypcl.configs import PRESETS as PRESETS
 from fidia_jax.projects.hypcl.configs import HypclConfig as HypclConfig
 from fidia_jax.projects.hypcl.configs import get_config as get_config
 from fidia_jax.projects.hypcl.configs import load_config as load_config
+from fidia_jax.projects.hypcl.data import class_incremental_split as class_incremental_split
+from fidia_jax.projects.hypcl.data import (
+    hierarchical_gaussian_mixture as hierarchical_gaussian_mixture,
+)
+from fidia_jax.projects.hypcl.losses import embedding_distillation as embedding_distillation
+from fidia_jax.projects.hypcl.losses import masked_cross_entropy as masked_cross_entropy
+from fidia_jax.projects.hypcl.model import BallParam as BallParam
+from fidia_jax.projects.hypcl.model import PrototypeAdapter as PrototypeAdapter
 from fidia_jax.projects.hypcl.train import class_orders as class_orders
 from fidia_jax.projects.hypcl.train import digit_features as digit_features
 from fidia_jax.projects.hypcl.train import format_table as format_table
@@ -37,13 +49,19 @@ from fidia_jax.projects.hypcl.train import train_and_evaluate as train_and_evalu
 __all__ = [
     "METHODS",
     "PRESETS",
+    "BallParam",
     "ContinualData",
     "HypclConfig",
+    "PrototypeAdapter",
+    "class_incremental_split",
     "class_orders",
     "digit_features",
+    "embedding_distillation",
     "format_table",
     "get_config",
+    "hierarchical_gaussian_mixture",
     "load_config",
+    "masked_cross_entropy",
     "run_method",
     "run_stream",
     "synthetic_task",

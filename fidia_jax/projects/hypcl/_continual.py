@@ -4,11 +4,14 @@ Protocol (reconstruction; the abstract gives none): tasks arrive one by one with
 training data (no replay buffer). After each task every method is evaluated on the test data of
 all tasks seen so far, predicting among all seen classes (class-incremental, no task id).
 
-* ``hypcl`` / ``euclidean``: :class:`fidia_jax.models.PrototypeAdapter` in that geometry. On task
-  ``t`` the adapter and the new classes' prototypes train on ``CE +
+* ``hypcl`` / ``euclidean``: :class:`~fidia_jax.projects.hypcl.model.PrototypeAdapter` in that
+  geometry. On task ``t`` the adapter and the new classes' prototypes train on ``CE +
   distill_weight * mean d(z, z_old)^2`` (``z_old``: the adapter frozen at the end of task
   ``t-1``; distances in the model's geometry); old prototypes are frozen. Adapter weights use
-  Adam; hyperbolic prototypes use :func:`fidia_jax.optim.riemannian_adam` (same step size).
+  Adam; hyperbolic prototypes use :func:`fidia_jax.optim.riemannian_adam` (same step size):
+  one ``optax.partition`` over the pair ``(ball, rest)`` and one
+  :func:`fidia_jax.train.make_train_step`, whose steps run in a ``jax.lax.scan`` per task (a
+  non-finite loss or gradient stops the run with :class:`~fidia_jax.errors.TrainingError`).
   With ``feature_replay`` (default) each minibatch of the new task is joined by as many
   Gaussian pseudo-features of the old classes, drawn in the *frozen* feature space from the
   per-class mean and standard deviation stored when each class's task ended (no exemplar is
@@ -35,7 +38,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import losses, models, optim
+from fidia_jax import optim, train
+from fidia_jax.errors import TrainingError
+from fidia_jax.projects.hypcl.losses import embedding_distillation, masked_cross_entropy
+from fidia_jax.projects.hypcl.model import BallParam, PrototypeAdapter
 
 __all__ = ["ContinualData", "run_method", "standardize_like_first_task", "stratified_split"]
 
@@ -122,16 +128,20 @@ class _Trainer:
         self.data, self.config, self.geometry = data, config, geometry
         self.dim = dim
         model = self.fresh(0)
-        self.graphdef, _, _ = nnx.split(model, models.BallParam, ...)
+        self.graphdef, _, _ = nnx.split(model, BallParam, ...)
         lr = config.learning_rate
-        self.opt_ball = optim.riemannian_adam(lr, c=config.curvature)
-        self.opt_rest = optax.adam(lr)
+        # Riemannian Adam on the ball part (hyperbolic prototypes), Adam on the rest: one
+        # optimiser over the pair ``(ball, rest)``, one make_train_step.
+        self.tx = optax.partition(
+            {"ball": optim.riemannian_adam(lr, c=config.curvature), "rest": optax.adam(lr)},
+            ("ball", "rest"),
+        )
         self._train = jax.jit(self._train_impl, static_argnums=(0,))
         self._logits = jax.jit(lambda ball, rest, x: nnx.merge(self.graphdef, ball, rest)(x))
 
     def fresh(self, seed: int):
         c = self.config
-        return models.PrototypeAdapter(
+        return PrototypeAdapter(
             self.data.x_tr.shape[1],
             self.dim,
             self.data.num_classes,
@@ -143,7 +153,7 @@ class _Trainer:
         )
 
     def split(self, model):
-        _, ball, rest = nnx.split(model, models.BallParam, ...)
+        _, ball, rest = nnx.split(model, BallParam, ...)
         return ball, rest
 
     def _train_impl(
@@ -170,39 +180,38 @@ class _Trainer:
         use_distill = self.config.distill_weight > 0
         bsz = self.config.batch_size
 
-        def loss_fn(ball, rest, x, y, x_old, y_old):
-            model = nnx.merge(gd, ball, rest)
+        def loss_fn(params, batch):
+            x, y, x_old, y_old = batch
+            model = nnx.merge(gd, *params)
             p = model.prototypes[...]
             p = jnp.where(trainable[:, None], p, jax.lax.stop_gradient(p))
             # One forward pass over [real; replayed] rows (one graph to compile, not two).
             z_all = model.embed(jnp.concatenate([x, x_old]))
             logits = model.logits_from_embedding(z_all, p)
             z = z_all[:bsz]
-            ce = losses.masked_cross_entropy(logits[:bsz], y, seen)
-            ce_old = losses.masked_cross_entropy(logits[bsz:], y_old, seen)
+            ce = masked_cross_entropy(logits[:bsz], y, seen)
+            ce_old = masked_cross_entropy(logits[bsz:], y_old, seen)
             loss = ce + replay_w * ce_old
             if use_distill:  # static: the previous adapter is not traced when the weight is 0
                 z_old = nnx.merge(gd, old_ball, old_rest).embed(x)
-                loss = loss + distill_w * losses.embedding_distillation(z, z_old, geometry, c)
+                loss = loss + distill_w * embedding_distillation(z, z_old, geometry, c)
             return loss
 
-        def step(carry, k):
-            ball, rest, s_b, s_r = carry
+        # Inside this jitted function the step is inlined into the scan (no donation there).
+        train_step = train.make_train_step(loss_fn, self.tx, donate=False)
+
+        def step(state, k):
             k_idx, k_cls, k_eps = jax.random.split(k, 3)
             ii = idx[jax.random.randint(k_idx, (bsz,), 0, n_valid)]
             # Pseudo-features of old classes: mean + std * N(0, 1) in the frozen feature space.
             y_old = jax.random.categorical(k_cls, jnp.where(replay_K, 0.0, -1e9), shape=(bsz,))
             x_old = mu_KxF[y_old] + sd_KxF[y_old] * jax.random.normal(k_eps, (bsz, mu_KxF.shape[1]))
-            g_b, g_r = jax.grad(loss_fn, argnums=(0, 1))(
-                ball, rest, x_tr[ii], y_tr[ii], x_old, y_old
-            )
-            u_b, s_b = self.opt_ball.update(g_b, s_b, ball)
-            u_r, s_r = self.opt_rest.update(g_r, s_r, rest)
-            return (optax.apply_updates(ball, u_b), optax.apply_updates(rest, u_r), s_b, s_r), None
+            state, metrics = train_step(state, (x_tr[ii], y_tr[ii], x_old, y_old))
+            return state, (metrics["loss"], metrics["nonfinite"])
 
-        init = (ball, rest, self.opt_ball.init(ball), self.opt_rest.init(rest))
-        (ball, rest, _, _), _ = jax.lax.scan(step, init, jax.random.split(key, num_steps))
-        return ball, rest
+        init = train.init_train_state((ball, rest), self.tx)
+        state, (losses, nonfinite) = jax.lax.scan(step, init, jax.random.split(key, num_steps))
+        return state.params, losses, nonfinite
 
     def train(
         self,
@@ -236,7 +245,7 @@ class _Trainer:
         mu, sd = _class_gaussians(data)
         replay_k = np.zeros(data.num_classes, bool)
         replay_k[old_classes] = True
-        return self._train(
+        (ball, rest), losses, nonfinite = self._train(
             num_steps,
             jnp.asarray(data.x_tr),
             jnp.asarray(data.y_tr),
@@ -255,6 +264,15 @@ class _Trainer:
             jnp.asarray(replay_k),
             jnp.asarray(float(bool(old_classes)), jnp.float32),
         )
+        nonfinite = np.asarray(nonfinite)
+        if nonfinite.any():  # the library's policy: the step was skipped, training stops
+            first = int(np.argmax(nonfinite))
+            raise TrainingError(
+                f"hypcl ({self.geometry}): the loss or gradient at step {first + 1} of "
+                f"{num_steps} is not finite (loss {float(np.asarray(losses)[first])}); the step "
+                "was skipped and training stopped"
+            )
+        return ball, rest
 
     def predict(self, ball, rest, upto: int) -> np.ndarray:
         logits = np.asarray(self._logits(ball, rest, jnp.asarray(self.data.x_te)))

@@ -33,7 +33,8 @@ class HypclConfig:
     Attributes:
       seed: split, class orders, initialisation and minibatches derive from it.
       task: ``"digits"`` (frozen AlexNet conv5 features of scikit-learn's digits at 64x64,
-        10 classes) or ``"synthetic"`` (:func:`fidia_jax.data.hierarchical_gaussian_mixture`).
+        10 classes) or ``"synthetic"``
+        (:func:`~fidia_jax.projects.hypcl.data.hierarchical_gaussian_mixture`).
       num_orders: class orders (order 0 is ``0..K-1``, the others random permutations).
       classes_per_task: classes per task (digits: 2 -> 5 tasks).
       test_fraction: stratified held-out fraction per class.

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fidia_jax import data as data_lib
-from fidia_jax import metrics, models
+from fidia_jax import metrics, models, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.hypcl._continual import (
     ContinualData,
@@ -27,6 +27,7 @@ from fidia_jax.projects.hypcl._continual import (
     stratified_split,
 )
 from fidia_jax.projects.hypcl.configs import METHODS, HypclConfig
+from fidia_jax.projects.hypcl.data import class_incremental_split, hierarchical_gaussian_mixture
 
 __all__ = [
     "class_orders",
@@ -72,7 +73,7 @@ def digit_features(workdir: str | pathlib.Path | None = None, batch: int = 128):
 
 def synthetic_task(config: HypclConfig, depth: int) -> tuple[np.ndarray, np.ndarray]:
     """Features and labels of the config's hierarchical Gaussian mixture at tree ``depth``."""
-    x, y, _ = data_lib.hierarchical_gaussian_mixture(
+    x, y, _ = hierarchical_gaussian_mixture(
         config.seed,
         depth,
         branching=config.synth_branching,
@@ -95,21 +96,29 @@ def class_orders(num_classes: int, num_orders: int, seed: int) -> list[list[int]
 def _streams(x, y, config: HypclConfig, orders, classes_per_task):
     tr, te = stratified_split(y, config.test_fraction, config.seed)
     for order in orders:
-        tasks = data_lib.class_incremental_split(order, classes_per_task)
+        tasks = class_incremental_split(order, classes_per_task)
         yield standardize_like_first_task(ContinualData(x[tr], y[tr], x[te], y[te], tasks))
 
 
 def run_stream(
-    x, y, config: HypclConfig, methods, orders, classes_per_task: int, dim: int | None = None
+    x,
+    y,
+    config: HypclConfig,
+    methods,
+    orders,
+    classes_per_task: int,
+    dim: int | None = None,
+    label: str = "",
 ) -> dict[str, Any]:
     """Runs ``methods`` on every order; per method the accuracy matrices and the metrics
-    (mean and std over orders)."""
+    (mean and std over orders). Each (order, method) is shown as a stage (``label`` first)."""
     per = {m: [] for m in methods}
     trainers: dict[str, Any] = {}
     for o, stream in enumerate(_streams(x, y, config, orders, classes_per_task)):
         sizes = [int(np.isin(stream.y_te, t).sum()) for t in stream.tasks]
         for m in methods:
-            acc = run_method(m, stream, config, config.seed + 1000 * o, trainers, dim)
+            with train.stage(f"{label}class order {o + 1}/{len(orders)}: {METHODS[m]}"):
+                acc = run_method(m, stream, config, config.seed + 1000 * o, trainers, dim)
             per[m].append({"acc": acc.tolist(), **metrics.continual_metrics(acc, sizes)})
     out = {}
     for m, runs in per.items():
@@ -134,18 +143,101 @@ def format_table(rows: dict[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
+def _fmt(row: dict[str, Any], key: str) -> str:
+    return f"{row[key]:.3f} ± {row[key + '_std']:.3f}"
+
+
+def _plot_depth_sweep(sweep: list[dict[str, Any]], path: pathlib.Path) -> None:
+    """Average accuracy of HypCL and the Euclidean adapter against the tree depth."""
+    from fidia_jax._io import atomic_path
+
+    plt = train.pyplot()
+    fig, ax = plt.subplots(figsize=(4.6, 3.4))
+    depths = [e["depth"] for e in sweep]
+    for key, name in (("hypcl", "HypCL"), ("euclidean", "Euclidean adapter")):
+        ax.plot(depths, [e[key] for e in sweep], marker="o", label=name)
+    ax.set_xticks(depths, [f"{e['depth']}\n({e['num_classes']} cl.)" for e in sweep])
+    ax.set_xlabel("depth of the synthetic class tree")
+    ax.set_ylabel("average incremental accuracy")
+    ax.set_title("HypCL vs Euclidean adapter, deeper trees", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+
+
+def _report(results: dict[str, Any], config: HypclConfig, workdir: pathlib.Path) -> None:
+    """The console tables, ``summary.json`` and the charts."""
+    rows = results["methods"]
+    train.print_table(
+        f"HypCL, {config.task}: {len(results['orders'])} class orders, mean ± std over orders",
+        ["method", "average accuracy", "last accuracy", "average forgetting"],
+        [
+            [
+                METHODS[m],
+                _fmt(r, "average_accuracy"),
+                _fmt(r, "last_accuracy"),
+                _fmt(r, "average_forgetting"),
+            ]
+            for m, r in rows.items()
+        ],  # fmt: skip
+    )
+    sweep = results["depth_sweep"]
+    if sweep:
+        train.print_table(
+            "HypCL vs the Euclidean adapter on synthetic class trees (average accuracy)",
+            ["tree depth", "classes", "Euclidean adapter", "HypCL", "HypCL - Euclidean"],
+            [
+                [e["depth"], e["num_classes"], e["euclidean"], e["hypcl"], f"{e['gap']:+.3f}"]
+                for e in sweep
+            ],  # fmt: skip
+        )
+        _plot_depth_sweep(sweep, workdir / "hypcl_depth_sweep.png")
+    train.plot_bars(
+        [{"method": METHODS[m], **r} for m, r in rows.items()],
+        workdir / "hypcl_methods.png",
+        label="method",
+        values=["average_accuracy", "last_accuracy", "average_forgetting"],
+        errors={k: f"{k}_std" for k in ("average_accuracy", "last_accuracy", "average_forgetting")},
+        higher_is_better={"average_accuracy": True, "last_accuracy": True},
+        title=f"HypCL, {config.task}: mean ± std over {len(results['orders'])} class orders",
+    )
+    summary = {
+        "task": config.task,
+        **{
+            key: {m: r[key] for m, r in rows.items()}
+            for key in ("average_accuracy", "last_accuracy", "average_forgetting")
+        },
+        "gap_average_accuracy": results["gap_average_accuracy"],
+        "hypcl_above_euclidean": results["hypcl_above_euclidean"],
+        "depth_sweep_gap": {str(e["depth"]): e["gap"] for e in sweep},
+        "gap_grows_with_depth": results.get("gap_grows_with_depth"),
+        "wall_s": results["wall_s"],
+    }
+    train.write_summary(workdir, summary)
+
+
 def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
     """Runs the comparison (module docstring) and writes ``workdir/hypcl.json``.
+
+    Also writes ``summary.json`` (the headline numbers), ``hypcl_methods.png`` (the table as bar
+    charts) and, with a depth sweep, ``hypcl_depth_sweep.png``; prints the tables.
 
     Returns:
       ``{"task", "orders", "methods": {name: metrics...}, "gap_average_accuracy" (HypCL minus
       Euclidean adapter), "hypcl_above_euclidean", "depth_sweep": [...], "wall_s"}``.
+
+    Raises:
+      TrainingError: a non-finite loss or gradient in a training step.
     """
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     if config.task == "digits":
-        x, y = digit_features(workdir)
+        with train.stage("frozen AlexNet conv5 features of the digits (cached in the workdir)"):
+            x, y = digit_features(workdir)
     else:
         x, y = synthetic_task(config, config.synth_depth)
     num_classes = int(y.max()) + 1
@@ -159,14 +251,6 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
         "gap_average_accuracy": gap,
         "hypcl_above_euclidean": bool(gap > 0),
     }
-    print(
-        format_table(
-            rows,
-            f"HypCL, {config.task}: {len(orders)} class orders, "
-            f"{num_classes // config.classes_per_task} tasks",
-        )
-    )
-    print(f"HypCL - Euclidean adapter, average accuracy: {gap:+.3f}")
     sweep = []
     for depth in config.sweep_depths:
         xs, ys = synthetic_task(config, depth)
@@ -179,6 +263,7 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
             class_orders(k, config.num_orders, config.seed),
             config.classes_per_task,
             dim=config.sweep_dim,
+            label=f"tree depth {depth} ({k} classes), ",
         )
         entry = {
             "depth": depth,
@@ -188,10 +273,6 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
         }
         entry["gap"] = entry["hypcl"] - entry["euclidean"]
         sweep.append(entry)
-        print(
-            f"depth {depth} ({k} classes): Euclidean {entry['euclidean']:.3f}, "
-            f"HypCL {entry['hypcl']:.3f}, gap {entry['gap']:+.3f}"
-        )
     results["depth_sweep"] = sweep
     if len(sweep) >= 2:
         gaps = [e["gap"] for e in sweep]
@@ -200,4 +281,5 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
         )
     results["wall_s"] = time.time() - t0
     write_summary(workdir / SUMMARY_FILE, results, config)
+    _report(results, config, workdir)
     return results

@@ -15,36 +15,51 @@ Paper:
   the small U-Net are **our reconstruction**. The rectified-flow objective and reflow are from
   Liu, Gong, Liu, "Flow Straight and Fast", ICLR 2023.
 
-Primitives used: :class:`fidia_jax.models.StreamFlowUNet`, :class:`fidia_jax.models.StreamBatcher`,
-:func:`fidia_jax.models.sample_euler`, :func:`fidia_jax.models.linear_timesteps`,
-:func:`fidia_jax.models.velocity_apply`, :func:`fidia_jax.losses.rectified_flow_loss`,
-:func:`fidia_jax.data.load_digit_images`, :func:`fidia_jax.metrics.alexnet_frechet_distance`.
+The method's own modules: ``model.py`` (:class:`StreamFlowUNet`, the velocity network) and
+``serving.py`` (:class:`StreamBatcher`, :func:`sample_euler`, :func:`linear_timesteps`,
+:func:`velocity_apply`, ``check_timesteps``, ``bucket_size``); both re-exported here for
+``benchmarks/streamflow.py`` and the notebook. Shared primitives used:
+:func:`fidia_jax.losses.rectified_flow_loss`, :func:`fidia_jax.data.load_digit_images`,
+:func:`fidia_jax.metrics.alexnet_frechet_distance`, :func:`fidia_jax.models.init_without_compile`,
+:mod:`fidia_jax.train` (the step, the fit loop, the report files).
 """
 
 from fidia_jax.projects.streamflow.configs import PRESETS as PRESETS
 from fidia_jax.projects.streamflow.configs import StreamFlowConfig as StreamFlowConfig
 from fidia_jax.projects.streamflow.configs import get_config as get_config
 from fidia_jax.projects.streamflow.configs import load_config as load_config
+from fidia_jax.projects.streamflow.model import StreamFlowUNet as StreamFlowUNet
+from fidia_jax.projects.streamflow.serving import StreamBatcher as StreamBatcher
+from fidia_jax.projects.streamflow.serving import linear_timesteps as linear_timesteps
+from fidia_jax.projects.streamflow.serving import sample_euler as sample_euler
+from fidia_jax.projects.streamflow.serving import velocity_apply as velocity_apply
 from fidia_jax.projects.streamflow.train import SUMMARY_FILE as SUMMARY_FILE
 from fidia_jax.projects.streamflow.train import digit_split as digit_split
 from fidia_jax.projects.streamflow.train import fd_proxy as fd_proxy
 from fidia_jax.projects.streamflow.train import init_flow as init_flow
 from fidia_jax.projects.streamflow.train import save_sample_grid as save_sample_grid
 from fidia_jax.projects.streamflow.train import stream_generate as stream_generate
+from fidia_jax.projects.streamflow.train import streamflow_draw as streamflow_draw
 from fidia_jax.projects.streamflow.train import train_and_evaluate as train_and_evaluate
 from fidia_jax.projects.streamflow.train import train_flow as train_flow
 
 __all__ = [
     "PRESETS",
     "SUMMARY_FILE",
+    "StreamBatcher",
     "StreamFlowConfig",
+    "StreamFlowUNet",
     "digit_split",
     "fd_proxy",
     "get_config",
     "init_flow",
+    "linear_timesteps",
     "load_config",
+    "sample_euler",
     "save_sample_grid",
     "stream_generate",
+    "streamflow_draw",
     "train_and_evaluate",
     "train_flow",
+    "velocity_apply",
 ]

@@ -39,6 +39,8 @@ class StreamFlowConfig:
         and compared with the stream batch (max |delta|).
       buckets: the stream batcher's AOT-compiled batch sizes.
       sample_grid: write ``samples.png`` (matplotlib) in the work directory.
+      checkpoint_every: save the training state every so many steps of each fit (``0``: only
+        at its end); a rerun in the same work directory resumes from the newest checkpoint.
     """
 
     seed: int = 0
@@ -60,6 +62,7 @@ class StreamFlowConfig:
     exact_check: int = 8
     buckets: tuple[int, ...] = (1, 2, 4, 8, 16)
     sample_grid: bool = True
+    checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
         if not self.features or min(self.features) < 1:
@@ -90,6 +93,8 @@ class StreamFlowConfig:
             raise ConfigError(f"holdout must be in [2, 1797 - batch_size], got {self.holdout}")
         if self.fd_proxy and min(self.eval_samples, self.holdout) < 2:
             raise ConfigError("fd_proxy needs eval_samples >= 2 and holdout >= 2")
+        if self.checkpoint_every < 0:
+            raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if not 0 <= self.exact_check <= self.eval_samples:
             raise ConfigError(f"exact_check must be in [0, eval_samples], got {self.exact_check}")
         if (
@@ -118,7 +123,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "fd_proxy": False,
         "exact_check": 2,
         "buckets": (1, 2),
-        "sample_grid": False,
     },
     # `fidia-jax streamflow demo`: about a minute on 2 idle CPU cores, no reflow.
     "demo": {"train_steps": 300, "reflow_rounds": 0, "eval_samples": 64, "exact_check": 4},

@@ -4,14 +4,17 @@
    load_digit_images`), scaled to ``[-1, 1]``; ``holdout`` of them (a seeded permutation) never
    seen in training.
 2. Training: Adam (cosine-decayed step size) on :func:`fidia_jax.losses.rectified_flow_loss`
-   with fresh Gaussian noise and ``t ~ Uniform(0, 1)`` per image.
+   with fresh Gaussian noise and ``t ~ Uniform(0, 1)`` per image; the step is
+   :func:`fidia_jax.train.make_train_step`, the loop :func:`fidia_jax.train.fit` (progress,
+   ``metrics.jsonl``, checkpoints, resume of an interrupted run).
 3. Reflow (optional, one round; Liu et al. 2023): ``reflow_pairs`` noises are sampled to images
    with ``reflow_sample_steps`` Euler steps, and the model is fine-tuned on those (noise, image)
    pairs with the same loss, which straightens the flow for few-step sampling.
 4. Evaluation: ``eval_samples`` images per step count in ``eval_steps``, all submitted together
-   (interleaved) to one :class:`fidia_jax.models.StreamBatcher`, so every call mixes requests at
-   different timesteps; the first ``exact_check`` of each step count are re-sampled one at a
-   time by :func:`fidia_jax.models.sample_euler` (max |delta| reported); the AlexNet Fréchet
+   (interleaved) to one :class:`~fidia_jax.projects.streamflow.serving.StreamBatcher`, so every
+   call mixes requests at different timesteps; the first ``exact_check`` of each step count are
+   re-sampled one at a time by :func:`~fidia_jax.projects.streamflow.serving.sample_euler` (max
+   |delta| reported); the AlexNet Fréchet
    distance (:func:`fidia_jax.metrics.alexnet_frechet_distance`, a **proxy, not FID**) between
    samples and held-out digits (both nearest-upsampled to at least 32 px, gray replicated to RGB),
    with the same proxy between training and held-out digits as the floor.
@@ -30,9 +33,16 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, losses, metrics, models
+from fidia_jax import data, losses, metrics, models, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.streamflow.configs import StreamFlowConfig
+from fidia_jax.projects.streamflow.model import StreamFlowUNet
+from fidia_jax.projects.streamflow.serving import (
+    StreamBatcher,
+    linear_timesteps,
+    sample_euler,
+    velocity_apply,
+)
 
 __all__ = [
     "SUMMARY_FILE",
@@ -41,6 +51,7 @@ __all__ = [
     "init_flow",
     "save_sample_grid",
     "stream_generate",
+    "streamflow_draw",
     "train_and_evaluate",
     "train_flow",
 ]
@@ -58,55 +69,67 @@ def digit_split(config: StreamFlowConfig) -> tuple[np.ndarray, np.ndarray]:
     return scaled[perm[config.holdout :]], scaled[perm[: config.holdout]]
 
 
+def streamflow_draw(names: tuple[str, ...], shape: tuple[int, ...], rng: np.random.Generator):
+    """The U-Net's initialisation rule for :func:`fidia_jax.models.init_without_compile`.
+
+    ``kernel``: LeCun normal truncated at 2 sigma (flax's default initialiser, variance
+    ``1 / fan_in``; out-of-range draws are redrawn, then rescaled by the std of the truncated
+    normal); ``bias`` 0; ``GroupNorm`` ``scale`` 1.
+
+    Raises:
+      ValueError: a leaf whose name has no rule here.
+    """
+    name = names[-1]
+    if name == "kernel":
+        fan_in = int(np.prod(shape[:-1]))
+        z = rng.standard_normal(shape)
+        while np.any(bad := np.abs(z) > 2.0):  # truncate at 2 sigma by redrawing
+            z[bad] = rng.standard_normal(int(bad.sum()))
+        # 0.8796 = std of the 2-sigma-truncated standard normal (flax's correction)
+        return z / 0.87962566103423978 / np.sqrt(fan_in)
+    if name in ("bias", "scale"):
+        return np.full(shape, 1.0 if name == "scale" else 0.0)
+    raise ValueError(f"streamflow_draw: no rule for the leaf {name!r} ({names})")
+
+
 def init_flow(config: StreamFlowConfig):
-    """A fresh :class:`fidia_jax.models.StreamFlowUNet` as ``(apply_fn, params)``.
+    """A fresh :class:`~fidia_jax.projects.streamflow.model.StreamFlowUNet` as
+    ``(apply_fn, params)``.
 
     The weights are drawn by numpy (``default_rng(seed)``) into the abstract model
-    (``nnx.eval_shape``): kernels LeCun-normal truncated at 2 sigma (flax's default
-    initialiser, variance ``1 / fan_in``), biases 0, ``GroupNorm`` scales 1. Same distribution
-    as ``nnx.Rngs`` initialisation, but no per-shape XLA compilation (seconds on a CPU).
+    (:func:`fidia_jax.models.init_without_compile` with :func:`streamflow_draw`): same
+    distribution as ``nnx.Rngs`` initialisation, but no per-shape XLA compilation.
     """
-    abstract = nnx.eval_shape(
-        lambda: models.StreamFlowUNet(
+    model = models.init_without_compile(
+        lambda: StreamFlowUNet(
             1, config.features, time_dim=config.time_dim, groups=config.groups, rngs=nnx.Rngs(0)
-        )
+        ),
+        streamflow_draw,
+        seed=config.seed,
     )
-    graphdef, state = nnx.split(abstract)
-    rng = np.random.default_rng(config.seed)
-
-    def draw(path, leaf):
-        # the path ends (..., DictKey('kernel'), GetAttrKey('value')): take the last dict key
-        name = [k.key for k in path if isinstance(k, jax.tree_util.DictKey)][-1]
-        if name == "kernel":
-            fan_in = int(np.prod(leaf.shape[:-1]))
-            z = rng.standard_normal(leaf.shape)
-            while np.any(bad := np.abs(z) > 2.0):  # truncate at 2 sigma by redrawing
-                z[bad] = rng.standard_normal(int(bad.sum()))
-            # 0.8796 = std of the 2-sigma-truncated standard normal (flax's correction)
-            return jnp.asarray(z / 0.87962566103423978 / np.sqrt(fan_in), leaf.dtype)
-        fill = 1.0 if name == "scale" else 0.0
-        return jnp.full(leaf.shape, fill, leaf.dtype)
-
-    params = jax.tree_util.tree_map_with_path(draw, state)
-    return models.velocity_apply(nnx.merge(graphdef, params))
+    return velocity_apply(model)
 
 
-def _make_train_step(apply_fn):
-    """One jitted Adam step on the rectified-flow loss; the step size is an argument, so the
-    reflow round reuses the same compiled function."""
-    adam = optax.scale_by_adam()
+def _lr_table(learning_rate: float, num_steps: int) -> jax.Array:
+    """Cosine decay to 0 (no warm-up), step ``k``'s value computed in float64, then float32."""
+    return jnp.asarray(
+        [0.5 * learning_rate * (1.0 + math.cos(math.pi * k / num_steps)) for k in range(num_steps)],
+        jnp.float32,
+    )
 
-    def loss_fn(params, x, z, t):
-        return losses.rectified_flow_loss(lambda xt, tt: apply_fn(params, xt, tt), x, z, t)
 
-    @jax.jit
-    def step(params, opt_state, x, z, t, lr):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, z, t)
-        updates, opt_state = adam.update(grads, opt_state, params)
-        params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
-        return params, opt_state, loss
-
-    return adam, step
+def _batches(images, batch: int, noise_pairs, seed: int):
+    """The seeded stream of ``(x, z, t)`` batches (rows without replacement, noise, times)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        rows = rng.choice(images.shape[0], size=batch, replace=False)
+        x = images[rows]
+        z = (
+            noise_pairs[rows]
+            if noise_pairs is not None
+            else rng.standard_normal(x.shape).astype(np.float32)
+        )
+        yield x, z, rng.uniform(size=(batch,)).astype(np.float32)
 
 
 def train_flow(
@@ -118,40 +141,58 @@ def train_flow(
     *,
     noise_pairs: np.ndarray | None = None,
     seed: int = 0,
-    step_fn=None,
+    workdir: str | pathlib.Path | None = None,
+    run: str = "flow",
+    quiet: bool = False,
 ):
     """Adam on the rectified-flow loss for ``num_steps`` batches of ``config.batch_size``.
 
+    The step is :func:`fidia_jax.train.make_train_step` (``scale_by_adam`` then the
+    cosine-decayed step size, a float32 table); the loop is :func:`fidia_jax.train.fit`
+    (progress, and with ``workdir`` ``metrics.jsonl``, checkpoints every
+    ``config.checkpoint_every`` steps and at the end, and resume).
+
     Args:
-      apply_fn, params: the velocity model (:func:`fidia_jax.models.velocity_apply`).
+      apply_fn, params: the velocity model (:func:`velocity_apply`); ``params`` is not
+        modified (the fit starts from a copy).
       images: ``(N, S, S, 1)`` training images (or reflow targets).
       num_steps: optimiser steps.
       noise_pairs: for reflow, the noise each image was sampled from (rows paired with
         ``images``); ``None`` draws fresh noise per batch.
       seed: batches, noise and ``t`` come from ``numpy.random.default_rng(seed)``.
-      step_fn: a ``(adam, step)`` pair from a previous call, to reuse its compilation.
+      workdir: where the fit's files go (``None``: none, no resume).
+      run: the fit's name in the files.
+      quiet: no progress display.
 
     Returns:
-      ``(params, losses_per_step, step_fn)``.
+      ``(params, losses_per_step)``.
+
+    Raises:
+      TrainingError: a non-finite loss or gradient (the library's policy).
     """
-    adam, step = step_fn or _make_train_step(apply_fn)
-    opt_state = adam.init(params)
-    rng = np.random.default_rng(seed)
+    lr_table = _lr_table(config.learning_rate, num_steps)
+    tx = optax.chain(
+        optax.scale_by_adam(), optax.scale_by_learning_rate(lambda count: lr_table[count])
+    )
+
+    def loss_fn(p, batch):
+        x, z, t = batch
+        return losses.rectified_flow_loss(lambda xt, tt: apply_fn(p, xt, tt), x, z, t)
+
+    state = train.init_train_state(jax.tree.map(jnp.copy, params), tx)
     b = min(config.batch_size, images.shape[0])
-    history = []
-    for k in range(num_steps):
-        lr = 0.5 * config.learning_rate * (1.0 + math.cos(math.pi * k / num_steps))
-        rows = rng.choice(images.shape[0], size=b, replace=False)
-        x = images[rows]
-        z = (
-            noise_pairs[rows]
-            if noise_pairs is not None
-            else rng.standard_normal(x.shape).astype(np.float32)
-        )
-        t = rng.uniform(size=(b,)).astype(np.float32)
-        params, opt_state, loss = step(params, opt_state, x, z, t, jnp.float32(lr))
-        history.append(loss)
-    return params, [float(v) for v in jax.device_get(history)], (adam, step)
+    res = train.fit(
+        state,
+        train.make_train_step(loss_fn, tx),
+        _batches(images, b, noise_pairs, seed),
+        num_steps=num_steps,
+        workdir=workdir,
+        run=run,
+        checkpoint_every=config.checkpoint_every,
+        log_every=1,  # every step's loss is reported (first, last, mean of the last 100)
+        quiet=quiet,
+    )
+    return res.state.params, [r["loss"] for r in res.history if "loss" in r]
 
 
 def stream_generate(apply_fn, params, noise, schedules, buckets) -> tuple[np.ndarray, dict]:
@@ -161,7 +202,7 @@ def stream_generate(apply_fn, params, noise, schedules, buckets) -> tuple[np.nda
       ``(images (N, S, S, 1) float32 in [-1, 1]-ish, stats)`` with the batcher's ``calls``,
       ``bucket_calls`` and ``compile_seconds``.
     """
-    batcher = models.StreamBatcher(apply_fn, params, noise.shape[1:], buckets=buckets)
+    batcher = StreamBatcher(apply_fn, params, noise.shape[1:], buckets=buckets)
     for i, ts in enumerate(schedules):
         batcher.submit(noise[i], ts, request_id=i)
     out = batcher.drain()
@@ -192,11 +233,9 @@ def fd_proxy(images_a: np.ndarray, images_b: np.ndarray) -> float:
 
 def save_sample_grid(path: str | pathlib.Path, rows: dict[str, np.ndarray], ncols: int = 10):
     """A PNG grid (matplotlib): one row of ``ncols`` samples per entry of ``rows``."""
-    import matplotlib
+    from fidia_jax._io import atomic_path
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = train.pyplot()
     fig, axes = plt.subplots(
         len(rows), ncols, figsize=(ncols * 0.7, len(rows) * 0.8), squeeze=False
     )
@@ -208,11 +247,9 @@ def save_sample_grid(path: str | pathlib.Path, rows: dict[str, np.ndarray], ncol
                 ax.imshow(np.clip((imgs[c, ..., 0] + 1) / 2, 0, 1), cmap="gray", vmin=0, vmax=1)
         axes[r][0].set_title(label, fontsize=7, loc="left")
     fig.tight_layout()
-    path = pathlib.Path(path)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=80)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=80, format="png")
     plt.close(fig)
-    tmp.replace(path)
 
 
 def _evaluate(apply_fn, params, config: StreamFlowConfig, holdout: np.ndarray) -> dict[str, Any]:
@@ -226,7 +263,7 @@ def _evaluate(apply_fn, params, config: StreamFlowConfig, holdout: np.ndarray) -
     )
     # interleave the step counts so that every stream call mixes timesteps
     order = [(k, i) for i in range(config.eval_samples) for k in range(len(kinds))]
-    schedules = [models.linear_timesteps(kinds[k]) for k, _ in order]
+    schedules = [linear_timesteps(kinds[k]) for k, _ in order]
     t0 = time.perf_counter()
     flat, stats = stream_generate(
         apply_fn, params, np.stack([noise[k, i] for k, i in order]), schedules, config.buckets
@@ -238,9 +275,7 @@ def _evaluate(apply_fn, params, config: StreamFlowConfig, holdout: np.ndarray) -
     max_diff = 0.0
     for k, n in enumerate(kinds):
         for i in range(config.exact_check):
-            ref = models.sample_euler(
-                apply_fn, params, noise[k, i : i + 1], models.linear_timesteps(n)
-            )
+            ref = sample_euler(apply_fn, params, noise[k, i : i + 1], linear_timesteps(n))
             max_diff = max(max_diff, float(np.abs(ref[0] - samples[k, i]).max()))
     result: dict[str, Any] = {
         "stream": {
@@ -263,28 +298,99 @@ def _evaluate(apply_fn, params, config: StreamFlowConfig, holdout: np.ndarray) -
     return result
 
 
+def _report(results: dict[str, Any], config: StreamFlowConfig, workdir: pathlib.Path) -> None:
+    """The console tables, ``summary.json`` and (with the proxy) ``fd_proxy.png``."""
+    quality, stream, bars = [], [], []
+    for stage, ev in results["eval"].items():
+        for n, row in ev["steps"].items():
+            fd = row.get("alexnet_fd_proxy")
+            quality.append([stage, int(n), "n/a" if fd is None else f"{fd:.2f}", row["finite"]])
+            bars.append({"samples": f"{stage}, {n} steps", "AlexNet FD proxy": fd})
+        st = ev["stream"]
+        stream.append([stage, st["requests"], st["calls"], st["exact_checked"],
+                       f"{st['max_abs_diff_vs_sequential']:.1e}"])  # fmt: skip
+    floor = results.get("fd_proxy_floor")
+    train.print_table(
+        "StreamFlow: samples through the stream batch (AlexNet FD is a proxy, not FID; lower is"
+        f" better; floor, training vs held-out digits: {'n/a' if floor is None else f'{floor:.2f}'})",
+        ["model", "Euler steps", "AlexNet FD proxy", "all finite"],
+        quality,
+    )
+    train.print_table(
+        "StreamFlow: stream batch vs the sequential sampler",
+        [
+            "model",
+            "requests",
+            "network calls",
+            "re-sampled one by one",
+            "max |stream - sequential|",
+        ],
+        stream,
+    )
+    summary = {
+        "train_loss_first": results["train"]["loss_first"],
+        "train_loss_last": results["train"]["loss_last"],
+        "reflow_loss_last": results.get("reflow", {}).get("loss_last"),
+        "final_params": results["final_params"],
+        "fd_proxy": {
+            stage: {n: row.get("alexnet_fd_proxy") for n, row in ev["steps"].items()}
+            for stage, ev in results["eval"].items()
+        },
+        "fd_proxy_floor": floor,
+        "stream_calls": {stage: ev["stream"]["calls"] for stage, ev in results["eval"].items()},
+        "max_abs_diff_vs_sequential": max(
+            ev["stream"]["max_abs_diff_vs_sequential"] for ev in results["eval"].values()
+        ),
+        "wall_s": results["wall_s"],
+    }
+    train.write_summary(workdir, summary)
+    if config.fd_proxy:
+        bars.append({"samples": "floor: training digits", "AlexNet FD proxy": floor})
+        train.plot_bars(
+            bars,
+            workdir / "fd_proxy.png",
+            label="samples",
+            values=["AlexNet FD proxy"],
+            title="StreamFlow samples vs held-out\ndigits (AlexNet FD, a proxy)",
+        )
+
+
 def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
     """Trains, optionally reflows, evaluates; writes ``workdir/streamflow_summary.json``.
 
     The summary (also returned, with the ``config`` added in the file) holds ``train`` (first and
     last loss, seconds), ``reflow`` (same, if run), ``eval`` (per stage ``base`` / ``reflow``: per
     step count the Fréchet proxy; the stream statistics and ``max_abs_diff_vs_sequential``),
-    ``fd_proxy_floor`` (training vs held-out digits) and ``wall_s``; ``samples.png`` when
-    ``sample_grid``. Returns the same dict plus ``params`` and ``apply_fn`` (not written).
+    ``fd_proxy_floor`` (training vs held-out digits) and ``wall_s``. The work directory also
+    gets ``summary.json`` (the headline numbers), ``metrics.jsonl`` and ``curves.png`` (the
+    training fits ``flow`` and ``reflow``, checkpointed under ``checkpoints/``: a rerun resumes
+    them), ``samples.png`` when ``sample_grid`` and ``fd_proxy.png`` when ``fd_proxy``. Returns
+    the same dict plus ``params`` and ``apply_fn`` (not written).
+
+    Raises:
+      TrainingError: a non-finite loss or gradient during training.
     """
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    train, holdout = digit_split(config)
-    apply_fn, params = init_flow(config)
+    with train.stage(f"loading the digits at {config.image_size}x{config.image_size}"):
+        digits, holdout = digit_split(config)
+        apply_fn, params = init_flow(config)
     n_params = int(sum(x.size for x in jax.tree.leaves(params)))
     t0 = time.perf_counter()
-    params, hist, step_fn = train_flow(
-        apply_fn, params, train, config.train_steps, config, seed=config.seed + 1
+    params, hist = train_flow(
+        apply_fn,
+        params,
+        digits,
+        config.train_steps,
+        config,
+        seed=config.seed + 1,
+        workdir=workdir,
+        run="flow",
     )
     results: dict[str, Any] = {
         "data": {
-            "train": int(train.shape[0]),
+            "train": int(digits.shape[0]),
             "holdout": int(holdout.shape[0]),
             "image_size": config.image_size,
             "source": "sklearn digits (bundled)",
@@ -301,19 +407,23 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
     stages = {"base": params}
     if config.reflow_rounds:
         t0 = time.perf_counter()
-        z = (
-            np.random.default_rng(config.seed + 3)
-            .standard_normal((config.reflow_pairs, config.image_size, config.image_size, 1))
-            .astype(np.float32)
-        )
-        x, _ = stream_generate(
-            apply_fn,
-            params,
-            z,
-            [models.linear_timesteps(config.reflow_sample_steps)] * len(z),
-            config.buckets,
-        )
-        reflowed, rhist, _ = train_flow(
+        with train.stage(
+            f"reflow: sampling {config.reflow_pairs} (noise, image) pairs with "
+            f"{config.reflow_sample_steps} Euler steps"
+        ):
+            z = (
+                np.random.default_rng(config.seed + 3)
+                .standard_normal((config.reflow_pairs, config.image_size, config.image_size, 1))
+                .astype(np.float32)
+            )
+            x, _ = stream_generate(
+                apply_fn,
+                params,
+                z,
+                [linear_timesteps(config.reflow_sample_steps)] * len(z),
+                config.buckets,
+            )
+        reflowed, rhist = train_flow(
             apply_fn,
             params,
             x,
@@ -321,7 +431,8 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
             config,
             noise_pairs=z,
             seed=config.seed + 4,
-            step_fn=step_fn,
+            workdir=workdir,
+            run="reflow",
         )
         results["reflow"] = {
             "pairs": int(len(z)),
@@ -333,13 +444,18 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
         stages["reflow"] = reflowed
     grid = {}
     for stage, p in stages.items():
-        ev = _evaluate(apply_fn, p, config, holdout)
+        with train.stage(
+            f"evaluating {stage}: {config.eval_samples} samples at each of "
+            f"{list(config.eval_steps)} Euler steps through one stream batch"
+        ):
+            ev = _evaluate(apply_fn, p, config, holdout)
         samples = ev.pop("samples")
         results["eval"][stage] = ev
         for k, n in enumerate(config.eval_steps):
             grid[f"{stage}, {n} steps"] = samples[k]
     if config.fd_proxy:
-        results["fd_proxy_floor"] = fd_proxy(train[: config.eval_samples], holdout)
+        with train.stage("AlexNet FD proxy floor (training vs held-out digits)"):
+            results["fd_proxy_floor"] = fd_proxy(digits[: config.eval_samples], holdout)
         results["fd_proxy_note"] = (
             "AlexNet conv5 Fréchet distance, a proxy (not FID); floor = "
             "training digits vs held-out digits, equal set sizes"
@@ -350,4 +466,5 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
     results["final_params"] = "reflow" if config.reflow_rounds else "base"
     results["wall_s"] = time.perf_counter() - t_start
     write_summary(workdir / SUMMARY_FILE, results, config)
+    _report(results, config, workdir)
     return {**results, "params": stages[results["final_params"]], "apply_fn": apply_fn}

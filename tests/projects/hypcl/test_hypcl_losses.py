@@ -3,7 +3,8 @@
 import jax
 import numpy as np
 
-from fidia_jax import layers, losses
+from fidia_jax import layers
+from fidia_jax.projects.hypcl import losses
 
 
 def test_masked_cross_entropy_and_distillation():

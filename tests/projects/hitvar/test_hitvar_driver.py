@@ -1,4 +1,5 @@
-"""HIT-VAR driver: configs, the held-out split, scoring, the CLI, and the tiny run (slow)."""
+"""HIT-VAR driver: configs, the held-out split, scoring, the CLI, and the tiny run
+(integration)."""
 
 import json
 
@@ -72,3 +73,13 @@ def test_tiny_run_end_to_end(tmp_path):
     assert abs(res["params"]["conv SR"] / res["params"]["HIT-VAR (inference)"] - 1) < 0.2
     assert set(res["goals"]) == {"lpips_top_beats_bicubic", "lpips_top_beats_plain_var", "met"}
     assert len(d["hr_eval"]) == cfg.n_eval
+    # one fit per training phase: its losses in metrics.jsonl (= the curves), a checkpoint
+    runs = ["hit_tokenizer", "hit_var", "hit_dpo", "plain_tokenizer", "plain_var", "conv_sr"]
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    for run in runs:
+        assert [r["loss"] for r in records if r["run"] == run] == written["curves"][run]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == sorted(runs)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["lpips_x2"]["HIT-VAR"] == written["metrics"]["HIT-VAR"]["x2"]["lpips"]
+    for png in ("hitvar_samples.png", "hitvar_table.png", "curves.png"):
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"

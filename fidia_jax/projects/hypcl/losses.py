@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fidia_jax.models import embedding_distance
+from fidia_jax.projects.hypcl.model import embedding_distance
 
 __all__ = ["embedding_distillation", "masked_cross_entropy"]
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import scipy.ndimage
 
-from fidia_jax import data
+from fidia_jax import data as shared_data
+from fidia_jax.projects.hitvar import data
 
 
 def _img(h=32, w=48, seed=0):
@@ -76,6 +77,6 @@ def test_make_sr_pairs_crops_and_degrades_each_pair():
     deg = data.Degradation(scale=2, jpeg_quality=0)
     hr, lr = data.make_sr_pairs(imgs, 16, 5, deg, seed=3)
     assert hr.shape == (5, 16, 16, 3) and lr.shape == (5, 8, 8, 3)
-    np.testing.assert_array_equal(hr, data.random_crops(imgs, 16, 5, seed=3))
+    np.testing.assert_array_equal(hr, shared_data.random_crops(imgs, 16, 5, seed=3))
     for i in range(5):
         np.testing.assert_array_equal(lr[i], data.degrade(hr[i], deg, seed=3 * 1_000_003 + i))

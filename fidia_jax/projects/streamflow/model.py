@@ -5,7 +5,7 @@ generators, here the network is a two-level U-Net small enough to train on two C
 (``features=(32, 64)``: about 0.2 M parameters). Every operation acts on one image at a time
 (``GroupNorm``, convolutions, a per-image time embedding; no batch statistics), so a batch's
 outputs do not depend on which other images share the batch -- what the stream batcher
-(:class:`fidia_jax.models.StreamBatcher`) relies on.
+(:class:`fidia_jax.projects.streamflow.serving.StreamBatcher`) relies on.
 
 Convention (rectified flow, Liu et al. 2023; Lipman et al. 2023): ``x_t = t * noise +
 (1 - t) * image`` with ``t = 1`` pure noise and ``t = 0`` the image; the network predicts the

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax import layers, models
+from fidia_jax import layers
+from fidia_jax.projects.hypcl import model as models
 
 
 def test_prototype_adapter_both_geometries():

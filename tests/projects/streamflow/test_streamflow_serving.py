@@ -1,12 +1,13 @@
 """StreamFlow serving: the stream batcher equals the sequential Euler sampler, edge cases, errors."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
 
 from fidia_jax import models
+from fidia_jax.projects.streamflow import serving
+from fidia_jax.projects.streamflow.model import StreamFlowUNet, timestep_embedding
 
 SHAPE = (8, 8, 1)
 
@@ -15,13 +16,12 @@ SHAPE = (8, 8, 1)
 def net():
     """A one-level net (short compiles; the two-level one runs in tests/projects) with random
     weights drawn by numpy into the abstract model (no per-shape initialiser compiles)."""
-    abstract = nnx.eval_shape(
-        lambda: models.StreamFlowUNet(1, (8,), time_dim=16, groups=4, rngs=nnx.Rngs(0))
+    model = models.init_without_compile(
+        lambda: StreamFlowUNet(1, (8,), time_dim=16, groups=4, rngs=nnx.Rngs(0)),
+        lambda names, shape, rng: rng.normal(0.0, 0.3, shape),
+        seed=0,
     )
-    graphdef, state = nnx.split(abstract)
-    rng = np.random.default_rng(0)
-    state = jax.tree.map(lambda s: jnp.asarray(rng.normal(0.0, 0.3, s.shape), s.dtype), state)
-    return models.velocity_apply(nnx.merge(graphdef, state))
+    return serving.velocity_apply(model)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def batcher_factory(net):
     def make(buckets=(1, 2, 4), refill="continuous", aot=True):
         key = (buckets, refill, aot)
         if key not in made:
-            made[key] = models.StreamBatcher(*net, SHAPE, buckets=buckets, refill=refill, aot=aot)
+            made[key] = serving.StreamBatcher(*net, SHAPE, buckets=buckets, refill=refill, aot=aot)
         assert made[key].idle
         return made[key]
 
@@ -45,7 +45,7 @@ def _noise(n, seed=0):
 
 def test_timestep_embedding_closed_form():
     t = np.asarray([0.0, 0.25], np.float32)
-    e = np.asarray(models.timestep_embedding(t, 4, max_period=100.0))
+    e = np.asarray(timestep_embedding(t, 4, max_period=100.0))
     w = np.asarray([1.0, 0.1])  # 100^(-k/2), k = 0, 1
     want = np.concatenate([np.cos(1000 * t[:, None] * w), np.sin(1000 * t[:, None] * w)], -1)
     np.testing.assert_allclose(e, want, atol=2e-5)
@@ -73,10 +73,10 @@ def test_stream_batch_equals_sequential_sampler(net, batcher_factory):
     schedules = [
         [1.0, 0.0],
         [1.0, 0.55, 0.2, 0.0],
-        models.linear_timesteps(3),
-        models.linear_timesteps(5),
+        serving.linear_timesteps(3),
+        serving.linear_timesteps(5),
         [1.0, 0.0],
-        models.linear_timesteps(2),
+        serving.linear_timesteps(2),
         np.asarray([0.9, 0.3, 0.0], np.float64),
     ]
     noise = _noise(len(schedules))
@@ -92,7 +92,7 @@ def test_stream_batch_equals_sequential_sampler(net, batcher_factory):
         got.update(b.step())
     assert sorted(got) == sorted(f"r{i}" for i in range(7))
     for i, ts in enumerate(schedules):
-        ref = models.sample_euler(apply_fn, params, noise[i : i + 1], ts)[0]
+        ref = serving.sample_euler(apply_fn, params, noise[i : i + 1], ts)[0]
         assert np.abs(ref - noise[i]).max() > 1e-2  # the sampler moved the latent
         assert np.abs(got[f"r{i}"] - ref).max() <= 1e-5, i
     # slots were refilled: 7 requests through 4 slots, the batch never idle while work queued
@@ -109,10 +109,10 @@ def test_straight_flow_oracle_hits_the_point_with_any_schedule():
         return (x - target[None]) / t[:, None, None, None]
 
     noise = _noise(3, seed=1)
-    b = models.StreamBatcher(oracle, {}, SHAPE, buckets=(1, 2, 4))
-    for i, ts in enumerate([[1.0, 0.0], [1.0, 1 / 3, 0.0], models.linear_timesteps(7)]):
+    b = serving.StreamBatcher(oracle, {}, SHAPE, buckets=(1, 2, 4))
+    for i, ts in enumerate([[1.0, 0.0], [1.0, 1 / 3, 0.0], serving.linear_timesteps(7)]):
         b.submit(noise[i], ts, request_id=i)
-        seq = models.sample_euler(oracle, {}, noise[i : i + 1], ts)[0]
+        seq = serving.sample_euler(oracle, {}, noise[i : i + 1], ts)[0]
         np.testing.assert_allclose(seq, target, atol=1e-5)
     out = b.drain()
     for i in range(3):
@@ -131,7 +131,7 @@ def test_static_refill_is_the_naive_baseline(batcher_factory):
         b = batcher_factory(refill=refill)
         calls_before = b.calls
         for i, n in enumerate(steps):
-            b.submit(noise[i], models.linear_timesteps(n), request_id=i)
+            b.submit(noise[i], serving.linear_timesteps(n), request_id=i)
         outs[refill], calls[refill] = b.drain(), b.calls - calls_before
     assert calls == {"continuous": 3, "static": 6}
     for i in range(3):
@@ -139,8 +139,8 @@ def test_static_refill_is_the_naive_baseline(batcher_factory):
     # static batching takes every queued request with the head's schedule
     b = batcher_factory(refill="static")
     for i in range(3):
-        b.submit(noise[i], models.linear_timesteps(2), request_id=i)
-    b.submit(noise[0], models.linear_timesteps(1), request_id="other")
+        b.submit(noise[i], serving.linear_timesteps(2), request_id=i)
+    b.submit(noise[0], serving.linear_timesteps(1), request_id="other")
     assert b.step() == [] and b.active == 3 and b.queued == 1 and b.last_batch_size == 3
     b.drain()
 
@@ -151,7 +151,7 @@ def test_without_aot_same_images(net, batcher_factory):
     outs = []
     for aot in (True, False):
         b = batcher_factory(aot=aot)
-        b.submit(noise[0], models.linear_timesteps(3), request_id=0)
+        b.submit(noise[0], serving.linear_timesteps(3), request_id=0)
         outs.append(b.drain())
     assert b.compile_seconds == 0.0 and b.bucket_calls == {1: 3, 2: 0, 4: 0}
     np.testing.assert_allclose(outs[1][0], outs[0][0], atol=1e-6)
@@ -165,21 +165,21 @@ def test_errors_name_the_problem(net, batcher_factory):
     with pytest.raises(ValueError, match="step count of 0"):
         b.submit(np.zeros(SHAPE, np.float32), [1.0])
     with pytest.raises(ValueError, match="num_steps"):
-        models.linear_timesteps(0)
+        serving.linear_timesteps(0)
     with pytest.raises(ValueError, match="strictly decrease"):
-        models.check_timesteps([1.0, 0.5, 0.5, 0.0])
+        serving.check_timesteps([1.0, 0.5, 0.5, 0.0])
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
-        models.check_timesteps([1.5, 0.0])
+        serving.check_timesteps([1.5, 0.0])
     with pytest.raises(ValueError, match="larger than the largest bucket"):
-        models.bucket_size(17)
+        serving.bucket_size(17)
     with pytest.raises(
         ValueError, match=r"batch of 5 images is larger than the largest bucket \(4\)"
     ):
-        models.StreamBatcher(apply_fn, params, SHAPE, buckets=(1, 2, 4), slots=5)
+        serving.StreamBatcher(apply_fn, params, SHAPE, buckets=(1, 2, 4), slots=5)
     with pytest.raises(ValueError, match="rank 4"):
-        models.sample_euler(apply_fn, params, np.zeros(SHAPE, np.float32), [1.0, 0.0])
+        serving.sample_euler(apply_fn, params, np.zeros(SHAPE, np.float32), [1.0, 0.0])
     rid = b.submit(np.zeros(SHAPE, np.float32), [1.0, 0.0], request_id="x")
     with pytest.raises(ValueError, match="already in flight"):
         b.submit(np.zeros(SHAPE, np.float32), [1.0, 0.0], request_id=rid)
     assert list(b.drain()) == ["x"] and b.idle
-    assert [models.bucket_size(n) for n in (1, 2, 3, 5, 16)] == [1, 2, 4, 8, 16]
+    assert [serving.bucket_size(n) for n in (1, 2, 3, 5, 16)] == [1, 2, 4, 8, 16]

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fidia_jax import losses, rl
+from fidia_jax import losses as shared_losses
+from fidia_jax.projects.hitvar import losses
 
 
 def test_token_log_prob_and_cross_entropy_match_numpy():
@@ -23,15 +24,19 @@ def test_token_log_prob_and_cross_entropy_match_numpy():
     )
     with pytest.raises(ValueError, match="share"):
         losses.token_log_prob(jnp.asarray(logits), jnp.asarray(tokens[:, :4]))
+    with pytest.raises(ValueError, match=r"token ids in \[0, 7\)"):
+        losses.token_log_prob(jnp.asarray(logits), jnp.asarray(tokens + 7))
 
 
-def test_dpo_term_reuses_rl_dpo_loss():
-    pw, rw, pl, rl_ = (jnp.asarray(v) for v in (-3.0, -4.0, -5.0, -4.5))
-    r_w, r_l = losses.dpo_log_ratios(pw, rw, pl, rl_)
-    # log-ratios 1.0 and -0.5: loss = log(1 + exp(-beta * 1.5))
-    np.testing.assert_allclose(rl.dpo_loss(r_w, r_l, 0.5), np.log1p(np.exp(-0.75)), rtol=1e-6)
-    g = jax.grad(lambda ref: sum(losses.dpo_log_ratios(pw, ref, pl, ref)))(rw)
-    assert float(g) == 0.0  # the reference is a constant
+def test_token_log_prob_is_the_sum_of_the_shared_token_log_probs():
+    """Built on fidia_jax.losses.token_log_probs: bit-identical to summing it over T."""
+    rng = np.random.default_rng(1)
+    logits = jnp.asarray(rng.normal(size=(4, 21, 16)).astype(np.float32))
+    tokens = jnp.asarray(rng.integers(0, 16, size=(4, 21)))
+    got = jax.jit(losses.token_log_prob)(logits, tokens)
+    np.testing.assert_array_equal(
+        got, jax.jit(lambda a, b: jnp.sum(shared_losses.token_log_probs(a, b), -1))(logits, tokens)
+    )
 
 
 def test_tokenizer_loss_by_hand():

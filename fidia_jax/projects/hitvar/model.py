@@ -4,9 +4,9 @@ transformer with block-causal attention over scales, and a small conv SR baselin
 * :class:`HitVarTokenizer`: conv encoder of the HR image to a ``(H, H, D)`` latent, VAR's
   multi-scale residual quantiser (:func:`fidia_jax.layers.multiscale_residual_quantize`) with an
   EMA codebook, and a decoder conditioned on the LR image. ``hierarchical=True`` (HIT-VAR): the
-  prefix of ``schedule.prefix_length(m)`` token scales decodes to the ``x m`` image (``m * lr`` pixels); the
-  plain RQ tokenizer (``hierarchical=False``, same weights) decodes only the full sequence at
-  ``x M`` and smaller scales are its bicubic downsampling.
+  prefix of ``schedule.prefix_length(m)`` token scales decodes to the ``x m`` image
+  (``m * lr`` pixels); the plain RQ tokenizer (``hierarchical=False``, same weights) decodes only
+  the full sequence at ``x M`` and smaller scales are its bicubic downsampling.
 * :class:`NextScaleTransformer`: predicts the tokens of scale ``k`` from the upsampled-then-
   downsampled sum of scales ``< k`` and the LR image; attention is block-causal over scales.
 * :func:`generate_tokens`: scale-by-scale decoding (argmax or temperature sampling).
@@ -21,7 +21,7 @@ upsampling head and all sizes are our reconstruction (the paper's text was not a
 from __future__ import annotations
 
 import math
-from typing import TypeVar
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -30,13 +30,12 @@ from flax import nnx
 
 from fidia_jax import _checks
 from fidia_jax.layers import (
-    HierarchicalSchedule,
     multiscale_residual_quantize,
     resize_grid,
     resize_images,
     tokens_to_latent,
 )
-from fidia_jax.models._init import Draw
+from fidia_jax.projects.hitvar.schedule import HierarchicalSchedule
 
 __all__ = [
     "ConvSR",
@@ -48,9 +47,6 @@ __all__ = [
     "hitvar_draw",
     "next_scale_inputs",
 ]
-
-
-M = TypeVar("M", bound=nnx.Module)
 
 
 class Codebook(nnx.Variable):
@@ -71,7 +67,7 @@ def _check_images(x, side: int, name: str, where: str) -> None:
         raise ValueError(f"{where}: {name} must be (B, {side}, {side}, 3), got {tuple(x.shape)}")
 
 
-def hitvar_draw() -> Draw:
+def hitvar_draw() -> Callable[[tuple[str, ...], tuple[int, ...], np.random.Generator], np.ndarray]:
     """The HIT-VAR networks' initialisation rule for :func:`fidia_jax.models.init_without_compile`.
 
     ``kernel`` ~ N(0, 1 / fan_in) (LeCun normal, untruncated) except the last conv of an SR head
@@ -120,8 +116,8 @@ class HitVarTokenizer(nnx.Module):
     """Residual-quantised, LR-conditioned image tokenizer whose prefixes decode at ``x1..xM``.
 
     Args:
-      schedule: the :class:`fidia_jax.layers.HierarchicalSchedule` (HR side ``M * lr``; the
-        ratio HR / latent must be a power of two).
+      schedule: the :class:`~fidia_jax.projects.hitvar.schedule.HierarchicalSchedule` (HR side
+        ``M * lr``; the ratio HR / latent must be a power of two).
       channels: conv width.
       latent_dim: code dimension ``D``.
       codebook_size: number of codes ``K``.

@@ -12,10 +12,15 @@ from fidia_jax.projects import streamflow
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
+def tiny_workdir(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("streamflow")
     assert cli.main(["streamflow", "train", "--config", "tiny", "--workdir", str(workdir)]) == 0
-    return json.loads((workdir / streamflow.SUMMARY_FILE).read_text())
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_workdir):
+    return json.loads((tiny_workdir / streamflow.SUMMARY_FILE).read_text())
 
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)
@@ -40,6 +45,24 @@ def test_tiny_run_summary(tiny_run):
         # [A1 B2] A done; [B C1] both done; [D2 E1] E done; [D F2] D done; [F] done
         assert stream["calls"] == 5 and stream["bucket_calls"] == {"1": 1, "2": 4}
         assert all(row["finite"] for row in tiny_run["eval"][stage]["steps"].values())
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_tiny_run_files(tiny_workdir, tiny_run):
+    """One metrics line per step of each fit, checkpoints at the ends, the headline numbers
+    in summary.json, the curves and the sample grid."""
+    records = [
+        json.loads(line) for line in (tiny_workdir / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [(r["run"], r["step"]) for r in records] == [("flow", 1), ("flow", 2), ("flow", 3),
+                                                        ("reflow", 1)]  # fmt: skip
+    assert records[2]["loss"] == tiny_run["train"]["loss_last"]
+    assert sorted(p.name for p in (tiny_workdir / "checkpoints").iterdir()) == ["flow", "reflow"]
+    summary = json.loads((tiny_workdir / "summary.json").read_text())
+    assert summary["train_loss_last"] == tiny_run["train"]["loss_last"]
+    assert summary["stream_calls"] == {"base": 5, "reflow": 5}
+    for png in ("curves.png", "samples.png"):
+        assert (tiny_workdir / png).read_bytes()[:4] == b"\x89PNG"
 
 
 def test_digit_split_is_disjoint_and_scaled():

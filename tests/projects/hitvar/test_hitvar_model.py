@@ -6,21 +6,23 @@ import pytest
 from flax import nnx
 
 from fidia_jax import layers, models
+from fidia_jax.projects.hitvar import model as hv
+from fidia_jax.projects.hitvar.schedule import hierarchical_scale_schedule
 
-SCH = layers.hierarchical_scale_schedule(4, 4, (1, 2, 4))  # LR 4x4, HR 16x16, latent 4x4
+SCH = hierarchical_scale_schedule(4, 4, (1, 2, 4))  # LR 4x4, HR 16x16, latent 4x4
 
 
 @pytest.fixture(scope="module")
 def run():
     tok = models.init_without_compile(
-        lambda: models.HitVarTokenizer(
+        lambda: hv.HitVarTokenizer(
             SCH, channels=8, latent_dim=4, codebook_size=8, res_blocks=1, rngs=nnx.Rngs(0)
         ),
-        draw=models.hitvar_draw(),
+        draw=hv.hitvar_draw(),
         seed=0,
     )
     plain = models.init_without_compile(
-        lambda: models.HitVarTokenizer(
+        lambda: hv.HitVarTokenizer(
             SCH,
             channels=8,
             latent_dim=4,
@@ -29,14 +31,14 @@ def run():
             hierarchical=False,
             rngs=nnx.Rngs(0),
         ),
-        draw=models.hitvar_draw(),
+        draw=hv.hitvar_draw(),
         seed=0,
     )
     var = models.init_without_compile(
-        lambda: models.NextScaleTransformer(
+        lambda: hv.NextScaleTransformer(
             SCH, latent_dim=4, codebook_size=8, dim=8, depth=1, heads=2, rngs=nnx.Rngs(1)
         ),
-        draw=models.hitvar_draw(),
+        draw=hv.hitvar_draw(),
         seed=1,
     )
     rng = np.random.default_rng(0)
@@ -46,7 +48,7 @@ def run():
     for t in (tok, plain):
         t.head2.kernel[...] = jnp.asarray(rng.normal(size=t.head2.kernel.shape), jnp.float32)
     hr = jnp.asarray(rng.uniform(size=(2, 16, 16, 3)).astype(np.float32))
-    lr = models.bicubic_resize(hr, 4)
+    lr = hv.bicubic_resize(hr, 4)
 
     @nnx.jit
     def go(tok, plain, var, hr, lr):
@@ -57,14 +59,14 @@ def run():
             m: tok.decode_latent(prefixes[SCH.prefix_length(m) - 1], lr, m) for m in SCH.scales
         }
         out["plain"] = {m: plain.decode_tokens(codes, lr, m) for m in SCH.scales}
-        x = models.next_scale_inputs(prefixes, SCH.grids)
+        x = hv.next_scale_inputs(prefixes, SCH.grids)
         out["inputs"], out["logits"] = x, var(x, lr)
         # perturb the inputs of the last scale: earlier scales' logits must not move
         x2 = x.at[:, SCH.offsets[-2] :].add(5.0)
         out["logits_perturbed"] = var(x2, lr)
-        gen_codes, gen_prefixes = models.generate_tokens(var, tok.codebook[...], lr)
+        gen_codes, gen_prefixes = hv.generate_tokens(var, tok.codebook[...], lr)
         out["gen_codes"] = gen_codes
-        out["gen_logits"] = var(models.next_scale_inputs(gen_prefixes, SCH.grids), lr)
+        out["gen_logits"] = var(hv.next_scale_inputs(gen_prefixes, SCH.grids), lr)
         return out
 
     return go(tok, plain, var, hr, lr), (tok, plain, var, hr, lr)
@@ -80,7 +82,7 @@ def test_every_prefix_decodes_to_its_scale(run):
     # the plain tokenizer reads every scale and resizes its x4 output down
     for m in (1, 2, 3):
         np.testing.assert_allclose(
-            out["plain"][m], models.bicubic_resize(out["plain"][4], 4 * m), atol=1e-5
+            out["plain"][m], hv.bicubic_resize(out["plain"][4], 4 * m), atol=1e-5
         )
 
 
@@ -122,16 +124,16 @@ def test_bad_inputs_name_the_problem(run):
     np.testing.assert_array_equal(np.asarray(tok.codebook[...]), np.asarray(tok.embed_sum[...]))
     with pytest.raises(ValueError, match="power of two"):
         nnx.eval_shape(
-            lambda: models.HitVarTokenizer(
-                layers.hierarchical_scale_schedule(4, 3, (1, 2, 4), 4), rngs=nnx.Rngs(0)
+            lambda: hv.HitVarTokenizer(
+                hierarchical_scale_schedule(4, 3, (1, 2, 4), 4), rngs=nnx.Rngs(0)
             )
         )
     with pytest.raises(ValueError, match="temperature"):
-        models.generate_tokens(var, tok.codebook[...], lr, temperature=1.0)
+        hv.generate_tokens(var, tok.codebook[...], lr, temperature=1.0)
 
 
 def test_conv_sr_parameter_count_closed_form():
     for w in (4, 13, 40):
-        net = nnx.eval_shape(lambda w=w: models.ConvSR(width=w, blocks=2, rngs=nnx.Rngs(0)))
+        net = nnx.eval_shape(lambda w=w: hv.ConvSR(width=w, blocks=2, rngs=nnx.Rngs(0)))
         n = models.count_params(net)
-        assert models.conv_sr_width_for_params(n, blocks=2) == w
+        assert hv.conv_sr_width_for_params(n, blocks=2) == w

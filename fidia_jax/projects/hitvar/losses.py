@@ -1,10 +1,11 @@
 """HIT-VAR objectives: the multi-scale tokenizer loss, next-scale cross-entropy and the token
 log-likelihood that the DPO-style preference term compares.
 
-The preference term itself is :func:`fidia_jax.rl.dpo_loss` applied to
-``log_ratio = token_log_prob(policy) - token_log_prob(reference)`` of a preferred and a
-dispreferred token sequence (``losses`` may not import ``rl``, one level of the layering: the
-driver composes them; :func:`dpo_log_ratios` gives the two log-ratios).
+The preference term itself is :func:`fidia_jax.rl.dpo_loss` applied to the log-ratios
+:func:`fidia_jax.rl.dpo_log_ratios` of ``token_log_prob(policy)`` and
+``token_log_prob(reference)`` of a preferred and a dispreferred token sequence (the driver
+composes them). Token log-likelihoods are the library's one helper,
+:func:`fidia_jax.losses.token_log_probs`, summed over the sequence.
 
 References:
   HIT-VAR, ICML 2026, arXiv:2605.14891 (abstract only: the weighting over scales, the
@@ -20,9 +21,9 @@ from collections.abc import Mapping
 import jax
 import jax.numpy as jnp
 
-from fidia_jax import _checks
+from fidia_jax import _checks, losses
 
-__all__ = ["dpo_log_ratios", "hitvar_tokenizer_loss", "next_scale_cross_entropy", "token_log_prob"]
+__all__ = ["hitvar_tokenizer_loss", "next_scale_cross_entropy", "token_log_prob"]
 
 
 def _check_logits(logits, tokens, where):
@@ -46,11 +47,11 @@ def token_log_prob(logits_BxTxK: jax.Array, tokens_BxT: jax.Array) -> jax.Array:
       ``(B,)`` float32 sequence log-likelihoods (``<= 0``).
 
     Raises:
-      ValueError: ranks or ``(B, T)`` mismatch.
+      ValueError: ranks or ``(B, T)`` mismatch, or a concrete token outside ``[0, K)``
+        (:func:`fidia_jax.losses.token_log_probs`; a traced one gives NaN).
     """
     _check_logits(logits_BxTxK, tokens_BxT, "token_log_prob")
-    logp = jax.nn.log_softmax(logits_BxTxK.astype(jnp.float32), axis=-1)
-    return jnp.sum(jnp.take_along_axis(logp, tokens_BxT[..., None], axis=-1)[..., 0], axis=-1)
+    return jnp.sum(losses.token_log_probs(logits_BxTxK, tokens_BxT), axis=-1)
 
 
 def next_scale_cross_entropy(logits_BxTxK: jax.Array, tokens_BxT: jax.Array) -> jax.Array:
@@ -58,18 +59,6 @@ def next_scale_cross_entropy(logits_BxTxK: jax.Array, tokens_BxT: jax.Array) -> 
     averaged over the batch. Returns a ``()`` float32."""
     _check_logits(logits_BxTxK, tokens_BxT, "next_scale_cross_entropy")
     return -jnp.mean(token_log_prob(logits_BxTxK, tokens_BxT)) / tokens_BxT.shape[1]
-
-
-def dpo_log_ratios(
-    policy_logp_w: jax.Array, ref_logp_w: jax.Array, policy_logp_l: jax.Array, ref_logp_l: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """Log-ratios ``(log pi(y_w) - log pi_ref(y_w), log pi(y_l) - log pi_ref(y_l))`` of the
-    preferred (``w``) and dispreferred (``l``) token sequences; the reference log-probs are
-    constants (gradients stopped). Feed them to :func:`fidia_jax.rl.dpo_loss` (vmapped)."""
-    return (
-        policy_logp_w - jax.lax.stop_gradient(ref_logp_w),
-        policy_logp_l - jax.lax.stop_gradient(ref_logp_l),
-    )
 
 
 def hitvar_tokenizer_loss(

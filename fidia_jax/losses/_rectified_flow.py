@@ -1,9 +1,9 @@
 """Rectified-flow (flow-matching) training objective, for fresh pairs and for reflow pairs.
 
-Convention (the one :class:`fidia_jax.models.StreamFlowUNet` and the samplers use): an image
-``x`` and a noise ``z`` are joined by the straight line ``x_t = t z + (1 - t) x``, ``t`` in
-``[0, 1]`` (``t = 1`` noise, ``t = 0`` image); its velocity is ``d x_t / dt = z - x``. The
-network ``v(x_t, t)`` regresses that velocity:
+Convention (the StreamFlow driver's U-Net and samplers use it too): an image ``x`` and a noise
+``z`` are joined by the straight line ``x_t = t z + (1 - t) x``, ``t`` in ``[0, 1]`` (``t = 1``
+noise, ``t = 0`` image); its velocity is ``d x_t / dt = z - x``. The network ``v(x_t, t)``
+regresses that velocity:
 
     L = mean_{b, pixels} (v(x_t, t) - (z - x))^2                (Liu et al. 2023, eq. 1; paper)
 

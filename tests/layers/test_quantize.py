@@ -1,4 +1,5 @@
-"""HIT-VAR quantiser and schedule primitives against brute force and hand computations."""
+"""Vector quantisers (nearest code, EMA codebook, residual, next-scale) and resizing against
+brute force, hand computations and jax.image."""
 
 import itertools
 
@@ -103,25 +104,6 @@ def test_block_causal_mask_matches_brute_force():
     for i in range(t):
         for j in range(t):
             assert mask[i, j] == (scale[j] <= scale[i])
-
-
-def test_hierarchical_schedule_prefixes_and_errors():
-    sch = layers.hierarchical_scale_schedule(16, 4, (1, 2, 4, 6, 8), latent_size=8)
-    # x m reads the grids no finer than 8 * m / 4: x1 <= 2, x2 <= 4, x3 <= 6, x4 all
-    assert sch.prefixes == (2, 3, 4, 5)
-    assert [sch.output_size(m) for m in (1, 2, 3, 4)] == [16, 32, 48, 64]
-    assert sch.num_tokens == 1 + 4 + 16 + 36 + 64 and sch.offsets[-1] == sch.num_tokens
-    np.testing.assert_array_equal(sch.mask(), layers.block_causal_mask(sch.grids))
-    default = layers.hierarchical_scale_schedule(16, 4, (1, 2, 4, 8, 16))  # latent = 64 / 4
-    assert default.latent_size == 16 and default.prefixes == (3, 4, 4, 5)
-    with pytest.raises(ValueError, match="must divide the HR side"):
-        layers.hierarchical_scale_schedule(16, 4, (1, 2, 4, 7), latent_size=7)
-    with pytest.raises(ValueError, match="increasing"):
-        layers.hierarchical_scale_schedule(16, 4, (1, 4, 2, 8), latent_size=8)
-    with pytest.raises(ValueError, match="scale must be one of"):
-        sch.output_size(5)
-    with pytest.raises(ValueError, match="max_scale"):
-        layers.hierarchical_scale_schedule(16, 0, (1,), latent_size=1)
 
 
 def test_resize_images_matches_jax_image_resize():

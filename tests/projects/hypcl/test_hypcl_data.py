@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from fidia_jax import data
 from fidia_jax.errors import DataError
+from fidia_jax.projects.hypcl import data
 
 
 def test_hierarchical_mixture_tree_structure():

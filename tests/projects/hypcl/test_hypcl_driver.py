@@ -1,0 +1,113 @@
+"""HypCL driver: the tiny run through the command line, its summary, NCM against scikit-learn."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+from sklearn.neighbors import NearestCentroid
+
+from fidia_jax import cli, metrics, optim, train
+from fidia_jax.errors import ConfigError, TrainingError
+from fidia_jax.projects import hypcl
+
+
+@pytest.fixture(scope="module")
+def tiny_workdir(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("hypcl")
+    assert cli.main(["hypcl", "train", "--config", "tiny", "--workdir", str(workdir)]) == 0
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_workdir):
+    return json.loads((tiny_workdir / "hypcl.json").read_text())
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_tiny_run_writes_summary_and_chart(tiny_workdir, tiny_run):
+    summary = json.loads((tiny_workdir / "summary.json").read_text())
+    assert summary["average_accuracy"] == {
+        m: row["average_accuracy"] for m, row in tiny_run["methods"].items()
+    }
+    assert summary["gap_average_accuracy"] == tiny_run["gap_average_accuracy"]
+    assert (tiny_workdir / "hypcl_methods.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_tiny_summary_is_consistent(tiny_run):
+    r = tiny_run
+    assert r["config"]["task"] == "synthetic" and set(r["methods"]) == set(
+        hypcl.get_config("tiny").methods
+    )
+    for row in r["methods"].values():
+        (order,) = row["orders"]
+        acc = np.array(order["acc"], dtype=float)
+        assert acc.shape == (2, 2) and np.all(acc[np.tril_indices(2)] >= 0)
+        again = metrics.continual_metrics(acc, None)
+        # equal task sizes in the tiny split: weights do not matter
+        np.testing.assert_allclose(row["average_accuracy"], again["average_accuracy"])
+        np.testing.assert_allclose(row["average_forgetting"], again["average_forgetting"])
+    gap = r["methods"]["hypcl"]["average_accuracy"] - r["methods"]["euclidean"]["average_accuracy"]
+    np.testing.assert_allclose(r["gap_average_accuracy"], gap)
+    # Better than chance among the 4 classes of the final step.
+    assert r["methods"]["hypcl"]["last_accuracy"] > 0.4
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_ncm_matches_scikit_learn(tiny_run):
+    cfg = hypcl.get_config("tiny")
+    x, y = hypcl.synthetic_task(cfg, cfg.synth_depth)
+    stream = next(hypcl.train._streams(x, y, cfg, [[0, 1, 2, 3]], 2))
+    ref = NearestCentroid().fit(stream.x_tr, stream.y_tr).predict(stream.x_te)
+    last = tiny_run["methods"]["ncm"]["last_accuracy"]
+    np.testing.assert_allclose(last, np.mean(ref == stream.y_te))
+
+
+def test_config_errors():
+    with pytest.raises(ConfigError, match="curvature"):
+        hypcl.get_config("tiny", curvature=0.0)
+    with pytest.raises(ConfigError, match="methods"):
+        hypcl.get_config("tiny", methods=("ncm",))
+    with pytest.raises(ConfigError, match="task"):
+        hypcl.get_config("tiny", task="cifar")
+
+
+def test_one_partitioned_step_is_riemannian_adam_on_the_ball_and_adam_on_the_rest():
+    """optax.partition over ``(ball, rest)`` inside make_train_step = the two optimisers apart."""
+    model = hypcl.PrototypeAdapter(6, 3, 4, geometry="poincare", rngs=nnx.Rngs(0))
+    graphdef, ball, rest = nnx.split(model, hypcl.BallParam, ...)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(8, 6)).astype(np.float32), rng.integers(0, 4, 8)
+    seen = jnp.ones(4, bool)
+
+    def loss(b, r):
+        return hypcl.masked_cross_entropy(nnx.merge(graphdef, b, r)(x), y, seen)
+
+    opt_ball, opt_rest = optim.riemannian_adam(0.05), optax.adam(0.01)
+    tx = optax.partition({"ball": opt_ball, "rest": opt_rest}, ("ball", "rest"))
+    step = train.make_train_step(lambda p, _: loss(*p), tx, donate=False)
+    state = train.init_train_state((ball, rest), tx)
+    for _ in range(3):
+        state, _ = step(state, None)
+    b, r, s_b, s_r = ball, rest, opt_ball.init(ball), opt_rest.init(rest)
+    for _ in range(3):
+        g_b, g_r = jax.grad(loss, argnums=(0, 1))(b, r)
+        u_b, s_b = opt_ball.update(g_b, s_b, b)
+        u_r, s_r = opt_rest.update(g_r, s_r, r)
+        b, r = optax.apply_updates(b, u_b), optax.apply_updates(r, u_r)
+    for got, want in zip(jax.tree.leaves(state.params), jax.tree.leaves((b, r)), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert float(jnp.max(jnp.abs(state.params[0]["prototypes"][...] - ball["prototypes"][...]))) > 0
+
+
+def test_nonfinite_features_stop_training_naming_the_step():
+    cfg = hypcl.get_config("tiny", steps_per_task=5)
+    x, y = hypcl.synthetic_task(cfg, cfg.synth_depth)
+    stream = next(hypcl.train._streams(x, y, cfg, [[0, 1, 2, 3]], 2))
+    stream.x_tr[:] = np.nan
+    with pytest.raises(TrainingError, match=r"step 1 of 5 is not finite"):
+        hypcl.run_method("euclidean", stream, cfg, seed=0)
