@@ -243,6 +243,24 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
     num_classes = int(y.max()) + 1
     orders = class_orders(num_classes, config.num_orders, config.seed)
     rows = run_stream(x, y, config, config.methods, orders, config.classes_per_task)
+    # per task of the stream, the accuracy on the classes seen so far (one run per method and
+    # class order): metrics.jsonl, as every training run writes it
+    metrics_path = workdir / "metrics.jsonl"
+    metrics_path.unlink(missing_ok=True)
+    train.append_metrics(
+        metrics_path,
+        [
+            {
+                "run": f"{m}/order{o}",
+                "step": t + 1,
+                "eval/seen_accuracy": float(np.mean(acc[t][: t + 1])),
+            }
+            for m, row in rows.items()
+            for o, run in enumerate(row["orders"])
+            for acc in [run["acc"]]
+            for t in range(len(acc))
+        ],
+    )
     gap = rows["hypcl"]["average_accuracy"] - rows["euclidean"]["average_accuracy"]
     results: dict[str, Any] = {
         "task": config.task,

@@ -351,5 +351,16 @@ def train_and_evaluate(config: TdConfig, workdir: str | pathlib.Path) -> dict[st
             "curves": curves,
         },
     )
+    # the error curves as metrics.jsonl records (one run per schedule), like every training run
+    metrics_path = pathlib.Path(workdir) / "metrics.jsonl"
+    metrics_path.unlink(missing_ok=True)
+    train.append_metrics(
+        metrics_path,
+        [
+            {"run": name, "step": int(step), "rel_error": float(np.mean(err))}
+            for name, errs in curves["rows"].items()
+            for step, err in zip(curves["steps"], errs, strict=True)
+        ],
+    )
     _plot_curves(curves, results, workdir / "td_curves.png")
     return results
