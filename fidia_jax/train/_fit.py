@@ -89,8 +89,9 @@ def fit(
       eval_fn: ``eval_fn(state) -> {name: float}`` called every ``eval_every`` steps and at the
         end; its values go to ``metrics.jsonl`` as ``eval/<name>``.
       eval_every: evaluation period in steps (``0``: only at the end).
-      log_every: fetch and record the metrics every so many steps (``None``: about 100 records
-        over the run). Non-finite steps are detected when the metrics are fetched.
+      log_every: fetch the metrics from the device every so many steps (``None``: about 100
+        fetches over the run); every step is recorded either way. Non-finite steps are detected
+        when the metrics are fetched.
       max_nonfinite: how many skipped non-finite steps to tolerate before stopping (``0``: stop
         at the first; see :mod:`fidia_jax.train._step`).
       resume: restore the newest complete checkpoint of ``run`` in ``workdir`` and go on from it
