@@ -22,6 +22,7 @@ import argparse
 import logging
 import os
 import pathlib
+import sys
 from typing import Any
 
 from fidia_jax import train
@@ -133,9 +134,11 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
 
 # ----------------------------------------------------------------------------- verbs
 def _train(args: argparse.Namespace):
-    return run_train(
-        _config_from_args(args), args.workdir, resume=not args.no_resume, quiet=args.quiet
-    )
+    config = _config_from_args(args)  # a bad config: one error line and nothing else
+    if not args.quiet:  # the first line as every project's train prints it
+        print(f"fidia-jax fidia train: config {args.config}, workdir {args.workdir}",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return run_train(config, args.workdir, resume=not args.no_resume, quiet=args.quiet)
 
 
 def _evaluate(args: argparse.Namespace):
