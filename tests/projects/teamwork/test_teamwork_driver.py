@@ -111,5 +111,5 @@ def test_a_non_finite_loss_stops_the_fit_naming_the_step(monkeypatch):
     # a learning rate of its own: a fresh trace of the (cached) step sees the patched loss
     cfg = teamwork.get_config("tiny", steps=3, learning_rate=1.2345e-3)
     x = teamwork.make_synthetic(0, train_length=200, test_length=100, n_anomalies=1).train
-    with pytest.raises(TrainingError, match="teamwork: the loss or gradient at step 1"):
+    with pytest.raises(TrainingError, match="teamwork: the loss or update at step 1"):
         teamwork.fit_detector("teamwork", x, cfg)
