@@ -137,7 +137,7 @@ def _judges(names, run_config):
 
 def report(args) -> dict:
     from fidia_jax.projects import fidia
-    from fidia_jax.projects.fidia._tasks_bridge import build_backbones
+    from fidia_jax.projects.fidia._tasks_bridge import load_backbones
 
     runs = _runs(args.merge)
     seeds = sorted({r["seed"] for r in runs})
@@ -151,7 +151,7 @@ def report(args) -> dict:
             raise SystemExit(f"report: seed {seed} has no step-0 evaluation")
         cfg = fidia.config_from_dict(ref_run["config"])
         judges = judges or _judges(args.judges, cfg)
-        _, heldout = build_backbones(cfg)
+        _, heldout = load_backbones(cfg)
         tasks = {bb.name: bb.reward_model.task for bb in heldout}
         for j, (judge, thr, desc) in list(judges.items()):
             if thr is None:  # the mean log-likelihood this judge gives the native sequences

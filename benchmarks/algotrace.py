@@ -7,15 +7,15 @@ Prints one table of ratios to those controls and writes ``benchmarks/results/alg
 
     python benchmarks/algotrace.py                 # the default preset (docs/algotrace.md)
     python benchmarks/algotrace.py --smoke         # the tiny preset (numbers mean nothing)
-    python benchmarks/algotrace.py --config demo --set steps=1000   # overrides (key=value)
+    python benchmarks/algotrace.py --config reduced --set seed=1    # overrides (key=value)
 """
 
 from __future__ import annotations
 
 from _driver_bench import run_driver_benchmark
 
-from fidia_jax.data import ALGOTRACE_PRIMITIVES
 from fidia_jax.projects import algotrace
+from fidia_jax.projects.algotrace.traces import ALGOTRACE_PRIMITIVES
 
 
 def ratio_table(results: dict) -> str:

@@ -117,10 +117,10 @@ def main(argv=None):
         print(format_report(json.loads(pathlib.Path(args.out).read_text())))
         return
     parts = set(args.parts.split(","))
-    from fidia_jax import data as data_lib
     from fidia_jax import metrics
     from fidia_jax._io import atomic_write_text, json_text
     from fidia_jax.projects import causal
+    from fidia_jax.projects.causal import data as data_lib
 
     seeds = [int(s) for s in args.egm_seeds.split(",")]
     reps = tuple(int(r) for r in args.ihdp_reps.split(","))
@@ -223,7 +223,7 @@ def main(argv=None):
         import jax
         import jax.numpy as jnp
 
-        from fidia_jax import losses
+        from fidia_jax.projects.causal import losses
 
         phi = jax.random.normal(jax.random.key(0), (128, 32))
         timing = {}

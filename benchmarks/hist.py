@@ -8,7 +8,7 @@ featuriser (UNI weights unavailable).
 
 Part 2 (scaling): forward + backward of one attention layer on synthetic lattices of 10^2..10^5
 active spots: HiST's sparse window attention (regular ∪ shifted windows, relative position bias)
-vs dense masked attention over all spots (``fidia_jax.layers.dense_window_attention`` with a window
+vs dense masked attention over all spots (``fidia_jax.projects.hist.dense_window_attention`` with a window
 larger than the lattice, i.e. full attention). Time: median of repeated steps after compilation.
 Memory: XLA's compiled ``memory_analysis()`` (temp + argument + output bytes), which needs no
 execution, so dense is reported at sizes too large to run; dense is timed only up to
@@ -37,7 +37,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fidia_jax import layers
 from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.projects import hist
 
@@ -65,7 +64,7 @@ def scaling(sizes, *, heads=2, head_dim=16, window=6, dense_time_max=3000, reps=
     rows = []
     for n in sizes:
         c = lattice(n)
-        lv = layers.plan_hierarchy(c, levels=1, window=window)[0]
+        lv = hist.plan_hierarchy(c, levels=1, window=window)[0]
         key = jax.random.key(n)
         q = jax.random.normal(key, (n, heads, head_dim))
         bias = jnp.zeros((heads, 2 * window - 1, 2 * window - 1))
@@ -73,15 +72,13 @@ def scaling(sizes, *, heads=2, head_dim=16, window=6, dense_time_max=3000, reps=
 
         def sparse_loss(q, lv=lv, bias=bias):
             return jnp.sum(
-                layers.lattice_window_attention(q, q, q, lv.coords, lv.regular, lv.shifted, bias)
+                hist.lattice_window_attention(q, q, q, lv.coords, lv.regular, lv.shifted, bias)
             )
 
         big = int(c.max()) + 2  # one window covers the lattice: full attention
 
         def dense_loss(q, c=c, mask=mask, big=big):
-            return jnp.sum(
-                layers.dense_window_attention(q, q, q, c, mask, window=big, shifted=False)
-            )
+            return jnp.sum(hist.dense_window_attention(q, q, q, c, mask, window=big, shifted=False))
 
         row = {"spots": n}
         for name, fn, run in (

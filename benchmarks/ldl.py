@@ -25,10 +25,10 @@ import pathlib
 import sys
 import time
 
-from fidia_jax import data
 from fidia_jax._io import atomic_write_text, resolve_data_dir
 from fidia_jax.metrics import LDL_METRICS, LDL_METRICS_HIGHER_BETTER
 from fidia_jax.projects import ldl
+from fidia_jax.projects.ldl import data
 
 
 def worst_degradation(ratio: dict[str, float]) -> float:

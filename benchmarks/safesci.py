@@ -33,15 +33,15 @@ import time
 import numpy as np
 
 from fidia_jax._io import atomic_write_text, json_text
-from fidia_jax.data import load_safesci_jsonl
-from fidia_jax.metrics import (
+from fidia_jax.projects import safesci
+from fidia_jax.projects.safesci.records import load_safesci_jsonl
+from fidia_jax.projects.safesci.scoring import (
     safesci_bootstrap,
     safesci_choice_correct,
     safesci_extract_answer,
     safesci_is_refusal,
     safesci_tf_correct,
 )
-from fidia_jax.projects import safesci
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "safesci" / "benign.jsonl"

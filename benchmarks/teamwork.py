@@ -3,7 +3,7 @@ Forest: F1, point-adjusted F1 (inflated), affiliation F1 and AUC-PR in one table
 
 Three parts, all measured in this run:
 
-1. ``synthetic``: :func:`fidia_jax.data.make_synthetic` (6 channels, 2 dominant, periods 24 / 40,
+1. ``synthetic``: :func:`fidia_jax.projects.teamwork.make_synthetic` (6 channels, 2 dominant, periods 24 / 40,
    injected point / contextual / shapelet / seasonal / trend anomalies), every method.
 2. ``skab_classic``: PCA T2+Q and Isolation Forest on all 34 SKAB runs with SKAB's protocol
    (train on the first 400 points of each run, UCL = 4/3 * q_0.999 of training scores, pooled

@@ -198,13 +198,14 @@ def print_table(console, title: str, columns: Sequence[str], rows: Sequence[Sequ
     """
     if console is None:
         return
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=title)
-    for c in columns:  # headers and cells wrap, never cut ("kl_divergenc")
-        table.add_column(c, overflow="fold", min_width=min(len(str(c)), 24))
+    table = Table(title=escape(title))
+    for c in columns:  # headers and cells wrap, never cut ("kl_divergenc"); brackets are text
+        table.add_column(escape(str(c)), overflow="fold", min_width=min(len(str(c)), 24))
     for r in rows:
-        table.add_row(*(f"{x:.3f}" if isinstance(x, float) else str(x) for x in r))
+        table.add_row(*(escape(f"{x:.3f}" if isinstance(x, float) else str(x)) for x in r))
     console.print(table)
 
 

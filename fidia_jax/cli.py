@@ -33,7 +33,7 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
-from fidia_jax.errors import ConfigError, FidiaError
+from fidia_jax.errors import FidiaError
 from fidia_jax.projects import PROJECTS
 
 __all__ = ["main"]
@@ -61,7 +61,11 @@ def _load_config(module: str, args: argparse.Namespace):
 
 
 def _with_data_dir(config, data_dir: str):
-    """``config`` with ``data.data_dir`` (or a top-level ``data_dir``) set to ``data_dir``."""
+    """``config`` with ``data.data_dir`` (or a top-level ``data_dir``) set to ``data_dir``.
+
+    A project whose config reads no data directory (its data are generated or ship with the
+    package) accepts the option too: the config is returned unchanged, with a note on stderr.
+    """
     data = getattr(config, "data", None)
     if dataclasses.is_dataclass(data) and any(
         f.name == "data_dir" for f in dataclasses.fields(data)
@@ -69,12 +73,23 @@ def _with_data_dir(config, data_dir: str):
         return dataclasses.replace(config, data=dataclasses.replace(data, data_dir=data_dir))
     if any(f.name == "data_dir" for f in dataclasses.fields(config)):
         return dataclasses.replace(config, data_dir=data_dir)
-    raise ConfigError(f"--data-dir: {type(config).__name__} has no data.data_dir or data_dir field")
+    print(
+        f"{_PROG}: note: --data-dir is not used: {type(config).__name__} reads no data directory "
+        "(its data are generated or ship with the package)",
+        file=sys.stderr,
+    )
+    return config
 
 
 def _convention_verb(module: str, file: str, function: str):
     def run(args: argparse.Namespace):
-        config = _load_config(module, args)
+        data_dir, args.data_dir = args.data_dir, None
+        config = _load_config(module, args)  # a bad config: one error line and nothing else
+        # the first line within seconds of the start: the driver, JAX and the data load longer
+        print(f"{_PROG} {args.project} {args.verb}: config {args.config}, workdir {args.workdir}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        if data_dir:  # after the first line: a note when the project reads no data directory
+            config = _with_data_dir(config, data_dir)
         result = getattr(importlib.import_module(f"{module}.{file}"), function)(
             config, args.workdir
         )
@@ -120,7 +135,8 @@ def _add_config_args(p: argparse.ArgumentParser, project: str, verb: str, defaul
     p.add_argument(
         "--data-dir",
         default=None,
-        help="shared data directory (sets data.data_dir; else $FIDIA_DATA_DIR)",
+        help="shared data directory (sets data.data_dir; else $FIDIA_DATA_DIR; a note when the "
+        "project reads none)",
     )
 
 

@@ -39,11 +39,11 @@ import tempfile
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import data
 from fidia_jax.projects import algotrace
+from fidia_jax.projects.algotrace import traces
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
-PRIMS = data.ALGOTRACE_PRIMITIVES
+PRIMS = traces.ALGOTRACE_PRIMITIVES
 COLORS = dict(zip(PRIMS, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"], strict=True))
 
 # %% [markdown]
@@ -52,9 +52,9 @@ COLORS = dict(zip(PRIMS, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab
 # nearest, `V` verify, `P` path). Lower-case letters are cities / nodes.
 
 # %%
-sample = data.make_algotrace_data(4, seed=0)
+sample = traces.make_algotrace_data(4, seed=0)
 for row, lab, n in zip(sample.tokens, sample.labels, sample.length, strict=True):
-    print(data.decode_algotrace(row[:n]))
+    print(traces.decode_algotrace(row[:n]))
     print("   labels:", "".join("." if v < 0 else "dcnvp"[v] for v in lab[:n]))
 
 # %% [markdown]

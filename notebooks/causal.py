@@ -21,7 +21,7 @@
 # three schemes: **Pairwise** (all K(K-1)/2 arm pairs), **One-vs-All** (K terms) and
 # **Treatment Aggregation** (one term, whatever K), with a balancing weight alpha estimated
 # from a bound instead of a grid. Only the abstract was available: the scheme formulas and the
-# alpha estimator in `fidia_jax.losses` are our reconstructions (see `docs/causal.md`).
+# alpha estimator in `fidia_jax.projects.causal.losses` are our reconstructions (see `docs/causal.md`).
 #
 # Data: with `$FIDIA_DATA_DIR` set, the covariates of IHDP replication 1 (747 real units);
 # **without it, random Gaussian covariates** (400 units, 10 features), so the notebook runs
@@ -38,8 +38,9 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import data, losses, metrics
+from fidia_jax import metrics
 from fidia_jax.projects import causal
+from fidia_jax.projects.causal import data, losses
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
 DATA_DIR = os.environ.get("FIDIA_DATA_DIR")

@@ -21,7 +21,7 @@
 # reflection tokens ("wait") up or down with it, without touching the weights. Here the model is
 # a tiny LLaMA trained on step-wise modular-addition solutions that contain injected errors with
 # **corrective** reflections and, after the answer is known, **redundant** ones
-# (`fidia_jax.data.make_dycon_task`, all synthetic: the notebook needs no data directory).
+# (`fidia_jax.projects.dycon.task.make_dycon_task`, all synthetic: the notebook needs no data directory).
 # The control `λ·(d̂ − τ)` is our reconstruction (the paper's formula is not public).
 #
 # `FIDIA_NOTEBOOK_TINY=1` runs the `tiny` preset (a few training steps: the numbers mean
@@ -34,8 +34,8 @@ import tempfile
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import data
 from fidia_jax.projects import dycon
+from fidia_jax.projects.dycon import task
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
 config = dycon.get_config("tiny" if TINY else "demo")
@@ -45,8 +45,8 @@ config = dycon.get_config("tiny" if TINY else "demo")
 
 # %%
 vocab = dycon.vocab_of(config)
-example = data.make_dycon_task(1, vocab=vocab, error_rate=0.5, redundant_rate=0.7, seed=1)
-names = {v: k for k, v in data.DYCON_ROLES.items()}
+example = task.make_dycon_task(1, vocab=vocab, error_rate=0.5, redundant_rate=0.7, seed=1)
+names = {v: k for k, v in task.DYCON_ROLES.items()}
 
 
 def show(tok):

@@ -26,7 +26,7 @@
 # **Data.** With `$FIDIA_DATA_DIR` set (see `../shared/data/README.md`) and not in tiny mode:
 # HER2ST patient C, features from a fixed colour-deconvolution + texture featuriser (the
 # paper's UNI features are not available). Otherwise (and always with
-# `FIDIA_NOTEBOOK_TINY=1`): **synthetic lattices** from `fidia_jax.data.synthetic_sections`,
+# `FIDIA_NOTEBOOK_TINY=1`): **synthetic lattices** from `fidia_jax.projects.hist.synthetic_sections`,
 # whose expression follows a smooth hidden field that the per-spot features see only through
 # noise, so the maps below are of synthetic data, not tissue.
 
@@ -38,7 +38,6 @@ import tempfile
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import layers
 from fidia_jax.projects import hist
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
@@ -73,7 +72,7 @@ print("data:", "HER2ST" if USE_HER2ST else "synthetic lattices", "| tiny:", TINY
 # %%
 prep = hist.prepare_sections(config)
 coords = prep.coords[0]
-plan = layers.plan_hierarchy(coords, levels=3, window=config.window)
+plan = hist.plan_hierarchy(coords, levels=3, window=config.window)
 fig, axes = plt.subplots(1, 4, figsize=(14, 3.4))
 for lvl, ax in enumerate(axes[:3]):
     c = plan[lvl].coords[plan[lvl].mask]

@@ -36,8 +36,9 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import data, losses, metrics
+from fidia_jax import metrics
 from fidia_jax.projects import ldl
+from fidia_jax.projects.ldl import data, losses
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
 DATA_DIR = os.environ.get("FIDIA_DATA_DIR")

@@ -26,7 +26,7 @@
 # 3. the **ordering** of labels within each fidelity (pairwise logistic loss).
 #
 # The paper gives only an abstract ("Credible Information Subset Decomposition", ICML 2026), so
-# every formula here is **our reconstruction** (`fidia_jax.losses.trusted_subset_loss`).
+# every formula here is **our reconstruction** (`fidia_jax.projects.multifidelity.losses.trusted_subset_loss`).
 #
 # Data: the analytic Forrester function (HF, LF from Forrester et al. 2007; the medium fidelity
 # `(HF + LF) / 2` is our construction), generated here, so the notebook needs no shared data.
@@ -41,8 +41,8 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import data, losses
 from fidia_jax.projects import multifidelity as mf
+from fidia_jax.projects.multifidelity import data, losses
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
 

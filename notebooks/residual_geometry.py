@@ -37,8 +37,8 @@ import tempfile
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import metrics
 from fidia_jax.projects import residual_geometry as rg
+from fidia_jax.projects.residual_geometry import geometry
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
 
@@ -56,7 +56,7 @@ inside = rng.normal(size=(12, 12)) @ x
 q, _ = np.linalg.qr(np.concatenate([x.T, rng.normal(size=(10, 6))], axis=1))
 outside = rng.normal(size=(12, 6)) @ q[:, 4:].T
 for name, dx in [("inside the row space", inside), ("orthogonal", outside)]:
-    r = metrics.residual_information_dynamics(x, dx, rtol=1e-8)
+    r = geometry.residual_information_dynamics(x, dx, rtol=1e-8)
     print(f"{name:22s} ΔS={r['delta_s']:+.3f}  ΔD={r['delta_d']:.3f}  RID={r['rid']:.3f}")
 
 # %% [markdown]

@@ -23,7 +23,7 @@
 # FFT period and scores each step by its uncertainty-weighted reconstruction error.
 #
 # Data: one SKAB run (`valve1/0`) when `$FIDIA_DATA_DIR` holds SKAB, else the **synthetic
-# generator** of `fidia_jax.data.make_synthetic` (periodic channels, known driving structure,
+# generator** of `fidia_jax.projects.teamwork.make_synthetic` (periodic channels, known driving structure,
 # injected point / contextual / shapelet / seasonal / trend anomalies), so the notebook runs
 # without any data. `FIDIA_NOTEBOOK_TINY=1` shrinks the series and the training to seconds.
 
@@ -33,7 +33,7 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fidia_jax import data, metrics
+from fidia_jax import metrics
 from fidia_jax.projects import teamwork
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
@@ -45,16 +45,16 @@ DATA_DIR = os.environ.get("FIDIA_DATA_DIR")
 # %%
 use_skab = bool(DATA_DIR) and os.path.isdir(os.path.join(DATA_DIR, "skab")) and not TINY
 if use_skab:
-    runs, _ = data.load_skab(DATA_DIR)
+    runs, _ = teamwork.load_skab(DATA_DIR)
     run = next(r for r in runs if r.name == "valve1/0")
-    k = data.SKAB_TRAIN_SIZE
+    k = teamwork.SKAB_TRAIN_SIZE
     train, test, labels = run.values[:k], run.values[k:], run.anomaly[k:]
-    channel_names = list(data.SKAB_CHANNELS)
+    channel_names = list(teamwork.SKAB_CHANNELS)
     source = f"SKAB {run.name} (train = first {k} points)"
     config = teamwork.get_config("skab", steps=150)
 else:
     n = 400 if TINY else 2000
-    syn = data.make_synthetic(0, train_length=n, test_length=n, n_anomalies=4 if TINY else 10)
+    syn = teamwork.make_synthetic(0, train_length=n, test_length=n, n_anomalies=4 if TINY else 10)
     train, test, labels = syn.train, syn.test, syn.labels
     channel_names = [("dominant " if d else "auxiliary ") + str(c)
                      for c, d in enumerate(syn.dominant)]
@@ -63,7 +63,7 @@ else:
 print(source, "| train", train.shape, "| test", test.shape, "| anomalous fraction",
       round(float(labels.mean()), 3))
 print("FFT dominant period per channel:",
-      [data.dominant_period(train[:, c], max_period=config.window) for c in range(train.shape[1])])
+      [teamwork.dominant_period(train[:, c], max_period=config.window) for c in range(train.shape[1])])
 
 # %% [markdown]
 # ## Fit TeamWork and PCA T²+Q on the clean training part

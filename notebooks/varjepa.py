@@ -17,7 +17,7 @@
 # # Var-T-JEPA vs T-JEPA on a small table
 #
 # Two self-supervised encoders for tables, both feature-token transformers
-# (`fidia_jax.models.TabularJepa`):
+# (`fidia_jax.projects.varjepa.model.TabularJepa`):
 #
 # 1. **T-JEPA** (Thimonier et al., ICLR 2025): the context encoder sees a random half of a row's
 #    features, a predictor fills in the latent tokens of other features, the loss is the squared
@@ -36,8 +36,9 @@ import os
 
 import matplotlib.pyplot as plt
 
-from fidia_jax import data, metrics
+from fidia_jax import metrics
 from fidia_jax.projects import varjepa
+from fidia_jax.projects.varjepa import data
 
 TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
 config = varjepa.get_config("tiny" if TINY else "demo", dataset="breast_cancer")

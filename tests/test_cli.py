@@ -230,10 +230,8 @@ def test_convention_errors_one_line_exit_2(registered, extra, needle, tmp_path, 
     assert not (tmp_path / "w").exists()
 
 
-def test_data_dir_needs_a_data_dir_field():
+def test_data_dir_is_set_or_noted(capsys):
     import dataclasses
-
-    from fidia_jax.errors import ConfigError
 
     @dataclasses.dataclass(frozen=True)
     class Flat:
@@ -244,8 +242,9 @@ def test_data_dir_needs_a_data_dir_field():
         seed: int = 0
 
     assert cli._with_data_dir(Flat(), "/d") == Flat("/d")
-    with pytest.raises(ConfigError, match="NoData has no data.data_dir or data_dir field"):
-        cli._with_data_dir(NoData(), "/d")
+    assert capsys.readouterr().err == ""
+    assert cli._with_data_dir(NoData(), "/d") == NoData()  # accepted, unchanged, with a note
+    assert "note: --data-dir is not used: NoData reads no data directory" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- warnings

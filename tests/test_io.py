@@ -96,7 +96,7 @@ def test_one_data_directory_rule(tmp_path, monkeypatch):
     primitive loaders (``data``, ``protein``) and the FIDIA driver (no silent ../shared/data)."""
     from fidia_jax import data, protein
     from fidia_jax.errors import DataError
-    from fidia_jax.projects.fidia import _tasks_bridge, get_config
+    from fidia_jax.projects.fidia import get_config, load_backbones
 
     other = tmp_path / "other"
     other.mkdir()
@@ -111,7 +111,7 @@ def test_one_data_directory_rule(tmp_path, monkeypatch):
         data.resolve_data_dir,
         data.load_shakespeare,
         protein.load_motifbench_cases,
-        lambda: _tasks_bridge.build_backbones(small),
+        lambda: load_backbones(small),
     ):
         with pytest.raises(DataError) as exc:
             load()

@@ -149,3 +149,68 @@ def test_the_checker_catches_each_rule(tmp_path, monkeypatch):
     assert any("another driver" in m for m in msgs["projects/x/train.py"])
     assert any("only the CLI" in m for m in msgs["rl/_c.py"])
     assert msgs["projects/x/ok.py"] == []
+
+
+# ----------------------------------------------------------------------------- gradient steps
+#: What writes a gradient step: the gradient and the update of the parameters.
+_STEP_NAMES = {"value_and_grad", "apply_updates", "Optimizer"}
+#: The marker of an allowed exception, on the flagged line or the comment lines just above it.
+STEP_EXCEPTION = "gradient step outside fidia_jax.train:"
+#: At most this many marked exceptions in the whole package (issue 23).
+MAX_STEP_EXCEPTIONS = 2
+
+
+def _gradient_steps(path: pathlib.Path) -> tuple[list[str], list[str]]:
+    """``(unmarked, marked)`` places of ``path`` that use a step-writing name (AST, so words in
+    docstrings and comments do not count)."""
+    text = path.read_text()
+    lines = text.splitlines()
+    unmarked, marked = [], []
+    for node in ast.walk(ast.parse(text, filename=str(path))):
+        name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+        if name not in _STEP_NAMES or not isinstance(node, (ast.Attribute, ast.Name)):
+            continue
+        above = range(node.lineno - 1, max(node.lineno - 8, 0) - 1, -1)
+        context = [lines[node.lineno - 1]]
+        for i in above:  # the contiguous comment block right above the line
+            if i == node.lineno - 1:
+                continue
+            if not lines[i].strip().startswith("#"):
+                break
+            context.append(lines[i])
+        where = f"{path.relative_to(PACKAGE.parent)}:{node.lineno} uses {name}"
+        (marked if any(STEP_EXCEPTION in c for c in context) else unmarked).append(where)
+    return unmarked, marked
+
+
+def test_drivers_take_their_gradient_steps_from_the_training_package():
+    """No module under ``projects/`` writes its own gradient step (``value_and_grad``,
+    ``optax.apply_updates``, ``nnx.Optimizer``): steps come from ``fidia_jax.train``. At most
+    two places are allowed, each marked with a comment naming why (``STEP_EXCEPTION``)."""
+    unmarked, marked = [], []
+    for path in FILES:
+        if path.relative_to(PACKAGE).parts[0] == "projects":
+            u, m = _gradient_steps(path)
+            unmarked += u
+            marked += m
+    assert not unmarked, "gradient steps written in drivers:\n" + "\n".join(unmarked)
+    files = {m.split(":")[0] for m in marked}
+    assert len(files) <= MAX_STEP_EXCEPTIONS, f"too many marked exceptions: {sorted(files)}"
+
+
+def test_the_step_checker_sees_steps_and_markers(tmp_path, monkeypatch):
+    pkg = tmp_path / "fidia_jax"
+    (pkg / "projects" / "x").mkdir(parents=True)
+    f = pkg / "projects" / "x" / "train.py"
+    f.write_text(
+        '"""Uses value_and_grad in prose only."""\n'
+        "import jax, optax\n"
+        "g = jax.value_and_grad(lambda p: p)\n"
+        "# gradient step outside fidia_jax.train: a reason\n"
+        "# (continued)\n"
+        "p = optax.apply_updates(1, 2)\n"
+    )
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", pkg)
+    unmarked, marked = _gradient_steps(f)
+    assert [u.split(" uses ")[1] for u in unmarked] == ["value_and_grad"]
+    assert [m.split(" uses ")[1] for m in marked] == ["apply_updates"]

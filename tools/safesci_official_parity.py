@@ -74,7 +74,7 @@ def _stub_modules() -> None:
 
 
 def _cases(records) -> list[dict]:
-    from fidia_jax.data import safesci_prompt
+    from fidia_jax.projects.safesci.records import safesci_prompt
 
     cases = []
     for i, r in enumerate(records):
@@ -123,7 +123,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from fidia_jax._io import atomic_write_text, json_text
-    from fidia_jax.data import load_safesci_jsonl
+    from fidia_jax.projects.safesci.records import load_safesci_jsonl
 
     records = load_safesci_jsonl(ROOT / "tests" / "data" / "safesci" / "benign.jsonl")
     cases = _cases(records)

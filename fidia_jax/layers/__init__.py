@@ -1,10 +1,9 @@
-"""fidia_jax.layers: reusable layers any model may call (attention registry, RoPE, HiST lattice,
-Poincaré-ball ops, VAR's residual quantiser).
+"""fidia_jax.layers: reusable layers any model may call (attention registry, RoPE, Poincaré-ball
+operations, the residual quantiser of VAR tokenisers).
 
-Primitives by kind (``docs/architecture.md``): layers import only ``jax``/``flax``,
-``fidia_jax.errors`` and ``fidia_jax.data`` (HiST's lattice check); the attention registry reaches the Pallas kernels of ``fidia_jax.kernels``
-lazily, by name, so importing a layer never imports a kernel.
-"""
+Primitives by kind (``docs/architecture.md``): layers import only ``jax``/``flax`` and
+``fidia_jax.errors``; the attention registry reaches the Pallas kernels of ``fidia_jax.kernels``
+lazily, by name, so importing a layer never imports a kernel."""
 
 from fidia_jax.layers._attention import AttentionFn as AttentionFn
 from fidia_jax.layers._attention import attention_weights as attention_weights
@@ -13,31 +12,6 @@ from fidia_jax.layers._attention import is_decode_only as is_decode_only
 from fidia_jax.layers._attention import list_attention_impls as list_attention_impls
 from fidia_jax.layers._attention import register_attention_impl as register_attention_impl
 from fidia_jax.layers._attention import xla_attention as xla_attention
-from fidia_jax.layers._hist import AttentionStats as AttentionStats
-from fidia_jax.layers._hist import LatticeLevel as LatticeLevel
-from fidia_jax.layers._hist import PoolPlan as PoolPlan
-from fidia_jax.layers._hist import WindowPlan as WindowPlan
-from fidia_jax.layers._hist import check_lattice as check_lattice
-from fidia_jax.layers._hist import dense_window_attention as dense_window_attention
-from fidia_jax.layers._hist import hierarchy_sizes as hierarchy_sizes
-from fidia_jax.layers._hist import lattice_window_attention as lattice_window_attention
-from fidia_jax.layers._hist import merge_attention_stats as merge_attention_stats
-from fidia_jax.layers._hist import plan_hierarchy as plan_hierarchy
-from fidia_jax.layers._hist import plan_pooling as plan_pooling
-from fidia_jax.layers._hist import plan_windows as plan_windows
-from fidia_jax.layers._hist import sparse_patch_pool as sparse_patch_pool
-from fidia_jax.layers._hist import sparse_unpool as sparse_unpool
-from fidia_jax.layers._hist import window_attention_stats as window_attention_stats
-from fidia_jax.layers._quantize import CodebookEMA as CodebookEMA
-from fidia_jax.layers._quantize import block_causal_mask as block_causal_mask
-from fidia_jax.layers._quantize import ema_codebook_update as ema_codebook_update
-from fidia_jax.layers._quantize import multiscale_residual_quantize as multiscale_residual_quantize
-from fidia_jax.layers._quantize import nearest_code as nearest_code
-from fidia_jax.layers._quantize import residual_quantize as residual_quantize
-from fidia_jax.layers._quantize import resize_grid as resize_grid
-from fidia_jax.layers._quantize import resize_images as resize_images
-from fidia_jax.layers._quantize import tokens_to_latent as tokens_to_latent
-from fidia_jax.layers._quantize import vector_quantize as vector_quantize
 from fidia_jax.layers._poincare import HypLinear as HypLinear
 from fidia_jax.layers._poincare import check_curvature as check_curvature
 from fidia_jax.layers._poincare import conformal_factor as conformal_factor
@@ -56,31 +30,26 @@ from fidia_jax.layers._poincare import project_to_ball as project_to_ball
 from fidia_jax.layers._poincare import prototype_logits as prototype_logits
 from fidia_jax.layers._poincare import safe_arccosh as safe_arccosh
 from fidia_jax.layers._poincare import safe_artanh as safe_artanh
+from fidia_jax.layers._quantize import CodebookEMA as CodebookEMA
+from fidia_jax.layers._quantize import block_causal_mask as block_causal_mask
+from fidia_jax.layers._quantize import ema_codebook_update as ema_codebook_update
+from fidia_jax.layers._quantize import multiscale_residual_quantize as multiscale_residual_quantize
+from fidia_jax.layers._quantize import nearest_code as nearest_code
+from fidia_jax.layers._quantize import residual_quantize as residual_quantize
+from fidia_jax.layers._quantize import resize_grid as resize_grid
+from fidia_jax.layers._quantize import resize_images as resize_images
+from fidia_jax.layers._quantize import tokens_to_latent as tokens_to_latent
+from fidia_jax.layers._quantize import vector_quantize as vector_quantize
 from fidia_jax.layers._rope import apply_rope as apply_rope
 
 __all__ = [
     "AttentionFn",
     "attention_weights",
-    "AttentionStats",
-    "LatticeLevel",
-    "PoolPlan",
-    "WindowPlan",
     "apply_rope",
-    "check_lattice",
-    "dense_window_attention",
     "get_attention_impl",
-    "hierarchy_sizes",
     "is_decode_only",
-    "lattice_window_attention",
     "list_attention_impls",
-    "merge_attention_stats",
-    "plan_hierarchy",
-    "plan_pooling",
-    "plan_windows",
     "register_attention_impl",
-    "sparse_patch_pool",
-    "sparse_unpool",
-    "window_attention_stats",
     "xla_attention",
     "CodebookEMA",
     "block_causal_mask",

@@ -102,5 +102,6 @@ def next_token_loss(logits: jax.Array, tokens: jax.Array, weights: Any = None) -
             f"next_token_loss: weights must have the tokens' shape {jnp.shape(tokens)}, "
             f"got {jnp.shape(weights)}"
         )
+    tokens = check_token_ids(tokens, jnp.shape(logits)[-1], name="tokens", where="next_token_loss")
     w = None if weights is None else jnp.asarray(weights)[:, 1:]
-    return token_nll(logits[:, :-1], jnp.asarray(tokens)[:, 1:], w)
+    return token_nll(logits[:, :-1], tokens[:, 1:], w)

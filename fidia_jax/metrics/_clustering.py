@@ -1,7 +1,8 @@
-"""k-means (k-means++ initialisation) and normalised spectral clustering.
+"""k-means (k-means++ initialisation), normalised spectral clustering, and how a clustering agrees
+with true labels (purity, NMI, ARI) and follows itself along sequences (transition matrix).
 
 Used to group token activations and to meta-cluster a cluster transition graph (AlgoTrace,
-issue 14); both are plain functions of arrays. k-means runs in JAX (jit, any size, the input's
+issue 14); all are plain functions of arrays. k-means runs in JAX (jit, any size, the input's
 float dtype); spectral clustering takes an ``(N, N)`` affinity and does its eigendecomposition on
 the host in float64, then k-means on the spectral embedding.
 
@@ -9,6 +10,8 @@ References:
   Arthur, Vassilvitskii, "k-means++: the advantages of careful seeding", SODA 2007 (the greedy
   variant with ``2 + log k`` local trials is scikit-learn's).
   Ng, Jordan, Weiss, "On spectral clustering: analysis and an algorithm", NeurIPS 2001.
+  Hubert, Arabie, "Comparing partitions", Journal of Classification 1985 (ARI); Strehl, Ghosh,
+  "Cluster ensembles", JMLR 2002 (NMI); both computed by scikit-learn.
 """
 
 from __future__ import annotations
@@ -21,7 +24,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["KMeansResult", "kmeans", "kmeans_plus_plus", "knn_affinity", "spectral_clustering"]
+__all__ = [
+    "KMeansResult",
+    "cluster_agreement",
+    "cluster_purity",
+    "cluster_transition_matrix",
+    "kmeans",
+    "kmeans_plus_plus",
+    "knn_affinity",
+    "spectral_clustering",
+]
 
 
 class KMeansResult(NamedTuple):
@@ -228,3 +240,104 @@ def spectral_clustering(affinity, k: int, *, key: jax.Array, n_init: int = 10) -
     emb = np.where(norm > 0, emb / np.where(norm > 0, norm, 1.0), 0.0)
     res = kmeans(jnp.asarray(emb, jnp.float32), k, key=key, n_init=n_init)
     return np.asarray(res.labels, np.int64)
+
+
+def _int_labels(x, name: str, where: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(
+            f"{where}: {name} must be a non-empty 1-D integer array, got {a.shape} {a.dtype}"
+        )
+    return a.astype(np.int64)
+
+
+def cluster_purity(labels_true, labels_pred) -> float:
+    """Purity: the fraction of points whose cluster's majority true label is their own.
+
+    ``purity = (1/N) sum_c max_l |{i : pred_i = c, true_i = l}|``; 1 for a refinement of the true
+    partition (so it rises with the number of clusters: compare at equal ``k`` or against random
+    clusters of the same sizes).
+
+    Args:
+      labels_true: ``(N,)`` int true labels.
+      labels_pred: ``(N,)`` int cluster ids.
+
+    Returns:
+      float in ``(0, 1]``.
+
+    Raises:
+      ValueError: empty, not 1-D integers, or different lengths.
+    """
+    t = _int_labels(labels_true, "labels_true", "cluster_purity")
+    p = _int_labels(labels_pred, "labels_pred", "cluster_purity")
+    if t.shape != p.shape:
+        raise ValueError(f"cluster_purity: lengths differ, {t.shape} vs {p.shape}")
+    _, ti = np.unique(t, return_inverse=True)
+    _, pi = np.unique(p, return_inverse=True)
+    counts = np.zeros((pi.max() + 1, ti.max() + 1), np.int64)
+    np.add.at(counts, (pi, ti), 1)
+    return float(counts.max(axis=1).sum() / t.size)
+
+
+def cluster_agreement(labels_true, labels_pred) -> dict[str, float]:
+    """Purity, normalised mutual information and adjusted Rand index of a clustering.
+
+    NMI (arithmetic normalisation) and ARI are scikit-learn's ``normalized_mutual_info_score``
+    and ``adjusted_rand_score`` (imported here; scikit-learn is in the ``sciml`` extra).
+
+    Returns:
+      ``{"purity", "nmi", "ari"}`` floats.
+
+    Raises:
+      ValueError: as :func:`cluster_purity`.
+    """
+    from sklearn import metrics as skm
+
+    purity = cluster_purity(labels_true, labels_pred)
+    t, p = np.asarray(labels_true), np.asarray(labels_pred)
+    return {
+        "purity": purity,
+        "nmi": float(skm.normalized_mutual_info_score(t, p)),
+        "ari": float(skm.adjusted_rand_score(t, p)),
+    }
+
+
+def cluster_transition_matrix(
+    labels, sequence_ids, k: int, *, normalize: bool = True
+) -> np.ndarray:
+    """Counts (or frequencies) of cluster ``a`` followed by cluster ``b`` within a sequence.
+
+    Consecutive entries ``i, i + 1`` with the same ``sequence_ids`` form one transition
+    ``labels[i] -> labels[i + 1]`` (the input is in reading order; a change of sequence id
+    breaks the chain). ``normalize=True`` divides every row by its total (rows with no outgoing
+    transition stay 0), so ``M[a, b] = P(next cluster = b | cluster = a)``.
+
+    Args:
+      labels: ``(N,)`` int cluster ids in ``[0, k)``.
+      sequence_ids: ``(N,)`` int sequence of each entry.
+      k: number of clusters.
+      normalize: row-normalise.
+
+    Returns:
+      ``(k, k)`` float64.
+
+    Raises:
+      ValueError: shapes that differ, ``k < 1``, or a label outside ``[0, k)``.
+    """
+    lab = _int_labels(labels, "labels", "cluster_transition_matrix")
+    seq = _int_labels(sequence_ids, "sequence_ids", "cluster_transition_matrix")
+    if lab.shape != seq.shape:
+        raise ValueError(f"cluster_transition_matrix: lengths differ, {lab.shape} vs {seq.shape}")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"cluster_transition_matrix: k must be an int >= 1, got {k!r}")
+    if lab.min() < 0 or lab.max() >= k:
+        raise ValueError(
+            f"cluster_transition_matrix: labels must be in [0, {k}), got [{lab.min()}, {lab.max()}]"
+        )
+    same = seq[1:] == seq[:-1]
+    m = np.zeros((k, k), np.float64)
+    np.add.at(m, (lab[:-1][same], lab[1:][same]), 1.0)
+    if normalize:
+        row = m.sum(axis=1, keepdims=True)
+        m = np.where(row > 0, m / np.where(row > 0, row, 1.0), 0.0)
+    return m

@@ -224,7 +224,7 @@ def divisiveness_error(d_true, d_pred, pos, neg, *, per_sample: bool = False) ->
     Args:
       d_true, d_pred: ``(N, c)`` label distributions.
       pos, neg: ``(c,)`` polarity weights of the dataset
-        (:data:`fidia_jax.data.LDL_POLARITY`).
+        (for example the presets :data:`fidia_jax.projects.ldl.data.LDL_POLARITY`).
       per_sample: return the ``(N,)`` values.
 
     Raises:

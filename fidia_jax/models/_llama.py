@@ -40,11 +40,11 @@ CAPTURE_ALL = "all"
 
 __all__ = [
     "LlamaConfig",
+    "LlamaSize",
     "LlamaCache",
     "Llama",
     "LlamaVL",
     "image_patches",
-    "next_token_loss",
 ]
 
 
@@ -115,6 +115,40 @@ class LlamaConfig:
         kw = dict(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=64, max_seq_len=32)
         kw.update(overrides)
         return cls(**kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaSize:
+    """The size of a byte-level :class:`Llama` (vocabulary 256) as a driver's config group.
+
+    Attributes:
+      dim: model width.
+      n_layers: transformer blocks.
+      n_heads, n_kv_heads: query and key/value heads (grouped-query attention).
+      hidden_dim: SwiGLU width; ``0`` means ``int(dim * 8 / 3) // 8 * 8``.
+    """
+
+    dim: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    hidden_dim: int = 0
+
+    def llama_config(self, max_seq_len: int, attention_impl: str = "xla") -> LlamaConfig:
+        """The :class:`LlamaConfig` of this size with context ``max_seq_len``.
+
+        Raises:
+          ConfigError: inconsistent sizes (from ``LlamaConfig``).
+        """
+        return LlamaConfig(
+            dim=self.dim,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            n_kv_heads=self.n_kv_heads,
+            hidden_dim=self.hidden_dim or int(self.dim * 8 / 3) // 8 * 8,
+            max_seq_len=max_seq_len,
+            attention_impl=attention_impl,
+        )
 
 
 class LlamaCache(NamedTuple):
@@ -672,28 +706,3 @@ class LlamaVL(nnx.Module):
         return self.llm.inspect(
             tokens, capture=capture, hooks=hooks, prefix_embeds=self.embed_patches(patches)
         )
-
-
-def next_token_loss(logits: jax.Array, tokens: jax.Array) -> jax.Array:
-    """Mean cross-entropy of predicting ``tokens[:, 1:]`` from ``logits[:, :-1]``.
-
-    Args:
-      logits: ``(B, T, V)``.
-      tokens: ``(B, T)`` int32.
-
-    Returns:
-      scalar float32 loss in nats per token.
-
-    Raises:
-      ValueError: shapes that do not match, or a concrete target id outside ``[0, V)``. Under
-        tracing such an id makes the loss NaN (it is not wrapped around).
-    """
-    if jnp.ndim(logits) != 3 or jnp.shape(tokens) != jnp.shape(logits)[:2]:
-        raise ValueError(
-            f"next_token_loss: logits must be (B, T, V) and tokens (B, T), got "
-            f"{jnp.shape(logits)} and {jnp.shape(tokens)}"
-        )
-    tokens = check_token_ids(tokens, logits.shape[-1], name="tokens", where="next_token_loss")
-    lp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
-    ll = jnp.take_along_axis(lp, tokens[:, 1:, None], axis=-1)[..., 0]
-    return -jnp.mean(ll)

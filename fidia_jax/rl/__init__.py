@@ -28,6 +28,7 @@ from ._best_of_n import pass_at_k_effective_rewards as pass_at_k_effective_rewar
 from ._dpo import dpo_log_ratios as dpo_log_ratios
 from ._dpo import dpo_loss as dpo_loss
 from ._dpo import dpo_pair as dpo_pair
+from ._dpo import dpo_sequence_loss as dpo_sequence_loss
 from ._policy_gradient import K3_LOG_RATIO_MAX as K3_LOG_RATIO_MAX
 from ._policy_gradient import clipped_surrogate as clipped_surrogate
 from ._policy_gradient import k3_kl as k3_kl
@@ -62,6 +63,7 @@ __all__: list[str] = [
     "dpo_log_ratios",
     "dpo_loss",
     "dpo_pair",
+    "dpo_sequence_loss",
     # TD(0) with linear function approximation
     "LinearMRP",
     "linear_td0_direction",

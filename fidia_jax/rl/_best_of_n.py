@@ -96,30 +96,11 @@ def _ratio(num: int, den: int) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def _weights(n: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Float64 weight vectors over 1-based sorted ranks ``i = 1..n`` for ``(n, k)``.
-
-    Returns ``(w_max, w_up, w_down)``:
-      w_max[i]  = C(i-1, k-1) / C(n, k)      (order-statistic weight of max@k)
-      w_up[j]   = C(j-2, k-2) / C(n, k)      (j's weight in s_i for i < j, no baseline)
-      w_down[j] = C(j-1, k-2) / C(n, k)      (j's weight in the loo-1 baseline for i > j)
-    """
+def _max_weights(n: int, k: int) -> np.ndarray:
+    """Float64 order-statistic weights of max@k over 1-based sorted ranks ``i = 1..n``:
+    ``C(i-1, k-1) / C(n, k)``."""
     total = math.comb(n, k)
-    ranks = range(1, n + 1)
-    w_max = np.array([_ratio(_comb(i - 1, k - 1), total) for i in ranks], np.float64)
-    w_up = np.array([_ratio(_comb(j - 2, k - 2), total) for j in ranks], np.float64)
-    w_down = np.array([_ratio(_comb(j - 1, k - 2), total) for j in ranks], np.float64)
-    return w_max, w_up, w_down
-
-
-@functools.lru_cache(maxsize=256)
-def _loo_weights(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``C(j-1, k-1) / C(n-1, k)`` and ``C(j-2, k-1) / C(n-1, k)`` over ranks ``j = 1..n`` (k < n)."""
-    total = math.comb(n - 1, k)
-    ranks = range(1, n + 1)
-    below = np.array([_ratio(_comb(j - 1, k - 1), total) for j in ranks], np.float64)
-    above = np.array([_ratio(_comb(j - 2, k - 1), total) for j in ranks], np.float64)
-    return below, above
+    return np.array([_ratio(_comb(i - 1, k - 1), total) for i in range(1, n + 1)], np.float64)
 
 
 def _split(num: int, den: int) -> tuple[float, int]:
@@ -151,12 +132,14 @@ def _tables(n: int, k: int) -> dict[str, tuple[np.ndarray, np.ndarray] | np.ndar
         C(i-1, k-1) / C(m, k)    = [C(i-1, k-1) / C(n, k)]     * [C(n, k) / C(m, k)]
         C(j-1, k-1) / C(m-1, k)  = [C(j-1, k-1) / C(n-1, k)]   * [C(n-1, k) / C(m-1, k)]
 
-    so a table holds the ``n``-sample weights of :func:`_weights` / :func:`_loo_weights` (keys
-    ``max``, ``up``, ``down``, ``below``, ``above``) and the factors (``scale`` for the first three,
-    zero when ``m < k``; ``scale_loo`` for the last two, zero when ``m <= k``), each split into a
-    float64 mantissa and an int32 power of two (:func:`_split`), so neither side under- or
-    overflows for large ``n``; ``kn[m] = k / m`` (0 at ``m = 0``). At ``m = n`` the factor is
-    exactly 1 and the weights are bit-identical to those of a group without excluded samples.
+    so a table holds the ``n``-sample weights (keys ``max`` = ``C(i-1, k-1) / C(n, k)``,
+    ``up`` = ``C(j-2, k-2) / C(n, k)``, ``down`` = ``C(j-1, k-2) / C(n, k)``, ``below`` =
+    ``C(j-1, k-1) / C(n-1, k)``, ``above`` = ``C(j-2, k-1) / C(n-1, k)``) and the factors
+    (``scale`` for the first three, zero when ``m < k``; ``scale_loo`` for the last two, zero
+    when ``m <= k``), each split into a float64 mantissa and an int32 power of two
+    (:func:`_split`), so neither side under- or overflows for large ``n``; ``kn[m] = k / m`` (0
+    at ``m = 0``). At ``m = n`` the factor is exactly 1 and the weights are bit-identical to
+    those of a group without excluded samples.
     """
     total, total_loo = math.comb(n, k), math.comb(n - 1, k) if n > k else 0
     ranks = range(1, n + 1)
@@ -260,7 +243,7 @@ def max_at_k_weights(n: int, k: int) -> np.ndarray:
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"max_at_k_weights: n must be a positive int, got {n!r}.")
     k = _check_k(int(n), k, "max_at_k_weights")
-    return _weights(int(n), k)[0].copy()
+    return _max_weights(int(n), k).copy()
 
 
 def max_at_k(rewards_n: jax.Array, k: int) -> jax.Array:

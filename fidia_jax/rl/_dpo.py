@@ -1,5 +1,6 @@
-"""Direct Preference Optimization: the pair loss, the log-ratios it compares, and a (chosen,
-rejected) pair from a scored group.
+"""Direct Preference Optimization: the pair loss (from sequence log-ratios, or from the per-token
+log-probabilities of the two sequences), the log-ratios it compares, and a (chosen, rejected)
+pair from a scored group.
 
 References:
   Rafailov et al., "Direct Preference Optimization: Your Language Model is Secretly a Reward
@@ -14,7 +15,7 @@ import jax.numpy as jnp
 from fidia_jax import _checks
 from fidia_jax.rl._advantages import _check_group
 
-__all__ = ["dpo_log_ratios", "dpo_loss", "dpo_pair"]
+__all__ = ["dpo_log_ratios", "dpo_loss", "dpo_pair", "dpo_sequence_loss"]
 
 
 def dpo_loss(
@@ -92,6 +93,57 @@ def dpo_log_ratios(
         policy_logp_w - jax.lax.stop_gradient(ref_logp_w),
         policy_logp_l - jax.lax.stop_gradient(ref_logp_l),
     )
+
+
+def dpo_sequence_loss(
+    logp_2xT: jax.Array,
+    ref_logp_2xT: jax.Array,
+    mask_2xT: jax.Array,
+    valid: jax.Array,
+    beta: float | jax.Array,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """DPO loss of one (chosen, rejected) pair of token sequences, from per-token log-probs.
+
+    The sequence log-ratios are summed over the tokens the policy chose (``mask``):
+    ``lr = sum_t mask_t * (log pi(y_t) - log pi_ref(y_t))`` (``pi_ref`` constant: its gradient
+    is stopped), and ``loss = valid * dpo_loss(lr_w, lr_l, beta)``, i.e.
+    ``-valid * log sigmoid(beta * (lr_w - lr_l))``. Batch over pairs with ``jax.vmap``.
+
+    Args:
+      logp_2xT: ``(2, T)`` float per-token log pi of (chosen, rejected) (differentiated).
+      ref_logp_2xT: ``(2, T)`` per-token log pi_ref of the same tokens (constant).
+      mask_2xT: ``(2, T)`` float, 1.0 on the tokens that count (0 on padding, fixed tokens).
+      valid: ``()`` float weight of the pair, 0.0 when it carries no preference (the flag of
+        :func:`dpo_pair`).
+      beta: DPO temperature (``> 0``).
+
+    Returns:
+      ``(loss, aux)``: the ``()`` loss and ``aux`` with ``margin`` (``lr_w - lr_l``) and
+      ``accuracy`` (``valid`` where the margin is positive, else 0).
+
+    Raises:
+      ValueError: ``logp_2xT`` not of shape ``(2, T)`` or ``ref_logp_2xT`` of another shape.
+
+    Example:
+      >>> from fidia_jax import rl
+      >>> logp = jnp.log(jnp.array([[0.5, 0.5], [0.25, 0.5]]))
+      >>> loss, aux = rl.dpo_sequence_loss(logp, jnp.log(jnp.full((2, 2), 0.5)),
+      ...                                  jnp.ones((2, 2)), jnp.float32(1.0), 1.0)
+      >>> print(aux["margin"], loss)  # log 2; log(1 + 1/2)
+      0.6931472 0.4054651
+
+    References:
+      Rafailov et al. 2023, https://arxiv.org/abs/2305.18290 (eq. 7).
+    """
+    where = "dpo_sequence_loss"
+    _checks.assert_rank(logp_2xT, 2, "logp_2xT", where=where)
+    _checks.assert_shape(logp_2xT, (2, logp_2xT.shape[1]), "logp_2xT", where=where)
+    _checks.assert_shape(ref_logp_2xT, logp_2xT.shape, "ref_logp_2xT", where=where)
+    ref = jax.lax.stop_gradient(ref_logp_2xT)
+    seq = jnp.sum((logp_2xT - ref) * mask_2xT, axis=-1)  # (2,)
+    margin = seq[0] - seq[1]
+    loss = valid * dpo_loss(seq[0], seq[1], beta)
+    return loss, {"margin": margin, "accuracy": valid * (margin > 0).astype(jnp.float32)}
 
 
 def dpo_pair(rewards_n: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:

@@ -193,7 +193,7 @@ def stationary_distribution(transition: jax.Array) -> jax.Array:
     s = transition.shape[0]
     _checks.assert_shape(transition, (s, s), "transition", where="stationary_distribution")
     unique = _reach_all(transition)
-    if _checks.is_concrete(transition) and not bool(unique):
+    if _checks.is_concrete(unique) and not bool(unique):  # a jit closure constant is traced
         raise ValueError(
             "stationary_distribution: the chain has no unique stationary distribution (no "
             "state is reachable from every state: it has several closed classes, e.g. two "

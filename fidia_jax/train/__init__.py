@@ -6,7 +6,7 @@ only where its method needs one (alternating updates, several models in one run)
 
 - :class:`TrainState`, :func:`init_train_state`, :func:`make_train_step`: the jitted gradient
   step, data-parallel over :func:`fidia_jax.parallel.data_mesh`, with the library's one policy
-  for a non-finite loss or gradient (the step is skipped; :func:`fit` stops at the first such
+  for a non-finite loss or update (the step is skipped; :func:`fit` stops at the first such
   step unless ``max_nonfinite`` allows more, naming the step).
 - :func:`split_model` / :func:`merge_model`: a Flax NNX module as ``(graphdef, params, state)``.
 - :func:`fit`: progress bar within seconds (compilation as its own phase, then steps/s, loss,
@@ -15,14 +15,22 @@ only where its method needs one (alternating updates, several models in one run)
 - :class:`Checkpointer`: orbax checkpoints with incomplete-step detection.
 - :func:`stage`, :func:`print_table`, :func:`write_summary`, :func:`write_json`,
   :func:`plot_curves`, :func:`plot_bars`, :func:`read_metrics`: what a run shows and leaves.
-- :func:`fit_llama`, :func:`masked_next_token_loss`: a small LLaMA trained on token sequences
-  (the language-model drivers' loop).
+- :func:`fit_llama`: a small LLaMA trained on token sequences (the language-model drivers' run).
+- :class:`LmTask`, :func:`make_lm_task`, :func:`make_lm_batch_fn`, :func:`lm_data_mesh`,
+  :func:`place_lm_batch`: a byte-level LLaMA on a token stream as pure functions (loss, batch of
+  step ``t`` sampled on the devices) for :func:`make_train_step` (SCALE / PASO, Attn-QAT).
 """
 
 from fidia_jax.train._checkpoint import Checkpointer as Checkpointer
 from fidia_jax.train._checkpoint import is_complete as is_complete
 from fidia_jax.train._fit import FitResult as FitResult
 from fidia_jax.train._fit import fit as fit
+from fidia_jax.train._lm import fit_llama as fit_llama
+from fidia_jax.train._lm_task import LmTask as LmTask
+from fidia_jax.train._lm_task import lm_data_mesh as lm_data_mesh
+from fidia_jax.train._lm_task import make_lm_batch_fn as make_lm_batch_fn
+from fidia_jax.train._lm_task import make_lm_task as make_lm_task
+from fidia_jax.train._lm_task import place_lm_batch as place_lm_batch
 from fidia_jax.train._progress import FitProgress as FitProgress
 from fidia_jax.train._progress import is_quiet as is_quiet
 from fidia_jax.train._progress import print_table as print_table
@@ -44,14 +52,20 @@ __all__ = [
     "Checkpointer",
     "FitProgress",
     "FitResult",
+    "LmTask",
     "TrainState",
     "append_metrics",
     "fit",
+    "fit_llama",
     "init_train_state",
     "is_complete",
     "is_quiet",
+    "lm_data_mesh",
+    "make_lm_batch_fn",
+    "make_lm_task",
     "make_train_step",
     "merge_model",
+    "place_lm_batch",
     "plot_bars",
     "plot_curves",
     "print_table",

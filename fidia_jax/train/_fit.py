@@ -89,8 +89,9 @@ def fit(
       eval_fn: ``eval_fn(state) -> {name: float}`` called every ``eval_every`` steps and at the
         end; its values go to ``metrics.jsonl`` as ``eval/<name>``.
       eval_every: evaluation period in steps (``0``: only at the end).
-      log_every: fetch and record the metrics every so many steps (``None``: about 100 records
-        over the run). Non-finite steps are detected when the metrics are fetched.
+      log_every: fetch the metrics from the device every so many steps (``None``: about 100
+        fetches over the run); every step is recorded either way. Non-finite steps are detected
+        when the metrics are fetched.
       max_nonfinite: how many skipped non-finite steps to tolerate before stopping (``0``: stop
         at the first; see :mod:`fidia_jax.train._step`).
       resume: restore the newest complete checkpoint of ``run`` in ``workdir`` and go on from it
@@ -103,7 +104,8 @@ def fit(
 
     Raises:
       TrainingError: more than ``max_nonfinite`` non-finite steps (the first such step and its
-        loss are named); the files written so far stay consistent.
+        loss are named; the error's ``state`` attribute holds the state reached, whose
+        parameters are the last finite ones); the files written so far stay consistent.
       ValueError: ``num_steps < 0`` or a negative period.
     """
     if num_steps < 0 or checkpoint_every < 0 or eval_every < 0 or max_nonfinite < 0:
@@ -161,11 +163,13 @@ def fit(
                 nonfinite_seen += 1
                 if nonfinite_seen > max_nonfinite:
                     _write(records[: records.index(rec) + 1])
-                    raise TrainingError(
-                        f"{run}: the loss or gradient at step {rec['step']} is not finite "
+                    err = TrainingError(
+                        f"{run}: the loss or update at step {rec['step']} is not finite "
                         f"(loss {rec.get('loss')}); the step was skipped and training stopped "
                         f"({nonfinite_seen} non-finite step(s), at most {max_nonfinite} allowed)"
                     )
+                    err.state = state  # skipped steps leave the last finite parameters
+                    raise err
         _write(records)
         progress.update(records[-1]["step"], records[-1])
 

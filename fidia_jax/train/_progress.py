@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from rich.markup import escape
+
 from fidia_jax._io import make_console
 from fidia_jax._io import print_table as _print_table
 
@@ -41,10 +43,12 @@ def stage(description: str) -> Iterator[None]:
     console = _err_console()
     t0 = time.perf_counter()
     if console is not None:
-        console.print(f"[bold]{description}[/] …", highlight=False)
+        console.print(f"[bold]{escape(description)}[/] …", highlight=False)
     yield
     if console is not None:
-        console.print(f"  {description}: done in {time.perf_counter() - t0:.1f} s", highlight=False)
+        console.print(
+            f"  {escape(description)}: done in {time.perf_counter() - t0:.1f} s", highlight=False
+        )
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -111,19 +115,27 @@ class FitProgress:
             )
             self._bar.start()
             self._task = self._bar.add_task(
-                f"{name}: compiling{resumed}", total=total, completed=start, rate="", metrics=""
+                f"{escape(name)}: compiling{resumed}",
+                total=total,
+                completed=start,
+                rate="",
+                metrics="",
             )
         else:
-            self.console.print(f"{name}: compiling{resumed} …", highlight=False)
+            self.console.print(f"{name}: compiling{resumed} …", highlight=False, markup=False)
 
     def compiled(self) -> None:
         """The first step returned: compilation (and that step) took the time since the start."""
         self._t_compiled = time.perf_counter()
         secs = self._t_compiled - self._t0
         if self._bar is not None:
-            self._bar.update(self._task, description=f"{self.name} (compiled in {secs:.1f} s)")
+            self._bar.update(
+                self._task, description=f"{escape(self.name)} (compiled in {secs:.1f} s)"
+            )
         elif self.console is not None:
-            self.console.print(f"{self.name}: compiled in {secs:.1f} s", highlight=False)
+            self.console.print(
+                f"{self.name}: compiled in {secs:.1f} s", highlight=False, markup=False
+            )
 
     def update(self, step: int, metrics: Mapping[str, float]) -> None:
         """Steps up to ``step`` are done; ``metrics`` are the last step's."""
@@ -136,13 +148,15 @@ class FitProgress:
         rate_s = f"{rate:.1f} steps/s" if rate == rate else ""
         text = _fmt(metrics, self.show)
         if self._bar is not None:
-            self._bar.update(self._task, completed=step, rate=rate_s, metrics=text)
+            self._bar.update(self._task, completed=step, rate=rate_s, metrics=escape(text))
             return
         if now >= self._next_line or step >= self.total:
             eta = (self.total - step) / rate if rate == rate and rate > 0 else float("nan")
             eta_s = f"  ETA {eta:.0f} s" if eta == eta else ""
             self.console.print(
-                f"{self.name}: step {step}/{self.total}  {text}  {rate_s}{eta_s}", highlight=False
+                f"{self.name}: step {step}/{self.total}  {text}  {rate_s}{eta_s}",
+                highlight=False,
+                markup=False,
             )
             # about ten lines over the run, at least 2 s apart
             span = (now - t_c) / max(step - self.start, 1) * (self.total - self.start)
@@ -154,4 +168,4 @@ class FitProgress:
             self._bar.stop()
             self._bar = None
         if self.console is not None and message:
-            self.console.print(f"{self.name}: {message}", highlight=False)
+            self.console.print(f"{self.name}: {message}", highlight=False, markup=False)

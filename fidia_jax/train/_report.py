@@ -45,14 +45,22 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
         atomic_write_text(path, json_text(obj, indent=2) + "\n")
 
 
-def write_summary(workdir: str | os.PathLike, summary: Mapping[str, Any]) -> pathlib.Path:
-    """``<workdir>/summary.json``: the run's headline numbers (what its console table shows).
+def write_summary(
+    workdir: str | os.PathLike, summary: Mapping[str, Any], *, config: Any = None
+) -> pathlib.Path:
+    """``<workdir>/summary.json``: the run's headline numbers (what its console table shows),
+    with the config under ``"config"`` when given (:func:`fidia_jax.config.write_summary`).
 
     Returns:
       The path written.
     """
     path = pathlib.Path(workdir) / "summary.json"
-    write_json(path, dict(summary))
+    if config is not None and parallel.is_primary():
+        from fidia_jax.config import write_summary as write_with_config
+
+        write_with_config(path, dict(summary), config)
+    else:
+        write_json(path, dict(summary))
     return path
 
 

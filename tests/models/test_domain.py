@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax import models
+from fidia_jax import losses, models
 from fidia_jax.models import MPNNInputs, ProteinMPNN, log_probs, sample, score
 
 L = 8
@@ -198,7 +198,7 @@ def test_llama_concrete_token_ids_out_of_range_raise(lm, toks, bad):
     with pytest.raises(ValueError, match="Llama.decode: tokens must be"):
         lm.decode(t[:, 2:3], lm.init_cache(2, 8))
     with pytest.raises(ValueError, match="next_token_loss: tokens must be " + msg):
-        models.next_token_loss(jnp.zeros((2, 6, 256)), t)
+        losses.next_token_loss(jnp.zeros((2, 6, 256)), t)
 
 
 def test_llama_traced_token_ids_out_of_range_are_nan(lm, toks):
@@ -206,7 +206,7 @@ def test_llama_traced_token_ids_out_of_range_are_nan(lm, toks):
     got = np.asarray(fwd(lm, toks.at[1, 2].set(-1)))  # used to read token 255
     assert np.isnan(got[1, 2:]).all() and np.isfinite(got[1, :2]).all()
     np.testing.assert_array_equal(got[0], good[0])
-    loss = jax.jit(models.next_token_loss)(jnp.asarray(good), toks.at[0, 3].set(256))
+    loss = jax.jit(losses.next_token_loss)(jnp.asarray(good), toks.at[0, 3].set(256))
     assert np.isnan(float(loss))
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax import layers, models
+from fidia_jax import layers, losses, models
 from fidia_jax.errors import ConfigError
 from fidia_jax.layers import _attention
 
@@ -132,7 +132,7 @@ def test_bf16_and_loss(tokens):
     m = models.Llama(cfg, rngs=nnx.Rngs(0))
     logits = fwd(m, tokens)
     assert logits.dtype == jnp.bfloat16
-    loss = models.next_token_loss(logits, tokens)
+    loss = losses.next_token_loss(logits, tokens)
     lf = np.asarray(logits, np.float64)[:, :-1]
     lse = np.log(np.exp(lf - lf.max(-1, keepdims=True)).sum(-1)) + lf.max(-1)
     tgt = np.take_along_axis(lf, np.asarray(tokens)[:, 1:, None], -1)[..., 0]

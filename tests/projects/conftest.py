@@ -28,6 +28,6 @@ def _recording_lm_batches(module):
 @pytest.fixture(scope="session")
 def record_lm_batches():
     """``with record_lm_batches(module) as seen:`` patches ``module.make_lm_batch_fn`` (a
-    driver's import of :func:`fidia_jax.models.make_lm_batch_fn`) so that every task it is
+    driver's import of :func:`fidia_jax.train.make_lm_batch_fn`) so that every task it is
     called with lands in ``seen["tasks"]`` and every batch it makes in ``seen["batches"]``."""
     return _recording_lm_batches

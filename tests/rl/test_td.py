@@ -133,6 +133,8 @@ def test_no_unique_stationary_distribution_is_an_error_or_nan(name):
         with pytest.raises(ValueError, match="no unique stationary distribution"):
             fn(p)
         assert np.all(np.isnan(np.asarray(jax.jit(fn)(p))))  # traced: cannot raise, all nan
+        # a closure constant under jit is traced too (it raised TracerBoolConversionError)
+        assert np.all(np.isnan(np.asarray(jax.jit(lambda fn=fn: fn(p))())))
     theta = jax.jit(rl.td_param_error)(mrp, jnp.zeros(s), jnp.ones(s))
     assert np.isnan(float(theta))
 
@@ -143,5 +145,6 @@ def test_unique_stationary_distribution_of_reducible_but_single_class_chains():
     np.testing.assert_allclose(rl.stationary_distribution(absorbing), [0.0, 0.0, 1.0], atol=1e-6)
     periodic = jnp.array([[0.0, 1.0], [1.0, 0.0]])
     np.testing.assert_allclose(jax.jit(rl.stationary_distribution)(periodic), [0.5, 0.5])
+    np.testing.assert_allclose(jax.jit(lambda: rl.stationary_distribution(periodic))(), [0.5, 0.5])
     with pytest.raises(ValueError, match="transition must have shape"):
         rl.stationary_distribution(jnp.ones((2, 3)) / 3)

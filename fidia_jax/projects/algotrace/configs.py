@@ -1,9 +1,9 @@
 """Typed configuration of the AlgoTrace experiment (tiny model on TSP / graph-navigation traces).
 
 One frozen :class:`AlgoTraceConfig`; presets in :data:`PRESETS` (``tiny`` for tests, ``demo``
-for a short CPU run, ``default`` for the table of ``docs/algotrace.md``); :func:`load_config`
-also reads a JSON or TOML file whose keys mirror the dataclass, optionally from a preset under
-``base``.
+for a short CPU run, ``reduced`` for the measured tables of ``docs/algotrace.md``, ``default``
+for the full protocol); :func:`load_config` also reads a JSON or TOML file whose keys mirror the
+dataclass, optionally from a preset under ``base``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import dataclasses
 from typing import Any
 
 from fidia_jax import config as config_lib
-from fidia_jax.data import ALGOTRACE_PRIMITIVES
 from fidia_jax.errors import ConfigError
+from fidia_jax.projects.algotrace.traces import ALGOTRACE_PRIMITIVES
 
 __all__ = ["AlgoTraceConfig", "PRESETS", "get_config", "load_config"]
 
@@ -155,8 +155,22 @@ PRESETS: dict[str, dict[str, Any]] = {
         "compose_pairs": ("distance+verify",),
         "inject_scales": (1.0,),
     },
-    # `fidia-jax algotrace demo` and the reduced protocol of docs/algotrace.md (~4 min CPU).
-    "demo": {"n_train": 2000, "n_eval": 192, "steps": 1000, "max_points": 2000, "n_prompts": 96},
+    # `fidia-jax algotrace demo` and the notebook: under 3 minutes on an idle 2-core CPU (the
+    # `reduced` run cut to 300 steps, 64 + 64 evaluation traces, indirect effects on 32 rows, and
+    # one variant: onset vectors at scale 1, the one that works; `reduced` compares all four).
+    "demo": {
+        "n_train": 1000,
+        "n_eval": 128,
+        "steps": 300,
+        "max_points": 1500,
+        "n_prompts": 64,
+        "ie_rows": 32,
+        "inject_scales": (1.0,),
+        "fv_positions": ("onset",),
+    },
+    # The reduced protocol measured in docs/algotrace.md (~6 min CPU; the `demo` preset before
+    # 2026-12-01): `python benchmarks/algotrace.py --config reduced`.
+    "reduced": {"n_train": 2000, "n_eval": 192, "steps": 1000, "max_points": 2000, "n_prompts": 96},
     # docs/algotrace.md (`python benchmarks/algotrace.py`).
     "default": {},
 }

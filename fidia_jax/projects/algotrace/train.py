@@ -1,7 +1,7 @@
 """The AlgoTrace experiment: train, cluster, build primitive vectors, inject, compose, transfer.
 
 1. **Train** a small grouped-query :class:`~fidia_jax.models.Llama` on TSP and graph-navigation
-   traces (:func:`fidia_jax.data.make_algotrace_data`; loss on trace tokens only).
+   traces (:func:`.traces.make_algotrace_data`; loss on trace tokens only).
 2. **Cluster** the residual stream (``resid_post`` of ``cluster_layer``) at the trace tokens of
    evaluation sequences with k-means (k = ``n_clusters``, the paper's 50); score the clusters
    against the true primitive of each token (purity / NMI / ARI) next to two controls: random
@@ -14,7 +14,7 @@
    through ``W_O``. Built on both tasks, and on each task alone (for transfer).
 4. **Injection**: sample ``n_prompts`` traces (both tasks) with ``s * v`` (``s`` in ``inject_scales``) added to the
    residual entering block ``inject_layer`` at every generated position, and measure each
-   primitive's rate in the generated text (:func:`fidia_jax.data.algotrace_primitive_labels`)
+   primitive's rate in the generated text (:func:`.traces.algotrace_primitive_labels`)
    against the uninjected run with the same sampling key: the injection table (cf. the paper's
    Table 1), a random vector of the same norm as control, sums of two vectors (composition),
    and vectors built on one task injected on the other (transfer).
@@ -32,17 +32,27 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data as data_lib
 from fidia_jax import metrics, models
+from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
+from fidia_jax.projects.algotrace import traces
 from fidia_jax.projects.algotrace.configs import AlgoTraceConfig
+from fidia_jax.projects.algotrace.plots import PARTITIONS, plot_clustering, plot_injection
+from fidia_jax.projects.algotrace.vectors import (
+    function_vector,
+    head_indirect_effects,
+    mean_head_outputs,
+    top_heads,
+)
 
 __all__ = [
     "build_vectors",
     "cluster_analysis",
     "format_tables",
+    "headline",
     "injection_experiment",
     "make_model",
+    "print_tables",
     "train_and_evaluate",
     "train_model",
 ]
@@ -50,40 +60,45 @@ __all__ = [
 SUMMARY_FILE = "algotrace.json"
 #: Where mean head outputs are taken: a primitive's own tokens, or the token before its keyword.
 FV_POSITIONS = ("tokens", "onset")
-PRIMS = data_lib.ALGOTRACE_PRIMITIVES
-TASKS = data_lib.ALGOTRACE_TASKS
-_EOS = data_lib.ALGOTRACE_VOCAB["EOS"]
-_P = data_lib.ALGOTRACE_KEYWORDS["path"]
+PRIMS = traces.ALGOTRACE_PRIMITIVES
+TASKS = traces.ALGOTRACE_TASKS
+_EOS = traces.ALGOTRACE_VOCAB["EOS"]
+_P = traces.ALGOTRACE_KEYWORDS["path"]
 
 
 def make_model(config: AlgoTraceConfig) -> models.Llama:
     """The untrained :class:`Llama` of ``config`` (parameters from ``key(seed)``)."""
     cfg = models.LlamaConfig(
-        vocab_size=len(data_lib.ALGOTRACE_VOCAB), dim=config.dim, n_layers=config.n_layers,
+        vocab_size=len(traces.ALGOTRACE_VOCAB), dim=config.dim, n_layers=config.n_layers,
         n_heads=config.n_heads, n_kv_heads=config.n_kv_heads, hidden_dim=config.hidden_dim,
         max_seq_len=config.max_seq_len,
     )  # fmt: skip
     return models.Llama(cfg, rngs=nnx.Rngs(config.seed))
 
 
-def _data(config: AlgoTraceConfig, n: int, seed: int) -> data_lib.AlgoTraceData:
-    return data_lib.make_algotrace_data(
+def _data(config: AlgoTraceConfig, n: int, seed: int) -> traces.AlgoTraceData:
+    return traces.make_algotrace_data(
         n, seed=seed, n_nodes=config.n_nodes, n_edges=config.n_edges, max_len=config.max_seq_len
     )
 
 
-def train_model(config: AlgoTraceConfig) -> tuple[models.Llama, np.ndarray]:
+def train_model(
+    config: AlgoTraceConfig, workdir: str | pathlib.Path | None = None
+) -> tuple[models.Llama, np.ndarray]:
     """Trains the model on ``n_train`` traces; returns ``(model, losses)``.
 
     The loss weight is 1 on trace tokens and ``EOS``, 0 on the prompt (random coordinates) and
-    padding (:func:`fidia_jax.models.fit_llama`, Adam).
+    padding (:func:`fidia_jax.train.fit_llama`, Adam). With ``workdir``, the run ``algotrace_lm``
+    leaves ``metrics.jsonl``, ``curves.png`` and checkpoints there (a rerun resumes).
     """
-    train = _data(config, config.n_train, config.seed)
-    weights = ((train.labels >= 0) | (train.tokens == _EOS)).astype(np.float32)
-    model = make_model(config)
-    return models.fit_llama(
+    with train_lib.stage(f"AlgoTrace: building {config.n_train} training traces"):
+        train = _data(config, config.n_train, config.seed)
+        weights = ((train.labels >= 0) | (train.tokens == _EOS)).astype(np.float32)
+        model = make_model(config)
+    return train_lib.fit_llama(
         model, train.tokens, weights=weights, steps=config.steps, batch_size=config.batch_size,
         tx=optax.adam(config.learning_rate), key=jax.random.fold_in(jax.random.key(config.seed), 1),
+        workdir=workdir, run="algotrace_lm",
     )  # fmt: skip
 
 
@@ -99,7 +114,7 @@ def _rows_up_to(labels: np.ndarray, max_points: int) -> int:
 
 
 def cluster_analysis(
-    model: models.Llama, ev: data_lib.AlgoTraceData, config: AlgoTraceConfig, key: jax.Array
+    model: models.Llama, ev: traces.AlgoTraceData, config: AlgoTraceConfig, key: jax.Array
 ) -> dict[str, Any]:
     """k-means of trace-token activations vs the true primitives; transitions; meta-clusters.
 
@@ -211,17 +226,15 @@ def build_vectors(
             mask = (labels == p_ix) & rows[:, None]
         else:
             mask = np.zeros(labels.shape, bool)
-            mask[:, :-1] = tokens[:, 1:] == data_lib.ALGOTRACE_KEYWORDS[prim]
+            mask[:, :-1] = tokens[:, 1:] == traces.ALGOTRACE_KEYWORDS[prim]
             mask &= rows[:, None]
         if not mask.any():
             raise ValueError(f"build_vectors: primitive {prim!r} has no tokens in these sequences")
-        mean = models.mean_head_outputs(model, tok, mask)
+        mean = mean_head_outputs(model, tok, mask)
         other = (labels[ie_ix] >= 0) & (labels[ie_ix] != p_ix) & ie_live
-        ie = models.head_indirect_effects(
-            model, tok[ie_ix], other, mean, data_lib.ALGOTRACE_KEYWORDS[prim]
-        )
-        heads = models.top_heads(ie, config.top_k_heads)
-        vec = np.asarray(models.function_vector(model, mean, heads))
+        ie = head_indirect_effects(model, tok[ie_ix], other, mean, traces.ALGOTRACE_KEYWORDS[prim])
+        heads = top_heads(ie, config.top_k_heads)
+        vec = np.asarray(function_vector(model, mean, heads))
         out[prim] = {
             "vector": vec, "heads": heads, "ie": np.asarray(ie), "norm": float(np.linalg.norm(vec))
         }  # fmt: skip
@@ -248,7 +261,7 @@ def _gen_path(row: np.ndarray) -> tuple[int, ...] | None:
 
 def injection_experiment(
     model: models.Llama,
-    prompts: data_lib.AlgoTraceData,
+    prompts: traces.AlgoTraceData,
     conditions: dict[str, np.ndarray],
     config: AlgoTraceConfig,
     key: jax.Array,
@@ -281,12 +294,12 @@ def injection_experiment(
             stop_token=_EOS,
         )  # fmt: skip
         toks = np.asarray(gen.tokens)
-        lab = data_lib.algotrace_primitive_labels(toks, 0)
-        rates = {"all": metrics.primitive_rates(lab, len(PRIMS)).tolist()}
+        lab = traces.algotrace_primitive_labels(toks, 0)
+        rates = {"all": traces.primitive_rates(lab, len(PRIMS)).tolist()}
         solved = {}
         for t_ix, task in enumerate(TASKS):
             rows = np.nonzero(prompts.task == t_ix)[0]
-            rates[task] = metrics.primitive_rates(lab[rows], len(PRIMS)).tolist()
+            rates[task] = traces.primitive_rates(lab[rows], len(PRIMS)).tolist()
             ok = [_gen_path(toks[i]) == truth[i] for i in rows]
             solved[task] = float(np.mean(ok)) if ok else float("nan")
         out[name] = {
@@ -400,7 +413,11 @@ def format_tables(results: dict[str, Any]) -> str:
 
 
 def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """Runs the whole experiment; prints the tables; writes ``workdir/algotrace.json``.
+    """Runs the whole experiment with progress; prints the tables; writes into ``workdir``:
+    ``algotrace.json`` (the results and the config), ``summary.json`` (:func:`headline`),
+    ``algotrace_clusters.png`` (agreement of the clusters with the true primitives),
+    ``algotrace_injection.png`` (the headline injection table) and the training run's files
+    (``metrics.jsonl``, ``curves.png``, checkpoints; a rerun resumes).
 
     Returns:
       The results dict (as written, without ``config``): ``train`` (final loss, wall),
@@ -412,28 +429,35 @@ def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> 
       ``vector_cosine``, ``conditions``, ``injection``; ``wall_s``.
     """
     t0 = time.time()
+    workdir = pathlib.Path(workdir)
     key = jax.random.key(config.seed)
-    model, losses = train_model(config)
+    model, losses = train_model(config, workdir)
     t_train = time.time() - t0
     ev = _data(config, config.n_eval, config.seed + 1)
     half = config.n_eval // 2
-    clustering = cluster_analysis(model, ev, config, jax.random.fold_in(key, 2))
+    with train_lib.stage(f"clustering trace-token activations (k = {config.n_clusters})"):
+        clustering = cluster_analysis(model, ev, config, jax.random.fold_in(key, 2))
 
     fv_tok, fv_lab, fv_task = ev.tokens[:half], ev.labels[:half], ev.task[:half]
     sources = {"both": np.ones(half, bool), "tsp": fv_task == 0, "nav": fv_task == 1}
     prompts_ix = np.arange(half, min(config.n_eval, half + config.n_prompts))
-    prompts = data_lib.AlgoTraceData(*(np.asarray(f)[prompts_ix] for f in ev))
+    prompts = traces.AlgoTraceData(*(np.asarray(f)[prompts_ix] for f in ev))
     variants = {}
     for site in config.fv_positions:
-        vectors = {
-            src: build_vectors(model, fv_tok, fv_lab, config, rows, positions=site)
-            for src, rows in sources.items()
-        }
+        with train_lib.stage(f"primitive vectors from mean head outputs at '{site}' positions"):
+            vectors = {
+                src: build_vectors(model, fv_tok, fv_lab, config, rows, positions=site)
+                for src, rows in sources.items()
+            }
         for scale in config.inject_scales:
             conditions = _conditions(vectors, scale, config)
-            cond_res = injection_experiment(
-                model, prompts, conditions, config, jax.random.fold_in(key, 3)
-            )
+            with train_lib.stage(
+                f"injecting {len(conditions)} vectors at scale {scale:g} into "
+                f"{len(prompts_ix)} sampled traces"
+            ):
+                cond_res = injection_experiment(
+                    model, prompts, conditions, config, jax.random.fold_in(key, 3)
+                )
             variants[f"{site}@{scale:g}"] = {
                 "conditions": cond_res, "injection": _summarise_injection(cond_res, config)
             }  # fmt: skip
@@ -471,9 +495,74 @@ def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> 
         "variants": {n: {k: v[k] for k in ("injection", "conditions")} for n, v in variants.items()},
         "wall_s": time.time() - t0,
     }  # fmt: skip
-    print(format_tables(results))
-    write_summary(pathlib.Path(workdir) / SUMMARY_FILE, results, config)
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    plot_clustering(clustering, workdir / "algotrace_clusters.png")
+    plot_injection(results["injection"], PRIMS, workdir / "algotrace_injection.png", title=head)
+    train_lib.write_summary(workdir, headline(results), config=config)
+    print_tables(results)
     return results
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of :func:`train_and_evaluate`'s results (``summary.json``): final
+    training loss, the agreement (purity, NMI, ARI) of each partition with the true primitives,
+    and per variant the counts of the injection experiment."""
+    cl = results["clustering"]
+    return {
+        "final_loss": results["train"]["final_loss"],
+        "n_points": cl["n_points"],
+        "cluster_layer": cl["layer"],
+        "agreement": {name: cl[name] for name in PARTITIONS},
+        "headline_variant": results["headline_variant"],
+        "diagonal": results["injection"]["diagonal"],
+        "variants": results["variant_summary"],
+    }
+
+
+def print_tables(results: dict[str, Any]) -> None:
+    """The console report (labelled columns, nothing cut): agreement of the clusters with the
+    true primitives, the injection table of the headline variant, composition, transfer and the
+    counts of every variant."""
+    cl = results["clustering"]
+    train_lib.print_table(
+        f"AlgoTrace: {cl['n_points']} trace tokens clustered (layer {cl['layer']} resid_post) "
+        "vs the true primitives",
+        ["partition", "purity", "NMI", "ARI"],
+        [[PARTITIONS[n], cl[n]["purity"], cl[n]["nmi"], cl[n]["ari"]] for n in PARTITIONS],
+    )
+    inj = results["injection"]
+    train_lib.print_table(
+        f"Injection table ({results['headline_variant']}): change of each primitive's rate",
+        ["injected vector", *PRIMS],
+        [[f"{row}", *(f"{v:+.3f}" for v in vals)] for row, vals in inj["table"].items()],
+    )
+    train_lib.print_table(
+        "Composition: change of a's / b's rate",
+        ["pair a+b", "a alone", "b alone", "a+b injected", "raises both"],
+        [
+            [pair, *(f"{c['delta_a'][x]:+.3f} / {c['delta_b'][x]:+.3f}"
+                     for x in (*pair.split("+"), pair)), str(c["sum_raises_both"])]
+            for pair, c in inj["composition"].items()
+        ],
+    )  # fmt: skip
+    train_lib.print_table(
+        "Transfer: change of the primitive's rate on the target task",
+        ["primitive", "tsp->nav", "nav->nav", "nav->tsp", "tsp->tsp"],
+        [[p, *(f"{c[k]:+.3f}" for k in ("tsp->nav", "nav->nav", "nav->tsp", "tsp->tsp"))]
+         for p, c in inj["transfer"].items()],
+    )  # fmt: skip
+    train_lib.print_table(
+        f"Variants (positions of the mean head outputs @ injection scale; headline "
+        f"{results['headline_variant']}): diagonal entries > 0, = their row's max, > the random "
+        "vector's; composed pairs raising both; transfers > 0; paths solved without injection",
+        ["variant", "diag > 0", "diag = row max", "diag > random", "pairs: both up",
+         "transfer > 0", "solved tsp / nav"],
+        [[name, f"{v['diagonal_positive']}/5", f"{v['diagonal_row_max']}/5",
+          f"{v['diagonal_beats_random']}/5", str(v["composition_raises_both"]),
+          f"{v['transfer_positive']}/10",
+          f"{v['solved_none']['tsp']:.3f} / {v['solved_none']['nav']:.3f}"]
+         for name, v in results["variant_summary"].items()],
+    )  # fmt: skip
 
 
 def _conditions(vectors: dict, scale: float, config: AlgoTraceConfig) -> dict[str, np.ndarray]:

@@ -29,8 +29,10 @@ FP32 scale. The bf16 baseline (softmax attention on bf16-rounded ``q, k, v``) an
 experiment design (model size, steps, teacher-forced decoding, top-1 agreement) are ours, at a
 small CPU scale, not the papers' setups.
 
-Primitives used: :class:`fidia_jax.models.Llama`, :func:`fidia_jax.models.make_lm_task`,
-:func:`fidia_jax.models.make_lm_train_step`, :func:`fidia_jax.layers.register_attention_impl`,
+Primitives used: :class:`fidia_jax.models.Llama`, :func:`fidia_jax.losses.next_token_loss` and
+:func:`fidia_jax.losses.token_log_probs`, the training package's
+:func:`fidia_jax.train.make_lm_task`, :func:`fidia_jax.train.make_train_step` and
+:func:`fidia_jax.train.fit`, :func:`fidia_jax.layers.register_attention_impl`,
 :func:`fidia_jax.layers.xla_attention`, :func:`fidia_jax.kernels.santa.make_santa_attention`,
 the ``"attn_qat"`` / ``"attn_qat_dropin"`` attention impls
 (:mod:`fidia_jax.kernels.attn_qat`), :func:`fidia_jax.data.load_shakespeare`,

@@ -11,20 +11,29 @@
    decoding's (fraction of positions with the same argmax).
 
 :func:`run_experiments` returns the results; :func:`train_and_evaluate` adds the config and
-writes them to ``workdir/attention_experiments.json``. ``benchmarks/attention_experiments.py``
-calls :func:`run_experiments`.
+writes them to ``workdir/attention_experiments.json``, with ``summary.json``, the loss curves of
+the variants (``curves.png``), the two tables as bar charts (``attn_qat.png``, ``santa.png``)
+and the tables on the console. ``benchmarks/attention_experiments.py`` calls
+:func:`run_experiments`.
+
+Each variant trains with the package's step and loop (:func:`fidia_jax.train.make_train_step`,
+:func:`fidia_jax.train.fit`, run name = the attention variant): progress, and with a workdir
+``metrics.jsonl``, an orbax checkpoint of each variant at its end (a rerun does not train a
+finished variant again) and ``curves.png``. A variant whose loss or update turns non-finite
+stops there (the package's policy skips that step); the experiment reports it and goes on.
 
 Data parallel (:mod:`fidia_jax.parallel`): training, validation and decoding split their batches
 over a mesh of every visible device (the most that divide ``qat.batch_size``) with the
-parameters replicated (:func:`fidia_jax.models.make_lm_train_step`); under a multi-host launcher
-every process runs the same experiments and process 0 writes the file. On one device the numbers
-are those of an unsharded run, bit for bit.
+parameters replicated; under a multi-host launcher every process runs the same experiments and
+process 0 writes the files. On one device the numbers are those of an unsharded run, bit for bit.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 import pathlib
 import time
 from collections.abc import Callable
@@ -36,23 +45,17 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import parallel
+from fidia_jax import parallel, train
 from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.config import config_to_dict
 from fidia_jax.data import load_shakespeare, sample_windows
+from fidia_jax.errors import ConfigError, TrainingError
 from fidia_jax.kernels.santa import make_santa_attention
 from fidia_jax.layers import register_attention_impl, xla_attention
-from fidia_jax.models import (
-    Llama,
-    LmTask,
-    init_lm_state,
-    lm_data_mesh,
-    make_lm_batch_fn,
-    make_lm_task,
-    make_lm_train_step,
-    place_lm_batch,
-)
+from fidia_jax.losses import token_log_probs
+from fidia_jax.models import Llama
 from fidia_jax.projects.attention.configs import AttentionConfig, llama_config
+from fidia_jax.train import LmTask, lm_data_mesh, make_lm_batch_fn, make_lm_task, place_lm_batch
 
 __all__ = [
     "SUMMARY_FILE",
@@ -110,8 +113,13 @@ def train_qat(
     val_tokens: Any,
     *,
     mesh: jax.sharding.Mesh | None = None,
+    workdir: str | os.PathLike | None = None,
 ) -> tuple[Llama, dict[str, Any]]:
     """Trains the model with attention ``impl`` for ``config.qat.steps`` steps.
+
+    One :func:`fidia_jax.train.fit` run named ``impl`` of the package's step
+    (:func:`fidia_jax.train.make_train_step`) on the batches of
+    :func:`fidia_jax.train.make_lm_batch_fn`.
 
     Args:
       config: the run configuration.
@@ -119,12 +127,16 @@ def train_qat(
       train_tokens: ``(N,)`` int training byte stream.
       val_tokens: ``(M,)`` int validation byte stream.
       mesh: the ``data`` mesh every batch is split over, parameters replicated (``None``:
-        :func:`fidia_jax.models.lm_data_mesh`, the most visible devices dividing the batch).
+        :func:`fidia_jax.train.lm_data_mesh`, the most visible devices dividing the batch).
+      workdir: where the fit's files go (``metrics.jsonl``, ``checkpoints/<impl>/``,
+        ``curves.png``; a rerun resumes); ``None``: no files.
 
     Returns:
       ``(model, result)``: the trained ``Llama`` (parameters on ``mesh``) and ``{"impl",
-      "curve": [[t, loss], ...] (nats/byte), "val_loss" (nats/byte), "seconds" (wall,
-      compilation included)}``. A non-finite logged loss stops training early.
+      "curve": [[t, loss], ...] (nats/byte; steps ``t % log_every == 0`` and the last),
+      "val_loss" (nats/byte), "seconds" (wall, compilation included)}``. A non-finite loss or
+      update stops training at that step (the package's policy; the model keeps the last finite
+      parameters): the curve ends with that step's loss and ``result["nonfinite_step"]`` names it.
     """
     q = config.qat
     task = _make_task(config, impl, jnp.asarray(train_tokens), jnp.asarray(val_tokens))
@@ -135,25 +147,55 @@ def train_qat(
         optax.adamw(sched, weight_decay=q.weight_decay),
     )
     mesh = lm_data_mesh(task) if mesh is None else mesh
-    step, batch = make_lm_train_step(task, tx, mesh), make_lm_batch_fn(task, mesh)
+    step, batch = train.make_train_step(task.loss_fn, tx, mesh=mesh), make_lm_batch_fn(task, mesh)
     eval_loss = jax.jit(task.loss_fn)
-    params, opt_state = init_lm_state(task, tx, mesh)  # donated by `step`
+    # a copy of the initial parameters: the step donates its state, the task stays valid
+    state = train.init_train_state(jax.tree.map(jnp.copy, task.params), tx, mesh=mesh)
     b = q.batch_size
     val_batches = [
         place_lm_batch(task.val_tokens[i * b : (i + 1) * b], mesh) for i in range(q.val_batches)
     ]
-    curve = []
+    losses = []  # this process's losses, for a run stopped without a workdir
+
+    def step_fn(state, tokens):
+        state, metrics = step(state, tokens)
+        losses.append(metrics["loss"])
+        return state, metrics
+
     t0 = time.time()
-    for t in range(q.steps):
-        params, opt_state, loss = step(params, opt_state, batch(jnp.int32(t)))
-        if t % q.log_every == 0 or t == q.steps - 1:
-            loss = float(parallel.to_host(loss))
-            curve.append([t, loss])
-            if not math.isfinite(loss):
-                break
-    val = float(np.mean([float(parallel.to_host(eval_loss(params, vb))) for vb in val_batches]))
-    model = nnx.merge(task.graphdef, params)
-    return model, {"impl": impl, "curve": curve, "val_loss": val, "seconds": time.time() - t0}
+    nonfinite_step = None
+    try:
+        fitted = train.fit(
+            state,
+            step_fn,
+            lambda t: batch(jnp.int32(t)),
+            num_steps=q.steps,
+            workdir=workdir,
+            run=impl,
+            log_every=1,
+        )
+        state, history = fitted.state, fitted.history
+    except TrainingError as err:
+        state = err.state  # the last finite parameters
+        if workdir is None:
+            history = [{"step": i + 1, "loss": float(x)} for i, x in enumerate(losses)]
+        else:
+            history = train.read_metrics(pathlib.Path(workdir) / "metrics.jsonl", impl)
+        nonfinite_step = history[-1]["step"] - 1
+    last = q.steps if nonfinite_step is None else nonfinite_step + 1  # 1-based, as fit counts
+    curve = [
+        [r["step"] - 1, r["loss"]]
+        for r in history
+        if "loss" in r and ((r["step"] - 1) % q.log_every == 0 or r["step"] == last)
+    ]
+    val = float(
+        np.mean([float(parallel.to_host(eval_loss(state.params, vb))) for vb in val_batches])
+    )
+    model = nnx.merge(task.graphdef, state.params)
+    result = {"impl": impl, "curve": curve, "val_loss": val, "seconds": time.time() - t0}
+    if nonfinite_step is not None:
+        result["nonfinite_step"] = nonfinite_step
+    return model, result
 
 
 def decode_logits(
@@ -216,7 +258,7 @@ def santa_evaluate(
 
     With ``mesh`` (the model's parameters placed on it), the windows are split over its ``data``
     axis when their number is a multiple of its size, else replicated
-    (:func:`fidia_jax.models.place_lm_batch`).
+    (:func:`fidia_jax.train.place_lm_batch`).
 
     Returns:
       ``{"dense_ppl", "context" (= seq_len), "rows": [{"method", "S", "ppl",
@@ -233,8 +275,7 @@ def santa_evaluate(
     target = tokens[:, prefix:]
 
     def nll(logits):
-        lp = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
-        return float(parallel.to_host(-jnp.mean(jnp.take_along_axis(lp, target[..., None], -1))))
+        return float(parallel.to_host(-jnp.mean(token_log_probs(logits, target))))
 
     def decode(fn):
         return decode_logits(model, fn, tokens, prefix, decode_seed=s.decode_seed)
@@ -258,11 +299,27 @@ def santa_evaluate(
     return out
 
 
+def _claim_workdir(workdir: pathlib.Path, config: AttentionConfig) -> None:
+    """Records ``config`` in ``workdir/config.json``, refusing a workdir of another config (its
+    checkpoints must never be continued with other settings).
+
+    Raises:
+      ConfigError: ``workdir/config.json`` holds another config.
+    """
+    path, mine = workdir / "config.json", config_to_dict(config)
+    if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != mine:
+        raise ConfigError(
+            f"{workdir} holds a run with a different config ({path}); use a new workdir"
+        )
+    train.write_json(path, mine)
+
+
 def run_experiments(
     config: AttentionConfig,
     *,
     mesh: jax.sharding.Mesh | None = None,
     log: Callable[[str], None] = _print,
+    workdir: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Runs both experiments at ``config``'s scale (registers the ``"bf16"`` attention impl).
 
@@ -271,6 +328,8 @@ def run_experiments(
       mesh: the ``data`` mesh of every batch (``None``: the most visible devices that divide
         ``qat.batch_size``, :func:`fidia_jax.parallel.data_mesh`).
       log: called with one progress line per trained variant and per SANTA row.
+      workdir: where each variant's fit writes its files (see :func:`train_qat`), and
+        ``config.json``; ``None``: no files.
 
     Returns:
       A JSON-ready dict: ``jax`` (version), ``devices``, ``qat`` (one :func:`train_qat` result
@@ -279,16 +338,20 @@ def run_experiments(
 
     Raises:
       DataError: the Shakespeare directory is missing.
+      ConfigError: ``workdir`` holds a run of another config (use a new workdir).
     """
     parallel.initialize_distributed()  # no-op without a launcher, or when already initialised
+    if workdir is not None:
+        _claim_workdir(pathlib.Path(workdir), config)
     mesh = parallel.data_mesh(config.qat.batch_size) if mesh is None else mesh
     register_attention_impl("bf16", bf16_attention)
     d = config.data
-    splits = load_shakespeare(d.data_dir, max_files=d.max_files or None)
+    with train.stage("loading Shakespeare"):
+        splits = load_shakespeare(d.data_dir, max_files=d.max_files or None)
     results: dict[str, Any] = {"jax": jax.__version__, "devices": str(jax.devices()), "qat": []}
     models = {}
     for impl in config.qat.impls:
-        model, res = train_qat(config, impl, splits.train, splits.val, mesh=mesh)
+        model, res = train_qat(config, impl, splits.train, splits.val, mesh=mesh, workdir=workdir)
         models[impl] = model
         results["qat"].append(res)
         log(
@@ -298,25 +361,99 @@ def run_experiments(
     base = {r["impl"]: r["val_loss"] for r in results["qat"]}["bf16"]
     for r in results["qat"]:
         r["val_rel_to_bf16"] = r["val_loss"] / base - 1.0
-    results["santa"] = santa_evaluate(config, models["bf16"], splits.val, mesh=mesh, log=log)
+    with train.stage("SANTA decoding of the bf16 model"):
+        results["santa"] = santa_evaluate(config, models["bf16"], splits.val, mesh=mesh, log=log)
     return results
 
 
-def train_and_evaluate(config: AttentionConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+def _report(workdir: pathlib.Path, config: AttentionConfig, results: dict[str, Any]) -> None:
+    """``summary.json``, ``attn_qat.png`` / ``santa.png`` (the tables as bars), console tables."""
+    qat = [
+        {
+            "attention": r["impl"],
+            "final_train_loss": r["curve"][-1][1],
+            "val_loss": r["val_loss"],
+            "val_rel_to_bf16_pct": 100 * r["val_rel_to_bf16"],
+        }
+        for r in results["qat"]
+    ]
+    s = results["santa"]
+    santa = [{"decoder": "dense", "S": "-", "ppl": s["dense_ppl"], "top1_agreement": 1.0}] + [
+        {
+            "decoder": r["method"],
+            "S": r["S"],
+            "ppl": r["ppl"],
+            "top1_agreement": r["top1_agreement"],
+        }
+        for r in s["rows"]
+    ]
+    summary = {
+        "qat": {r["attention"]: {k: v for k, v in r.items() if k != "attention"} for r in qat},
+        "santa": {"dense_ppl": s["dense_ppl"], "context": s["context"], "rows": s["rows"]},
+    }
+    train.write_summary(workdir, summary, config=config)
+    if parallel.is_primary():
+        steps = config.qat.steps
+        train.plot_bars(qat, workdir / "attn_qat.png", label="attention",
+                        values=["val_loss", "val_rel_to_bf16_pct"],
+                        title=f"Attn-QAT: validation loss after {steps} steps")  # fmt: skip
+        train.plot_bars(
+            [{**r, "name": r["decoder"] if r["S"] == "-" else f"{r['decoder']} S={r['S']}"}
+             for r in santa],
+            workdir / "santa.png", label="name", values=["ppl", "top1_agreement"],
+            higher_is_better={"top1_agreement": True},
+            title=f"SANTA decode vs dense (context {s['context']})",
+        )  # fmt: skip
+    train.print_table(
+        f"Attn-QAT: {config.qat.steps} training steps per attention variant",
+        ["attention", "final train loss (nats/byte)", "val loss (nats/byte)", "val vs bf16 (%)"],
+        [
+            [
+                r["attention"],
+                r["final_train_loss"],
+                r["val_loss"],
+                f"{r['val_rel_to_bf16_pct']:+.2f}",
+            ]
+            for r in qat
+        ],
+    )
+    train.print_table(
+        f"SANTA: teacher-forced decoding of the bf16 model (context {s['context']})",
+        ["decoder", "samples S", "perplexity", "ppl vs dense (%)", "top-1 agreement with dense"],
+        [
+            [r["decoder"], r["S"], r["ppl"], f"{100 * (r['ppl'] / s['dense_ppl'] - 1):+.3f}",
+             r["top1_agreement"]]
+            for r in santa
+        ],
+    )  # fmt: skip
+
+
+def train_and_evaluate(config: AttentionConfig, workdir: str | os.PathLike) -> dict[str, Any]:
     """Runs :func:`run_experiments` and writes ``workdir/attention_experiments.json`` atomically.
 
+    Also writes ``config.json``, ``summary.json`` (the headline numbers), the variants'
+    training files (``metrics.jsonl``, ``checkpoints/<impl>/``, ``curves.png``: their loss
+    curves on one chart), ``attn_qat.png`` and ``santa.png`` (the two tables as bar charts),
+    and prints the tables. A rerun in the same workdir does not train a finished variant again.
+
     Data parallel over every visible device (the most that divide ``qat.batch_size``); under a
-    multi-host launcher every process calls this and process 0 writes the file.
+    multi-host launcher every process calls this and process 0 writes the files.
 
     Returns:
       The dict written: :func:`run_experiments`'s results plus ``config``.
 
     Raises:
       DataError: the Shakespeare directory is missing.
+      ConfigError: ``workdir`` holds a run of another config (use a new workdir).
     """
     parallel.initialize_distributed()  # before any array exists; no-op without a launcher
+    workdir = pathlib.Path(workdir)
     mesh = parallel.data_mesh(config.qat.batch_size)
-    results = {"config": config_to_dict(config), **run_experiments(config, mesh=mesh)}
+    results = {
+        "config": config_to_dict(config),
+        **run_experiments(config, mesh=mesh, workdir=workdir),
+    }
     if parallel.is_primary():
-        atomic_write_text(pathlib.Path(workdir) / SUMMARY_FILE, json_text(results, indent=1))
+        atomic_write_text(workdir / SUMMARY_FILE, json_text(results, indent=1))
+    _report(workdir, config, results)
     return results

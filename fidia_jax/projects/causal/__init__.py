@@ -13,12 +13,16 @@ Paper:
   each formula). CausalEGM follows the authors' MIT package ``causalegm`` 0.4.0 (Liu et al.,
   PNAS 2024); TARNet/CFR follow Shalit et al., ICML 2017.
 
-Primitives used: :func:`fidia_jax.losses.balancing_loss` (and the IPMs),
-:func:`fidia_jax.losses.estimate_alpha`, :func:`fidia_jax.losses.causalegm_generator_loss`,
-:func:`fidia_jax.losses.causalegm_critic_loss`, :class:`fidia_jax.models.TARNet`,
-:class:`fidia_jax.models.CausalEGM`, :func:`fidia_jax.models.arm_embedding_w2`,
+The method's own code lives here: ``data.py`` (IHDP, ACIC 2016 covariates, the K-arm generator,
+:class:`CausalData`), ``model.py`` (:class:`TARNet`, :class:`CausalEGM`, the W2 arm embedding),
+``losses.py`` (the balancing schemes, the plug-in alpha, CausalEGM's objectives), ``_fit.py``
+(the training loops) and ``train.py`` (the experiment). Primitives used: the IPMs of
+:mod:`fidia_jax.losses` (``ipm``, ``mmd2_rbf``, ``mmd2_linear``, ``wasserstein1_sinkhorn``),
 :func:`fidia_jax.metrics.sqrt_pehe`, :func:`fidia_jax.metrics.ate_error`,
-:func:`fidia_jax.data.load_ihdp`, :func:`fidia_jax.data.make_multiarm`.
+:class:`fidia_jax.models.MLP`, :mod:`fidia_jax.train`.
+
+Re-exported for outside use: the data entry points (to score the methods on other data), the two
+networks and :func:`balancing_loss` (to train another representation with a scheme).
 """
 
 from fidia_jax.projects.causal._fit import CfrSettings as CfrSettings
@@ -32,6 +36,13 @@ from fidia_jax.projects.causal.configs import PRESETS as PRESETS
 from fidia_jax.projects.causal.configs import CausalConfig as CausalConfig
 from fidia_jax.projects.causal.configs import get_config as get_config
 from fidia_jax.projects.causal.configs import load_config as load_config
+from fidia_jax.projects.causal.data import CausalData as CausalData
+from fidia_jax.projects.causal.data import load_ihdp as load_ihdp
+from fidia_jax.projects.causal.data import make_multiarm as make_multiarm
+from fidia_jax.projects.causal.data import split_causal as split_causal
+from fidia_jax.projects.causal.losses import balancing_loss as balancing_loss
+from fidia_jax.projects.causal.model import CausalEGM as CausalEGM
+from fidia_jax.projects.causal.model import TARNet as TARNet
 from fidia_jax.projects.causal.train import format_table as format_table
 from fidia_jax.projects.causal.train import instances as instances
 from fidia_jax.projects.causal.train import run_experiment as run_experiment
@@ -42,8 +53,12 @@ __all__ = [
     "METHODS",
     "PRESETS",
     "CausalConfig",
+    "CausalData",
+    "CausalEGM",
     "CfrSettings",
     "EgmSettings",
+    "TARNet",
+    "balancing_loss",
     "estimate_alpha_for",
     "fit_causalegm",
     "fit_cfr",
@@ -51,6 +66,9 @@ __all__ = [
     "get_config",
     "instances",
     "load_config",
+    "load_ihdp",
+    "make_multiarm",
     "run_experiment",
+    "split_causal",
     "train_and_evaluate",
 ]

@@ -1,12 +1,16 @@
 """Training loops: TARNet/CFR with a K-arm balancing scheme, and CausalEGM (binary or multi-arm).
 
 Both return a function ``predict(x_NxD) -> (N, K)`` potential outcomes (float64 numpy) plus a
-dict of training facts (wall time, time per epoch, the alpha used).
+dict of training facts (wall time, time per epoch, the alpha used). Every gradient step is a
+:func:`fidia_jax.train.make_train_step` step: CFR / TARNet run through
+:func:`fidia_jax.train.fit`; CausalEGM keeps its own loop (alternating critic and generator
+steps, model selection at evaluations).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any
 
@@ -16,8 +20,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import losses, models
-from fidia_jax.data import CausalData
+from fidia_jax import train as train_lib
+from fidia_jax.errors import TrainingError
+from fidia_jax.projects.causal import losses
+from fidia_jax.projects.causal import model as nets
+from fidia_jax.projects.causal.data import CausalData
 
 __all__ = ["CfrSettings", "EgmSettings", "estimate_alpha_for", "fit_causalegm", "fit_cfr"]
 
@@ -77,7 +84,7 @@ def _cfr_loss(model, x, t, y, w, key, s: CfrSettings, num_arms):
 
 
 def _make_cfr(data: CfrSettings, x_dim, num_arms, seed):
-    return models.TARNet(
+    return nets.TARNet(
         x_dim,
         num_arms,
         rep_hidden=data.rep_hidden,
@@ -92,38 +99,48 @@ def _weight_decay_mask(params):
     )
 
 
-def _cfr_step_fn(graphdef, rest, s: CfrSettings, num_arms, tx, x, t, y, w):
+def _cfr_train_step(graphdef, rest, s: CfrSettings, num_arms, tx, x, t, y, w):
+    """The CFR step: a minibatch of ``batch_size`` units drawn from the step's key (the units
+    are constants of the compiled step); metrics ``loss`` and ``factual`` (standardised)."""
     n = x.shape[0]
     b = min(s.batch_size, n)
 
-    def step(carry, key):
-        params, opt_state = carry
+    def loss_fn(params, key):
         k_batch, k_loss = jax.random.split(key)
         idx = jax.random.permutation(k_batch, n)[:b]
+        model = train_lib.merge_model(graphdef, params, rest)
+        loss, factual = _cfr_loss(model, x[idx], t[idx], y[idx], w[idx], k_loss, s, num_arms)
+        return loss, {"factual": factual}
 
-        def loss_fn(p):
-            return _cfr_loss(
-                nnx.merge(graphdef, p, rest), x[idx], t[idx], y[idx], w[idx], k_loss, s, num_arms
-            )
-
-        (loss, factual), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), factual
-
-    return step
+    return train_lib.make_train_step(loss_fn, tx, has_aux=True)
 
 
-def fit_cfr(train: CausalData, s: CfrSettings, seed: int = 0, *, time_epochs: int = 0):
+def fit_cfr(
+    train: CausalData,
+    s: CfrSettings,
+    seed: int = 0,
+    *,
+    time_epochs: int = 0,
+    workdir: str | os.PathLike | None = None,
+    run: str = "cfr",
+):
     """Trains TARNet (``scheme="none"``) or CFR with a balancing scheme on ``train``.
 
     Args:
       train: training units (every arm present). s: :class:`CfrSettings`. seed: init + batches.
       time_epochs: when ``> 0``, re-run the compiled training that many times after training
         and report the time of one epoch (``N / batch_size`` steps), for the cost vs ``K``.
+      workdir: :func:`fidia_jax.train.fit`'s files (``metrics.jsonl``, checkpoints of ``run``)
+        and resume; ``None``: none.
+      run: the fit's name in the files and the progress display.
 
     Returns:
       ``(predict, info)``; ``info`` has ``wall_s``, ``final_factual_mse`` and, with
       ``time_epochs``, ``s_per_epoch``.
+
+    Raises:
+      ValueError: an unknown scheme.
+      TrainingError: a non-finite loss or gradient (:func:`fidia_jax.train.fit`).
     """
     if s.scheme not in (*losses.SCHEMES, "none"):
         raise ValueError(f"unknown scheme {s.scheme!r}")
@@ -135,35 +152,37 @@ def fit_cfr(train: CausalData, s: CfrSettings, seed: int = 0, *, time_epochs: in
     p_k = np.bincount(train.t, minlength=k) / len(train)
     w = jnp.asarray(1.0 / (k * p_k[train.t]), jnp.float32)
     model = _make_cfr(s, x.shape[1], k, seed)
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    graphdef, params, rest = train_lib.split_model(model)
     tx = optax.chain(
         optax.add_decayed_weights(s.weight_decay, mask=_weight_decay_mask(params)),
         optax.adam(s.learning_rate),
     )
-    opt_state = tx.init(params)
-    step = _cfr_step_fn(graphdef, rest, s, k, tx, x, t, y, w)
+    step = _cfr_train_step(graphdef, rest, s, k, tx, x, t, y, w)
+    keys = jax.random.split(jax.random.key(seed + 1), s.iterations)
 
-    @jax.jit
-    def run(carry, keys):
-        return jax.lax.scan(step, carry, keys)
+    def fresh():  # the step donates its state: a new copy of the initial parameters each time
+        return train_lib.init_train_state(jax.tree.map(jnp.copy, params), tx)
 
     t0 = time.perf_counter()
-    keys = jax.random.split(jax.random.key(seed + 1), s.iterations)
-    carry0 = (params, opt_state)
-    (params, opt_state), factual = run(carry0, keys)
-    factual = jax.block_until_ready(factual)
+    res = train_lib.fit(fresh(), step, lambda i: keys[i], num_steps=s.iterations, workdir=workdir,
+                    run=run, show=("loss", "factual"))  # fmt: skip
+    factual = [r["factual"] for r in res.history if "factual" in r]
     info: dict[str, Any] = {
         "wall_s": time.perf_counter() - t0,
-        "final_factual_mse": float(factual[-1]) * sd**2,
+        "final_factual_mse": factual[-1] * sd**2,
     }
     if time_epochs > 0:
-        # Re-run the (already compiled) training scan and scale to one epoch (N / batch steps).
+        # Re-run the (already compiled) training and scale to one epoch (N / batch steps).
         t1 = time.perf_counter()
         for _ in range(time_epochs):
-            jax.block_until_ready(run(carry0, keys))
+            state = fresh()
+            for i in range(s.iterations):
+                state, _ = step(state, keys[i])
+            jax.block_until_ready(state)
         per_step = (time.perf_counter() - t1) / (time_epochs * s.iterations)
-        info["s_per_epoch"] = per_step * max(1, len(train) // min(s.batch_size, len(train)))
-    fitted = nnx.merge(graphdef, params, rest)
+        batch = min(s.batch_size, len(train))
+        info["s_per_epoch"] = per_step * max(1, len(train) // batch)
+    fitted = train_lib.merge_model(graphdef, res.state.params, rest)
 
     def predict(x_new):
         mu_hat, _ = fitted(jnp.asarray(x_new, jnp.float32))
@@ -174,11 +193,20 @@ def fit_cfr(train: CausalData, s: CfrSettings, seed: int = 0, *, time_epochs: in
     return predict, info
 
 
-def estimate_alpha_for(train: CausalData, s: CfrSettings, seed: int = 0) -> float:
-    """The plug-in ``alpha_hat`` (:func:`fidia_jax.losses.estimate_alpha`, reconstruction) from a
-    pilot TARNet (``alpha = 0``) trained with the same settings: the median norm of each training
-    unit's factual-loss gradient w.r.t. its representation (standardised outcome units)."""
-    _, info = fit_cfr(train, dataclasses.replace(s, scheme="none", alpha=0.0), seed)
+def estimate_alpha_for(
+    train: CausalData,
+    s: CfrSettings,
+    seed: int = 0,
+    *,
+    workdir: str | os.PathLike | None = None,
+    run: str = "alpha_pilot",
+) -> float:
+    """The plug-in ``alpha_hat`` (:func:`~.losses.estimate_alpha`, reconstruction) from a
+    pilot TARNet (``alpha = 0``) trained with the same settings (:func:`fit_cfr`, with
+    ``workdir`` and ``run``): the median norm of each training unit's factual-loss gradient
+    w.r.t. its representation (standardised outcome units)."""
+    pilot = dataclasses.replace(s, scheme="none", alpha=0.0)
+    _, info = fit_cfr(train, pilot, seed, workdir=workdir, run=run)
     model = info["_model"]
     mean, sd = info["_y_scale"]
     x = jnp.asarray(train.x)
@@ -190,6 +218,7 @@ def estimate_alpha_for(train: CausalData, s: CfrSettings, seed: int = 0) -> floa
         out = jnp.concatenate([head(phi_r[None]) for head in model.heads], -1)[0]
         return (out[t_i] - y_i) ** 2
 
+    # per-unit gradients w.r.t. the representation (a statistic, not a training step)
     grads = jax.vmap(jax.grad(unit_loss))(phi, t, y)
     return float(losses.estimate_alpha(grads))
 
@@ -224,19 +253,70 @@ def _package_batches(n, batch_size, count, rng):
     return np.stack(out).astype(np.int32)
 
 
-def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0):
+def _egm_steps(graphdef, s: EgmSettings, tx_crit, tx_gen, x, t, y, weights):
+    """CausalEGM's two steps (:func:`fidia_jax.train.make_train_step`, the model's non-parameter
+    state -- the arm embedding -- as the state's ``model_state``): the WGAN critic step on a
+    batch ``{"idx", "key"}`` (fresh ``N(0, I)`` draws and gradient-penalty mixing weights from
+    the key) and the encoder/generator step on ``{"idx", "key"}``."""
+    z_dim = sum(s.z_dims)
+
+    def crit_loss(params, rest, batch):
+        k_z, k_eps = jax.random.split(batch["key"])
+        z = jax.random.normal(k_z, (batch["idx"].shape[0], z_dim))
+        eps = jax.random.uniform(k_eps, (2,))
+        m = train_lib.merge_model(graphdef, params, rest)
+        loss = losses.causalegm_critic_loss(m, z, x[batch["idx"]], eps[0], eps[1], weights)[0]
+        return loss, rest
+
+    def gen_loss(params, rest, batch):
+        b = batch["idx"]
+        z = jax.random.normal(batch["key"], (b.shape[0], z_dim))
+        m = train_lib.merge_model(graphdef, params, rest)
+        loss = losses.causalegm_generator_loss(m, z, x[b], t[b], y[b], weights)[0]
+        return loss, rest
+
+    # not donated: the two steps share one parameter tree, and the best iteration's is kept
+    return (
+        train_lib.make_train_step(crit_loss, tx_crit, has_state=True, donate=False),
+        train_lib.make_train_step(gen_loss, tx_gen, has_state=True, donate=False),
+    )
+
+
+def _check_finite(flags: list[tuple[int, str, jax.Array]]) -> None:
+    """The package's non-finite policy in CausalEGM's own loop: a skipped step (its
+    ``nonfinite`` metric) stops the run with a :class:`~fidia_jax.errors.TrainingError` naming
+    the first such iteration and step. Empties ``flags``."""
+    values = jax.device_get([f for *_, f in flags])
+    for (it, which, _), bad in zip(flags, values, strict=True):
+        if bad:
+            raise TrainingError(
+                f"causalegm: the loss or gradient of the {which} step at iteration {it} is not "
+                f"finite; the step was skipped and training stopped"
+            )
+    flags.clear()
+
+
+def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0, *, run: str = "causalegm"):
     """Trains CausalEGM as the authors' ``CausalEGM.train``: per iteration ``g_d_freq`` critic
     steps then one encoder/generator step, each on a fresh batch and fresh ``N(0, I)`` draws;
     Adam(lr, beta1=0.5, beta2=0.9, eps=1e-7) for both groups; every ``batches_per_eval``
     iterations the training-set outcome MSE is measured and the predictions of the best
     iteration are kept (the package's model selection). With ``K > 2`` arms the arm embedding is
-    refreshed from the encoder's latents at every evaluation (:func:`models.arm_embedding_w2`).
+    refreshed from the encoder's latents at every evaluation (:func:`~.model.arm_embedding_w2`).
+
+    The driver keeps this outer loop (alternating critic and generator updates, model
+    selection); each update is a :func:`fidia_jax.train.make_train_step` step, and progress is
+    :class:`fidia_jax.train.FitProgress` (named ``run``) at every evaluation.
 
     Returns:
       ``(predict, info)``; ``predict(x) -> (N, K)``; ``info``: ``wall_s``, ``best_iter``.
+
+    Raises:
+      TrainingError: a non-finite loss or gradient (the first such step, found at the next
+        evaluation).
     """
     k = train.num_arms
-    model = models.CausalEGM(
+    model = nets.CausalEGM(
         train.x.shape[1],
         k,
         z_dims=s.z_dims,
@@ -249,49 +329,15 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0):
         embed_dim=s.embed_dim,
         rngs=nnx.Rngs(seed),
     )
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    graphdef, params, rest = train_lib.split_model(model)
     adam = optax.adam(s.learning_rate, b1=0.5, b2=0.9, eps=1e-7)
     labels = _labels(params)
     tx_gen = optax.multi_transform({"gen": adam, "critic": optax.set_to_zero()}, labels)
     tx_crit = optax.multi_transform({"gen": optax.set_to_zero(), "critic": adam}, labels)
-    z_dim = sum(s.z_dims)
     x = jnp.asarray(train.x)
     t = jnp.asarray(train.t)
     y = jnp.asarray(train.y)
-    weights = losses.EGMWeights()
-
-    def critic_step(carry, inp):
-        params, st_crit, rest_ = carry
-        b, key = inp
-        k_z, k_eps = jax.random.split(key)
-        z = jax.random.normal(k_z, (b.shape[0], z_dim))
-        eps = jax.random.uniform(k_eps, (2,))
-
-        def crit_loss(p):
-            m = nnx.merge(graphdef, p, rest_)
-            return losses.causalegm_critic_loss(m, z, x[b], eps[0], eps[1], weights)[0]
-
-        g = jax.grad(crit_loss)(params)
-        upd, st_crit = tx_crit.update(g, st_crit, params)
-        return (optax.apply_updates(params, upd), st_crit, rest_), None
-
-    @jax.jit
-    def iteration(params, st_gen, st_crit, rest_, idx_crit, idx_gen, key):
-        keys = jax.random.split(key, s.g_d_freq + 1)
-        (params, st_crit, _), _ = jax.lax.scan(
-            critic_step, (params, st_crit, rest_), (idx_crit, keys[:-1])
-        )
-        z = jax.random.normal(keys[-1], (idx_gen.shape[0], z_dim))
-
-        def gen_loss(p):
-            m = nnx.merge(graphdef, p, rest_)
-            return losses.causalegm_generator_loss(
-                m, z, x[idx_gen], t[idx_gen], y[idx_gen], weights
-            )
-
-        g = jax.grad(lambda p: gen_loss(p)[0])(params)
-        upd, st_gen = tx_gen.update(g, st_gen, params)
-        return optax.apply_updates(params, upd), st_gen, st_crit
+    crit_step, gen_step = _egm_steps(graphdef, s, tx_crit, tx_gen, x, t, y, losses.EGMWeights())
 
     @jax.jit
     def evaluate(params, rest_):
@@ -300,35 +346,57 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0):
         pred = m.outcome(z, t)
         return jnp.mean((pred - y) ** 2), z
 
+    split_keys = jax.jit(lambda key: jax.random.split(key, s.g_d_freq + 1))
     rng = np.random.default_rng(seed)
     n_steps = s.n_iter + 1  # the package loops range(n_iter + 1)
     stream = _package_batches(len(train), s.batch_size, n_steps * (s.g_d_freq + 1), rng)
     stream = stream.reshape(n_steps, s.g_d_freq + 1, -1)
     keys = jax.random.split(jax.random.key(seed + 7), n_steps)
-    st_gen, st_crit = tx_gen.init(params), tx_crit.init(params)
+    # one parameter tree, two optimiser states: each step hands its parameters to the other
+    state_c = train_lib.init_train_state(params, tx_crit, model_state=rest)
+    state_g = train_lib.init_train_state(params, tx_gen, model_state=rest)
     best = (np.inf, None, -1)
+    flags: list[tuple[int, str, jax.Array]] = []
+    progress = train_lib.FitProgress(run, n_steps, show=("train_mse_y",))
     t0 = time.perf_counter()
-    for it in range(n_steps):
-        params, st_gen, st_crit = iteration(
-            params, st_gen, st_crit, rest, stream[it, :-1], stream[it, -1], keys[it]
-        )
-        if it % s.batches_per_eval:
-            continue  # the package evaluates when batch_idx % batches_per_eval == 0
-        mse, z = evaluate(params, rest)
-        mse = float(mse)
-        if mse < best[0]:
-            best = (mse, nnx.merge(graphdef, params, rest), it)
-        if k > 2 and s.embed_dim > 0:
-            current = nnx.merge(graphdef, params, rest)
-            emb = models.arm_embedding_w2(
-                np.asarray(z),
-                train.t,
-                k,
-                s.embed_dim,
-                previous=np.asarray(current.embedding[...]) if it > 0 else None,
-            )
-            current.embedding[...] = jnp.asarray(emb)
-            _, _, rest = nnx.split(current, nnx.Param, ...)
+    try:
+        for it in range(n_steps):
+            it_keys = split_keys(keys[it])
+            for j in range(s.g_d_freq):
+                state_c, m = crit_step(state_c, {"idx": stream[it, j], "key": it_keys[j]})
+                flags.append((it, "critic", m["nonfinite"]))
+            state_g = state_g._replace(params=state_c.params)
+            state_g, m = gen_step(state_g, {"idx": stream[it, -1], "key": it_keys[-1]})
+            flags.append((it, "generator", m["nonfinite"]))
+            state_c = state_c._replace(params=state_g.params)
+            if it == 0:
+                jax.block_until_ready(state_g.params)
+                progress.compiled()
+            if it % s.batches_per_eval:
+                continue  # the package evaluates when batch_idx % batches_per_eval == 0
+            _check_finite(flags)
+            params = state_g.params
+            mse, z = evaluate(params, rest)
+            mse = float(mse)
+            progress.update(it + 1, {"train_mse_y": mse})
+            if mse < best[0]:
+                best = (mse, nnx.merge(graphdef, params, rest), it)
+            if k > 2 and s.embed_dim > 0:
+                current = nnx.merge(graphdef, params, rest)
+                emb = nets.arm_embedding_w2(
+                    np.asarray(z),
+                    train.t,
+                    k,
+                    s.embed_dim,
+                    previous=np.asarray(current.embedding[...]) if it > 0 else None,
+                )
+                current.embedding[...] = jnp.asarray(emb)
+                _, _, rest = train_lib.split_model(current)
+                state_c = state_c._replace(model_state=rest)
+                state_g = state_g._replace(model_state=rest)
+        _check_finite(flags)
+    finally:
+        progress.close(f"best train MSE(y) {best[0]:.4g} at iteration {best[2]}")
     fitted = best[1]
     info = {"wall_s": time.perf_counter() - t0, "best_iter": best[2], "best_train_mse_y": best[0]}
 

@@ -16,7 +16,7 @@ from fidia_jax.errors import ConfigError
 __all__ = ["DATASETS", "METHODS", "PRESETS", "CausalConfig", "get_config", "load_config"]
 
 #: ``ihdp``: the IHDP replications (binary); ``multiarm_ihdp`` / ``multiarm_acic`` /
-#: ``multiarm_random``: :func:`fidia_jax.data.make_multiarm` on IHDP covariates (shared data),
+#: ``multiarm_random``: :func:`~.data.make_multiarm` on IHDP covariates (shared data),
 #: ACIC 2016 covariates (causallib) or Gaussian covariates (no data needed).
 DATASETS = ("ihdp", "multiarm_ihdp", "multiarm_acic", "multiarm_random")
 #: ``tarnet`` (no balancing), ``cfr_<scheme>`` (``pairwise``, ``one_vs_all``, ``aggregation``),

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax import data as data_lib
 from fidia_jax import metrics
+from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
+from fidia_jax.projects.causal import data as data_lib
 from fidia_jax.projects.causal._fit import (
     CfrSettings,
     EgmSettings,
@@ -84,8 +85,15 @@ def _score(test, predict) -> dict[str, float]:
     }
 
 
-def run_experiment(config: CausalConfig) -> dict[str, Any]:
+def run_experiment(
+    config: CausalConfig, *, workdir: str | pathlib.Path | None = None
+) -> dict[str, Any]:
     """Runs every method on every instance.
+
+    Each CFR / TARNet fit (and the pilot TARNet of ``alpha_hat``) is a
+    :func:`fidia_jax.train.fit` named ``K<K>_rep<r>_<method>``; with ``workdir`` they write
+    ``metrics.jsonl``, ``curves.png`` and checkpoints there, and a rerun resumes them.
+    CausalEGM's own loop shows its progress but keeps no checkpoint.
 
     Returns:
       A JSON-ready dict: ``runs`` (a list of ``{K, replication, method, alpha, sqrt_pehe,
@@ -100,7 +108,10 @@ def run_experiment(config: CausalConfig) -> dict[str, Any]:
         alpha = config.alpha
         alpha_hat = None
         if alpha is None:
-            alpha_hat = estimate_alpha_for(train, _cfr_settings(config, "none", 0.0), seed)
+            alpha_hat = estimate_alpha_for(
+                train, _cfr_settings(config, "none", 0.0), seed, workdir=workdir,
+                run=f"K{k}_rep{r}_alpha_pilot",
+            )  # fmt: skip
             alpha = alpha_hat
         jobs = []
         for method in config.methods:
@@ -128,7 +139,7 @@ def run_experiment(config: CausalConfig) -> dict[str, Any]:
                         dz_units=(16, 8),
                         dv_units=(16, 8),
                     )
-                predict, info = fit_causalegm(train, egm, seed)
+                predict, info = fit_causalegm(train, egm, seed, run=f"K{k}_rep{r}_{name}")
             else:
                 scheme = "none" if name == "tarnet" else name[4:].split("@")[0]
                 predict, info = fit_cfr(
@@ -136,6 +147,8 @@ def run_experiment(config: CausalConfig) -> dict[str, Any]:
                     _cfr_settings(config, scheme, a),
                     seed,
                     time_epochs=config.time_epochs if scheme != "none" else 0,
+                    workdir=workdir,
+                    run=f"K{k}_rep{r}_{name}",
                 )
             row = {
                 "K": k,
@@ -188,10 +201,37 @@ def format_table(results: dict[str, Any]) -> str:
 
 
 def train_and_evaluate(config: CausalConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """Runs :func:`run_experiment`, prints its table, writes ``workdir/causal_results.json``
-    (results + config, atomically) and returns the results."""
-    results = run_experiment(config)
-    print(format_table(results))
-    out = pathlib.Path(workdir) / SUMMARY_FILE
-    write_summary(out, results, config)
+    """Runs :func:`run_experiment` with ``workdir`` (its CFR fits resume from it), prints a
+    table and writes, in ``workdir``: ``causal_results.json`` (results + config),
+    ``summary.json`` (per ``K`` and method: sqrt(PEHE) and ATE error, mean and std),
+    ``effects.png`` (the same as bars) and the fits' ``metrics.jsonl`` / ``curves.png`` /
+    ``checkpoints/``.
+
+    Returns:
+      The results of :func:`run_experiment` (as written, without ``config``).
+    """
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    results = run_experiment(config, workdir=workdir)
+    cells = [(k, name, c) for k, by_method in results["summary"].items()
+             for name, c in by_method.items()]  # fmt: skip
+    train_lib.print_table(
+        f"{config.dataset}: held-out sqrt(PEHE) and ATE error over all arm pairs "
+        "(mean ± std over replications; lower is better)",
+        ["K", "method", "sqrt(PEHE)", "ATE error", "runs"],
+        [[k, name, f"{c['sqrt_pehe_mean']:.3f} ± {c['sqrt_pehe_std']:.3f}",
+          f"{c['ate_error_mean']:.3f} ± {c['ate_error_std']:.3f}", c["n"]]
+         for k, name, c in cells],
+    )  # fmt: skip
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    train_lib.write_summary(workdir, {"dataset": config.dataset, "summary": results["summary"]})
+    rows = [{"method": f"K={k} {name}" if len(results["summary"]) > 1 else name,
+             "sqrt(PEHE)": c["sqrt_pehe_mean"], "PEHE std": c["sqrt_pehe_std"],
+             "ATE error": c["ate_error_mean"], "ATE std": c["ate_error_std"]}
+            for k, name, c in cells]  # fmt: skip
+    train_lib.plot_bars(
+        rows, workdir / "effects.png", label="method", values=["sqrt(PEHE)", "ATE error"],
+        errors={"sqrt(PEHE)": "PEHE std", "ATE error": "ATE std"},
+        title=f"{config.dataset}: held-out errors, mean ± std over replications",
+    )  # fmt: skip
     return results

@@ -26,7 +26,7 @@ class DyconConfig:
         development prompts ``seed + 2``, test prompts ``seed + 3``; model init, minibatches and
         sampling keys from ``key(seed)``).
       base, max_operands, min_operands, max_redundant, error_rate, redundant_rate: the task
-        (:func:`fidia_jax.data.make_dycon_task`); difficulty = ``k`` operands = steps.
+        (:func:`.task.make_dycon_task`); difficulty = ``k`` operands = steps.
       num_train: training solutions.
       num_probe: solutions (teacher-forced) whose boundary states fit and score the probe;
         half of the examples fit, half are held out.
@@ -35,7 +35,7 @@ class DyconConfig:
         sampling key for every method, so the comparison is paired).
       dim, n_layers, n_heads, n_kv_heads, hidden_dim: the :class:`fidia_jax.models.Llama`.
       steps, batch_size, learning_rate, warmup_steps, weight_decay: AdamW with warmup + cosine
-        decay, :func:`fidia_jax.models.fit_llama`.
+        decay, :func:`fidia_jax.train.fit_llama`.
       probe_alpha: ridge penalty of the probes.
       lam_grid, tau_grid: the control settings tried on the development prompts.
       end_scale: weight of the opposite push on the end-of-thinking token (0 = reflection tokens

@@ -1,15 +1,15 @@
 """The DyCon experiment: train a tiny LLaMA on step-wise solutions, probe it, steer its reflections.
 
-1. Train :class:`fidia_jax.models.Llama` with :func:`fidia_jax.models.fit_llama` on solutions of
-   :func:`fidia_jax.data.make_dycon_task` (injected errors with corrective reflections, redundant
+1. Train :class:`fidia_jax.models.Llama` with :func:`fidia_jax.train.fit_llama` on solutions of
+   :func:`.task.make_dycon_task` (injected errors with corrective reflections, redundant
    reflections after the answer is known; the model imitates both).
 2. Teacher-force fresh solutions, take the residual stream at every step boundary and every layer,
    and fit a ridge probe of the log-normalised remaining length per layer
-   (:func:`fidia_jax.metrics.layer_probe_r2`: held-out examples, shuffled-label control).
+   (:func:`.probes.layer_probe_r2`: held-out examples, shuffled-label control).
 3. Sample (temperature ``config.temperature``, KV cache, :func:`fidia_jax.models.sample_llama`)
    with four decoders: the baseline; NoWait (``wait`` banned, logit bias ``-inf``); the static
    probe (one reading at the first boundary, the ``=`` ending the prompt, applied at every
-   boundary); DyCon (the probe read at every boundary, :func:`fidia_jax.models.dycon_logit_bias`).
+   boundary); DyCon (the probe read at every boundary, :func:`.control.dycon_logit_bias`).
    ``(lambda, tau)`` of the two probe decoders are chosen on development prompts: the fewest
    tokens among settings whose accuracy is at least the baseline's minus one standard error.
 4. Report accuracy and tokens per difficulty bucket with standard errors, reflections by kind,
@@ -28,9 +28,27 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, metrics, models
+from fidia_jax import metrics, models
+from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
 from fidia_jax.projects.dycon.configs import DyconConfig
+from fidia_jax.projects.dycon.control import (
+    DyconControl,
+    ban_tokens_bias,
+    dycon_control,
+    dycon_logit_bias,
+    dycon_static_bias,
+    probe_difficulty,
+)
+from fidia_jax.projects.dycon.plots import plot_tradeoff
+from fidia_jax.projects.dycon.probes import LayerProbes, layer_probe_r2
+from fidia_jax.projects.dycon.task import (
+    DyconBatch,
+    DyconGeneration,
+    DyconVocab,
+    make_dycon_task,
+    parse_dycon_generation,
+)
 
 __all__ = [
     "METHODS",
@@ -41,6 +59,8 @@ __all__ = [
     "format_table",
     "generate",
     "goals",
+    "headline",
+    "print_tables",
     "summarize",
     "train_and_evaluate",
     "vocab_of",
@@ -49,16 +69,16 @@ __all__ = [
 #: Decoders compared, in table order.
 METHODS = ("baseline", "nowait", "static", "dycon")
 SUMMARY_FILE = "dycon.json"
-_RECORD_FIELDS = data.DyconGeneration._fields
+_RECORD_FIELDS = DyconGeneration._fields
 
 
-def vocab_of(config: DyconConfig) -> data.DyconVocab:
+def vocab_of(config: DyconConfig) -> DyconVocab:
     """The task vocabulary of ``config``."""
-    return data.DyconVocab(config.base, config.max_operands, config.max_redundant)
+    return DyconVocab(config.base, config.max_operands, config.max_redundant)
 
 
-def _task(config: DyconConfig, n: int, seed: int) -> data.DyconBatch:
-    return data.make_dycon_task(
+def _task(config: DyconConfig, n: int, seed: int) -> DyconBatch:
+    return make_dycon_task(
         n,
         vocab=vocab_of(config),
         min_operands=config.min_operands,
@@ -90,12 +110,12 @@ def _states(model, tokens):
     return jnp.moveaxis(h, 0, 2)  # (B, T, L + 1, C)
 
 
-def boundary_states(model: models.Llama, batch: data.DyconBatch, *, hooks=()):
+def boundary_states(model: models.Llama, batch: DyconBatch, *, hooks=()):
     """Residual stream at every step boundary of teacher-forced solutions.
 
     Args:
       model: the trained Llama.
-      batch: solutions (:func:`fidia_jax.data.make_dycon_task`).
+      batch: solutions (:func:`.task.make_dycon_task`).
       hooks: interventions applied while reading (checked by the model: a hook naming a layer
         that does not exist raises ``ValueError``).
 
@@ -116,22 +136,20 @@ def boundary_states(model: models.Llama, batch: data.DyconBatch, *, hooks=()):
     return h[ex, pos], batch.target[ex, pos], ex, first
 
 
-def fit_probe(
-    config: DyconConfig, model: models.Llama
-) -> tuple[metrics.LayerProbes, dict[str, Any]]:
+def fit_probe(config: DyconConfig, model: models.Llama) -> tuple[LayerProbes, dict[str, Any]]:
     """Probes of the remaining length per layer on ``config.num_probe`` fresh solutions.
 
     The first half of the examples fits, the second half is held out (split by example).
 
     Returns:
-      ``(probes, report)``: :class:`fidia_jax.metrics.LayerProbes` and a JSON-ready dict
+      ``(probes, report)``: :class:`.probes.LayerProbes` and a JSON-ready dict
       (``r2``, ``r2_shuffled`` per layer, ``best_layer``, ``num_rows``, ``r2_first_boundary``:
       held-out R² of the best layer on the first boundaries alone, the static probe's reading).
     """
     batch = _task(config, config.num_probe, config.seed + 1)
     x, y, ex, first = boundary_states(model, batch)
     train = ex < config.num_probe // 2
-    probes = metrics.layer_probe_r2(x, y, train, alpha=config.probe_alpha, seed=config.seed)
+    probes = layer_probe_r2(x, y, train, alpha=config.probe_alpha, seed=config.seed)
     best = probes.best_layer
     sel = (~train) & first
     pred = metrics.ridge_predict(probes.fits[best], x[sel, best])
@@ -150,7 +168,7 @@ def fit_probe(
 def _control(config, model, probes, layer, lam, tau, fixed_dhat=None):
     vocab = vocab_of(config)
     fit = probes.fits[layer]
-    return models.dycon_control(
+    return dycon_control(
         model,
         fit.coef,
         float(fit.intercept),
@@ -165,22 +183,22 @@ def _control(config, model, probes, layer, lam, tau, fixed_dhat=None):
     )
 
 
-def first_boundary_dhat(model, batch: data.DyconBatch, control: models.DyconControl, width: int):
+def first_boundary_dhat(model, batch: DyconBatch, control: DyconControl, width: int):
     """``(N,)`` probe reading at the ``=`` that ends each prompt (the static probe's input)."""
     prompts, lengths = batch.prompts(width)
     h = np.asarray(_states(model, jnp.asarray(prompts)))
     h_NxKxC = h[np.arange(len(lengths)), lengths - 1]
-    return np.asarray(models.probe_difficulty(jnp.asarray(h_NxKxC), control))
+    return np.asarray(probe_difficulty(jnp.asarray(h_NxKxC), control))
 
 
 def generate(
     model: models.Llama,
-    batch: data.DyconBatch,
+    batch: DyconBatch,
     *,
     method: str,
     key: jax.Array,
     temperature: float | None,
-    control: models.DyconControl | None = None,
+    control: DyconControl | None = None,
     chunk: int = 256,
     hooks=(),
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -197,7 +215,7 @@ def generate(
       method: ``"baseline"``, ``"nowait"``, ``"static"`` or ``"dycon"``.
       key: sampling key.
       temperature: ``None`` for greedy, else ``> 0``.
-      control: required for ``static`` / ``dycon`` (:func:`fidia_jax.models.dycon_control`);
+      control: required for ``static`` / ``dycon`` (:func:`.control.dycon_control`);
         for ``static`` its ``fixed_dhat`` is replaced by each prompt's first-boundary reading.
       chunk: rows per sampler call.
       hooks: interventions passed to :func:`fidia_jax.models.sample_llama` (a hook naming a
@@ -212,18 +230,18 @@ def generate(
     if method not in METHODS:
         raise ValueError(f"generate: method must be one of {METHODS}, got {method!r}")
     if method in ("static", "dycon") and control is None:
-        raise ValueError(f"generate: method {method!r} needs a control (models.dycon_control)")
+        raise ValueError(f"generate: method {method!r} needs a control (dycon_control)")
     width = batch.operands.shape[1] + 2
     prompts, lengths = batch.prompts(width)
     max_new = model.config.max_seq_len - width
-    eos, wait = data.DyconVocab.EOS, data.DyconVocab.WAIT
+    eos, wait = DyconVocab.EOS, DyconVocab.WAIT
     bias, args = None, None
     if method == "nowait":
         mask = np.zeros(model.config.vocab_size, np.float32)
         mask[wait] = 1.0
-        bias, args = models.ban_tokens_bias, jnp.asarray(mask)
+        bias, args = ban_tokens_bias, jnp.asarray(mask)
     elif method == "dycon":
-        bias, args = models.dycon_logit_bias, control
+        bias, args = dycon_logit_bias, control
     n = len(lengths)
     if method == "static":
         dhat_all = first_boundary_dhat(model, batch, control, width)
@@ -232,7 +250,7 @@ def generate(
         idx = np.arange(start, start + chunk) % n
         if method == "static":
             dhat = jnp.asarray(dhat_all[idx])
-            bias, args = models.dycon_static_bias, control._replace(fixed_dhat=dhat)
+            bias, args = dycon_static_bias, control._replace(fixed_dhat=dhat)
         out = models.sample_llama(
             model,
             jnp.asarray(prompts[idx]),
@@ -251,14 +269,11 @@ def generate(
     return np.concatenate(toks), np.concatenate(nums)
 
 
-def evaluate_generations(
-    tokens, batch: data.DyconBatch, vocab: data.DyconVocab
-) -> dict[str, np.ndarray]:
-    """Per-example records of :func:`fidia_jax.data.parse_dycon_generation` as ``(N,)`` arrays
-    (one per field of :class:`fidia_jax.data.DyconGeneration`, plus ``num_operands``)."""
+def evaluate_generations(tokens, batch: DyconBatch, vocab: DyconVocab) -> dict[str, np.ndarray]:
+    """Per-example records of :func:`.task.parse_dycon_generation` as ``(N,)`` arrays
+    (one per field of :class:`.task.DyconGeneration`, plus ``num_operands``)."""
     recs = [
-        data.parse_dycon_generation(t, int(a), vocab)
-        for t, a in zip(tokens, batch.answer, strict=True)
+        parse_dycon_generation(t, int(a), vocab) for t, a in zip(tokens, batch.answer, strict=True)
     ]
     out = {f: np.asarray([getattr(r, f) for r in recs]) for f in _RECORD_FIELDS}
     out["num_operands"] = batch.num_operands.copy()
@@ -425,8 +440,12 @@ def _chunk(config: DyconConfig) -> int:
 
 
 def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """Runs the whole experiment at ``config``'s scale; prints the tables and writes
-    ``workdir/dycon.json`` (results plus ``config``, atomically).
+    """Runs the whole experiment at ``config``'s scale; shows progress, prints the tables and
+    writes into ``workdir``: ``dycon.json`` (results plus ``config``, atomically),
+    ``summary.json`` (the headline numbers), ``dycon_tradeoff.png`` (accuracy vs generated tokens
+    per decoder, per bucket, and the probe per layer), and the training run's
+    ``metrics.jsonl`` / ``curves.png`` / checkpoints (run ``dycon_lm``; a rerun in the same
+    workdir resumes from its last checkpoint instead of training again).
 
     Returns:
       JSON-ready dict: ``train`` (final loss, seconds), ``probe`` (:func:`fit_probe`'s report),
@@ -435,11 +454,13 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
       ``wall_s``.
     """
     t0 = time.time()
+    workdir = pathlib.Path(workdir)
     vocab = vocab_of(config)
     key = jax.random.key(config.seed)
     k_init, k_batch, k_dev, k_test = jax.random.split(key, 4)
-    model = build_model(config, nnx.Rngs(k_init))
-    train = _task(config, config.num_train, config.seed)
+    with train_lib.stage(f"DyCon: building the model and {config.num_train} training solutions"):
+        model = build_model(config, nnx.Rngs(k_init))
+        train = _task(config, config.num_train, config.seed)
     schedule = optax.warmup_cosine_decay_schedule(
         0.0,
         config.learning_rate,
@@ -448,7 +469,7 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         config.learning_rate * 0.03,
     )
     tx = optax.adamw(schedule, weight_decay=config.weight_decay)
-    model, losses = models.fit_llama(
+    model, losses = train_lib.fit_llama(
         model,
         train.tokens,
         weights=train.loss_weights,
@@ -456,9 +477,12 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         batch_size=config.batch_size,
         tx=tx,
         key=k_batch,
+        workdir=workdir,
+        run="dycon_lm",
     )
     t_train = time.time() - t0
-    probes, probe_report = fit_probe(config, model)
+    with train_lib.stage(f"probing the residual stream ({config.num_probe} solutions)"):
+        probes, probe_report = fit_probe(config, model)
     layer = probes.best_layer
     dev = _task(config, config.num_dev, config.seed + 2)
     test = _task(config, config.num_test, config.seed + 3)
@@ -476,19 +500,26 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         )
         return evaluate_generations(toks, batch, vocab)
 
-    dev_base = run("baseline", dev, k_dev)
-    chosen = {}
-    for method in ("static", "dycon"):
-        lam, tau, grid = select_control(config, model, probes, layer, dev, dev_base, method, k_dev)
-        chosen[method] = {"lam": lam, "tau": tau, "dev_grid": grid}
-    records = {}
-    for method in METHODS:
-        ctl = None
-        if method in chosen:
-            ctl = _control(
-                config, model, probes, layer, chosen[method]["lam"], chosen[method]["tau"]
+    n_grid = len(config.lam_grid) * len(config.tau_grid)
+    with train_lib.stage(
+        f"choosing (λ, τ) on {config.num_dev} development prompts ({n_grid} settings × 2 decoders)"
+    ):
+        dev_base = run("baseline", dev, k_dev)
+        chosen = {}
+        for method in ("static", "dycon"):
+            lam, tau, grid = select_control(
+                config, model, probes, layer, dev, dev_base, method, k_dev
             )
-        records[method] = run(method, test, k_test, ctl)
+            chosen[method] = {"lam": lam, "tau": tau, "dev_grid": grid}
+    records = {}
+    with train_lib.stage(f"sampling {config.num_test} test prompts with {len(METHODS)} decoders"):
+        for method in METHODS:
+            ctl = None
+            if method in chosen:
+                ctl = _control(
+                    config, model, probes, layer, chosen[method]["lam"], chosen[method]["tau"]
+                )
+            records[method] = run(method, test, k_test, ctl)
     summary = summarize(records, config.buckets)
     base_all, dyc_all = summary["baseline"]["all"], summary["dycon"]["all"]
     reflections = {
@@ -517,14 +548,78 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         "goals": goals(records, config.buckets),
         "wall_s": time.time() - t0,
     }
-    r2 = ", ".join(
-        f"{a:.3f} (shuffled {b:.3f})"
-        for a, b in zip(probe_report["r2"], probe_report["r2_shuffled"], strict=True)
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    plot_tradeoff(
+        summary, probe_report, config.buckets, workdir / "dycon_tradeoff.png", control=chosen
     )
-    print(f"probe held-out R2 by layer (0 = embeddings): {r2}")
-    print(format_table(summary, config.buckets))
-    print(f"reflections: {reflections}")
-    for name, g in results["goals"].items():
-        print(f"goal {name}: {'met' if g['met'] else 'NOT met'} {g}")
-    write_summary(pathlib.Path(workdir) / SUMMARY_FILE, results, config)
+    train_lib.write_summary(workdir, headline(results), config=config)
+    print_tables(results, config.buckets)
     return results
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of :func:`train_and_evaluate`'s results (``summary.json``): final
+    training loss, the probe's best layer and its held-out R² (and the shuffled control's),
+    per decoder accuracy and mean generated tokens on all test prompts with their standard
+    errors, the chosen ``(lambda, tau)``, and whether each goal is met."""
+    probe = results["probe"]
+    best = probe["best_layer"]
+    return {
+        "final_loss": results["train"]["final_loss"],
+        "probe_best_layer": best,
+        "probe_r2": probe["r2"][best],
+        "probe_r2_shuffled": probe["r2_shuffled"][best],
+        "decoders": {
+            m: {k: c["all"][k] for k in ("accuracy", "accuracy_se", "tokens", "tokens_se")}
+            for m, c in results["summary"].items()
+        },
+        "control": {m: {k: c[k] for k in ("lam", "tau")} for m, c in results["control"].items()},
+        "goals_met": {name: g["met"] for name, g in results["goals"].items()},
+    }
+
+
+def print_tables(results: dict[str, Any], buckets) -> None:
+    """The console report: probe R² per layer, accuracy and tokens per decoder and bucket,
+    reflections per decoder, and the goals (labelled columns, nothing cut)."""
+    probe = results["probe"]
+    train_lib.print_table(
+        "DyCon probe: held-out R² of the log-normalised remaining length",
+        ["hidden state", "R² (true targets)", "R² (shuffled labels)"],
+        [
+            ["embeddings" if i == 0 else f"after block {i - 1}", a, b]
+            for i, (a, b) in enumerate(zip(probe["r2"], probe["r2_shuffled"], strict=True))
+        ],
+    )
+    names = [f"{lo}-{hi}" for lo, hi in buckets] + ["all"]
+    heads = [f"k={lo}" if lo == hi else f"k={lo}-{hi}" for lo, hi in buckets] + ["all k"]
+    summary, control = results["summary"], results["control"]
+
+    def label(m):
+        return m + (f" (λ={control[m]['lam']:g}, τ={control[m]['tau']:g})" if m in control else "")
+
+    for what, key, fmt in (
+        ("accuracy", "accuracy", "{:.3f} ± {:.3f}"),
+        ("generated tokens", "tokens", "{:.1f} ± {:.1f}"),
+    ):
+        train_lib.print_table(
+            f"DyCon decoding, test prompts: {what} (± 1 SE) per difficulty k",
+            ["decoder", *heads],
+            [[label(m)] + [fmt.format(c[b][key], c[b][f"{key}_se"]) for b in names]
+             for m, c in summary.items()],
+        )  # fmt: skip
+    keys = ("corrective", "redundant", "errors", "correction_rate", "malformed")
+    train_lib.print_table(
+        "DyCon reflections per example (all test prompts)",
+        ["decoder", "corrective", "redundant", "step errors", "correction rate", "malformed"],
+        [[m] + [c["all"][k] for k in keys] for m, c in summary.items()],
+    )
+    train_lib.print_table(
+        "DyCon goals (test prompts)",
+        ["goal", "met", "numbers"],
+        [
+            [name, "met" if g["met"] else "NOT met",
+             ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in g.items() if k != "met")]
+            for name, g in results["goals"].items()
+        ],
+    )  # fmt: skip

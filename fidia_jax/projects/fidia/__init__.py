@@ -17,12 +17,16 @@ Primitives it uses:
   * :mod:`fidia_jax.models` -- ``ProteinMPNN`` (policy, reference and judge), ``sample``,
     ``MPNNInputs``, ``random_decoding_order``;
   * :mod:`fidia_jax.rl` -- ``max_at_k`` / ``max_at_k_weights`` (max@N, success@N) and the
-    policy-gradient pieces behind ``advantages`` / ``policy_loss`` / ``dpo_loss``;
+    policy-gradient pieces behind ``advantages`` / ``policy_loss``, and ``dpo_pair`` /
+    ``dpo_sequence_loss`` of the DPO baseline;
   * :mod:`fidia_jax.protein` -- design tasks and splits, structure I/O, geometry, the
     judge-free sequence terms and ``structure_success``;
   * :mod:`fidia_jax.parallel` -- device mesh, batch sharding, multi-host initialisation;
   * :mod:`fidia_jax.config` -- typed presets, files and ``--set`` overrides (``configs.py``);
-  * optax ``adamw`` (+ global-norm clipping) and orbax checkpoints.
+  * :mod:`fidia_jax.train` -- each PPO update is a ``make_train_step`` step inside FIDIA's own
+    RL loop; ``Checkpointer`` (orbax), ``FitProgress``, ``stage``, ``print_table``,
+    ``write_json`` / ``write_summary`` and ``pyplot`` for what a run shows and leaves;
+  * optax ``adamw`` (+ global-norm clipping).
 
 Files: ``configs.py`` (presets ``tiny`` / ``demo`` / ``small`` / ``default``), ``train.py``
 (``train_and_evaluate``, ``Trainer``), ``_step.py`` (train state, jitted rollout and update),
@@ -31,14 +35,12 @@ Files: ``configs.py`` (presets ``tiny`` / ``demo`` / ``small`` / ``default``), `
 """
 
 from fidia_jax.projects.fidia._advantages import advantages as advantages
-from fidia_jax.projects.fidia._advantages import dpo_pair as dpo_pair
 from fidia_jax.projects.fidia._advantages import fidia_advantages as fidia_advantages
 from fidia_jax.projects.fidia._advantages import grpo_advantages as grpo_advantages
 from fidia_jax.projects.fidia._advantages import rloo_advantages as rloo_advantages
 from fidia_jax.projects.fidia._backbones import Backbone as Backbone
 from fidia_jax.projects.fidia._backbones import StackedBackbones as StackedBackbones
 from fidia_jax.projects.fidia._backbones import crop_inputs as crop_inputs
-from fidia_jax.projects.fidia._backbones import load_backbones as load_backbones
 from fidia_jax.projects.fidia._backbones import stack_backbones as stack_backbones
 from fidia_jax.projects.fidia._checkpoints import load_policy as load_policy
 from fidia_jax.projects.fidia._evaluate import backbone_metrics as backbone_metrics
@@ -54,7 +56,6 @@ from fidia_jax.projects.fidia._judge import JudgeConfig as JudgeConfig
 from fidia_jax.projects.fidia._judge import heldout_judge_checkpoints as heldout_judge_checkpoints
 from fidia_jax.projects.fidia._plots import plot_max_at_n as plot_max_at_n
 from fidia_jax.projects.fidia._plots import plot_training as plot_training
-from fidia_jax.projects.fidia._policy import dpo_loss as dpo_loss
 from fidia_jax.projects.fidia._policy import omit_mask as omit_mask
 from fidia_jax.projects.fidia._policy import policy_loss as policy_loss
 from fidia_jax.projects.fidia._policy import policy_token_log_probs as policy_token_log_probs
@@ -75,6 +76,7 @@ from fidia_jax.projects.fidia._rewards import sequence_terms as sequence_terms
 from fidia_jax.projects.fidia._rewards import standardize as standardize
 from fidia_jax.projects.fidia._step import TrainState as TrainState
 from fidia_jax.projects.fidia._step import make_optimizer as make_optimizer
+from fidia_jax.projects.fidia._tasks_bridge import load_backbones as load_backbones
 from fidia_jax.projects.fidia.configs import METHODS as METHODS
 from fidia_jax.projects.fidia.configs import DataConfig as DataConfig
 from fidia_jax.projects.fidia.configs import EvalConfig as EvalConfig
@@ -123,8 +125,6 @@ __all__ = [
     "config_to_dict",
     "crop_inputs",
     "developability_score",
-    "dpo_loss",
-    "dpo_pair",
     "evaluate_params",
     "fidia_advantages",
     "fit_standardizer",

@@ -27,12 +27,11 @@ from __future__ import annotations
 import jax
 
 from fidia_jax import rl
-from fidia_jax.rl import dpo_pair as dpo_pair
 from fidia_jax.rl import grpo_advantages as grpo_advantages
 from fidia_jax.rl import pkpo_advantages as fidia_advantages
 from fidia_jax.rl import rloo_advantages as rloo_advantages
 
-__all__ = ["advantages", "dpo_pair", "fidia_advantages", "grpo_advantages", "rloo_advantages"]
+__all__ = ["advantages", "fidia_advantages", "grpo_advantages", "rloo_advantages"]
 
 
 def advantages(

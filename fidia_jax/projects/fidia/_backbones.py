@@ -4,7 +4,8 @@ A :class:`Backbone` is one design problem: ProteinMPNN inputs (one or more chain
 designed chain(s) have ``chain_mask == 1``), the fixed motif positions (kept at their native
 identity during sampling), and a reward callable mapping ``(N, L)`` sequences to ``(N,)``
 rewards and ``(N,)`` proxy pass/fail verdicts. :func:`stack_backbones` pads a list of them to
-one length so a batch can be vmapped and sharded.
+one length so a batch can be vmapped and sharded. The backbones of a config are built by
+:func:`fidia_jax.projects.fidia._tasks_bridge.load_backbones`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ __all__ = [
     "RewardFn",
     "StackedBackbones",
     "crop_inputs",
-    "load_backbones",
     "stack_backbones",
 ]
 
@@ -157,20 +157,3 @@ def stack_backbones(backbones: Sequence[Backbone], length: int) -> StackedBackbo
         designed.append(np.concatenate([bb.designed_mask, np.zeros(pad, bool)]).astype(np.float32))
     inputs = models.MPNNInputs(**{k: np.stack(v) for k, v in fields.items()})
     return StackedBackbones(inputs=inputs, fixed=np.stack(fixed), designed=np.stack(designed))
-
-
-def load_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
-    """Training and held-out backbones of ``config.data`` with *unfitted* composite rewards.
-
-    :class:`~fidia_jax.projects.fidia.Trainer` standardises each reward on samples of the frozen reference
-    (:func:`fidia_jax.projects.fidia._tasks_bridge.fit_reward`).
-
-    Returns:
-      ``(train, heldout)`` lists; no protein appears in both.
-
-    Raises:
-      DataError: data directory or files missing, unknown task names.
-    """
-    from fidia_jax.projects.fidia._tasks_bridge import build_backbones
-
-    return build_backbones(config)

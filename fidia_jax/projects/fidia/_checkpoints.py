@@ -1,4 +1,5 @@
-"""Orbax checkpoints of a training run, and the trained policy of a run directory.
+"""Checkpoints of a training run (:class:`fidia_jax.train.Checkpointer`), and the trained policy
+of a run directory.
 
 A checkpoint ``<workdir>/checkpoints/<step>/`` holds ``{"params", "opt_state"}`` (orbax
 ``StandardSave``; the step is the directory name). Writes are synchronous, so a process killed
@@ -6,8 +7,8 @@ at any point leaves the previous checkpoints intact.
 
 A step folder without orbax's ``_CHECKPOINT_METADATA`` marker and the ``default/_METADATA`` of
 its item (for instance an empty ``checkpoints/<step>/`` left by a save killed before it wrote)
-is *incomplete*: :func:`latest_step` skips it with a warning naming it, so ``train`` resumes
-from, and ``design`` / ``evaluate`` load, the newest complete checkpoint.
+is *incomplete*: :meth:`fidia_jax.train.Checkpointer.latest_step` skips it with a warning naming
+it, so ``train`` resumes from, and ``design`` / ``evaluate`` load, the newest complete checkpoint.
 """
 
 from __future__ import annotations
@@ -16,88 +17,35 @@ import json
 import os
 import pathlib
 import re
-import shutil
-import warnings
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from fidia_jax import models
+from fidia_jax import models, train
 from fidia_jax.errors import CheckpointError
 from fidia_jax.projects.fidia._step import TrainState, make_optimizer
 from fidia_jax.projects.fidia.configs import FidiaConfig, config_from_dict
 
-__all__ = ["is_complete", "latest_step", "load_policy", "manager", "restore", "save"]
+__all__ = ["checkpointer", "load_policy", "restore", "save"]
 
 
-def manager(workdir: pathlib.Path, config: FidiaConfig):
-    """The ``orbax.checkpoint.CheckpointManager`` of ``workdir/checkpoints`` (created)."""
-    import orbax.checkpoint as ocp
-
-    options = ocp.CheckpointManagerOptions(
-        max_to_keep=config.train.keep_checkpoints, create=True, enable_async_checkpointing=False
-    )
-    return ocp.CheckpointManager(
-        (pathlib.Path(workdir) / "checkpoints").absolute(), options=options
+def checkpointer(workdir: str | os.PathLike, config: FidiaConfig) -> train.Checkpointer:
+    """The checkpoints of ``workdir/checkpoints`` (created), keeping
+    ``config.train.keep_checkpoints`` of them."""
+    return train.Checkpointer(
+        pathlib.Path(workdir) / "checkpoints", max_to_keep=config.train.keep_checkpoints
     )
 
 
-def is_complete(step_dir: str | os.PathLike) -> bool:
-    """Whether ``step_dir`` (``checkpoints/<step>``) holds a finished orbax checkpoint."""
-    step_dir = pathlib.Path(step_dir)
-    return (step_dir / "_CHECKPOINT_METADATA").is_file() and (
-        step_dir / "default" / "_METADATA"
-    ).is_file()
-
-
-def latest_step(mgr, *, remove_incomplete: bool = False) -> int | None:
-    """The newest *complete* checkpoint step of ``mgr`` (``None``: none).
-
-    Step folders newer than it that are incomplete are skipped with one ``UserWarning`` naming
-    them and the step used; with ``remove_incomplete`` (``train`` resuming, process 0) they are
-    also deleted, so that the run can save those steps again.
-    """
-    root = pathlib.Path(str(mgr.directory))
-    skipped, step = [], None
-    for s in sorted(mgr.all_steps(), reverse=True):
-        if is_complete(root / str(s)):
-            step = s
-            break
-        skipped.append(root / str(s))
-    if skipped:
-        names = ", ".join(str(d) for d in skipped)
-        using = "no complete checkpoint left" if step is None else f"using step {step}"
-        action = "removed" if remove_incomplete else "skipped"
-        warnings.warn(
-            f"incomplete checkpoint {names} (a save that did not finish) {action}; {using}",
-            stacklevel=2,
-        )
-        if remove_incomplete:
-            for d in skipped:
-                shutil.rmtree(d, ignore_errors=True)
-            mgr.reload()
-    return step
-
-
-def save(mgr, state: TrainState) -> None:
+def save(ckpt: train.Checkpointer, state: TrainState) -> None:
     """Saves ``state`` as checkpoint ``state.step`` and waits until it is on disk."""
-    import orbax.checkpoint as ocp
-
-    mgr.save(
-        state.step,
-        args=ocp.args.StandardSave({"params": state.params, "opt_state": state.opt_state}),
-    )
-    mgr.wait_until_finished()
+    ckpt.save(state.step, {"params": state.params, "opt_state": state.opt_state})
 
 
-def restore(mgr, step: int, like: TrainState) -> TrainState:
+def restore(ckpt: train.Checkpointer, step: int, like: TrainState) -> TrainState:
     """Checkpoint ``step`` with the structure, shapes and dtypes of ``like``."""
-    import orbax.checkpoint as ocp
-
-    target = {"params": like.params, "opt_state": like.opt_state}
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
-    tree = mgr.restore(step, args=ocp.args.StandardRestore(abstract))
+    tree = ckpt.restore(step, {"params": like.params, "opt_state": like.opt_state})
     return TrainState(step=int(step), params=tree["params"], opt_state=tree["opt_state"])
 
 
@@ -108,7 +56,8 @@ def load_policy(checkpoint: str | os.PathLike, *, step: int | None = None):
       checkpoint: a ``train`` workdir (with ``config.json`` and ``checkpoints/``), one of its
         ``checkpoints/<step>`` directories, or a ProteinMPNN weight name such as ``v_48_020``
         (the untrained reference).
-      step: checkpoint step (``None``: the newest complete one, see :func:`latest_step`).
+      step: checkpoint step (``None``: the newest complete one, see
+        :meth:`fidia_jax.train.Checkpointer.latest_step`).
 
     Returns:
       ``(model, config_or_None, step_or_None)``.
@@ -140,16 +89,19 @@ def load_policy(checkpoint: str | os.PathLike, *, step: int | None = None):
     )
     graphdef, state = nnx.split(model)
     params = jax.tree.map(jnp.asarray, nnx.to_pure_dict(state))
-    mgr = manager(path, config)
-    if step is None:
-        step = latest_step(mgr)
-        if step is None:
-            raise CheckpointError(f"{path}: no complete checkpoint saved yet")
-    elif not is_complete(path / "checkpoints" / str(step)):
-        raise CheckpointError(f"{path}: checkpoint step {step} is missing or incomplete")
-    like = TrainState(step=step, params=params, opt_state=make_optimizer(config).init(params))
+    ckpt = checkpointer(path, config)
     try:
-        restored = restore(mgr, step, like)
-    except (FileNotFoundError, ValueError, KeyError) as exc:
-        raise CheckpointError(f"{path}: cannot restore step {step}: {exc}") from exc
+        if step is None:
+            step = ckpt.latest_step()
+            if step is None:
+                raise CheckpointError(f"{path}: no complete checkpoint saved yet")
+        elif not train.is_complete(path / "checkpoints" / str(step)):
+            raise CheckpointError(f"{path}: checkpoint step {step} is missing or incomplete")
+        like = TrainState(step=step, params=params, opt_state=make_optimizer(config).init(params))
+        try:
+            restored = restore(ckpt, step, like)
+        except (FileNotFoundError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"{path}: cannot restore step {step}: {exc}") from exc
+    finally:
+        ckpt.close()
     return nnx.merge(graphdef, restored.params), config, step

@@ -1,4 +1,4 @@
-"""The two figures of a training run (matplotlib, Agg backend, PNG)."""
+"""The two figures of a training run (PNG, :func:`fidia_jax.train.pyplot`, atomic writes)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,15 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
+from fidia_jax import train
+from fidia_jax._io import atomic_path
+
 __all__ = ["plot_max_at_n", "plot_training"]
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+def _save(fig, out_png: pathlib.Path) -> None:
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
 
 
 def plot_training(metrics: Sequence[dict[str, Any]], out_png: pathlib.Path, *, k_bon: int) -> None:
@@ -26,7 +25,7 @@ def plot_training(metrics: Sequence[dict[str, Any]], out_png: pathlib.Path, *, k
       out_png: output file.
       k_bon: the ``k`` of the ``max@k`` column.
     """
-    plt = _pyplot()
+    plt = train.pyplot()
     keys = [
         ("reward_mean", "mean reward"),
         (f"max@{k_bon}", f"batch max@{k_bon}"),
@@ -40,7 +39,7 @@ def plot_training(metrics: Sequence[dict[str, Any]], out_png: pathlib.Path, *, k
         ax.set_title(title)
         ax.set_xlabel("step")
     fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
+    _save(fig, out_png)
     plt.close(fig)
 
 
@@ -59,7 +58,7 @@ def plot_max_at_n(
       out_png: output file.
       title: figure title.
     """
-    plt = _pyplot()
+    plt = train.pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
     for label, summary in curves.items():
         ax.plot(
@@ -71,5 +70,5 @@ def plot_max_at_n(
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
+    _save(fig, out_png)
     plt.close(fig)

@@ -1,4 +1,5 @@
-"""The policy-gradient loss shared by FIDIA and its baselines, and the DPO loss.
+"""The policy-gradient loss shared by FIDIA and its baselines (the DPO baseline's loss is
+:func:`fidia_jax.rl.dpo_sequence_loss`).
 
 Per backbone with ``n`` sampled sequences ``y_i`` (designed positions ``D``, ``L_D = |D|``)::
 
@@ -24,7 +25,6 @@ log-softmax, divided by the sampling temperature, with omitted tokens removed, r
 References:
   Schulman et al., "Proximal Policy Optimization Algorithms", 2017. https://arxiv.org/abs/1707.06347
   Schulman, "Approximating KL Divergence", 2020. http://joschu.net/blog/kl-approx.html
-  Rafailov et al., "Direct Preference Optimization", NeurIPS 2023. https://arxiv.org/abs/2305.18290
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from fidia_jax import _checks, rl
 from fidia_jax.protein import ALPHABET
 
 __all__ = [
-    "dpo_loss",
     "omit_mask",
     "policy_loss",
     "policy_token_log_probs",
@@ -182,40 +181,3 @@ def policy_loss(
     # group.
     loss = pg + beta_kl * jnp.mean(kl_per_seq)
     return loss, {"pg": pg, "kl": jnp.mean(kl_per_seq), "clip_frac": clip_frac}
-
-
-def dpo_loss(
-    logp_2xL: jax.Array,
-    ref_logp_2xL: jax.Array,
-    designed_2xL: jax.Array,
-    valid: jax.Array,
-    *,
-    beta: float,
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """DPO loss of one (chosen, rejected) pair, sequence log-probs over designed positions.
-
-    ``loss = valid * rl.dpo_loss(lr_w, lr_l, beta)`` with the sequence log-ratios
-    ``lr = sum_{t in D} (log pi(y_t) - log pi_ref(y_t))``, i.e.
-    ``-valid * log sigmoid(beta * (lr_w - lr_l))``.
-
-    Args:
-      logp_2xL: ``(2, L)`` per-token log pi of (chosen, rejected).
-      ref_logp_2xL: ``(2, L)`` per-token log pi_ref (constant).
-      designed_2xL: ``(2, L)`` float32 designed-position mask.
-      valid: scalar float32, 0 when the pair carries no preference.
-      beta: DPO temperature.
-
-    Returns:
-      ``(loss, aux)`` with aux ``margin`` (the log-ratio difference) and ``accuracy``.
-
-    Raises:
-      ValueError: inputs not of one shape ``(2, L)``.
-    """
-    _checks.assert_rank(logp_2xL, 2, "logp_2xL", where="dpo_loss")
-    _checks.assert_shape(logp_2xL, (2, logp_2xL.shape[1]), "logp_2xL", where="dpo_loss")
-    _checks.assert_shape(ref_logp_2xL, logp_2xL.shape, "ref_logp_2xL", where="dpo_loss")
-    ref = jax.lax.stop_gradient(ref_logp_2xL)
-    seq = jnp.sum((logp_2xL - ref) * designed_2xL, axis=-1)  # (2,)
-    margin = seq[0] - seq[1]
-    loss = valid * rl.dpo_loss(seq[0], seq[1], beta)
-    return loss, {"margin": margin, "accuracy": valid * (margin > 0).astype(jnp.float32)}

@@ -15,14 +15,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import models
+from fidia_jax import models, rl, train
 from fidia_jax.projects.fidia import _advantages as adv_lib
-from fidia_jax.projects.fidia._policy import (
-    dpo_loss,
-    omit_mask,
-    policy_loss,
-    policy_token_log_probs,
-)
+from fidia_jax.projects.fidia._policy import omit_mask, policy_loss, policy_token_log_probs
 from fidia_jax.projects.fidia.configs import FidiaConfig
 
 __all__ = ["TrainState", "make_optimizer", "make_update", "rollout", "schedule", "update_batch"]
@@ -100,10 +95,15 @@ def make_optimizer(config: FidiaConfig) -> optax.GradientTransformation:
 
 def make_update(graphdef, config: FidiaConfig):
     """The jitted adamw step of ``config.method``: ``update(params, opt_state, ref_params, batch)
-    -> (params, opt_state, aux)``.
+    -> (params, opt_state, metrics)``.
 
-    FIDIA, RLOO and GRPO differ only in the advantages fed to the step, so they share one
-    compiled function (cached on the hyperparameters the step reads).
+    One :func:`fidia_jax.train.make_train_step` step of the method's loss (the frozen reference
+    rides in the batch, so one compiled step serves every reference; the step is not donated
+    and follows the placement of its inputs, replicated or FSDP as ``train.param_sharding``
+    says). ``metrics`` holds ``loss``, ``grad_norm``, ``nonfinite`` (``1``: the update was
+    skipped, the library's non-finite policy) and the loss's aux terms. FIDIA, RLOO and GRPO
+    differ only in the advantages fed to the step, so they share one compiled function (cached
+    on the hyperparameters the step reads).
     """
     t, m = config.train, config.model
     return _build_update(
@@ -145,12 +145,13 @@ def _build_update(
             omit_21=omit_mask(omit),
         )
 
-    def loss_fn(params, ref_params, batch):
+    def loss_fn(params, batch):
         logp = token_logp(params, batch)
         if not is_dpo:  # DPO's pairs were sampled from the reference: batch["ref"] is exact
-            batch = dict(batch, ref=jax.lax.stop_gradient(token_logp(ref_params, batch)))
+            ref = token_logp(batch["ref_params"], batch)
+            batch = dict(batch, ref=jax.lax.stop_gradient(ref))
         if is_dpo:
-            loss_b, aux = jax.vmap(functools.partial(dpo_loss, beta=dpo_beta))(
+            loss_b, aux = jax.vmap(functools.partial(rl.dpo_sequence_loss, beta=dpo_beta))(
                 logp, batch["ref"], batch["designed"], batch["valid"]
             )
         else:
@@ -159,13 +160,12 @@ def _build_update(
             )(logp, batch["old"], batch["ref"], batch["adv"], batch["designed"])
         return jnp.mean(loss_b), jax.tree.map(jnp.mean, aux)
 
-    @jax.jit
+    step = train.make_train_step(loss_fn, tx, has_aux=True, donate=False)
+
     def update(params, opt_state, ref_params, batch):
-        (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, ref_params, batch)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        aux = dict(aux, loss=loss, grad_norm=optax.tree.norm(grads))
-        return params, opt_state, aux
+        state = train.TrainState(jnp.zeros((), jnp.int32), params, opt_state)
+        state, metrics = step(state, dict(batch, ref_params=ref_params))
+        return state.params, state.opt_state, metrics
 
     return update
 
@@ -186,7 +186,7 @@ def update_batch(
     """
     t = config.train
     if config.method == "dpo":
-        chosen, rejected, valid = jax.vmap(adv_lib.dpo_pair)(jnp.asarray(rewards_BxN))
+        chosen, rejected, valid = jax.vmap(rl.dpo_pair)(jnp.asarray(rewards_BxN))
         pick = np.stack([np.asarray(chosen), np.asarray(rejected)], axis=1)[:, :, None]  # (B,2,1)
         return {
             "valid": np.asarray(valid, np.float32),

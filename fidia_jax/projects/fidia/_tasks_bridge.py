@@ -25,7 +25,7 @@ from fidia_jax.projects.fidia._backbones import Backbone
 from fidia_jax.projects.fidia._judge import Judge, JudgeConfig
 from fidia_jax.projects.fidia._rewards import RewardConfig, RewardModel
 
-__all__ = ["DEFAULT_MOTIF", "build_backbones", "crop_task", "fit_reward", "unfitted_backbone"]
+__all__ = ["DEFAULT_MOTIF", "crop_task", "fit_reward", "load_backbones", "unfitted_backbone"]
 
 #: Pseudo-motif of the packaged default backbone (BPTI 5PTI chain A, author numbering):
 #: the binding loop around Lys15 and the Cys14-Cys38 / Cys30-Cys51 disulfide partners.
@@ -137,13 +137,18 @@ def _select(tasks, names, limit):
     return tasks[:limit] if limit > 0 else tasks
 
 
-def build_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
-    """``(train, heldout)`` backbones of ``config.data`` with *unfitted* rewards.
+def load_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
+    """Training and held-out backbones of ``config.data`` with *unfitted* composite rewards.
 
-    The trainer calibrates them (:func:`fit_reward`) with samples of the frozen reference.
+    :class:`~fidia_jax.projects.fidia.Trainer` standardises each reward on samples of the
+    frozen reference (:func:`fit_reward`).
+
+    Returns:
+      ``(train, heldout)`` lists; no protein appears in both.
 
     Raises:
-      DataError: data missing, unknown task names, or a protein on both sides of the split.
+      DataError: data directory or files missing, unknown task names, or a protein on both
+        sides of the split.
     """
     from fidia_jax import protein
     from fidia_jax.data import resolve_data_dir

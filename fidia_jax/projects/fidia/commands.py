@@ -1,7 +1,7 @@
 """Verbs of ``fidia-jax fidia`` (see :mod:`fidia_jax.projects` for the protocol).
 
 * ``train --config NAME|FILE [--set group.key=value ...]`` -> :func:`run_train`
-  (:func:`~fidia_jax.projects.fidia.train.train_and_evaluate` and a before/after table).
+  (:func:`~fidia_jax.projects.fidia.train.train_and_evaluate`, then a before/after table).
 * ``evaluate --checkpoint RUN_DIR|WEIGHTS [--config ...]`` -> :func:`run_evaluate`, held-out
   metrics of a policy.
 * ``design --checkpoint RUN_DIR|WEIGHTS --pdb FILE [--fixed SPEC] --num-samples N`` ->
@@ -22,9 +22,11 @@ import argparse
 import logging
 import os
 import pathlib
+import sys
 from typing import Any
 
-from fidia_jax._io import atomic_write_text, json_text, make_console, print_table
+from fidia_jax import train
+from fidia_jax._io import make_console
 from fidia_jax.projects.fidia._report import PROXY_NOTE, summary_rows
 
 __all__ = ["add_commands", "run_evaluate", "run_train"]
@@ -77,9 +79,12 @@ def run_train(config, workdir: str | os.PathLike, *, resume: bool = True, quiet:
         config.eval.bon_n,
     )
     console = _console(quiet)
-    print_table(console, _eval_title(config, len(result["after"]["per_backbone"])), cols, rows)
     if console is not None:
-        console.print(f"* {PROXY_NOTE}. Outputs in {workdir}")
+        console.print(
+            f"* {PROXY_NOTE}.\nOutputs in {workdir}: summary.json, eval_after.json, "
+            "metrics.jsonl, training.png, max_at_n.png, checkpoints/"
+        )
+        train.print_table(_eval_title(config, len(result["after"]["per_backbone"])), cols, rows)
     return result
 
 
@@ -104,23 +109,36 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
 
             raise ConfigError("evaluate: pass --config when --checkpoint names ProteinMPNN weights")
         config = run_config
-    trainer = Trainer(config)
+    from fidia_jax.projects.fidia.train import stage_if
+
+    m = config.model
+    with stage_if(
+        f"loading ProteinMPNN {m.checkpoint}, backbones, judges; calibrating rewards",
+        not quiet,
+    ):
+        trainer = Trainer(config)
     params = trainer.place(nnx.to_pure_dict(nnx.state(model)))
-    res = trainer.evaluate(params)
+    with stage_if(
+        f"evaluating {checkpoint} on {len(trainer.eval_backbones)} backbone(s)", not quiet
+    ):
+        res = trainer.evaluate(params)
     res.update(checkpoint=str(checkpoint), step=step, criteria="proxy", note=PROXY_NOTE)
     out = pathlib.Path(out)
-    atomic_write_text(out / "eval.json", json_text(res, indent=1))
+    train.write_json(out / "eval.json", res)
     plot_max_at_n({str(checkpoint): res["summary"]}, config.eval.ns, out / "max_at_n.png")
     cols, rows = summary_rows({str(checkpoint): res}, config.eval.ns, config.eval.bon_n)
-    print_table(_console(quiet), _eval_title(config, len(res["per_backbone"])), cols, rows)
+    if not quiet:
+        train.print_table(_eval_title(config, len(res["per_backbone"])), cols, rows)
     return res
 
 
 # ----------------------------------------------------------------------------- verbs
 def _train(args: argparse.Namespace):
-    return run_train(
-        _config_from_args(args), args.workdir, resume=not args.no_resume, quiet=args.quiet
-    )
+    config = _config_from_args(args)  # a bad config: one error line and nothing else
+    if not args.quiet:  # the first line as every project's train prints it
+        print(f"fidia-jax fidia train: config {args.config}, workdir {args.workdir}",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return run_train(config, args.workdir, resume=not args.no_resume, quiet=args.quiet)
 
 
 def _evaluate(args: argparse.Namespace):

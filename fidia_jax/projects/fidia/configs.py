@@ -253,7 +253,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "eval": {"n_samples": 4, "ns": (1, 2, 4), "bon_n": 2, "before_training": False},
         "reward": {"judge": ("vanilla/v_48_002",), "judge_orders": 1, "calibration_samples": 4},
     },
-    # `make demo`: a short FIDIA fine-tune on the built-in default backbone (<= 5 min, 2 cores).
+    # `make demo`: a short FIDIA fine-tune on the built-in default backbone (~182 s CPU, 2-3 min on
+    # an idle 2-core machine; docs/fidia.md).
     "demo": {
         "data": {
             "train_tasks": "default",

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import atomic_path, atomic_write_text, json_text, make_console
+from fidia_jax import train
+from fidia_jax._io import atomic_path, atomic_write_text, make_console
 from fidia_jax.projects.fidia._report import PROXY_NOTE
 
 __all__ = ["run_design", "write_design_outputs"]
@@ -95,12 +96,8 @@ def write_design_outputs(
         report["reference_max@N"] = {
             str(k): max_at_n(ref_rewards, k) for k in ns if k <= len(ref_rewards)
         }
-    atomic_write_text(out / "report.json", json_text(report, indent=1))
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    train.write_json(out / "report.json", report)
+    plt = train.pyplot()
 
     def finite(x):  # histograms take finite values only (the report marks the others)
         x = np.asarray(x, np.float64)
@@ -128,7 +125,7 @@ def write_design_outputs(
     axes[1].legend()
     fig.tight_layout()
     with atomic_path(out / "design.png") as tmp:
-        fig.savefig(tmp, dpi=100)
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
     return report
 

@@ -11,9 +11,9 @@ Step ``s`` (all methods, same sample budget):
 3. composite rewards per backbone (host side), then advantages (FIDIA: PKPO loo-1 with
    ``k = k_bon``; RLOO; GRPO) or the DPO best/worst pair;
 4. ``train.ppo_epochs`` adamw steps on :func:`fidia_jax.projects.fidia.policy_loss` (or
-   :func:`fidia_jax.projects.fidia.dpo_loss`), sequences teacher-forced in their own decoding order;
-5. metrics appended to ``metrics.jsonl``; an orbax checkpoint every ``train.checkpoint_every``
-   steps and at the end.
+   :func:`fidia_jax.rl.dpo_sequence_loss`), sequences teacher-forced in their own decoding order;
+5. metrics appended to ``metrics.jsonl``; an orbax checkpoint (:class:`fidia_jax.train.Checkpointer`)
+   every ``train.checkpoint_every`` steps and at the end.
 
 Because every random choice is derived from ``(seed, step)`` and the checkpoint holds the
 parameters and the optimiser state, a run killed at any point and resumed from its last
@@ -22,8 +22,11 @@ For the same reason every process of a multi-host run (launched under ``jax.dist
 initialised from the launcher's environment by :func:`fidia_jax.parallel.initialize_distributed`)
 builds the same global batch; process 0 writes the files.
 
-The pieces live beside this file: ``_step.py`` (train state, schedule, jitted rollout and
-update), ``_checkpoints.py`` (orbax, :func:`load_policy`), ``_plots.py`` (figures).
+The pieces live beside this file: ``_step.py`` (train state, schedule, jitted rollout, the
+update as a :func:`fidia_jax.train.make_train_step` step), ``_checkpoints.py`` (checkpoints,
+:func:`load_policy`), ``_plots.py`` (figures). Progress, tables, JSON files and figures come from
+:mod:`fidia_jax.train`; the loop itself is FIDIA's (one rollout and rewards per step, then
+``train.ppo_epochs`` gradient steps), not :func:`fidia_jax.train.fit`.
 """
 
 from __future__ import annotations
@@ -45,12 +48,12 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from fidia_jax import models, parallel
+from fidia_jax import models, parallel, train
 from fidia_jax._io import NON_FINITE_KEY, atomic_write_text, json_text
-from fidia_jax.errors import CheckpointError, ConfigError
+from fidia_jax.errors import CheckpointError, ConfigError, TrainingError
 from fidia_jax.projects.fidia import _checkpoints as ckpt
 from fidia_jax.projects.fidia import _evaluate as eval_lib
-from fidia_jax.projects.fidia._backbones import Backbone, load_backbones, stack_backbones
+from fidia_jax.projects.fidia._backbones import Backbone, stack_backbones
 from fidia_jax.projects.fidia._checkpoints import load_policy
 from fidia_jax.projects.fidia._plots import plot_max_at_n, plot_training
 from fidia_jax.projects.fidia._policy import omit_mask, tempered_token_log_probs
@@ -62,6 +65,7 @@ from fidia_jax.projects.fidia._step import (
     schedule,
     update_batch,
 )
+from fidia_jax.projects.fidia._tasks_bridge import fit_reward, load_backbones
 from fidia_jax.projects.fidia.configs import (
     FidiaConfig,
     config_from_dict,
@@ -73,16 +77,14 @@ __all__ = [
     "TrainState",
     "Trainer",
     "evaluate_params",
+    "headline",
+    "stage_if",
     "load_policy",
     "make_optimizer",
     "plot_max_at_n",
     "plot_training",
     "train_and_evaluate",
 ]
-
-
-def _write_json(path: pathlib.Path, obj: Any) -> None:
-    atomic_write_text(path, json_text(obj, indent=1))
 
 
 def _read_jsonl(path: pathlib.Path) -> list[dict[str, Any]]:
@@ -148,8 +150,6 @@ class Trainer:
 
     def calibrate(self, backbones: Sequence[Backbone], salt: int) -> list[Backbone]:
         """Fits each backbone's reward standardiser on samples of the frozen reference."""
-        from fidia_jax.projects.fidia._tasks_bridge import fit_reward
-
         n = self.config.reward.calibration_samples
         b = self.config.data.batch_backbones
         key = jax.random.fold_in(jax.random.PRNGKey(self.config.seed + 20_000), salt)
@@ -280,10 +280,20 @@ class Trainer:
         batch["inputs"] = self._put(stacked.inputs)
 
         params, opt_state = state.params, state.opt_state
+        checks = []
         for _ in range(t.ppo_epochs):
             params, opt_state, aux = self._update(params, opt_state, self.ref_params, batch)
             params, opt_state = self.place(params), self.place(opt_state)
-        metrics.update({k: float(v) for k, v in parallel.to_host(aux).items()})
+            checks.append((aux.pop("nonfinite"), aux["loss"]))
+        aux, checks = parallel.to_host((aux, checks))
+        for epoch, (nonfinite, loss) in enumerate(checks):
+            if nonfinite:  # the library's policy: the update was skipped, training stops
+                raise TrainingError(
+                    f"{cfg.method}: the loss or gradient at step {step + 1} (update {epoch + 1} "
+                    f"of {t.ppo_epochs}) is not finite (loss {float(loss)}); the update was "
+                    "skipped and training stopped"
+                )
+        metrics.update({k: float(v) for k, v in aux.items()})
         metrics["seconds"] = time.perf_counter() - t0
         return TrainState(step=step + 1, params=params, opt_state=opt_state), metrics
 
@@ -404,6 +414,24 @@ def _same_config(previous: dict[str, Any], config: FidiaConfig) -> bool:
         return False
 
 
+def stage_if(description: str, show: bool):
+    """:func:`fidia_jax.train.stage` when ``show`` (the run prints), else nothing."""
+    return train.stage(description) if show else contextlib.nullcontext()
+
+
+def headline(config: FidiaConfig, before: dict | None, after: dict) -> dict[str, Any]:
+    """The numbers of ``summary.json``: the method, its steps, and the evaluation summaries
+    (max@N, proxy success and precision, identity, recovery ...) before and after training."""
+    return {
+        "method": config.method,
+        "num_steps": 0 if config.method == "bon" else config.train.num_steps,
+        "num_eval_backbones": len(after["per_backbone"]),
+        "criteria": "proxy",
+        "before": None if before is None else before["summary"],
+        "after": after["summary"],
+    }
+
+
 def train_and_evaluate(
     config: FidiaConfig,
     workdir: str | os.PathLike,
@@ -416,12 +444,15 @@ def train_and_evaluate(
     """Trains ``config.method`` and evaluates it on the held-out backbones.
 
     Writes into ``workdir``: ``config.json``, ``metrics.jsonl`` (one line per step),
-    ``checkpoints/<step>/`` (orbax), ``eval_before.json`` / ``eval_after.json``, with
+    ``checkpoints/<step>/`` (orbax, :class:`fidia_jax.train.Checkpointer`),
+    ``eval_before.json`` / ``eval_after.json``, ``summary.json`` (:func:`headline`), with
     ``eval.every > 0`` also ``eval_curve.jsonl`` and ``samples/step_<step>.npz`` (held-out
     evaluations during training, see :class:`~fidia_jax.projects.fidia.EvalConfig`),
     ``training.png`` and ``max_at_n.png``. The batch is split over every visible device
     (:func:`fidia_jax.parallel.data_mesh`); under a multi-host launcher every process runs this
-    function and process 0 writes the files.
+    function and process 0 writes the files. With ``progress`` the stages (loading and reward
+    calibration, evaluations) and a :class:`fidia_jax.train.FitProgress` bar (compilation, then
+    steps/s, reward, max@k, KL and ETA) go to stderr.
 
     Args:
       config: the run configuration.
@@ -430,7 +461,7 @@ def train_and_evaluate(
         (newer incomplete step folders, e.g. left by a save killed before it wrote, are removed
         with a warning); ``False`` deletes the checkpoints and cached evaluation of a previous
         run in ``workdir``.
-      progress: show a rich progress bar.
+      progress: show the stages and the progress bar.
       trainer: a prepared :class:`Trainer` (tests reuse one; built from ``config`` otherwise).
       on_step: called after each step with ``(step, metrics)``.
 
@@ -440,9 +471,14 @@ def train_and_evaluate(
 
     Raises:
       ConfigError, DataError, CheckpointError: bad config, missing data, unusable checkpoint.
+      TrainingError: a non-finite loss or gradient (the update is skipped and the run stops,
+        the library's policy, see :mod:`fidia_jax.train`); the files written so far stay
+        consistent (the last checkpoint is the last finite state).
     """
     parallel.initialize_distributed()
     workdir = pathlib.Path(workdir)
+    primary = parallel.is_primary()
+    show = progress and primary
     cfg_path = workdir / "config.json"
     if resume and cfg_path.is_file() and not _same_config(json.loads(cfg_path.read_text()), config):
         raise CheckpointError(
@@ -450,25 +486,32 @@ def train_and_evaluate(
         )
     # Build the trainer (loads data and weights) before touching the workdir, so bad input
     # leaves nothing behind.
-    trainer = trainer or Trainer(config)
+    if trainer is None:
+        m = config.model
+        with stage_if(
+            f"{config.method}: loading ProteinMPNN {m.checkpoint}, backbones, judges; "
+            "calibrating rewards",
+            show,
+        ):
+            trainer = Trainer(config)
     if trainer.config != config:
         raise CheckpointError("train_and_evaluate: trainer was built for a different config")
-    primary = parallel.is_primary()
     if primary:
         workdir.mkdir(parents=True, exist_ok=True)
         if not resume:  # start over: old checkpoints and the cached "before" evaluation go
             shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
             (workdir / "eval_before.json").unlink(missing_ok=True)
-        _write_json(cfg_path, config_to_dict(config))
+        train.write_json(cfg_path, config_to_dict(config))
     parallel.sync("fidia:workdir")
     t = config.train
     num_steps = 0 if config.method == "bon" else t.num_steps
+    n_eval = len(trainer.eval_backbones)
 
     state = trainer.init_state()
-    mgr = ckpt.manager(workdir, config)
-    latest = ckpt.latest_step(mgr, remove_incomplete=primary) if resume else None
+    checkpoints = ckpt.checkpointer(workdir, config)
+    latest = checkpoints.latest_step(remove_incomplete=primary) if resume else None
     if latest is not None:
-        state = trainer.place(ckpt.restore(mgr, latest, state))
+        state = trainer.place(ckpt.restore(checkpoints, latest, state))
     start = state.step
     metrics_path = workdir / "metrics.jsonl"
     history = [m for m in _read_jsonl(metrics_path) if m["step"] < start]
@@ -481,25 +524,11 @@ def train_and_evaluate(
         if before_path.is_file():
             before = json.loads(before_path.read_text())
         else:
-            before = trainer.evaluate(trainer.ref_params)
+            with stage_if(f"evaluating the reference policy on {n_eval} backbone(s)", show):
+                before = trainer.evaluate(trainer.ref_params)
             if primary:
-                _write_json(before_path, before)
+                train.write_json(before_path, before)
 
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (
-        TextColumn(f"[bold]{config.method}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[info]}"),
-    )
     every = config.eval.every
     curve_path = workdir / "eval_curve.jsonl"
     curve_done = (
@@ -514,40 +543,55 @@ def train_and_evaluate(
         )
     log_file = metrics_path.open("a") if primary else contextlib.nullcontext()
     curve_file = curve_path.open("a") if primary and every else contextlib.nullcontext()
-    with (
-        Progress(*columns, disable=not (progress and primary), transient=False) as bar,
-        log_file as log,
-        curve_file as curve_log,
-    ):
-        task = bar.add_task("train", total=num_steps, completed=start, info="")
-        if every and start < num_steps and start % every == 0 and start not in curve_done:
-            _record_curve(trainer, state.params, start, workdir, curve_log)
-        while state.step < num_steps:
-            state, metrics = trainer.step(state)
-            if log is not None:
-                log.write(json_text(metrics) + "\n")
-                log.flush()
-            history.append(metrics)
-            if state.step % t.checkpoint_every == 0 or state.step == num_steps:
-                ckpt.save(mgr, state)
-            bar.update(
-                task,
-                advance=1,
-                info=f"reward {metrics['reward_mean']:+.3f} "
-                f"max@{t.k_bon} {metrics[f'max@{t.k_bon}']:+.3f} kl {metrics.get('kl', 0):.4f}",
-            )
-            if on_step is not None:
-                on_step(metrics["step"], metrics)
-            if every and state.step % every == 0 and state.step < num_steps:
-                _record_curve(trainer, state.params, state.step, workdir, curve_log)
-        after = trainer.evaluate(state.params, with_samples=bool(every))
-        if every and num_steps not in curve_done:
-            _record_curve(trainer, state.params, num_steps, workdir, curve_log, result=after)
-        after.pop("samples", None)
-    mgr.close()
+    try:
+        with log_file as log, curve_file as curve_log:
+            if every and start < num_steps and start % every == 0 and start not in curve_done:
+                _record_curve(trainer, state.params, start, workdir, curve_log)
+            bar = None
+            if start < num_steps:
+                bar = train.FitProgress(
+                    config.method,
+                    num_steps,
+                    start,
+                    show=("reward_mean", f"max@{t.k_bon}", "kl"),
+                    quiet=not show,
+                )
+            try:
+                while state.step < num_steps:
+                    state, metrics = trainer.step(state)
+                    if state.step == start + 1:
+                        bar.compiled()
+                    if log is not None:
+                        log.write(json_text(metrics) + "\n")
+                        log.flush()
+                    history.append(metrics)
+                    if state.step % t.checkpoint_every == 0 or state.step == num_steps:
+                        ckpt.save(checkpoints, state)
+                    bar.update(state.step, metrics)
+                    if on_step is not None:
+                        on_step(metrics["step"], metrics)
+                    if every and state.step % every == 0 and state.step < num_steps:
+                        _record_curve(trainer, state.params, state.step, workdir, curve_log)
+            finally:
+                if bar is not None:
+                    last = history[-1] if history else {}
+                    bar.close(
+                        f"reward {last['reward_mean']:+.3f}, max@{t.k_bon} "
+                        f"{last[f'max@{t.k_bon}']:+.3f} at step {state.step}"
+                        if "reward_mean" in last
+                        else None
+                    )
+            with stage_if(f"evaluating the {config.method} policy on {n_eval} backbone(s)", show):
+                after = trainer.evaluate(state.params, with_samples=bool(every))
+            if every and num_steps not in curve_done:
+                _record_curve(trainer, state.params, num_steps, workdir, curve_log, result=after)
+            after.pop("samples", None)
+    finally:
+        checkpoints.close()
 
     if primary:
-        _write_json(workdir / "eval_after.json", after)
+        train.write_json(workdir / "eval_after.json", after)
+        train.write_summary(workdir, headline(config, before, after))
         if history:
             plot_training(history, workdir / "training.png", k_bon=t.k_bon)
         curves = {"after" if before is not None else config.method: after["summary"]}

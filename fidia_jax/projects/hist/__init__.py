@@ -4,22 +4,32 @@ The driver compares HiST (a U-shaped sparse hierarchical window transformer over
 spots) with ridge regression, a per-spot MLP and a dense transformer over all spots, leaving one
 tissue section out at a time (HER2ST patient C, or synthetic lattices), and reports HiST's pooled
 PCC / R² over spots x genes and HEST's mean per-gene PCC. :func:`train_and_evaluate` writes
-``workdir/hist_results.json``; ``benchmarks/hist.py`` and ``notebooks/hist.py`` call it.
+``workdir/hist_results.json``, ``summary.json`` and two PNGs; ``benchmarks/hist.py`` and
+``notebooks/hist.py`` call it.
 
 Paper:
   Wu, Xu, Diao, Li, Wei, Andersson, Gui, "HiST: hierarchical sparse transformer for spatial
   transcriptomics from histology", ICML 2026, arXiv:2606.14251; code github.com/wwyi1828/HiST
   (MIT; read for the facts, not copied). The paper's patch features come from UNI, whose weights
   are not available here: we use a fixed colour-deconvolution + texture featuriser
-  (:func:`fidia_jax.data.her2st_image_features`).
+  (:func:`fidia_jax.projects.hist.data.her2st_image_features`).
 
-Primitives used: :class:`fidia_jax.models.HiST`, :class:`fidia_jax.models.DenseSpotTransformer`,
-:func:`fidia_jax.models.masked_mse`, :class:`fidia_jax.models.MLP`,
-:func:`fidia_jax.layers.plan_hierarchy` (and the sparse window attention, pooling and unpooling of
-:mod:`fidia_jax.layers`), :func:`fidia_jax.data.load_her2st`,
-:func:`fidia_jax.data.her2st_image_features`, :func:`fidia_jax.data.synthetic_sections`,
-:func:`fidia_jax.data.augment_lattice`, :func:`fidia_jax.metrics.pearson_r`,
-:func:`fidia_jax.metrics.r2_score`.
+The method's own modules (used by no other method):
+
+- :mod:`~fidia_jax.projects.hist.lattice`: the sparse lattice primitives (window partition,
+  window attention with relative position bias, patch pooling and unpooling, the hierarchy
+  plan);
+- :mod:`~fidia_jax.projects.hist.model`: :class:`HiST`, :class:`DenseSpotTransformer`;
+- :mod:`~fidia_jax.projects.hist.losses`: ``masked_mse``;
+- :mod:`~fidia_jax.projects.hist.data`: HER2ST loading, image features, synthetic lattices,
+  HiST's coordinate augmentation.
+
+Shared primitives used: :class:`fidia_jax.models.MLP`, :func:`fidia_jax.metrics.pearson_r`,
+:func:`fidia_jax.metrics.r2_score`, :mod:`fidia_jax.train` (steps, fits, files).
+
+Re-exported here for outside users (notebooks, benchmarks): :class:`HiST`,
+:class:`DenseSpotTransformer`, :func:`plan_hierarchy`, :func:`lattice_window_attention`,
+:func:`dense_window_attention`, :func:`load_her2st`, :func:`synthetic_sections`.
 """
 
 from fidia_jax.projects.hist.configs import METHODS as METHODS
@@ -27,6 +37,13 @@ from fidia_jax.projects.hist.configs import PRESETS as PRESETS
 from fidia_jax.projects.hist.configs import HistConfig as HistConfig
 from fidia_jax.projects.hist.configs import get_config as get_config
 from fidia_jax.projects.hist.configs import load_config as load_config
+from fidia_jax.projects.hist.data import load_her2st as load_her2st
+from fidia_jax.projects.hist.data import synthetic_sections as synthetic_sections
+from fidia_jax.projects.hist.lattice import dense_window_attention as dense_window_attention
+from fidia_jax.projects.hist.lattice import lattice_window_attention as lattice_window_attention
+from fidia_jax.projects.hist.lattice import plan_hierarchy as plan_hierarchy
+from fidia_jax.projects.hist.model import DenseSpotTransformer as DenseSpotTransformer
+from fidia_jax.projects.hist.model import HiST as HiST
 from fidia_jax.projects.hist.train import Prepared as Prepared
 from fidia_jax.projects.hist.train import fit_predict as fit_predict
 from fidia_jax.projects.hist.train import format_table as format_table
@@ -37,13 +54,20 @@ from fidia_jax.projects.hist.train import train_and_evaluate as train_and_evalua
 __all__ = [
     "METHODS",
     "PRESETS",
+    "DenseSpotTransformer",
+    "HiST",
     "HistConfig",
     "Prepared",
+    "dense_window_attention",
     "fit_predict",
     "format_table",
     "get_config",
+    "lattice_window_attention",
     "load_config",
+    "load_her2st",
+    "plan_hierarchy",
     "prepare_sections",
     "section_metrics",
+    "synthetic_sections",
     "train_and_evaluate",
 ]

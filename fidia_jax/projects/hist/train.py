@@ -1,17 +1,25 @@
 """Leave-one-section-out training and evaluation of HiST and its baselines.
 
 Data: HER2ST patient C (five sections with H&E images; per-spot features from
-:func:`fidia_jax.data.her2st_image_features`, z-scored per section, image only) or synthetic
-lattices (:func:`fidia_jax.data.synthetic_sections`). Targets: ``log1p`` counts of the
+:func:`fidia_jax.projects.hist.data.her2st_image_features`, z-scored per section, image only) or
+synthetic lattices (:func:`fidia_jax.projects.hist.data.synthetic_sections`). Targets: ``log1p`` counts of the
 ``num_genes`` most expressed genes (by mean log1p over all sections used: a label-agnostic
 choice of outputs, the same for every method). Each held-out section is predicted by models
 trained on the others; the metrics are HiST's pooled PCC and R² over spots x genes and HEST's
 mean per-gene PCC over the ``eval_genes`` most expressed genes.
+
+Every gradient step is :func:`fidia_jax.train.make_train_step`'s (the models' dropout RNG counters
+are the step's model state) and every fit is a :func:`fidia_jax.train.fit` run named
+``<method>_<held-out section>``: progress on the console, ``metrics.jsonl``, a checkpoint per
+fit (a rerun in the same workdir resumes) and ``curves.png``. The run ends with a table,
+``summary.json``, ``hist_comparison.png`` (the table as bars) and ``hist_maps.png`` (measured
+and predicted expression of the most expressed gene on the first held-out section).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import pathlib
 import time
@@ -22,10 +30,13 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, layers, metrics, models
+from fidia_jax import config as config_lib
+from fidia_jax import metrics, models, train
 from fidia_jax._io import atomic_path
-from fidia_jax.config import write_summary
+from fidia_jax.projects.hist import data, lattice
 from fidia_jax.projects.hist.configs import METHODS, HistConfig
+from fidia_jax.projects.hist.losses import masked_mse
+from fidia_jax.projects.hist.model import DenseSpotTransformer, HiST
 
 __all__ = [
     "Prepared",
@@ -141,7 +152,7 @@ def _sizes_for(coords_list, n_pad, levels, window):
         cp = np.zeros((n_pad, 2), np.int32)
         cp[: len(c)] = c
         per.append(
-            layers.hierarchy_sizes(layers.plan_hierarchy(cp, mask, levels=levels, window=window))
+            lattice.hierarchy_sizes(lattice.plan_hierarchy(cp, mask, levels=levels, window=window))
         )
     sizes, prev = [], n_pad
     for lvl in range(levels):
@@ -164,19 +175,21 @@ def _padded(c, f, y, n_pad):
 
 
 def _apply(model, feats, plan, coords, mask, deterministic):
-    if isinstance(model, models.HiST):
+    if isinstance(model, HiST):
         return model(feats, plan, deterministic=deterministic)
     return model(feats, coords, mask, deterministic=deterministic)
 
 
-@nnx.jit
-def _train_step(model, opt, feats, plan, coords, mask, y):
-    def loss_fn(m):
-        return models.masked_mse(_apply(m, feats, plan, coords, mask, False), y, mask)
+def _spatial_loss(graphdef):
+    """``loss_fn(params, model_state, (feats, plan, coords, mask, y))`` for make_train_step."""
 
-    loss, grads = nnx.value_and_grad(loss_fn)(model)
-    opt.update(model, grads)
-    return loss
+    def loss_fn(params, model_state, batch):
+        feats, plan, coords, mask, y = batch
+        model = train.merge_model(graphdef, params, model_state)
+        loss = masked_mse(_apply(model, feats, plan, coords, mask, False), y, mask)
+        return loss, train.split_model(model)[2]  # dropout RNG counters advance
+
+    return loss_fn
 
 
 @nnx.jit
@@ -184,7 +197,37 @@ def _predict(model, feats, plan, coords, mask):
     return _apply(model, feats, plan, coords, mask, True)
 
 
-def _fit_spatial(kind, prep, train_idx, test_idx, config, rng):
+def _adamw(lr: float, weight_decay: float, steps: int) -> optax.GradientTransformation:
+    """AdamW with cosine decay over ``steps`` and global-norm clipping at 1."""
+    return optax.chain(
+        optax.clip_by_global_norm(1.0),
+        optax.adamw(optax.cosine_decay_schedule(lr, steps), weight_decay=weight_decay),
+    )
+
+
+@functools.cache
+def _train_step(loss_fn, graphdef, lr: float, weight_decay: float, steps: int):
+    """The jitted step of one model structure and optimiser (cached: the folds of a run share
+    one compilation, as the module-level ``nnx.jit`` step did)."""
+    tx = _adamw(lr, weight_decay, steps)
+    return tx, train.make_train_step(loss_fn(graphdef), tx, has_state=True)
+
+
+def _fit(model, loss_fn, config, steps, batches, *, workdir, run):
+    """Trains ``model`` for ``steps`` steps of ``make_train_step(has_state=True)`` (AdamW of
+    ``config``) with :func:`fidia_jax.train.fit`; returns ``(model, losses of every step,
+    seconds)``."""
+    graphdef, params, model_state = train.split_model(model)
+    tx, step = _train_step(loss_fn, graphdef, config.lr, config.weight_decay, steps)
+    state = train.init_train_state(params, tx, model_state=model_state)
+    t0 = time.perf_counter()
+    res = train.fit(state, step, batches, num_steps=steps, workdir=workdir, run=run)
+    train_s = time.perf_counter() - t0
+    losses = [r["loss"] for r in res.history if "loss" in r]
+    return train.merge_model(graphdef, res.state.params, res.state.model_state), losses, train_s
+
+
+def _fit_spatial(kind, prep, train_idx, test_idx, config, rng, workdir=None):
     levels = len(config.enc_depths)
     n_pad = 8 * math.ceil(max(len(c) for c in prep.coords) / 8)
     sizes = _sizes_for(prep.coords, n_pad, levels, config.window)
@@ -192,7 +235,7 @@ def _fit_spatial(kind, prep, train_idx, test_idx, config, rng):
     rngs = nnx.Rngs(params=config.seed, dropout=config.seed + 1)
     kw = dict(dim=config.dim, heads=config.heads, dropout=config.dropout, rngs=rngs)
     if kind == "hist":
-        model = models.HiST(
+        model = HiST(
             F,
             G,
             enc_depths=config.enc_depths,
@@ -201,44 +244,49 @@ def _fit_spatial(kind, prep, train_idx, test_idx, config, rng):
             **kw,
         )
     else:
-        model = models.DenseSpotTransformer(
+        model = DenseSpotTransformer(
             F, G, depth=sum(config.enc_depths) + sum(config.dec_depths), **kw
         )
     steps = config.epochs * len(train_idx)
-    sched = optax.cosine_decay_schedule(config.lr, steps)
-    tx = optax.chain(
-        optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=config.weight_decay)
-    )
-    opt = nnx.Optimizer(model, tx, wrt=nnx.Param)
     padded = {
         i: _padded(prep.coords[i], prep.feats[i], prep.y[i], n_pad) for i in (*train_idx, test_idx)
     }
 
     def plan_of(c, m):
-        return layers.plan_hierarchy(c, m, levels=levels, window=config.window, sizes=sizes)
+        return lattice.plan_hierarchy(c, m, levels=levels, window=config.window, sizes=sizes)
 
     base_plan = {i: plan_of(padded[i][0], padded[i][3]) for i in padded}
-    losses, fallbacks, t0 = [], 0, time.perf_counter()
-    for epoch in range(config.epochs):
-        strength = 0.5 * (1 + math.cos(math.pi * epoch / config.epochs)) if config.augment else 0.0
-        for i in rng.permutation(train_idx):
-            cp, fp, yp, mask = padded[i]
-            plan = base_plan[i]
-            if strength > 0:
-                n = len(prep.coords[i])
-                ca, keep = data.augment_lattice(
-                    prep.coords[i], rng, strength=strength, drop_p=config.drop_p
-                )
-                m2 = mask.copy()
-                m2[:n] = keep
-                c2 = cp.copy()
-                c2[:n] = ca
-                try:
-                    plan, cp, mask = plan_of(c2, m2), c2, m2
-                except ValueError:  # does not fit the fixed sizes: train on the original lattice
-                    fallbacks += 1
-            losses.append(float(_train_step(model, opt, fp, plan, cp, mask, yp)))
-    train_s = time.perf_counter() - t0
+    fallbacks = 0
+
+    def batches():
+        """One section a step, in a fresh random order each epoch, augmented (HiST's loop)."""
+        nonlocal fallbacks
+        for epoch in range(config.epochs):
+            strength = (
+                0.5 * (1 + math.cos(math.pi * epoch / config.epochs)) if config.augment else 0.0
+            )
+            for i in rng.permutation(train_idx):
+                cp, fp, yp, mask = padded[i]
+                plan = base_plan[i]
+                if strength > 0:
+                    n = len(prep.coords[i])
+                    ca, keep = data.augment_lattice(
+                        prep.coords[i], rng, strength=strength, drop_p=config.drop_p
+                    )
+                    m2 = mask.copy()
+                    m2[:n] = keep
+                    c2 = cp.copy()
+                    c2[:n] = ca
+                    try:
+                        plan, cp, mask = plan_of(c2, m2), c2, m2
+                    except ValueError:  # does not fit the fixed sizes: the original lattice
+                        fallbacks += 1
+                yield fp, plan, cp, mask, yp
+
+    run = f"{kind}_{prep.names[test_idx]}"
+    model, losses, train_s = _fit(
+        model, _spatial_loss, config, steps, batches(), workdir=workdir, run=run
+    )
     cp, fp, _, mask = padded[test_idx]
     pred = np.asarray(_predict(model, fp, base_plan[test_idx], cp, mask))[
         : len(prep.coords[test_idx])
@@ -254,7 +302,19 @@ def _fit_spatial(kind, prep, train_idx, test_idx, config, rng):
 # ----------------------------------------------------------------------------- per-spot models
 
 
-def _fit_mlp(prep, train_idx, test_idx, config):
+def _mlp_loss(graphdef):
+    """Full-batch mean squared error of the MLP (dropout on: its RNG counter advances)."""
+
+    def loss_fn(params, model_state, batch):
+        x, y = batch
+        model = train.merge_model(graphdef, params, model_state)
+        loss = jnp.mean(jnp.square(model(x, deterministic=False) - y))
+        return loss, train.split_model(model)[2]
+
+    return loss_fn
+
+
+def _fit_mlp(prep, train_idx, test_idx, config, workdir=None):
     X = np.concatenate([prep.feats[i] for i in train_idx])
     Y = np.concatenate([prep.y[i] for i in train_idx])
     model = models.MLP(
@@ -265,32 +325,13 @@ def _fit_mlp(prep, train_idx, test_idx, config):
         rngs=nnx.Rngs(params=config.seed, dropout=config.seed + 1),
     )
     steps = config.epochs * len(train_idx)
-    tx = optax.chain(
-        optax.clip_by_global_norm(1.0),
-        optax.adamw(
-            optax.cosine_decay_schedule(config.lr, steps), weight_decay=config.weight_decay
-        ),
-    )
-    opt = nnx.Optimizer(model, tx, wrt=nnx.Param)
-
-    @nnx.jit
-    def step(m, o, x, y):
-        loss, g = nnx.value_and_grad(lambda m: jnp.mean(jnp.square(m(x, deterministic=False) - y)))(
-            m
-        )
-        o.update(m, g)
-        return loss
-
-    t0 = time.perf_counter()
     X, Y = jnp.asarray(X), jnp.asarray(Y)
-    for _ in range(steps):
-        loss = step(model, opt, X, Y)
+    run = f"mlp_{prep.names[test_idx]}"
+    model, losses, train_s = _fit(
+        model, _mlp_loss, config, steps, lambda _: (X, Y), workdir=workdir, run=run
+    )
     pred = np.asarray(nnx.jit(lambda m, x: m(x))(model, jnp.asarray(prep.feats[test_idx])))
-    return pred, {
-        "final_train_loss": float(loss),
-        "train_s": time.perf_counter() - t0,
-        "steps": steps,
-    }
+    return pred, {"final_train_loss": float(losses[-1]), "train_s": train_s, "steps": steps}
 
 
 def _fit_ridge(prep, train_idx, test_idx):
@@ -306,15 +347,45 @@ def _fit_ridge(prep, train_idx, test_idx):
     }
 
 
-def fit_predict(method: str, prep: Prepared, train_idx, test_idx: int, config: HistConfig):
+def fit_predict(
+    method: str,
+    prep: Prepared,
+    train_idx,
+    test_idx: int,
+    config: HistConfig,
+    *,
+    workdir: str | pathlib.Path | None = None,
+):
     """Fits ``method`` (a key of :data:`METHODS`) on sections ``train_idx`` and predicts
-    section ``test_idx``. Returns ``(pred (n, G) float32, info dict)``."""
+    section ``test_idx``.
+
+    Args:
+      method: ``"hist"``, ``"dense"``, ``"mlp"`` or ``"ridge"``.
+      prep: from :func:`prepare_sections`.
+      train_idx: indices of the training sections; test_idx: the held-out section.
+      config: sizes, epochs, optimiser, seed.
+      workdir: where the neural fits write ``metrics.jsonl``, their checkpoints
+        (``checkpoints/<method>_<section>``) and ``curves.png``, and resume from; ``None``: no
+        files.
+
+    Returns:
+      ``(pred (n, G) float32, info dict)``.
+
+    Raises:
+      TrainingError: a non-finite loss or gradient (the library's policy,
+        :func:`fidia_jax.train.fit`).
+    """
     rng = np.random.default_rng(config.seed + 17)
     if method in ("hist", "dense"):
-        return _fit_spatial(method, prep, list(train_idx), test_idx, config, rng)
+        return _fit_spatial(method, prep, list(train_idx), test_idx, config, rng, workdir)
     if method == "mlp":
-        return _fit_mlp(prep, list(train_idx), test_idx, config)
-    return _fit_ridge(prep, list(train_idx), test_idx)
+        return _fit_mlp(prep, list(train_idx), test_idx, config, workdir)
+    with train.stage(f"{method}_{prep.names[test_idx]}: RidgeCV"):
+        return _fit_ridge(prep, list(train_idx), test_idx)
+
+
+_COLUMNS = ("pooled PCC", "pooled R²", "mean per-gene PCC")
+_KEYS = ("pooled_pcc", "pooled_r2", "mean_gene_pcc")
 
 
 def format_table(results: dict[str, Any]) -> str:
@@ -331,12 +402,72 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _table_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per method: the fold means and, with two or more folds, their std."""
+    rows = []
+    for m, mean in results["mean"].items():
+        row: dict[str, Any] = {"method": METHODS[m]}
+        for col, key in zip(_COLUMNS, _KEYS, strict=True):
+            row[col] = mean[key]
+            if len(results["folds"]) > 1:
+                row[f"{col} sd"] = float(np.std([f[m][key] for f in results["folds"]]))
+        rows.append(row)
+    return rows
+
+
+def _plot_maps(results, preds, prep, out_png) -> None:
+    """Measured and predicted expression of the most expressed gene on the first held-out
+    section's lattice (one panel each, one colour scale)."""
+    plt = train.pyplot()
+    test = results["folds"][0]["test"]
+    i = prep.names.index(test)
+    y, c = prep.y[i][:, 0], prep.coords[i]
+    panels = [("measured", y)] + [(METHODS[m], preds[m][test][:, 0]) for m in preds]
+    vmin, vmax = np.percentile(y, [2, 98])
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.3), squeeze=False)
+    for ax, (name, v) in zip(axes[0], panels, strict=True):
+        sc = ax.scatter(c[:, 0], c[:, 1], c=v, s=16, marker="s", cmap="magma", vmin=vmin,
+                        vmax=vmax)  # fmt: skip
+        title = name.split(" (")[0]
+        if name != "measured":
+            pcc = np.corrcoef(y, v)[0, 1] if np.std(v) > 0 and np.std(y) > 0 else float("nan")
+            title += f"\nPCC {pcc:.2f}"
+        ax.set_title(title, fontsize=9)
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.colorbar(sc, ax=axes[0].tolist(), shrink=0.8, label="log1p expression")
+    fig.suptitle(f"held-out section {test}: gene {prep.genes[0]} (most expressed)", fontsize=10)
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+
+
 def train_and_evaluate(config: HistConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
     """Leave-one-section-out over the first ``folds`` sections (all when ``0``); every method of
-    ``config.methods`` in the same run. Prints the table, writes ``workdir/hist_results.json``
-    atomically, and returns the results (per fold, mean over folds, the config)."""
+    ``config.methods`` in the same run.
+
+    Shows progress (a stage per data step and ridge fit, a progress bar per neural fit), prints
+    the table and writes, in ``workdir``: ``hist_results.json`` (per fold, mean over folds, the
+    config), ``summary.json`` (the table), ``hist_comparison.png`` (the table as bars),
+    ``hist_maps.png`` (measured vs predicted expression on the first held-out section) and
+    the fits' ``metrics.jsonl``, ``curves.png`` and checkpoints (a rerun resumes).
+
+    Returns:
+      The results of ``hist_results.json`` without the config, plus ``predictions`` (method ->
+      section -> ``(n, G)``) and ``prepared`` (the :class:`Prepared` sections).
+
+    Raises:
+      DataError: missing or malformed HER2ST files. TrainingError: a non-finite loss.
+    """
     workdir = pathlib.Path(workdir)
-    prep = prepare_sections(config, workdir)
+    what = (
+        "HER2ST sections " + ",".join(config.sections)
+        if config.data == "her2st"
+        else (f"{config.syn_sections} synthetic sections")
+    )
+    with train.stage(f"preparing {what} (features, top {config.num_genes} genes)"):
+        prep = prepare_sections(config, workdir)
     k = len(prep.names)
     folds = range(config.folds or k)
     out: dict[str, Any] = {
@@ -350,19 +481,37 @@ def train_and_evaluate(config: HistConfig, workdir: str | pathlib.Path) -> dict[
         train_idx = [i for i in range(k) if i != t]
         fold = {"test": prep.names[t]}
         for m in config.methods:
-            pred, info = fit_predict(m, prep, train_idx, t, config)
+            pred, info = fit_predict(m, prep, train_idx, t, config, workdir=workdir)
             preds[m][prep.names[t]] = pred
             fold[m] = {**section_metrics(prep.y[t], pred, config.eval_genes), **info}
         out["folds"].append(fold)
     out["mean"] = {
-        m: {
-            key: float(np.mean([f[m][key] for f in out["folds"]]))
-            for key in ("pooled_pcc", "pooled_r2", "mean_gene_pcc")
-        }
+        m: {key: float(np.mean([f[m][key] for f in out["folds"]])) for key in _KEYS}
         for m in config.methods
     }
-    print(format_table(out))
-    write_summary(workdir / SUMMARY_FILE, out, config)
+    rows = _table_rows(out)
+    tests = ", ".join(f["test"] for f in out["folds"])
+    train.print_table(
+        f"HiST vs baselines: held-out sections {tests} (mean over folds; per-gene PCC over the "
+        f"top {config.eval_genes} genes)",
+        ["method", *_COLUMNS],
+        [[r["method"], *(r[c] for c in _COLUMNS)] for r in rows],
+    )
+    config_lib.write_summary(workdir / SUMMARY_FILE, out, config)
+    train.write_summary(
+        workdir,
+        {"data": config.data, "test_sections": [f["test"] for f in out["folds"]], "table": rows},
+    )
+    train.plot_bars(
+        [{**r, "method": r["method"].split(" (")[0]} for r in rows],
+        workdir / "hist_comparison.png",
+        label="method",
+        values=list(_COLUMNS),
+        errors={c: f"{c} sd" for c in _COLUMNS} if len(out["folds"]) > 1 else None,
+        higher_is_better=dict.fromkeys(_COLUMNS, True),
+        title=f"HiST: held-out sections {tests}",
+    )
+    _plot_maps(out, preds, prep, workdir / "hist_maps.png")
     out["predictions"] = preds
     out["prepared"] = prep
     return out

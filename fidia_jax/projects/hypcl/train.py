@@ -114,7 +114,7 @@ def run_stream(
     """Runs ``methods`` on every order; per method the accuracy matrices and the metrics
     (mean and std over orders). Each (order, method) is shown as a stage (``label`` first);
     with ``metrics_path`` every training step's loss is appended to that ``metrics.jsonl``
-    (run ``"<method>, order <o>"``, steps counted over the tasks)."""
+    (run ``"<method>/order<o>"``, steps counted over the tasks)."""
     per = {m: [] for m in methods}
     trainers: dict[str, Any] = {}
     for o, stream in enumerate(_streams(x, y, config, orders, classes_per_task)):
@@ -238,8 +238,9 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
 
     Also writes ``summary.json`` (the headline numbers), ``hypcl_methods.png`` (the table as bar
     charts), ``metrics.jsonl`` and ``curves.png`` (every training step's loss of the main
-    comparison, per method and class order) and, with a depth sweep, ``hypcl_depth_sweep.png``;
-    prints the tables.
+    comparison, per method and class order, and at the end of each task the accuracy on the
+    classes seen so far) and, with a depth sweep, ``hypcl_depth_sweep.png``; prints the
+    tables.
 
     Returns:
       ``{"task", "orders", "methods": {name: metrics...}, "gap_average_accuracy" (HypCL minus
@@ -263,8 +264,24 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
     rows = run_stream(
         x, y, config, config.methods, orders, config.classes_per_task, metrics_path=metrics_path
     )
+    # at the last step of each task, the accuracy on the classes seen so far (same runs)
+    steps = config.steps_per_task
+    train.append_metrics(
+        metrics_path,
+        [
+            {
+                "run": f"{m}/order{o}",
+                "step": (t + 1) * steps,
+                "eval/seen_accuracy": float(np.mean(acc[t][: t + 1])),
+            }
+            for m, row in rows.items()
+            for o, run in enumerate(row["orders"])
+            for acc in [run["acc"]]
+            for t in range(len(acc))
+        ],
+    )
     train.plot_curves(
-        metrics_path, workdir / "curves.png", title=f"HypCL, {config.task}: training loss"
+        metrics_path, workdir / "curves.png", title=f"HypCL, {config.task}: loss and seen accuracy"
     )
     gap = rows["hypcl"]["average_accuracy"] - rows["euclidean"]["average_accuracy"]
     results: dict[str, Any] = {

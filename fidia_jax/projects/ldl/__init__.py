@@ -13,12 +13,14 @@ Paper:
   package ``python-ldl`` 0.1.2 (github SpriteMisaka/PyLDL), each marked in the docstrings of
   :mod:`fidia_jax.losses` (authors' code vs ours).
 
-Primitives used: :func:`fidia_jax.losses.ldl_dvs_loss` (:func:`~fidia_jax.losses.ldl_kl_loss`,
-:func:`~fidia_jax.losses.divisiveness_loss`, :func:`~fidia_jax.losses.soft_divisiveness`),
-:func:`fidia_jax.metrics.ldl_metrics` (the six metrics and
-:func:`~fidia_jax.metrics.divisiveness_error`), :func:`fidia_jax.data.load_ldl_dataset`,
-:data:`fidia_jax.data.LDL_POLARITY`, :func:`fidia_jax.data.synthetic_ldl_dataset`,
-:class:`fidia_jax.models.MLP`.
+The method's own code lives here: ``losses.py`` (:func:`ldl_dvs_loss`, the KL and divisiveness
+losses), ``data.py`` (:func:`load_ldl_dataset`, :data:`LDL_POLARITY`,
+:func:`synthetic_ldl_dataset`) and ``train.py`` (the cross-validation, each repeat one
+:func:`fidia_jax.train.fit`). Primitives used: :func:`fidia_jax.metrics.ldl_metrics` (the six
+standard LDL metrics and :func:`~fidia_jax.metrics.divisiveness_error`),
+:class:`fidia_jax.models.MLP`, :mod:`fidia_jax.train`.
+
+Re-exported for outside use: the loss (to train another model with it) and the data loaders.
 """
 
 from fidia_jax.projects.ldl.configs import ACTIVATIONS as ACTIVATIONS
@@ -26,6 +28,10 @@ from fidia_jax.projects.ldl.configs import PRESETS as PRESETS
 from fidia_jax.projects.ldl.configs import LdlConfig as LdlConfig
 from fidia_jax.projects.ldl.configs import get_config as get_config
 from fidia_jax.projects.ldl.configs import load_config as load_config
+from fidia_jax.projects.ldl.data import LDL_POLARITY as LDL_POLARITY
+from fidia_jax.projects.ldl.data import load_ldl_dataset as load_ldl_dataset
+from fidia_jax.projects.ldl.data import synthetic_ldl_dataset as synthetic_ldl_dataset
+from fidia_jax.projects.ldl.losses import ldl_dvs_loss as ldl_dvs_loss
 from fidia_jax.projects.ldl.train import METRICS as METRICS
 from fidia_jax.projects.ldl.train import cross_validate as cross_validate
 from fidia_jax.projects.ldl.train import fit_predict as fit_predict
@@ -36,6 +42,7 @@ from fidia_jax.projects.ldl.train import train_and_evaluate as train_and_evaluat
 
 __all__ = [
     "ACTIVATIONS",
+    "LDL_POLARITY",
     "METRICS",
     "PRESETS",
     "LdlConfig",
@@ -44,7 +51,10 @@ __all__ = [
     "format_table",
     "get_config",
     "kfold_splits",
+    "ldl_dvs_loss",
     "load_config",
     "load_config_data",
+    "load_ldl_dataset",
+    "synthetic_ldl_dataset",
     "train_and_evaluate",
 ]

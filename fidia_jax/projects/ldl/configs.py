@@ -12,7 +12,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
-from fidia_jax.losses import DIVISIVENESS_MODES
+from fidia_jax.projects.ldl.losses import DIVISIVENESS_MODES
 
 __all__ = ["ACTIVATIONS", "PRESETS", "LdlConfig", "get_config", "load_config"]
 
@@ -26,7 +26,7 @@ class LdlConfig:
 
     Attributes:
       dataset: a ``.mat`` set under ``<data_dir>/ldl/`` (e.g. ``SJAFFE``, ``Emotion6``) or
-        ``synthetic`` (:func:`fidia_jax.data.synthetic_ldl_dataset`, no file needed).
+        ``synthetic`` (:func:`~.data.synthetic_ldl_dataset`, no file needed).
       data_dir: the shared data directory (else ``$FIDIA_DATA_DIR``); unused for ``synthetic``.
       alphas: weights of the divisiveness loss compared; ``0.0`` (required) is KL-only, the
         reference of every ratio.

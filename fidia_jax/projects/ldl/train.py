@@ -4,9 +4,10 @@ For each repeat the rows are shuffled (``numpy`` generator seeded ``seed + repea
 ``n_folds`` folds. Features are z-scored with the training rows' mean and standard deviation of
 each fold (constant features: std 1). For every fold, one model per ``alpha`` in
 ``config.alphas`` starts from the same initial weights (paired comparison) and is trained by
-full-batch Adam on ``ldl_kl_loss + alpha * divisiveness_loss`` (``fidia_jax.losses``) over the
-training rows (a 0/1 row weight, so all folds and alphas run in one ``vmap``); the test rows
-are scored with the six LDL metrics and the divisiveness error (``fidia_jax.metrics``).
+full-batch Adam on ``ldl_kl_loss + alpha * divisiveness_loss`` (``losses.py``) over the
+training rows (a 0/1 row weight, so all folds and alphas of a repeat run in one ``vmap``, one
+:func:`fidia_jax.train.fit` per repeat); the test rows are scored with the six LDL metrics and
+the divisiveness error (``fidia_jax.metrics``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, losses, metrics, models
+from fidia_jax import metrics, models, train
 from fidia_jax.config import write_summary
 from fidia_jax.errors import DataError
+from fidia_jax.projects.ldl import data, losses
 from fidia_jax.projects.ldl.configs import LdlConfig
 
 __all__ = [
@@ -92,51 +94,78 @@ def _graphdef(d_in: int, c: int, config: LdlConfig):
     return nnx.split(model)[0]
 
 
+@functools.lru_cache(maxsize=8)
+def _train_step(graphdef, config: LdlConfig):
+    """Full-batch Adam on every (fold, alpha) model at once (cached per model graph and config).
+
+    The state's parameters have leading axes ``(F, A)``; the loss is the sum of the models'
+    ``ldl_dvs_loss`` (independent models: each gets its own gradient). The state's
+    ``model_state`` ``{"t", "loss_FxAxE"}`` records every model's training loss per epoch.
+    """
+    tx = optax.adam(config.learning_rate)
+
+    def model_loss(params, x_nxd, w_n, alpha, batch):
+        return losses.ldl_dvs_loss(
+            batch["d"], _predict(graphdef, params, x_nxd), batch["pos"], batch["neg"],
+            alpha=alpha, k=config.k, mode=config.mode, sample_weight=w_n,
+        )  # fmt: skip
+
+    def loss_fn(params_fxa, record, batch):
+        def per_fold(p_a, x_nxd, w_n):
+            return jax.vmap(lambda p, a: model_loss(p, x_nxd, w_n, a, batch))(p_a, batch["alphas"])
+
+        loss_fxa = jax.vmap(per_fold)(params_fxa, batch["x"], batch["w"])
+        t = record["t"]
+        record = {"t": t + 1, "loss_FxAxE": record["loss_FxAxE"].at[:, :, t].set(loss_fxa)}
+        return jnp.sum(loss_fxa), record
+
+    return tx, train.make_train_step(loss_fn, tx, has_state=True)
+
+
+def _predict(graphdef, params, x):
+    return jax.nn.softmax(nnx.merge(graphdef, params)(x), axis=-1)
+
+
 @functools.partial(jax.jit, static_argnames=("graphdef", "config", "c", "d_in"))
-def _fit_predict_folds(
-    xs_fxnxd, d_nxc, w_fxn, pos, neg, alphas_a, keys_f, *, graphdef, config, c, d_in
-):
-    """Trains one model per (fold, alpha); returns predictions ``(F, A, N, c)`` on every row and
-    the training-loss curves ``(F, A, epochs)``."""
-    opt = optax.adam(config.learning_rate)
+def _init_folds(keys_f, alphas_a, *, graphdef, config, c, d_in):
+    """One initial model per fold (key), the same for every alpha: leaves ``(F, A, ...)``."""
     act = _ACT[config.activation]
 
     def init(key):
         model = models.MLP(d_in, config.hidden, c, activation=act, rngs=nnx.Rngs(params=key))
-        return nnx.split(model)[1]
+        params = nnx.split(model)[1]
+        return jax.tree.map(lambda v: jnp.broadcast_to(v, (alphas_a.shape[0], *v.shape)), params)
 
-    def predict(params, x):
-        return jax.nn.softmax(nnx.merge(graphdef, params)(x), axis=-1)
+    return jax.vmap(init)(keys_f)
 
-    def train_one(x_nxd, w_n, alpha, params):
-        def loss_fn(p):
-            return losses.ldl_dvs_loss(
-                d_nxc,
-                predict(p, x_nxd),
-                pos,
-                neg,
-                alpha=alpha,
-                k=config.k,
-                mode=config.mode,
-                sample_weight=w_n,
-            )
 
-        def step(carry, _):
-            p, s = carry
-            value, grads = jax.value_and_grad(loss_fn)(p)
-            updates, s = opt.update(grads, s, p)
-            return (optax.apply_updates(p, updates), s), value
+@functools.partial(jax.jit, static_argnames="graphdef")
+def _predict_folds(params_fxa, xs_fxnxd, *, graphdef):
+    """Every (fold, alpha) model's predictions ``(F, A, N, c)`` on its fold's rows."""
+    per_fold = jax.vmap(lambda p, x: _predict(graphdef, p, x), in_axes=(0, None))
+    return jax.vmap(per_fold)(params_fxa, xs_fxnxd)
 
-        (params, _), curve = jax.lax.scan(
-            step, (params, opt.init(params)), None, length=config.epochs
-        )
-        return predict(params, x_nxd), curve
 
-    def per_fold(x_nxd, w_n, key):
-        params = init(key)  # the same start for every alpha (paired comparison)
-        return jax.vmap(train_one, in_axes=(None, None, 0, None))(x_nxd, w_n, alphas_a, params)
-
-    return jax.vmap(per_fold)(xs_fxnxd, w_fxn, keys_f)
+def _fit_predict_folds(
+    xs_fxnxd, d_nxc, w_fxn, pos, neg, alphas_a, keys_f, *, graphdef, config, c, d_in,
+    workdir=None, run="train",
+):  # fmt: skip
+    """Trains one model per (fold, alpha) (:func:`fidia_jax.train.fit`, ``config.epochs``
+    full-batch steps); returns predictions ``(F, A, N, c)`` on every row and the training-loss
+    curves ``(F, A, epochs)``."""
+    tx, step = _train_step(graphdef, config)
+    params = _init_folds(keys_f, alphas_a, graphdef=graphdef, config=config, c=c, d_in=d_in)
+    num_f, num_a = xs_fxnxd.shape[0], alphas_a.shape[0]
+    record = {"t": jnp.zeros((), jnp.int32),
+              "loss_FxAxE": jnp.zeros((num_f, num_a, config.epochs), jnp.float32)}  # fmt: skip
+    batch = {"x": jnp.asarray(xs_fxnxd), "w": jnp.asarray(w_fxn), "d": jnp.asarray(d_nxc),
+             "pos": jnp.asarray(pos), "neg": jnp.asarray(neg), "alphas": jnp.asarray(alphas_a)}  # fmt: skip
+    res = train.fit(
+        train.init_train_state(params, tx, model_state=record), step, lambda _t: batch,
+        num_steps=config.epochs, workdir=workdir, run=run,
+    )  # fmt: skip
+    preds = _predict_folds(res.state.params, batch["x"], graphdef=graphdef)
+    return preds, res.state.model_state["loss_FxAxE"]
 
 
 def fit_predict(
@@ -194,12 +223,22 @@ def fit_predict(
     return np.asarray(preds[0, :, len(x_train) :]), np.asarray(curves[0])
 
 
-def cross_validate(config: LdlConfig, dataset: data.LdlDataset | None = None) -> dict[str, Any]:
+def cross_validate(
+    config: LdlConfig,
+    dataset: data.LdlDataset | None = None,
+    *,
+    workdir: str | pathlib.Path | None = None,
+) -> dict[str, Any]:
     """Runs the repeated K-fold comparison of ``config.alphas`` on one data set.
+
+    Each repeat is one :func:`fidia_jax.train.fit` of all its (fold, alpha) models at once
+    (``run="repeat<r>"``; its loss is the sum over those models).
 
     Args:
       config: the run.
       dataset: use this set instead of loading ``config.dataset``.
+      workdir: where the fits write ``metrics.jsonl``, ``curves.png`` and checkpoints, and
+        resume from; ``None``: no files.
 
     Returns:
       A JSON-ready dict: ``dataset``, ``n_samples``, ``n_features``, ``n_labels``, ``alphas``,
@@ -210,6 +249,7 @@ def cross_validate(config: LdlConfig, dataset: data.LdlDataset | None = None) ->
 
     Raises:
       DataError: the data set cannot be loaded or has no polarity preset.
+      TrainingError: a non-finite loss or gradient (:func:`fidia_jax.train.fit`).
     """
     ds = dataset if dataset is not None else load_config_data(config)
     if ds.pos is None or ds.neg is None:
@@ -246,6 +286,8 @@ def cross_validate(config: LdlConfig, dataset: data.LdlDataset | None = None) ->
             config=config,
             c=c,
             d_in=x.shape[1],
+            workdir=workdir,
+            run=f"repeat{repeat}",
         )
         preds, curves = np.asarray(preds), np.asarray(curves)
         curves_sum = curves.sum(0) if curves_sum is None else curves_sum + curves.sum(0)
@@ -294,17 +336,66 @@ def format_table(results: dict[str, Any]) -> str:
         f"{results['dataset']} (N={results['n_samples']}, c={results['n_labels']}, "
         f"{results['runs_per_alpha']} folds per alpha)"
     )
-    lines = [head, "alpha   " + "  ".join(f"{m[:12]:>22}" for m in METRICS)]
+    width = max(22, *(len(m) for m in METRICS))
+    lines = [head, "alpha   " + "  ".join(f"{m:>{width}}" for m in METRICS)]
     for a, s in results["summary"].items():
         r = results["ratio_vs_kl"][a]
         cells = [f"{s[m]['mean']:.4f}±{s[m]['std']:.4f} ({r[m]:.3f})" for m in METRICS]
-        lines.append(f"{a:<7} " + "  ".join(f"{c:>22}" for c in cells))
+        lines.append(f"{a:<7} " + "  ".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
 
+def _higher_is_better(metric: str) -> bool:
+    return metric in metrics.LDL_METRICS_HIGHER_BETTER
+
+
+def plot_comparison(results: dict[str, Any], out_png: str | pathlib.Path) -> pathlib.Path:
+    """The comparison as a figure: each metric's mean over folds relative to KL-only (one bar
+    per ``alpha > 0``; below 1 is better for a distance, above 1 for cosine / intersection), and
+    the mean training-loss curve of each ``alpha``.
+
+    Returns:
+      The PNG written.
+    """
+    plt = train.pyplot()
+    alphas = [a for a in results["ratio_vs_kl"] if a != "0.0"]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [2, 1]})
+    width = 0.8 / max(1, len(alphas))
+    xs = np.arange(len(METRICS))
+    for i, a in enumerate(alphas):
+        ratio = [results["ratio_vs_kl"][a][m] for m in METRICS]
+        ax.bar(xs + (i - (len(alphas) - 1) / 2) * width, np.asarray(ratio) - 1.0, width,
+               bottom=1.0, label=f"alpha {a}")  # fmt: skip
+    ax.axhline(1.0, color="k", lw=1, label="KL-only (alpha 0)")
+    ax.set_xticks(xs, [f"{m} ({'↑' if _higher_is_better(m) else '↓'})" for m in METRICS],
+                  rotation=30, ha="right", fontsize=8)  # fmt: skip
+    lo = min([1.0] + [results["ratio_vs_kl"][a][m] for a in alphas for m in METRICS])
+    hi = max([1.0] + [results["ratio_vs_kl"][a][m] for a in alphas for m in METRICS])
+    pad = max(0.01, 0.15 * (hi - lo))
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_ylabel("mean over folds / KL-only mean")
+    ax.set_title(f"{results['dataset']}: {results['runs_per_alpha']} test folds per alpha")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    for a, curve in results["loss_curves"].items():
+        ax2.plot(np.linspace(0, 1, len(curve)), curve, label=f"alpha {a}")
+    ax2.set_xlabel("fraction of training")
+    ax2.set_ylabel("training loss (KL + alpha L_dvs)")
+    ax2.set_yscale("log")
+    ax2.legend(fontsize=7)
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+    return pathlib.Path(out_png)
+
+
 def train_and_evaluate(config: LdlConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """Runs :func:`cross_validate`, prints its table and writes ``workdir/ldl_results.json``
-    (atomically; the results plus the ``config``).
+    """Runs :func:`cross_validate` with ``workdir`` (its fits resume from it), prints a table
+    and writes, in ``workdir``: ``ldl_results.json`` (the results plus the ``config``),
+    ``summary.json`` (per alpha: each metric's mean, std and ratio to KL-only),
+    ``comparison.png`` (:func:`plot_comparison`) and the fits' ``metrics.jsonl`` /
+    ``curves.png`` / ``checkpoints/``.
 
     Returns:
       The results dict (as written, without ``config``).
@@ -312,8 +403,34 @@ def train_and_evaluate(config: LdlConfig, workdir: str | pathlib.Path) -> dict[s
     Raises:
       DataError: as :func:`cross_validate`.
     """
-    results = cross_validate(config)
-    print(format_table(results))
-    out = pathlib.Path(workdir) / SUMMARY_FILE
-    write_summary(out, results, config)
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    with train.stage(f"data: {config.dataset}"):
+        dataset = load_config_data(config)
+    results = cross_validate(config, dataset, workdir=workdir)
+    rows = []
+    for m in METRICS:
+        row = [m, "higher" if _higher_is_better(m) else "lower"]
+        for a, s in results["summary"].items():
+            cell = f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f}"
+            row.append(cell if a == "0.0" else f"{cell} (×{results['ratio_vs_kl'][a][m]:.3f})")
+        rows.append(row)
+    train.print_table(
+        f"{results['dataset']} (N={results['n_samples']}, c={results['n_labels']}): test-fold "
+        f"mean ± std over {results['runs_per_alpha']} folds, (× ratio to KL-only)",
+        ["metric", "better", *(f"alpha {a}" + (" (KL-only)" if a == "0.0" else "")
+                               for a in results["summary"])],
+        rows,
+    )  # fmt: skip
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    train.write_summary(
+        workdir,
+        {
+            "dataset": results["dataset"],
+            "runs_per_alpha": results["runs_per_alpha"],
+            "summary": results["summary"],
+            "ratio_vs_kl": results["ratio_vs_kl"],
+        },
+    )
+    plot_comparison(results, workdir / "comparison.png")
     return results

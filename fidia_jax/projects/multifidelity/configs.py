@@ -13,11 +13,12 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.projects.multifidelity.losses import TrustedSubsetWeights
 
 __all__ = ["ACTIVATIONS", "METHODS", "MultiFidelityConfig", "PRESETS", "TASKS", "get_config",
            "load_config"]  # fmt: skip
 
-#: Tasks: the four analytic functions of :data:`fidia_jax.data.ANALYTIC_FUNCTIONS` and FreeSolv.
+#: Tasks: the four analytic functions of :data:`~.data.ANALYTIC_FUNCTIONS` and FreeSolv.
 TASKS = ("forrester", "currin", "park", "borehole", "freesolv")
 
 #: Methods (config key -> row name). ``hf_only`` is the reference of every ratio.
@@ -55,8 +56,10 @@ class MultiFidelityConfig:
       hidden, activation: the MLP (:class:`fidia_jax.models.MLP`) shared by every method.
       steps, learning_rate, weight_decay: full-batch AdamW per training phase.
       absolute_weight, interval_weight, ranking_weight, radius_mode, radius_quantile,
-        radius_penalty, temperature: :class:`fidia_jax.losses.TrustedSubsetWeights`.
+        radius_penalty, temperature: :class:`~.losses.TrustedSubsetWeights`.
       methods: keys of :data:`METHODS` to run; ``hf_only`` is required (the reference).
+      checkpoint_every: with a workdir, each fit also saves a checkpoint every so many steps
+        (``0``: only at its end); a run resumes from them.
     """
 
     task: str = "forrester"
@@ -84,6 +87,7 @@ class MultiFidelityConfig:
     radius_penalty: float = 0.1
     temperature: float = 1.0
     methods: tuple[str, ...] = tuple(METHODS)
+    checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -113,6 +117,8 @@ class MultiFidelityConfig:
             )
         if self.steps < 1 or self.learning_rate <= 0 or self.weight_decay < 0:
             raise ConfigError("steps >= 1, learning_rate > 0 and weight_decay >= 0 are required")
+        if self.checkpoint_every < 0:
+            raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if self.activation not in ACTIVATIONS:
             raise ConfigError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         if not self.hidden or min(self.hidden) < 1:
@@ -128,9 +134,7 @@ class MultiFidelityConfig:
             raise ConfigError(str(e)) from None
 
     def loss_weights(self, **changes: Any):
-        """The :class:`fidia_jax.losses.TrustedSubsetWeights` of this config, with ``changes``."""
-        from fidia_jax.losses import TrustedSubsetWeights
-
+        """The :class:`~.losses.TrustedSubsetWeights` of this config, with ``changes``."""
         kw = dict(absolute=self.absolute_weight, interval=self.interval_weight,
                   ranking=self.ranking_weight, radius_mode=self.radius_mode,
                   radius_quantile=self.radius_quantile, radius_penalty=self.radius_penalty,

@@ -4,8 +4,9 @@ and (oracle) Δ-learning, every method on the same data, network and optimiser.
 Per run (seed) the task is drawn (:func:`make_task`), features are standardised with the
 training inputs (all fidelities; no label is used) and labels with the high-fidelity training
 labels' mean and standard deviation. Every method trains the same :class:`fidia_jax.models.MLP`
-by full-batch AdamW for ``steps`` steps per phase (``lax.scan`` under ``jit``, ``vmap`` over
-runs). The reported metric is the high-fidelity test RMSE in the task's units.
+by full-batch AdamW for ``steps`` steps per phase: one :func:`fidia_jax.train.fit` per method
+and phase, whose :func:`fidia_jax.train.make_train_step` step trains all runs at once (``vmap``
+over runs). The reported metric is the high-fidelity test RMSE in the task's units.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data as data_lib
-from fidia_jax import losses, metrics, models
+from fidia_jax import metrics, models, train
 from fidia_jax.config import write_summary
+from fidia_jax.projects.multifidelity import data as data_lib
+from fidia_jax.projects.multifidelity import losses
 from fidia_jax.projects.multifidelity.configs import METHODS, MultiFidelityConfig
 
 __all__ = ["SUMMARY_FILE", "format_table", "make_task", "make_tasks", "run_methods",
@@ -175,7 +177,7 @@ class _Statics(NamedTuple):
 
 def _objective(params, batch, w_5, st: _Statics):
     """One objective for every method (traced weights ``w_5``, so one compilation serves all):
-    the trusted-subset terms of :func:`fidia_jax.losses.trusted_subset_loss` on head 0 (the
+    the trusted-subset terms of :func:`~fidia_jax.projects.multifidelity.losses.trusted_subset_loss` on head 0 (the
     high-fidelity prediction), with either radius mode, plus an MSE per lower-fidelity head."""
     out_NxK = nnx.merge(st.graph, params["net"])(batch["x"])
     pred_N, y_N, member_NxK = out_NxK[:, 0], batch["y_fit"], batch["member_fit"]
@@ -201,27 +203,50 @@ def _objective(params, batch, w_5, st: _Statics):
     )
 
 
-def _fit_one(params, batch, w_5, st: _Statics):
-    opt = optax.adamw(st.learning_rate, weight_decay=st.weight_decay,
-                      mask=lambda p: {"net": jax.tree.map(lambda _: True, p["net"]),
-                                      "calib": jax.tree.map(lambda _: False, p["calib"])})  # fmt: skip
-    state = opt.init(params)
-
-    def step(carry, _):
-        params, state = carry
-        loss, grads = jax.value_and_grad(_objective)(params, batch, w_5, st)
-        updates, state = opt.update(grads, state, params)
-        return (optax.apply_updates(params, updates), state), loss
-
-    (params, _), curve = jax.lax.scan(step, (params, state), None, length=st.steps)
-    pred_M = nnx.merge(st.graph, params["net"])(batch["x_test"])[:, 0]
-    return params, pred_M, curve
+def _objective_runs(params, batch, st: _Statics):
+    """The sum over runs of :func:`_objective` (params and batch leaves have a leading run axis;
+    ``batch["w_5"]`` is shared). The runs are independent, so each run's gradient is exactly its
+    own objective's; ``mean_loss`` is the runs' mean (what the curve and ``final_loss`` show)."""
+    w_5 = batch["w_5"]
+    runs = {k: v for k, v in batch.items() if k != "w_5"}
+    loss_R = jax.vmap(_objective, in_axes=(0, 0, None, None))(params, runs, w_5, st)
+    return jnp.sum(loss_R), {"mean_loss": jnp.mean(loss_R)}
 
 
-@functools.partial(jax.jit, static_argnames="st")
-def _fit(params, batch, w_5, st: _Statics):
-    """:func:`_fit_one` vmapped over runs (params and batch leaves have a leading run axis)."""
-    return jax.vmap(_fit_one, in_axes=(0, 0, None, None))(params, batch, w_5, st)
+@functools.lru_cache(maxsize=8)
+def _train_step(st: _Statics):
+    """The AdamW step of every method and run (cached: one compilation serves all methods)."""
+    tx = optax.adamw(st.learning_rate, weight_decay=st.weight_decay,
+                     mask=lambda p: {"net": jax.tree.map(lambda _: True, p["net"]),
+                                     "calib": jax.tree.map(lambda _: False, p["calib"])})  # fmt: skip
+    step = train.make_train_step(
+        functools.partial(_objective_runs, st=st), tx, has_aux=True, donate=False
+    )
+    return tx, step
+
+
+@functools.partial(jax.jit, static_argnames="graph")
+def _predict(net, x_test, *, graph):
+    """High-fidelity test predictions ``(R, M)`` of the runs' networks (standardised units)."""
+    return jax.vmap(lambda p, x: nnx.merge(graph, p)(x)[:, 0])(net, x_test)
+
+
+def _fit(params, batch, w_5, st: _Statics, *, run: str, workdir, checkpoint_every: int):
+    """Trains every run for ``st.steps`` full-batch AdamW steps (:func:`fidia_jax.train.fit`);
+    returns ``(params, test predictions (R, M), final mean loss)``."""
+    tx, step = _train_step(st)
+    fit_batch = {k: v for k, v in batch.items() if k != "x_test"}
+    fit_batch["w_5"] = w_5
+    res = train.fit(
+        train.init_train_state(params, tx), step, lambda _t: fit_batch, num_steps=st.steps,
+        workdir=workdir, run=run, checkpoint_every=checkpoint_every, show=("mean_loss",),
+    )  # fmt: skip
+    final = [r["mean_loss"] for r in res.history if "mean_loss" in r][-1]
+    return (
+        res.state.params,
+        _predict(res.state.params["net"], batch["x_test"], graph=st.graph),
+        final,
+    )
 
 
 def run_methods(
@@ -229,14 +254,21 @@ def run_methods(
     tasks: list[data_lib.MultiFidelityData] | None = None,
     *,
     keep_predictions: bool = False,
+    workdir: str | pathlib.Path | None = None,
 ) -> dict[str, Any]:
     """Trains every method of ``config`` on every run and measures the HF test RMSE.
+
+    Each method is one :func:`fidia_jax.train.fit` of all runs at once (``run=`` the method's
+    key; LF pretraining is the run ``pretrain_finetune_lf_phase``).
 
     Args:
       config: the comparison.
       tasks: the runs' data (default :func:`make_tasks`); all runs must share shapes.
       keep_predictions: also return each method's HF test predictions (``"pred_test"``,
         ``(runs, M)`` numpy, task units) -- for plots; not JSON-ready.
+      workdir: where the fits write ``metrics.jsonl``, ``curves.png`` and their checkpoints
+        (every ``config.checkpoint_every`` steps and at the end) and resume from; ``None``: no
+        files.
 
     Returns:
       A JSON-ready dict: ``task``, ``fidelities`` (rows per fidelity), ``methods`` (key ->
@@ -245,6 +277,7 @@ def run_methods(
 
     Raises:
       ValueError: ``delta_oracle`` requested on data without the oracle.
+      TrainingError: a non-finite loss or gradient (:func:`fidia_jax.train.fit`).
     """
     t0 = time.perf_counter()
     tasks = make_tasks(config) if tasks is None else tasks
@@ -264,17 +297,21 @@ def run_methods(
     fit_keys = ("x", "x_test")
     plain = {**{n: batch[n] for n in fit_keys}, "y_fit": batch["y"], "member_fit": batch["member"]}
     rows: dict[str, dict[str, Any]] = {}
+    fit = functools.partial(_fit, st=st, workdir=workdir, checkpoint_every=config.checkpoint_every)
     for method in config.methods:
         t = time.perf_counter()
         w = jnp.asarray(_method_weights(config, method))
         if method == "pretrain_finetune":
-            params, _, _ = _fit(params0, {**plain, "member_fit": batch["member_low"]}, w, st)
-            _, pred_std, curve = _fit(params, plain, w, st)
+            low = {**plain, "member_fit": batch["member_low"]}
+            params, _, _ = fit(params0, low, w, run=f"{method}_lf_phase")
+            _, pred_std, final_loss = fit(params, plain, w, run=method)
         elif method == "delta_oracle":
-            _, pred_std, curve = _fit(params0, {**plain, "y_fit": batch["y_delta"]}, w, st)
+            _, pred_std, final_loss = fit(
+                params0, {**plain, "y_fit": batch["y_delta"]}, w, run=method
+            )
             pred_std = pred_std + batch["oracle_test"]
         else:
-            _, pred_std, curve = _fit(params0, plain, w, st)
+            _, pred_std, final_loss = fit(params0, plain, w, run=method)
         pred = pred_std * batch["y_sd"][:, None] + batch["y_mu"][:, None]
         rmse = np.asarray(metrics.rmse(batch["y_test"], pred, axis=1), np.float64)
         rows[method] = {
@@ -282,7 +319,7 @@ def run_methods(
             "rmse": rmse.tolist(),
             "mean": float(rmse.mean()),
             "std": float(rmse.std(ddof=1)) if rmse.size > 1 else 0.0,
-            "final_loss": float(jnp.mean(curve[:, -1])),
+            "final_loss": final_loss,
             "wall_s": time.perf_counter() - t,
         }
         if keep_predictions:
@@ -315,11 +352,76 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _plot_predictions(config, tasks, results, predictions, out_png) -> pathlib.Path:
+    """Run 0 of a 1-D task: the HF truth on the test inputs, the training labels of each
+    fidelity and every method's HF prediction."""
+    plt = train.pyplot()
+    task = tasks[0]
+    order = np.argsort(task.x_test[:, 0])
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ax.plot(task.x_test[order, 0], task.y_test[order], "k-", lw=2, label="HF truth (test)")
+    for f, name in enumerate(task.fidelity_names):
+        sel = task.fidelity_train == f
+        ax.scatter(task.x_train[sel, 0], task.y_train[sel], s=14, marker="o^sv"[f % 4],
+                   label=f"{name} labels ({int(sel.sum())})", zorder=3)  # fmt: skip
+    for i, (key, row) in enumerate(results["methods"].items()):
+        ax.plot(task.x_test[order, 0], predictions[key][0][order], lw=1.1, color=f"C{i}",
+                alpha=0.85, label=f"{key} (RMSE {row['rmse'][0]:.3g})")  # fmt: skip
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.set_title(f"{config.task}: HF predictions of run 0 (seed {config.seed})")
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+    return pathlib.Path(out_png)
+
+
 def train_and_evaluate(config: MultiFidelityConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """Runs :func:`run_methods`, prints its table, writes ``workdir/multifidelity.json``
-    (results plus ``config``, atomically) and returns the results."""
-    results = run_methods(config)
-    print(format_table(results))
-    out = pathlib.Path(workdir) / SUMMARY_FILE
-    write_summary(out, results, config)
+    """Runs :func:`run_methods` with ``workdir`` (fits resume from it), prints a table and
+    writes, in ``workdir``: ``multifidelity.json`` (results plus ``config``), ``summary.json``
+    (per method: RMSE mean / std and ratio to HF-only), ``rmse.png`` (the methods' RMSE as
+    bars), ``predictions.png`` (1-D tasks: the methods' predictions of run 0) and the fits'
+    ``metrics.jsonl`` / ``curves.png`` / ``checkpoints/``.
+
+    Returns:
+      The results of :func:`run_methods` (as written, without ``config``).
+    """
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    with train.stage(f"data: {config.task}, {config.num_seeds} run(s)"):
+        tasks = make_tasks(config)
+    results = run_methods(config, tasks, keep_predictions=True, workdir=workdir)
+    predictions = {k: row.pop("pred_test") for k, row in results["methods"].items()}
+    rows = results["methods"]
+    train.print_table(
+        f"{config.task}: HF test RMSE over {results['num_runs']} runs, training rows "
+        f"{results['fidelities']}",
+        ["method", "RMSE mean", "RMSE std", "ratio vs HF-only (< 1 better)", "final loss"],
+        [[r["name"], r["mean"], r["std"], r["ratio_vs_hf_only"], f"{r['final_loss']:.4g}"]
+         for r in rows.values()],
+    )  # fmt: skip
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    train.write_summary(
+        workdir,
+        {
+            "task": config.task,
+            "num_runs": results["num_runs"],
+            "metric": "HF test RMSE (task units)",
+            "methods": {
+                k: {key: r[key] for key in ("name", "mean", "std", "ratio_vs_hf_only")}
+                for k, r in rows.items()
+            },
+        },
+    )
+    table = [{"method": k, "rmse": r["mean"], "rmse_std": r["std"],
+              "ratio vs HF-only": r["ratio_vs_hf_only"]} for k, r in rows.items()]  # fmt: skip
+    train.plot_bars(
+        table, workdir / "rmse.png", label="method", values=["rmse"],
+        errors={"rmse": "rmse_std"},
+        title=f"{config.task}: HF test RMSE, mean ± std over {results['num_runs']} runs",
+    )  # fmt: skip
+    if tasks[0].x_test.shape[1] == 1:
+        _plot_predictions(config, tasks, results, predictions, workdir / "predictions.png")
     return results

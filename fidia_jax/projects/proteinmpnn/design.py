@@ -18,6 +18,7 @@ import numpy as np
 
 from fidia_jax._io import Reporter, atomic_path, atomic_write_text, json_text
 from fidia_jax.errors import ConfigError, DataError
+from fidia_jax.projects.proteinmpnn.buckets import bucketed
 from fidia_jax.projects.proteinmpnn.constraints import (
     OMIT_BIAS,
     load_bias_by_res,
@@ -132,7 +133,7 @@ def run_sample(
       quiet: no progress or table output.
       write: write the files (``False``: only return the summary).
       bucket: pad the length to a multiple of ``bucket`` (one compilation per bucket; see
-        :mod:`.batch`); ``None`` = no padding.
+        :mod:`.buckets`); ``None`` = no padding.
       tie, homo_oligomer: tied positions (``"A1-10:B1-10"``, repeatable) or all chains tied
         position by position (see ``fidia_jax.models.sample``'s ``tied``).
 
@@ -171,8 +172,6 @@ def run_sample(
         from fidia_jax.models import MPNNInputs, sample, score
 
         if bucket is not None:  # many backbones per run: one compilation per padded length
-            from fidia_jax.projects.proteinmpnn.batch import bucketed
-
             sample, score = bucketed(bucket)
         t = time.perf_counter()
         with rep.stage(

@@ -14,15 +14,17 @@ Paper:
   attention", ICML 2026, arXiv:2605.05668, https://arxiv.org/abs/2605.05668. Only the abstract
   and summaries were available: the formulas of ΔS, ΔD, RID, TME and MixIG, the numerical-rank
   rule and SAP's predefined weights are **reconstructions** (see
-  :mod:`fidia_jax.metrics` ``_residual_geometry`` and ``docs/residual_geometry.md``).
+  :mod:`.geometry` and ``docs/residual_geometry.md``).
 
-Primitives used: :class:`fidia_jax.models.LlamaVL` (``inspect`` capture), hooks
+Shared primitives used: :class:`fidia_jax.models.LlamaVL` (``inspect`` capture), hooks
 :class:`~fidia_jax.models.ReplaceUpdate` (Noise Δ), :class:`~fidia_jax.models.ReplaceQKV`
-(Noise QKV), :class:`~fidia_jax.models.PatchAttention` (SAP), :func:`fidia_jax.models.fit_llama`;
-:func:`fidia_jax.metrics.residual_information_dynamics`, :func:`~fidia_jax.metrics.erank`,
-:func:`~fidia_jax.metrics.subspace_innovation`, :func:`~fidia_jax.metrics.token_mixing_entropy`,
-:func:`~fidia_jax.metrics.mixing_information_gain`; :func:`fidia_jax.data.make_digit_questions`,
-:func:`fidia_jax.data.load_digit_images`.
+(Noise QKV), :class:`~fidia_jax.models.PatchAttention` (SAP), :func:`fidia_jax.train.fit_llama`,
+:func:`fidia_jax.data.load_digit_images`, :func:`fidia_jax.metrics.effective_rank` and the ridge
+fit. The method's own modules: ``geometry.py`` (eRank, ΔS, ΔD, RID, TME, MixIG:
+:func:`residual_information_dynamics`, :func:`token_mixing_entropy`,
+:func:`mixing_information_gain`, ...), ``questions.py`` (the digit questions,
+``make_digit_questions``), ``train.py`` (the experiment). Re-exported here: the three measures
+(they apply unchanged to any model's captured activations); the rest stays in its module.
 """
 
 from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS as INTERVENTIONS
@@ -32,9 +34,19 @@ from fidia_jax.projects.residual_geometry.configs import (
 )
 from fidia_jax.projects.residual_geometry.configs import get_config as get_config
 from fidia_jax.projects.residual_geometry.configs import load_config as load_config
+from fidia_jax.projects.residual_geometry.geometry import (
+    mixing_information_gain as mixing_information_gain,
+)
+from fidia_jax.projects.residual_geometry.geometry import (
+    residual_information_dynamics as residual_information_dynamics,
+)
+from fidia_jax.projects.residual_geometry.geometry import (
+    token_mixing_entropy as token_mixing_entropy,
+)
 from fidia_jax.projects.residual_geometry.train import N_VISUAL as N_VISUAL
 from fidia_jax.projects.residual_geometry.train import build_model as build_model
 from fidia_jax.projects.residual_geometry.train import format_table as format_table
+from fidia_jax.projects.residual_geometry.train import headline as headline
 from fidia_jax.projects.residual_geometry.train import intervention_hooks as intervention_hooks
 from fidia_jax.projects.residual_geometry.train import train_and_evaluate as train_and_evaluate
 from fidia_jax.projects.residual_geometry.train import update_geometry as update_geometry
@@ -46,9 +58,13 @@ __all__ = [
     "ResidualGeometryConfig",
     "build_model",
     "format_table",
+    "headline",
     "get_config",
     "intervention_hooks",
     "load_config",
+    "mixing_information_gain",
+    "residual_information_dynamics",
+    "token_mixing_entropy",
     "train_and_evaluate",
     "update_geometry",
 ]

@@ -36,7 +36,7 @@ class ResidualGeometryConfig:
       test_images: fraction of the 1797 digit images held out (test questions use only those).
       n_train, n_test: questions drawn on each split (kinds uniform over the four).
       steps, batch_size, learning_rate, warmup_steps: AdamW (weight decay 0.01) with a
-        warmup-cosine schedule, answer-only loss (:func:`fidia_jax.models.fit_llama`).
+        warmup-cosine schedule, answer-only loss (:func:`fidia_jax.train.fit_llama`).
       n_analysis: test sequences whose activations feed RID / TME / MixIG (first ``n_analysis``).
       rtol: numerical-rank rule of the subspace projector (singular values ``> rtol · σ_max``).
       rtol_grid, rank_grid: the sensitivity of ΔD / RID to that rule (relative tolerances, and

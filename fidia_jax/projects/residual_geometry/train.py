@@ -1,8 +1,8 @@
 """Train the tiny vision-language model, measure its update geometry, intervene on visual tokens.
 
 1. Split the scikit-learn digit *images* (test questions never show a training image), draw
-   questions (:func:`fidia_jax.data.make_digit_questions`), train a :class:`~fidia_jax.models.LlamaVL`
-   with the answer-only loss (:func:`fidia_jax.models.fit_llama`).
+   questions (:func:`.questions.make_digit_questions`), train a :class:`~fidia_jax.models.LlamaVL`
+   with the answer-only loss (:func:`fidia_jax.train.fit_llama`).
 2. On ``n_analysis`` test sequences capture, per layer, the residual before attention, the
    attention update, the residual before the FFN and the FFN update (plus attention weights), for
    the plain model and under Noise Δ / Noise QKV / SAP on the 16 visual tokens of *every* layer.
@@ -25,15 +25,25 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, metrics, models
+from fidia_jax import data, models, train
 from fidia_jax.config import write_summary
+from fidia_jax.projects.residual_geometry import questions
 from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS, ResidualGeometryConfig
+from fidia_jax.projects.residual_geometry.geometry import (
+    mixing_information_gain,
+    residual_information_dynamics,
+    subspace_innovation,
+    token_mixing_entropy,
+)
+from fidia_jax.projects.residual_geometry.plots import ROW_NAMES, accuracy_rows, plot_geometry
 
 __all__ = [
     "N_VISUAL",
     "build_model",
     "format_table",
+    "headline",
     "intervention_hooks",
+    "print_tables",
     "train_and_evaluate",
     "update_geometry",
 ]
@@ -102,14 +112,14 @@ def _predict(vl, patches, tokens, hooks):
     return jnp.argmax(vl(patches, tokens, hooks=hooks)[:, _ANSWER_POS], axis=-1)
 
 
-def _accuracy(pred: np.ndarray, qs: data.DigitQuestions) -> dict[str, float]:
+def _accuracy(pred: np.ndarray, qs: questions.DigitQuestions) -> dict[str, float]:
     hit = np.asarray(pred) == qs.answer
     out = {
         "all": float(hit.mean()),
         "visual": float(hit[qs.visual].mean()),
         "text_only": float(hit[~qs.visual].mean()),
     }
-    for i, kind in enumerate(data.DIGIT_QA_KINDS):
+    for i, kind in enumerate(questions.DIGIT_QA_KINDS):
         out[kind] = float(hit[qs.kind == i].mean())
     return out
 
@@ -136,13 +146,12 @@ def update_geometry(
     dx = np.asarray(cap[dx_name][layer], np.float64)
     w = np.asarray(cap["attn_weights"][layer], np.float64)
     rids = [
-        metrics.residual_information_dynamics(x[b], dx[b], rank=rank, rtol=rtol)
-        for b in range(x.shape[0])
+        residual_information_dynamics(x[b], dx[b], rank=rank, rtol=rtol) for b in range(x.shape[0])
     ]
     out = {k: float(np.mean([r[k] for r in rids])) for k in ("rid", "delta_s", "delta_d")}
-    out.update(metrics.mixing_information_gain(x, dx, w, seed=layer))
+    out.update(mixing_information_gain(x, dx, w, seed=layer))
     if module == "attn":
-        out["tme"] = metrics.token_mixing_entropy(w)
+        out["tme"] = token_mixing_entropy(w)
     return out
 
 
@@ -168,7 +177,7 @@ def _rank_sensitivity(cap, config: ResidualGeometryConfig, rows: dict[str, tuple
                 kw = (
                     {"rank": int(value), "rtol": None} if kind == "rank" else {"rtol": float(value)}
                 )
-                dd = [metrics.subspace_innovation(x[b], dx[b], **kw) for b in range(x.shape[0])]
+                dd = [subspace_innovation(x[b], dx[b], **kw) for b in range(x.shape[0])]
                 per_layer.append(float(np.mean(dd)))
             out[label][row] = per_layer
     return out
@@ -177,7 +186,12 @@ def _rank_sensitivity(cap, config: ResidualGeometryConfig, rows: dict[str, tuple
 def train_and_evaluate(
     config: ResidualGeometryConfig, workdir: str | pathlib.Path
 ) -> dict[str, Any]:
-    """Runs the experiment at ``config``'s scale; writes ``workdir/residual_geometry.json``.
+    """Runs the experiment at ``config``'s scale with progress; prints the tables and writes into
+    ``workdir``: ``residual_geometry.json`` (results and config), ``summary.json``
+    (:func:`headline`), ``residual_geometry.png`` (RID, MixIG, ΔS, ΔD per layer of every
+    update), ``accuracy.png`` (visual vs text-only accuracy, plain and under each intervention)
+    and the training run's files (``metrics.jsonl``, ``curves.png``, checkpoints; run
+    ``residual_geometry_vl``, a rerun resumes).
 
     Returns:
       JSON-ready results: ``train`` (losses, wall time), ``accuracy`` (``plain`` and each
@@ -187,18 +201,22 @@ def train_and_evaluate(
       ``ordering`` (whether the paper's attention-vs-FFN ordering holds in every layer).
     """
     t0 = time.time()
-    images, labels = data.load_digit_images()
-    perm = np.random.default_rng(config.seed).permutation(len(images))
-    n_test_img = int(round(config.test_images * len(images)))
-    test_idx, train_idx = perm[:n_test_img], perm[n_test_img:]
-    train_q = data.make_digit_questions(
-        images[train_idx], labels[train_idx], config.n_train, seed=config.seed + 1
-    )
-    test_q = data.make_digit_questions(
-        images[test_idx], labels[test_idx], config.n_test, seed=config.seed + 2
-    )
-
-    vl = build_model(config)
+    workdir = pathlib.Path(workdir)
+    with train.stage(
+        f"residual geometry: the digits, {config.n_train} training and {config.n_test} test "
+        "questions"
+    ):
+        images, labels = data.load_digit_images()
+        perm = np.random.default_rng(config.seed).permutation(len(images))
+        n_test_img = int(round(config.test_images * len(images)))
+        test_idx, train_idx = perm[:n_test_img], perm[n_test_img:]
+        train_q = questions.make_digit_questions(
+            images[train_idx], labels[train_idx], config.n_train, seed=config.seed + 1
+        )
+        test_q = questions.make_digit_questions(
+            images[test_idx], labels[test_idx], config.n_test, seed=config.seed + 2
+        )
+        vl = build_model(config)
     schedule = optax.warmup_cosine_decay_schedule(
         0.0,
         config.learning_rate,
@@ -208,7 +226,7 @@ def train_and_evaluate(
     )
     tx = optax.adamw(schedule, weight_decay=0.01)
     t_train = time.time()
-    _, losses = models.fit_llama(
+    _, losses = train.fit_llama(
         vl,
         train_q.tokens,
         weights=train_q.weights,
@@ -217,6 +235,8 @@ def train_and_evaluate(
         batch_size=config.batch_size,
         tx=tx,
         key=jax.random.key(config.seed + 3),
+        workdir=workdir,
+        run="residual_geometry_vl",
     )
     train_s = time.time() - t_train
 
@@ -230,18 +250,22 @@ def train_and_evaluate(
         pred, cap = _inspect(vl, patches, tokens, hooks)
         return _accuracy(pred, test_q), {k: np.asarray(v)[:, :n_an] for k, v in cap.items()}
 
-    acc_plain, cap_plain = run(())
-    accuracy = {"plain": acc_plain}
-    caps = {"plain": cap_plain}
-    for name in config.interventions:
-        hooks = intervention_hooks(name, all_layers, seq_len, noise_key)
-        acc_all, caps[name] = run(hooks)
-        acc = {"all_layers": acc_all}
-        if config.per_layer:
-            for layer in all_layers:
-                h1 = intervention_hooks(name, (layer,), seq_len, noise_key)
-                acc[f"layer_{layer}"] = _accuracy(_predict(vl, patches, tokens, h1), test_q)
-        accuracy[name] = acc
+    with train.stage(
+        f"capturing the residual stream of {len(test_q.answer)} test questions, plain and under "
+        f"{len(config.interventions)} intervention(s)"
+    ):
+        acc_plain, cap_plain = run(())
+        accuracy = {"plain": acc_plain}
+        caps = {"plain": cap_plain}
+        for name in config.interventions:
+            hooks = intervention_hooks(name, all_layers, seq_len, noise_key)
+            acc_all, caps[name] = run(hooks)
+            acc = {"all_layers": acc_all}
+            if config.per_layer:
+                for layer in all_layers:
+                    h1 = intervention_hooks(name, (layer,), seq_len, noise_key)
+                    acc[f"layer_{layer}"] = _accuracy(_predict(vl, patches, tokens, h1), test_q)
+            accuracy[name] = acc
 
     # The paper's table: attention and FFN of the plain model; the attention update under noise.
     rows: dict[str, tuple[dict, str]] = {
@@ -251,9 +275,13 @@ def train_and_evaluate(
     for name in config.interventions:
         rows[name] = (caps[name], "attn")
     geometry: dict[str, dict[str, list[float]]] = {}
-    for row, (c, module) in rows.items():
-        per_layer = [update_geometry(c, layer, module, rtol=config.rtol) for layer in all_layers]
-        geometry[row] = {k: [p[k] for p in per_layer] for k in per_layer[0]}
+    with train.stage(f"RID, MixIG and TME of {len(rows)} updates × {config.n_layers} layers"):
+        for row, (c, module) in rows.items():
+            per_layer = [
+                update_geometry(c, layer, module, rtol=config.rtol) for layer in all_layers
+            ]
+            geometry[row] = {k: [p[k] for p in per_layer] for k in per_layer[0]}
+        rank_sensitivity = _rank_sensitivity(caps["plain"], config, rows)
 
     att, ffn = geometry["attention"], geometry["ffn"]
     ordering = {
@@ -274,14 +302,91 @@ def train_and_evaluate(
         },
         "accuracy": accuracy,
         "geometry": geometry,
-        "rank_sensitivity": _rank_sensitivity(caps["plain"], config, rows),
+        "rank_sensitivity": rank_sensitivity,
         "ordering": ordering,
         "n_test": {"all": int(len(test_q.answer)), "visual": int(test_q.visual.sum())},
         "wall_s": time.time() - t0,
     }
-    print(format_table(results))
-    write_summary(pathlib.Path(workdir) / SUMMARY_FILE, results, config)
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    plot_geometry(geometry, workdir / "residual_geometry.png")
+    train.plot_bars(
+        accuracy_rows(accuracy), workdir / "accuracy.png", label="model",
+        values=("visual", "text_only", "all"), higher_is_better={"visual": True,
+        "text_only": True, "all": True},
+        title="Test accuracy: interventions on the 16 visual tokens",
+    )  # fmt: skip
+    train.write_summary(workdir, headline(results), config=config)
+    print_tables(results)
     return results
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of :func:`train_and_evaluate`'s results (``summary.json``): final
+    training loss; per update (attention, FFN, each intervention) RID and MixIG per layer and
+    their means; accuracy (all, visual, text-only) plain and under each intervention; whether
+    the paper's ordering holds in every layer."""
+    return {
+        "final_loss": results["train"]["final_loss"],
+        "geometry": {
+            row: {
+                "rid": g["rid"], "mixig": g["mixig"],
+                "rid_mean": float(np.mean(g["rid"])), "mixig_mean": float(np.mean(g["mixig"])),
+            }
+            for row, g in results["geometry"].items()
+        },
+        "accuracy": {
+            r["model"]: {k: r[k] for k in ("all", "visual", "text_only")}
+            for r in accuracy_rows(results["accuracy"])
+        },
+        "paper_ordering_every_layer": results["ordering"]["paper_ordering_every_layer"],
+    }  # fmt: skip
+
+
+def print_tables(results: dict[str, Any]) -> None:
+    """The console report (labelled columns, nothing cut): the update geometry per row (mean
+    over layers, then per layer), the accuracy table, and the paper's ordering."""
+    geo = results["geometry"]
+    n_layers = len(geo["attention"]["rid"])
+
+    def mean(v):
+        return float(np.mean(v))
+
+    train.print_table(
+        "Update geometry, mean over layers (RID = |ΔS| + ΔD; MixIG in nats; R² of the update "
+        "from the token alone → with the mixed context)",
+        ["update", "RID", "ΔS", "ΔD", "MixIG", "R² self → self+mix", "TME"],
+        [
+            [ROW_NAMES.get(row, row), mean(g["rid"]), mean(g["delta_s"]), mean(g["delta_d"]),
+             mean(g["mixig"]), f"{mean(g['r2_self']):.2f} → {mean(g['r2_mix']):.2f}",
+             mean(g["tme"]) if "tme" in g else "— (token-wise)"]
+            for row, g in geo.items()
+        ],
+    )  # fmt: skip
+    train.print_table(
+        "RID and MixIG per layer",
+        ["update", "measure", *(f"layer {i}" for i in range(n_layers))],
+        [[ROW_NAMES.get(row, row), name, *g[key]]
+         for key, name in (("rid", "RID"), ("mixig", "MixIG")) for row, g in geo.items()],
+    )  # fmt: skip
+    kinds = ("all", "visual", "text_only") + tuple(questions.DIGIT_QA_KINDS)
+    train.print_table(
+        "Test accuracy (interventions on the 16 visual tokens)",
+        ["model", *kinds],
+        [[r["model"], *(r[k] for k in kinds)] for r in accuracy_rows(results["accuracy"])],
+    )
+    order = results["ordering"]
+    train.print_table(
+        "The paper's ordering: attention reconfigures (lower RID, higher MixIG than the FFN); "
+        f"holds in every layer: {order['paper_ordering_every_layer']}",
+        ["layer", "attention RID < FFN RID", "attention MixIG > FFN MixIG"],
+        [
+            [f"layer {i}", str(a), str(b)]
+            for i, (a, b) in enumerate(
+                zip(order["attention_rid_below_ffn"], order["attention_mixig_above_ffn"],
+                    strict=True)
+            )
+        ],
+    )  # fmt: skip
 
 
 def format_table(results: dict[str, Any]) -> str:
@@ -307,7 +412,7 @@ def format_table(results: dict[str, Any]) -> str:
             f"{cell('mixig')} | {r2} | {tme} |"
         )
     acc = results["accuracy"]
-    kinds = ("visual", "text_only") + tuple(data.DIGIT_QA_KINDS)
+    kinds = ("visual", "text_only") + tuple(questions.DIGIT_QA_KINDS)
     lines += [
         "",
         "Test accuracy (interventions on the 16 visual tokens)",

@@ -17,12 +17,16 @@ Paper:
   ``evaluation/{mcq,true_or_false,reject}.py``; read at commit ``ff55ea5``). Facts taken from it
   are cited where they are used; the prompt wording and the strict rules are ours.
 
-Primitives used: :class:`fidia_jax.data.SafeSciRecord`, :func:`fidia_jax.data.load_safesci_jsonl`,
-:func:`fidia_jax.data.safesci_prompt`, :func:`fidia_jax.metrics.safesci_extract_answer`,
-:func:`fidia_jax.metrics.safesci_choice_correct`, :func:`fidia_jax.metrics.safesci_tf_correct`,
-:func:`fidia_jax.metrics.safesci_is_refusal`, :func:`fidia_jax.metrics.safesci_bootstrap`,
-:func:`fidia_jax.metrics.safesci_breakdown`; for the trained model :class:`fidia_jax.models.Llama`,
-:func:`fidia_jax.models.fit_llama`, :func:`fidia_jax.models.sample_llama`.
+Shared primitives used (the trained model only): :class:`fidia_jax.models.Llama`,
+:func:`fidia_jax.train.fit_llama`, :func:`fidia_jax.models.sample_llama`. The method's own
+modules: ``records.py`` (:class:`SafeSciRecord`, :func:`load_safesci_jsonl`,
+:func:`safesci_prompt`), ``scoring.py`` (the official parser, credit rules, refusal markers,
+bootstrap and breakdown: ``safesci_extract_answer``, ``safesci_choice_correct``,
+``safesci_tf_correct``, ``safesci_is_refusal``, ``safesci_bootstrap``, ``safesci_breakdown``),
+``models.py`` (the models the harness runs), ``evaluate.py`` (the harness and its verbs).
+Imports go one way: ``evaluate`` -> ``models`` -> ``records``; ``evaluate`` -> ``scoring``.
+Re-exported here: the records and the prompt (to evaluate one's own model with
+:func:`evaluate`); the scoring functions stay in ``scoring``.
 """
 
 from fidia_jax.projects.safesci.configs import MODELS as MODELS
@@ -39,19 +43,25 @@ from fidia_jax.projects.safesci.evaluate import split_accuracy as split_accuracy
 from fidia_jax.projects.safesci.models import keyword_generate as keyword_generate
 from fidia_jax.projects.safesci.models import select_all_generate as select_all_generate
 from fidia_jax.projects.safesci.models import train_safesci_llama as train_safesci_llama
+from fidia_jax.projects.safesci.records import SafeSciRecord as SafeSciRecord
+from fidia_jax.projects.safesci.records import load_safesci_jsonl as load_safesci_jsonl
+from fidia_jax.projects.safesci.records import safesci_prompt as safesci_prompt
 
 __all__ = [
     "MODELS",
     "PRESETS",
     "SafeSciConfig",
+    "SafeSciRecord",
     "default_data_path",
     "evaluate",
     "format_table",
     "get_config",
     "keyword_generate",
     "load_config",
+    "load_safesci_jsonl",
     "run_demo",
     "run_evaluate",
+    "safesci_prompt",
     "select_all_generate",
     "split_accuracy",
     "train_safesci_llama",

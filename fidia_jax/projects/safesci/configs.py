@@ -31,14 +31,14 @@ class SafeSciConfig:
 
     Attributes:
       seed: seed of the option shuffle, of the bootstrap and of the Llama's training.
-      data_path: JSONL of records (:func:`fidia_jax.data.load_safesci_jsonl`); ``""`` = the
+      data_path: JSONL of records (:func:`.records.load_safesci_jsonl`); ``""`` = the
         bundled benign fixture ``tests/data/safesci/benign.jsonl`` of a source checkout.
       model: one of :data:`MODELS` (``evaluate``); ``demo`` runs every name in ``demo_models``.
       demo_models: models compared by ``demo``.
       responses_path: for ``model="responses"``.
       shuffle: ``"seeded"`` (ours), ``"unseeded"`` (official) or ``"none"``.
       max_options: options kept per item before shuffling (0 = all; official 4).
-      parser: ``"official"`` or ``"lenient"`` (:func:`fidia_jax.metrics.safesci_extract_answer`).
+      parser: ``"official"`` or ``"lenient"`` (:func:`.scoring.safesci_extract_answer`).
       subset_credit: the official multi-letter rule (gold letters a subset of the predicted ones)
         when True; exact set equality when False.
       skip_empty: drop choice / true-false items whose response is empty from the accuracy

@@ -14,17 +14,20 @@ from typing import Any
 
 import numpy as np
 
-from fidia_jax._io import atomic_write_text, json_text, read_json_lines
-from fidia_jax.data import SafeSciRecord, load_safesci_jsonl, safesci_prompt
+from fidia_jax import train
+from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.errors import DataError
-from fidia_jax.metrics import (
+from fidia_jax.projects.safesci import models
+from fidia_jax.projects.safesci.configs import SafeSciConfig
+from fidia_jax.projects.safesci.plots import SCORES, plot_disciplines
+from fidia_jax.projects.safesci.records import SafeSciRecord, load_safesci_jsonl, safesci_prompt
+from fidia_jax.projects.safesci.scoring import (
     safesci_breakdown,
     safesci_choice_correct,
     safesci_extract_answer,
     safesci_is_refusal,
     safesci_tf_correct,
 )
-from fidia_jax.projects.safesci.configs import SafeSciConfig
 
 __all__ = [
     "Generate",
@@ -32,6 +35,8 @@ __all__ = [
     "default_data_path",
     "evaluate",
     "format_table",
+    "headline",
+    "print_tables",
     "run_demo",
     "run_evaluate",
     "score_responses",
@@ -107,7 +112,7 @@ def score_responses(
 
     Returns:
       dict with ``choice_accuracy``, ``tf_accuracy``, ``refusal_rate`` (each a per-discipline
-      :func:`fidia_jax.metrics.safesci_breakdown` under the config's settings), ``variants``
+      :func:`.scoring.safesci_breakdown` under the config's settings), ``variants``
       (full-sample overall means under the official / strict choices of every switch) and
       ``items`` (per item: type, discipline, gold, prediction, correct or refusal).
     """
@@ -173,7 +178,7 @@ def evaluate(
 
     Args:
       generate: any callable ``list[str] -> list[str]`` (one response per prompt, in order).
-      records: the items (:func:`fidia_jax.data.load_safesci_jsonl`).
+      records: the items (:func:`.records.load_safesci_jsonl`).
       config: the switches (``shuffle``, ``seed``, ``max_options``, ``parser``,
         ``subset_credit``, ``skip_empty``, ``refusal_markers``, bootstrap sizes, ``batch_size``).
 
@@ -207,17 +212,18 @@ def evaluate(
 
 
 def _build(
-    name: str, records: Sequence[SafeSciRecord], config: SafeSciConfig
+    name: str,
+    records: Sequence[SafeSciRecord],
+    config: SafeSciConfig,
+    workdir: str | os.PathLike[str] | None = None,
 ) -> tuple[Generate, dict]:
-    from fidia_jax.projects.safesci import models
-
     if name == "keyword":
         return models.keyword_generate, {}
     if name == "select_all":
         return models.select_all_generate, {}
     if name == "responses":
         return models.responses_generate(config.responses_path, len(records)), {}
-    trained = models.train_safesci_llama(records, config)
+    trained = models.train_safesci_llama(records, config, workdir=workdir)
     return trained.generate, trained.info
 
 
@@ -230,26 +236,49 @@ def _headline(report: dict[str, Any]) -> dict[str, Any]:
             "refusal_rate": overall("refusal_rate"), "variants": report["variants"]}  # fmt: skip
 
 
+def _evaluate_model(name, records, config, workdir) -> tuple[dict[str, Any], dict]:
+    """Builds model ``name`` (trains the Llama, with progress) and evaluates it (a stage)."""
+    generate, info = _build(name, records, config, workdir)
+    with train.stage(f"SafeSci: model {name!r} on {len(records)} records"):
+        report = evaluate(generate, records, config)
+    return report, info
+
+
+def _load(config: SafeSciConfig) -> list[SafeSciRecord]:
+    with train.stage(
+        f"SafeSci: reading {config.data_path or 'the bundled fixture ' + default_data_path().name}"
+    ):
+        return _records(config)
+
+
 def run_evaluate(config: SafeSciConfig, workdir: str | os.PathLike[str]) -> dict[str, Any]:
-    """``fidia-jax safesci evaluate``: ``config.model`` on the records; writes ``report.json``."""
-    records = _records(config)
-    generate, info = _build(config.model, records, config)
-    report = evaluate(generate, records, config)
+    """``fidia-jax safesci evaluate``: ``config.model`` on the records, with progress; prints
+    the tables and writes into ``workdir``: ``report.json`` (every item), ``summary.json`` (the
+    overall scores with their bootstrap, per discipline) and ``safesci_disciplines.png``
+    (per-discipline scores with the bootstrap as error bars); the Llama's training run leaves
+    ``metrics.jsonl``, ``curves.png`` and checkpoints (run ``safesci_llama``)."""
+    records = _load(config)
+    report, info = _evaluate_model(config.model, records, config, workdir)
     report["model"] = {"name": config.model, **info}
     os.makedirs(workdir, exist_ok=True)
     atomic_write_text(os.path.join(workdir, "report.json"), json_text(report, indent=1))
-    print(format_table({config.model: _headline(report)}))
+    breakdowns = {config.model: {k: report[k] for k in SCORES}}
+    _write_outputs(workdir, {config.model: _headline(report)}, breakdowns, config)
     return report
 
 
 def run_demo(config: SafeSciConfig, workdir: str | os.PathLike[str]) -> dict[str, Any]:
-    """``fidia-jax safesci demo``: every model of ``config.demo_models``; writes ``demo.json``."""
-    records = _records(config)
+    """``fidia-jax safesci demo``: every model of ``config.demo_models``, with progress; prints
+    the tables and writes into ``workdir``: ``demo.json`` and ``demo.txt`` (as before),
+    ``summary.json`` (per model the overall scores) and ``safesci_disciplines.png`` (the models
+    side by side per discipline, bootstrap as error bars)."""
+    records = _load(config)
     out: dict[str, Any] = {"settings": None, "models": {}}
+    breakdowns: dict[str, dict[str, Any]] = {}
     for name in config.demo_models:
-        generate, info = _build(name, records, config)
-        report = evaluate(generate, records, config)
+        report, info = _evaluate_model(name, records, config, workdir)
         out["settings"] = report["settings"]
+        breakdowns[name] = {k: report[k] for k in SCORES}
         if "heldout" in info:
             info = {**info, "split_accuracy": split_accuracy(report["items"], info["heldout"])}
         out["models"][name] = {**_headline(report), "info": info,
@@ -261,8 +290,81 @@ def run_demo(config: SafeSciConfig, workdir: str | os.PathLike[str]) -> dict[str
     atomic_write_text(os.path.join(workdir, "demo.json"), json_text(out, indent=1))
     table = format_table(out["models"])
     atomic_write_text(os.path.join(workdir, "demo.txt"), table + "\n")
-    print(table)
+    _write_outputs(workdir, out["models"], breakdowns, config)
     return out
+
+
+def headline(
+    headlines: dict[str, dict[str, Any]], breakdowns: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """``summary.json``: per model the overall choice / true-false accuracy and refusal rate
+    (``n``, full-sample ``mean``, official ``boot_mean`` / ``boot_std``), the quirk variants,
+    and the per-discipline choice accuracy and refusal rate."""
+    return {
+        name: {
+            **{k: h[k] for k in SCORES},
+            "variants": h["variants"],
+            "per_discipline": {k: breakdowns[name][k] for k in ("choice_accuracy", "refusal_rate")},
+        }
+        for name, h in headlines.items()
+    }
+
+
+def _write_outputs(workdir, headlines, breakdowns, config) -> None:
+    plot_disciplines(
+        breakdowns, os.path.join(workdir, "safesci_disciplines.png"),
+        title=f"SafeSci per discipline ({config.shuffle} shuffle, {config.parser} parser, "
+        f"{'subset' if config.subset_credit else 'strict'} credit, "
+        f"{config.refusal_markers} refusal markers)",
+    )  # fmt: skip
+    train.write_summary(workdir, {"models": headline(headlines, breakdowns)}, config=config)
+    print_tables(headlines, breakdowns)
+
+
+def _discipline_cell(row, boot) -> str:
+    return "-" if row is None else f"{row['mean']:.3f}; boot {boot(row)}; n={row['n']}"
+
+
+def print_tables(
+    headlines: dict[str, dict[str, Any]], breakdowns: dict[str, dict[str, Any]]
+) -> None:
+    """The console report (labelled columns, nothing cut): per model the overall scores with
+    the official bootstrap, the same responses under every scoring switch, and choice accuracy
+    per discipline."""
+
+    def cell(row, key):
+        return "-" if row is None or row.get(key) is None else f"{row[key]:.3f}"
+
+    def boot(row):
+        if row is None or row.get("boot_mean") is None:
+            return "-"
+        return f"{row['boot_mean']:.3f} ± {row['boot_std']:.3f}"
+
+    train.print_table(
+        "SafeSci: overall scores (full sample, and the official bootstrap: 5 × 34 %)",
+        ["model", "choice accuracy", "bootstrap", "true/false accuracy", "refusal rate",
+         "bootstrap"],
+        [[name, cell(h["choice_accuracy"], "mean"), boot(h["choice_accuracy"]),
+          cell(h["tf_accuracy"], "mean"), cell(h["refusal_rate"], "mean"), boot(h["refusal_rate"])]
+         for name, h in headlines.items()],
+    )  # fmt: skip
+    keys = ("choice_official", "choice_strict", "refusal_official", "refusal_strict")
+    train.print_table(
+        "The same responses under each scoring switch (official vs strict)",
+        ["model", "choice, official credit", "choice, strict", "refusal, official markers",
+         "refusal, strict"],
+        [[name, *(cell(h["variants"], k) for k in keys)] for name, h in headlines.items()],
+    )  # fmt: skip
+    groups = sorted(
+        {g for b in breakdowns.values() for g in b["choice_accuracy"] if g != "Overall"}
+    ) + ["Overall"]
+    train.print_table(
+        "Choice accuracy per discipline: full-sample mean; official bootstrap mean ± std "
+        "(- when too few items); items",
+        ["discipline", *breakdowns],
+        [[g, *(_discipline_cell(b["choice_accuracy"].get(g), boot) for b in breakdowns.values())]
+         for g in groups],
+    )  # fmt: skip
 
 
 def split_accuracy(items: Sequence[dict[str, Any]], heldout: Sequence[int]) -> dict[str, Any]:
@@ -304,20 +406,3 @@ def format_table(headlines: dict[str, dict[str, Any]]) -> str:
             f"{_fmt(v['choice_strict']):>9} {_fmt(v['refusal_official']):>7} {_fmt(v['refusal_strict']):>10}"
         )
     return "\n".join(lines)
-
-
-def load_responses(path: str | os.PathLike[str], n: int) -> list[str]:
-    """``n`` responses from a JSONL file of ``{"response": str}`` lines (blank lines skipped).
-
-    Raises:
-      DataError: missing file, bad JSON, a line without a string ``response`` (named by line),
-        or a count other than ``n``.
-    """
-    out = []
-    for lineno, obj in read_json_lines(path, what="responses file (set responses_path)"):
-        if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
-            raise DataError(f"{os.path.basename(path)}:{lineno}: needs a string 'response'")
-        out.append(obj["response"])
-    if len(out) != n:
-        raise DataError(f"{path} holds {len(out)} responses for {n} records")
-    return out

@@ -10,7 +10,7 @@ Each is a ``generate(list[str]) -> list[str]`` callable; they read only the prom
   sympathetic answer that declines nothing ("I'm sorry to hear that ..."). It scores 100 % on
   choice items under the official subset credit and 100 % refusals under the official markers.
 * :func:`train_safesci_llama`: a word-level :class:`fidia_jax.models.Llama` trained with
-  :func:`fidia_jax.models.fit_llama` on the items' own answer format (several option orders per
+  :func:`fidia_jax.train.fit_llama` on the items' own answer format (several option orders per
   training item, every ``k``-th item held out) and decoded greedily with
   :func:`fidia_jax.models.sample_llama`. It need not be good, only real.
 """
@@ -18,6 +18,7 @@ Each is a ``generate(list[str]) -> list[str]`` callable; they read only the prom
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -28,15 +29,18 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax.data import SafeSciRecord, safesci_prompt
+from fidia_jax._io import read_json_lines
 from fidia_jax.errors import DataError
-from fidia_jax.models import Llama, LlamaConfig, fit_llama, sample_llama
+from fidia_jax.models import Llama, LlamaConfig, sample_llama
 from fidia_jax.projects.safesci.configs import SafeSciConfig
+from fidia_jax.projects.safesci.records import SafeSciRecord, safesci_prompt
+from fidia_jax.train import fit_llama
 
 __all__ = [
     "SafeSciLlama",
     "WordVocab",
     "keyword_generate",
+    "load_responses",
     "parse_prompt",
     "responses_generate",
     "select_all_generate",
@@ -47,7 +51,7 @@ _OPTION_LINE = re.compile(r"^([A-Z])\. (.*)$")
 
 
 def parse_prompt(prompt: str) -> tuple[str, str, list[str]]:
-    """``(kind, question, options)`` of a prompt made by :func:`fidia_jax.data.safesci_prompt`.
+    """``(kind, question, options)`` of a prompt made by :func:`.records.safesci_prompt`.
 
     ``kind`` is ``"scq"``, ``"mcq"``, ``"tf"`` or ``"open"``; ``options`` are the shown texts.
 
@@ -126,10 +130,25 @@ def select_all_generate(prompts: list[str]) -> list[str]:
     return [_select_all_one(p) for p in prompts]
 
 
+def load_responses(path: str | os.PathLike[str], n: int) -> list[str]:
+    """``n`` responses from a JSONL file of ``{"response": str}`` lines (blank lines skipped).
+
+    Raises:
+      DataError: missing file, bad JSON, a line without a string ``response`` (named by line),
+        or a count other than ``n``.
+    """
+    out = []
+    for lineno, obj in read_json_lines(path, what="responses file (set responses_path)"):
+        if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
+            raise DataError(f"{os.path.basename(path)}:{lineno}: needs a string 'response'")
+        out.append(obj["response"])
+    if len(out) != n:
+        raise DataError(f"{path} holds {len(out)} responses for {n} records")
+    return out
+
+
 def responses_generate(path: str, n: int):
     """A ``generate`` that returns the ``n`` responses recorded in ``path`` (JSONL)."""
-    from fidia_jax.projects.safesci.evaluate import load_responses
-
     responses = load_responses(path, n)
 
     def generate(prompts: list[str]) -> list[str]:
@@ -245,8 +264,17 @@ class SafeSciLlama:
         return [self.vocab.decode(row) for row in np.asarray(out.tokens)]
 
 
-def train_safesci_llama(records: Sequence[SafeSciRecord], config: SafeSciConfig) -> SafeSciLlama:
+def train_safesci_llama(
+    records: Sequence[SafeSciRecord],
+    config: SafeSciConfig,
+    *,
+    workdir: str | os.PathLike[str] | None = None,
+) -> SafeSciLlama:
     """Trains the small word-level Llama on the items' format (see the module docstring).
+
+    With ``workdir``, the training run ``safesci_llama`` of :func:`fidia_jax.train.fit_llama`
+    leaves ``metrics.jsonl``, ``curves.png`` and checkpoints there (a rerun resumes); its
+    progress is shown either way.
 
     Rows: every training record (all but every ``llm_holdout_every``-th) rendered with
     ``llm_augment`` seeded option orders (seeds ``seed + 1 ..``, never the evaluation's ``seed``),
@@ -288,7 +316,8 @@ def train_safesci_llama(records: Sequence[SafeSciRecord], config: SafeSciConfig)
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(config.llm_learning_rate))
     _, losses = fit_llama(model, tokens, weights=w, steps=config.llm_steps,
                           batch_size=config.llm_batch_size, tx=tx,
-                          key=jax.random.key(config.seed))  # fmt: skip
+                          key=jax.random.key(config.seed), workdir=workdir,
+                          run="safesci_llama")  # fmt: skip
     n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
     info = {"steps": config.llm_steps, "rows": len(seqs), "vocab": len(vocab), "params": n_params,
             "first_loss": float(losses[0]), "final_loss": float(np.mean(losses[-10:])),

@@ -4,8 +4,10 @@ The driver draws random Markov reward processes with linear features, runs TD(0)
 ``theta = 0`` under several step-size schedules (the exponential horizon schedule
 ``eta_t = eta_0 T^(-t/T)``, constant, ``1/t``, and ``1/(omega t)`` told the smallest eigenvalue)
 and reports the error to the exact TD fixed point; Markovian sampling adds the regularised TD(0)
-(``lambda = 1/sqrt(T)``). :func:`train_and_evaluate` runs it at a config's scale and writes a JSON
-summary; ``benchmarks/td_schedules.py`` and ``notebooks/optimizers.py`` call it.
+(``lambda = 1/sqrt(T)``). :func:`train_and_evaluate` runs it at a config's scale with progress,
+prints the table and writes ``td_schedules.json``, ``summary.json`` and ``td_curves.png`` (the
+error curves of the schedules); ``benchmarks/td_schedules.py`` and ``notebooks/optimizers.py``
+call it.
 
 Paper:
   Li, Schmidt, Babanezhad, Vaswani, "Towards Parameter-Free Temporal Difference Learning",
@@ -19,9 +21,11 @@ Primitives used: :func:`fidia_jax.optim.exponential_horizon_schedule`,
 :func:`fidia_jax.rl.linear_td0_update`, :func:`fidia_jax.rl.sample_transition_iid` /
 :func:`~fidia_jax.rl.sample_transition_markov`, :func:`fidia_jax.rl.stationary_distribution`,
 :func:`fidia_jax.rl.td_fixed_point`, :func:`fidia_jax.rl.td_linear_system`,
-:func:`fidia_jax.rl.td_param_error`.
+:func:`fidia_jax.rl.td_param_error`; :mod:`fidia_jax.train` for the stages, the table and
+summary.json (no gradient steps, so no fit).
 """
 
+from fidia_jax.projects.td._mrp import linear_td0_path as linear_td0_path
 from fidia_jax.projects.td._mrp import random_linear_mrp as random_linear_mrp
 from fidia_jax.projects.td._mrp import run_linear_td0 as run_linear_td0
 from fidia_jax.projects.td.configs import PRESETS as PRESETS
@@ -31,6 +35,7 @@ from fidia_jax.projects.td.configs import get_config as get_config
 from fidia_jax.projects.td.configs import load_config as load_config
 from fidia_jax.projects.td.train import EXPONENTIAL as EXPONENTIAL
 from fidia_jax.projects.td.train import compare_schedules as compare_schedules
+from fidia_jax.projects.td.train import error_curves as error_curves
 from fidia_jax.projects.td.train import format_table as format_table
 from fidia_jax.projects.td.train import smallest_eig as smallest_eig
 from fidia_jax.projects.td.train import train_and_evaluate as train_and_evaluate
@@ -41,8 +46,10 @@ __all__ = [
     "SCHEDULES",
     "TdConfig",
     "compare_schedules",
+    "error_curves",
     "format_table",
     "get_config",
+    "linear_td0_path",
     "load_config",
     "random_linear_mrp",
     "run_linear_td0",

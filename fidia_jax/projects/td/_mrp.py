@@ -1,15 +1,16 @@
-"""Random Markov reward processes and the scan-based TD(0) runner of the TD experiments."""
+"""Random Markov reward processes and the scan-based TD(0) runners of the TD experiments."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from fidia_jax import rl
 
-__all__ = ["random_linear_mrp", "run_linear_td0"]
+__all__ = ["linear_td0_path", "random_linear_mrp", "run_linear_td0"]
 
 
 def random_linear_mrp(
@@ -54,6 +55,32 @@ def random_linear_mrp(
     return rl.LinearMRP(p, r, phi, jnp.asarray(discount, jnp.float32))
 
 
+def _td0_step(key, mrp, schedule, mu, *, markovian, l2_reg):
+    """``step((theta, s), t) -> (theta, s_next)``: one TD(0) update on transition ``t``."""
+
+    def step(carry, t):
+        theta, s = carry
+        k = jax.random.fold_in(key, t)
+        if markovian:
+            _, s_next, phi_tm1, r, phi_t = rl.sample_transition_markov(k, mrp, s)
+        else:
+            _, s_next, phi_tm1, r, phi_t = rl.sample_transition_iid(k, mrp, mu)
+        theta = rl.linear_td0_update(theta, phi_tm1, r, mrp.discount, phi_t, schedule(t), l2_reg)
+        return theta, s_next
+
+    return step
+
+
+def _td0_start(key, mrp, theta0):
+    """``(theta, s0, mu, key)``: the initial weights and state, the stationary distribution."""
+    d = mrp.features.shape[1]
+    theta = jnp.zeros((d,), jnp.float32) if theta0 is None else theta0
+    mu = rl.stationary_distribution(mrp.transition)
+    k0, key = jax.random.split(key)
+    s0 = jax.random.categorical(k0, jnp.log(mu))
+    return theta, s0, mu, key
+
+
 def run_linear_td0(
     key: jax.Array,
     mrp: rl.LinearMRP,
@@ -85,23 +112,69 @@ def run_linear_td0(
       ValueError: (concrete ``mrp``) a chain without a unique stationary distribution (see
         :func:`fidia_jax.rl.stationary_distribution`).
     """
-    d = mrp.features.shape[1]
-    theta = jnp.zeros((d,), jnp.float32) if theta0 is None else theta0
-    mu = rl.stationary_distribution(mrp.transition)
-    k0, key = jax.random.split(key)
-    s0 = jax.random.categorical(k0, jnp.log(mu))
-
-    def body(carry, t):
-        theta, s = carry
-        k = jax.random.fold_in(key, t)
-        if markovian:
-            _, s_next, phi_tm1, r, phi_t = rl.sample_transition_markov(k, mrp, s)
-        else:
-            _, s_next, phi_tm1, r, phi_t = rl.sample_transition_iid(k, mrp, mu)
-        theta = rl.linear_td0_update(theta, phi_tm1, r, mrp.discount, phi_t, schedule(t), l2_reg)
-        return (theta, s_next), None
-
-    (theta, _), _ = jax.lax.scan(body, (theta, s0), jnp.arange(num_steps))
+    theta, s0, mu, key = _td0_start(key, mrp, theta0)
+    step = _td0_step(key, mrp, schedule, mu, markovian=markovian, l2_reg=l2_reg)
+    (theta, _), _ = jax.lax.scan(
+        lambda c, t: (step(c, t), None), (theta, s0), jnp.arange(num_steps)
+    )
     # mu is all nan when the stationary distribution is not unique (traced input): the sampled
     # states would be arbitrary, so the iterate must not come back finite.
     return jnp.where(jnp.all(jnp.isfinite(mu)), theta, jnp.full_like(theta, jnp.nan))
+
+
+def linear_td0_path(
+    key: jax.Array,
+    mrp: rl.LinearMRP,
+    schedule: Callable[[jax.Array], jax.Array],
+    num_steps: int,
+    record_at: Sequence[int],
+    *,
+    markovian: bool = False,
+    l2_reg: float | jax.Array = 0.0,
+    theta0: jax.Array | None = None,
+) -> jax.Array:
+    """The iterates of :func:`run_linear_td0`'s trajectory after the steps in ``record_at``.
+
+    Same transitions as :func:`run_linear_td0` with the same arguments (so the iterate after
+    ``num_steps`` steps is that function's result); one ``lax.scan`` that keeps a ``(K, d)``
+    buffer, so memory does not grow with ``num_steps``.
+
+    Args:
+      key, mrp, schedule, num_steps, markovian, l2_reg, theta0: as :func:`run_linear_td0`.
+      record_at: ``K`` strictly increasing step counts in ``[1, num_steps]`` (static).
+
+    Returns:
+      ``(K, d)``: row ``i`` is ``theta`` after ``record_at[i]`` updates (all ``nan`` for a chain
+      without a unique stationary distribution, as :func:`run_linear_td0`).
+
+    Raises:
+      ValueError: ``record_at`` not strictly increasing in ``[1, num_steps]``; a chain without a
+        unique stationary distribution (concrete ``mrp``).
+    """
+    marks = np.asarray(record_at, np.int64)
+    if (
+        marks.ndim != 1
+        or marks.size == 0
+        or marks[0] < 1
+        or marks[-1] > num_steps
+        or np.any(np.diff(marks) <= 0)
+    ):
+        raise ValueError(
+            f"record_at must be strictly increasing steps in [1, {num_steps}], got {record_at}"
+        )
+    theta, s0, mu, key = _td0_start(key, mrp, theta0)
+    step = _td0_step(key, mrp, schedule, mu, markovian=markovian, l2_reg=l2_reg)
+    marks_j = jnp.asarray(np.append(marks, -1), jnp.int32)  # -1: nothing left to record
+
+    def body(carry, t):
+        theta, s, buf, j = carry
+        theta, s = step((theta, s), t)
+        hit = t + 1 == marks_j[j]
+        buf = jnp.where(hit, jax.lax.dynamic_update_index_in_dim(buf, theta, j, 0), buf)
+        return (theta, s, buf, j + hit.astype(jnp.int32)), None
+
+    buf0 = jnp.zeros((marks.size, theta.shape[0]), theta.dtype)
+    (_, _, buf, _), _ = jax.lax.scan(
+        body, (theta, s0, buf0, jnp.int32(0)), jnp.arange(int(marks[-1]))
+    )
+    return jnp.where(jnp.all(jnp.isfinite(mu)), buf, jnp.full_like(buf, jnp.nan))

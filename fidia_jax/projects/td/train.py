@@ -10,28 +10,52 @@ fixed point from a linear solve. The ``1/(omega t)`` row is told the smallest ei
 The Markovian rows run one trajectory per MRP with the exponential schedule (its best
 ``eta_0``), standard TD(0) versus the regularised TD(0) with ``lambda = 1/sqrt(T)``
 (reconstructed constant), both measured against the unregularised fixed point.
+
+No gradient steps (TD(0) is a semi-gradient fixed-point iteration, run by ``lax.scan``), so no
+:func:`fidia_jax.train.fit`: :func:`train_and_evaluate` shows a stage per horizon and schedule,
+prints the table and writes ``td_schedules.json`` (every number), ``summary.json`` (the table
+and the curves) and ``td_curves.png``: the error along the trajectory of every row at the
+largest horizon (its best ``eta_0``, the same transitions as the table's run) and, with several
+horizons, the final error against ``T``.
 """
 
 from __future__ import annotations
 
 import pathlib
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fidia_jax import optim, rl
-from fidia_jax.config import write_summary
-from fidia_jax.projects.td._mrp import random_linear_mrp, run_linear_td0
+from fidia_jax import config as config_lib
+from fidia_jax import optim, rl, train
+from fidia_jax._io import atomic_path
+from fidia_jax.projects.td._mrp import linear_td0_path, random_linear_mrp, run_linear_td0
 from fidia_jax.projects.td.configs import SCHEDULES, TdConfig
 
-__all__ = ["EXPONENTIAL", "compare_schedules", "format_table", "smallest_eig", "train_and_evaluate"]
+__all__ = [
+    "EXPONENTIAL",
+    "compare_schedules",
+    "error_curves",
+    "format_table",
+    "smallest_eig",
+    "train_and_evaluate",
+]
 
 #: Name of the reference row (ratios are taken against it).
 EXPONENTIAL = SCHEDULES["exponential"]
 SUMMARY_FILE = "td_schedules.json"
+#: Points of each error curve (log-spaced steps).
+CURVE_POINTS = 40
+MARKOV_PLAIN = "Markovian exponential"
+MARKOV_REG = "Markovian regularised (lambda=1/sqrt(T))"
+
+
+def _shown(name: str) -> str:
+    """A row name as the console shows it: rich reads ``[...]`` as markup and drops it."""
+    return name.replace("[", "(").replace("]", ")")
 
 
 def smallest_eig(mrp: rl.LinearMRP) -> jax.Array:
@@ -40,8 +64,59 @@ def smallest_eig(mrp: rl.LinearMRP) -> jax.Array:
     return jnp.min(jnp.linalg.eigvalsh(0.5 * (a + a.T)))
 
 
+class _Problem(NamedTuple):
+    """The MRPs of a config, their fixed points and the sampling keys (batched over MRPs)."""
+
+    mrps: rl.LinearMRP
+    theta_star: jax.Array
+    omega: jax.Array
+    norm_star: jax.Array
+    run_keys: jax.Array
+
+    def rel_error(self, thetas) -> float:
+        """Mean over MRPs of ``||Phi (theta - theta*)||_D^2 / ||Phi theta*||_D^2``."""
+        err = jax.vmap(rl.td_param_error)(self.mrps, thetas, self.theta_star)
+        return float(jnp.mean(err / self.norm_star))
+
+
+def _problem(config: TdConfig) -> _Problem:
+    keys = jax.random.split(jax.random.key(config.seed), config.num_mrps)
+    mrps = jax.vmap(
+        lambda k: random_linear_mrp(k, config.n_states, config.n_features, config.discount)
+    )(keys)
+    theta_star = jax.vmap(rl.td_fixed_point)(mrps)
+    omega = jax.vmap(smallest_eig)(mrps)
+    norm_star = jax.vmap(lambda m, t: rl.td_param_error(m, t, jnp.zeros_like(t)))(mrps, theta_star)
+    run_keys = jax.random.split(jax.random.key(config.seed + 1), config.num_mrps)
+    return _Problem(mrps, theta_star, omega, norm_star, run_keys)
+
+
+def _tuned(horizon: int) -> dict[str, Any]:
+    """The omega-free schedules: config key -> ``(eta0, omega) -> schedule``."""
+    return {
+        "exponential": lambda e, w, h=horizon: optim.exponential_horizon_schedule(e, h),
+        "constant": lambda e, w: lambda t: e,
+        "inverse_time": lambda e, w: optim.inverse_time_schedule(e, 1.0),
+        "inverse_time_offset": lambda e, w: optim.inverse_time_schedule(e, 100.0),
+    }
+
+
+def _told(e, w):
+    """Told omega: ``eta_t = 1 / (omega (t + t0))`` with ``t0 = 1/omega + 1`` (step < 1 at 0)."""
+    return lambda t: 1.0 / (w * (t + 1.0 / w + 1.0))
+
+
+def _markov_schedule(best_eta0: float, horizon: int):
+    """The Markovian rows' schedule: the exponential one at its best i.i.d. ``eta_0``."""
+
+    def sch(e, w, b=best_eta0, h=horizon):
+        return optim.exponential_horizon_schedule(b, h)
+
+    return sch
+
+
 def compare_schedules(config: TdConfig) -> dict[str, Any]:
-    """Runs the comparison at ``config``'s scale.
+    """Runs the comparison at ``config``'s scale (a progress stage per horizon and schedule).
 
     Returns:
       A JSON-ready dict: ``horizons``, ``eta_grid``, ``rows`` (``str(T)`` -> schedule name ->
@@ -51,18 +126,8 @@ def compare_schedules(config: TdConfig) -> dict[str, Any]:
     """
     horizons = list(config.horizons)
     eta_grid = tuple(config.eta_grid)
-    keys = jax.random.split(jax.random.key(config.seed), config.num_mrps)
-    mrps = jax.vmap(
-        lambda k: random_linear_mrp(k, config.n_states, config.n_features, config.discount)
-    )(keys)
-    theta_star = jax.vmap(rl.td_fixed_point)(mrps)
-    omega = jax.vmap(smallest_eig)(mrps)
-    norm_star = jax.vmap(lambda m, t: rl.td_param_error(m, t, jnp.zeros_like(t)))(mrps, theta_star)
-    run_keys = jax.random.split(jax.random.key(config.seed + 1), config.num_mrps)
-
-    def rel_error(thetas):
-        err = jax.vmap(rl.td_param_error)(mrps, thetas, theta_star)
-        return float(jnp.mean(err / norm_star))
+    with train.stage(f"drawing {config.num_mrps} random MRPs and their TD fixed points"):
+        prob = _problem(config)
 
     def run(schedule_fn, horizon, markovian=False, l2_reg=0.0, etas=(1.0,)):
         """schedule_fn(eta0, omega) -> schedule; one jit per call, vmapped over (eta0, MRP)."""
@@ -77,43 +142,37 @@ def compare_schedules(config: TdConfig) -> dict[str, Any]:
             )
             return jax.vmap(per_mrp, in_axes=(None, None, None, 0))(keys_, mrps_, omega_, etas_)
 
-        thetas = go(run_keys, mrps, omega, jnp.asarray(etas, jnp.float32))
-        return {e: rel_error(th) for e, th in zip(etas, thetas, strict=True)}
+        thetas = go(prob.run_keys, prob.mrps, prob.omega, jnp.asarray(etas, jnp.float32))
+        return {e: prob.rel_error(th) for e, th in zip(etas, thetas, strict=True)}
+
+    def staged(name, horizon, etas=(1.0,)):
+        grid = f"{len(etas)} step sizes x " if len(etas) > 1 else ""
+        return train.stage(f"T={horizon}: {_shown(name)} ({grid}{config.num_mrps} MRPs)")
 
     results: dict[str, Any] = {"horizons": horizons, "eta_grid": list(eta_grid), "rows": {}}
     t_start = time.time()
     for horizon in horizons:
         row = {}
-        tuned = {
-            "exponential": lambda e, w, h=horizon: optim.exponential_horizon_schedule(e, h),
-            "constant": lambda e, w: lambda t: e,
-            "inverse_time": lambda e, w: optim.inverse_time_schedule(e, 1.0),
-            "inverse_time_offset": lambda e, w: optim.inverse_time_schedule(e, 100.0),
-        }
-        for key, make in tuned.items():
+        for key, make in _tuned(horizon).items():
             if key in config.schedules:
-                errs = run(make, horizon, etas=eta_grid)
+                with staged(SCHEDULES[key], horizon, eta_grid):
+                    errs = run(make, horizon, etas=eta_grid)
                 best = min(errs, key=errs.get)
                 row[SCHEDULES[key]] = {"best_eta0": best, "error": errs[best], "grid": errs}
         if "told_omega" in config.schedules:
-            # Told omega: eta_t = 1 / (omega (t + t0)) with t0 = 1/omega + 1 (step < 1 at t = 0).
-            told = lambda e, w: lambda t: 1.0 / (w * (t + 1.0 / w + 1.0))  # noqa: E731
-            row[SCHEDULES["told_omega"]] = {"error": run(told, horizon)[1.0]}
+            with staged(SCHEDULES["told_omega"], horizon):
+                row[SCHEDULES["told_omega"]] = {"error": run(_told, horizon)[1.0]}
         if config.markovian:
             lam = 1.0 / np.sqrt(horizon)
-            best_exp = row[EXPONENTIAL]["best_eta0"]
-
-            def sch(e, w, b=best_exp, h=horizon):
-                return optim.exponential_horizon_schedule(b, h)
-
-            row["Markovian exponential"] = {"error": run(sch, horizon, markovian=True)[1.0]}
-            row["Markovian regularised (lambda=1/sqrt(T))"] = {
-                "error": run(sch, horizon, markovian=True, l2_reg=lam)[1.0]
-            }
+            sch = _markov_schedule(row[EXPONENTIAL]["best_eta0"], horizon)
+            with staged(MARKOV_PLAIN, horizon):
+                row[MARKOV_PLAIN] = {"error": run(sch, horizon, markovian=True)[1.0]}
+            with staged(MARKOV_REG, horizon):
+                row[MARKOV_REG] = {"error": run(sch, horizon, markovian=True, l2_reg=lam)[1.0]}
         results["rows"][str(horizon)] = row
 
     results["wall_s"] = time.time() - t_start
-    results["omega_median"] = float(jnp.median(omega))
+    results["omega_median"] = float(jnp.median(prob.omega))
     results["exponential_best_at_every_T"] = all(
         cells[name]["error"] >= cells[EXPONENTIAL]["error"]
         for cells in results["rows"].values()
@@ -121,6 +180,58 @@ def compare_schedules(config: TdConfig) -> dict[str, Any]:
         if name != EXPONENTIAL and "Markovian" not in name and "omega" not in name
     )
     return results
+
+
+def error_curves(
+    config: TdConfig, results: dict[str, Any], *, num_points: int = CURVE_POINTS
+) -> dict[str, Any]:
+    """The error along the trajectory of every row of ``results`` at the largest horizon.
+
+    Each row reruns its table run (same MRPs, transitions and best ``eta_0``) with
+    :func:`fidia_jax.projects.td.linear_td0_path`, recording ``theta`` at up to ``num_points``
+    log-spaced steps; the last point is the run's final iterate.
+
+    Args:
+      config: the config :func:`compare_schedules` ran.
+      results: its results.
+      num_points: at most this many steps (fewer when the horizon is short).
+
+    Returns:
+      ``{"horizon": T, "steps": [...], "rows": {row name: [mean relative error, ...]}}``.
+    """
+    horizon = max(config.horizons)
+    steps = np.unique(np.geomspace(1, horizon, num_points).round().astype(np.int64))
+    marks = tuple(int(s) for s in steps)
+    prob = _problem(config)
+    row = results["rows"][str(horizon)]
+
+    def path(schedule_fn, eta0, markovian=False, l2_reg=0.0):
+        @jax.jit
+        def go(keys_, mrps_, omega_):
+            return jax.vmap(
+                lambda k, m, w: linear_td0_path(
+                    k, m, schedule_fn(eta0, w), horizon, marks, markovian=markovian, l2_reg=l2_reg
+                )
+            )(keys_, mrps_, omega_)
+
+        thetas_MxKxd = go(prob.run_keys, prob.mrps, prob.omega)
+        return [prob.rel_error(thetas_MxKxd[:, i]) for i in range(len(marks))]
+
+    curves: dict[str, list[float]] = {}
+    with train.stage(f"T={horizon}: error curves of {len(row)} rows ({len(marks)} points each)"):
+        for key, make in _tuned(horizon).items():
+            if SCHEDULES[key] in row:
+                eta0 = jnp.float32(row[SCHEDULES[key]]["best_eta0"])
+                curves[SCHEDULES[key]] = path(make, eta0)
+        if SCHEDULES["told_omega"] in row:
+            curves[SCHEDULES["told_omega"]] = path(_told, jnp.float32(1.0))
+        if MARKOV_PLAIN in row:
+            sch = _markov_schedule(row[EXPONENTIAL]["best_eta0"], horizon)
+            curves[MARKOV_PLAIN] = path(sch, jnp.float32(1.0), markovian=True)
+            curves[MARKOV_REG] = path(
+                sch, jnp.float32(1.0), markovian=True, l2_reg=1.0 / np.sqrt(horizon)
+            )
+    return {"horizon": horizon, "steps": list(marks), "rows": curves}
 
 
 def format_table(results: dict[str, Any], num_mrps: int) -> str:
@@ -144,17 +255,112 @@ def format_table(results: dict[str, Any], num_mrps: int) -> str:
     return "\n".join(lines)
 
 
-def train_and_evaluate(config: TdConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """Runs :func:`compare_schedules`, prints its table and writes ``workdir/td_schedules.json``.
+def _table_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (schedule, horizon): error, ratio to the exponential schedule, best eta0."""
+    out = []
+    for name in results["rows"][str(results["horizons"][0])]:
+        for h in results["horizons"]:
+            r = results["rows"][str(h)]
+            out.append(
+                {
+                    "schedule": name,
+                    "T": h,
+                    "error": r[name]["error"],
+                    "ratio to exponential": r[name]["error"] / r[EXPONENTIAL]["error"],
+                    "best eta0": r[name].get("best_eta0"),
+                }
+            )
+    return out
 
-    The JSON holds the results of :func:`compare_schedules` plus the ``config`` that produced
-    them; it is written atomically (temp file, then rename).
+
+def _plot_curves(curves: dict[str, Any], results: dict[str, Any], out_png) -> None:
+    """Error along the trajectory at the largest horizon (left) and final error against ``T``."""
+    plt = train.pyplot()
+    several = len(results["horizons"]) > 1
+    fig, axes = plt.subplots(
+        1, 2 if several else 1, figsize=(12.5 if several else 7, 4.6), squeeze=False
+    )
+    ax = axes[0, 0]
+    for i, (name, errs) in enumerate(curves["rows"].items()):
+        style = "--" if "Markovian" in name else "-"
+        ax.plot(curves["steps"], errs, style, color=f"C{i}", label=name, lw=1.4)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("step t")
+    ax.set_ylabel("relative value error (mean over MRPs)")
+    ax.set_title(
+        f"TD(0) error along the run, T = {curves['horizon']} (best eta0 each)", fontsize=10
+    )
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    if several:
+        ax = axes[0, 1]
+        hs = results["horizons"]
+        for i, name in enumerate(curves["rows"]):
+            style = "--" if "Markovian" in name else "-"
+            errs = [results["rows"][str(h)][name]["error"] for h in hs]
+            ax.plot(hs, errs, style, marker="o", color=f"C{i}", label=name, lw=1.4)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("horizon T")
+        ax.set_title("final error against the horizon", fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+
+
+def train_and_evaluate(config: TdConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """Runs :func:`compare_schedules` and :func:`error_curves` with progress, prints the table
+    and writes, in ``workdir``: ``td_schedules.json`` (the results of :func:`compare_schedules`
+    plus the ``config`` that produced them), ``summary.json`` (the table and the curves) and
+    ``td_curves.png``; every file atomically (temp file, then rename).
 
     Returns:
-      The results dict (as written, without ``config``).
+      The results dict (as written to ``td_schedules.json``, without ``config``).
     """
+    workdir = pathlib.Path(workdir)
     results = compare_schedules(config)
-    print(format_table(results, config.num_mrps))
-    out = pathlib.Path(workdir) / SUMMARY_FILE
-    write_summary(out, results, config)
+    curves = error_curves(config, results)
+    rows = _table_rows(results)
+    train.print_table(
+        f"TD(0) relative value error ||Phi (theta_T - theta*)||_D^2 / ||Phi theta*||_D^2, mean "
+        f"over {config.num_mrps} MRPs (ratio > 1: the exponential schedule is better)",
+        ["schedule", "T", "error", "ratio to exponential", "best eta0"],
+        [
+            [
+                _shown(r["schedule"]),
+                r["T"],
+                f"{r['error']:.3g}",
+                f"{r['ratio to exponential']:.2f}",
+                "" if r["best eta0"] is None else f"{r['best eta0']:g}",
+            ]
+            for r in rows
+        ],
+    )
+    config_lib.write_summary(workdir / SUMMARY_FILE, results, config)
+    train.write_summary(
+        workdir,
+        {
+            "num_mrps": config.num_mrps,
+            "horizons": results["horizons"],
+            "table": rows,
+            "exponential_best_at_every_T": results["exponential_best_at_every_T"],
+            "omega_median": results["omega_median"],
+            "curves": curves,
+        },
+    )
+    # the error curves as metrics.jsonl records (one run per schedule), like every training run
+    metrics_path = pathlib.Path(workdir) / "metrics.jsonl"
+    metrics_path.unlink(missing_ok=True)
+    train.append_metrics(
+        metrics_path,
+        [
+            {"run": name, "step": int(step), "rel_error": float(np.mean(err))}
+            for name, errs in curves["rows"].items()
+            for step, err in zip(curves["steps"], errs, strict=True)
+        ],
+    )
+    _plot_curves(curves, results, workdir / "td_curves.png")
     return results

@@ -5,21 +5,31 @@ period-aware masked reconstruction, uncertainty-weighted score), its ablations (
 gate, random masking), a role-free masked transformer, PCA T2+Q and Isolation Forest on the same
 training data, and reports point-wise F1, point-adjusted F1 (inflated), affiliation F1 and AUC-PR
 under a fixed-ratio threshold, the best-F1 oracle threshold and, on SKAB, SKAB's own UCL protocol.
-:func:`train_and_evaluate` writes ``teamwork.json``; ``benchmarks/teamwork.py`` and
-``notebooks/teamwork.py`` call it.
+:func:`train_and_evaluate` writes ``teamwork.json``, ``summary.json`` and two PNGs;
+``benchmarks/teamwork.py`` and ``notebooks/teamwork.py`` call it.
 
 Paper:
   "TeamWork" (ICML 2026): multivariate time-series anomaly detection with dominant and
   auxiliary channels. Only the abstract was available: **the whole method here is our
-  reconstruction** (see :mod:`fidia_jax.models` ``TeamWork`` and ``docs/teamwork.md``).
+  reconstruction** (see :mod:`fidia_jax.projects.teamwork.model` and ``docs/teamwork.md``).
 
-Primitives used: :class:`fidia_jax.models.TeamWork`, :func:`fidia_jax.models.channel_influence`,
-:func:`fidia_jax.models.channel_roles`, :func:`fidia_jax.models.role_edges`,
-:func:`fidia_jax.models.span_mask`, :func:`fidia_jax.models.eval_masks`,
-:func:`fidia_jax.models.gaussian_nll`, :func:`fidia_jax.data.make_synthetic`,
-:func:`fidia_jax.data.load_skab`, :func:`fidia_jax.data.dominant_period`,
-:func:`fidia_jax.data.validate_series`, :func:`fidia_jax.metrics.detection_metrics` and the other
-anomaly metrics of :mod:`fidia_jax.metrics`.
+The method's own modules (used by no other method):
+
+- :mod:`~fidia_jax.projects.teamwork.model`: :class:`TeamWork`, ``channel_influence``,
+  ``channel_roles``, ``role_edges``, ``span_mask``, ``eval_masks``, ``anomaly_score``, and
+  ``init_teamwork`` (:func:`fidia_jax.models.init_without_compile` with ``teamwork_draw``);
+- :mod:`~fidia_jax.projects.teamwork.losses`: ``gaussian_nll``, ``masked_mse``;
+- :mod:`~fidia_jax.projects.teamwork.data`: SKAB loading, the synthetic generator,
+  ``dominant_period``, ``validate_series``.
+
+Shared primitives used: :func:`fidia_jax.metrics.point_f1`, :func:`fidia_jax.metrics.point_adjust`,
+:func:`fidia_jax.metrics.affiliation_metrics`, :func:`fidia_jax.metrics.auc_pr` and the
+thresholds of :mod:`fidia_jax.metrics` (standard anomaly-detection metrics with hand-count
+tests), :func:`fidia_jax.models.init_without_compile`, :mod:`fidia_jax.train`.
+
+Re-exported here for outside users (notebooks, benchmarks): :class:`TeamWork`,
+:func:`make_synthetic`, :func:`load_skab`, :func:`dominant_period`, :data:`SKAB_CHANNELS`,
+:data:`SKAB_TRAIN_SIZE`.
 """
 
 from fidia_jax.projects.teamwork.configs import METHODS as METHODS
@@ -27,6 +37,12 @@ from fidia_jax.projects.teamwork.configs import PRESETS as PRESETS
 from fidia_jax.projects.teamwork.configs import TeamWorkConfig as TeamWorkConfig
 from fidia_jax.projects.teamwork.configs import get_config as get_config
 from fidia_jax.projects.teamwork.configs import load_config as load_config
+from fidia_jax.projects.teamwork.data import SKAB_CHANNELS as SKAB_CHANNELS
+from fidia_jax.projects.teamwork.data import SKAB_TRAIN_SIZE as SKAB_TRAIN_SIZE
+from fidia_jax.projects.teamwork.data import dominant_period as dominant_period
+from fidia_jax.projects.teamwork.data import load_skab as load_skab
+from fidia_jax.projects.teamwork.data import make_synthetic as make_synthetic
+from fidia_jax.projects.teamwork.model import TeamWork as TeamWork
 from fidia_jax.projects.teamwork.train import Detector as Detector
 from fidia_jax.projects.teamwork.train import compare_methods as compare_methods
 from fidia_jax.projects.teamwork.train import evaluate_scores as evaluate_scores
@@ -37,13 +53,19 @@ from fidia_jax.projects.teamwork.train import train_and_evaluate as train_and_ev
 __all__ = [
     "METHODS",
     "PRESETS",
+    "SKAB_CHANNELS",
+    "SKAB_TRAIN_SIZE",
     "Detector",
+    "TeamWork",
     "TeamWorkConfig",
     "compare_methods",
+    "dominant_period",
     "evaluate_scores",
     "fit_detector",
     "format_table",
     "get_config",
     "load_config",
+    "load_skab",
+    "make_synthetic",
     "train_and_evaluate",
 ]

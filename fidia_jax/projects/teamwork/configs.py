@@ -32,8 +32,9 @@ class TeamWorkConfig:
     """A comparison run.
 
     Attributes:
-      dataset: ``"synthetic"`` (:func:`fidia_jax.data.make_synthetic`) or ``"skab"``
-        (``<data_dir>/skab/``, SKAB's protocol: train on the first 400 points of each run).
+      dataset: ``"synthetic"`` (:func:`fidia_jax.projects.teamwork.data.make_synthetic`) or
+        ``"skab"`` (``<data_dir>/skab/``, SKAB's protocol: train on the first 400 points of each
+        run).
       data_dir: shared data directory (``--data-dir`` / ``$FIDIA_DATA_DIR``); SKAB only.
       skab_runs: use only the first ``skab_runs`` labelled runs (0 = all 34).
       skab_every: then keep every ``skab_every``-th run (a reduced protocol spanning all folders).
@@ -105,8 +106,18 @@ PRESETS: dict[str, dict[str, Any]] = {
         "batch_size": 8,
         "methods": ("teamwork", "pca"),
     },
-    # `fidia-jax teamwork demo`: the synthetic comparison at reduced size (~1 min on 2 cores).
-    "demo": {"train_length": 1500, "test_length": 1500, "n_anomalies": 8, "steps": 200},
+    # `fidia-jax teamwork demo`: the synthetic comparison at reduced size, the reduced protocol of
+    # docs/teamwork.md's synthetic table (width 16, 2 heads, batch 16: width 32 and batch 32
+    # took 4x the compute, over the 3-minute budget of a demo on 2 idle cores).
+    "demo": {
+        "train_length": 1500,
+        "test_length": 1500,
+        "n_anomalies": 8,
+        "steps": 200,
+        "dim": 16,
+        "heads": 2,
+        "batch_size": 16,
+    },
     # docs/teamwork.md synthetic table (`python benchmarks/teamwork.py`).
     "default": {},
     # docs/teamwork.md SKAB table: SKAB's protocol, 34 runs, one model per run.

@@ -11,9 +11,17 @@ Thresholds (all labelled in the table):
   ``F1 = TP / (TP + (FN + FP) / 2)``, ``FAR = FP / (FP + TN)``, ``MAR = FN / (FN + TP)`` as in
   ``core/metrics.py`` (``chp_score(..., metric="binary")``) of github.com/waico/SKAB.
 
-Neural methods (all variants of :class:`fidia_jax.models.TeamWork`): each is trained with Adam on
-windows of the standardised training series and scores every test step once per
+Neural methods (all variants of :class:`fidia_jax.projects.teamwork.model.TeamWork`): each is
+trained with Adam on windows of the standardised training series (every step
+:func:`fidia_jax.train.make_train_step`'s, the loop :func:`fidia_jax.train.fit` with a run named
+after the method, and the series on SKAB) and scores every test step once per
 ``K = round(1 / mask_ratio)`` complementary masked passes.
+
+:func:`train_and_evaluate` shows progress (a stage per data step and classical fit, a progress
+bar per neural fit), prints the table and writes ``teamwork.json`` (every number),
+``summary.json`` (the table), ``teamwork_comparison.png`` (the table as bars),
+``teamwork_scores.png`` (each method's score over the test series with the labelled anomalies)
+and the fits' ``metrics.jsonl``, ``curves.png`` and checkpoints (a rerun in the same workdir resumes).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import pathlib
 import time
 from functools import partial
@@ -32,9 +41,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, metrics, models
-from fidia_jax.config import write_summary
+from fidia_jax import config as config_lib
+from fidia_jax import metrics, train
+from fidia_jax._io import atomic_path
 from fidia_jax.errors import DataError
+from fidia_jax.projects.teamwork import data, losses, model
 from fidia_jax.projects.teamwork.configs import METHODS, TeamWorkConfig
 
 __all__ = [
@@ -85,19 +96,19 @@ def _moving_average(s: np.ndarray, width: int) -> np.ndarray:
     return np.convolve(pad, np.ones(width) / width, mode="valid")
 
 
-@partial(jax.jit, static_argnums=(0, 1))
-def _train_step(graphdef, tx, state, opt_state, x_BxLxC, mask_BxLxC, edges, prior):
-    def loss_fn(st):
-        m = nnx.merge(graphdef, st)
-        mean, var = m(x_BxLxC, mask_BxLxC, edges, prior)
-        if var is None:
-            w = mask_BxLxC.astype(x_BxLxC.dtype)
-            return jnp.sum((x_BxLxC - mean) ** 2 * w) / jnp.maximum(jnp.sum(w), 1.0)
-        return models.gaussian_nll(x_BxLxC, mean, var, mask_BxLxC)
+@functools.cache
+def _train_step(graphdef: nnx.GraphDef, learning_rate: float):
+    """The jitted step of one model structure and learning rate (cached: one compilation per
+    shape however many detectors are fitted, e.g. one per SKAB run)."""
 
-    loss, grads = jax.value_and_grad(loss_fn)(state)
-    updates, opt_state = tx.update(grads, opt_state, state)
-    return optax.apply_updates(state, updates), opt_state, loss
+    def loss_fn(params, batch):
+        x_BxLxC, mask_BxLxC, edges, prior = batch
+        mean, var = train.merge_model(graphdef, params)(x_BxLxC, mask_BxLxC, edges, prior)
+        if var is None:
+            return losses.masked_mse(x_BxLxC, mean, mask_BxLxC)
+        return losses.gaussian_nll(x_BxLxC, mean, var, mask_BxLxC)
+
+    return train.make_train_step(loss_fn, _adam(learning_rate))
 
 
 @partial(jax.jit, static_argnums=0)
@@ -121,13 +132,23 @@ def _window_starts(t_len: int, window: int) -> np.ndarray:
     return np.asarray(starts)
 
 
-def fit_detector(method: str, train: Any, config: TeamWorkConfig) -> Detector:
+def fit_detector(
+    method: str,
+    train_series: Any,
+    config: TeamWorkConfig,
+    *,
+    workdir: str | os.PathLike | None = None,
+    run: str | None = None,
+) -> Detector:
     """Fits one method on an anomaly-free ``(T, C)`` training series.
 
     Args:
       method: a key of :data:`~fidia_jax.projects.teamwork.METHODS`.
-      train: ``(T, C)`` raw values; standardised with its own mean / std.
+      train_series: ``(T, C)`` raw values; standardised with its own mean / std.
       config: sizes, steps, seed.
+      workdir: where a neural method's fit writes ``metrics.jsonl``, its checkpoint
+        (``checkpoints/<run>``) and ``curves.png``, and resumes from; ``None``: no files.
+      run: the fit's name in the display and the files (default ``method``).
 
     Returns:
       A :class:`Detector`.
@@ -135,8 +156,10 @@ def fit_detector(method: str, train: Any, config: TeamWorkConfig) -> Detector:
     Raises:
       DataError: NaN/inf, a constant channel, or a window longer than the series (checked
         before anything is fitted).
+      TrainingError: a non-finite loss or gradient (the library's policy,
+        :func:`fidia_jax.train.fit`: the step is skipped and training stops, naming it).
     """
-    x = data.validate_series(train, window=config.window, name="training series")
+    x = data.validate_series(train_series, window=config.window, name="training series")
     mu, sd = x.mean(axis=0), x.std(axis=0)
 
     def standardise(v: Any, name: str) -> np.ndarray:
@@ -147,20 +170,23 @@ def fit_detector(method: str, train: Any, config: TeamWorkConfig) -> Detector:
 
     z = standardise(x, "training series")
     t0 = time.time()
+    run = run or method
     if method == "pca":
-        return _fit_pca(z, standardise, config, t0)
+        with train.stage(f"{run}: PCA T2+Q"):
+            return _fit_pca(z, standardise, config, t0)
     if method == "iforest":
-        return _fit_iforest(z, standardise, config, t0)
+        with train.stage(f"{run}: Isolation Forest"):
+            return _fit_iforest(z, standardise, config, t0)
     use_roles, use_gate, period_aware, predict_var = _VARIANTS[method]
     c = z.shape[1]
-    infl = models.channel_influence(z, lags=config.lags)
-    dominant = models.channel_roles(infl)
-    edges, prior = models.role_edges(dominant, infl, use_roles=use_roles)
+    infl = model.channel_influence(z, lags=config.lags)
+    dominant = model.channel_roles(infl)
+    edges, prior = model.role_edges(dominant, infl, use_roles=use_roles)
     periods = np.array(
         [data.dominant_period(z[:, ch], max_period=config.window) for ch in range(c)]
     )
     spans = np.maximum(periods // 2, 1) if period_aware else np.ones(c, np.int64)
-    graphdef, state = models.init_teamwork(
+    net = model.init_teamwork(
         c,
         config.window,
         seed=config.seed,
@@ -169,28 +195,36 @@ def fit_detector(method: str, train: Any, config: TeamWorkConfig) -> Detector:
         use_gate=use_gate,
         predict_variance=predict_var,
     )
-    tx = _adam(config.learning_rate)
-    opt_state = tx.init(state)
+    graphdef, params, _ = train.split_model(net)
+    state = train.init_train_state(params, _adam(config.learning_rate))
     n_win = z.shape[0] - config.window + 1
-    rng = np.random.default_rng(config.seed)
     edges_j, prior_j = jnp.asarray(edges), jnp.asarray(prior)
     offsets = np.arange(config.window)
-    losses = []
-    for _ in range(config.steps):
-        idx = rng.integers(0, n_win, config.batch_size)
-        batch = jnp.asarray(z[idx[:, None] + offsets[None, :]])
-        mask = jnp.asarray(
-            models.span_mask(rng, spans, config.window, config.mask_ratio, config.batch_size)
-        )
-        state, opt_state, loss = _train_step(
-            graphdef, tx, state, opt_state, batch, mask, edges_j, prior_j
-        )
-        losses.append(loss)
-    final_loss = float(np.mean(np.asarray(jax.device_get(losses[-10:]))))
-    if not math.isfinite(final_loss):
-        raise DataError(f"{method}: training diverged (loss {final_loss})")
+
+    def batches():
+        """Random windows and their span masks, one seeded stream (resume replays it)."""
+        rng = np.random.default_rng(config.seed)
+        while True:
+            idx = rng.integers(0, n_win, config.batch_size)
+            batch = jnp.asarray(z[idx[:, None] + offsets[None, :]])
+            mask = jnp.asarray(
+                model.span_mask(rng, spans, config.window, config.mask_ratio, config.batch_size)
+            )
+            yield batch, mask, edges_j, prior_j
+
+    res = train.fit(
+        state,
+        _train_step(graphdef, config.learning_rate),
+        batches(),
+        num_steps=config.steps,
+        workdir=workdir,
+        run=run,
+    )
+    params = res.state.params
+    step_losses = [r["loss"] for r in res.history if "loss" in r]
+    final_loss = float(np.mean(np.asarray(step_losses[-10:], np.float32)))
     n_passes = max(2, round(1.0 / config.mask_ratio))
-    masks = jnp.asarray(models.eval_masks(spans, config.window, n_passes))
+    masks = jnp.asarray(model.eval_masks(spans, config.window, n_passes))
     chunk = 32
 
     def score(v: Any) -> np.ndarray:
@@ -206,7 +240,7 @@ def fit_detector(method: str, train: Any, config: TeamWorkConfig) -> Detector:
             [
                 np.asarray(
                     _score_windows(
-                        graphdef, state, jnp.asarray(wins[i : i + chunk]), masks, edges_j, prior_j
+                        graphdef, params, jnp.asarray(wins[i : i + chunk]), masks, edges_j, prior_j
                     )
                 )
                 for i in range(0, len(wins), chunk)
@@ -317,27 +351,48 @@ def evaluate_scores(
     return out
 
 
-def compare_methods(config: TeamWorkConfig) -> dict[str, Any]:
+def compare_methods(
+    config: TeamWorkConfig,
+    *,
+    workdir: str | os.PathLike | None = None,
+    scores: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Runs every method of ``config.methods`` on ``config.dataset``.
+
+    Args:
+      config: the comparison.
+      workdir: where the neural fits write their files and resume from (runs named
+        ``<method>``, or ``<method>_<run>`` on SKAB); ``None``: no files.
+      scores: if given, filled with ``method -> (test scores (T,), labels (T,))`` of the first
+        series (for a figure).
 
     Returns:
       JSON-ready dict: ``dataset``, ``rows`` (row name -> threshold rule -> metrics), ``info``
       (method -> facts of the first series), ``wall_s``, and ``teamwork_beats_transformer``
       (TeamWork strictly above the role-free transformer on every metric of the oracle and
       ratio rules), when both ran.
+
+    Raises:
+      DataError: missing or malformed SKAB files, or a series the methods cannot take.
+      TrainingError: a neural fit met a non-finite loss or gradient.
     """
     t_start = time.time()
     if config.dataset == "synthetic":
-        syn = data.make_synthetic(
-            config.seed,
-            train_length=config.train_length,
-            test_length=config.test_length,
-            n_anomalies=config.n_anomalies,
-        )
+        with train.stage(
+            f"drawing a synthetic series ({config.train_length} training + "
+            f"{config.test_length} test steps, {config.n_anomalies} anomalies)"
+        ):
+            syn = data.make_synthetic(
+                config.seed,
+                train_length=config.train_length,
+                test_length=config.test_length,
+                n_anomalies=config.n_anomalies,
+            )
         series = [("synthetic", syn.train, syn.test, syn.labels)]
         truth = {"dominant": syn.dominant.tolist(), "periods": syn.periods.tolist()}
     else:
-        runs, _ = data.load_skab(config.data_dir)
+        with train.stage("loading SKAB"):
+            runs, _ = data.load_skab(config.data_dir)
         if config.skab_runs:
             runs = runs[: config.skab_runs]
         runs = runs[:: config.skab_every]
@@ -354,13 +409,21 @@ def compare_methods(config: TeamWorkConfig) -> dict[str, Any]:
     for method in config.methods:
         t_method = time.time()
         per_run = []
-        for i, (_, train, test, labels) in enumerate(series):
-            det = fit_detector(method, train, config)
-            per_run.append(
-                (det.score(test), labels, det.score(train) if config.dataset == "skab" else None)
-            )
+        for i, (name, train_x, test, labels) in enumerate(series):
+            run = method if len(series) == 1 else f"{method}_{name.replace('/', '_')}"
+            det = fit_detector(method, train_x, config, workdir=workdir, run=run)
+            with train.stage(f"{run}: scoring {len(test)} test steps"):
+                per_run.append(
+                    (
+                        det.score(test),
+                        labels,
+                        det.score(train_x) if config.dataset == "skab" else None,
+                    )
+                )
             if i == 0:
                 results["info"][method] = det.info
+                if scores is not None:
+                    scores[method] = (per_run[0][0], np.asarray(labels))
         results["rows"][METHODS[method]] = evaluate_scores(per_run, config.anomaly_ratio)
         results["info"][method]["wall_s"] = time.time() - t_method
     results["wall_s"] = time.time() - t_start
@@ -400,14 +463,113 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_METRICS = {"f1": "F1", "pa_f1": "PA-F1", "affiliation_f1": "affiliation F1"}
+_RULES = {
+    "ratio": "threshold: the top {ratio:.0%} of each test series flagged",
+    "oracle": "threshold: best F1 on the test labels (an upper bound, not deployable)",
+    "skab_ucl": "threshold: SKAB's UCL = 4/3 q0.999(training scores); FAR / MAR in %",
+}
+
+
+def _summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One flat row per method: AUC-PR and every F1 (and FAR / MAR) under every rule."""
+    out = []
+    for name, row in results["rows"].items():
+        cells: dict[str, Any] = {"method": name, "AUC-PR": row["oracle"]["auc_pr"]}
+        for rule in (r for r in _RULES if r in row):
+            cells.update({f"{lab} [{rule}]": row[rule][k] for k, lab in _METRICS.items()})
+            if rule == "skab_ucl":
+                cells["FAR % [skab_ucl]"] = row[rule]["far"]
+                cells["MAR % [skab_ucl]"] = row[rule]["mar"]
+        out.append(cells)
+    return out
+
+
+def _print_tables(results: dict[str, Any], anomaly_ratio: float) -> None:
+    """One console table per threshold rule (narrow enough for any log: nothing is cut)."""
+    rows = results["rows"]
+    for rule, what in _RULES.items():
+        if rule not in next(iter(rows.values())):
+            continue
+        columns = ["method", "AUC-PR", *_METRICS.values()]
+        if rule == "skab_ucl":
+            columns += ["FAR %", "MAR %"]
+        table = []
+        for name, row in rows.items():
+            cells = [name, row["oracle"]["auc_pr"], *(row[rule][k] for k in _METRICS)]
+            if rule == "skab_ucl":
+                cells += [f"{row[rule]['far']:.1f}", f"{row[rule]['mar']:.1f}"]
+            table.append(cells)
+        train.print_table(
+            f"TeamWork comparison on {results['dataset']} ({results['n_series']} series), "
+            f"{what.format(ratio=anomaly_ratio)}; "
+            "PA-F1 = point-adjusted F1 (inflated)",
+            columns,
+            table,
+        )
+
+
+def _plot_scores(scores: dict[str, Any], out_png: pathlib.Path, title: str) -> None:
+    """Each method's anomaly score over the first test series, the labelled anomalies shaded."""
+    plt = train.pyplot()
+    fig, axes = plt.subplots(
+        len(scores), 1, figsize=(11, 1.5 * len(scores) + 0.6), sharex=True, squeeze=False
+    )
+    for ax, (method, (s, y)) in zip(axes[:, 0], scores.items(), strict=True):
+        for start, end in metrics.anomaly_events(y):
+            ax.axvspan(start, end, color="C3", alpha=0.25, lw=0)
+        ax.plot(s, lw=0.7, color="C0")
+        ax.set_ylabel(method, rotation=0, ha="right", fontsize=8)
+        ax.set_yticks([])
+    axes[-1, 0].set_xlabel("test step (red: labelled anomalies)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+
+
 def train_and_evaluate(config: TeamWorkConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """Runs :func:`compare_methods`, prints its table, writes ``workdir/teamwork.json`` atomically.
+    """Runs :func:`compare_methods` with progress, prints its table and writes, in ``workdir``:
+    ``teamwork.json`` (every number and the config, atomically), ``summary.json`` (the table),
+    ``teamwork_comparison.png`` (the table as bars), ``teamwork_scores.png`` (the scores over the
+    first test series) and the neural fits' ``metrics.jsonl``, ``curves.png`` and checkpoints.
+    Nothing is written when the data are rejected.
 
     Returns:
       The results dict (as written, without ``config``).
+
+    Raises:
+      DataError: bad or missing data (nothing written). TrainingError: a non-finite loss.
     """
-    results = compare_methods(config)
-    print(format_table(results))
-    out = pathlib.Path(workdir) / SUMMARY_FILE
-    write_summary(out, results, config)
+    workdir = pathlib.Path(workdir)
+    scores: dict[str, Any] = {}
+    results = compare_methods(config, workdir=workdir, scores=scores)
+    _print_tables(results, config.anomaly_ratio)
+    summary = _summary_rows(results)
+    config_lib.write_summary(workdir / SUMMARY_FILE, results, config)
+    train.write_summary(
+        workdir,
+        {
+            "dataset": results["dataset"],
+            "n_series": results["n_series"],
+            "table": summary,
+            **{k: v for k, v in results.items() if k == "teamwork_beats_transformer"},
+        },
+    )
+    rule = "skab_ucl" if "F1 [skab_ucl]" in summary[0] else "oracle"
+    values = ["AUC-PR"] + [f"{lab} [{rule}]" for lab in _METRICS.values()]
+    train.plot_bars(
+        [{**r, "method": r["method"].split(" (")[0]} for r in summary],
+        workdir / "teamwork_comparison.png",
+        label="method",
+        values=values,
+        higher_is_better=dict.fromkeys(values, True),
+        title=f"TeamWork comparison on {results['dataset']} ({results['n_series']} series)",
+    )
+    _plot_scores(
+        {METHODS[m].split(" (")[0]: v for m, v in scores.items()},
+        workdir / "teamwork_scores.png",
+        f"anomaly scores on the first test series of {results['dataset']}",
+    )
     return results

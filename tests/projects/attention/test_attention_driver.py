@@ -10,6 +10,7 @@ import pytest
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 
+from fidia_jax import parallel, train
 from fidia_jax.config import config_to_dict
 from fidia_jax.errors import ConfigError
 from fidia_jax.layers import xla_attention
@@ -68,6 +69,21 @@ def test_tiny_train_and_evaluate(tiny_run):
     assert row["top1_agreement"] >= 0.95
     assert abs(row["ppl"] / santa["dense_ppl"] - 1.0) < 1e-3
 
+    # the files: the variants' fits under their names, their final checkpoints, the curves,
+    # the summary and the two tables as charts
+    records = train.read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["run"] for r in records] == ["bf16"] * 8 + ["attn_qat"] * 8
+    assert [[r["step"] - 1, r["loss"]] for r in records[:8] if r["step"] in (1, 3, 5, 7, 8)] == (
+        qat["bf16"]["curve"]
+    )
+    for impl in qat:
+        assert [p.name for p in (tmp_path / "checkpoints" / impl).iterdir()] == ["8"]
+    for png in ("curves.png", "attn_qat.png", "santa.png"):
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["qat"]["attn_qat"]["val_loss"] == qat["attn_qat"]["val_loss"]
+    assert summary["santa"]["dense_ppl"] == santa["dense_ppl"]
+
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)
 def test_tiny_run_is_data_parallel_over_the_four_devices(tiny_run):
@@ -88,6 +104,30 @@ def test_tiny_run_is_data_parallel_over_the_four_devices(tiny_run):
     unsharded = jax.jit(bf16.loss_fn)(bf16.params, bf16.batch_fn(jnp.int32(0)))
     assert len(unsharded.sharding.device_set) == 1
     np.testing.assert_allclose(out["qat"][0]["curve"][0][1], float(unsharded), rtol=1e-6)
+
+
+def test_a_variant_whose_loss_turns_nonfinite_stops_there(monkeypatch):
+    """The package's policy: the step with a NaN loss (a traced out-of-range token id) is skipped
+    and the variant stops there; it is reported with the last finite parameters."""
+    config = attention.get_config("tiny", qat={"steps": 5, "val_batches": 1})
+    mesh = parallel.data_mesh(8, num_devices=1)
+    make_batch_fn = attention_train.make_lm_batch_fn
+
+    def poisoned(task, mesh):
+        batch = make_batch_fn(task, mesh)
+
+        def at(t):
+            tokens = batch(t)
+            return jax.device_put(jnp.where(t == 2, 256, tokens), tokens.sharding)
+
+        return at
+
+    monkeypatch.setattr(attention_train, "make_lm_batch_fn", poisoned)
+    stream = jnp.arange(4000) % 251
+    _, res = attention.train_qat(config, "xla", stream, stream, mesh=mesh)
+    assert res["nonfinite_step"] == 2
+    assert [t for t, _ in res["curve"]] == [0, 2] and math.isnan(res["curve"][-1][1])
+    assert math.isfinite(res["curve"][0][1]) and math.isfinite(res["val_loss"])
 
 
 def test_dense_decode_equals_full_forward():

@@ -5,9 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from fidia_jax import data, metrics
+from fidia_jax import metrics
 from fidia_jax.errors import ConfigError, DataError
 from fidia_jax.projects import causal
+from fidia_jax.projects.causal import data
 
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)

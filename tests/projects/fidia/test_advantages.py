@@ -78,9 +78,9 @@ def test_fidia_group_norm_divides_by_sample_std_and_is_affine_invariant():
 
 
 def test_dpo_pair_and_dispatch():
-    chosen, rejected, valid = fidia.dpo_pair(jnp.asarray(REWARDS))
+    chosen, rejected, valid = rl.dpo_pair(jnp.asarray(REWARDS))
     assert (int(chosen), int(rejected), float(valid)) == (2, 1, 1.0)
-    _, _, valid = fidia.dpo_pair(jnp.zeros(3))
+    _, _, valid = rl.dpo_pair(jnp.zeros(3))
     assert float(valid) == 0.0
     batched = jax.vmap(lambda r: fidia.advantages("fidia", r, k=2))(
         jnp.stack([jnp.asarray(REWARDS)] * 2)

@@ -64,7 +64,9 @@ def test_train_with_missing_data_leaves_no_workdir(tmp_path, capsys):
     ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("fidia-jax: error: "), err
+    # the loading stage's progress line, then the one-line error (no traceback)
+    assert err[0].startswith("fidia: loading ProteinMPNN") and "Traceback" not in str(err), err
+    assert err[-1].startswith("fidia-jax: error: ") and "data directory" in err[-1], err
     assert not workdir.exists()
 
 
@@ -139,9 +141,9 @@ def _damaged_run(root):
     model = models.ProteinMPNN.from_checkpoint(cfg.model.checkpoint, variant=cfg.model.variant)
     params = jax.tree.map(jnp.asarray, nnx.to_pure_dict(nnx.state(model)))
     state = TrainState(step=2, params=params, opt_state=make_optimizer(cfg).init(params))
-    mgr = ckpt.manager(root, cfg)
-    ckpt.save(mgr, state)
-    mgr.close()
+    checkpoints = ckpt.checkpointer(root, cfg)
+    ckpt.save(checkpoints, state)
+    checkpoints.close()
     (root / "checkpoints" / "4").mkdir()
     return cfg, state
 
@@ -150,6 +152,7 @@ def test_incomplete_newest_checkpoint_is_skipped_with_a_warning(tmp_path):
     import jax
     import numpy as np
 
+    from fidia_jax import train
     from fidia_jax.errors import CheckpointError
     from fidia_jax.projects.fidia import _checkpoints as ckpt
     from fidia_jax.projects.fidia import load_policy
@@ -164,16 +167,16 @@ def test_incomplete_newest_checkpoint_is_skipped_with_a_warning(tmp_path):
     with pytest.raises(CheckpointError, match="step 4 is missing or incomplete"):
         load_policy(tmp_path, step=4)
     # train resuming: the incomplete folder goes, the run restores step 2 and can save step 4
-    mgr = ckpt.manager(tmp_path, cfg)
+    checkpoints = ckpt.checkpointer(tmp_path, cfg)
     with pytest.warns(UserWarning, match="removed; using step 2"):
-        assert ckpt.latest_step(mgr, remove_incomplete=True) == 2
+        assert checkpoints.latest_step(remove_incomplete=True) == 2
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["2"]
-    restored = ckpt.restore(mgr, 2, state)
+    restored = ckpt.restore(checkpoints, 2, state)
     for a, b in zip(jax.tree.leaves(restored.params), jax.tree.leaves(state.params), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    ckpt.save(mgr, restored._replace(step=4))
-    assert mgr.latest_step() == 4 and ckpt.is_complete(tmp_path / "checkpoints" / "4")
-    mgr.close()
+    ckpt.save(checkpoints, restored._replace(step=4))
+    assert checkpoints.latest_step() == 4 and train.is_complete(tmp_path / "checkpoints" / "4")
+    checkpoints.close()
 
 
 def test_cli_prints_warnings_as_one_line_and_no_absl_noise(tmp_path):

@@ -322,3 +322,41 @@ def test_padding_does_not_change_log_probs(setup):
     order_p = jnp.concatenate([jnp.broadcast_to(24 + jnp.arange(6), (1, 2, 6)), order], -1)
     got = logp(padded.inputs, seqs_p, order_p)
     np.testing.assert_allclose(got[..., :24], unpadded, atol=2e-5)
+
+
+def test_update_skips_a_non_finite_step(setup):
+    """The update is a :func:`fidia_jax.train.make_train_step` step: a NaN advantage makes the
+    loss non-finite, the step reports ``nonfinite = 1`` and leaves the parameters and the adamw
+    state as they were (the library's policy; ``Trainer.step`` then raises TrainingError)."""
+    from flax import nnx
+
+    from fidia_jax.projects.fidia._step import make_update
+
+    cfg, backbones = setup
+    graphdef, state = nnx.split(
+        models.ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(0))
+    )
+    params = nnx.to_pure_dict(state)
+    opt_state = fidia.make_optimizer(cfg).init(params)
+    stacked = fidia.stack_backbones(backbones[:2], 24)
+    rng = np.random.default_rng(0)
+    b, n, length = 2, 3, 24
+    batch = {
+        "inputs": jax.tree.map(jnp.asarray, stacked.inputs),
+        "seqs": jnp.asarray(rng.integers(0, 20, (b, n, length)), jnp.int32),
+        "orders": jnp.asarray(np.stack([[rng.permutation(length) for _ in range(n)]] * b)),
+        "designed": jnp.broadcast_to(jnp.asarray(stacked.designed)[:, None], (b, n, length)),
+        "old": jnp.full((b, n, length), -3.0),
+        "adv": jnp.asarray(rng.normal(size=(b, n)), jnp.float32),
+    }
+    update = make_update(graphdef, cfg)
+    p1, o1, m1 = update(params, opt_state, params, batch)
+    assert int(m1["nonfinite"]) == 0 and np.isfinite(float(m1["loss"]))
+    assert {"loss", "grad_norm", "pg", "kl", "clip_frac"} <= set(m1)
+    assert any(not np.array_equal(a, b) for a, b in zip(_leaves(p1), _leaves(params), strict=True))
+    p2, o2, m2 = update(
+        params, opt_state, params, dict(batch, adv=batch["adv"].at[0, 1].set(np.nan))
+    )
+    assert int(m2["nonfinite"]) == 1 and not np.isfinite(float(m2["loss"]))
+    for a, b in zip(_leaves((p2, o2)), _leaves((params, opt_state)), strict=True):
+        np.testing.assert_array_equal(a, b)

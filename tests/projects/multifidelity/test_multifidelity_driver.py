@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from fidia_jax import cli, data
+from fidia_jax import cli
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects import multifidelity as mf
 
@@ -19,7 +19,7 @@ def _affine_task(seed):
     x = rng.uniform(-1, 1, size=(8 + 24 + 64, 1))
     x[:8] = rng.uniform(-1, -0.2, size=(8, 1))
     f = np.sin(3 * x[:, 0])
-    return data.MultiFidelityData(
+    return mf.MultiFidelityData(
         x_train=x[:32], y_train=np.concatenate([f[:8], 2 * f[8:32] + 1]),
         fidelity_train=np.repeat([0, 1], [8, 24]), x_test=x[32:], y_test=f[32:],
         fidelity_names=("hf", "lf"), source=f"affine seed={seed}",

@@ -1,5 +1,6 @@
-"""The language-model driver of SCALE / PASO: tiny run, interleaved loop, configs."""
+"""The language-model driver of SCALE / PASO: tiny run, interleaved loop, workdir, configs."""
 
+import dataclasses
 import json
 import math
 
@@ -10,8 +11,8 @@ import optax
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from fidia_jax import optim
-from fidia_jax.errors import ConfigError
+from fidia_jax import optim, train
+from fidia_jax.errors import ConfigError, TrainingError
 from fidia_jax.projects import optimizers as lm
 from fidia_jax.projects.optimizers import train as lm_train
 
@@ -44,6 +45,16 @@ def test_tiny_train_and_evaluate(tiny_run):
     assert losses[0] > math.log(256)
     assert losses[-3:].mean() < losses[0] - 0.5
     assert out["val_loss"] < math.log(256) - 0.3
+    # the fit's files: one record per step under the optimiser's run name, the final
+    # checkpoint, the curves, and the summary of the workdir's optimisers
+    records = train.read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["run"] for r in records] == ["scale"] * config.steps
+    assert [r["loss"] for r in records] == out["train_losses"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints" / "scale").iterdir()) == ["12"]
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["val_loss"] == out["val_loss"] and list(summary["optimizers"]) == ["scale"]
+    assert summary["final_train_loss"] == out["train_losses"][-1]
 
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)
@@ -80,7 +91,7 @@ def _toy_task():
     def batch_fn(t):
         return jax.random.normal(jax.random.fold_in(jax.random.key(3), t), (5, 3))
 
-    return lm.LmTask(None, params, loss_fn, batch_fn, batch_fn(jnp.int32(99)))
+    return train.LmTask(None, params, loss_fn, batch_fn, batch_fn(jnp.int32(99)))
 
 
 def test_interleaved_equals_hand_written_loops():
@@ -110,6 +121,29 @@ def test_interleaved_equals_hand_written_loops():
         assert res.state_bytes == lm.tree_bytes(tx.init(task.params))
     # The initial parameters were copied before the donating steps.
     jax.tree.map(np.testing.assert_array_equal, task.params, before)
+
+
+def test_interleaved_stops_at_a_nonfinite_step():
+    task = _toy_task()
+    with pytest.raises(TrainingError, match="nan: the loss or update at step 1 is not finite"):
+        lm.train_interleaved(task, {"ok": optax.sgd(0.1), "nan": optax.sgd(float("nan"))}, 3)
+
+
+def test_a_workdir_holds_one_experiment(tmp_path):
+    """Runs of several optimisers share a workdir; another experiment, or the same optimiser
+    with other settings, is refused before anything is trained (its checkpoints must not be
+    continued)."""
+    tiny = lm.get_config("tiny")
+    lm_train._claim_workdir(tmp_path, tiny)
+    lm_train._claim_workdir(tmp_path, tiny)  # the same run again (a resume)
+    lm_train._claim_workdir(tmp_path, lm.with_optimizer(tiny, "adamw", learning_rate=1e-2))
+    assert sorted(p.name for p in (tmp_path / "configs").iterdir()) == ["adamw.json", "scale.json"]
+    with pytest.raises(ConfigError, match="holds the scale run with a different config"):
+        lm_train._claim_workdir(tmp_path, lm.with_optimizer(tiny, "scale", learning_rate=1e-2))
+    with pytest.raises(ConfigError, match="of another experiment"):
+        lm_train._claim_workdir(
+            tmp_path, lm.with_optimizer(dataclasses.replace(tiny, steps=3), "sgd")
+        )
 
 
 def test_step_time_ratios_are_paired_medians():

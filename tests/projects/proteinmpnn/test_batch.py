@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fidia_jax import cli
-from fidia_jax.projects.proteinmpnn.batch import bucket_length, bucketed, pad_inputs
+from fidia_jax.projects.proteinmpnn.buckets import bucket_length, bucketed, pad_inputs
 from fidia_jax.protein import default_backbone_path, load_structure
 
 

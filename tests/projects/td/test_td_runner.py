@@ -64,6 +64,20 @@ def test_regularised_markovian_td_converges(mrp):
     assert float(jnp.linalg.norm(theta_star - rl.td_fixed_point(mrp))) > 2 * err
 
 
+def test_path_records_the_same_trajectory(mrp):
+    sch = optim.exponential_horizon_schedule(1.0, 300)
+    key = jax.random.key(4)
+    path = jax.jit(lambda k: td.linear_td0_path(k, mrp, sch, 300, (1, 2, 50, 300)))(key)
+    assert path.shape == (4, 3)
+    for i, n in enumerate((1, 2, 50, 300)):  # the runner stopped after n steps
+        run = jax.jit(lambda k, n=n: td.run_linear_td0(k, mrp, sch, n))(key)
+        np.testing.assert_allclose(path[i], run, rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        td.linear_td0_path(key, mrp, sch, 300, (5, 5))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        td.linear_td0_path(key, mrp, sch, 300, (10, 301))
+
+
 def test_runner_zero_steps_and_theta0(mrp):
     theta0 = jnp.array([0.5, -1.0, 2.0])
     same = td.run_linear_td0(jax.random.key(0), mrp, lambda t: 0.1, 0, theta0=theta0)
@@ -128,6 +142,14 @@ def test_train_and_evaluate_tiny(tmp_path):
     # known to be slow, is worse than the exponential schedule.
     assert exp_row["error"] < 0.5
     assert row["1/t: eta0/(1+t)"]["error"] > exp_row["error"]
+    # summary.json: the table and the error curves, whose last point is the table's error
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [(r["schedule"], r["T"]) for r in summary["table"]] == [(n, 300) for n in row]
+    curves = summary["curves"]
+    assert curves["horizon"] == 300 and curves["steps"][-1] == 300
+    for name, cells in row.items():
+        assert curves["rows"][name][-1] == pytest.approx(cells["error"], rel=1e-4)
+    assert (tmp_path / "td_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_run_linear_td0_without_unique_fixed_point_is_not_finite():

@@ -2,11 +2,12 @@
 
 import json
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fidia_jax import data, metrics
-from fidia_jax.errors import ConfigError, DataError
+from fidia_jax import metrics
+from fidia_jax.errors import ConfigError, DataError, TrainingError
 from fidia_jax.projects import PROJECTS, teamwork
 
 
@@ -76,7 +77,7 @@ def test_tiny_run(tmp_path):
         assert row["oracle"]["pa_f1"] >= row["oracle"]["f1"]
         assert row["oracle"]["f1"] >= row["ratio"]["f1"] - 1e-12
     # Roles recovered from the tiny training data: the generator's two dominant channels.
-    syn = data.make_synthetic(
+    syn = teamwork.make_synthetic(
         cfg.seed,
         train_length=cfg.train_length,
         test_length=cfg.test_length,
@@ -88,3 +89,27 @@ def test_tiny_run(tmp_path):
     again = teamwork.evaluate_scores([(det.score(syn.test), syn.labels, None)], cfg.anomaly_ratio)
     assert rows[teamwork.METHODS["pca"]]["oracle"]["f1"] == pytest.approx(again["oracle"]["f1"])
     assert "TeamWork (ours, reconstruction)" in teamwork.format_table(results)
+    # The files of a run: the fit's metrics (one record per step), summary, pictures.
+    records = [json.loads(s) for s in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if r["run"] == "teamwork" and "loss" in r]
+    assert len(losses) == cfg.steps
+    final = float(np.mean(np.asarray(losses[-10:], np.float32)))
+    assert results["info"]["teamwork"]["final_loss"] == final
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [r["method"] for r in summary["table"]] == list(rows)
+    assert summary["table"][0]["F1 [oracle]"] == rows[teamwork.METHODS["teamwork"]]["oracle"]["f1"]
+    for png in ("teamwork_comparison.png", "teamwork_scores.png", "curves.png"):
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "checkpoints" / "teamwork").is_dir()
+
+
+def test_a_non_finite_loss_stops_the_fit_naming_the_step(monkeypatch):
+    """The library's policy (fidia_jax.train.fit): the step is skipped, training stops."""
+    from fidia_jax.projects.teamwork import losses
+
+    monkeypatch.setattr(losses, "gaussian_nll", lambda *args: jnp.float32(jnp.nan))
+    # a learning rate of its own: a fresh trace of the (cached) step sees the patched loss
+    cfg = teamwork.get_config("tiny", steps=3, learning_rate=1.2345e-3)
+    x = teamwork.make_synthetic(0, train_length=200, test_length=100, n_anomalies=1).train
+    with pytest.raises(TrainingError, match="teamwork: the loss or gradient at step 1"):
+        teamwork.fit_detector("teamwork", x, cfg)

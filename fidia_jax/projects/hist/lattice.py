@@ -1,0 +1,515 @@
+"""HiST's sparse lattice primitives: window partition, window attention, patch pooling/unpooling.
+
+The spots of a spatial-transcriptomics section sit on an integer lattice, sparsely (the tissue
+covers part of it). These primitives work on the *active* spots only, with static shapes: every
+array is padded to a fixed size and carries a boolean mask, and every index table uses the
+sentinel ``n`` (one past the last row) that gathers zeros (``jnp.take(..., mode="fill")``), so
+padding never contributes to a sum, a softmax or a loss.
+
+Two kinds of functions:
+
+* planning (NumPy, host side, run once per section / per augmentation): :func:`check_lattice`,
+  :func:`plan_windows`, :func:`plan_pooling`, :func:`plan_hierarchy`, :func:`hierarchy_sizes`;
+* compute (``jnp``, jit/grad-safe, shapes fixed by the plans): :func:`sparse_patch_pool`,
+  :func:`sparse_unpool`, :func:`window_attention_stats`, :func:`merge_attention_stats`,
+  :func:`lattice_window_attention`, and the dense reference :func:`dense_window_attention`.
+
+Window attention groups the active spots into square windows of side ``S`` (sort by window id,
+pad each window to the largest occupancy ``P``), so memory is ``O(W P^2 H) <= O(N S^2 H)``, never
+``O(N^2)``. HiST's "hybrid" local pattern (authors' code, ``ATTENTION_CONFIGS['hybrid']``) lets a
+spot attend to the union of its regular window and its shifted window (offset ``S // 2``, a
+padding shift, not a cyclic roll: spots on opposite borders are never in one window); the union
+is computed here as two block softmaxes merged by log-sum-exp, keys already in the query's
+regular window being excluded from the shifted part so that no key counts twice.
+
+References:
+  Wu, Xu, Diao, Li, Wei, Andersson, Gui, "HiST: hierarchical sparse transformer for spatial
+  transcriptomics from histology", ICML 2026, arXiv:2606.14251; code github.com/wwyi1828/HiST (MIT).
+  Liu et al., "Swin Transformer", ICCV 2021 (shifted windows, relative position bias).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fidia_jax.projects.hist.data import check_spots
+
+__all__ = [
+    "AttentionStats",
+    "LatticeLevel",
+    "PoolPlan",
+    "WindowPlan",
+    "check_lattice",
+    "dense_window_attention",
+    "hierarchy_sizes",
+    "lattice_window_attention",
+    "merge_attention_stats",
+    "plan_hierarchy",
+    "plan_pooling",
+    "plan_windows",
+    "sparse_patch_pool",
+    "sparse_unpool",
+    "window_attention_stats",
+]
+
+
+class WindowPlan(NamedTuple):
+    """Active spots grouped by window (one partition of the lattice).
+
+    Attributes:
+      table: ``(W, P)`` int32, the spot index in each window slot; ``n`` (sentinel) where empty.
+      valid: ``(W, P)`` bool, ``table < n``.
+      spot_window: ``(n,)`` int32, each spot's window row; ``W`` (sentinel) for inactive spots.
+      spot_slot: ``(n,)`` int32, each spot's slot in its window; ``0`` for inactive spots.
+    """
+
+    table: np.ndarray
+    valid: np.ndarray
+    spot_window: np.ndarray
+    spot_slot: np.ndarray
+
+
+class PoolPlan(NamedTuple):
+    """A stride-2 pooling of a sparse lattice (each parent covers a 2x2 block of children).
+
+    Attributes:
+      children: ``(M, 4)`` int32, the child index at offset ``2 * (x % 2) + (y % 2)``; ``n``
+        (sentinel) for a missing child, which then contributes zero.
+      parent: ``(n,)`` int32, each child's parent row; ``M`` (sentinel) for inactive children.
+      offset: ``(n,)`` int32, each child's offset ``2 * (x % 2) + (y % 2)`` in ``0..3``.
+    """
+
+    children: np.ndarray
+    parent: np.ndarray
+    offset: np.ndarray
+
+
+class LatticeLevel(NamedTuple):
+    """One scale of the hierarchy: its spots, both window partitions, and the pooling to the next.
+
+    ``coords`` ``(n, 2)`` int32 (zeros where padded), ``mask`` ``(n,)`` bool, ``regular`` and
+    ``shifted`` :class:`WindowPlan`, ``pool`` the :class:`PoolPlan` to the next (coarser) level,
+    or ``None`` at the coarsest.
+    """
+
+    coords: np.ndarray
+    mask: np.ndarray
+    regular: WindowPlan
+    shifted: WindowPlan
+    pool: PoolPlan | None
+
+
+def check_lattice(coords, mask=None) -> np.ndarray:
+    """Validates integer lattice coordinates and returns them as ``(n, 2)`` int64.
+
+    The rules of :func:`fidia_jax.projects.hist.data.check_spots` without counts: shape ``(n, 2)``, integer
+    values (whole-number floats accepted), and among the active rows (``mask``, default all)
+    no negative coordinate and no two spots at one point.
+
+    Raises:
+      DataError: naming the first offending spot(s).
+    """
+    return check_spots(coords, None, name="lattice", mask=mask)
+
+
+def _sizes(n_active: int, cap: int | None, what: str) -> int:
+    if cap is None:
+        return max(n_active, 1)
+    if n_active > cap:
+        raise ValueError(f"{what}: need {n_active}, but the fixed size is {cap}")
+    return cap
+
+
+def plan_windows(
+    coords,
+    mask=None,
+    *,
+    window: int,
+    shift: int = 0,
+    num_windows: int | None = None,
+    occupancy: int | None = None,
+) -> WindowPlan:
+    """Groups active spots into ``window x window`` squares whose origin is offset by ``-shift``.
+
+    Spot ``(x, y)`` falls in window ``((x + shift) // window, (y + shift) // window)``: ``shift =
+    window // 2`` is the Swin shifted partition, done by padding the lattice's low edges (authors'
+    code, ``generate_swin_windows``) rather than by a cyclic roll, so no window wraps around.
+
+    Args:
+      coords: ``(n, 2)`` integer lattice coordinates (validated by :func:`check_lattice`).
+      mask: ``(n,)`` bool, active spots (default all).
+      window: side ``S >= 1``; shift: ``0 <= shift < S``.
+      num_windows, occupancy: fixed sizes ``W`` and ``P`` (static shapes across sections and
+        augmentations); default the exact counts.
+
+    Returns:
+      :class:`WindowPlan`; windows are ordered by id, slots by spot index.
+
+    Raises:
+      DataError: invalid coordinates. ValueError: bad ``window``/``shift``, or more windows /
+      a fuller window than the fixed sizes allow.
+    """
+    if window < 1 or not 0 <= shift < window:
+        raise ValueError(f"need window >= 1 and 0 <= shift < window, got {window=}, {shift=}")
+    c = check_lattice(coords, mask)
+    n = len(c)
+    m = np.ones(n, bool) if mask is None else np.asarray(mask, bool)
+    act = np.flatnonzero(m)
+    wc = (c[act] + shift) // window
+    key = wc[:, 0] * (int(wc[:, 1].max(initial=0)) + 1) + wc[:, 1]
+    order = np.argsort(key, kind="stable")
+    uniq, win_of, counts = np.unique(key, return_inverse=True, return_counts=True)
+    W = _sizes(len(uniq), num_windows, "plan_windows: windows")
+    P = _sizes(int(counts.max(initial=0)), occupancy, "plan_windows: window occupancy")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    slot_sorted = np.arange(len(act)) - starts[win_of[order]]
+    slot = np.empty(len(act), np.int64)
+    slot[order] = slot_sorted
+    table = np.full((W, P), n, np.int32)
+    table[win_of, slot] = act
+    spot_window = np.full(n, W, np.int32)
+    spot_slot = np.zeros(n, np.int32)
+    spot_window[act] = win_of
+    spot_slot[act] = slot
+    return WindowPlan(table, table < n, spot_window, spot_slot)
+
+
+def plan_pooling(coords, mask=None, *, num_parents: int | None = None):
+    """Stride-2 pooling of a sparse lattice: parents are the distinct ``coords // 2`` of active spots.
+
+    Returns:
+      ``(parent_coords (M, 2) int32, parent_mask (M,) bool, PoolPlan)``; parents sorted by
+      ``(x, y)``; padded rows have coordinates ``0`` and mask ``False``.
+
+    Raises:
+      DataError: invalid coordinates. ValueError: more parents than ``num_parents``.
+    """
+    c = check_lattice(coords, mask)
+    n = len(c)
+    m = np.ones(n, bool) if mask is None else np.asarray(mask, bool)
+    act = np.flatnonzero(m)
+    pc, inv = np.unique(c[act] // 2, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    M = _sizes(len(pc), num_parents, "plan_pooling: parents")
+    off = (2 * (c[:, 0] % 2) + (c[:, 1] % 2)).astype(np.int32)
+    children = np.full((M, 4), n, np.int32)
+    children[inv, off[act]] = act
+    parent = np.full(n, M, np.int32)
+    parent[act] = inv
+    coords_out = np.zeros((M, 2), np.int32)
+    coords_out[: len(pc)] = pc
+    mask_out = np.zeros(M, bool)
+    mask_out[: len(pc)] = True
+    return coords_out, mask_out, PoolPlan(children, parent, np.where(m, off, 0).astype(np.int32))
+
+
+def plan_hierarchy(
+    coords,
+    mask=None,
+    *,
+    levels: int,
+    window: int,
+    sizes: Sequence[tuple[int, int, int, int]] | None = None,
+) -> tuple[LatticeLevel, ...]:
+    """Plans a U-shaped hierarchy: ``levels`` scales, each pooled 2x from the previous one.
+
+    Args:
+      coords: ``(n, 2)`` lattice coordinates of level 0; mask: ``(n,)`` bool (default all).
+      levels: number of scales ``>= 1``; window: window side ``S`` at every scale (the shifted
+        partition uses ``S // 2``).
+      sizes: optional fixed sizes per level ``(spots, regular windows, shifted windows,
+        occupancy)`` (e.g. :func:`hierarchy_sizes` of the largest section, with a margin);
+        level 0's ``spots`` must equal ``n``.
+
+    Returns:
+      A tuple of :class:`LatticeLevel`, finest first.
+
+    Raises:
+      DataError: invalid coordinates. ValueError: ``levels < 1`` or a plan exceeds ``sizes``.
+    """
+    if levels < 1:
+        raise ValueError(f"plan_hierarchy: levels must be >= 1, got {levels}")
+    if sizes is not None and (len(sizes) != levels or sizes[0][0] != len(coords)):
+        raise ValueError(
+            f"plan_hierarchy: sizes {sizes} do not fit {levels} levels / {len(coords)} spots"
+        )
+    c = check_lattice(coords, mask).astype(np.int32)
+    m = np.ones(len(c), bool) if mask is None else np.asarray(mask, bool)
+    c = np.where(m[:, None], c, 0).astype(np.int32)
+    out = []
+    for lvl in range(levels):
+        s = sizes[lvl] if sizes is not None else (None, None, None, None)
+        reg = plan_windows(c, m, window=window, shift=0, num_windows=s[1], occupancy=s[3])
+        shf = plan_windows(c, m, window=window, shift=window // 2, num_windows=s[2], occupancy=s[3])
+        if lvl + 1 < levels:
+            nxt = sizes[lvl + 1][0] if sizes is not None else None
+            pc, pm, pool = plan_pooling(c, m, num_parents=nxt)
+        else:
+            pc = pm = pool = None
+        out.append(LatticeLevel(c, m, reg, shf, pool))
+        c, m = pc, pm
+    return tuple(out)
+
+
+def hierarchy_sizes(plan: Sequence[LatticeLevel]) -> tuple[tuple[int, int, int, int], ...]:
+    """The sizes ``(spots, regular windows, shifted windows, occupancy)`` of each level of a plan."""
+    return tuple(
+        (
+            len(lv.coords),
+            lv.regular.table.shape[0],
+            lv.shifted.table.shape[0],
+            max(lv.regular.table.shape[1], lv.shifted.table.shape[1]),
+        )
+        for lv in plan
+    )
+
+
+# ----------------------------------------------------------------------------- compute (jnp)
+
+
+def _take_rows(x, idx):
+    """``x[idx]`` along axis 0 where out-of-range (sentinel) indices give zeros."""
+    return jnp.take(x, idx, axis=0, mode="fill", fill_value=0)
+
+
+def sparse_patch_pool(x_NxC, children_Mx4):
+    """Gathers each parent's 2x2 children into one row ``(M, 4 C)``; a missing child gives zeros.
+
+    Followed by a ``Linear(4 C -> C')`` this is the stride-2, kernel-2 "patch conv" of HiST
+    (authors' code ``s_PatchMerge`` / ``_sparse_conv2d``): the convolution over the active set
+    where absent children contribute zero.
+
+    Args:
+      x_NxC: ``(n, C)`` features of the children. children_Mx4: :attr:`PoolPlan.children`.
+
+    Returns:
+      ``(M, 4 C)``, children concatenated in offset order ``0..3``.
+    """
+    g_Mx4xC = _take_rows(x_NxC, jnp.asarray(children_Mx4))
+    return g_Mx4xC.reshape(g_Mx4xC.shape[0], -1)
+
+
+def sparse_unpool(y_Mx4xC, parent_N, offset_N):
+    """Sparse pixel shuffle: each active child reads its parent's sub-output at its offset.
+
+    Only the children of the cached active support (the ``parent``/``offset`` of the pooling
+    plan of that scale) are produced; the other three positions a parent could expand to are
+    dropped (authors' code ``s_PixelShuffle.forward``).
+
+    Args:
+      y_Mx4xC: ``(M, 4, C)`` per-parent outputs (e.g. ``Linear(C_in -> 4 C)`` reshaped).
+      parent_N, offset_N: :attr:`PoolPlan.parent` and :attr:`PoolPlan.offset` (``(n,)``).
+
+    Returns:
+      ``(n, C)``; rows of inactive children (parent sentinel) are zero.
+    """
+    M = y_Mx4xC.shape[0]
+    flat = jnp.asarray(parent_N) * 4 + jnp.asarray(offset_N)
+    flat = jnp.where(jnp.asarray(parent_N) < M, flat, 4 * M)
+    return _take_rows(y_Mx4xC.reshape(4 * M, -1), flat)
+
+
+class AttentionStats(NamedTuple):
+    """Unnormalised partial softmax attention per query: running max ``m``, sum ``l``, output ``o``.
+
+    ``m``, ``l``: ``(n, H)``; ``o``: ``(n, H, D)``; a query with no key has ``m = -inf``, ``l = 0``.
+    """
+
+    m: jax.Array
+    l: jax.Array  # noqa: E741
+    o: jax.Array
+
+
+def window_attention_stats(
+    q_NxHxD,
+    k_NxHxD,
+    v_NxHxD,
+    coords_Nx2,
+    plan: WindowPlan,
+    bias_HxRxR=None,
+    *,
+    exclude_group_N=None,
+    exclude_from_window: int = 0,
+    include_self: bool = True,
+) -> AttentionStats:
+    """Softmax attention within each window of ``plan``, as unnormalised statistics per query.
+
+    Scores are ``q . k / sqrt(D) + bias[h, dx + S - 1, dy + S - 1]`` with ``(dx, dy) = key -
+    query`` lattice offsets (learned relative position bias, Swin / authors'
+    ``RelativePositionBias``; ``R = 2 S - 1``). A key is used only if it is an active spot in
+    the query's window, and, when ``exclude_group_N`` is given, not in the query's group (used
+    to drop keys already counted by another partition).
+
+    Args:
+      q_NxHxD, k_NxHxD, v_NxHxD: ``(n, H, D)`` float. coords_Nx2: ``(n, 2)`` int lattice coords.
+      plan: :class:`WindowPlan` over the same ``n`` spots. bias_HxRxR: ``(H, R, R)`` or ``None``.
+      exclude_group_N: optional ``(n,)`` int group id; the exclusion applies in windows
+        ``>= exclude_from_window`` only. include_self: keep the query as its own key.
+      ``plan.spot_window`` may list each spot several times (spot ``i`` of copy ``k`` is row
+      ``k n + i`` of the result); :func:`lattice_window_attention` uses this to run both
+      partitions as one batch of windows.
+
+    Returns:
+      :class:`AttentionStats` per spot (inactive spots: ``m = -inf``, ``l = 0``, ``o = 0``).
+    """
+    H, D = q_NxHxD.shape[1:]
+    table = jnp.asarray(plan.table)
+    valid = jnp.asarray(plan.valid)
+    W, P = table.shape
+    q = _take_rows(q_NxHxD, table)  # (W, P, H, D)
+    k = _take_rows(k_NxHxD, table)
+    v = _take_rows(v_NxHxD, table)
+    s_WxHxPxP = jnp.einsum("wphd,wqhd->whpq", q, k) / jnp.sqrt(jnp.asarray(D, q.dtype))
+    if bias_HxRxR is not None:
+        S = (bias_HxRxR.shape[-1] + 1) // 2
+        c = _take_rows(jnp.asarray(coords_Nx2, jnp.int32), table)  # (W, P, 2)
+        d = c[:, None, :, :] - c[:, :, None, :]  # key - query, (W, Pq, Pk, 2)
+        ix = jnp.clip(d[..., 0] + S - 1, 0, 2 * S - 2)
+        iy = jnp.clip(d[..., 1] + S - 1, 0, 2 * S - 2)
+        b_HxWxPxP = jnp.take(bias_HxRxR.reshape(H, -1), ix * (2 * S - 1) + iy, axis=1)
+        s_WxHxPxP = s_WxHxPxP + jnp.moveaxis(b_HxWxPxP, 0, 1).astype(s_WxHxPxP.dtype)
+    allowed = valid[:, :, None] & valid[:, None, :]
+    if exclude_group_N is not None:
+        g = _take_rows(jnp.asarray(exclude_group_N), table)
+        same = g[:, :, None] == g[:, None, :]
+        excl = (jnp.arange(W) >= exclude_from_window)[:, None, None]
+        allowed = allowed & ~(same & excl)
+    if not include_self:
+        allowed = allowed & ~jnp.eye(P, dtype=bool)[None, :, :]
+    allowed_WxHxPxP = jnp.broadcast_to(allowed[:, None, :, :], s_WxHxPxP.shape)
+    s = jnp.where(allowed_WxHxPxP, s_WxHxPxP, -jnp.inf)
+    m = jnp.max(s, axis=-1)  # (W, H, P)
+    m_safe = jnp.where(jnp.isfinite(m), m, 0.0)
+    p = jnp.where(allowed_WxHxPxP, jnp.exp(s - m_safe[..., None]), 0.0)
+    l = jnp.sum(p, axis=-1)  # noqa: E741
+    o = jnp.einsum("whpq,wqhd->wphd", p, v)
+    # back to spots: spot i sits at (spot_window[i], spot_slot[i]); sentinel rows give nothing
+    sw = jnp.asarray(plan.spot_window)
+    flat = jnp.where(sw < W, sw * P + jnp.asarray(plan.spot_slot), W * P)
+    m_n = jnp.take(
+        jnp.moveaxis(m, 1, 2).reshape(-1, H), flat, axis=0, mode="fill", fill_value=-jnp.inf
+    )
+    l_n = _take_rows(jnp.moveaxis(l, 1, 2).reshape(-1, H), flat)
+    o_n = _take_rows(o.reshape(-1, H, D), flat)
+    return AttentionStats(m_n, l_n, o_n)
+
+
+def merge_attention_stats(*stats: AttentionStats):
+    """Normalised attention output ``(n, H, D)`` of the union of disjoint key sets (log-sum-exp).
+
+    Queries with no key at all get zeros (never NaN).
+    """
+    m = stats[0].m
+    for s in stats[1:]:
+        m = jnp.maximum(m, s.m)
+    m_safe = jnp.where(jnp.isfinite(m), m, 0.0)
+    l_tot = jnp.zeros_like(stats[0].l)
+    o_tot = jnp.zeros_like(stats[0].o)
+    for s in stats:
+        a = jnp.where(jnp.isfinite(s.m), jnp.exp(s.m - m_safe), 0.0)
+        l_tot = l_tot + a * s.l
+        o_tot = o_tot + a[..., None] * s.o
+    return o_tot / jnp.where(l_tot > 0, l_tot, 1.0)[..., None]
+
+
+def lattice_window_attention(
+    q_NxHxD, k_NxHxD, v_NxHxD, coords_Nx2, regular: WindowPlan, shifted: WindowPlan, bias_HxRxR=None
+):
+    """HiST's local attention: each spot attends to its regular window ∪ its shifted window.
+
+    The union (authors' code, ``'hybrid'`` pattern ``['swmsa', 'wmsa', 'lloop']`` with
+    de-duplicated edges) is one softmax over the active spots of both windows, each key once,
+    the query itself included. Memory ``O((W_r + W_s) P^2 H)``.
+
+    Args:
+      q_NxHxD, k_NxHxD, v_NxHxD: ``(n, H, D)``. coords_Nx2: ``(n, 2)`` int.
+      regular, shifted: :class:`WindowPlan` with shifts ``0`` and ``S // 2`` (see
+        :func:`plan_hierarchy`). bias_HxRxR: ``(H, 2S-1, 2S-1)`` relative position bias or None.
+
+    Returns:
+      ``(n, H, D)``; zeros for inactive spots.
+    """
+    # both partitions in one batch of windows (one program, not two): the shifted windows
+    # follow the regular ones, and spot i's two rows are merged by log-sum-exp
+    Wr, Pr = regular.table.shape
+    Ws, Ps = shifted.table.shape
+    n = q_NxHxD.shape[0]
+    P = max(Pr, Ps)
+
+    def widen(t, fill):
+        t = jnp.asarray(t)
+        return jnp.pad(t, ((0, 0), (0, P - t.shape[1])), constant_values=fill)
+
+    table = jnp.concatenate([widen(regular.table, n), widen(shifted.table, n)], axis=0)
+    rw, sw = jnp.asarray(regular.spot_window), jnp.asarray(shifted.spot_window)
+    both = WindowPlan(
+        table=table,
+        valid=table < n,
+        spot_window=jnp.concatenate([rw, jnp.where(sw < Ws, sw + Wr, Wr + Ws)]),
+        spot_slot=jnp.concatenate([jnp.asarray(regular.spot_slot), jnp.asarray(shifted.spot_slot)]),
+    )
+    # exclusion: in a shifted window, keys in the query's regular window are already counted;
+    # in a regular window nothing is excluded (every spot gets a group of its own there)
+    st = window_attention_stats(
+        q_NxHxD,
+        k_NxHxD,
+        v_NxHxD,
+        coords_Nx2,
+        both,
+        bias_HxRxR,
+        exclude_group_N=rw,
+        exclude_from_window=Wr,
+    )
+    a = AttentionStats(st.m[:n], st.l[:n], st.o[:n])
+    b = AttentionStats(st.m[n:], st.l[n:], st.o[n:])
+    return merge_attention_stats(a, b)
+
+
+def dense_window_attention(
+    q_NxHxD,
+    k_NxHxD,
+    v_NxHxD,
+    coords_Nx2,
+    mask_N,
+    *,
+    window: int,
+    bias_HxRxR=None,
+    shifted: bool = True,
+):
+    """Dense ``n x n`` masked reference of :func:`lattice_window_attention` (tests, small ``n``).
+
+    Key ``j`` is allowed for query ``i`` when both are active and they share the regular window
+    (``coords // S``) or, if ``shifted``, the shifted one (``(coords + S // 2) // S``).
+    Memory ``O(n^2 H)``.
+    """
+    n, H, D = q_NxHxD.shape
+    c = jnp.asarray(coords_Nx2, jnp.int32)
+    mask = jnp.asarray(mask_N, bool)
+
+    def same(shift):
+        w = (c + shift) // window
+        return jnp.all(w[:, None, :] == w[None, :, :], axis=-1)
+
+    allowed = same(0)
+    if shifted:
+        allowed = allowed | same(window // 2)
+    allowed = allowed & mask[:, None] & mask[None, :]
+    s = jnp.einsum("ihd,jhd->hij", q_NxHxD, k_NxHxD) / jnp.sqrt(jnp.asarray(D, q_NxHxD.dtype))
+    if bias_HxRxR is not None:
+        S = (bias_HxRxR.shape[-1] + 1) // 2
+        d = c[None, :, :] - c[:, None, :]
+        ix = jnp.clip(d[..., 0] + S - 1, 0, 2 * S - 2)
+        iy = jnp.clip(d[..., 1] + S - 1, 0, 2 * S - 2)
+        s = s + bias_HxRxR[:, ix, iy]
+    allowed_H = jnp.broadcast_to(allowed[None], s.shape)
+    s = jnp.where(allowed_H, s, -jnp.inf)
+    m = jnp.max(s, axis=-1, keepdims=True)
+    p = jnp.where(allowed_H, jnp.exp(s - jnp.where(jnp.isfinite(m), m, 0.0)), 0.0)
+    l = jnp.sum(p, axis=-1, keepdims=True)  # noqa: E741
+    p = p / jnp.where(l > 0, l, 1.0)
+    return jnp.einsum("hij,jhd->ihd", p, v_NxHxD)

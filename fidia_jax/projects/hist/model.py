@@ -1,0 +1,297 @@
+"""HiST: a U-shaped sparse hierarchical transformer from per-spot image features to expression.
+
+Built on HiST's sparse lattice primitives (:mod:`fidia_jax.projects.hist.lattice`: window
+partition, window attention with relative position bias, patch pooling and pixel-shuffle
+unpooling over the active spots). Also the dense baseline :class:`DenseSpotTransformer` (full
+attention over all spots) the benchmark compares against; the loss is
+:func:`fidia_jax.projects.hist.losses.masked_mse`.
+
+Structure (authors' code ``configs/model/hist.yaml``: ``slide_configs: "111-21"``,
+``token_init_types: ['max', 'mean', 'fix1e-4']``, ``connection: concat``, ``econvs_type:
+patchconv``, ``dconvs_type: pixelshuffle``, ``trans_type: hybrid``, ``window_size: 3`` i.e. a
+window side of 6)::
+
+  input projection -> [level 0 blocks] -> pool -> [level 1 blocks] -> pool -> [level 2 blocks]
+   -> unpool -> concat skip(level 1) -> fuse -> [blocks] -> unpool -> concat skip(level 0)
+   -> fuse -> [blocks] -> linear gene head (log1p expression)
+
+Every transformer block is HiST's "hybrid" layer: the local part attends within the union of
+the regular and the shifted window
+(:func:`fidia_jax.projects.hist.lattice.lattice_window_attention`); a second set of projections
+lets each spot attend to the three slide tokens and each token to every active spot and token
+(local <-> global); both outputs are summed before the output projection.
+The slide tokens are the max- and mean-pool of the projected spot features and a fixed
+(untrained) ``N(0, 1e-4)`` token; they pass through the pooling/unpooling layers as a spot whose
+four children are all itself (authors' ``conv_forward``).
+
+Reconstruction (ours, not in the paper): the ``Linear(2C -> C)`` fusion after each skip concat
+(the authors' builder also reduces the width there; its exact layer we did not reproduce), and
+the GELU FFN of ratio ``ff_ratio`` shared by spots and tokens.
+
+References:
+  Wu, Xu, Diao, Li, Wei, Andersson, Gui, "HiST", ICML 2026, arXiv:2606.14251;
+  code github.com/wwyi1828/HiST (MIT).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from fidia_jax.projects.hist import lattice
+
+__all__ = ["DenseSpotTransformer", "HiST", "sinusoidal_lattice_embedding"]
+
+
+def _masked_pool_tokens(x_NxC, mask_N):
+    m = jnp.asarray(mask_N, bool)[:, None]
+    mx = jnp.max(jnp.where(m, x_NxC, -jnp.inf), axis=0)
+    mx = jnp.where(jnp.isfinite(mx), mx, 0.0)
+    mean = jnp.sum(jnp.where(m, x_NxC, 0.0), axis=0) / jnp.maximum(jnp.sum(m), 1)
+    return mx, mean
+
+
+class _HybridBlock(nnx.Module):
+    """Pre-norm transformer block: window attention (+ RPB) + local<->global token attention, FFN."""
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        window: int,
+        ff_ratio: float,
+        *,
+        attn_drop: float,
+        rngs: nnx.Rngs,
+    ):
+        if dim % heads:
+            raise ValueError(f"HiST: dim {dim} must be divisible by heads {heads}")
+        self.heads = heads
+        self.norm1 = nnx.LayerNorm(dim, rngs=rngs)
+        self.norm2 = nnx.LayerNorm(dim, rngs=rngs)
+        self.qkv_local = nnx.Linear(dim, 3 * dim, rngs=rngs)
+        self.qkv_global = nnx.Linear(dim, 3 * dim, rngs=rngs)
+        R = 2 * window - 1
+        self.rel_bias = nnx.Param(
+            0.02 * jax.random.truncated_normal(rngs.params(), -2.0, 2.0, (heads, R, R))
+        )
+        self.proj = nnx.Linear(dim, dim, rngs=rngs)
+        self.ff1 = nnx.Linear(dim, int(dim * ff_ratio), rngs=rngs)
+        self.ff2 = nnx.Linear(int(dim * ff_ratio), dim, rngs=rngs)
+        self.drop = nnx.Dropout(attn_drop, rngs=rngs)
+
+    def _split(self, y):
+        n = y.shape[0]
+        q, k, v = jnp.split(y, 3, axis=-1)
+        return (t.reshape(n, self.heads, -1) for t in (q, k, v))
+
+    def __call__(self, x_NxC, g_TxC, level: lattice.LatticeLevel, *, deterministic: bool):
+        n, C = x_NxC.shape
+        T = g_TxC.shape[0]
+        mask = jnp.asarray(level.mask, bool)
+        h, hg = self.norm1(x_NxC), self.norm1(g_TxC)
+        q1, k1, v1 = self._split(self.qkv_local(h))
+        local_NxHxD = lattice.lattice_window_attention(
+            q1, k1, v1, level.coords, level.regular, level.shifted, self.rel_bias[...]
+        )
+        q2, k2, v2 = self._split(self.qkv_global(jnp.concatenate([h, hg], axis=0)))
+        D = q2.shape[-1]
+        scale = 1.0 / jnp.sqrt(jnp.asarray(D, q2.dtype))
+        # spots <- tokens (softmax over the T tokens)
+        s_NxHxT = jnp.einsum("nhd,thd->nht", q2[:n], k2[n:]) * scale
+        l2g_NxHxD = jnp.einsum("nht,thd->nhd", jax.nn.softmax(s_NxHxT, axis=-1), v2[n:])
+        # tokens <- active spots and tokens
+        s_TxHxK = jnp.einsum("thd,khd->thk", q2[n:], k2) * scale
+        key_ok = jnp.concatenate([mask, jnp.ones((T,), bool)])
+        s_TxHxK = jnp.where(key_ok[None, None, :], s_TxHxK, -jnp.inf)
+        g_TxHxD = jnp.einsum("thk,khd->thd", jax.nn.softmax(s_TxHxK, axis=-1), v2)
+        att_x = self.drop((local_NxHxD + l2g_NxHxD).reshape(n, C), deterministic=deterministic)
+        x = x_NxC + self.proj(att_x)
+        g = g_TxC + self.proj(g_TxHxD.reshape(T, C))
+        x = x + self.ff2(jax.nn.gelu(self.ff1(self.norm2(x))))
+        g = g + self.ff2(jax.nn.gelu(self.ff1(self.norm2(g))))
+        return jnp.where(mask[:, None], x, 0.0), g
+
+
+class _Pool(nnx.Module):
+    """Stride-2 patch conv over active children (missing child = 0), then LayerNorm (post)."""
+
+    def __init__(self, dim: int, *, rngs: nnx.Rngs):
+        self.lin = nnx.Linear(4 * dim, dim, use_bias=False, rngs=rngs)
+        self.norm = nnx.LayerNorm(dim, rngs=rngs)
+
+    def __call__(self, x_NxC, g_TxC, pool: lattice.PoolPlan):
+        x = self.norm(self.lin(lattice.sparse_patch_pool(x_NxC, pool.children)))
+        g = self.norm(self.lin(jnp.concatenate([g_TxC] * 4, axis=-1)))
+        return x, g
+
+
+class _Unpool(nnx.Module):
+    """Sparse pixel shuffle to the cached active support of the finer level, then LayerNorm."""
+
+    def __init__(self, dim: int, *, rngs: nnx.Rngs):
+        self.lin = nnx.Linear(dim, 4 * dim, use_bias=False, rngs=rngs)
+        self.norm = nnx.LayerNorm(dim, rngs=rngs)
+
+    def __call__(self, y_MxC, g_TxC, pool: lattice.PoolPlan):
+        M, C = y_MxC.shape
+        up = self.lin(y_MxC).reshape(M, 4, C)
+        x = self.norm(lattice.sparse_unpool(up, pool.parent, pool.offset))
+        g = self.norm(jnp.mean(self.lin(g_TxC).reshape(-1, 4, C), axis=1))
+        return x, g
+
+
+class HiST(nnx.Module):
+    """HiST: per-spot features ``(n, F)`` on a sparse lattice -> log1p expression ``(n, G)``.
+
+    Args:
+      in_features: per-spot feature width ``F``.
+      num_genes: output genes ``G``.
+      dim: width ``C`` at every level (authors' ``channel_factor: 1``).
+      heads: attention heads.
+      enc_depths: blocks per encoder level, finest first (authors ``"111"`` -> ``(1, 1, 1)``);
+        its length is the number of levels ``L``.
+      dec_depths: blocks per decoder level, coarse to fine, ``L - 1`` entries (``"21"``).
+      window: window side ``S`` (authors' ``window_size: 3`` is half of ``S = 6``).
+      ff_ratio: FFN width ratio; dropout: input and attention dropout.
+      token_std: std of the fixed slide token (authors ``fix1e-4``).
+      rngs: ``nnx.Rngs`` with ``params`` (and ``dropout`` when training with ``dropout > 0``).
+
+    Call: ``model(feats_NxF, plan, deterministic=True) -> pred_NxG`` where ``plan`` is
+    :func:`fidia_jax.projects.hist.lattice.plan_hierarchy` of the section's lattice with
+    ``levels = L`` and the same ``window``; rows of inactive (padding) spots are zero.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        num_genes: int,
+        *,
+        dim: int = 64,
+        heads: int = 2,
+        enc_depths: Sequence[int] = (1, 1, 1),
+        dec_depths: Sequence[int] = (2, 1),
+        window: int = 6,
+        ff_ratio: float = 4.0,
+        dropout: float = 0.05,
+        token_std: float = 1e-4,
+        rngs: nnx.Rngs,
+    ):
+        if len(dec_depths) != len(enc_depths) - 1:
+            raise ValueError(
+                f"HiST: need len(dec_depths) == len(enc_depths) - 1, got "
+                f"{dec_depths} and {enc_depths}"
+            )
+        if window < 2:
+            raise ValueError(f"HiST: window must be >= 2, got {window}")
+        self.window = window
+        self.levels = len(enc_depths)
+        self.inp = nnx.Linear(in_features, dim, rngs=rngs)
+        self.inp_drop = nnx.Dropout(dropout, rngs=rngs)
+        self.fixed_token = nnx.Variable(
+            token_std * jax.random.truncated_normal(rngs.params(), -2.0, 2.0, (1, dim))
+        )
+
+        def blocks(k):
+            return nnx.List(
+                [
+                    _HybridBlock(dim, heads, window, ff_ratio, attn_drop=dropout, rngs=rngs)
+                    for _ in range(k)
+                ]
+            )
+
+        self.enc = nnx.List([blocks(k) for k in enc_depths])
+        self.pools = nnx.List([_Pool(dim, rngs=rngs) for _ in range(self.levels - 1)])
+        self.unpools = nnx.List([_Unpool(dim, rngs=rngs) for _ in range(self.levels - 1)])
+        self.fuse = nnx.List([nnx.Linear(2 * dim, dim, rngs=rngs) for _ in range(self.levels - 1)])
+        self.dec = nnx.List([blocks(k) for k in dec_depths])
+        self.head = nnx.Linear(dim, num_genes, rngs=rngs)
+
+    def __call__(
+        self, feats_NxF, plan: Sequence[lattice.LatticeLevel], *, deterministic: bool = True
+    ):
+        if len(plan) != self.levels:
+            raise ValueError(f"HiST: the plan has {len(plan)} levels, the model {self.levels}")
+        mask0 = jnp.asarray(plan[0].mask, bool)
+        x = self.inp_drop(self.inp(feats_NxF), deterministic=deterministic)
+        x = jnp.where(mask0[:, None], x, 0.0)
+        mx, mean = _masked_pool_tokens(x, mask0)
+        g = jnp.concatenate([mx[None], mean[None], self.fixed_token[...]], axis=0)
+        skips = []
+        for lvl in range(self.levels):
+            if lvl > 0:
+                x, g = self.pools[lvl - 1](x, g, plan[lvl - 1].pool)
+                x = jnp.where(jnp.asarray(plan[lvl].mask)[:, None], x, 0.0)
+            for blk in self.enc[lvl]:
+                x, g = blk(x, g, plan[lvl], deterministic=deterministic)
+            skips.append((x, g))
+        for i, lvl in enumerate(range(self.levels - 2, -1, -1)):
+            x, g = self.unpools[i](x, g, plan[lvl].pool)
+            sx, sg = skips[lvl]
+            x = self.fuse[i](jnp.concatenate([x, sx], axis=-1))
+            g = self.fuse[i](jnp.concatenate([g, sg], axis=-1))
+            for blk in self.dec[i]:
+                x, g = blk(x, g, plan[lvl], deterministic=deterministic)
+        return jnp.where(mask0[:, None], self.head(x), 0.0)
+
+
+def sinusoidal_lattice_embedding(coords_Nx2, dim: int, *, base: float = 100.0):
+    """2-D sinusoidal embedding ``(n, dim)`` of integer lattice coordinates (``dim % 4 == 0``):
+    half the channels encode ``x``, half ``y``, each as ``sin``/``cos`` at geometric frequencies."""
+    if dim % 4:
+        raise ValueError(f"sinusoidal_lattice_embedding: dim must be a multiple of 4, got {dim}")
+    c = jnp.asarray(coords_Nx2, jnp.float32)
+    freqs = base ** (-jnp.arange(dim // 4, dtype=jnp.float32) / (dim // 4))
+    parts = []
+    for a in range(2):
+        ang = c[:, a : a + 1] * freqs[None, :]
+        parts += [jnp.sin(ang), jnp.cos(ang)]
+    return jnp.concatenate(parts, axis=-1)
+
+
+class DenseSpotTransformer(nnx.Module):
+    """Baseline: pre-norm transformer with full (``n x n``, masked) attention over all spots.
+
+    Input projection plus a 2-D sinusoidal embedding of the lattice coordinates, ``depth``
+    blocks of dense multi-head attention and GELU FFN, linear gene head. Memory ``O(n^2 H)``.
+
+    Call: ``model(feats_NxF, coords_Nx2, mask_N, deterministic=True) -> pred_NxG``.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        num_genes: int,
+        *,
+        dim: int = 64,
+        heads: int = 2,
+        depth: int = 2,
+        ff_ratio: float = 4.0,
+        dropout: float = 0.05,
+        rngs: nnx.Rngs,
+    ):
+        self.dim = dim
+        self.inp = nnx.Linear(in_features, dim, rngs=rngs)
+        self.attn = nnx.List(
+            [
+                nnx.MultiHeadAttention(heads, dim, decode=False, rngs=rngs, dropout_rate=dropout)
+                for _ in range(depth)
+            ]
+        )
+        self.n1 = nnx.List([nnx.LayerNorm(dim, rngs=rngs) for _ in range(depth)])
+        self.n2 = nnx.List([nnx.LayerNorm(dim, rngs=rngs) for _ in range(depth)])
+        self.ff1 = nnx.List([nnx.Linear(dim, int(dim * ff_ratio), rngs=rngs) for _ in range(depth)])
+        self.ff2 = nnx.List([nnx.Linear(int(dim * ff_ratio), dim, rngs=rngs) for _ in range(depth)])
+        self.head = nnx.Linear(dim, num_genes, rngs=rngs)
+
+    def __call__(self, feats_NxF, coords_Nx2, mask_N, *, deterministic: bool = True):
+        m = jnp.asarray(mask_N, bool)
+        x = self.inp(feats_NxF) + sinusoidal_lattice_embedding(coords_Nx2, self.dim)
+        attn_mask = (m[:, None] & m[None, :])[None, :, :]
+        for a, n1, n2, f1, f2 in zip(self.attn, self.n1, self.n2, self.ff1, self.ff2, strict=True):
+            x = x + a(n1(x), mask=attn_mask, deterministic=deterministic)
+            x = x + f2(jax.nn.gelu(f1(n2(x))))
+        return jnp.where(m[:, None], self.head(x), 0.0)
