@@ -129,9 +129,9 @@ def run_stream(
                 train.append_metrics(
                     metrics_path,
                     [
-                        {"run": f"{m}, order {o}", "step": i + 1, "loss": v}
+                        {"run": f"{m}/order{o}", "step": i + 1, "loss": v}
                         for i, v in enumerate(curve)
-                    ],  # fmt: skip
+                    ],
                 )
             per[m].append({"acc": acc.tolist(), **metrics.continual_metrics(acc, sizes)})
     out = {}
