@@ -226,10 +226,12 @@ class _Trainer:
         num_steps,
         local_ce: bool = False,
         replay: bool = False,
+        losses_out: list[float] | None = None,
     ):
         """Trains on the data of tasks ``pool_from..classes_upto``; the softmax runs over the
         classes seen so far, or (``local_ce``) over the classes of that data only. ``replay``
-        adds a minibatch of Gaussian pseudo-features of the classes of tasks ``< pool_from``."""
+        adds a minibatch of Gaussian pseudo-features of the classes of tasks ``< pool_from``.
+        ``losses_out`` (a list) gets every step's loss."""
         data = self.data
         pool = [k for task in data.tasks[pool_from : classes_upto + 1] for k in task]
         sel = np.flatnonzero(np.isin(data.y_tr, pool))
@@ -265,6 +267,8 @@ class _Trainer:
             jnp.asarray(float(bool(old_classes)), jnp.float32),
         )
         nonfinite = np.asarray(nonfinite)
+        if losses_out is not None:
+            losses_out.extend(float(v) for v in np.asarray(losses))
         if nonfinite.any():  # the library's policy: the step was skipped, training stops
             first = int(np.argmax(nonfinite))
             raise TrainingError(
@@ -287,11 +291,16 @@ def run_method(
     seed: int,
     trainers: dict[str, Any] | None = None,
     dim: int | None = None,
+    losses_out: list[float] | None = None,
 ) -> np.ndarray:
     """The ``(T, T)`` accuracy matrix of ``method`` on the stream ``data`` (module docstring).
 
     ``trainers`` (a dict, filled on first use) shares compiled trainers between methods and
-    orders of the same data shapes.
+    orders of the same data shapes; ``losses_out`` (a list) gets the loss of every training
+    step, task after task (none for ``ncm``).
+
+    Raises:
+      TrainingError: a non-finite loss or gradient (the step is named).
     """
     if method == "ncm":
         return _ncm(data)
@@ -318,6 +327,7 @@ def run_method(
                 0.0,
                 jax.random.fold_in(key, 100 * t),
                 config.steps_per_task,
+                losses_out=losses_out,
             )
             acc.append(_accuracy_row(tr.predict(ball, rest, t), data, t))
         return np.asarray(acc)
@@ -342,6 +352,7 @@ def run_method(
             config.steps_per_task,
             local_ce=cl and config.local_ce and not config.feature_replay,
             replay=cl and config.feature_replay,
+            losses_out=losses_out,
         )
         acc.append(_accuracy_row(tr.predict(ball, rest, t), data, t))
     return np.asarray(acc)

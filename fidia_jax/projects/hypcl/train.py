@@ -109,16 +109,30 @@ def run_stream(
     classes_per_task: int,
     dim: int | None = None,
     label: str = "",
+    metrics_path: str | pathlib.Path | None = None,
 ) -> dict[str, Any]:
     """Runs ``methods`` on every order; per method the accuracy matrices and the metrics
-    (mean and std over orders). Each (order, method) is shown as a stage (``label`` first)."""
+    (mean and std over orders). Each (order, method) is shown as a stage (``label`` first);
+    with ``metrics_path`` every training step's loss is appended to that ``metrics.jsonl``
+    (run ``"<method>/order<o>"``, steps counted over the tasks)."""
     per = {m: [] for m in methods}
     trainers: dict[str, Any] = {}
     for o, stream in enumerate(_streams(x, y, config, orders, classes_per_task)):
         sizes = [int(np.isin(stream.y_te, t).sum()) for t in stream.tasks]
         for m in methods:
+            curve: list[float] = []
             with train.stage(f"{label}class order {o + 1}/{len(orders)}: {METHODS[m]}"):
-                acc = run_method(m, stream, config, config.seed + 1000 * o, trainers, dim)
+                acc = run_method(
+                    m, stream, config, config.seed + 1000 * o, trainers, dim, losses_out=curve
+                )
+            if metrics_path is not None and curve:
+                train.append_metrics(
+                    metrics_path,
+                    [
+                        {"run": f"{m}/order{o}", "step": i + 1, "loss": v}
+                        for i, v in enumerate(curve)
+                    ],
+                )
             per[m].append({"acc": acc.tolist(), **metrics.continual_metrics(acc, sizes)})
     out = {}
     for m, runs in per.items():
@@ -223,7 +237,10 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
     """Runs the comparison (module docstring) and writes ``workdir/hypcl.json``.
 
     Also writes ``summary.json`` (the headline numbers), ``hypcl_methods.png`` (the table as bar
-    charts) and, with a depth sweep, ``hypcl_depth_sweep.png``; prints the tables.
+    charts), ``metrics.jsonl`` and ``curves.png`` (every training step's loss of the main
+    comparison, per method and class order, and at the end of each task the accuracy on the
+    classes seen so far) and, with a depth sweep, ``hypcl_depth_sweep.png``; prints the
+    tables.
 
     Returns:
       ``{"task", "orders", "methods": {name: metrics...}, "gap_average_accuracy" (HypCL minus
@@ -235,6 +252,8 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    metrics_path = workdir / "metrics.jsonl"
+    metrics_path.unlink(missing_ok=True)  # a rerun writes its own curves (no resume here)
     if config.task == "digits":
         with train.stage("frozen AlexNet conv5 features of the digits (cached in the workdir)"):
             x, y = digit_features(workdir)
@@ -242,17 +261,17 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
         x, y = synthetic_task(config, config.synth_depth)
     num_classes = int(y.max()) + 1
     orders = class_orders(num_classes, config.num_orders, config.seed)
-    rows = run_stream(x, y, config, config.methods, orders, config.classes_per_task)
-    # per task of the stream, the accuracy on the classes seen so far (one run per method and
-    # class order): metrics.jsonl, as every training run writes it
-    metrics_path = workdir / "metrics.jsonl"
-    metrics_path.unlink(missing_ok=True)
+    rows = run_stream(
+        x, y, config, config.methods, orders, config.classes_per_task, metrics_path=metrics_path
+    )
+    # at the last step of each task, the accuracy on the classes seen so far (same runs)
+    steps = config.steps_per_task
     train.append_metrics(
         metrics_path,
         [
             {
                 "run": f"{m}/order{o}",
-                "step": t + 1,
+                "step": (t + 1) * steps,
                 "eval/seen_accuracy": float(np.mean(acc[t][: t + 1])),
             }
             for m, row in rows.items()
@@ -260,6 +279,9 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
             for acc in [run["acc"]]
             for t in range(len(acc))
         ],
+    )
+    train.plot_curves(
+        metrics_path, workdir / "curves.png", title=f"HypCL, {config.task}: loss and seen accuracy"
     )
     gap = rows["hypcl"]["average_accuracy"] - rows["euclidean"]["average_accuracy"]
     results: dict[str, Any] = {

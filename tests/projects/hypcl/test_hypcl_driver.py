@@ -34,7 +34,23 @@ def test_tiny_run_writes_summary_and_chart(tiny_workdir, tiny_run):
         m: row["average_accuracy"] for m, row in tiny_run["methods"].items()
     }
     assert summary["gap_average_accuracy"] == tiny_run["gap_average_accuracy"]
-    assert (tiny_workdir / "hypcl_methods.png").read_bytes()[:4] == b"\x89PNG"
+    for png in ("hypcl_methods.png", "curves.png"):
+        assert (tiny_workdir / png).read_bytes()[:4] == b"\x89PNG"
+    # every training step's loss, per method (ncm does not train) and class order
+    records = train.read_metrics(tiny_workdir / "metrics.jsonl")
+    cfg = hypcl.get_config("tiny")
+    steps = cfg.steps_per_task * 2  # two tasks
+    for m in ("finetune", "euclidean", "hypcl"):
+        rows = [r for r in records if r["run"] == f"{m}/order0" and "loss" in r]
+        assert [r["step"] for r in rows] == list(range(1, steps + 1))
+        assert all(np.isfinite(r["loss"]) for r in rows)
+    assert not [r for r in records if r["run"].startswith("ncm") and "loss" in r]
+    # the seen-class accuracy at the end of each task (ncm too): the accuracy matrix's rows
+    acc = np.array(tiny_run["methods"]["hypcl"]["orders"][0]["acc"], dtype=float)
+    evals = [r for r in records if r["run"] == "hypcl/order0" and "eval/seen_accuracy" in r]
+    assert [r["step"] for r in evals] == [cfg.steps_per_task, steps]
+    np.testing.assert_allclose([r["eval/seen_accuracy"] for r in evals],
+                               [acc[0, 0], acc[1, :2].mean()])  # fmt: skip
 
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)
