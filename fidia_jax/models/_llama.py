@@ -40,7 +40,6 @@ CAPTURE_ALL = "all"
 
 __all__ = [
     "LlamaConfig",
-    "LlamaSize",
     "LlamaCache",
     "Llama",
     "LlamaVL",
@@ -115,40 +114,6 @@ class LlamaConfig:
         kw = dict(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=64, max_seq_len=32)
         kw.update(overrides)
         return cls(**kw)
-
-
-@dataclasses.dataclass(frozen=True)
-class LlamaSize:
-    """The size of a byte-level :class:`Llama` (vocabulary 256) as a driver's config group.
-
-    Attributes:
-      dim: model width.
-      n_layers: transformer blocks.
-      n_heads, n_kv_heads: query and key/value heads (grouped-query attention).
-      hidden_dim: SwiGLU width; ``0`` means ``int(dim * 8 / 3) // 8 * 8``.
-    """
-
-    dim: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    n_kv_heads: int = 2
-    hidden_dim: int = 0
-
-    def llama_config(self, max_seq_len: int, attention_impl: str = "xla") -> LlamaConfig:
-        """The :class:`LlamaConfig` of this size with context ``max_seq_len``.
-
-        Raises:
-          ConfigError: inconsistent sizes (from ``LlamaConfig``).
-        """
-        return LlamaConfig(
-            dim=self.dim,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            n_kv_heads=self.n_kv_heads,
-            hidden_dim=self.hidden_dim or int(self.dim * 8 / 3) // 8 * 8,
-            max_seq_len=max_seq_len,
-            attention_impl=attention_impl,
-        )
 
 
 class LlamaCache(NamedTuple):
