@@ -5,14 +5,21 @@ from __future__ import annotations
 import jax
 from jax.experimental.pallas import triton as pl_triton
 
-__all__ = ["Backend", "resolve_backend", "triton_params"]
+__all__ = ["Backend", "on_gpu", "resolve_backend", "triton_params"]
 
-Backend = str  # "auto" | "pallas" | "pallas_interpret" | "reference"
+Backend = str  # "auto" | "pallas" | "pallas_interpret" | "reference" (| "xla" for exact decode)
 _BACKENDS = ("auto", "pallas", "pallas_interpret", "reference")
 
 
-def resolve_backend(backend: str) -> str:
+def on_gpu() -> bool:
+    """Whether jax's default backend is a GPU (CUDA or ROCm)."""
+    return jax.default_backend() in ("gpu", "cuda", "rocm")
+
+
+def resolve_backend(backend: str, *, extra: tuple[str, ...] = ()) -> str:
     """``"auto"`` -> ``"pallas"`` on GPU, ``"reference"`` elsewhere (CPU, TPU); others are checked.
+
+    ``extra`` names further backends the caller accepts (``flash_decode`` accepts ``"xla"``).
 
     The Pallas kernels are written for the Triton GPU lowering (pointer loads, row gathers,
     power-of-two blocks); they are not laid out for TPU's VMEM tiling, so TPU uses the jnp
@@ -21,10 +28,10 @@ def resolve_backend(backend: str) -> str:
     Raises:
       ValueError: unknown backend name.
     """
-    if backend not in _BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; expected one of {_BACKENDS}")
+    if backend not in _BACKENDS + extra:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {_BACKENDS + extra}")
     if backend == "auto":
-        return "pallas" if jax.default_backend() in ("gpu", "cuda", "rocm") else "reference"
+        return "pallas" if on_gpu() else "reference"
     return backend
 
 
