@@ -66,7 +66,9 @@ def test_train_with_missing_data_leaves_no_workdir(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     # the command's first line (config and workdir), then the one-line error (no traceback); the
     # loading stage may print its line in between
-    assert err[0].startswith("fidia-jax fidia train: config small") and "Traceback" not in str(err), err
+    assert err[0].startswith("fidia-jax fidia train: config small") and "Traceback" not in str(
+        err
+    ), err
     assert err[-1].startswith("fidia-jax: error: ") and "data directory" in err[-1], err
     assert not workdir.exists()
 
