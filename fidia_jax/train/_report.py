@@ -16,6 +16,7 @@ from typing import Any
 
 from fidia_jax import parallel
 from fidia_jax._io import atomic_path, atomic_write_text, json_text, read_json_lines
+from fidia_jax.errors import needs_extra
 
 __all__ = [
     "append_metrics",
@@ -29,11 +30,19 @@ __all__ = [
 
 
 def pyplot():
-    """``matplotlib.pyplot`` on the Agg backend (files only, no display needed)."""
-    import matplotlib
+    """``matplotlib.pyplot`` on the Agg backend (files only, no display needed).
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    matplotlib is imported here, not when the package loads: it comes with the ``plot`` extra
+    (and every method's extra), and ``import fidia_jax.train`` works without it.
+
+    Raises:
+      MissingExtraError: matplotlib is not installed (``pip install 'fidia_jax[plot]'``).
+    """
+    with needs_extra("plot", "drawing a figure"):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     return plt
 
