@@ -442,3 +442,19 @@ def test_cli_maps_a_bare_missing_module_to_its_smallest_extra():
     err = cli._missing_extra(ModuleNotFoundError("x", name="sklearn.cluster"))
     assert err.extra == "lm" and err.name == "sklearn"
     assert cli._missing_extra(ModuleNotFoundError("x", name="notapackage")) is None
+
+
+def test_training_curves_are_skipped_with_a_warning_without_matplotlib(monkeypatch, tmp_path):
+    """On the core install ``train.fit`` still runs: ``plot_curves`` warns and draws nothing."""
+    from fidia_jax import train
+
+    path = tmp_path / "metrics.jsonl"
+    train.append_metrics(path, [{"run": "train", "step": 0, "loss": 1.0}])
+    assert train.plot_curves(path, tmp_path / "with.png") == tmp_path / "with.png"  # drawn
+    for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"] + ["matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(MissingExtraError, match=r"fidia_jax\[plot\]"):
+        train.pyplot()
+    with pytest.warns(UserWarning, match=r"without.png not drawn: .*fidia_jax\[plot\]"):
+        assert train.plot_curves(path, tmp_path / "without.png") is None
+    assert not (tmp_path / "without.png").exists()
