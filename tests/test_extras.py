@@ -151,7 +151,10 @@ def _parse(path: pathlib.Path, name: str, files: set[str]) -> _Module:
             inner_extra = extra
             if isinstance(ch, ast.With | ast.AsyncWith):
                 inner_extra = next((e for e in map(_extra_of, ch.items) if e), extra)
-            fidia, external = imported(ch)
+            if isinstance(ch, ast.Import | ast.ImportFrom | ast.Call):
+                fidia, external = imported(ch)
+            else:
+                fidia, external = set(), set()
             if fn is None:
                 mod.top_fidia |= fidia
                 mod.top_external |= external
@@ -190,6 +193,7 @@ class Analysis:
             if "__pycache__" not in p.parts
         }
         self.modules = {n: _parse(p, n, set(paths)) for n, p in paths.items()}
+        self._import_time: dict[str, set[str]] = {}
         self._taint = self._run_time_reach()
 
     def _parents(self, name: str) -> set[str]:
@@ -210,7 +214,15 @@ class Analysis:
 
     def import_time(self, names) -> set[str]:
         """External top-level modules imported by importing ``names``."""
-        return set().union(*(self.modules[m].top_external for m in self.closure(names)))
+        out = set()
+        for name in names:
+            if name not in self._import_time:
+                closure = self.closure([name])
+                self._import_time[name] = set().union(
+                    *(self.modules[m].top_external for m in closure)
+                )
+            out |= self._import_time[name]
+        return out
 
     def _resolve_def(self, module: str, name: str, depth: int = 0) -> tuple[str, str] | None:
         info = self.modules.get(module)
