@@ -12,7 +12,6 @@ from fidia_jax import cli
 from fidia_jax.projects.fidia import commands as fidia_commands
 from fidia_jax.projects.proteinmpnn import commands as mpnn_commands
 
-
 #: The required options of each verb.
 _REQUIRED = {"sample": ["--out", "o"], "score": ["--fasta", "f.fasta"]}
 
