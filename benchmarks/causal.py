@@ -13,7 +13,7 @@ C. K-arm semi-synthetic data on IHDP covariates, K in {2, 4, 8, 16}: sqrt(PEHE),
    schemes at the plug-in alpha_hat; multi-treatment CausalEGM at K = 8.
 D. alpha_hat vs the best alpha of a grid (CFR-pairwise, K = 4).
 
-Run: ``python benchmarks/causal.py --data-dir /work/shared/data`` (``--smoke``: seconds, random
+Run: ``python benchmarks/causal.py --data-dir ../shared/data`` (``--smoke``: seconds, random
 covariates, peer with 2 iterations if its venv exists). The peer venv:
 ``python benchmarks/causal.py --make-peer-venv`` (pip installs tensorflow-cpu + causalegm into
 /tmp/peer_causal/venv; never a dependency of fidia_jax). Writes benchmarks/results/causal.json.

@@ -14,7 +14,9 @@ commands of earlier releases still run as short forms: ``sample`` and ``score`` 
 ``fidia train|...`` (``make demo`` runs ``fidia-jax demo``).
 
 Every :class:`fidia_jax.errors.FidiaError` becomes one line ``fidia-jax: error: ...`` on stderr
-and exit code 2; a bad project, verb or option is argparse's usage error (also exit code 2).
+and exit code 2; so does a project whose pip extra is missing (checked before the project is
+imported, from :data:`fidia_jax.projects.PROJECT_EXTRAS`): ``fidia-jax: error: ... pip install
+'fidia_jax[<extra>]'``; a bad project, verb or option is argparse's usage error (also exit code 2).
 While a command runs, a Python warning (``UserWarning`` of the structure parser, a skipped
 incomplete checkpoint, ...) and a WARNING record of a ``fidia_jax`` logger are printed as one
 line ``fidia-jax: warning: <message>`` on stderr, and the INFO / WARNING log lines of absl
@@ -33,8 +35,8 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
-from fidia_jax.errors import FidiaError
-from fidia_jax.projects import PROJECTS
+from fidia_jax.errors import FidiaError, MissingExtraError
+from fidia_jax.projects import EXTRAS, PROJECTS, missing_extras
 
 __all__ = ["main"]
 
@@ -172,11 +174,27 @@ def _parser(selected: str | None = None) -> argparse.ArgumentParser:
         )
         if name == selected:
             verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True, title="verbs")
+            _check_extras(name)
             importlib.import_module(project.module)
             if importlib.util.find_spec(f"{project.module}.commands") is not None:
                 importlib.import_module(f"{project.module}.commands").add_commands(verbs)
             _add_convention_verbs(verbs, name, project.module)
     return parser
+
+
+def _check_extras(project: str) -> None:
+    """Raises :class:`MissingExtraError` naming the first missing extra of ``project``."""
+    missing = missing_extras(project)
+    if missing:
+        extra, module = missing[0]
+        raise MissingExtraError(module, extra, f"'{_PROG} {project}'")
+
+
+def _missing_extra(e: ModuleNotFoundError) -> MissingExtraError | None:
+    """The extra that brings the module ``e`` misses, if one does (the smallest such extra)."""
+    top = (e.name or "").split(".")[0]
+    extras = sorted((len(mods), extra) for extra, mods in EXTRAS.items() if top in mods)
+    return MissingExtraError(top, extras[0][1]) if extras else None
 
 
 def _parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -226,13 +244,17 @@ def _cli_output() -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``fidia-jax``; returns the exit code (0 ok, 2 on a FidiaError)."""
-    args = _parse_args(argv)
     try:
+        args = _parse_args(argv)
         with _cli_output():
             args.run(args)
     except FidiaError as e:
-        msg = " ".join(str(e).split())
-        print(f"{_PROG}: error: {msg}", file=sys.stderr)
+        print(f"{_PROG}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:  # an optional module imported without needs_extra
+        if (missing := _missing_extra(e)) is None:
+            raise
+        print(f"{_PROG}: error: {_one_line(missing)}", file=sys.stderr)
         return 2
     return 0
 

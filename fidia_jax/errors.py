@@ -7,6 +7,9 @@ Each class also derives from the matching builtin so callers that catch ``ValueE
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 __all__ = [
     "FidiaError",
     "StructureError",
@@ -17,6 +20,8 @@ __all__ = [
     "ConfigError",
     "DataError",
     "TrainingError",
+    "MissingExtraError",
+    "needs_extra",
 ]
 
 
@@ -54,3 +59,48 @@ class DataError(FidiaError, ValueError):
 
 class TrainingError(FidiaError, RuntimeError):
     """Training cannot go on: a non-finite loss or gradient beyond the allowed count."""
+
+
+class MissingExtraError(FidiaError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message names the extra that brings it.
+
+    Also a :class:`ModuleNotFoundError` (``name`` is the missing module), so code that catches
+    ``ImportError`` keeps working. The command line prints it as one line with exit code 2.
+    """
+
+    def __init__(self, module: str | None, extra: str, what: str | None = None):
+        module = module or "?"
+        need = f"{what} needs" if what else "this needs"
+        super().__init__(
+            f"{need} the '{extra}' extra (no module named {module!r}): "
+            f"pip install 'fidia_jax[{extra}]'",
+            name=module,
+        )
+        self.extra = extra
+
+
+@contextlib.contextmanager
+def needs_extra(extra: str, what: str | None = None) -> Iterator[None]:
+    """Imports of an optional dependency: a missing module becomes a :class:`MissingExtraError`.
+
+    The one way the library imports a package that is not in the core install (jax, flax, optax,
+    orbax-checkpoint, numpy, ml_dtypes, rich): inside the function that uses it, within this
+    block, so that ``import fidia_jax.<package>`` never needs it::
+
+        def wasserstein1_sinkhorn(...):
+            with needs_extra("sciml", "wasserstein1_sinkhorn"):
+                from ott.geometry import geometry
+
+    Args:
+      extra: the ``pip install 'fidia_jax[<extra>]'`` extra that installs the module.
+      what: what needs it (a function name), for the message.
+
+    Raises:
+      MissingExtraError: an import inside the block found no module.
+    """
+    try:
+        yield
+    except MissingExtraError:
+        raise
+    except ModuleNotFoundError as e:
+        raise MissingExtraError(e.name, extra, what) from e

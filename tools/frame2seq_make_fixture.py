@@ -6,7 +6,7 @@ Not part of fidia_jax (torch is never a dependency). Environment (2026-11-30)::
     /tmp/peer_f2s/bin/pip install /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl numpy
     /tmp/peer_f2s/bin/pip install --no-deps frame2seq==0.0.8   # or the downloaded wheel file
     /tmp/peer_f2s/bin/pip install pytorch-lightning einops biopython scipy dm-tree pandas
-    /tmp/peer_f2s/bin/python tools/frame2seq_make_fixture.py --data-dir /work/shared/data
+    /tmp/peer_f2s/bin/python tools/frame2seq_make_fixture.py --data-dir ../shared/data
 
 Cases: ``3a4rA`` (chain A of ``protein/mdanalysistests_dssp/3a4rA.pdb.gz``, 79 residues) and
 ``5PTI`` (chain A of fidia's built-in ``fidia_jax/protein/data/5PTI.cif.gz``, written to a PDB
@@ -94,7 +94,7 @@ def _write_pdb(case: str, data_dir: pathlib.Path, tmp: pathlib.Path) -> tuple[st
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=os.environ.get("FIDIA_DATA_DIR", "/work/shared/data"))
+    ap.add_argument("--data-dir", default=os.environ.get("FIDIA_DATA_DIR", "../shared/data"))
     ap.add_argument("--out", default=str(REPO / "tests/data/frame2seq"))
     args = ap.parse_args()
     torch.manual_seed(0)

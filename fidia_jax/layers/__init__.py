@@ -3,7 +3,9 @@ operations, the residual quantiser of VAR tokenisers).
 
 Primitives by kind (``docs/architecture.md``): layers import only ``jax``/``flax`` and
 ``fidia_jax.errors``; the attention registry reaches the Pallas kernels of ``fidia_jax.kernels``
-lazily, by name, so importing a layer never imports a kernel."""
+lazily, by name, so importing a layer never imports a kernel. flax is imported only when
+:class:`HypLinear` (the one NNX module here) is first used (PEP 562), so ``fidia_jax.optim``,
+which uses the Poincaré-ball operations, imports without flax."""
 
 from fidia_jax.layers._attention import AttentionFn as AttentionFn
 from fidia_jax.layers._attention import attention_weights as attention_weights
@@ -12,7 +14,6 @@ from fidia_jax.layers._attention import is_decode_only as is_decode_only
 from fidia_jax.layers._attention import list_attention_impls as list_attention_impls
 from fidia_jax.layers._attention import register_attention_impl as register_attention_impl
 from fidia_jax.layers._attention import xla_attention as xla_attention
-from fidia_jax.layers._poincare import HypLinear as HypLinear
 from fidia_jax.layers._poincare import check_curvature as check_curvature
 from fidia_jax.layers._poincare import conformal_factor as conformal_factor
 from fidia_jax.layers._poincare import expmap as expmap
@@ -80,3 +81,12 @@ __all__ = [
     "safe_arccosh",
     "safe_artanh",
 ]
+
+
+def __getattr__(name: str):
+    if name == "HypLinear":  # the one Flax module: flax is imported on first use (see above)
+        from fidia_jax.layers._hyp_linear import HypLinear
+
+        globals()[name] = HypLinear
+        return HypLinear
+    raise AttributeError(f"module 'fidia_jax.layers' has no attribute {name!r}")

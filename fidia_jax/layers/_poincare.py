@@ -17,6 +17,10 @@ Numerical safety (each case is a test in ``tests/layers/test_poincare.py``):
     to norm ``(1 - eps_ball) / sqrt(c)`` with ``eps_ball`` = 4e-3 in float32 and 1e-5 in float64
     (geoopt's ``PoincareBall`` margins) by :func:`project`.
 
+The operations need only jax (``fidia_jax.optim``'s Riemannian optimisers use them without
+importing flax); the Flax NNX layer built on them, :class:`~fidia_jax.layers.HypLinear`, is in
+``_hyp_linear.py``.
+
 Curvature: ``c`` is a Python float or a scalar array; a concrete ``c <= 0`` (or NaN) raises
 ``ValueError`` naming it; a traced ``c`` (under ``jit``) is not checked.
 
@@ -33,10 +37,8 @@ import math
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
 __all__ = [
-    "HypLinear",
     "check_curvature",
     "conformal_factor",
     "expmap",
@@ -270,46 +272,3 @@ def prototype_logits(
     """
     d = poincare_distance_matrix(z_NxD, prototypes_KxD, c)
     return -(d * d if squared else d) / temperature
-
-
-class HypLinear(nnx.Module):
-    """Hyperbolic linear layer ``y = proj((W (x)_c x) (+)_c exp_0(b))`` (Ganea et al. 2018, §3.2).
-
-    The kernel ``W`` ``(in, out)`` and the bias ``b`` ``(out,)`` (a tangent vector at 0, so any
-    optimiser can train it) are Euclidean parameters; inputs and outputs are points of the ball.
-
-    Args:
-      in_features, out_features: widths.
-      c: curvature magnitude ``> 0``.
-      use_bias: add the Möbius bias.
-      param_dtype: parameter dtype.
-      rngs: ``nnx.Rngs`` with a ``params`` stream.
-
-    Call: ``layer(x_BxI) -> y_BxO`` (leading batch axes allowed).
-
-    Raises:
-      ValueError: ``c <= 0``.
-    """
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        *,
-        c: float = 1.0,
-        use_bias: bool = True,
-        param_dtype=jnp.float32,
-        rngs: nnx.Rngs,
-    ):
-        check_curvature(c)
-        self.c = float(c)
-        init = nnx.initializers.lecun_normal()
-        self.kernel = nnx.Param(init(rngs.params(), (in_features, out_features), param_dtype))
-        self.bias = nnx.Param(jnp.zeros((out_features,), param_dtype)) if use_bias else None
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        y = mobius_matvec(self.kernel[...], x, self.c)
-        if self.bias is not None:
-            b = jnp.broadcast_to(expmap0(self.bias[...], self.c), y.shape)
-            y = project_to_ball(mobius_add(y, b, self.c), self.c)
-        return y

@@ -17,6 +17,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from fidia_jax.errors import needs_extra
+
 __all__ = ["IPMS", "ipm", "mmd2_linear", "mmd2_rbf", "wasserstein1_sinkhorn"]
 
 #: IPM names accepted by :func:`ipm`.
@@ -117,9 +119,10 @@ def wasserstein1_sinkhorn(
     # gradient at the transport matrix): d<P, C>/dx = <P, dC/dx>, with no gradient through the
     # Sinkhorn iterations.
     # ott-jax is imported here: it takes seconds, and most users of fidia_jax.losses never call this
-    from ott.geometry import geometry
-    from ott.problems.linear import linear_problem
-    from ott.solvers.linear import sinkhorn
+    with needs_extra("sciml", "wasserstein1_sinkhorn"):
+        from ott.geometry import geometry
+        from ott.problems.linear import linear_problem
+        from ott.solvers.linear import sinkhorn
 
     geom = geometry.Geometry(
         cost_matrix=jax.lax.stop_gradient(cost_NxN), epsilon=epsilon, relative_epsilon="mean"

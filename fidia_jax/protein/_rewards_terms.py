@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fidia_jax.errors import needs_extra
 from fidia_jax.protein._types import ALPHABET
 
 __all__ = [
@@ -205,7 +206,8 @@ def protparam_metrics(sequence: str) -> dict[str, float]:
       "gravy": Kyte-Doolittle mean hydropathy, "pi": isoelectric point,
       "charge_ph7": net charge at pH 7.0}``; NaN-free (empty sequences give zeros).
     """
-    from Bio.SeqUtils.ProtParam import ProteinAnalysis
+    with needs_extra("protein", "protparam_metrics"):
+        from Bio.SeqUtils.ProtParam import ProteinAnalysis
 
     seq = "".join(c for c in sequence.upper() if c in _KD)
     if len(seq) < 2:

@@ -25,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from fidia_jax.errors import StructureError
+from fidia_jax.errors import StructureError, needs_extra
 from fidia_jax.protein._types import ALPHABET
 
 _BACKBONE = ("N", "CA", "C", "O")
@@ -70,7 +70,8 @@ def _ccd_token(res_name: str) -> int | None:
     """Token from the Chemical Component Dictionary bundled with biotite, ``None`` if not an
     amino acid: a component whose link type is a peptide linking type is an amino acid, mapped
     to its parent's one-letter code when that is one of the 20, else ``X``."""
-    import biotite.structure.info as info
+    with needs_extra("protein", "reading a structure"):
+        import biotite.structure.info as info
 
     try:
         link = info.link_type(res_name)
@@ -212,7 +213,8 @@ def _read_atoms(path: pathlib.Path):
     """Atoms of the first model, first altloc, author fields (biotite ``AtomArray``)."""
     import io
 
-    from biotite.structure.io import pdb, pdbx
+    with needs_extra("protein", "reading a structure"):
+        from biotite.structure.io import pdb, pdbx
 
     raw = _read_bytes(path)
     fmt = _detect_format(path, raw[:256])
@@ -287,7 +289,8 @@ class _Residue:
 
 def _residues(atoms) -> list[_Residue]:
     """Amino-acid residue blocks in file order (biotite residue starts of the first model)."""
-    import biotite.structure as struc
+    with needs_extra("protein", "reading a structure"):
+        import biotite.structure as struc
 
     # Only residue names that carry a backbone-like atom are looked up in the CCD (waters and
     # most ligands never trigger the dictionary load).

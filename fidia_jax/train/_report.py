@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 import os
 import pathlib
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fidia_jax import parallel
 from fidia_jax._io import atomic_path, atomic_write_text, json_text, read_json_lines
+from fidia_jax.errors import MissingExtraError, needs_extra
 
 __all__ = [
     "append_metrics",
@@ -29,11 +31,19 @@ __all__ = [
 
 
 def pyplot():
-    """``matplotlib.pyplot`` on the Agg backend (files only, no display needed)."""
-    import matplotlib
+    """``matplotlib.pyplot`` on the Agg backend (files only, no display needed).
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    matplotlib is imported here, not when the package loads: it comes with the ``plot`` extra
+    (and every method's extra), and ``import fidia_jax.train`` works without it.
+
+    Raises:
+      MissingExtraError: matplotlib is not installed (``pip install 'fidia_jax[plot]'``).
+    """
+    with needs_extra("plot", "drawing a figure"):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     return plt
 
@@ -107,7 +117,12 @@ def plot_curves(
     runs overlaid, log scale when positive), then one per ``eval/*`` metric.
 
     Returns:
-      The PNG written, or ``None`` when the file has no records (nothing is written).
+      The PNG written, or ``None`` when the file has no records or matplotlib is not installed
+      (nothing is written).
+
+    Warns:
+      UserWarning: matplotlib is missing (the core install: :func:`fidia_jax.train.fit` still
+        runs and writes ``metrics.jsonl``; ``pip install 'fidia_jax[plot]'`` for the figure).
     """
     records = read_metrics(metrics_path)
     if not records or not parallel.is_primary():
@@ -117,7 +132,11 @@ def plot_curves(
     panels = [k for k in keys if any(k in r for r in records)] + eval_keys
     if not panels:
         return None
-    plt = pyplot()
+    try:
+        plt = pyplot()
+    except MissingExtraError as e:
+        warnings.warn(f"{out_png} not drawn: {e}", UserWarning, stacklevel=2)
+        return None
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     for ax, key in zip(axes[0], panels, strict=True):
         positive = True

@@ -2,15 +2,20 @@
 
 * ``train --config NAME|FILE [--set group.key=value ...]`` -> :func:`run_train`
   (:func:`~fidia_jax.projects.fidia.train.train_and_evaluate`, then a before/after table).
-* ``evaluate --checkpoint RUN_DIR|WEIGHTS [--config ...]`` -> :func:`run_evaluate`, held-out
-  metrics of a policy.
-* ``design --checkpoint RUN_DIR|WEIGHTS --pdb FILE [--fixed SPEC] --num-samples N`` ->
+* ``evaluate --checkpoint RUN_DIR | --weights NAME [--config ...]`` -> :func:`run_evaluate`,
+  held-out metrics of a policy.
+* ``design --checkpoint RUN_DIR | --weights NAME --pdb FILE [--fixed SPEC] --num-samples N`` ->
   :func:`fidia_jax.projects.fidia.design.run_design`: Best-of-N pick, every sample as FASTA, a
   JSON report and a plot.
 * ``demo`` -> :func:`fidia_jax.projects.fidia.demo.run_demo`: a short FIDIA fine-tune on the
   built-in backbone, then a Best-of-N design with the fine-tuned policy.
 
 The short forms ``fidia-jax train | evaluate | design | demo`` run the same verbs.
+
+The policy: ``--checkpoint RUN_DIR`` is a ``train`` workdir (or one of its
+``checkpoints/<step>`` folders); ``--weights NAME`` the original ProteinMPNN weights (``v_48_020``),
+as in ``fidia-jax sample``. A weights name given to ``--checkpoint`` (the old spelling) still
+works, with a ``FutureWarning``.
 
 Success everywhere uses the *proxy* thresholds of :class:`fidia_jax.protein.ProxyThresholds`: no
 structure predictor is available offline, and the reports say so (``"criteria": "proxy"``).
@@ -22,7 +27,9 @@ import argparse
 import logging
 import os
 import pathlib
+import re
 import sys
+import warnings
 from typing import Any
 
 from fidia_jax import train
@@ -133,6 +140,21 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
 
 
 # ----------------------------------------------------------------------------- verbs
+def _policy(args: argparse.Namespace) -> str:
+    """The policy of ``evaluate`` / ``design``: ``--weights NAME`` or ``--checkpoint RUN_DIR``."""
+    if args.weights is not None:
+        return args.weights
+    given = args.checkpoint
+    if not pathlib.Path(given).exists() and re.fullmatch(r"v_\d+_\d{3}", given):
+        warnings.warn(
+            f"--checkpoint {given}: a weights name is deprecated here, use --weights {given} "
+            "(--checkpoint names a training run directory)",
+            FutureWarning,
+            stacklevel=2,
+        )
+    return given
+
+
 def _train(args: argparse.Namespace):
     config = _config_from_args(args)  # a bad config: one error line and nothing else
     if not args.quiet:  # the first line as every project's train prints it
@@ -146,20 +168,20 @@ def _evaluate(args: argparse.Namespace):
     if config is None and (args.set or args.data_dir):
         from fidia_jax.projects.fidia.train import load_policy
 
-        _, run_config, _ = load_policy(args.checkpoint)
+        _, run_config, _ = load_policy(_policy(args))
         if run_config is not None:
             from fidia_jax.projects.fidia.configs import override_config
 
             sets = list(args.set) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
             config = override_config(run_config, sets)
-    return run_evaluate(args.checkpoint, config, args.out, quiet=args.quiet)
+    return run_evaluate(_policy(args), config, args.out, quiet=args.quiet)
 
 
 def _design(args: argparse.Namespace):
     from fidia_jax.projects.fidia import design
 
     return design.run_design(
-        args.checkpoint,
+        _policy(args),
         args.pdb,
         args.out,
         fixed=args.fixed,
@@ -175,6 +197,14 @@ def _demo(args: argparse.Namespace):
     from fidia_jax.projects.fidia import demo
 
     return demo.run_demo(args.out, seed=args.seed, quiet=args.quiet)
+
+
+def _add_policy_args(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--checkpoint", metavar="RUN_DIR",
+                       help="a 'train' run directory (or its checkpoints/<step> folder)")  # fmt: skip
+    group.add_argument("--weights", metavar="NAME",
+                       help="original ProteinMPNN weights instead, e.g. v_48_020")  # fmt: skip
 
 
 def add_commands(subparsers) -> None:
@@ -201,9 +231,7 @@ def add_commands(subparsers) -> None:
     pt.set_defaults(run=_train)
 
     pe = subparsers.add_parser("evaluate", help="held-out max@N / success / precision of a policy")
-    pe.add_argument(
-        "--checkpoint", required=True, help="train run directory or ProteinMPNN weights name"
-    )
+    _add_policy_args(pe)
     pe.add_argument(
         "--config", default=None, help="config for the held-out set (default: the run's)"
     )
@@ -216,9 +244,7 @@ def add_commands(subparsers) -> None:
     pd = subparsers.add_parser(
         "design", help="Best-of-N design of one backbone with a trained policy"
     )
-    pd.add_argument(
-        "--checkpoint", required=True, help="train run directory or ProteinMPNN weights name"
-    )
+    _add_policy_args(pd)
     pd.add_argument("--pdb", default=None, help="PDB/mmCIF file (default: built-in 5PTI)")
     pd.add_argument("--chains", default=None)
     pd.add_argument("--fixed", default=None, help="motif kept native, e.g. 'A16-35,A52-71'")

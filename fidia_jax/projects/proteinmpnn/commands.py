@@ -1,9 +1,15 @@
-"""Verbs of ``fidia-jax proteinmpnn``: ``sample`` and ``score`` (see :mod:`fidia_jax.projects`)."""
+"""Verbs of ``fidia-jax proteinmpnn``: ``sample`` and ``score`` (see :mod:`fidia_jax.projects`).
+
+``--weights NAME`` picks the ProteinMPNN weights (``v_48_020`` by default). Its old spelling
+``--checkpoint NAME`` still works, with a ``FutureWarning``: across the command line
+``--checkpoint`` names a training run directory (``fidia-jax design`` / ``evaluate``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 __all__ = ["add_commands"]
 
@@ -29,8 +35,9 @@ def _add_structure_args(p: argparse.ArgumentParser) -> None:
         help="motif positions kept native, author numbering, e.g. 'A16-35,A52-71'",
     )
     p.add_argument(
-        "--checkpoint", default="v_48_020", help="ProteinMPNN weights name (default v_48_020)"
+        "--weights", default="v_48_020", help="ProteinMPNN weights name (default v_48_020)"
     )
+    p.add_argument("--checkpoint", dest="weights", action=_OldWeightsFlag, help=argparse.SUPPRESS)
     p.add_argument("--variant", default="vanilla", choices=["vanilla", "soluble", "ca"])
     p.add_argument("--ca-only", dest="variant", action="store_const", const="ca",
                    help="CA-only model and CA-only structures (same as --variant ca)")  # fmt: skip
@@ -39,6 +46,24 @@ def _add_structure_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None,
                    help="accepted by every project; unused here (weights ship in the proteinmpnn "
                    "package, structures come from --pdb)")  # fmt: skip
+
+
+class _OldWeightsFlag(argparse.Action):
+    """``--checkpoint NAME``, the old spelling of ``--weights NAME`` (warned when the verb runs)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.old_weights_flag = True
+
+
+def _warn_old_weights_flag(args: argparse.Namespace) -> None:
+    if getattr(args, "old_weights_flag", False):
+        warnings.warn(
+            f"--checkpoint {args.weights} is deprecated here: use --weights {args.weights} "
+            "(--checkpoint names a training run directory, as in 'fidia-jax design')",
+            FutureWarning,
+            stacklevel=2,
+        )
 
 
 def _note_data_dir(args: argparse.Namespace) -> None:
@@ -57,7 +82,7 @@ def _sample_many(args: argparse.Namespace):
         args.out, pdb_dir=args.pdb_dir, pdb_list=args.pdb_list, bucket=args.bucket,
         chains=args.chains, design_chains=args.design_chains, fixed=args.fixed,
         num_samples=args.num_samples, temperature=args.temperature, omit_aas=args.omit_aa,
-        bias_aa=args.bias_aa, bias_by_res=args.bias_by_res, checkpoint=args.checkpoint,
+        bias_aa=args.bias_aa, bias_by_res=args.bias_by_res, checkpoint=args.weights,
         variant=args.variant, seed=args.seed, quiet=args.quiet, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs, tie=args.tie,
         homo_oligomer=args.homo_oligomer,
@@ -79,7 +104,7 @@ def _sample_jsonl(args: argparse.Namespace):
     summary = run_sample_jsonl(
         args.out, args.jsonl_path, **{k: getattr(args, k) for k in _PIPELINE_FILES},
         bucket=args.bucket, num_samples=args.num_samples, temperature=args.temperature,
-        omit_aas=args.omit_aa, bias_aa=args.bias_aa, checkpoint=args.checkpoint,
+        omit_aas=args.omit_aa, bias_aa=args.bias_aa, checkpoint=args.weights,
         variant=args.variant, seed=args.seed, quiet=args.quiet, save_probs=args.save_probs,
         unconditional_probs=args.unconditional_probs, chains=args.chains,
         design_chains=args.design_chains, fixed=args.fixed, tie=args.tie,
@@ -104,6 +129,7 @@ def _sample(args: argparse.Namespace):
     from fidia_jax.errors import ConfigError
 
     _note_data_dir(args)
+    _warn_old_weights_flag(args)
     from fidia_jax.projects.proteinmpnn.design import run_sample
 
     if args.jsonl_path is not None:
@@ -119,7 +145,7 @@ def _sample(args: argparse.Namespace):
         args.out, pdb=args.pdb, chains=args.chains, design_chains=args.design_chains,
         fixed=args.fixed, num_samples=args.num_samples, temperature=args.temperature,
         omit_aas=args.omit_aa, bias_aa=args.bias_aa, bias_by_res=args.bias_by_res,
-        checkpoint=args.checkpoint, variant=args.variant, seed=args.seed, quiet=args.quiet,
+        checkpoint=args.weights, variant=args.variant, seed=args.seed, quiet=args.quiet,
         tie=args.tie, homo_oligomer=args.homo_oligomer, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs,
     )  # fmt: skip
@@ -129,10 +155,10 @@ def _score(args: argparse.Namespace):
     from fidia_jax.projects.proteinmpnn.design import run_score
 
     _note_data_dir(args)
-
+    _warn_old_weights_flag(args)
     return run_score(
         args.fasta, pdb=args.pdb, chains=args.chains, design_chains=args.design_chains,
-        fixed=args.fixed, num_orders=args.num_orders, checkpoint=args.checkpoint,
+        fixed=args.fixed, num_orders=args.num_orders, checkpoint=args.weights,
         variant=args.variant, seed=args.seed, out=args.out, quiet=args.quiet, tie=args.tie,
         homo_oligomer=args.homo_oligomer,
     )  # fmt: skip

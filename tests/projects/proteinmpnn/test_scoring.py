@@ -50,7 +50,11 @@ def test_identical_records_score_identically_any_order(model, protein, tmp_path)
     np.testing.assert_allclose(sa, want, rtol=1e-5)
 
 
-DATA = pathlib.Path(os.environ.get("FIDIA_DATA_DIR", "/work/shared/data"))
+DATA = pathlib.Path(
+    os.environ.get(
+        "FIDIA_DATA_DIR", pathlib.Path(__file__).resolve().parents[3].parent / "shared/data"
+    )
+)
 YCR = DATA / "protein" / "motif_problems" / "1YCR.pdb"
 
 
