@@ -5,6 +5,12 @@ A run's checkpoints live in ``<directory>/<step>/`` (orbax ``CheckpointManager``
 step folder without orbax's ``_CHECKPOINT_METADATA`` marker and its item's ``default/_METADATA``
 (a save killed before it finished) is *incomplete*: :meth:`Checkpointer.latest_step` skips it
 with a warning naming it, and removes it when asked (a run about to save that step again).
+
+Restoring never casts silently: every leaf of the template must have the shape and dtype that
+were saved (int32 ``16777217`` through a float32 template, or float32 ``1 + 2**-10`` through a
+bfloat16 one, would come back changed). A difference raises
+:class:`~fidia_jax.errors.CheckpointError` naming the leaf; ``restore(..., allow_cast=True)``
+asks for the cast explicitly (shapes must still agree).
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ import warnings
 from typing import Any
 
 import jax
+import numpy as np
+
+from fidia_jax.errors import CheckpointError
 
 __all__ = ["Checkpointer", "is_complete"]
 
@@ -92,13 +101,81 @@ class Checkpointer:
         self.manager.save(int(step), args=ocp.args.StandardSave(tree), force=True)
         self.manager.wait_until_finished()
 
-    def restore(self, step: int, like: Any) -> Any:
-        """Checkpoint ``step`` with the structure, shapes, dtypes and shardings of ``like``."""
+    def restore(self, step: int, like: Any, *, allow_cast: bool = False) -> Any:
+        """Checkpoint ``step`` with the structure, shapes, dtypes and shardings of ``like``.
+
+        Args:
+          step: the checkpoint step.
+          like: a template pytree (arrays or ``jax.ShapeDtypeStruct``); ``None`` leaves are
+            filled from it.
+          allow_cast: cast saved leaves whose dtype differs from the template's to the
+            template's dtype (for example float32 weights into a bfloat16 model). Off by
+            default: a dtype that differs is then an error.
+
+        Returns:
+          The restored pytree.
+
+        Raises:
+          CheckpointError: a leaf's saved shape differs from the template's, or (without
+            ``allow_cast``) its saved dtype does; the message names the leaf path (``a/b/0``),
+            the saved dtype and shape and the template's.
+        """
         import orbax.checkpoint as ocp
 
+        self._check_template(int(step), like, allow_cast=allow_cast)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         return self.manager.restore(int(step), args=ocp.args.StandardRestore(abstract))
+
+    def _check_template(self, step: int, like: Any, *, allow_cast: bool) -> None:
+        """Compares ``like`` leaf by leaf with the saved metadata (leaves matched by path)."""
+        try:
+            meta = self.manager.item_metadata(step)
+        except Exception:  # noqa: BLE001 - no metadata to compare: orbax's own restore decides
+            return
+        saved = {
+            _path_key(p): leaf
+            for p, leaf in jax.tree_util.tree_flatten_with_path(getattr(meta, "tree", meta))[0]
+            if hasattr(leaf, "shape") and hasattr(leaf, "dtype")
+        }
+        for path, leaf in jax.tree_util.tree_flatten_with_path(like)[0]:
+            key = _path_key(path)
+            if key not in saved:
+                continue  # structure differences are orbax's to report
+            m = saved[key]
+            shape = tuple(np.shape(leaf)) if not hasattr(leaf, "shape") else tuple(leaf.shape)
+            dtype = np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+            s_shape, s_dtype = tuple(m.shape), np.dtype(m.dtype)
+            what = None
+            if shape != s_shape:
+                what = "shape"
+            elif dtype != s_dtype and not allow_cast:
+                what = "dtype"
+            if what is not None:
+                hint = (
+                    "; pass allow_cast=True to cast it to the template's dtype"
+                    if what == "dtype"
+                    else ""
+                )
+                raise CheckpointError(
+                    f"{self.directory / str(step)}: leaf '{'/'.join(key)}' was saved as "
+                    f"{s_dtype}{list(s_shape)} but the template has {dtype}{list(shape)} "
+                    f"(a {what} mismatch{hint})"
+                )
 
     def close(self) -> None:
         """Waits for pending writes and releases orbax's resources."""
         self.manager.close()
+
+
+def _path_key(path) -> tuple[str, ...]:
+    """A pytree key path as strings (dict keys, sequence indices, attribute names alike), so
+    that a NamedTuple field and the dict entry orbax saved for it match."""
+    out = []
+    for k in path:
+        for attr in ("key", "idx", "name"):
+            if hasattr(k, attr):
+                out.append(str(getattr(k, attr)))
+                break
+        else:
+            out.append(str(k))
+    return tuple(out)
