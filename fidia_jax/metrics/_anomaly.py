@@ -10,6 +10,12 @@ nothing is predicted, ``recall`` is NaN when nothing is labelled, and ``f1`` is 
 ``1.0`` when there is nothing labelled and nothing predicted (perfect agreement), otherwise the
 harmonic mean, ``0.0`` when either side is empty or zero.
 
+Threshold-free scores need both classes: AUC-PR and the best-F1 threshold search are undefined
+when the labels hold one class only (every step normal, or every step anomalous), so
+:func:`auc_pr` and :func:`best_f1_threshold` raise ``ValueError`` there (they used to return NaN
+and the threshold above every score), and :func:`detection_metrics` reports ``auc_pr`` as
+``None``. A table never averages a number that is not a score.
+
 References:
   Huet, Navarro, Rossi, "Local Evaluation of Time Series Anomaly Detection Algorithms",
   KDD 2022, https://arxiv.org/abs/2206.13167 (affiliation metrics).
@@ -66,6 +72,23 @@ def _scores(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     if not np.isfinite(s).all():
         raise ValueError(f"scores must be finite, got {int((~np.isfinite(s)).sum())} non-finite")
     return s, y
+
+
+def _two_classes(y: np.ndarray, fn: str) -> None:
+    """Raises unless ``y`` holds both a normal and an anomalous step."""
+    n_pos = int(y.sum())
+    if n_pos == 0 or n_pos == y.size:
+        what = (
+            "no step at all"
+            if y.size == 0
+            else (
+                "all normal: no anomalous step" if n_pos == 0 else "all anomalous: no normal step"
+            )
+        )
+        raise ValueError(
+            f"{fn}: labels hold a single class ({what}, T = {y.size}); the score is undefined "
+            "without both classes (leave such a series out of the average, or report None)"
+        )
 
 
 def anomaly_events(labels: Any) -> np.ndarray:
@@ -262,15 +285,16 @@ def auc_pr(scores: Any, labels: Any) -> float:
       labels: ``(T,)`` in ``{0, 1}``.
 
     Returns:
-      AP in ``[0, 1]``; NaN when nothing is labelled (undefined; the benchmark never has it).
+      AP in ``[0, 1]``.
 
     Raises:
-      ValueError: shapes differ, labels not binary, non-finite scores.
+      ValueError: shapes differ, labels not binary, non-finite scores, or labels of a single
+        class (all normal or all anomalous: AP is undefined; an all-anomalous series would
+        score 1.0 for any scores).
     """
     s, y = _scores(scores, labels)
+    _two_classes(y, "auc_pr")
     n_pos = int(y.sum())
-    if n_pos == 0:
-        return math.nan
     order = np.argsort(-s, kind="stable")
     s_sorted, y_sorted = s[order], y[order]
     tp = np.cumsum(y_sorted)
@@ -307,13 +331,16 @@ def best_f1_threshold(scores: Any, labels: Any) -> tuple[float, float]:
     Every distinct score is tried (``pred = scores >= threshold``), exactly, in ``O(T log T)``.
 
     Returns:
-      ``(threshold, f1)``. With no labelled step, the threshold above every score (nothing
-      flagged, ``f1 = 1.0`` by the module convention).
+      ``(threshold, f1)``.
+
+    Raises:
+      ValueError: shapes differ, labels not binary, non-finite scores, or labels of a single
+        class (all normal or all anomalous): no threshold is "best" there (flagging nothing, or
+        everything, scores F1 = 1 whatever the scores are).
     """
     s, y = _scores(scores, labels)
+    _two_classes(y, "best_f1_threshold")
     n_pos = int(y.sum())
-    if n_pos == 0:
-        return float(np.max(s) + 1.0) if s.size else 0.0, 1.0
     order = np.argsort(-s, kind="stable")
     s_sorted, y_sorted = s[order], y[order]
     last = np.r_[np.flatnonzero(np.diff(s_sorted)), s.size - 1]
@@ -330,9 +357,11 @@ def detection_metrics(scores: Any, labels: Any, threshold: float) -> dict[str, f
     Returns:
       ``{"f1", "pa_f1", "affiliation_f1", "affiliation_precision", "affiliation_recall",
       "auc_pr", "precision", "recall", "flagged_ratio"}``; ``pa_f1`` is point-adjusted
-      (inflated), ``auc_pr`` is threshold-free.
+      (inflated), ``auc_pr`` is threshold-free and ``None`` (undefined, not a number to
+      average) when the labels hold a single class.
     """
     s, y = _scores(scores, labels)
+    single = not 0 < int(y.sum()) < y.size
     pred = s >= threshold
     plain = point_f1(pred, y)
     aff = affiliation_metrics(pred, y)
@@ -344,6 +373,6 @@ def detection_metrics(scores: Any, labels: Any, threshold: float) -> dict[str, f
         "affiliation_f1": aff["f1"],
         "affiliation_precision": aff["precision"],
         "affiliation_recall": aff["recall"],
-        "auc_pr": auc_pr(s, y),
+        "auc_pr": None if single else auc_pr(s, y),
         "flagged_ratio": float(pred.mean()) if pred.size else 0.0,
     }

@@ -48,11 +48,30 @@ def test_no_anomalies_at_all_every_metric():
     aff = metrics.affiliation_metrics(some, y)
     assert aff["f1"] == 0.0 and aff["precision"] == 0.0 and math.isnan(aff["recall"])
     scores = np.arange(8.0)
-    assert math.isnan(metrics.auc_pr(scores, y))
-    thr, f1 = metrics.best_f1_threshold(scores, y)
-    assert f1 == 1.0 and not (scores >= thr).any()
     d = metrics.detection_metrics(scores, y, 6.5)  # flags the last step only
     assert d["f1"] == 0.0 and d["pa_f1"] == 0.0 and d["flagged_ratio"] == 1 / 8
+    assert d["auc_pr"] is None  # undefined, documented, never a number to average
+
+
+@pytest.mark.parametrize(
+    ("labels", "what"),
+    [
+        (np.zeros(8, int), "all normal: no anomalous step, T = 8"),
+        (np.ones(8, int), "all anomalous: no normal step, T = 8"),
+        (np.zeros(0, int), "no step at all, T = 0"),
+    ],
+)
+def test_threshold_free_scores_refuse_single_class_labels(labels, what):
+    """Issue 29 item 3: AUC-PR was NaN (all normal) or 1.0 (all anomalous, for any scores), and
+    the best-F1 search returned F1 = 1.0; both are undefined without both classes."""
+    scores = np.linspace(0.0, 1.0, labels.size)
+    for fn in (metrics.auc_pr, metrics.best_f1_threshold):
+        with pytest.raises(
+            ValueError, match=f"{fn.__name__}: labels hold a single class \\({what}"
+        ):
+            fn(scores, labels)
+    if labels.size:
+        assert metrics.detection_metrics(scores, labels, 0.5)["auc_pr"] is None
 
 
 def test_affiliation_authors_readme_example():

@@ -313,12 +313,16 @@ def evaluate_scores(
       ``{"ratio": m, "oracle": m, "skab_ucl"?: m}`` with ``m`` holding ``f1`` and ``pa_f1``
       (point counts pooled over series), ``affiliation_f1`` (from the mean affiliation precision
       and recall over the series that hold an anomaly; a series where nothing is flagged counts
-      with affiliation precision 0), ``auc_pr`` (mean over those series, threshold-free), ``far``
-      and ``mar`` (%, pooled); ``skab_ucl`` is present when every run has training scores.
+      with affiliation precision 0), ``auc_pr`` (mean over the series that hold both classes,
+      threshold-free; ``None`` when no series does: undefined, not a number), ``far`` and
+      ``mar`` (%, pooled); ``skab_ucl`` is present when every run has training scores. The
+      oracle threshold of a series with one class only (where the best-F1 search is undefined)
+      flags nothing on an all-normal series and everything on an all-anomalous one (the
+      choices that add no error to the pooled counts).
     """
     rules: dict[str, Any] = {
         "ratio": lambda s, y, tr: metrics.threshold_at_ratio(s, anomaly_ratio),
-        "oracle": lambda s, y, tr: metrics.best_f1_threshold(s, y)[0],
+        "oracle": lambda s, y, tr: _oracle_threshold(s, y),
     }
     if all(r[2] is not None for r in runs):
         rules["skab_ucl"] = lambda s, y, tr: float(np.quantile(tr, 0.999)) * 4.0 / 3.0
@@ -337,6 +341,7 @@ def evaluate_scores(
             if y.any():
                 aff_p.append(0.0 if math.isnan(aff["precision"]) else aff["precision"])
                 aff_r.append(aff["recall"])
+            if 0 < int(np.sum(y)) < len(y):
                 aps.append(metrics.auc_pr(s, y))
         tp, fp, fn, tn = counts
         ap, ar = (float(np.mean(aff_p)), float(np.mean(aff_r))) if aff_p else (0.0, 0.0)
@@ -344,11 +349,22 @@ def evaluate_scores(
             "f1": 1.0 if 2 * tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn),
             "pa_f1": 1.0 if pa.sum() == 0 else 2 * pa[0] / (2 * pa[0] + pa[1] + pa[2]),
             "affiliation_f1": 0.0 if ap + ar == 0 else 2 * ap * ar / (ap + ar),
-            "auc_pr": float(np.mean(aps)) if aps else math.nan,
+            "auc_pr": float(np.mean(aps)) if aps else None,
             "far": 100.0 * fp / max(fp + tn, 1.0),
             "mar": 100.0 * fn / max(fn + tp, 1.0),
         }
     return out
+
+
+def _oracle_threshold(s: np.ndarray, y: np.ndarray) -> float:
+    """Best-F1 threshold on the labels; for a one-class series, flag nothing (all normal) or
+    everything (all anomalous)."""
+    n_pos = int(np.sum(y))
+    if n_pos == 0:
+        return math.inf
+    if n_pos == len(y):
+        return -math.inf
+    return metrics.best_f1_threshold(s, y)[0]
 
 
 def compare_methods(
@@ -431,7 +447,10 @@ def compare_methods(
         ours, base = results["rows"][METHODS["teamwork"]], results["rows"][METHODS["transformer"]]
         keys = ("f1", "pa_f1", "affiliation_f1", "auc_pr")
         results["teamwork_beats_transformer"] = all(
-            ours[rule][k] > base[rule][k] for rule in ("ratio", "oracle") for k in keys
+            ours[rule][k] > base[rule][k]
+            for rule in ("ratio", "oracle")
+            for k in keys
+            if ours[rule][k] is not None and base[rule][k] is not None
         )
     return results
 
@@ -454,7 +473,8 @@ def format_table(results: dict[str, Any]) -> str:
         "|" + "---|" * len(head),
     ]
     for name, row in rows.items():
-        cells = [name, f"{row['oracle']['auc_pr']:.3f}"]
+        ap = row["oracle"]["auc_pr"]
+        cells = [name, "n/a" if ap is None else f"{ap:.3f}"]
         cells += [f"{row[r][k]:.3f}" for r in rules for k in keys]
         if "skab_ucl" in rules:
             cells += [f"{row['skab_ucl']['far']:.1f}", f"{row['skab_ucl']['mar']:.1f}"]
@@ -496,7 +516,8 @@ def _print_tables(results: dict[str, Any], anomaly_ratio: float) -> None:
             columns += ["FAR %", "MAR %"]
         table = []
         for name, row in rows.items():
-            cells = [name, row["oracle"]["auc_pr"], *(row[rule][k] for k in _METRICS)]
+            ap = row["oracle"]["auc_pr"]
+            cells = [name, "n/a" if ap is None else ap, *(row[rule][k] for k in _METRICS)]
             if rule == "skab_ucl":
                 cells += [f"{row[rule]['far']:.1f}", f"{row[rule]['mar']:.1f}"]
             table.append(cells)

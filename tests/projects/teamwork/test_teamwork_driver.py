@@ -40,6 +40,28 @@ def test_evaluate_scores_hand_counts():
     assert "skab_ucl" not in teamwork.evaluate_scores([(s_a, y_a, None)], 0.5)
 
 
+def test_evaluate_scores_with_single_class_series():
+    """Issue 29 item 3: a series with one class only adds no AUC-PR (undefined), the oracle
+    flags nothing (all normal) or everything (all anomalous) there, and with no two-class series
+    AUC-PR is None (printed n/a), never NaN or a number."""
+    s_a = np.array([0.9, 0.2, 0.1, 0.3, 0.1, 0.1])
+    y_a = np.array([1, 1, 0, 0, 0, 0])
+    s_n = np.array([0.5, 0.9, 0.1, 0.2])  # all normal
+    s_p = np.array([0.3, 0.1, 0.2])  # all anomalous
+    out = teamwork.evaluate_scores(
+        [(s_a, y_a, None), (s_n, np.zeros(4, int), None), (s_p, np.ones(3, int), None)], 0.5
+    )
+    assert out["oracle"]["auc_pr"] == pytest.approx(metrics.auc_pr(s_a, y_a))
+    # oracle: A at its best-F1 threshold 0.2 (flags 0, 1, 3: TP 2, FP 1, TN 3), nothing on the
+    # normal series (TN 4), all 3 steps of the anomalous one (TP 3): TP 5, FP 1, FN 0, TN 7.
+    assert out["oracle"]["f1"] == pytest.approx(10 / 11)
+    assert out["oracle"]["far"] == pytest.approx(100 / 8) and out["oracle"]["mar"] == 0.0
+    one = teamwork.evaluate_scores([(s_n, np.zeros(4, int), None)], 0.5)
+    assert one["oracle"]["auc_pr"] is None and one["ratio"]["auc_pr"] is None
+    results = {"dataset": "x", "n_series": 1, "rows": {"A (x)": one}}
+    assert "| A (x) | n/a |" in teamwork.format_table(results)
+
+
 def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path):
     cfg = teamwork.get_config("tiny", window=16)
     x = np.random.default_rng(0).normal(size=(10, 3))
