@@ -226,20 +226,20 @@ def _read_atoms(path: pathlib.Path):
                 cif = pdbx.BinaryCIFFile.read(io.BytesIO(raw))
                 block = cif.block
                 _unknown_coordinates_to_nan(block)
-                atoms = pdbx.get_structure(cif, model=1)
+                atoms = pdbx.get_structure(cif, model=1, altloc="all")
             elif fmt == "cif":
                 text = raw.decode("utf-8")
                 cif = pdbx.CIFFile.read(io.StringIO(text))
                 block = cif.block
                 _unknown_coordinates_to_nan(block)
-                atoms = pdbx.get_structure(cif, model=1)
+                atoms = pdbx.get_structure(cif, model=1, altloc="all")
             else:
                 text = raw.decode("utf-8", errors="replace")
                 if not re.search(r"^(ATOM  |HETATM)", text, flags=re.MULTILINE):
                     raise StructureError(
                         f"{path}: not a structure file (no ATOM/HETATM records found)"
                     )
-                atoms = pdb.PDBFile.read(io.StringIO(text)).get_structure(model=1)
+                atoms = pdb.PDBFile.read(io.StringIO(text)).get_structure(model=1, altloc="all")
     except StructureError:
         raise
     except Exception as e:  # noqa: BLE001 - any parser failure is a malformed file for the user
@@ -257,7 +257,34 @@ def _read_atoms(path: pathlib.Path):
         raise StructureError(f"{path}: cannot parse as {kind}: {msg}") from e
     if atoms.array_length() == 0:
         raise StructureError(f"{path}: not a structure file (no atoms found)")
-    return atoms
+    return _first_altloc(atoms)
+
+
+#: Altloc fields that mean "no alternate location".
+_NO_ALTLOC = (".", "?", " ", "")
+
+
+def _first_altloc(atoms):
+    """Keeps, per residue, the atoms without an altloc ID and those with the residue's first one.
+
+    Any non-blank character is an altloc ID: letters (``A``, ``B``) and also the digits (``1``,
+    ``2``) that some refinement programs write. biotite's own filter counts letters only, so a
+    residue whose alternates are numbered lost every such atom (and came out masked, as ``X``).
+    """
+    import biotite.structure as struc
+
+    if "altloc_id" not in atoms.get_annotation_categories():
+        return atoms
+    ids = np.asarray(atoms.altloc_id, dtype=str)
+    keep = np.isin(ids, _NO_ALTLOC)
+    if keep.all():
+        return atoms
+    starts = struc.get_residue_starts(atoms, add_exclusive_stop=True)
+    for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+        alt = ids[a:b][~keep[a:b]]
+        if alt.size:
+            keep[a:b] |= ids[a:b] == alt[0]
+    return atoms[keep]
 
 
 def _label(chain: str, resnum: int, icode: str) -> str:

@@ -534,3 +534,54 @@ def test_free_hetatm_amino_acids_are_not_chain_residues(tmp_path, caplog):
     assert _strict(load_structure, _pdb(het, tmp_path, "h.pdb")).sequence == "AMSA"
     only = _chain(("MSE", "MSE"), (1, 2), bb=_BB4[:2], rec="HETATM")
     assert _strict(load_structure, _pdb(only, tmp_path, "o.pdb")).sequence == "MM"
+
+
+def _altloc_pdb(tmp_path, first, second, *, only=None) -> pathlib.Path:
+    """Chain A 1-4 (``_BB4``); residue A2 in two alternate locations, ``first`` met first
+    (the second copy moved 0.4 Å in y); ``only``: the backbone atoms that carry altlocs (the
+    others are written once, without an altloc ID)."""
+    lines = []
+    for i, xyz in enumerate(_BB4):
+        for a, x in zip(("N", "CA", "C", "O"), xyz, strict=True):
+            if i == 1 and (only is None or a in only):
+                for alt, dy, occ in ((first, 0.0, 0.6), (second, 0.4, 0.4)):
+                    pos = np.asarray(x) + np.array([0.0, dy, 0.0])
+                    lines.append(_atom("ATOM", len(lines) + 1, a, "SER", "A", 2, pos, "", alt, occ))
+            else:
+                resn = "SER" if i == 1 else "ALA"
+                lines.append(_atom("ATOM", len(lines) + 1, a, resn, "A", i + 1, np.asarray(x)))
+    path = tmp_path / f"alt_{first}{second}.pdb"
+    path.write_text("\n".join(lines) + "\nEND\n")
+    return path
+
+
+@pytest.mark.parametrize(("first", "second"), [("A", "B"), ("1", "2"), ("2", "1"), ("B", "A")])
+@pytest.mark.parametrize("fmt", ["pdb", "cif"])
+def test_any_altloc_character_keeps_the_first_location(tmp_path, first, second, fmt):
+    """Issue 29 item 5: digit altlocs (``1`` / ``2``, as some refinement programs write them)
+    follow the rule of letters: the altloc met first in the residue is kept, with no warning;
+    they used to drop the residue's atoms (masked ``X``)."""
+    path = _altloc_pdb(tmp_path, first, second)
+    if fmt == "cif":
+        from biotite.structure.io import pdb as bpdb
+        from biotite.structure.io import pdbx
+
+        atoms = bpdb.PDBFile.read(str(path)).get_structure(model=1, altloc="all")
+        cif = pdbx.CIFFile()
+        pdbx.set_structure(cif, atoms)
+        ids = np.where(atoms.altloc_id == " ", ".", atoms.altloc_id)
+        cif.block["atom_site"]["label_alt_id"] = pdbx.CIFColumn(ids)
+        path = tmp_path / "alt.cif"
+        cif.write(str(path))
+        assert f" {second} SER" in path.read_text()  # the altloc IDs are in the mmCIF file
+    p = _strict(load_structure, path)
+    assert p.sequence == "ASAA" and p.mask.tolist() == [1.0] * 4 and p.missing == ()
+    np.testing.assert_allclose(p.X, _BB4, atol=1e-3)  # the first copy, not the moved one
+
+
+def test_altloc_on_some_atoms_only(tmp_path):
+    """Atoms without an altloc ID are kept beside the first alternate of the others."""
+    path = _altloc_pdb(tmp_path, "1", "2", only=("CA", "O"))
+    p = _strict(load_structure, path)
+    assert p.sequence == "ASAA" and p.mask.tolist() == [1.0] * 4
+    np.testing.assert_allclose(p.X, _BB4, atol=1e-3)
