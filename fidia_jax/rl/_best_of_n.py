@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Literal
 
 import jax
@@ -246,6 +247,23 @@ def max_at_k_weights(n: int, k: int) -> np.ndarray:
     return _max_weights(int(n), k).copy()
 
 
+def _warn_excluded(rewards_n: jax.Array, where: str) -> None:
+    """Tells the caller (a ``UserWarning``, concrete input only) that non-finite rewards were
+    excluded as missing samples; traced input cannot warn (the rule is the same)."""
+    if rewards_n.dtype == jnp.bool_ or not _checks.is_concrete(rewards_n):
+        return
+    values = np.asarray(rewards_n)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        warnings.warn(
+            f"{where}: {int(bad.sum())} of {values.size} rewards are non-finite (nan/inf) and "
+            f"were excluded as missing samples (first at index {int(np.flatnonzero(bad)[0])}); "
+            f"the estimate uses the {int((~bad).sum())} finite ones",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 def max_at_k(rewards_n: jax.Array, k: int) -> jax.Array:
     """Unbiased estimate of ``E[max of k i.i.d. rewards]`` from ``n >= k`` samples.
 
@@ -264,15 +282,20 @@ def max_at_k(rewards_n: jax.Array, k: int) -> jax.Array:
     Raises:
       ValueError: rank != 1, non-floating dtype, or ``k`` outside ``[1, n]``.
 
+    Warns:
+      UserWarning: (concrete input) some rewards are non-finite and were excluded; the message
+        gives their count and the first index. Under ``jit`` / ``vmap`` nothing can warn.
+
     Example:
       >>> float(max_at_k(jnp.array([3.0, 1.0, 2.0]), 2))  # (2 + 3 + 3) / 3
       2.6666...
-      >>> float(max_at_k(jnp.array([3.0, jnp.nan, 1.0, 2.0]), 2))  # the nan is excluded
+      >>> float(max_at_k(jnp.array([3.0, jnp.nan, 1.0, 2.0]), 2))  # the nan is excluded, warned
       2.6666...
     """
     rewards_n = _check_rewards(rewards_n, "max_at_k")
     n = rewards_n.shape[0]
     k = _check_k(n, k, "max_at_k")
+    _warn_excluded(rewards_n, "max_at_k")
     sorted_n, _, _, m = _sort(rewards_n)
     w_max = _row(n, k, "max", m, rewards_n.dtype)
     estimate = jnp.sum(w_max * sorted_n)
@@ -436,6 +459,10 @@ def pass_at_k(rewards_n: jax.Array, k: int, *, threshold: float | None = None) -
       ValueError: bad rank/dtype, ``k`` outside ``[1, n]``, or (concrete input,
         ``threshold=None``) a finite reward other than 0 and 1.
 
+    Warns:
+      UserWarning: (concrete input) some rewards are non-finite and were excluded as missing;
+        the message gives their count and the first index (nothing under ``jit`` / ``vmap``).
+
     Example:
       >>> float(pass_at_k(jnp.array([1.0, 0.0, 0.0, 1.0]), 2))  # 1 - C(2, 2) / C(4, 2)
       0.8333...
@@ -448,6 +475,7 @@ def pass_at_k(rewards_n: jax.Array, k: int, *, threshold: float | None = None) -
     f, finite, invalid = _binary(rewards_n, "pass_at_k", threshold)
     n = f.shape[0]
     k = _check_k(n, k, "pass_at_k")
+    _warn_excluded(jnp.asarray(rewards_n), "pass_at_k")
     m = jnp.sum(finite, dtype=jnp.int32)
     c = jnp.sum(f > 0.5)
     estimate = 1.0 - _comb_ratio(m - c, m, k, f.dtype)

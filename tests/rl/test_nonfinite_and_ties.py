@@ -65,8 +65,10 @@ def test_non_finite_rewards_under_vmap_and_too_few_finite_samples():
     three = jnp.array([1.0, NAN, 3.0, 2.0, INF])
     np.testing.assert_array_equal(rl.pkpo_advantages(three, 4), np.zeros(5))
     np.testing.assert_array_equal(rl.max_at_k_effective_rewards(three, 3, "loo"), np.zeros(5))
-    assert np.isnan(float(rl.max_at_k(three, 4)))
-    assert np.isnan(float(rl.pass_at_k(jnp.array([1.0, NAN, 0.0]), 3)))
+    with pytest.warns(UserWarning, match="max_at_k: 2 of 5 rewards are non-finite"):
+        assert np.isnan(float(rl.max_at_k(three, 4)))
+    with pytest.warns(UserWarning, match="pass_at_k: 1 of 3 rewards are non-finite"):
+        assert np.isnan(float(rl.pass_at_k(jnp.array([1.0, NAN, 0.0]), 3)))
     np.testing.assert_array_equal(
         rl.pass_at_k_effective_rewards(jnp.array([1.0, NAN, 0.0]), 3), np.zeros(3)
     )
@@ -75,13 +77,20 @@ def test_non_finite_rewards_under_vmap_and_too_few_finite_samples():
 def test_max_at_k_and_pass_at_k_exclude_non_finite():
     for k in (1, 2, 5):
         want = float(rl.max_at_k(jnp.asarray(WITH_MISSING[FINITE]), k))
-        assert float(rl.max_at_k(jnp.asarray(WITH_MISSING), k)) == pytest.approx(want, rel=1e-6)
+        with pytest.warns(UserWarning, match="max_at_k: 3 of 8 rewards are non-finite"):
+            got = float(rl.max_at_k(jnp.asarray(WITH_MISSING), k))
+        assert got == pytest.approx(want, rel=1e-6)
         assert float(jax.jit(rl.max_at_k, static_argnums=1)(jnp.asarray(WITH_MISSING), k)) == (
             pytest.approx(want, rel=1e-6)
         )
     # binary: 1 success among the 4 finite samples; pass@2 = 1 - C(3, 2) / C(4, 2) = 1/2
     binary = jnp.array([1.0, NAN, 0.0, 0.0, INF, 0.0])
-    assert float(rl.pass_at_k(binary, 2)) == pytest.approx(0.5, rel=1e-6)
+    with pytest.warns(UserWarning) as record:  # issue 29 item 6: the caller is told
+        assert float(rl.pass_at_k(binary, 2)) == pytest.approx(0.5, rel=1e-6)
+    assert [str(w.message) for w in record] == [
+        "pass_at_k: 2 of 6 rewards are non-finite (nan/inf) and were excluded as missing "
+        "samples (first at index 1); the estimate uses the 4 finite ones"
+    ]
     assert float(jax.jit(rl.pass_at_k, static_argnums=1)(binary, 2)) == pytest.approx(0.5)
     finite = jnp.array([1.0, 0.0, 0.0, 0.0])
     for baseline in ("none", "loo-1"):

@@ -148,3 +148,29 @@ def test_unique_stationary_distribution_of_reducible_but_single_class_chains():
     np.testing.assert_allclose(jax.jit(lambda: rl.stationary_distribution(periodic))(), [0.5, 0.5])
     with pytest.raises(ValueError, match="transition must have shape"):
         rl.stationary_distribution(jnp.ones((2, 3)) / 3)
+
+
+@pytest.mark.parametrize(
+    ("p01", "p10", "want"),
+    [(1e-7, 1e-7, [0.5, 0.5]), (1e-7, 3e-7, [0.75, 0.25]), (1e-30, 1e-30, [0.5, 0.5])],
+)
+def test_stationary_distribution_of_nearly_reducible_chains(p01, p10, want):
+    """Issue 29 item 6: a float64 chain with switching probability 1e-7 gave [0.456, 0.544]
+    (a float32 linear solve; 1 - 1e-7 rounds). The exact answer is p10 / (p01 + p10)."""
+    chain = np.array([[1 - p01, p01], [p10, 1 - p10]], np.float64)
+    got = np.asarray(rl.stationary_distribution(chain))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    jitted = np.asarray(jax.jit(rl.stationary_distribution)(jnp.asarray(chain)))
+    np.testing.assert_allclose(jitted, want, rtol=1e-6)
+
+
+def test_stationary_distribution_matches_float64_eigenvector():
+    rng = np.random.default_rng(3)
+    chains = rng.random((4, 7, 7)) ** 4  # uneven rows
+    chains[1, :, 3] *= 1e-6  # a state that is hard to reach
+    chains /= chains.sum(-1, keepdims=True)
+    got = np.asarray(jax.vmap(rl.stationary_distribution)(jnp.asarray(chains, jnp.float32)))
+    for p, mu in zip(chains, got, strict=True):
+        w, v = np.linalg.eig(p.T)
+        ref = np.real(v[:, np.argmin(np.abs(w - 1))])
+        np.testing.assert_allclose(mu, ref / ref.sum(), rtol=2e-5)  # componentwise
