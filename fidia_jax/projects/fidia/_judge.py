@@ -91,6 +91,22 @@ def _token_log_probs(graphdef, state, X_Lx4x3, mask_L, residue_idx_L, chain_L, S
     return jnp.take_along_axis(lp, S_RxL[..., None], -1)[..., 0]
 
 
+def _check_judge_inputs(seqs: np.ndarray, score_mask_L, length: int, *, vocab: int, where: str):
+    """Token ids in ``[0, vocab)`` and a ``(L,)`` score mask, or a ``ValueError`` naming them."""
+    if seqs.size and not np.issubdtype(seqs.dtype, np.integer):
+        raise ValueError(f"{where}: sequences must be integer token ids, got dtype {seqs.dtype}")
+    bad = (seqs < 0) | (seqs >= vocab)
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        what = "amino acids 0..19 (no X)" if vocab == 20 else f"token ids in [0, {vocab})"
+        raise ValueError(
+            f"{where}: sequences must be {what}, got {int(seqs[i, j])} at ({i}, {j}) "
+            f"({int(bad.sum())} out of range)"
+        )
+    if np.shape(score_mask_L) != (length,):
+        raise ValueError(f"{where}: score_mask_L must be ({length},), got {np.shape(score_mask_L)}")
+
+
 @functools.lru_cache(maxsize=8)
 def _load_model(name: str, variant: str):
     return models_lib.ProteinMPNN.from_checkpoint(name, variant=variant)
@@ -152,13 +168,20 @@ class Judge:
 
         Args:
           protein: the backbone (all chains present are visible context).
-          sequences_NL: ``(N, L)`` int32 tokens.
+          sequences_NL: ``(N, L)`` int32 tokens in ``[0, 21)`` (20 = X).
           score_mask_L: ``(L,)`` bool, positions treated as designed (decoded after all others;
             every other position is visible).
+
+        Raises:
+          ValueError: sequences not ``(N, L)`` integers, a token id outside ``[0, 21)`` (as
+            :func:`fidia_jax.models.score`; such an id used to give NaN), or ``score_mask_L``
+            not ``(L,)``.
         """
-        seqs = np.asarray(sequences_NL, np.int32)
+        seqs = np.asarray(sequences_NL)
         if seqs.ndim != 2 or seqs.shape[1] != protein.length:
             raise ValueError(f"sequences must be (N, {protein.length}), got {seqs.shape}")
+        _check_judge_inputs(seqs, score_mask_L, protein.length, vocab=21, where="Judge")
+        seqs = seqs.astype(np.int32)
         n = seqs.shape[0]
         # One batched call per model: every sequence under every order (N * num_orders rows);
         # the encoder (sequence- and order-independent) runs once per model.
@@ -300,11 +323,11 @@ class Frame2seqJudge:
         Raises:
           ValueError: sequences not ``(N, L)`` or holding token 20 (X).
         """
-        seqs = np.asarray(sequences_NL, np.int64)
+        seqs = np.asarray(sequences_NL)
         if seqs.ndim != 2 or seqs.shape[1] != protein.length:
             raise ValueError(f"sequences must be (N, {protein.length}), got {seqs.shape}")
-        if seqs.size and (seqs.min() < 0 or seqs.max() >= 20):
-            raise ValueError("Frame2seqJudge: tokens must be amino acids 0..19 (no X)")
+        _check_judge_inputs(seqs, score_mask_L, protein.length, vocab=20, where="Frame2seqJudge")
+        seqs = seqs.astype(np.int64)
         lp = self._log_probs(protein, score_mask_L)
         return np.take_along_axis(lp[None], seqs[..., None], -1)[..., 0].astype(np.float32)
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fidia_jax import _checks, rl
+from fidia_jax import _checks, models, rl
 from fidia_jax.protein import ALPHABET
 
 __all__ = [
@@ -67,18 +67,45 @@ def tempered_token_log_probs(
 
     Args:
       log_probs_NxLx21: ``(..., L, 21)`` float32 log-softmax at temperature 1.
-      sequences_NxL: ``(..., L)`` int32 tokens.
-      temperature: sampling temperature (> 0).
+      sequences_NxL: ``(..., L)`` int32 tokens in ``[0, 21)``.
+      temperature: sampling temperature, a scalar ``> 0`` (the domain of
+        :func:`fidia_jax.models.sample`).
       omit_21: ``(21,)`` float32 mask of tokens never sampled (``None``: none).
 
     Returns:
-      ``(..., L)`` float32 log-probabilities.
+      ``(..., L)`` float32 log-probabilities. Under ``jit`` (where nothing can raise) a
+      temperature that is not ``> 0`` makes every entry NaN, and an out-of-range token id makes
+      its entry NaN (never a wrapped-around id).
+
+    Raises:
+      ValueError: (concrete values) a temperature that is not ``> 0`` (0, negative, NaN: it gave
+        NaN at 0 and a finite number at ``-0.1``), a token id outside ``[0, 21)``, or shapes
+        that disagree.
     """
+    where = "tempered_token_log_probs"
+    if jnp.ndim(temperature) != 0:
+        raise ValueError(
+            f"{where}: temperature must be a scalar, got shape {jnp.shape(temperature)}"
+        )
+    if _checks.is_concrete(temperature) and not float(temperature) > 0:
+        raise ValueError(
+            f"{where}: temperature must be > 0 (as models.sample requires), got {float(temperature)}"
+        )
+    if jnp.shape(log_probs_NxLx21)[-1:] != (21,) or (
+        jnp.shape(log_probs_NxLx21)[:-1] != jnp.shape(sequences_NxL)
+    ):
+        raise ValueError(
+            f"{where}: log_probs must be (..., L, 21) and sequences (..., L), got "
+            f"{jnp.shape(log_probs_NxLx21)} and {jnp.shape(sequences_NxL)}"
+        )
+    sequences_NxL = models.check_token_ids(sequences_NxL, 21, name="sequences", where=where)
+    temperature = jnp.asarray(temperature, jnp.float32)
     logits = log_probs_NxLx21 / temperature
     if omit_21 is not None:
         logits = logits + jnp.broadcast_to(omit_21, logits.shape) * _NEG
     logp = jax.nn.log_softmax(logits, axis=-1)
-    return jnp.take_along_axis(logp, sequences_NxL[..., None], axis=-1)[..., 0]
+    out = jnp.take_along_axis(logp, sequences_NxL[..., None], axis=-1, mode="fill")[..., 0]
+    return jnp.where(temperature > 0, out, jnp.nan)
 
 
 def policy_token_log_probs(

@@ -37,6 +37,35 @@ def test_tempered_token_log_probs_match_tempered_softmax():
     np.testing.assert_allclose(_tok_logp(theta, seqs), expect, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("temperature", [0.0, -0.1, float("nan")])
+def test_tempered_token_log_probs_refuses_a_temperature_sample_refuses(temperature):
+    """Issue 29 item 6: T = 0 gave NaN and T = -0.1 a finite number; models.sample rejects
+    both. Concrete: an error; traced: every entry NaN (never a finite number)."""
+    theta, _, seqs, _, _ = _setup()
+    lp = jax.nn.log_softmax(jnp.broadcast_to(theta, (N, L, V)), -1)
+    with pytest.raises(ValueError, match="tempered_token_log_probs: temperature must be > 0"):
+        fidia.tempered_token_log_probs(lp, seqs, temperature=temperature)
+    jitted = jax.jit(lambda t: fidia.tempered_token_log_probs(lp, seqs, temperature=t))
+    assert np.isnan(np.asarray(jitted(jnp.float32(temperature)))).all()
+
+
+@pytest.mark.parametrize("bad", [21, -1])
+def test_tempered_token_log_probs_refuses_out_of_range_ids(bad):
+    """-1 used to wrap around to X (a finite number), 21 gave NaN; both are errors now, as in
+    models.score, and NaN (never a wrapped id) under jit."""
+    theta, _, seqs, _, _ = _setup()
+    lp = jax.nn.log_softmax(jnp.broadcast_to(theta, (N, L, V)), -1)
+    seqs = seqs.at[2, 3].set(bad)
+    with pytest.raises(
+        ValueError, match=f"must be token ids in \\[0, 21\\), got {bad} at index \\(2, 3\\)"
+    ):
+        fidia.tempered_token_log_probs(lp, seqs, temperature=T)
+    got = np.asarray(jax.jit(lambda s: fidia.tempered_token_log_probs(lp, s, temperature=T))(seqs))
+    assert np.isnan(got[2, 3]) and np.isfinite(np.delete(got.ravel(), 2 * L + 3)).all()
+    with pytest.raises(ValueError, match="log_probs must be"):
+        fidia.tempered_token_log_probs(lp[..., :20], seqs, temperature=T)
+
+
 @pytest.mark.parametrize("clip_eps", [0.0, 0.2])
 def test_on_policy_gradient_is_sum_of_advantage_weighted_score(clip_eps):
     """At old = current and beta = 0: grad loss = -sum_i A_i grad log pi(y_i) / L_designed."""

@@ -217,6 +217,22 @@ def test_judge_averages_models_and_orders(bpti, tiny_models):
     assert "function" not in br.components
 
 
+@pytest.mark.parametrize("bad", [21, -1])
+def test_judge_refuses_out_of_range_token_ids(bpti, tiny_models, bad):
+    """Issue 29 item 6: ids 21 and -1 gave NaN log-likelihoods; models.score rejects them."""
+    judge = fidia.Judge(tiny_models[:1], num_orders=1, seed=0)
+    seqs = np.tile(np.asarray(bpti.S), (2, 1))
+    seqs[1, 4] = bad
+    score = np.ones(bpti.length, bool)
+    with pytest.raises(
+        ValueError,
+        match=f"Judge: sequences must be token ids in \\[0, 21\\), got {bad} at \\(1, 4\\)",
+    ):
+        judge.token_log_likelihood(bpti, seqs, score)
+    with pytest.raises(ValueError, match="score_mask_L must be"):
+        judge.token_log_likelihood(bpti, seqs[:1] * 0, score[:-1])
+
+
 def test_function_term_holo_minus_apo(bpti, tiny_models):
     # Synthetic complex: BPTI residues 0-39 as designed chain A, 40-57 as partner chain B.
     chain_b = np.arange(bpti.length) >= 40
