@@ -129,3 +129,38 @@ def check_temperature(temperature: Any, *, where: str) -> jax.Array:
     if host is not None and not float(host) > 0:
         raise ValueError(f"{where}: temperature must be > 0, got {float(host)}")
     return jnp.asarray(temperature, jnp.float32)
+
+
+def check_right_padded(tokens: Any, lengths: Any, *, prefix: int = 0, where: str) -> None:
+    """Refuses a batch that looks left-padded where right padding is the contract.
+
+    With ``lengths`` given, row ``b`` is read as ``tokens[b, :lengths[b] - prefix]``. A batch
+    is taken as left-padded when, over the rows shorter than ``T``, the leading ``T - length``
+    tokens are all one id (the pad) while the trailing ``T - length`` tokens (where right
+    padding would be) are not all one id. Only concrete values are checked (nothing can raise
+    under tracing); a batch whose padding cannot be told apart (one pad token, or trailing
+    content that repeats one id) passes.
+
+    Raises:
+      ValueError: the batch looks left-padded (the message names a row and the way out).
+    """
+    tok, lens = concrete(tokens), concrete(lengths)
+    if tok is None or lens is None or tok.ndim != 2 or lens.shape != tok.shape[:1]:
+        return
+    t = tok.shape[1]
+    lt = np.clip(lens.astype(np.int64) - int(prefix), 0, t)
+    short = np.flatnonzero(lt < t)
+    if not short.size:
+        return
+    tails = np.concatenate([tok[b, lt[b] :] for b in short])
+    heads = np.concatenate([tok[b, : t - lt[b]] for b in short])
+    if np.unique(tails).size == 1 or np.unique(heads).size != 1:
+        return
+    b = int(short[0])
+    raise ValueError(
+        f"{where}: tokens look left-padded: every row shorter than T = {t} starts with "
+        f"id {int(heads[0])} repeated (row {b}: length {int(lens[b])}, tokens "
+        f"{tok[b].tolist()}), while the positions past its length hold other tokens; rows are "
+        "read as tokens[b, :length] (right padding). Right-pad the prompts, or pass "
+        "padding='left' to Llama.prefill (padding='right' skips this check)."
+    )

@@ -34,7 +34,7 @@ from flax import nnx
 from fidia_jax.errors import ConfigError
 from fidia_jax.layers import apply_rope, attention_weights, get_attention_impl, is_decode_only
 from fidia_jax.models import _llama_hooks as _hk
-from fidia_jax.models._domain import check_token_ids, concrete
+from fidia_jax.models._domain import check_right_padded, check_token_ids, concrete
 
 CAPTURE_ALL = "all"
 
@@ -423,17 +423,28 @@ class Llama(nnx.Module):
         lengths: jax.Array | None = None,
         hooks=(),
         prefix_embeds: jax.Array | None = None,
+        padding: str | None = None,
     ) -> tuple[jax.Array, LlamaCache]:
         """Runs the causal forward pass on ``tokens`` and stores their keys/values at ``[0, T)``.
 
         Args:
-          tokens: ``(B, T)`` int32, right-padded when rows have different lengths.
+          tokens: ``(B, T)`` int32, right-padded when rows have different lengths (or
+            left-padded with ``padding="left"``).
           cache: from :meth:`init_cache` (its previous contents are overwritten).
           lengths: ``(B,)`` int valid prompt length per row, ``1 <= lengths <= T`` (default
             ``T``; ``T`` is at most the cache length ``S``). With ``prefix_embeds`` of ``P``
             positions, ``T`` counts them too (``P + T`` positions in all).
           hooks: interventions (see :meth:`__call__`).
           prefix_embeds: ``(B, P, C)`` embeddings placed before ``tokens`` (vision-language).
+          padding: where the padding of rows shorter than ``T`` is. ``None`` (default): right
+            padding, and a concrete batch that looks left-padded (the short rows start with one
+            repeated id and hold other tokens past their length) is refused, since it would be
+            read as garbage without a word; ``"right"``: right padding, not checked;
+            ``"left"``: left padding (row ``b`` is ``tokens[b, T - lengths[b]:]``), supported
+            by rotating each row to the right-padded layout: the cache is the one of the
+            right-padded batch (decode goes on as usual) and the logits come back in the
+            caller's layout (at a pad position they are not meaningful). ``"left"`` needs
+            ``lengths`` and no ``prefix_embeds``.
 
         Returns:
           ``(logits (B, T, V), cache)`` with ``cache.lengths = lengths``.
@@ -441,14 +452,40 @@ class Llama(nnx.Module):
         Raises:
           ValueError: ``T`` exceeds the cache length; ``lengths`` not ``(B,)`` integers; a
             concrete length below 1 or above ``T``; a concrete token id outside
-            ``[0, vocab_size)``. Under tracing an invalid length cannot raise: that row's logits
-            are NaN and its ``cache.lengths`` is ``-1``, so every later :meth:`decode` of the row
-            is NaN too.
+            ``[0, vocab_size)``; a concrete batch that looks left-padded with ``padding=None``;
+            an unknown ``padding``. Under tracing an invalid length cannot raise: that row's
+            logits are NaN and its ``cache.lengths`` is ``-1``, so every later :meth:`decode` of
+            the row is NaN too.
         """
         hooks, _ = self._checked(hooks, None, "Llama.prefill")
+        if padding not in (None, "right", "left"):
+            raise ValueError(
+                f"Llama.prefill: padding must be None, 'right' or 'left', got {padding!r}"
+            )
+        if padding == "left":
+            return self._prefill_left(tokens, cache, lengths, hooks, prefix_embeds)
+        if padding is None and lengths is not None:
+            p = 0 if prefix_embeds is None else jnp.shape(prefix_embeds)[1]
+            check_right_padded(tokens, lengths, prefix=p, where="Llama.prefill")
         return self._prefill_impl(
             tokens, cache, lengths=lengths, hooks=hooks, embeds=prefix_embeds
         )[:2]
+
+    def _prefill_left(self, tokens, cache, lengths, hooks, embeds):
+        """``padding="left"``: rotate each row left by its pad count, prefill the right-padded
+        batch, rotate the logits back."""
+        where = "Llama.prefill"
+        if lengths is None or embeds is not None:
+            raise ValueError(f"{where}: padding='left' needs lengths and no prefix_embeds")
+        tokens = self._check_tokens(tokens, where)
+        t = tokens.shape[1]
+        lengths = jnp.asarray(lengths)
+        shift_Bx1 = (t - lengths.astype(jnp.int32)).reshape(-1, 1)
+        pos_1xT = jnp.arange(t, dtype=jnp.int32)[None]
+        right = jnp.take_along_axis(tokens, (pos_1xT + shift_Bx1) % t, axis=1)
+        logits, cache = self._prefill_impl(right, cache, lengths=lengths, hooks=hooks)[:2]
+        back_BxTx1 = ((pos_1xT - shift_Bx1) % t)[..., None]
+        return jnp.take_along_axis(logits, back_BxTx1, axis=1), cache
 
     def _prefill_impl(
         self, tokens, cache, *, lengths=None, hooks=(), capture=frozenset(), embeds=None

@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from fidia_jax.models._domain import check_temperature
+from fidia_jax.models._domain import check_right_padded, check_temperature
 
 __all__ = [
     "CAPTURE_NAMES",
@@ -480,6 +480,8 @@ def sample_llama(
         )
     if p + prompt.shape[1] == 0:
         raise ValueError(f"{where}: empty prompt and no prefix_embeds: nothing to condition on")
+    if lengths is not None:  # right padding is the contract: a left-padded batch is refused
+        check_right_padded(prompt, lengths, prefix=p, where=where)
     if temperature is not None:
         temperature = check_temperature(temperature, where=where)
     if stop_token is not None:

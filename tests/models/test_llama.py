@@ -138,3 +138,52 @@ def test_bf16_and_loss(tokens):
     tgt = np.take_along_axis(lf, np.asarray(tokens)[:, 1:, None], -1)[..., 0]
     np.testing.assert_allclose(loss, np.mean(lse - tgt), rtol=1e-4)
     assert loss.dtype == jnp.float32
+
+
+def _left_padded(tokens, lens, pad=0):
+    t = tokens.shape[1]
+    rows = [jnp.concatenate([jnp.full((t - n,), pad, jnp.int32), tokens[b, :n]]) for b, n in enumerate(lens)]  # fmt: skip
+    return jnp.stack(rows)
+
+
+def test_prefill_refuses_a_left_padded_batch(model, tokens):
+    """Issue 29 item 6: a left-padded batch ran and row 0's logits were off by ~3 without a
+    word. With concrete inputs it is refused (prefill and sample_llama) unless padding says.
+    (The checks run before any computation.)"""
+    from fidia_jax.models._domain import check_right_padded
+
+    lens = jnp.array([6, 10], jnp.int32)
+    left = _left_padded(tokens, [6, 10])
+    cache = model.init_cache(2, 16)
+    with pytest.raises(ValueError, match=r"Llama.prefill: tokens look left-padded: .*row 0: "
+                       r"length 6.*padding='left'"):  # fmt: skip
+        model.prefill(left, cache, lengths=lens)
+    with pytest.raises(ValueError, match="sample_llama: tokens look left-padded"):
+        models.sample_llama(model, left, max_new_tokens=2, lengths=lens)
+    with pytest.raises(ValueError, match="padding must be None, 'right' or 'left'"):
+        model.prefill(left, cache, lengths=lens, padding="middle")
+    with pytest.raises(ValueError, match="padding='left' needs lengths"):
+        model.prefill(left, cache, padding="left")
+    # a right-padded batch (pad 0) passes the check, and so does the random fixture batch
+    check_right_padded(jnp.stack([jnp.pad(tokens[0, :6], (0, 4)), tokens[1]]), lens, where="x")
+    check_right_padded(tokens, lens, where="x")
+
+
+pre_left = nnx.jit(lambda m, t, c, n: m.prefill(t, c, lengths=n, padding="left"))
+
+
+def test_prefill_left_padding_equals_right_padding_and_single_row_runs(model, tokens):
+    """padding='left': every row's logits at its valid positions, and the decode step after the
+    prompt, equal those of the right-padded batch (itself equal to single-row runs, see
+    test_prefill_ragged_then_decode) and, for row 0, of the row run alone."""
+    lens = jnp.array([6, 10], jnp.int32)
+    left = _left_padded(tokens, [6, 10], pad=7)
+    logits, cache = pre_left(model, left, model.init_cache(2, 16), lens)
+    right = jnp.stack([jnp.pad(tokens[0, :6], (0, 4)), tokens[1]])
+    ref, ref_cache = pre(model, right, model.init_cache(2, 16), lens)
+    np.testing.assert_allclose(logits[0, 4:], ref[0, :6], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(logits[1], ref[1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(logits[0, 4:], fwd(model, tokens[:1, :6])[0], rtol=1e-4, atol=1e-4)
+    assert cache.lengths.tolist() == [6, 10]
+    nxt = jnp.array([[11], [12]], jnp.int32)
+    np.testing.assert_allclose(dec(model, nxt, cache)[0], dec(model, nxt, ref_cache)[0], rtol=1e-5, atol=1e-5)  # fmt: skip
