@@ -325,6 +325,52 @@ class AttentionStats(NamedTuple):
     o: jax.Array
 
 
+def _check_attention_shapes(q, k, v, coords, where: str, bias=None, mask=None) -> None:
+    """Static shape checks of the window attention functions (work under ``jit``)."""
+    qs, ks, vs = jnp.shape(q), jnp.shape(k), jnp.shape(v)
+    if len(qs) != 3 or len(ks) != 3 or len(vs) != 3:
+        raise ValueError(f"{where}: q, k, v must be (n, H, D), got {qs}, {ks}, {vs}")
+    if qs != ks:
+        raise ValueError(f"{where}: q {qs} and k {ks} must have the same shape (n, H, D)")
+    if vs[:2] != qs[:2]:
+        raise ValueError(
+            f"{where}: v {vs} must have q's spots and heads {qs[:2]} (its width may differ)"
+        )
+    if jnp.shape(coords) != (qs[0], 2):
+        raise ValueError(f"{where}: coords must be (n, 2) = ({qs[0]}, 2), got {jnp.shape(coords)}")
+    if mask is not None and jnp.shape(mask) != (qs[0],):
+        raise ValueError(f"{where}: mask must be (n,) = ({qs[0]},), got {jnp.shape(mask)}")
+    if bias is not None:
+        bs = jnp.shape(bias)
+        if len(bs) != 3 or bs[0] != qs[1] or bs[1] != bs[2] or bs[1] % 2 == 0:
+            raise ValueError(
+                f"{where}: bias must be (H, 2S - 1, 2S - 1) with H = {qs[1]}, got {bs}"
+            )
+
+
+def _check_plan(plan, n: int, where: str, name: str, copies: bool = False) -> None:
+    """A :class:`WindowPlan` made for ``n`` spots (its sentinel is ``n``)."""
+    sw = np.shape(plan.spot_window)
+    ok = (sw[0] % n == 0 and sw[0] > 0) if copies and n else sw == (n,)
+    if len(sw) != 1 or not ok or np.shape(plan.spot_slot) != sw:
+        raise ValueError(
+            f"{where}: {name}.spot_window / spot_slot must be ({n},) for {n} spots, got "
+            f"{sw} / {np.shape(plan.spot_slot)} (a plan made for another set of spots?)"
+        )
+    if np.shape(plan.valid) != np.shape(plan.table) or len(np.shape(plan.table)) != 2:
+        raise ValueError(
+            f"{where}: {name}.table and .valid must be (W, P), got {np.shape(plan.table)} and "
+            f"{np.shape(plan.valid)}"
+        )
+    if not isinstance(plan.table, jax.core.Tracer):
+        t = np.asarray(plan.table)
+        if t.size and (t.min() < 0 or t.max() > n):
+            raise ValueError(
+                f"{where}: {name}.table holds spot indices up to {int(t.max())}, but there are "
+                f"{n} spots (sentinel {n}): a plan made for another set of spots"
+            )
+
+
 def window_attention_stats(
     q_NxHxD,
     k_NxHxD,
@@ -355,9 +401,18 @@ def window_attention_stats(
       partitions as one batch of windows.
 
     Returns:
-      :class:`AttentionStats` per spot (inactive spots: ``m = -inf``, ``l = 0``, ``o = 0``).
+      :class:`AttentionStats` per spot (inactive spots: ``m = -inf``, ``l = 0``, ``o = 0``);
+      ``o`` has ``v``'s width ``Dv`` (which may differ from ``D``).
+
+    Raises:
+      ValueError: q, k not the same ``(n, H, D)``; v not ``(n, H, Dv)``; coords not
+        ``(n, 2)``; bias not ``(H, R, R)`` with ``R`` odd; a plan not made for ``n`` spots.
     """
+    where = "window_attention_stats"
+    _check_attention_shapes(q_NxHxD, k_NxHxD, v_NxHxD, coords_Nx2, where, bias_HxRxR)
+    _check_plan(plan, q_NxHxD.shape[0], where, "plan", copies=True)
     H, D = q_NxHxD.shape[1:]
+    Dv = v_NxHxD.shape[-1]
     table = jnp.asarray(plan.table)
     valid = jnp.asarray(plan.valid)
     W, P = table.shape
@@ -395,7 +450,7 @@ def window_attention_stats(
         jnp.moveaxis(m, 1, 2).reshape(-1, H), flat, axis=0, mode="fill", fill_value=-jnp.inf
     )
     l_n = _take_rows(jnp.moveaxis(l, 1, 2).reshape(-1, H), flat)
-    o_n = _take_rows(o.reshape(-1, H, D), flat)
+    o_n = _take_rows(o.reshape(-1, H, Dv), flat)
     return AttentionStats(m_n, l_n, o_n)
 
 
@@ -427,13 +482,24 @@ def lattice_window_attention(
     the query itself included. Memory ``O((W_r + W_s) P^2 H)``.
 
     Args:
-      q_NxHxD, k_NxHxD, v_NxHxD: ``(n, H, D)``. coords_Nx2: ``(n, 2)`` int.
+      q_NxHxD, k_NxHxD: ``(n, H, D)``. v_NxHxD: ``(n, H, Dv)`` (``Dv`` may differ from ``D``,
+        as in :func:`dense_window_attention`). coords_Nx2: ``(n, 2)`` int.
       regular, shifted: :class:`WindowPlan` with shifts ``0`` and ``S // 2`` (see
-        :func:`plan_hierarchy`). bias_HxRxR: ``(H, 2S-1, 2S-1)`` relative position bias or None.
+        :func:`plan_hierarchy`), made for these ``n`` spots. bias_HxRxR: ``(H, 2S-1, 2S-1)``
+        relative position bias or None.
 
     Returns:
-      ``(n, H, D)``; zeros for inactive spots.
+      ``(n, H, Dv)``; zeros for inactive spots.
+
+    Raises:
+      ValueError: q and k not the same ``(n, H, D)``, v not ``(n, H, Dv)``, coords not
+        ``(n, 2)``, bias not ``(H, R, R)`` with ``R`` odd, or a plan made for another number of
+        spots (it used to return a scrambled ``(n, H, D)`` when ``Dv != D``).
     """
+    where = "lattice_window_attention"
+    _check_attention_shapes(q_NxHxD, k_NxHxD, v_NxHxD, coords_Nx2, where, bias_HxRxR)
+    for name, plan in (("regular", regular), ("shifted", shifted)):
+        _check_plan(plan, q_NxHxD.shape[0], where, name)
     # both partitions in one batch of windows (one program, not two): the shifted windows
     # follow the regular ones, and spot i's two rows are merged by log-sum-exp
     Wr, Pr = regular.table.shape
@@ -485,8 +551,17 @@ def dense_window_attention(
 
     Key ``j`` is allowed for query ``i`` when both are active and they share the regular window
     (``coords // S``) or, if ``shifted``, the shifted one (``(coords + S // 2) // S``).
-    Memory ``O(n^2 H)``.
+    Memory ``O(n^2 H)``. ``v`` may have its own width ``Dv``; the result is ``(n, H, Dv)``.
+
+    Raises:
+      ValueError: the shapes of :func:`lattice_window_attention`, mask not ``(n,)``, or
+        ``window < 1``.
     """
+    _check_attention_shapes(
+        q_NxHxD, k_NxHxD, v_NxHxD, coords_Nx2, "dense_window_attention", bias_HxRxR, mask_N
+    )
+    if int(window) < 1:
+        raise ValueError(f"dense_window_attention: window must be >= 1, got {window}")
     n, H, D = q_NxHxD.shape
     c = jnp.asarray(coords_Nx2, jnp.int32)
     mask = jnp.asarray(mask_N, bool)

@@ -171,3 +171,33 @@ def test_fixed_sizes_are_respected_and_overflow_is_an_error():
     small = tuple((s[0], s[1] - 1, s[2], s[3]) for s in sizes)
     with pytest.raises(ValueError, match="fixed size"):
         lattice.plan_hierarchy(c, levels=3, window=4, sizes=small)
+
+
+def test_values_of_another_width_equal_the_dense_reference(attn_case):
+    """Issue 29 item 4: v of width 9 with queries of width 4 returned a scrambled (n, H, 4);
+    the dense reference returns (n, H, 9). Supported now, and equal to the reference."""
+    cp, mask, q, k, _, bias, S, plan = attn_case
+    v9 = jax.random.normal(jax.random.key(5), (q.shape[0], q.shape[1], 9))
+    got = _local(q, k, v9, cp, plan.regular, plan.shifted, bias)
+    want = _dense(q, k, v9, cp, mask, window=S, bias_HxRxR=bias)
+    assert got.shape == want.shape == (q.shape[0], q.shape[1], 9)
+    np.testing.assert_allclose(np.asarray(got)[mask], np.asarray(want)[mask], rtol=1e-5, atol=1e-5)
+
+
+def test_window_attention_shape_errors(attn_case):
+    cp, mask, q, k, v, bias, S, plan = attn_case
+    n = q.shape[0]
+    f = lattice.lattice_window_attention
+    with pytest.raises(ValueError, match=r"q \(\d+, 2, 4\) and k \(\d+, 2, 3\) must have the same"):
+        f(q, k[..., :3], v, cp, plan.regular, plan.shifted, bias)
+    with pytest.raises(ValueError, match="v .* must have q's spots and heads"):
+        f(q, k, v[:-1], cp, plan.regular, plan.shifted, bias)
+    with pytest.raises(ValueError, match=r"coords must be \(n, 2\)"):
+        f(q, k, v, cp[:, :1], plan.regular, plan.shifted, bias)
+    with pytest.raises(ValueError, match=r"bias must be \(H, 2S - 1, 2S - 1\) with H = 2"):
+        f(q, k, v, cp, plan.regular, plan.shifted, bias[:1])
+    other = lattice.plan_hierarchy(cp[:-2], mask[:-2], levels=1, window=S)[0]
+    with pytest.raises(ValueError, match=f"regular.spot_window / spot_slot must be \\({n},\\)"):
+        f(q, k, v, cp, other.regular, other.shifted, bias)
+    with pytest.raises(ValueError, match=r"mask must be \(n,\)"):
+        lattice.dense_window_attention(q, k, v, cp, mask[:-1], window=S)
