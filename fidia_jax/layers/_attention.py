@@ -183,14 +183,22 @@ def attention_weights(q, k, *, causal: bool = False, kv_lengths=None):
 
     Args:
       q: ``(B, T, Hq, D)``; k: ``(B, S, Hkv, D)`` with ``Hq % Hkv == 0`` (query head ``h`` reads
-        kv head ``h // (Hq // Hkv)``). Shapes are not re-checked here: callers validate them.
+        kv head ``h // (Hq // Hkv)``); checked (static shapes only, free under ``jit``).
       causal: bottom-right causal mask (query ``i`` sees keys ``j <= i + S - T``).
       kv_lengths: optional ``(B,)`` int; keys at ``j >= kv_lengths[b]`` are hidden.
 
     Returns:
       ``(p_BxHqxTxS, mask_BxTxS)``: float32 weights, rows summing to 1 over the visible keys (a
       query with no visible key has all-zero weights, never NaN), and the boolean mask.
+
+    Raises:
+      ValueError: ``q`` or ``k`` not rank 4, or batch, head dims or head counts that disagree.
     """
+    if jnp.ndim(q) != 4 or jnp.ndim(k) != 4:
+        raise ValueError(
+            f"attention_weights: q and k must be rank 4, got {jnp.shape(q)} and {jnp.shape(k)}"
+        )
+    _checks.assert_attention_dims(q, k, heads_axis=2, where="attention_weights")
     b, t, hq, d = q.shape
     _, s, hkv, _ = k.shape
     g = hq // hkv

@@ -37,6 +37,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "check_curvature",
@@ -76,6 +77,30 @@ def check_curvature(c) -> None:
         ) from exc
     if not (value > 0.0 and math.isfinite(value)):
         raise ValueError(f"curvature c must be > 0 (the ball has curvature -c), got c={value!r}")
+
+
+def _check_in_ball(c, where: str, **points) -> None:
+    """Raises ``ValueError`` if a concrete point lies outside the open ball ``c ||x||^2 < 1``
+    (the formulas then return finite numbers that mean nothing); traced values pass."""
+    if isinstance(c, jax.core.Tracer):
+        return
+    for name, x in points.items():
+        if isinstance(x, jax.core.Tracer):
+            continue
+        v = np.asarray(x, np.float64)
+        if v.size == 0:
+            continue
+        r2 = float(c) * np.sum(v * v, axis=-1)
+        if not np.all(r2 < 1.0):  # also catches NaN
+            worst = (
+                float(np.sqrt(np.nanmax(r2) / float(c))) if np.any(np.isfinite(r2)) else math.nan
+            )
+            raise ValueError(
+                f"{where}: {name} must lie inside the Poincaré ball of radius "
+                f"1/sqrt(c) = {1.0 / math.sqrt(float(c)):.6g}, got a point of norm {worst:.6g}"
+                f"{' (or a non-finite one)' if np.isnan(r2).any() else ''}; map Euclidean "
+                "vectors with expmap0 or clip with project_to_ball"
+            )
 
 
 def _artanh_eps(dtype) -> float:
@@ -147,6 +172,7 @@ def mobius_add(x: jax.Array, y: jax.Array, c=1.0) -> jax.Array:
     Not projected (identities such as ``(-x) (+) x = 0`` hold exactly up to rounding).
     """
     check_curvature(c)
+    _check_in_ball(c, "mobius_add", x=x, y=y)
     xy, x2, y2 = _dot(x, y), _sq(x), _sq(y)
     num = (1.0 + 2.0 * c * xy + c * y2) * x + (1.0 - c * x2) * y
     den = 1.0 + 2.0 * c * xy + c * c * x2 * y2
@@ -156,6 +182,7 @@ def mobius_add(x: jax.Array, y: jax.Array, c=1.0) -> jax.Array:
 def mobius_scalar_mul(r, x: jax.Array, c=1.0) -> jax.Array:
     """``r (x)_c x = tanh(r artanh(sqrt(c)||x||)) x / (sqrt(c)||x||)`` (eq. 4), projected."""
     check_curvature(c)
+    _check_in_ball(c, "mobius_scalar_mul", x=x)
     sc = jnp.sqrt(c)
     n = _norm(x)
     return project_to_ball(jnp.tanh(r * safe_artanh(sc * n)) * x / (sc * n), c)
@@ -169,6 +196,12 @@ def mobius_matvec(kernel: jax.Array, x: jax.Array, c=1.0) -> jax.Array:
     ``(..., D_out)``, projected.
     """
     check_curvature(c)
+    if jnp.ndim(kernel) != 2 or jnp.shape(x)[-1:] != jnp.shape(kernel)[:1]:
+        raise ValueError(
+            f"mobius_matvec: kernel must be (D_in, D_out) with D_in = x's last axis, got kernel "
+            f"{jnp.shape(kernel)} and x {jnp.shape(x)}"
+        )
+    _check_in_ball(c, "mobius_matvec", x=x)
     sc = jnp.sqrt(c)
     mx = x @ kernel
     nx, nmx = _norm(x), _norm(mx)
@@ -186,6 +219,7 @@ def expmap0(v: jax.Array, c=1.0) -> jax.Array:
 def logmap0(y: jax.Array, c=1.0) -> jax.Array:
     """``log_0(y) = artanh(sqrt(c)||y||) y / (sqrt(c)||y||)``, the inverse of :func:`expmap0`."""
     check_curvature(c)
+    _check_in_ball(c, "logmap0", y=y)
     sc = jnp.sqrt(c)
     n = _norm(y)
     return safe_artanh(sc * n) * y / (sc * n)
@@ -194,6 +228,7 @@ def logmap0(y: jax.Array, c=1.0) -> jax.Array:
 def expmap(x: jax.Array, v: jax.Array, c=1.0) -> jax.Array:
     """``exp_x(v) = x (+) tanh(sqrt(c) lambda_x ||v|| / 2) v / (sqrt(c)||v||)`` (eq. 7), projected."""
     check_curvature(c)
+    _check_in_ball(c, "expmap", x=x)
     sc = jnp.sqrt(c)
     n = _norm(v)
     second = jnp.tanh(sc * conformal_factor(x, c) * n / 2.0) * v / (sc * n)
@@ -203,6 +238,7 @@ def expmap(x: jax.Array, v: jax.Array, c=1.0) -> jax.Array:
 def logmap(x: jax.Array, y: jax.Array, c=1.0) -> jax.Array:
     """``log_x(y) = 2/(sqrt(c) lambda_x) artanh(sqrt(c)||u||) u/||u||``, ``u = (-x) (+) y``."""
     check_curvature(c)
+    _check_in_ball(c, "logmap", x=x, y=y)
     sc = jnp.sqrt(c)
     u = mobius_add(-x, y, c)
     n = _norm(u)
@@ -215,6 +251,12 @@ def poincare_distance(x: jax.Array, y: jax.Array, c=1.0) -> jax.Array:
     ``d(0, x) = (2/sqrt(c)) artanh(sqrt(c)||x||)``; finite gradient at ``x = y`` (zero).
     """
     check_curvature(c)
+    if jnp.shape(x)[-1:] != jnp.shape(y)[-1:]:
+        raise ValueError(
+            f"poincare_distance: x {jnp.shape(x)} and y {jnp.shape(y)} must share the last "
+            "(coordinate) axis"
+        )
+    _check_in_ball(c, "poincare_distance", x=x, y=y)
     sc = jnp.sqrt(c)
     n = _norm(mobius_add(-x, y, c))
     return (2.0 / sc * safe_artanh(sc * n))[..., 0]
@@ -232,6 +274,7 @@ def poincare_distance_matrix(x_NxD: jax.Array, y_KxD: jax.Array, c=1.0) -> jax.A
         raise ValueError(
             f"poincare_distance_matrix wants (N, D) and (K, D), got {x_NxD.shape} and {y_KxD.shape}"
         )
+    _check_in_ball(c, "poincare_distance_matrix", x_NxD=x_NxD, y_KxD=y_KxD)
     x2 = jnp.sum(x_NxD * x_NxD, axis=1)[:, None]
     y2 = jnp.sum(y_KxD * y_KxD, axis=1)[None, :]
     diff2 = jnp.maximum(x2 + y2 - 2.0 * x_NxD @ y_KxD.T, 0.0)

@@ -26,7 +26,16 @@ def apply_rope(x: jax.Array, positions: jax.Array, theta: float = 10000.0) -> ja
 
     Returns:
       ``(B, T, H, D)`` in ``x.dtype`` (computed in float32).
+
+    Raises:
+      ValueError: ``x`` not rank 4, ``D`` odd, or ``positions`` not ``(B, T)``.
     """
+    if jnp.ndim(x) != 4 or x.shape[-1] % 2:
+        raise ValueError(f"apply_rope: x must be (B, T, H, D) with D even, got {jnp.shape(x)}")
+    if jnp.shape(positions) != x.shape[:2]:
+        raise ValueError(
+            f"apply_rope: positions must be (B, T) = {x.shape[:2]}, got {jnp.shape(positions)}"
+        )
     d = x.shape[-1]
     half = d // 2
     inv_freq = theta ** (-jnp.arange(half, dtype=jnp.float32) * 2.0 / d)

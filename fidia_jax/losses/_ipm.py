@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from fidia_jax import _checks
 
 from fidia_jax.errors import needs_extra
 
@@ -33,6 +36,15 @@ def _check_cloud(x_NxD, a_N, b_N, name):
         raise ValueError(
             f"{name}: weights must be ({n},) like the points, got {a_N.shape} and {b_N.shape}"
         )
+    for w_name, w in (("a_N", a_N), ("b_N", b_N)):
+        if not _checks.is_concrete(w):
+            continue  # traced (a training step): the caller builds the weights
+        v = np.asarray(w, np.float64)
+        if not np.isfinite(v).all() or (v < 0).any() or abs(v.sum() - 1.0) > 1e-4:
+            raise ValueError(
+                f"{name}: {w_name} must be finite non-negative weights summing to 1 (a "
+                f"probability vector), got min {v.min():.4g}, sum {v.sum():.6g}"
+            )
 
 
 def mmd2_linear(x_NxD: jax.Array, a_N: jax.Array, b_N: jax.Array) -> jax.Array:
@@ -46,7 +58,8 @@ def mmd2_linear(x_NxD: jax.Array, a_N: jax.Array, b_N: jax.Array) -> jax.Array:
       Scalar ``>= 0``. Source: CFR (Shalit et al. 2017), ``mmd2_lin`` (paper).
 
     Raises:
-      ValueError: shapes that do not match.
+      ValueError: shapes that do not match; (concrete weights) a weight vector that is not
+        finite, non-negative and summing to 1 (within 1e-4).
     """
     _check_cloud(x_NxD, a_N, b_N, "mmd2_linear")
     diff_D = (a_N - b_N) @ x_NxD
@@ -110,7 +123,8 @@ def wasserstein1_sinkhorn(
       Scalar ``>= 0``.
 
     Raises:
-      ValueError: shapes that do not match.
+      ValueError: shapes that do not match; (concrete weights) a weight vector that is not
+        finite, non-negative and summing to 1 (within 1e-4).
     """
     _check_cloud(x_NxD, a_N, b_N, "wasserstein1_sinkhorn")
     sq_NxN = jnp.sum((x_NxD[:, None, :] - x_NxD[None, :, :]) ** 2, axis=-1)

@@ -24,6 +24,9 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from fidia_jax import _checks
 
 __all__ = ["rectified_flow_interpolate", "rectified_flow_loss"]
 
@@ -37,6 +40,13 @@ def _check(images, noise, t_B, where: str) -> None:
         )
     if t_B.shape != images.shape[:1]:
         raise ValueError(f"{where}: t must have shape (B,)=({images.shape[0]},), got {t_B.shape}")
+    if _checks.is_concrete(t_B):
+        t = np.asarray(t_B, np.float64)
+        if not (np.isfinite(t).all() and (t >= 0).all() and (t <= 1).all()):
+            raise ValueError(
+                f"{where}: t must lie in [0, 1] (a point on the segment from data to noise), "
+                f"got values in [{np.nanmin(t):.4g}, {np.nanmax(t):.4g}]"
+            )
 
 
 def rectified_flow_interpolate(images_BxHxWxC, noise_BxHxWxC, t_B):

@@ -12,6 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from fidia_jax import _checks
 from fidia_jax.models import check_token_ids
 
 __all__ = ["next_token_loss", "token_log_probs", "token_nll"]
@@ -63,8 +64,8 @@ def token_nll(logits: jax.Array, tokens: jax.Array, weights: Any = None) -> jax.
       ``()`` float32; 0 when all weights are 0 (never NaN).
 
     Raises:
-      ValueError: shapes that do not agree or an id outside ``[0, V)`` (see
-        :func:`token_log_probs`).
+      ValueError: shapes that do not agree, an id outside ``[0, V)`` (see
+        :func:`token_log_probs`), or concrete weights that are negative or non-finite.
     """
     nll = -token_log_probs(logits, tokens)
     if weights is None:
@@ -73,6 +74,11 @@ def token_nll(logits: jax.Array, tokens: jax.Array, weights: Any = None) -> jax.
     if w.shape != nll.shape:
         raise ValueError(
             f"token_nll: weights must have the tokens' shape {nll.shape}, got {w.shape}"
+        )
+    if _checks.is_concrete(w) and not bool(jnp.all(jnp.isfinite(w) & (w >= 0))):
+        raise ValueError(
+            "token_nll: weights must be finite and non-negative (a negative weight turns the "
+            f"mean into a meaningless number), got min {float(jnp.min(w))}"
         )
     return jnp.sum(w * nll) / jnp.maximum(jnp.sum(w), 1e-9)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from fidia_jax import _checks
+
 __all__ = ["effective_rank"]
 
 
@@ -26,7 +28,8 @@ def effective_rank(x, *, center: bool = False, eps: float = 1e-12):
       A scalar in ``[1, min(N, D)]``; ``0`` for an all-zero matrix (no direction at all).
 
     Raises:
-      ValueError: ``x`` is not 2-D.
+      ValueError: ``x`` is not 2-D, or (concrete input) holds NaN / inf (the SVD of such a
+        matrix returned 0.0, a valid-looking rank). Under ``jit`` such input gives NaN.
 
     References:
       Roy, Vetterli, "The effective rank: a measure of effective dimensionality", EUSIPCO 2007.
@@ -35,10 +38,15 @@ def effective_rank(x, *, center: bool = False, eps: float = 1e-12):
     if x.ndim != 2:
         raise ValueError(f"effective_rank: x must be 2-D (N, D), got shape {x.shape}")
     x = x.astype(jnp.result_type(x.dtype, jnp.float32))
+    finite = jnp.all(jnp.isfinite(x))
+    if _checks.is_concrete(finite) and not bool(finite):
+        raise ValueError(
+            f"effective_rank: x holds {int(jnp.sum(~jnp.isfinite(x)))} non-finite value(s)"
+        )
     if center:
         x = x - jnp.mean(x, axis=0, keepdims=True)
     s = jnp.linalg.svd(x, compute_uv=False)
     total = jnp.sum(s)
     p = s / jnp.maximum(total, eps)
     entropy = -jnp.sum(jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0))
-    return jnp.where(total > 0, jnp.exp(entropy), 0.0)
+    return jnp.where(finite, jnp.where(total > 0, jnp.exp(entropy), 0.0), jnp.nan)

@@ -20,15 +20,18 @@ def risk_coverage_curve(uncertainty, errors):
       mean error of the ``k`` kept samples.
 
     Raises:
-      ValueError: shapes differ, are not 1-D, are empty, or hold NaN.
+      ValueError: shapes differ, are not 1-D, are empty, or hold NaN or inf.
     """
     u, e = np.asarray(uncertainty, np.float64), np.asarray(errors, np.float64)
     if u.ndim != 1 or u.shape != e.shape or u.size == 0:
         raise ValueError(
             f"risk_coverage_curve: need equal 1-D non-empty arrays, got {u.shape} and {e.shape}"
         )
-    if np.isnan(u).any() or np.isnan(e).any():
-        raise ValueError("risk_coverage_curve: uncertainty or errors contain NaN")
+    if not (np.isfinite(u).all() and np.isfinite(e).all()):
+        raise ValueError(
+            "risk_coverage_curve: uncertainty or errors contain NaN or inf (an infinite error "
+            "made the area infinite, an infinite uncertainty ranked silently)"
+        )
     order = np.argsort(u, kind="stable")
     k = np.arange(1, u.size + 1)
     return k / u.size, np.cumsum(e[order]) / k

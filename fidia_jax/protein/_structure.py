@@ -26,8 +26,8 @@ bridged by a peptide bond gets no placeholders; modified amino acids are mapped 
 residue with the Chemical Component Dictionary shipped with biotite (``MSE`` -> ``M``, ``SEP`` ->
 ``S`` ...) and force-field protonation names to theirs (``HID`` -> ``H``, ``ASH`` -> ``D`` ...)
 whether they are ``ATOM`` or ``HETATM`` records; a ``HETATM`` amino acid that is not part of the
-chain (a free amino-acid ligand) is ignored; alternate locations follow biotite's "first altloc
-of the residue" rule; mmCIF files use author chain IDs and author numbering.
+chain (a free amino-acid ligand) is ignored; alternate locations follow the "first altloc of
+the residue" rule, any non-blank altloc character (letters and digits) being an ID; mmCIF files use author chain IDs and author numbering.
 
 Reading the file into residue blocks (formats, parser errors, residue names) is
 :mod:`fidia_jax.protein._structure_parse`; this module assembles and checks the chains.
