@@ -40,10 +40,12 @@ def _check_cloud(x_NxD, a_N, b_N, name):
         if not _checks.is_concrete(w):
             continue  # traced (a training step): the caller builds the weights
         v = np.asarray(w, np.float64)
-        if not np.isfinite(v).all() or (v < 0).any() or abs(v.sum() - 1.0) > 1e-4:
+        empty = not v.any()  # an absent sample (a treatment arm missing from a batch)
+        if not np.isfinite(v).all() or (v < 0).any() or (abs(v.sum() - 1.0) > 1e-4 and not empty):
             raise ValueError(
                 f"{name}: {w_name} must be finite non-negative weights summing to 1 (a "
-                f"probability vector), got min {v.min():.4g}, sum {v.sum():.6g}"
+                f"probability vector; all zeros for an empty sample), got min {v.min():.4g}, "
+                f"sum {v.sum():.6g}"
             )
 
 
@@ -59,7 +61,7 @@ def mmd2_linear(x_NxD: jax.Array, a_N: jax.Array, b_N: jax.Array) -> jax.Array:
 
     Raises:
       ValueError: shapes that do not match; (concrete weights) a weight vector that is not
-        finite, non-negative and summing to 1 (within 1e-4).
+        finite, non-negative and summing to 1 (within 1e-4) or all zero (an empty sample).
     """
     _check_cloud(x_NxD, a_N, b_N, "mmd2_linear")
     diff_D = (a_N - b_N) @ x_NxD
@@ -124,7 +126,7 @@ def wasserstein1_sinkhorn(
 
     Raises:
       ValueError: shapes that do not match; (concrete weights) a weight vector that is not
-        finite, non-negative and summing to 1 (within 1e-4).
+        finite, non-negative and summing to 1 (within 1e-4) or all zero (an empty sample).
     """
     _check_cloud(x_NxD, a_N, b_N, "wasserstein1_sinkhorn")
     sq_NxN = jnp.sum((x_NxD[:, None, :] - x_NxD[None, :, :]) ** 2, axis=-1)
