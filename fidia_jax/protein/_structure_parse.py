@@ -271,7 +271,8 @@ def _first_altloc(atoms):
     ``2``) that some refinement programs write. biotite's own filter counts letters only, so a
     residue whose alternates are numbered lost every such atom (and came out masked, as ``X``).
     """
-    import biotite.structure as struc
+    with needs_extra("protein", "reading a structure"):
+        import biotite.structure as struc
 
     if "altloc_id" not in atoms.get_annotation_categories():
         return atoms
