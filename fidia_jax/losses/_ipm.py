@@ -19,7 +19,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from fidia_jax import _checks
-
 from fidia_jax.errors import needs_extra
 
 __all__ = ["IPMS", "ipm", "mmd2_linear", "mmd2_rbf", "wasserstein1_sinkhorn"]
