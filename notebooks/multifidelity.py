@@ -23,7 +23,8 @@
 # 2. the lower-fidelity labels as **intervals**: the affinely calibrated prediction
 #    `a_k f(x) + b_k` should lie within a trust radius `r_k` of the label `y`; `r_k` is either
 #    learnable or the `q`-quantile of the current residuals;
-# 3. the **ordering** of labels within each fidelity (pairwise logistic loss).
+# 3. the **ordering** of labels within each fidelity (a squared hinge on the calibrated
+#    prediction that only misordered pairs pay; the older pairwise logistic form is an ablation).
 #
 # The paper gives only an abstract ("Credible Information Subset Decomposition", ICML 2026), so
 # every formula here is **our reconstruction** (`fidia_jax.projects.multifidelity.losses.trusted_subset_loss`).
@@ -59,7 +60,9 @@ for level, style in (("hf", "k-"), ("mf", "C1--"), ("lf", "C0:")):
     ax.plot(grid[:, 0], forrester.level(level)(grid), style, label=f"f_{level.upper()[0]}")
 for i, name in enumerate(task.fidelity_names):
     rows = task.fidelity_train == i
-    ax.plot(task.x_train[rows, 0], task.y_train[rows], "o", ms=4, label=f"{name} labels ({rows.sum()})")
+    ax.plot(
+        task.x_train[rows, 0], task.y_train[rows], "o", ms=4, label=f"{name} labels ({rows.sum()})"
+    )
 ax.set_xlabel("x")
 ax.legend(fontsize=8)
 fig.tight_layout()
@@ -80,10 +83,13 @@ member = jnp.stack([jnp.arange(8) < 4, jnp.arange(8) >= 4], axis=1)
 loss_fn = jax.jit(losses.trusted_subset_loss, static_argnames="weights")  # one compilation
 for scale, shift in ((1.0, 0.0), (2.0, -1.0)):
     cal = losses.init_trusted_subset_calibration(2)._replace(
-        scale_K=jnp.array([1.0, scale]), shift_K=jnp.array([0.0, shift]))
+        scale_K=jnp.array([1.0, scale]), shift_K=jnp.array([0.0, shift])
+    )
     total, terms = loss_fn(f, y, member, cal, weights=losses.TrustedSubsetWeights())
-    print(f"a={scale}, b={shift}: total {float(total):.4f}",
-          {k: np.round(np.asarray(v), 4).tolist() for k, v in terms.items()})
+    print(
+        f"a={scale}, b={shift}: total {float(total):.4f}",
+        {k: np.round(np.asarray(v), 4).tolist() for k, v in terms.items()},
+    )
 
 # %% [markdown]
 # ## Every method on the same runs

@@ -22,7 +22,8 @@ term counts ``0``; a target mass on a label the prediction gives exactly ``0`` (
 ``eps=0`` for the textbook conventions (``0/0 -> 0``, ``0 log 0 -> 0``, ``u log(u/0) -> inf``).
 
 Inputs are checked when concrete: a row that is all zero (cosine and the divisiveness
-are undefined, no distribution), a NaN or infinity, or a negative entry raises ``ValueError``
+are undefined, no distribution), a NaN or infinity, a negative entry, or a row whose sum is
+more than ``ROW_SUM_ATOL = 1e-3`` from 1 (no silent renormalisation) raises ``ValueError``
 naming the first offending row. Under ``jit`` they cannot be inspected; results then follow the
 formulas (NaN propagates).
 
@@ -56,6 +57,8 @@ __all__ = [
 
 #: Clipping floor of Clark, Canberra and KL (PyLDL's ``EPS``, float64 machine epsilon).
 _EPS = float(np.finfo(np.float64).eps)
+#: How far from 1 a row of a label distribution may sum (float32 rounding passes, 1.5 fails).
+ROW_SUM_ATOL = 1e-3
 #: The six standard metrics, in the usual table order.
 LDL_METRICS = ("chebyshev", "clark", "canberra", "kl_divergence", "cosine", "intersection")
 #: The metrics where larger is better (the rest: smaller is better).
@@ -95,6 +98,14 @@ def _pair(u, v, where: str) -> tuple[jax.Array, jax.Array]:
                 raise ValueError(
                     f"{where}: {name} row {int(np.argmax(zero))} is all zero: "
                     "not a label distribution (the metric is undefined there)"
+                )
+            sums = a.sum(axis=1, dtype=np.float64)
+            off = np.abs(sums - 1.0) > ROW_SUM_ATOL
+            if off.any():
+                i = int(np.argmax(off))
+                raise ValueError(
+                    f"{where}: {name} row {i} sums to {sums[i]:.6g}, not 1 (|sum - 1| > "
+                    f"{ROW_SUM_ATOL:g}): not a label distribution; normalise the rows first"
                 )
     return u, v
 

@@ -30,7 +30,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from fidia_jax import _checks
 from fidia_jax.losses import ipm
 
 __all__ = [
@@ -60,12 +62,45 @@ def arm_weights(t_N: jax.Array, num_arms: int) -> tuple[jax.Array, jax.Array]:
     Returns:
       ``(w_KxN, present_K)``: weights (rows of empty arms are all zero) and a bool mask of the
       arms with at least one unit in the batch.
+
+    Raises:
+      ValueError: ``t_N`` not integer, or (concrete ids) an id outside ``[0, K)``. Traced ids
+        outside ``[0, K)`` make ``w_KxN`` NaN rather than drop the unit.
     """
+    _check_arms(t_N, num_arms, "arm_weights")
     onehot_NxK = jax.nn.one_hot(t_N, num_arms, dtype=jnp.float32)
     n_K = onehot_NxK.sum(0)
     present_K = n_K > 0
     w_KxN = (onehot_NxK / jnp.where(present_K, n_K, 1.0)[None, :]).T
-    return w_KxN, present_K
+    return _nan_if_bad_arms(w_KxN, t_N, num_arms), present_K
+
+
+def _check_arms(t_N, num_arms, name):
+    """Integer arm ids in ``[0, num_arms)``: a float or out-of-range id would make a zero
+    one-hot row, i.e. a unit silently left out of every arm. Concrete ids are checked here
+    (``ValueError`` naming the values); traced ids are checked by :func:`_nan_if_bad_arms`."""
+    if not jnp.issubdtype(jnp.asarray(t_N).dtype, jnp.integer):
+        raise ValueError(
+            f"{name}: arm ids t_N must be integers, got dtype {jnp.asarray(t_N).dtype}"
+        )
+    if _checks.is_concrete(t_N):
+        t = np.asarray(t_N)
+        bad = (t < 0) | (t >= num_arms)
+        if bad.any():
+            rows = np.flatnonzero(bad)
+            raise ValueError(
+                f"{name}: {rows.size} arm id(s) outside [0, {num_arms}) (num_arms={num_arms}): "
+                f"t_N[{rows[0]}] = {int(t[rows[0]])}; bad values {sorted(set(t[bad].tolist()))[:5]}"
+            )
+
+
+def _nan_if_bad_arms(value, t_N, num_arms):
+    """Under ``jit`` the ids cannot be checked in Python: an id outside ``[0, K)`` turns the
+    loss into NaN (a training loop stops on it) instead of dropping the unit."""
+    if _checks.is_concrete(t_N):
+        return value
+    bad = jnp.any((t_N < 0) | (t_N >= num_arms))
+    return jnp.where(bad, jnp.nan, value)
 
 
 def _check_batch(x_NxD, t_N, num_arms, name):
@@ -75,6 +110,7 @@ def _check_batch(x_NxD, t_N, num_arms, name):
         raise ValueError(f"{name}: treatments must be ({x_NxD.shape[0]},), got {t_N.shape}")
     if num_arms < 2:
         raise ValueError(f"{name}: balancing needs num_arms >= 2, got {num_arms}")
+    _check_arms(t_N, num_arms, name)
 
 
 def balancing_pairwise(
@@ -106,7 +142,7 @@ def balancing_pairwise(
             value = ipm(ipm_name, phi_NxD, w_KxN[k], w_KxN[l], bandwidth=bandwidth)
             total = total + jnp.where(ok, value, 0.0)
             count = count + ok
-    return total / jnp.maximum(count, 1.0)
+    return _nan_if_bad_arms(total / jnp.maximum(count, 1.0), t_N, num_arms)
 
 
 def balancing_one_vs_all(
@@ -137,7 +173,7 @@ def balancing_one_vs_all(
         value = ipm(ipm_name, phi_NxD, a_N, b_N, bandwidth=bandwidth)
         total = total + jnp.where(ok, value, 0.0)
         count = count + ok
-    return total / jnp.maximum(count, 1.0)
+    return _nan_if_bad_arms(total / jnp.maximum(count, 1.0), t_N, num_arms)
 
 
 def balancing_treatment_aggregation(
@@ -178,13 +214,14 @@ def balancing_treatment_aggregation(
     cloud = jnp.concatenate([joint, product], axis=0)
     half = jnp.full((n,), 1.0 / n, phi_NxD.dtype)
     zeros = jnp.zeros((n,), phi_NxD.dtype)
-    return ipm(
+    value = ipm(
         ipm_name,
         cloud,
         jnp.concatenate([half, zeros]),
         jnp.concatenate([zeros, half]),
         bandwidth=bandwidth,
     )
+    return _nan_if_bad_arms(value, t_N, num_arms)
 
 
 def balancing_loss(
@@ -199,8 +236,14 @@ def balancing_loss(
 ) -> jax.Array:
     """Dispatches to a scheme of :data:`SCHEMES` (``key`` is used by ``"aggregation"`` only).
 
+    Every scheme needs integer arm ids in ``[0, num_arms)``: a unit with another id would
+    belong to no arm (a zero one-hot row) and be silently left out of the balance.
+
     Raises:
-      ValueError: unknown scheme or IPM, bad shapes, ``num_arms < 2``.
+      ValueError: unknown scheme or IPM, bad shapes, ``num_arms < 2``, ``t_N`` not integer,
+        or (concrete ``t_N``) an arm id outside ``[0, num_arms)``, named with its row and
+        value. Under ``jit`` such an id makes the loss NaN (``fidia_jax.train.fit`` then
+        raises ``TrainingError``) instead of dropping the unit.
     """
     if scheme == "pairwise":
         return balancing_pairwise(phi_NxD, t_N, num_arms, ipm_name=ipm_name, bandwidth=bandwidth)

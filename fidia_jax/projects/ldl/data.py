@@ -27,7 +27,9 @@ from fidia_jax.errors import DataError
 __all__ = [
     "LDL_BENCHMARK_SETS",
     "LDL_POLARITY",
+    "ROW_SUM_ATOL",
     "LdlDataset",
+    "check_label_distributions",
     "load_ldl_dataset",
     "load_ldl_mat",
     "synthetic_ldl_dataset",
@@ -69,6 +71,8 @@ LDL_BENCHMARK_SETS = (
 )
 
 _REQUIRED_KEYS = ("features", "labels")
+#: How far from 1 a label row may sum (float32 rounding passes; 1.5 is an error).
+ROW_SUM_ATOL = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +82,13 @@ class LdlDataset:
     Attributes:
       name: data set name.
       features: ``(N, F)`` float32.
-      labels: ``(N, c)`` float32 label distributions (rows sum to 1 within 1e-3, entries >= 0).
+      labels: ``(N, c)`` float32 label distributions (rows sum to 1 within
+        :data:`ROW_SUM_ATOL`, entries >= 0).
       pos, neg: ``(c,)`` float32 polarity weights, or ``None`` when the set has no preset.
+
+    Raises:
+      DataError: on construction, shapes that disagree, NaN/inf, a negative label, an all-zero
+        label row or a row not summing to 1 (named with its sum; nothing is renormalised).
     """
 
     name: str
@@ -87,6 +96,11 @@ class LdlDataset:
     labels: np.ndarray
     pos: np.ndarray | None = None
     neg: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        _check_arrays(
+            np.asarray(self.features), np.asarray(self.labels), f"LdlDataset {self.name!r}"
+        )
 
     @property
     def num_labels(self) -> int:
@@ -119,13 +133,27 @@ def _check_arrays(x: np.ndarray, d: np.ndarray, where: str) -> None:
         raise DataError(
             f"{where}: label row {int(np.argmax(zero))} is all zero (not a label distribution)"
         )
-    off = np.abs(sums - 1.0) > 1e-3
+    off = np.abs(sums - 1.0) > ROW_SUM_ATOL
     if off.any():
         i = int(np.argmax(off))
         raise DataError(
-            f"{where}: label row {i} sums to {sums[i]:.6g}, not 1 "
-            "(rows must be label distributions)"
+            f"{where}: label row {i} sums to {sums[i]:.6g}, not 1 (|sum - 1| > {ROW_SUM_ATOL:g}; "
+            "rows must be label distributions: normalise them first, nothing is renormalised "
+            "silently)"
         )
+
+
+def check_label_distributions(d, where: str) -> None:
+    """Raises ``DataError`` unless ``d`` is ``(N, c)`` finite label distributions: entries
+    ``>= 0``, no all-zero row, every row summing to 1 within :data:`ROW_SUM_ATOL` (a row summing
+    to 1.5 is an error naming the row and its sum, never renormalised silently).
+
+    Args:
+      d: ``(N, c)`` array, ``c >= 2``.
+      where: prefix of the message.
+    """
+    d = np.asarray(d, np.float64)
+    _check_arrays(np.zeros((d.shape[0] if d.ndim else 0, 0)), d, where)
 
 
 def load_ldl_mat(path: str | os.PathLike[str], *, name: str | None = None) -> LdlDataset:

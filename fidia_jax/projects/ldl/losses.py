@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fidia_jax import _checks
+from fidia_jax.projects.ldl.data import check_label_distributions
 
 __all__ = [
     "CHARBONNIER_EPS",
@@ -181,6 +182,9 @@ def divisiveness_loss(
     Raises:
       ValueError: shapes differ or are not 2-D, ``c < 2`` in an ovo mode, bad ``pos`` / ``neg``
         shape, unknown ``mode``.
+      DataError: (concrete ``d_true``) a row that is not a label distribution, e.g. one summing
+        to 1.5 (:func:`~fidia_jax.projects.ldl.data.check_label_distributions`; nothing is
+        renormalised).
 
     Source: authors' code (``LDL_DVS.dvs`` / ``LDL_DVS._ovo_dvs``); ``"ovo_symmetric"`` is ours.
     """
@@ -194,6 +198,8 @@ def divisiveness_loss(
     pos, neg = _poles(pos, neg, c, where)
     if mode != "full" and c < 2:
         raise ValueError(f"{where}: mode {mode!r} needs at least 2 labels, got c={c}")
+    if _checks.is_concrete(d_true):
+        check_label_distributions(d_true, f"{where}: d_true")
     return _divisiveness_loss(d_true, d_pred, pos, neg, sample_weight, k, eps, mode=mode)
 
 
@@ -234,11 +240,15 @@ def ldl_kl_loss(d_true, d_pred, *, eps: float = KERAS_KL_EPS, sample_weight=None
 
     Raises:
       ValueError: shapes differ or are not 2-D.
+      DataError: (concrete ``d_true``) a row that is not a label distribution, e.g. one summing
+        to 1.5 (nothing is renormalised).
     """
     d_true = _dist(d_true, "d_true", "ldl_kl_loss")
     d_pred = _dist(d_pred, "d_pred", "ldl_kl_loss")
     if d_true.shape != d_pred.shape:
         raise ValueError(f"ldl_kl_loss: d_true shape {d_true.shape} != d_pred shape {d_pred.shape}")
+    if _checks.is_concrete(d_true):
+        check_label_distributions(d_true, "ldl_kl_loss: d_true")
     return _kl_loss(d_true, d_pred, eps, sample_weight)
 
 

@@ -188,6 +188,8 @@ def fit_predict(
 
     Raises:
       ValueError: shapes disagree.
+      DataError: a row of ``d_train`` that is not a label distribution (negative, all zero, or
+        not summing to 1 within ``data.ROW_SUM_ATOL``: nothing is renormalised silently).
     """
     x_train, x_test = np.asarray(x_train, np.float32), np.asarray(x_test, np.float32)
     d_train = np.asarray(d_train, np.float32)
@@ -201,6 +203,7 @@ def fit_predict(
             f"fit_predict: d_train {d_train.shape} must be (N_train, c) with "
             f"N_train = {x_train.shape[0]}"
         )
+    data.check_label_distributions(d_train, "fit_predict: d_train")
     x = np.concatenate([x_train, x_test])[None]
     d = np.concatenate(
         [d_train, np.full((len(x_test), d_train.shape[1]), 1.0 / d_train.shape[1], np.float32)]

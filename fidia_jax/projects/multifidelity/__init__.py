@@ -5,7 +5,8 @@ labels, without paired samples: the absolute high-fidelity labels, lower-fidelit
 intervals around an affinely calibrated prediction with an adaptive trust radius, and the ordering
 of labels within each fidelity (:func:`trusted_subset_loss`). The driver compares
 it, on the same data, network and optimiser, with an HF-only MLP, a multi-head MLP, LF pretraining
-then HF fine-tuning, and Δ-learning (an oracle: it reads paired labels); the benchmark adds
+then HF fine-tuning, Δ-learning (an oracle: it reads paired labels), and two scikit-learn
+Gaussian processes (HF-only GP, two-stage Δ GP: ``baselines.py``); the benchmark adds
 Kennedy–O'Hagan co-kriging from emukit/GPy (``benchmarks/multifidelity.py``).
 
 Paper:
@@ -15,6 +16,7 @@ Paper:
 
 The method's own code lives here: ``losses.py`` (:func:`trusted_subset_loss` and its terms),
 ``data.py`` (the analytic multi-fidelity functions, FreeSolv, :class:`MultiFidelityData`),
+``baselines.py`` (the GP baselines),
 ``train.py`` (the comparison, each method one :func:`fidia_jax.train.fit`). Primitives used:
 :class:`fidia_jax.models.MLP`, :func:`fidia_jax.metrics.rmse`, :mod:`fidia_jax.train`.
 

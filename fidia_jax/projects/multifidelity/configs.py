@@ -15,8 +15,8 @@ from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects.multifidelity.losses import TrustedSubsetWeights
 
-__all__ = ["ACTIVATIONS", "METHODS", "MultiFidelityConfig", "PRESETS", "TASKS", "get_config",
-           "load_config"]  # fmt: skip
+__all__ = ["ACTIVATIONS", "GP_METHODS", "METHODS", "MultiFidelityConfig", "PRESETS", "TASKS",
+           "get_config", "load_config"]  # fmt: skip
 
 #: Tasks: the four analytic functions of :data:`~.data.ANALYTIC_FUNCTIONS` and FreeSolv.
 TASKS = ("forrester", "currin", "park", "borehole", "freesolv")
@@ -28,11 +28,17 @@ METHODS: dict[str, str] = {
     "ts_no_interval": "trusted subsets, interval term off",
     "ts_no_ranking": "trusted subsets, ranking term off",
     "ts_other_radius": "trusted subsets, the other radius mode",
+    "ts_other_ranking": "trusted subsets, the other ranking form",
     "hf_only": "HF-only MLP",
     "multi_head": "multi-head MLP (one head per fidelity)",
     "pretrain_finetune": "LF pretrain -> HF fine-tune",
     "delta_oracle": "Δ-learning (ORACLE: lowest-fidelity label at HF train and test inputs)",
+    "gp_hf_only": "HF-only GP (scikit-learn, ARD RBF + white noise)",
+    "gp_two_stage": "two-stage Δ GP (GP on LF, affine map, GP on the residual)",
 }
+
+#: The Gaussian-process baselines (scikit-learn, :mod:`~.baselines`; not trained by ``fit``).
+GP_METHODS = ("gp_hf_only", "gp_two_stage")
 
 #: Hidden activations of the MLP.
 ACTIVATIONS = ("relu", "silu", "tanh", "gelu")
@@ -56,7 +62,9 @@ class MultiFidelityConfig:
       hidden, activation: the MLP (:class:`fidia_jax.models.MLP`) shared by every method.
       steps, learning_rate, weight_decay: full-batch AdamW per training phase.
       absolute_weight, interval_weight, ranking_weight, radius_mode, radius_quantile,
-        radius_penalty, temperature: :class:`~.losses.TrustedSubsetWeights`.
+        radius_penalty, temperature, ranking_form, margin_scale:
+        :class:`~.losses.TrustedSubsetWeights`.
+      gp_restarts: extra random restarts of each GP baseline's hyper-parameter fit.
       methods: keys of :data:`METHODS` to run; ``hf_only`` is required (the reference).
       checkpoint_every: with a workdir, each fit also saves a checkpoint every so many steps
         (``0``: only at its end); a run resumes from them.
@@ -86,6 +94,9 @@ class MultiFidelityConfig:
     radius_quantile: float = 0.8
     radius_penalty: float = 0.1
     temperature: float = 1.0
+    ranking_form: str = "hinge"
+    margin_scale: float = 0.0
+    gp_restarts: int = 3
     methods: tuple[str, ...] = tuple(METHODS)
     checkpoint_every: int = 0
 
@@ -117,6 +128,8 @@ class MultiFidelityConfig:
             )
         if self.steps < 1 or self.learning_rate <= 0 or self.weight_decay < 0:
             raise ConfigError("steps >= 1, learning_rate > 0 and weight_decay >= 0 are required")
+        if self.gp_restarts < 0:
+            raise ConfigError(f"gp_restarts must be >= 0, got {self.gp_restarts}")
         if self.checkpoint_every < 0:
             raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if self.activation not in ACTIVATIONS:
@@ -138,7 +151,8 @@ class MultiFidelityConfig:
         kw = dict(absolute=self.absolute_weight, interval=self.interval_weight,
                   ranking=self.ranking_weight, radius_mode=self.radius_mode,
                   radius_quantile=self.radius_quantile, radius_penalty=self.radius_penalty,
-                  temperature=self.temperature)  # fmt: skip
+                  temperature=self.temperature, ranking_form=self.ranking_form,
+                  margin_scale=self.margin_scale)  # fmt: skip
         kw.update(changes)
         return TrustedSubsetWeights(**kw)
 
@@ -161,7 +175,10 @@ PRESETS: dict[str, dict[str, Any]] = {
             "multi_head",
             "pretrain_finetune",
             "delta_oracle",
+            "gp_hf_only",
+            "gp_two_stage",
         ),
+        "gp_restarts": 1,
     },
     # `fidia-jax multifidelity demo`: Forrester at n_HF = 16, 3 seeds, every method (~1 min).
     "demo": {"num_seeds": 3, "steps": 1000},

@@ -497,7 +497,9 @@ def freesolv_multifidelity_task(
       n_lf: GAFF-labelled pool size (``None``: all remaining molecules).
 
     Raises:
-      ValueError: ``features`` not aligned, sizes that do not fit.
+      ValueError: ``features`` not aligned, ``test_fraction`` outside ``(0, 1)``.
+      DataError: ``n_hf`` larger than the non-test molecules minus one (the message names
+        ``n_hf`` and the molecule counts), or ``n_lf`` larger than the molecules left.
     """
     n = len(table.ids)
     features = np.asarray(features, np.float32)
@@ -511,11 +513,20 @@ def freesolv_multifidelity_task(
     n_test = int(round(test_fraction * n))
     test, rest = order[:n_test], order[n_test:]
     rest = np.random.default_rng((split, seed)).permutation(rest)
+    # n_hf is checked first: asking for more HF molecules than exist is an n_hf problem, not a
+    # negative n_lf pool
+    if not 1 <= n_hf <= len(rest) - 1:
+        raise DataError(
+            f"freesolv_multifidelity_task: n_hf={n_hf} must be in [1, {len(rest) - 1}]: FreeSolv "
+            f"has {n} molecules, {n_test} go to the test split (test_fraction={test_fraction}), "
+            f"{len(rest)} are left for the HF subset and at least one GAFF-labelled LF molecule"
+        )
     pool = len(rest) - n_hf
     n_lf = pool if n_lf is None else n_lf
-    if n_hf < 1 or not 1 <= n_lf <= pool:
-        raise ValueError(
-            f"need 1 <= n_hf and 1 <= n_lf <= {pool} (molecules left), got n_hf={n_hf}, n_lf={n_lf}"
+    if not 1 <= n_lf <= pool:
+        raise DataError(
+            f"freesolv_multifidelity_task: n_lf={n_lf} must be in [1, {pool}] (molecules left "
+            f"after {n_test} test and n_hf={n_hf} HF molecules of {n})"
         )
     hf, lf = rest[:n_hf], rest[n_hf : n_hf + n_lf]
     train = np.concatenate([hf, lf])

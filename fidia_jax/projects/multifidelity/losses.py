@@ -20,10 +20,22 @@ row ``n`` carries one label ``y_n`` of fidelity ``k(n)``; ``m_nk`` is the member
   ``lambda_r r_k`` so that it cannot grow without bound) or the ``q``-quantile of the current
   absolute residuals of fidelity ``k`` (``stop_gradient``: the ``(1 - q)`` least credible labels
   are pulled in, the others are trusted as they are).
-* ranking term within each fidelity ``k`` (reconstruction): over ordered pairs ``(i, j)`` of rows
-  of fidelity ``k`` with ``y_i > y_j``, ``L_rank,k = mean softplus(-(f_i - f_j) / tau)`` (pairwise
-  logistic, RankNet-style). It is invariant to any increasing map between fidelities, so it only
-  assumes positively correlated fidelities (``a_k > 0``).
+* ranking term within each fidelity ``k`` (reconstruction), over ordered pairs ``(i, j)`` of rows
+  of fidelity ``k`` with ``y_i > y_j``, in one of two forms (:data:`RANKING_FORMS`):
+
+  - ``"hinge"`` (default): a squared hinge on the **calibrated** prediction ``g_n = a_k f_n + b_k``
+    (``g = f`` for the high fidelity; ``a_k, b_k`` under ``stop_gradient``, they belong to the
+    interval term), ``L_rank,k = mean relu(gamma (y_i - y_j) - (g_i - g_j))^2``. It
+    **saturates**: a pair ordered with that margin costs exactly 0. With the default
+    ``gamma = 0`` it penalises misordered pairs only and never asks for gaps at all, so it
+    cannot inflate the prediction's scale. A margin ``gamma > 0`` asks ``f`` for gaps of
+    ``gamma (y_i - y_j) / a_k``: when ``a_k`` is small (a poorly identified calibration) that
+    inflates ``f``, which shrinks the fitted ``a_k`` further (measured: Forrester, ``demo``
+    run 2, ``gamma = 0.5``: ``a_LF`` 0.04, RMSE 49; docs/multifidelity.md).
+  - ``"logistic"`` (the first reconstruction, kept as an ablation):
+    ``L_rank,k = mean softplus(-(f_i - f_j) / tau)`` on the **uncalibrated** ``f`` (pairwise
+    logistic, RankNet-style). It never reaches 0: its gradient always widens every ordered gap,
+    which the few absolute HF labels cannot hold where they are absent.
 
 Total: ``w_abs L_abs + w_int sum_k L_int,k + w_rank sum_k L_rank,k (+ lambda_r sum_k r_k)``.
 A weight of 0 switches a term off (it is then not computed at all).
@@ -45,18 +57,23 @@ from fidia_jax import _checks
 
 __all__ = [
     "RADIUS_MODES",
+    "RANKING_FORMS",
     "TrustedSubsetCalibration",
     "TrustedSubsetWeights",
     "absolute_label_loss",
     "init_trusted_subset_calibration",
     "interval_trust_loss",
     "masked_quantile",
+    "pairwise_hinge_ranking_loss",
     "pairwise_ranking_loss",
     "trusted_subset_loss",
 ]
 
 #: How the trust radius of the interval term adapts.
 RADIUS_MODES = ("learnable", "quantile")
+#: Forms of the ranking term: saturating squared hinge on calibrated predictions, or pairwise
+#: logistic on the uncalibrated prediction (the ablation).
+RANKING_FORMS = ("hinge", "logistic")
 
 
 def _check_vectors(where: str, pred_N, y_N, mask_N) -> None:
@@ -193,6 +210,44 @@ def pairwise_ranking_loss(
     return _masked_mean(loss_NxN, pair_NxN)
 
 
+def pairwise_hinge_ranking_loss(
+    pred_N: jax.Array, y_N: jax.Array, mask_N: jax.Array, *, margin_scale: float = 0.0
+) -> jax.Array:
+    """Saturating pairwise ranking loss within one fidelity (reconstruction).
+
+    ``mean over (i, j) with mask_i, mask_j, y_i > y_j of relu(gamma (y_i - y_j) - (pred_i -
+    pred_j))^2`` with ``gamma = margin_scale``: a squared hinge whose margin is the label gap
+    scaled by ``gamma`` (``gamma = 0``: misordered pairs only). A pair whose predictions are
+    ordered with at least that margin costs exactly 0 (the loss saturates: it never asks for
+    gaps wider than ``gamma`` times the labels'). ``pred`` should be on the labels' scale (for a
+    lower fidelity, the calibrated ``a_k f + b_k``); ties in ``y`` give no pair. ``O(N^2)``
+    memory.
+
+    Args:
+      pred_N: ``(N,)`` predictions on the scale of ``y_N``.
+      y_N: ``(N,)`` labels of one fidelity (read only inside the mask).
+      mask_N: ``(N,)`` bool.
+      margin_scale: ``gamma`` in ``[0, 1]``.
+
+    Returns:
+      float scalar (``0`` when there is no ordered pair), in squared label units.
+
+    Raises:
+      ValueError: as :func:`absolute_label_loss`; ``margin_scale`` outside ``[0, 1]``.
+    """
+    _check_vectors("pairwise_hinge_ranking_loss", pred_N, y_N, mask_N)
+    if isinstance(margin_scale, (int, float)) and not 0.0 <= margin_scale <= 1.0:
+        raise ValueError(
+            f"pairwise_hinge_ranking_loss: margin_scale must be in [0, 1], got {margin_scale}"
+        )
+    p = jnp.where(mask_N, pred_N, 0.0)
+    y = jnp.where(mask_N, y_N, 0.0)
+    gap_NxN = y[:, None] - y[None, :]
+    pair_NxN = mask_N[:, None] & mask_N[None, :] & (gap_NxN > 0)
+    loss_NxN = jnp.square(jax.nn.relu(margin_scale * gap_NxN - (p[:, None] - p[None, :])))
+    return _masked_mean(loss_NxN, pair_NxN)
+
+
 class TrustedSubsetCalibration(NamedTuple):
     """Learnable per-fidelity parameters of the interval term (entry 0, the high fidelity, is
     never used).
@@ -234,8 +289,11 @@ class TrustedSubsetWeights:
       radius_mode: ``"learnable"`` or ``"quantile"`` (:data:`RADIUS_MODES`).
       radius_quantile: ``q`` of the quantile mode, in ``[0, 1]``.
       radius_penalty: ``lambda_r`` of the learnable mode, ``>= 0``.
-      temperature: ``tau`` of the ranking term, ``> 0``.
+      temperature: ``tau`` of the logistic ranking form, ``> 0``.
       rank_high_fidelity: also rank within the high fidelity (``k = 0``).
+      ranking_form: ``"hinge"`` (saturating, calibrated predictions) or ``"logistic"``
+        (:data:`RANKING_FORMS`).
+      margin_scale: ``gamma`` of the hinge form, in ``[0, 1]`` (``0``: order only).
     """
 
     absolute: float = 1.0
@@ -246,6 +304,8 @@ class TrustedSubsetWeights:
     radius_penalty: float = 0.1
     temperature: float = 0.1
     rank_high_fidelity: bool = True
+    ranking_form: str = "hinge"
+    margin_scale: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("absolute", "interval", "ranking", "radius_penalty"):
@@ -260,6 +320,14 @@ class TrustedSubsetWeights:
         if not 0.0 <= self.radius_quantile <= 1.0:
             raise ValueError(
                 f"TrustedSubsetWeights.radius_quantile must be in [0, 1], got {self.radius_quantile}"
+            )
+        if self.ranking_form not in RANKING_FORMS:
+            raise ValueError(
+                f"TrustedSubsetWeights.ranking_form must be one of {RANKING_FORMS}, got {self.ranking_form!r}"
+            )
+        if not 0.0 <= self.margin_scale <= 1.0:
+            raise ValueError(
+                f"TrustedSubsetWeights.margin_scale must be in [0, 1], got {self.margin_scale}"
             )
         if self.temperature <= 0:
             raise ValueError(
@@ -345,9 +413,19 @@ def trusted_subset_loss(
                 total = total + weights.radius_penalty * r
     if weights.ranking > 0:
         for i in range(0 if weights.rank_high_fidelity else 1, k):
-            term = pairwise_ranking_loss(
-                pred_N, y_N, member_NxK[:, i], temperature=weights.temperature
-            )
+            mask = member_NxK[:, i]
+            if weights.ranking_form == "logistic":
+                term = pairwise_ranking_loss(pred_N, y_N, mask, temperature=weights.temperature)
+            else:
+                g_N = pred_N
+                if i > 0:
+                    # the calibration is the interval term's: the ranking term trains f only
+                    # (through a_k, a pair's penalty would shrink or grow a_k instead)
+                    a, b = jax.lax.stop_gradient((calibration.scale_K[i], calibration.shift_K[i]))
+                    g_N = a * jnp.where(mask, pred_N, 0.0) + b
+                term = pairwise_hinge_ranking_loss(
+                    g_N, y_N, mask, margin_scale=weights.margin_scale
+                )
             terms["ranking"] = terms["ranking"] + term
             total = total + weights.ranking * term
     terms["radius_K"] = jnp.stack(radii)

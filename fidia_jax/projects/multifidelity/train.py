@@ -1,12 +1,14 @@
-"""The multi-fidelity comparison: trusted-subset loss vs HF-only, multi-head, pretrain/fine-tune
-and (oracle) Δ-learning, every method on the same data, network and optimiser.
+"""The multi-fidelity comparison: trusted-subset loss vs HF-only, multi-head, pretrain/fine-tune,
+(oracle) Δ-learning and two Gaussian-process baselines, every method on the same data (the
+networks also share the network and optimiser).
 
 Per run (seed) the task is drawn (:func:`make_task`), features are standardised with the
 training inputs (all fidelities; no label is used) and labels with the high-fidelity training
 labels' mean and standard deviation. Every method trains the same :class:`fidia_jax.models.MLP`
 by full-batch AdamW for ``steps`` steps per phase: one :func:`fidia_jax.train.fit` per method
 and phase, whose :func:`fidia_jax.train.make_train_step` step trains all runs at once (``vmap``
-over runs). The reported metric is the high-fidelity test RMSE in the task's units.
+over runs). The GP baselines (:mod:`~.baselines`, scikit-learn) are fitted per run on the raw
+task. The reported metric is the high-fidelity test RMSE in the task's units.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from flax import nnx
 
 from fidia_jax import metrics, models, train
 from fidia_jax.config import write_summary
+from fidia_jax.projects.multifidelity import baselines, losses
 from fidia_jax.projects.multifidelity import data as data_lib
-from fidia_jax.projects.multifidelity import losses
-from fidia_jax.projects.multifidelity.configs import METHODS, MultiFidelityConfig
+from fidia_jax.projects.multifidelity.configs import GP_METHODS, METHODS, MultiFidelityConfig
 
 __all__ = ["SUMMARY_FILE", "format_table", "make_task", "make_tasks", "run_methods",
            "train_and_evaluate"]  # fmt: skip
@@ -138,20 +140,24 @@ def _init_params(key, runs, in_features, hidden, k, activation):
 
 
 #: Per-method weights of the shared objective: (absolute, interval, ranking, learnable radius,
-#: lower-fidelity heads). The trusted-subset rows take their values from the config.
+#: lower-fidelity heads, logistic ranking form). The trusted-subset rows take their values from
+#: the config.
 _BASELINE_WEIGHTS = {
-    "hf_only": (1.0, 0.0, 0.0, 0.0, 0.0),
-    "multi_head": (1.0, 0.0, 0.0, 0.0, 1.0),
-    "pretrain_finetune": (1.0, 0.0, 0.0, 0.0, 0.0),
-    "delta_oracle": (1.0, 0.0, 0.0, 0.0, 0.0),
+    "hf_only": (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    "multi_head": (1.0, 0.0, 0.0, 0.0, 1.0, 0.0),
+    "pretrain_finetune": (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    "delta_oracle": (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 }
+_GP_FUNCTIONS = {"gp_hf_only": baselines.gp_hf_only, "gp_two_stage": baselines.gp_two_stage}
 
 
 def _method_weights(config: MultiFidelityConfig, method: str) -> np.ndarray:
     if method in _BASELINE_WEIGHTS:
         return np.asarray(_BASELINE_WEIGHTS[method], np.float32)
     learnable = float(config.radius_mode == "learnable")
-    w = [config.absolute_weight, config.interval_weight, config.ranking_weight, learnable, 0.0]
+    logistic = float(config.ranking_form == "logistic")
+    w = [config.absolute_weight, config.interval_weight, config.ranking_weight, learnable, 0.0,
+         logistic]  # fmt: skip
     if method == "ts_no_absolute":
         w[0] = 0.0
     elif method == "ts_no_interval":
@@ -160,6 +166,8 @@ def _method_weights(config: MultiFidelityConfig, method: str) -> np.ndarray:
         w[2] = 0.0
     elif method == "ts_other_radius":
         w[3] = 1.0 - learnable
+    elif method == "ts_other_ranking":
+        w[5] = 1.0 - logistic
     return np.asarray(w, np.float32)
 
 
@@ -172,44 +180,39 @@ class _Statics(NamedTuple):
     weight_decay: float
     quantile_weights: Any
     learnable_weights: Any
+    logistic_weights: Any
     radius_penalty: float
 
 
-def _objective(params, batch, w_5, st: _Statics):
-    """One objective for every method (traced weights ``w_5``, so one compilation serves all):
-    the trusted-subset terms of :func:`~fidia_jax.projects.multifidelity.losses.trusted_subset_loss` on head 0 (the
-    high-fidelity prediction), with either radius mode, plus an MSE per lower-fidelity head."""
+def _objective(params, batch, w_6, st: _Statics):
+    """One objective for every method (traced weights ``w_6``, so one compilation serves all):
+    the trusted-subset terms of :func:`~fidia_jax.projects.multifidelity.losses.trusted_subset_loss`
+    on head 0 (the high-fidelity prediction), with either radius mode and either ranking form,
+    plus an MSE per lower-fidelity head."""
     out_NxK = nnx.merge(st.graph, params["net"])(batch["x"])
     pred_N, y_N, member_NxK = out_NxK[:, 0], batch["y_fit"], batch["member_fit"]
-    _, tq = losses.trusted_subset_loss(
-        pred_N, y_N, member_NxK, params["calib"], st.quantile_weights
-    )
-    _, tl = losses.trusted_subset_loss(
-        pred_N, y_N, member_NxK, params["calib"], st.learnable_weights
-    )
-    learnable = w_5[3]
+    calib = params["calib"]
+    _, tq = losses.trusted_subset_loss(pred_N, y_N, member_NxK, calib, st.quantile_weights)
+    _, tl = losses.trusted_subset_loss(pred_N, y_N, member_NxK, calib, st.learnable_weights)
+    _, tr = losses.trusted_subset_loss(pred_N, y_N, member_NxK, calib, st.logistic_weights)
+    learnable, logistic = w_6[3], w_6[5]
     interval = learnable * tl["interval"] + (1.0 - learnable) * tq["interval"]
+    ranking = logistic * tr["ranking"] + (1.0 - logistic) * tq["ranking"]
     penalty = learnable * st.radius_penalty * jnp.sum(tl["radius_K"])
     heads = sum(
         losses.absolute_label_loss(out_NxK[:, i], y_N, member_NxK[:, i])
         for i in range(1, out_NxK.shape[1])
     )
-    return (
-        w_5[0] * tq["absolute"]
-        + w_5[1] * interval
-        + w_5[2] * tq["ranking"]
-        + penalty
-        + w_5[4] * heads
-    )
+    return w_6[0] * tq["absolute"] + w_6[1] * interval + w_6[2] * ranking + penalty + w_6[4] * heads
 
 
 def _objective_runs(params, batch, st: _Statics):
     """The sum over runs of :func:`_objective` (params and batch leaves have a leading run axis;
-    ``batch["w_5"]`` is shared). The runs are independent, so each run's gradient is exactly its
+    ``batch["w_6"]`` is shared). The runs are independent, so each run's gradient is exactly its
     own objective's; ``mean_loss`` is the runs' mean (what the curve and ``final_loss`` show)."""
-    w_5 = batch["w_5"]
-    runs = {k: v for k, v in batch.items() if k != "w_5"}
-    loss_R = jax.vmap(_objective, in_axes=(0, 0, None, None))(params, runs, w_5, st)
+    w_6 = batch["w_6"]
+    runs = {k: v for k, v in batch.items() if k != "w_6"}
+    loss_R = jax.vmap(_objective, in_axes=(0, 0, None, None))(params, runs, w_6, st)
     return jnp.sum(loss_R), {"mean_loss": jnp.mean(loss_R)}
 
 
@@ -231,12 +234,12 @@ def _predict(net, x_test, *, graph):
     return jax.vmap(lambda p, x: nnx.merge(graph, p)(x)[:, 0])(net, x_test)
 
 
-def _fit(params, batch, w_5, st: _Statics, *, run: str, workdir, checkpoint_every: int):
+def _fit(params, batch, w_6, st: _Statics, *, run: str, workdir, checkpoint_every: int):
     """Trains every run for ``st.steps`` full-batch AdamW steps (:func:`fidia_jax.train.fit`);
     returns ``(params, test predictions (R, M), final mean loss)``."""
     tx, step = _train_step(st)
     fit_batch = {k: v for k, v in batch.items() if k != "x_test"}
-    fit_batch["w_5"] = w_5
+    fit_batch["w_6"] = w_6
     res = train.fit(
         train.init_train_state(params, tx), step, lambda _t: fit_batch, num_steps=st.steps,
         workdir=workdir, run=run, checkpoint_every=checkpoint_every, show=("mean_loss",),
@@ -247,6 +250,22 @@ def _fit(params, batch, w_5, st: _Statics, *, run: str, workdir, checkpoint_ever
         _predict(res.state.params["net"], batch["x_test"], graph=st.graph),
         final,
     )
+
+
+def _row(method, y_test, pred, final_loss, t0, keep_predictions) -> dict[str, Any]:
+    rmse = np.asarray(metrics.rmse(jnp.asarray(y_test), jnp.asarray(pred, jnp.float32), axis=1),
+                      np.float64)  # fmt: skip
+    row = {
+        "name": METHODS[method],
+        "rmse": rmse.tolist(),
+        "mean": float(rmse.mean()),
+        "std": float(rmse.std(ddof=1)) if rmse.size > 1 else 0.0,
+        "final_loss": final_loss,
+        "wall_s": time.perf_counter() - t0,
+    }
+    if keep_predictions:
+        row["pred_test"] = np.asarray(pred)
+    return row
 
 
 def run_methods(
@@ -272,8 +291,8 @@ def run_methods(
 
     Returns:
       A JSON-ready dict: ``task``, ``fidelities`` (rows per fidelity), ``methods`` (key ->
-      ``{"name", "rmse" (per run), "mean", "std", "ratio_vs_hf_only", "final_loss", "wall_s"}``)
-      and ``wall_s``.
+      ``{"name", "rmse" (per run), "mean", "std", "ratio_vs_hf_only", "final_loss" (``None``
+      for the GP baselines), "wall_s"}``) and ``wall_s``.
 
     Raises:
       ValueError: ``delta_oracle`` requested on data without the oracle.
@@ -286,12 +305,17 @@ def run_methods(
         raise ValueError("delta_oracle needs delta_oracle_train/test in every task")
     k = tasks[0].num_fidelities
     shape = (tasks[0].x_train.shape[1], tuple(config.hidden), k, config.activation)
-    loss_kw = dict(absolute=1.0, interval=1.0, ranking=1.0, radius_penalty=0.0,
-                   radius_quantile=config.radius_quantile, temperature=config.temperature)  # fmt: skip
+    loss_kw = dict(absolute=1.0, interval=1.0, radius_penalty=0.0,
+                   radius_quantile=config.radius_quantile, temperature=config.temperature,
+                   margin_scale=config.margin_scale)  # fmt: skip
     st = _Statics(
-        _graph(*shape), config.steps, config.learning_rate,
-        config.weight_decay, losses.TrustedSubsetWeights(radius_mode="quantile", **loss_kw),
-        losses.TrustedSubsetWeights(radius_mode="learnable", **loss_kw), config.radius_penalty,
+        _graph(*shape), config.steps, config.learning_rate, config.weight_decay,
+        losses.TrustedSubsetWeights(radius_mode="quantile", ranking=1.0, ranking_form="hinge",
+                                    **loss_kw),
+        losses.TrustedSubsetWeights(radius_mode="learnable", ranking=0.0, **loss_kw),
+        losses.TrustedSubsetWeights(radius_mode="quantile", ranking=1.0,
+                                    ranking_form="logistic", **loss_kw),
+        config.radius_penalty,
     )  # fmt: skip
     params0 = _init_params(jax.random.key(config.seed), len(tasks), *shape)
     fit_keys = ("x", "x_test")
@@ -300,6 +324,14 @@ def run_methods(
     fit = functools.partial(_fit, st=st, workdir=workdir, checkpoint_every=config.checkpoint_every)
     for method in config.methods:
         t = time.perf_counter()
+        if method in GP_METHODS:
+            with train.stage(f"{method}: {len(tasks)} run(s) (scikit-learn)"):
+                pred = np.stack([_GP_FUNCTIONS[method](
+                    tk.x_train, tk.y_train, tk.fidelity_train, tk.x_test,
+                    restarts=config.gp_restarts, seed=config.seed + r,
+                ) for r, tk in enumerate(tasks)])  # fmt: skip
+            rows[method] = _row(method, batch["y_test"], pred, None, t, keep_predictions)
+            continue
         w = jnp.asarray(_method_weights(config, method))
         if method == "pretrain_finetune":
             low = {**plain, "member_fit": batch["member_low"]}
@@ -313,17 +345,7 @@ def run_methods(
         else:
             _, pred_std, final_loss = fit(params0, plain, w, run=method)
         pred = pred_std * batch["y_sd"][:, None] + batch["y_mu"][:, None]
-        rmse = np.asarray(metrics.rmse(batch["y_test"], pred, axis=1), np.float64)
-        rows[method] = {
-            "name": METHODS[method],
-            "rmse": rmse.tolist(),
-            "mean": float(rmse.mean()),
-            "std": float(rmse.std(ddof=1)) if rmse.size > 1 else 0.0,
-            "final_loss": final_loss,
-            "wall_s": time.perf_counter() - t,
-        }
-        if keep_predictions:
-            rows[method]["pred_test"] = np.asarray(pred)
+        rows[method] = _row(method, batch["y_test"], pred, final_loss, t, keep_predictions)
     ref = rows["hf_only"]["mean"]
     for row in rows.values():
         row["ratio_vs_hf_only"] = row["mean"] / ref
@@ -399,8 +421,8 @@ def train_and_evaluate(config: MultiFidelityConfig, workdir: str | pathlib.Path)
         f"{config.task}: HF test RMSE over {results['num_runs']} runs, training rows "
         f"{results['fidelities']}",
         ["method", "RMSE mean", "RMSE std", "ratio vs HF-only (< 1 better)", "final loss"],
-        [[r["name"], r["mean"], r["std"], r["ratio_vs_hf_only"], f"{r['final_loss']:.4g}"]
-         for r in rows.values()],
+        [[r["name"], r["mean"], r["std"], r["ratio_vs_hf_only"],
+          "—" if r["final_loss"] is None else f"{r['final_loss']:.4g}"] for r in rows.values()],
     )  # fmt: skip
     write_summary(workdir / SUMMARY_FILE, results, config)
     train.write_summary(

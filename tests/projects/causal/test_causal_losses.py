@@ -106,6 +106,26 @@ def test_bad_inputs_raise(batch):
         losses.balancing_loss("nope", x, t, 3, jax.random.key(0))
 
 
+def test_arm_id_out_of_range_is_an_error_not_a_dropped_unit(batch):
+    x, t = batch
+    t_bad = t.copy()
+    t_bad[7] = 3  # num_arms = 3: ids must be 0, 1, 2
+    for scheme in losses.SCHEMES:
+        with pytest.raises(ValueError, match=r"outside \[0, 3\) \(num_arms=3\): t_N\[7\] = 3"):
+            losses.balancing_loss(scheme, x, t_bad, 3, jax.random.key(0))
+    with pytest.raises(ValueError, match=r"t_N\[2\] = -1"):
+        losses.arm_weights(np.where(np.arange(12) == 2, -1, t), 3)
+    with pytest.raises(ValueError, match="must be integers"):
+        losses.balancing_pairwise(x, t.astype(np.float32), 3)
+    # under jit the ids are traced: the loss is NaN (a training loop stops), never finite
+    for scheme in losses.SCHEMES:
+        f = jax.jit(lambda z, tt, s=scheme: losses.balancing_loss(s, z, tt, 3, jax.random.key(0)))
+        assert np.isfinite(float(f(x, t)))
+        assert np.isnan(float(f(x, t_bad)))
+    w, _ = jax.jit(lambda tt: losses.arm_weights(tt, 3))(t_bad)
+    assert np.isnan(np.asarray(w)).all()
+
+
 def test_estimate_alpha_is_median_gradient_norm():
     g = np.array([[3.0, 4.0], [0.0, 1.0], [6.0, 8.0]])
     np.testing.assert_allclose(losses.estimate_alpha(g), 5.0)

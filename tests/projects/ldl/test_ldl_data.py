@@ -100,3 +100,35 @@ def test_all_benchmark_sets(shared_data_dir):
     for name in data.LDL_BENCHMARK_SETS:
         ds = data.load_ldl_dataset(name, data_dir=shared_data_dir)
         assert ds.pos.shape == (ds.num_labels,)
+
+
+def test_label_row_summing_to_1_5_is_an_error_everywhere():
+    from fidia_jax import metrics
+    from fidia_jax.projects import ldl
+    from fidia_jax.projects.ldl import losses
+
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    d = np.full((4, 3), 1 / 3, np.float32)
+    d_bad = d.copy()
+    d_bad[2] = [0.5, 0.5, 0.5]  # sums to 1.5
+    pos, neg = np.array([1.0, 0, 0]), np.array([0, 1.0, 1.0])
+    data.LdlDataset("ok", x, d, pos, neg)  # float32 thirds pass the tolerance
+    with pytest.raises(DataError, match=r"label row 2 sums to 1.5, not 1"):
+        data.LdlDataset("user", x, d_bad, pos, neg)
+    with pytest.raises(DataError, match=r"fit_predict: d_train: label row 2 sums to 1.5"):
+        ldl.fit_predict(x, d_bad, x, pos, neg, ldl.get_config("tiny"))
+    with pytest.raises(DataError, match=r"ldl_kl_loss: d_true: label row 2 sums to 1.5"):
+        losses.ldl_kl_loss(d_bad, d)
+    with pytest.raises(DataError, match=r"divisiveness_loss: d_true: label row 2 sums to 1.5"):
+        losses.divisiveness_loss(d_bad, d, pos, neg)
+    with pytest.raises(ValueError, match=r"d_true row 2 sums to 1.5, not 1"):
+        metrics.ldl_metrics(d_bad, d, pos, neg)
+    with pytest.raises(ValueError, match=r"d_pred row 2 sums to 1.5, not 1"):
+        metrics.chebyshev(d, d_bad)
+    # within the tolerance (1e-3) a row passes; just outside it fails
+    d_near = d.copy()
+    d_near[1, 0] += 9e-4
+    assert float(losses.ldl_kl_loss(d_near, d_near)) == pytest.approx(0.0, abs=1e-6)
+    d_near[1, 0] += 2e-4
+    with pytest.raises(DataError, match=r"label row 1 sums to 1.001"):
+        losses.ldl_kl_loss(d_near, d)

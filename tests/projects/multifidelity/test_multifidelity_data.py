@@ -148,6 +148,27 @@ def test_load_freesolv_errors(tmp_path):
         data.load_freesolv(tmp_path)
 
 
+def _toy_freesolv(n):
+    rng = np.random.default_rng(0)
+    ids = tuple(f"mol{i}" for i in range(n))
+    table = data.FreeSolvTable(ids, ids, rng.normal(size=n), rng.normal(size=n))
+    return table, rng.normal(size=(n, 3)).astype(np.float32)
+
+
+def test_freesolv_too_many_hf_molecules_blames_n_hf():
+    # 20 molecules, 4 test -> 16 left: n_hf = 15 keeps one LF molecule, 16 leaves none
+    table, feats = _toy_freesolv(20)
+    t = data.freesolv_multifidelity_task(table, feats, 15, test_fraction=0.2)
+    assert t.counts() == {"hf": 15, "lf": 1}
+    for n_hf in (16, 700, 0):
+        with pytest.raises(DataError, match=rf"n_hf={n_hf} must be in \[1, 15\]") as e:
+            data.freesolv_multifidelity_task(table, feats, n_hf, test_fraction=0.2)
+        assert "has 20 molecules, 4 go to the test split" in str(e.value)
+        assert "n_lf" not in str(e.value) and "-" not in str(e.value).split(":")[1][:40]
+    with pytest.raises(DataError, match=r"n_lf=2 must be in \[1, 1\]"):
+        data.freesolv_multifidelity_task(table, feats, 15, test_fraction=0.2, n_lf=2)
+
+
 @pytest.fixture(scope="module")
 def freesolv(shared_data_dir):
     table = data.load_freesolv(shared_data_dir)

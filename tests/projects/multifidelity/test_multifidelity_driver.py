@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from fidia_jax import cli
-from fidia_jax.errors import ConfigError
+from fidia_jax.errors import ConfigError, DataError
 from fidia_jax.projects import multifidelity as mf
+from fidia_jax.projects.multifidelity import baselines
 
 
 def _affine_task(seed):
@@ -58,6 +59,33 @@ def test_tiny_cli_run_writes_results(tmp_path):
         assert row["ratio_vs_hf_only"] == pytest.approx(row["mean"] / ref)
 
 
+def test_gp_baselines_closed_forms():
+    """HF-only GP interpolates noise-free HF labels; with an exactly affine LF (y_L = 2 f - 1) over
+    the whole domain, the two-stage GP recovers the HF function far from the 4 HF inputs, where
+    the HF-only GP cannot; malformed input is named."""
+    rng = np.random.default_rng(0)
+    x_hf = np.array([[-0.9], [-0.7], [-0.5], [-0.3]])
+    x_lf = rng.uniform(-1, 1, size=(40, 1))
+    x_test = np.linspace(-1, 1, 101)[:, None]
+    f = lambda x: np.sin(3 * x[:, 0])  # noqa: E731
+    x = np.concatenate([x_hf, x_lf])
+    y = np.concatenate([f(x_hf), 2 * f(x_lf) - 1])
+    fid = np.repeat([0, 1], [4, 40])
+    fit = baselines.gp_hf_only(x, y, fid, x_hf, restarts=1)
+    np.testing.assert_allclose(fit, f(x_hf), atol=5e-3)
+    far = x_test[:, 0] > 0
+    rmse = lambda p: float(np.sqrt(np.mean((p[far] - f(x_test)[far]) ** 2)))  # noqa: E731
+    two = rmse(baselines.gp_two_stage(x, y, fid, x_test, restarts=1))
+    hf = rmse(baselines.gp_hf_only(x, y, fid, x_test, restarts=1))
+    assert two < 0.02 and hf > 10 * two, (two, hf)
+    with pytest.raises(DataError, match="no high-fidelity"):
+        baselines.gp_hf_only(x, y, np.ones_like(fid), x_test)
+    with pytest.raises(DataError, match=r"fidelities \[1\] have no training row"):
+        baselines.gp_two_stage(x, y, np.where(fid == 1, 2, 0), x_test)
+    with pytest.raises(DataError, match="x_test"):
+        baselines.gp_two_stage(x, y, fid, x_test[:, [0, 0]])
+
+
 def test_config_errors_are_named():
     with pytest.raises(ConfigError, match="task must be one of"):
         mf.get_config("tiny", task="branin")
@@ -71,6 +99,10 @@ def test_config_errors_are_named():
         mf.get_config("tiny", radius_mode="fixed")
     with pytest.raises(ConfigError, match="every term is switched off"):
         mf.get_config("tiny", absolute_weight=0.0, interval_weight=0.0, ranking_weight=0.0)
+    with pytest.raises(ConfigError, match="ranking_form"):
+        mf.get_config("tiny", ranking_form="listwise")
+    with pytest.raises(ConfigError, match="gp_restarts"):
+        mf.get_config("tiny", gp_restarts=-1)
 
 
 def test_delta_learning_needs_the_oracle():

@@ -22,6 +22,7 @@ CAL = losses.TrustedSubsetCalibration(
 _loss = jax.jit(losses.trusted_subset_loss, static_argnames="weights")
 _interval = jax.jit(losses.interval_trust_loss)
 _rank = jax.jit(losses.pairwise_ranking_loss, static_argnames="temperature")
+_hinge = jax.jit(losses.pairwise_hinge_ranking_loss, static_argnames="margin_scale")
 
 
 def _softplus(z):
@@ -46,18 +47,30 @@ def _brute(pred, y, fid, cal, w):
             total += w.radius_penalty * r
     for k in (0, 1, 2):
         rows = [i for i in range(len(y)) if fid[i] == k]
-        pairs = [
-            _softplus(-(pred[i] - pred[j]) / w.temperature)
-            for i in rows
-            for j in rows
-            if y[i] > y[j]
-        ]
+        if w.ranking_form == "logistic":
+            pairs = [
+                _softplus(-(pred[i] - pred[j]) / w.temperature)
+                for i in rows
+                for j in rows
+                if y[i] > y[j]
+            ]
+        else:  # squared hinge on the calibrated prediction (identity for the HF)
+            g = {i: (a[k] * pred[i] + b[k]) if k > 0 else pred[i] for i in rows}
+            pairs = [
+                max(w.margin_scale * (y[i] - y[j]) - (g[i] - g[j]), 0.0) ** 2
+                for i in rows
+                for j in rows
+                if y[i] > y[j]
+            ]
         total += w.ranking * np.mean(pairs)
     return total
 
 
-@pytest.mark.parametrize("mode", ["quantile", "learnable"])
-def test_total_matches_brute_force(mode):
+@pytest.mark.parametrize(
+    "mode, form, gamma",
+    [("quantile", "hinge", 0.0), ("learnable", "hinge", 0.4), ("quantile", "logistic", 0.0)],
+)
+def test_total_matches_brute_force(mode, form, gamma):
     w = losses.TrustedSubsetWeights(
         absolute=1.0,
         interval=0.7,
@@ -66,6 +79,8 @@ def test_total_matches_brute_force(mode):
         radius_quantile=0.6,
         radius_penalty=0.2,
         temperature=0.5,
+        ranking_form=form,
+        margin_scale=gamma,
     )
     total, terms = _loss(jnp.asarray(PRED), jnp.asarray(Y), jnp.asarray(MEMBER), CAL, weights=w)
     np.testing.assert_allclose(
@@ -85,6 +100,10 @@ def test_terms_switch_off_and_are_not_computed():
         losses.TrustedSubsetWeights(absolute=0.0, interval=0.0, ranking=0.0)
     with pytest.raises(ValueError, match="radius_mode"):
         losses.TrustedSubsetWeights(radius_mode="fixed")
+    with pytest.raises(ValueError, match="ranking_form must be one of"):
+        losses.TrustedSubsetWeights(ranking_form="listwise")
+    with pytest.raises(ValueError, match=r"margin_scale must be in \[0, 1\]"):
+        losses.TrustedSubsetWeights(margin_scale=1.5)
 
 
 def test_masked_slots_are_never_read():
@@ -140,6 +159,26 @@ def test_pieces_match_brute_force():
     np.testing.assert_allclose(rev, np.mean(_softplus(np.array([2.0, 4.0, 2.0]))), rtol=1e-6)
     # ties give no pair
     assert float(_rank(jnp.arange(3.0), jnp.zeros(3), ones)) == 0.0
+    # hinge: saturates at exactly 0 once ordered with the margin (gamma = 0: any order-keeping
+    # prediction, however compressed); reversed: (gamma dy + |dp|)^2 per pair
+    assert float(_hinge(jnp.asarray(1e-3 * y), jnp.asarray(y), ones)) == 0.0
+    assert float(_hinge(jnp.asarray(0.5 * y), jnp.asarray(y), ones, margin_scale=0.5)) == 0.0
+    assert float(_hinge(jnp.asarray(0.4 * y), jnp.asarray(y), ones, margin_scale=0.5)) > 0.0
+    rev = float(_hinge(jnp.asarray(-y), jnp.asarray(y), ones, margin_scale=0.5))
+    np.testing.assert_allclose(rev, np.mean(np.square([1.5, 3.0, 1.5])), rtol=1e-6)
+    assert float(_hinge(jnp.arange(3.0), jnp.zeros(3), ones)) == 0.0
+
+
+def test_hinge_ranking_never_moves_the_calibration():
+    """The calibration belongs to the interval term: the ranking term's gradient w.r.t. (a, b)
+    is exactly 0 (through a_k a misordered pair would shrink a_k instead of fixing f)."""
+    w = losses.TrustedSubsetWeights(absolute=0.0, interval=0.0, ranking=1.0, margin_scale=0.5)
+    grad = jax.grad(
+        lambda c: losses.trusted_subset_loss(jnp.asarray(-Y), jnp.asarray(Y), MEMBER, c, w)[0]
+    )(CAL)
+    assert float(losses.trusted_subset_loss(jnp.asarray(-Y), jnp.asarray(Y), MEMBER, CAL, w)[0]) > 0
+    for leaf in grad:
+        np.testing.assert_array_equal(np.asarray(leaf), 0.0)
 
 
 def test_masked_quantile_matches_numpy():
