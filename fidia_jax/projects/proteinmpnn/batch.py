@@ -263,9 +263,9 @@ def _sample_jobs(
     with Reporter(quiet) as rep:
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
-                from fidia_jax.models import ProteinMPNN
+                from fidia_jax.projects.proteinmpnn.design import _load_model
 
-                model = ProteinMPNN.from_checkpoint(checkpoint, variant=variant)
+                model = _load_model(checkpoint, variant)
         for i, (name, label, kwargs_fn) in enumerate(jobs, start=1):
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:

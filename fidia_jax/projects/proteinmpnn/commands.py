@@ -29,12 +29,18 @@ def _add_structure_args(p: argparse.ArgumentParser) -> None:
         help="motif positions kept native, author numbering, e.g. 'A16-35,A52-71'",
     )
     p.add_argument(
-        "--checkpoint", default="v_48_020", help="ProteinMPNN weights name (default v_48_020)"
+        "--checkpoint",
+        "--path_to_model_weights",
+        dest="checkpoint",
+        default="v_48_020",
+        help="ProteinMPNN weights: a name (default v_48_020) or the path of a .pt file",
     )
     p.add_argument("--variant", default="vanilla", choices=["vanilla", "soluble", "ca"])
     p.add_argument("--ca-only", dest="variant", action="store_const", const="ca",
                    help="CA-only model and CA-only structures (same as --variant ca)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="PRNG seed (jax.random.key(SEED)); 0 is a fixed seed like any other "
+                   "(the original's --seed 0 draws a random one)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bar or table")
     p.add_argument("--data-dir", default=None,
                    help="accepted by every project; unused here (weights ship in the proteinmpnn "
@@ -60,7 +66,7 @@ def _sample_many(args: argparse.Namespace):
         bias_aa=args.bias_aa, bias_by_res=args.bias_by_res, checkpoint=args.checkpoint,
         variant=args.variant, seed=args.seed, quiet=args.quiet, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs, tie=args.tie,
-        homo_oligomer=args.homo_oligomer,
+        homo_oligomer=args.homo_oligomer, max_length=args.max_length,
     )  # fmt: skip
     return _raise_if_failed(summary)
 
@@ -84,7 +90,7 @@ def _sample_jsonl(args: argparse.Namespace):
         unconditional_probs=args.unconditional_probs, chains=args.chains,
         design_chains=args.design_chains, fixed=args.fixed, tie=args.tie,
         homo_oligomer=args.homo_oligomer, bias_by_res=args.bias_by_res,
-        omit_by_res=args.omit_aa_by_res,
+        omit_by_res=args.omit_aa_by_res, max_length=args.max_length,
     )  # fmt: skip
     return _raise_if_failed(summary)
 
@@ -122,6 +128,7 @@ def _sample(args: argparse.Namespace):
         checkpoint=args.checkpoint, variant=args.variant, seed=args.seed, quiet=args.quiet,
         tie=args.tie, homo_oligomer=args.homo_oligomer, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs,
+        bucket=args.bucket, max_length=args.max_length,
     )  # fmt: skip
 
 
@@ -134,8 +141,18 @@ def _score(args: argparse.Namespace):
         args.fasta, pdb=args.pdb, chains=args.chains, design_chains=args.design_chains,
         fixed=args.fixed, num_orders=args.num_orders, checkpoint=args.checkpoint,
         variant=args.variant, seed=args.seed, out=args.out, quiet=args.quiet, tie=args.tie,
-        homo_oligomer=args.homo_oligomer,
+        homo_oligomer=args.homo_oligomer, bucket=args.bucket,
     )  # fmt: skip
+
+
+def _add_bucket_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bucket",
+        type=int,
+        default=64,
+        help="pad lengths to multiples of this, so that one compiled program (kept in the "
+        "persistent compilation cache) serves every length of a bucket; 1 = no padding",
+    )
 
 
 def add_commands(subparsers) -> None:
@@ -143,7 +160,9 @@ def add_commands(subparsers) -> None:
     ps = subparsers.add_parser("sample", help="sample sequences for a backbone")
     _add_structure_args(ps)
     ps.add_argument("--num-samples", type=int, default=16)
-    ps.add_argument("--temperature", type=float, default=0.1)
+    ps.add_argument("--temperature", "--sampling_temp", dest="temperature", default="0.1",
+                    help="sampling temperature(s): 0.1, or several as '0.1,0.2' or '0.1 0.2' "
+                    "(num-samples at each)")  # fmt: skip
     ps.add_argument("--omit-aa", default="X", help="letters never sampled, e.g. CX (X always)")
     ps.add_argument("--bias-aa", default=None, help="global logit bias, e.g. 'W:1.5,C:-2'")
     ps.add_argument("--bias-by-res", default=None, metavar="FILE",
@@ -166,12 +185,9 @@ def add_commands(subparsers) -> None:
     ):
         ps.add_argument(f"--{name}-jsonl", default=None, metavar="FILE",
                         help=f"with --jsonl-path: the original helper scripts' {what} file")  # fmt: skip
-    ps.add_argument(
-        "--bucket",
-        type=int,
-        default=64,
-        help="with --pdb-dir/--pdb-list/--jsonl-path: pad lengths to multiples of this (one compile per bucket)",
-    )
+    _add_bucket_arg(ps)
+    ps.add_argument("--max-length", "--max_length", dest="max_length", type=int, default=None,
+                    help="refuse structures of more residues (with --pdb-dir: that row fails)")  # fmt: skip
     _add_tie_args(ps)
     ps.add_argument("--omit-aa-by-res", default=None, metavar="FILE",
                     help='per-residue omitted letters JSON {"A": {"12": "CW"}} (author numbering)')  # fmt: skip
@@ -186,6 +202,7 @@ def add_commands(subparsers) -> None:
     _add_structure_args(pc)
     pc.add_argument("--fasta", required=True)
     pc.add_argument("--num-orders", type=int, default=1, help="random decoding orders to average")
+    _add_bucket_arg(pc)
     _add_tie_args(pc)
     pc.add_argument("--out", "--workdir", dest="out", default=None,
                     help="directory for scores.json (optional)")  # fmt: skip
