@@ -67,6 +67,7 @@ def _sample_many(args: argparse.Namespace):
         variant=args.variant, seed=args.seed, quiet=args.quiet, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs, tie=args.tie,
         homo_oligomer=args.homo_oligomer, max_length=args.max_length,
+        backbone_noise=args.backbone_noise,
     )  # fmt: skip
     return _raise_if_failed(summary)
 
@@ -91,6 +92,7 @@ def _sample_jsonl(args: argparse.Namespace):
         design_chains=args.design_chains, fixed=args.fixed, tie=args.tie,
         homo_oligomer=args.homo_oligomer, bias_by_res=args.bias_by_res,
         omit_by_res=args.omit_aa_by_res, max_length=args.max_length,
+        backbone_noise=args.backbone_noise,
     )  # fmt: skip
     return _raise_if_failed(summary)
 
@@ -128,7 +130,7 @@ def _sample(args: argparse.Namespace):
         checkpoint=args.checkpoint, variant=args.variant, seed=args.seed, quiet=args.quiet,
         tie=args.tie, homo_oligomer=args.homo_oligomer, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs,
-        bucket=args.bucket, max_length=args.max_length,
+        bucket=args.bucket, max_length=args.max_length, backbone_noise=args.backbone_noise,
     )  # fmt: skip
 
 
@@ -186,6 +188,8 @@ def add_commands(subparsers) -> None:
         ps.add_argument(f"--{name}-jsonl", default=None, metavar="FILE",
                         help=f"with --jsonl-path: the original helper scripts' {what} file")  # fmt: skip
     _add_bucket_arg(ps)
+    ps.add_argument("--backbone-noise", "--backbone_noise", dest="backbone_noise", type=float,
+                    default=0.0, help="Gaussian noise (Å, std) added to the backbone coordinates")  # fmt: skip
     ps.add_argument("--max-length", "--max_length", dest="max_length", type=int, default=None,
                     help="refuse structures of more residues (with --pdb-dir: that row fails)")  # fmt: skip
     _add_tie_args(ps)

@@ -105,6 +105,7 @@ def run_sample(
     save_probs: bool = False,
     unconditional_probs: bool = False,
     max_length: int | None = None,
+    backbone_noise: float = 0.0,
 ) -> dict[str, Any]:
     """Samples sequences with ProteinMPNN and writes ``samples.fasta`` + ``summary.json``.
 
@@ -159,6 +160,11 @@ def run_sample(
       max_length: refuse a structure of more residues (all loaded chains; the original's
         ``--max_length``, which skips it): a ``DataError`` naming both numbers, before the
         model runs (with many backbones, that structure's row fails and the others run).
+      backbone_noise: standard deviation (Å) of Gaussian noise added to every backbone
+        coordinate (the original's ``--backbone_noise``). One noisy copy of the structure is
+        drawn per run from ``seed`` (``jax.random.fold_in(key(seed), 2**30)``) and used for
+        sampling and for the native scores; the original draws new noise at every forward
+        call. ``0`` = none.
 
     Returns:
       The JSON summary as a dict (``samples`` with ``sequence``, ``score``, ``recovery``;
@@ -169,6 +175,8 @@ def run_sample(
     """
     _check_positive("--num-samples", num_samples, integer=True)
     temps = parse_temperatures(temperature)
+    if not backbone_noise >= 0:
+        raise ConfigError(f"--backbone-noise must be >= 0 (Å), got {backbone_noise}")
     omit = parse_omit_aas(omit_aas)
     bias_21 = parse_bias_aa(bias_aa)
     if unconditional_probs and not save_probs:
@@ -207,6 +215,11 @@ def run_sample(
             "scoring the native one (first call compiles)"
         ):
             inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
+            if backbone_noise > 0:
+                eps = jax.random.normal(
+                    jax.random.fold_in(jax.random.key(seed), 2**30), np.shape(inputs.X)
+                )
+                inputs = inputs._replace(X=np.asarray(inputs.X + backbone_noise * eps, np.float32))
             # one compiled program: the native sequence is scored in the samples' decoding
             # orders by N more rows of the sampler's loop (``score_native``)
             runs = []
@@ -227,7 +240,7 @@ def run_sample(
             setup, seqs, tok_lp, nat_lp, num_samples, temps, checkpoint, variant, seed
         )
         summary["inputs"].update(
-            omit_aas=omit, bias_aa={a: float(b) for a, b in zip(ALPHABET, bias_21, strict=True) if b},
+            backbone_noise=float(backbone_noise), omit_aas=omit, bias_aa={a: float(b) for a, b in zip(ALPHABET, bias_21, strict=True) if b},
             bias_by_res=None if bias_by_res is None or isinstance(bias_by_res, Mapping)
             else str(bias_by_res),
             omit_by_res=None if omit_by_res is None or isinstance(omit_by_res, Mapping)

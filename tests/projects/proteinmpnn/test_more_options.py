@@ -204,3 +204,18 @@ def test_max_length_refuses_longer_structures(tmp_path):
         run_sample(None, max_length=57, write=False, quiet=True)
     assert cli.main(["sample", "--max_length", "40", "--out", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o" / "samples.fasta").exists()
+
+
+def test_backbone_noise_moves_the_backbone_reproducibly(model):
+    from fidia_jax.errors import ConfigError
+
+    kw = dict(model=model, num_samples=2, temperature=0.1, seed=6, quiet=True, write=False)
+    plain = run_sample(None, **kw)
+    noisy = run_sample(None, backbone_noise=0.3, **kw)
+    again = run_sample(None, backbone_noise=0.3, **kw)
+    assert noisy["inputs"]["backbone_noise"] == 0.3 and plain["inputs"]["backbone_noise"] == 0.0
+    assert noisy["native_score"] == again["native_score"]
+    # 0.3 Å moves the native score by far more than float noise, both ways possible
+    assert abs(noisy["native_score"] - plain["native_score"]) > 1e-3
+    with pytest.raises(ConfigError, match="backbone-noise must be >= 0"):
+        run_sample(None, backbone_noise=-0.1, **kw)
