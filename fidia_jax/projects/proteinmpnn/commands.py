@@ -67,7 +67,7 @@ def _sample_many(args: argparse.Namespace):
         variant=args.variant, seed=args.seed, quiet=args.quiet, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs, tie=args.tie,
         homo_oligomer=args.homo_oligomer, max_length=args.max_length,
-        backbone_noise=args.backbone_noise,
+        backbone_noise=args.backbone_noise, seqs_dir=_seqs_dir(args),
     )  # fmt: skip
     return _raise_if_failed(summary)
 
@@ -92,9 +92,26 @@ def _sample_jsonl(args: argparse.Namespace):
         design_chains=args.design_chains, fixed=args.fixed, tie=args.tie,
         homo_oligomer=args.homo_oligomer, bias_by_res=args.bias_by_res,
         omit_by_res=args.omit_aa_by_res, max_length=args.max_length,
-        backbone_noise=args.backbone_noise,
+        backbone_noise=args.backbone_noise, seqs_dir=_seqs_dir(args),
     )  # fmt: skip
     return _raise_if_failed(summary)
+
+
+def _score_only_failed(summary):
+    """The error of a score-only run in which some structures failed (the others are written)."""
+    from fidia_jax.errors import DataError
+
+    return DataError(
+        f"{summary['num_failed']} of {len(summary['structures'])} structures failed "
+        f"(errors in {summary['files']['tsv']})"
+    )
+
+
+def _seqs_dir(args: argparse.Namespace):
+    """``OUT/seqs`` with ``--original-layout`` (one ``<name>.fa`` per structure), else ``None``."""
+    import pathlib
+
+    return pathlib.Path(args.out) / "seqs" if args.original_layout else None
 
 
 def _raise_if_failed(summary):
@@ -131,14 +148,34 @@ def _sample(args: argparse.Namespace):
         tie=args.tie, homo_oligomer=args.homo_oligomer, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs,
         bucket=args.bucket, max_length=args.max_length, backbone_noise=args.backbone_noise,
+        seqs_dir=_seqs_dir(args),
     )  # fmt: skip
 
 
 def _score(args: argparse.Namespace):
+    from fidia_jax.errors import ConfigError
     from fidia_jax.projects.proteinmpnn.design import run_score
 
     _note_data_dir(args)
+    if args.fasta is None:  # the native sequences (the original's --score_only)
+        from fidia_jax.projects.proteinmpnn.batch import run_score_only
 
+        if args.out is None:
+            raise ConfigError("scoring native sequences (no --fasta) needs --out")
+        if args.tie or args.homo_oligomer or args.fixed:
+            raise ConfigError("--tie, --homo-oligomer and --fixed need --fasta")
+        summary = run_score_only(
+            args.out, pdb_dir=args.pdb_dir, pdb_list=args.pdb_list,
+            pdbs=[args.pdb] if args.pdb else [], chains=args.chains,
+            design_chains=args.design_chains, num_orders=args.num_orders,
+            checkpoint=args.checkpoint, variant=args.variant, seed=args.seed, bucket=args.bucket,
+            quiet=args.quiet,
+        )  # fmt: skip
+        if summary["num_failed"]:
+            raise _score_only_failed(summary)
+        return summary
+    if args.pdb_dir or args.pdb_list:
+        raise ConfigError("--pdb-dir / --pdb-list score the native sequences: drop --fasta")
     return run_score(
         args.fasta, pdb=args.pdb, chains=args.chains, design_chains=args.design_chains,
         fixed=args.fixed, num_orders=args.num_orders, checkpoint=args.checkpoint,
@@ -188,6 +225,8 @@ def add_commands(subparsers) -> None:
         ps.add_argument(f"--{name}-jsonl", default=None, metavar="FILE",
                         help=f"with --jsonl-path: the original helper scripts' {what} file")  # fmt: skip
     _add_bucket_arg(ps)
+    ps.add_argument("--original-layout", action="store_true",
+                    help="also write OUT/seqs/<name>.fa, as protein_mpnn_run.py does")  # fmt: skip
     ps.add_argument("--backbone-noise", "--backbone_noise", dest="backbone_noise", type=float,
                     default=0.0, help="Gaussian noise (Å, std) added to the backbone coordinates")  # fmt: skip
     ps.add_argument("--max-length", "--max_length", dest="max_length", type=int, default=None,
@@ -204,7 +243,12 @@ def add_commands(subparsers) -> None:
     ps.set_defaults(run=_sample)
     pc = subparsers.add_parser("score", help="score the sequences of a FASTA file on a backbone")
     _add_structure_args(pc)
-    pc.add_argument("--fasta", required=True)
+    pc.add_argument("--fasta", default=None,
+                    help="sequences to score; without it, the native sequence of each structure "
+                    "(--pdb, --pdb-dir, --pdb-list) is scored into OUT/score_only/<name>_pdb.npz")  # fmt: skip
+    pc.add_argument("--pdb-dir", default=None, help="without --fasta: score every structure of DIR")
+    pc.add_argument("--pdb-list", default=None, metavar="FILE",
+                    help="without --fasta: score the structures listed in FILE")  # fmt: skip
     pc.add_argument("--num-orders", type=int, default=1, help="random decoding orders to average")
     _add_bucket_arg(pc)
     _add_tie_args(pc)

@@ -106,6 +106,7 @@ def run_sample(
     unconditional_probs: bool = False,
     max_length: int | None = None,
     backbone_noise: float = 0.0,
+    seqs_dir: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Samples sequences with ProteinMPNN and writes ``samples.fasta`` + ``summary.json``.
 
@@ -165,6 +166,8 @@ def run_sample(
         drawn per run from ``seed`` (``jax.random.fold_in(key(seed), 2**30)``) and used for
         sampling and for the native scores; the original draws new noise at every forward
         call. ``0`` = none.
+      seqs_dir: also write the FASTA as ``seqs_dir/<structure file stem>.fa``, the original's
+        ``seqs/`` layout (``--original-layout``: ``out/seqs/``, also with many backbones).
 
     Returns:
       The JSON summary as a dict (``samples`` with ``sequence``, ``score``, ``recovery``;
@@ -259,6 +262,13 @@ def run_sample(
             summary["files"] = {"probs": str(path)}
         if write:
             write_sample_files(out, summary)
+            if seqs_dir is not None:
+                fa = (
+                    pathlib.Path(seqs_dir)
+                    / f"{pathlib.Path(setup.protein.source).name.split('.')[0]}.fa"
+                )
+                atomic_write_text(fa, _sample_fasta(summary))
+                summary["files"]["seqs"] = str(fa)
         rep.table(
             f"{setup.protein.source}: {int(setup.designed.sum())} designed positions, "
             f"mean recovery {summary['mean_recovery']:.3f}",

@@ -219,3 +219,44 @@ def test_backbone_noise_moves_the_backbone_reproducibly(model):
     assert abs(noisy["native_score"] - plain["native_score"]) > 1e-3
     with pytest.raises(ConfigError, match="backbone-noise must be >= 0"):
         run_sample(None, backbone_noise=-0.1, **kw)
+
+
+def test_original_layout_writes_seqs_name_fa(model, tmp_path):
+    s = run_sample(
+        tmp_path, model=model, num_samples=2, temperature=0.1, seed=4, quiet=True,
+        seqs_dir=tmp_path / "seqs",
+    )  # fmt: skip
+    fa = tmp_path / "seqs" / "5PTI.fa"
+    assert s["files"]["seqs"] == str(fa)
+    assert fa.read_text() == (tmp_path / "samples.fasta").read_text()
+
+
+def test_score_only_over_a_folder(model, tmp_path):
+    """``fidia-jax score --pdb-dir``: native per-residue / designed / global NLL per order."""
+    import shutil
+
+    import jax
+
+    from fidia_jax.models import MPNNInputs, random_decoding_order, score
+    from fidia_jax.projects.proteinmpnn.batch import run_score_only
+    from fidia_jax.protein import default_backbone_path, load_structure
+
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(default_backbone_path(), d / "5PTI.cif.gz")
+    (d / "broken.pdb").write_text("not a structure\n")
+    s = run_score_only(tmp_path / "out", pdb_dir=d, num_orders=2, seed=3, model=model, quiet=True)
+    rows = {r["name"]: r for r in s["structures"]}
+    assert rows["broken"]["status"] == "error" and s["num_failed"] == 1
+    z = np.load(tmp_path / "out" / "score_only" / "5PTI_pdb.npz")
+    assert z["score"].shape == (2,) and z["per_residue"].shape == (2, 58)
+    # order 0 of seed 3, scored directly without padding
+    p = load_structure(default_backbone_path())
+    k0 = jax.random.split(jax.random.key(3), 2)[0]
+    order = np.asarray(random_decoding_order(k0, np.ones(58, np.float32)))[None]
+    ref = -np.asarray(score(model, MPNNInputs.from_protein(p), p.S[None], order).token_log_probs)[0]
+    np.testing.assert_allclose(z["per_residue"][0], ref, atol=2e-5)
+    np.testing.assert_allclose(z["score"], np.nanmean(z["per_residue"], -1), rtol=1e-5)
+    assert rows["5PTI"]["score"] == pytest.approx(float(z["score"].mean()), rel=1e-6)
+    assert cli.main(["score", "--pdb-dir", str(d), "--out", str(tmp_path / "cli")]) == 2
+    assert (tmp_path / "cli" / "score_only" / "5PTI_pdb.npz").is_file()
