@@ -263,9 +263,9 @@ def _sample_jobs(
     with Reporter(quiet) as rep:
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
-                from fidia_jax.projects.proteinmpnn.design import _load_model
+                from fidia_jax.projects.proteinmpnn.design import load_model
 
-                model = _load_model(checkpoint, variant)
+                model = load_model(checkpoint, variant)
         for i, (name, label, kwargs_fn) in enumerate(jobs, start=1):
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:
@@ -366,9 +366,9 @@ def run_score_only(
 
     from fidia_jax.models import MPNNInputs, random_decoding_order
     from fidia_jax.projects.proteinmpnn.buckets import bucketed
-    from fidia_jax.projects.proteinmpnn.design import _check_positive, _load_model, _prepare
+    from fidia_jax.projects.proteinmpnn.design import check_positive, load_model, prepare_structure
 
-    _check_positive("--num-orders", num_orders, integer=True)
+    check_positive("--num-orders", num_orders, integer=True)
     _check_bucket(bucket)
     paths = find_structures(pdb_dir, pdb_list) if (pdb_dir or pdb_list) else []
     paths += [pathlib.Path(x) for x in pdbs]
@@ -380,13 +380,13 @@ def run_score_only(
     with Reporter(quiet) as rep:
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
-                model = _load_model(checkpoint, variant)
+                model = load_model(checkpoint, variant)
         for i, path in enumerate(paths, start=1):
             name = _structure_name(path)
             row: dict[str, Any] = {"name": name, "path": str(path)}
             with rep.stage(f"[{i}/{len(paths)}] {name}"):
                 try:
-                    setup = _prepare(path, chains, design_chains, None, variant)
+                    setup = prepare_structure(path, chains, design_chains, None, variant)
                     p = setup.protein
                     inputs = MPNNInputs.from_protein(p, setup.design_chains)
                     design = setup.designed.astype(np.float32)

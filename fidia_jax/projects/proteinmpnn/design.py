@@ -36,7 +36,7 @@ def _sha256(path: pathlib.Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _load_model(checkpoint: str, variant: str):
+def load_model(checkpoint: str, variant: str):
     """The named weights of the installed package, or a ``.pt`` file of the user's own.
 
     ``checkpoint`` is a path when it ends in ``.pt`` or names a directory part; the file is
@@ -57,7 +57,7 @@ def _load_model(checkpoint: str, variant: str):
     return model
 
 
-def _prepare(pdb, chains, design_chains, fixed, variant: str) -> DesignSetup:
+def prepare_structure(pdb, chains, design_chains, fixed, variant: str) -> DesignSetup:
     """:func:`prepare_design`; for the CA-only model (``variant="ca"``) a structure file is read
     with ``load_structure(..., ca_only=True)`` (``mask`` = the residue has a CA)."""
     from fidia_jax.protein import Protein, default_backbone_path, load_structure
@@ -68,7 +68,7 @@ def _prepare(pdb, chains, design_chains, fixed, variant: str) -> DesignSetup:
     return prepare_design(pdb, chains, design_chains, fixed)
 
 
-def _check_positive(name: str, value: float, integer: bool = False) -> None:
+def check_positive(name: str, value: float, integer: bool = False) -> None:
     if not (value > 0) or (integer and int(value) != value):
         raise ConfigError(
             f"{name} must be a positive {'integer' if integer else 'number'}, got {value}"
@@ -176,7 +176,7 @@ def run_sample(
     Raises:
       FidiaError subclasses for bad inputs (structure, chains, motif spec, checkpoint, config).
     """
-    _check_positive("--num-samples", num_samples, integer=True)
+    check_positive("--num-samples", num_samples, integer=True)
     temps = parse_temperatures(temperature)
     if not backbone_noise >= 0:
         raise ConfigError(f"--backbone-noise must be >= 0 (Å), got {backbone_noise}")
@@ -188,7 +188,7 @@ def run_sample(
     timing: dict[str, float] = {}
     with Reporter(quiet) as rep:
         with rep.stage("loading structure"):
-            setup = _prepare(pdb, chains, design_chains, fixed, variant)
+            setup = prepare_structure(pdb, chains, design_chains, fixed, variant)
             if max_length is not None and setup.protein.length > max_length:
                 raise DataError(
                     f"{setup.protein.source}: {setup.protein.length} residues, more than "
@@ -204,7 +204,7 @@ def run_sample(
         if model is None:
             t = time.perf_counter()
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
-                model = _load_model(checkpoint, variant)
+                model = load_model(checkpoint, variant)
             timing["load_model"] = time.perf_counter() - t
         import jax
 
@@ -385,7 +385,7 @@ def parse_temperatures(temperature) -> list[float]:
             value = float(x)
         except (TypeError, ValueError):
             raise ConfigError(f"--temperature: {x!r} is not a number") from None
-        _check_positive("--temperature", value)
+        check_positive("--temperature", value)
         temps.append(value)
     if not temps:
         raise ConfigError("--temperature: no temperature given")
@@ -540,17 +540,17 @@ def run_score(
     Raises:
       FidiaError subclasses for bad inputs.
     """
-    _check_positive("--num-orders", num_orders, integer=True)
+    check_positive("--num-orders", num_orders, integer=True)
     t0 = time.perf_counter()
     with Reporter(quiet) as rep:
         with rep.stage("loading structure and sequences"):
-            setup = _prepare(pdb, chains, design_chains, fixed, variant)
+            setup = prepare_structure(pdb, chains, design_chains, fixed, variant)
             records = read_fasta(fasta)
             toks = np.stack([_tokens_from_fasta(setup, h, s, fasta) for h, s in records])
             tied = tied_groups(tie, homo_oligomer, setup.protein)
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
-                model = _load_model(checkpoint, variant)
+                model = load_model(checkpoint, variant)
         import jax
 
         from fidia_jax.models import MPNNInputs, random_decoding_order, score

@@ -144,17 +144,17 @@ def test_score_tied_equals_models_score(model, protein, tmp_path):
 def test_checkpoint_path_loads_the_users_weights_and_checks_the_kind(tmp_path):
     from fidia_jax.errors import ConfigError
     from fidia_jax.models.proteinmpnn import checkpoint_path
-    from fidia_jax.projects.proteinmpnn.design import _load_model
+    from fidia_jax.projects.proteinmpnn.design import load_model
 
     own = tmp_path / "my_model.pt"
     own.write_bytes(checkpoint_path("v_48_010", "vanilla").read_bytes())
-    model = _load_model(str(own), "vanilla")
-    ref = _load_model("v_48_010", "vanilla")
+    model = load_model(str(own), "vanilla")
+    ref = load_model("v_48_010", "vanilla")
     np.testing.assert_array_equal(model.W_out.kernel.get_value(), ref.W_out.kernel.get_value())
     with pytest.raises(ConfigError, match="full-backbone model: drop --ca-only"):
-        _load_model(str(own), "ca")
+        load_model(str(own), "ca")
     with pytest.raises(ConfigError, match="no such file"):
-        _load_model(str(tmp_path / "missing.pt"), "vanilla")
+        load_model(str(tmp_path / "missing.pt"), "vanilla")
 
 
 def test_unknown_checkpoint_lists_the_valid_names():
