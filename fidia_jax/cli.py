@@ -21,6 +21,12 @@ While a command runs, a Python warning (``UserWarning`` of the structure parser,
 incomplete checkpoint, ...) and a WARNING record of a ``fidia_jax`` logger are printed as one
 line ``fidia-jax: warning: <message>`` on stderr, and the INFO / WARNING log lines of absl
 (orbax's checkpoint chatter, with absolute paths) are silenced.
+
+Compiled programs are kept in JAX's persistent compilation cache, so a second run with the same
+shapes skips compilation: ``$FIDIA_COMPILATION_CACHE`` if set (``off`` disables it), else
+``$XDG_CACHE_HOME/fidia_jax/jax`` (``~/.cache/fidia_jax/jax``); a cache directory set for JAX
+itself (``JAX_COMPILATION_CACHE_DIR``) is left as it is. Programs that compile in under a second
+are not stored.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import dataclasses
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -242,10 +249,39 @@ def _cli_output() -> Iterator[None]:
         absl.setLevel(saved[2])
 
 
+def _compilation_cache_dir(environ: dict | None = None) -> str | None:
+    """The persistent compilation cache directory of a CLI run, or ``None`` (no cache set here).
+
+    ``FIDIA_COMPILATION_CACHE`` (``off`` / ``0`` / ``none`` / empty: disabled), else ``None``
+    when ``JAX_COMPILATION_CACHE_DIR`` is set (JAX reads it itself), else
+    ``$XDG_CACHE_HOME/fidia_jax/jax`` or ``~/.cache/fidia_jax/jax``.
+    """
+    env = os.environ if environ is None else environ
+    mine = env.get("FIDIA_COMPILATION_CACHE")
+    if mine is not None:
+        return None if mine.strip().lower() in ("", "0", "off", "none", "false") else mine
+    if env.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fidia_jax", "jax")
+
+
+def _use_compilation_cache() -> None:
+    path = _compilation_cache_dir()
+    if path is None:
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``fidia-jax``; returns the exit code (0 ok, 2 on a FidiaError)."""
     try:
         args = _parse_args(argv)
+        _use_compilation_cache()
         with _cli_output():
             args.run(args)
     except FidiaError as e:

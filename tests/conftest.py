@@ -7,6 +7,8 @@ os.environ.setdefault("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=4"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# the CLI's persistent compilation cache stays off in tests (no writes under ~/.cache)
+os.environ.setdefault("FIDIA_COMPILATION_CACHE", "off")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -6,6 +6,7 @@ the parser lists, where each command is dispatched, and how errors come out.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pathlib
@@ -299,3 +300,33 @@ def test_cli_prints_warnings_and_our_log_warnings_as_one_line(monkeypatch, tmp_p
         "(those atoms are treated as missing and set to 0.0): A2 (O)",
         "fidia-jax: warning: ours 1",
     ], err
+
+
+@pytest.mark.parametrize(
+    "env, want",
+    [
+        ({"HOME": "/h"}, "/h/.cache/fidia_jax/jax"),
+        ({"HOME": "/h", "XDG_CACHE_HOME": "/x"}, "/x/fidia_jax/jax"),
+        ({"HOME": "/h", "FIDIA_COMPILATION_CACHE": "/tmp/c"}, "/tmp/c"),
+        ({"HOME": "/h", "FIDIA_COMPILATION_CACHE": "off"}, None),
+        ({"HOME": "/h", "FIDIA_COMPILATION_CACHE": ""}, None),
+        ({"HOME": "/h", "JAX_COMPILATION_CACHE_DIR": "/j"}, None),  # JAX's own setting stays
+        ({"HOME": "/h", "JAX_COMPILATION_CACHE_DIR": "/j", "FIDIA_COMPILATION_CACHE": "/f"}, "/f"),
+    ],
+)
+def test_compilation_cache_directory(env, want, monkeypatch):
+    monkeypatch.setenv("HOME", env["HOME"])  # expanduser reads HOME
+    assert cli._compilation_cache_dir(env) == want
+
+
+def test_cli_turns_on_the_persistent_cache(monkeypatch, tmp_path):
+    import jax
+
+    monkeypatch.setenv("FIDIA_COMPILATION_CACHE", str(tmp_path / "cache"))
+    saved = jax.config.jax_compilation_cache_dir
+    monkeypatch.setattr(cli, "_parse_args", lambda argv: argparse.Namespace(run=lambda a: None))
+    try:
+        cli.main([])
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "cache")
+    finally:
+        jax.config.update("jax_compilation_cache_dir", saved)

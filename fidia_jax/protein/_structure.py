@@ -334,7 +334,8 @@ def load_structure(
         raise StructureError(
             f"{path}: no residue with a complete N/CA/C/O backbone in chain(s) {wanted} "
             f"({'; '.join(why) or 'CA-only model?'}); for a CA-only structure use "
-            "load_structure(..., ca_only=True) and the CA-only ProteinMPNN"
+            "--ca-only on the command line (load_structure(..., ca_only=True) and the CA-only "
+            "ProteinMPNN in Python)"
         )
     chain_index = np.array([wanted.index(c) for c in cids], np.int32)
     residue_idx = (100 * chain_index + np.arange(len(cids), dtype=np.int32)).astype(np.int32)

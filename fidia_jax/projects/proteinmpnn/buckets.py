@@ -76,9 +76,11 @@ def bucketed(bucket: int = 64):
         res = sample(model, key, pad_inputs(inputs, m), fixed_mask=fixed_mask, bias=bias, **kw)
         order = np.asarray(res.decoding_order)
         order = order[order < n].reshape(order.shape[0], n)
+        native = res.native_token_log_probs
         return res._replace(
             sequences=res.sequences[:, :n], decoding_order=jnp.asarray(order),
             log_probs=res.log_probs[:, :n], token_log_probs=res.token_log_probs[:, :n],
+            native_token_log_probs=None if native is None else native[:, :n],
         )  # fmt: skip
 
     def padded_score(model, inputs, sequences, decoding_order, **kw):

@@ -35,13 +35,19 @@ def _add_structure_args(p: argparse.ArgumentParser) -> None:
         help="motif positions kept native, author numbering, e.g. 'A16-35,A52-71'",
     )
     p.add_argument(
-        "--weights", default="v_48_020", help="ProteinMPNN weights name (default v_48_020)"
+        "--weights",
+        "--path_to_model_weights",
+        dest="weights",
+        default="v_48_020",
+        help="ProteinMPNN weights: a name (default v_48_020) or the path of a .pt file",
     )
     p.add_argument("--checkpoint", dest="weights", action=_OldWeightsFlag, help=argparse.SUPPRESS)
     p.add_argument("--variant", default="vanilla", choices=["vanilla", "soluble", "ca"])
     p.add_argument("--ca-only", dest="variant", action="store_const", const="ca",
                    help="CA-only model and CA-only structures (same as --variant ca)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="PRNG seed (jax.random.key(SEED)); 0 is a fixed seed like any other "
+                   "(the original's --seed 0 draws a random one)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bar or table")
     p.add_argument("--data-dir", default=None,
                    help="accepted by every project; unused here (weights ship in the proteinmpnn "
@@ -85,7 +91,8 @@ def _sample_many(args: argparse.Namespace):
         bias_aa=args.bias_aa, bias_by_res=args.bias_by_res, checkpoint=args.weights,
         variant=args.variant, seed=args.seed, quiet=args.quiet, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs, tie=args.tie,
-        homo_oligomer=args.homo_oligomer,
+        homo_oligomer=args.homo_oligomer, max_length=args.max_length,
+        backbone_noise=args.backbone_noise, seqs_dir=_seqs_dir(args),
     )  # fmt: skip
     return _raise_if_failed(summary)
 
@@ -109,9 +116,27 @@ def _sample_jsonl(args: argparse.Namespace):
         unconditional_probs=args.unconditional_probs, chains=args.chains,
         design_chains=args.design_chains, fixed=args.fixed, tie=args.tie,
         homo_oligomer=args.homo_oligomer, bias_by_res=args.bias_by_res,
-        omit_by_res=args.omit_aa_by_res,
+        omit_by_res=args.omit_aa_by_res, max_length=args.max_length,
+        backbone_noise=args.backbone_noise, seqs_dir=_seqs_dir(args),
     )  # fmt: skip
     return _raise_if_failed(summary)
+
+
+def _score_only_failed(summary):
+    """The error of a score-only run in which some structures failed (the others are written)."""
+    from fidia_jax.errors import DataError
+
+    return DataError(
+        f"{summary['num_failed']} of {len(summary['structures'])} structures failed "
+        f"(errors in {summary['files']['tsv']})"
+    )
+
+
+def _seqs_dir(args: argparse.Namespace):
+    """``OUT/seqs`` with ``--original-layout`` (one ``<name>.fa`` per structure), else ``None``."""
+    import pathlib
+
+    return pathlib.Path(args.out) / "seqs" if args.original_layout else None
 
 
 def _raise_if_failed(summary):
@@ -148,20 +173,52 @@ def _sample(args: argparse.Namespace):
         checkpoint=args.weights, variant=args.variant, seed=args.seed, quiet=args.quiet,
         tie=args.tie, homo_oligomer=args.homo_oligomer, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs,
+        bucket=args.bucket, max_length=args.max_length, backbone_noise=args.backbone_noise,
+        seqs_dir=_seqs_dir(args),
     )  # fmt: skip
 
 
 def _score(args: argparse.Namespace):
+    from fidia_jax.errors import ConfigError
     from fidia_jax.projects.proteinmpnn.design import run_score
 
     _note_data_dir(args)
     _warn_old_weights_flag(args)
+    if args.fasta is None:  # the native sequences (the original's --score_only)
+        from fidia_jax.projects.proteinmpnn.batch import run_score_only
+
+        if args.out is None:
+            raise ConfigError("scoring native sequences (no --fasta) needs --out")
+        if args.tie or args.homo_oligomer or args.fixed:
+            raise ConfigError("--tie, --homo-oligomer and --fixed need --fasta")
+        summary = run_score_only(
+            args.out, pdb_dir=args.pdb_dir, pdb_list=args.pdb_list,
+            pdbs=[args.pdb] if args.pdb else [], chains=args.chains,
+            design_chains=args.design_chains, num_orders=args.num_orders,
+            checkpoint=args.weights, variant=args.variant, seed=args.seed, bucket=args.bucket,
+            quiet=args.quiet,
+        )  # fmt: skip
+        if summary["num_failed"]:
+            raise _score_only_failed(summary)
+        return summary
+    if args.pdb_dir or args.pdb_list:
+        raise ConfigError("--pdb-dir / --pdb-list score the native sequences: drop --fasta")
     return run_score(
         args.fasta, pdb=args.pdb, chains=args.chains, design_chains=args.design_chains,
         fixed=args.fixed, num_orders=args.num_orders, checkpoint=args.weights,
         variant=args.variant, seed=args.seed, out=args.out, quiet=args.quiet, tie=args.tie,
-        homo_oligomer=args.homo_oligomer,
+        homo_oligomer=args.homo_oligomer, bucket=args.bucket,
     )  # fmt: skip
+
+
+def _add_bucket_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bucket",
+        type=int,
+        default=64,
+        help="pad lengths to multiples of this, so that one compiled program (kept in the "
+        "persistent compilation cache) serves every length of a bucket; 1 = no padding",
+    )
 
 
 def add_commands(subparsers) -> None:
@@ -169,7 +226,9 @@ def add_commands(subparsers) -> None:
     ps = subparsers.add_parser("sample", help="sample sequences for a backbone")
     _add_structure_args(ps)
     ps.add_argument("--num-samples", type=int, default=16)
-    ps.add_argument("--temperature", type=float, default=0.1)
+    ps.add_argument("--temperature", "--sampling_temp", dest="temperature", default="0.1",
+                    help="sampling temperature(s): 0.1, or several as '0.1,0.2' or '0.1 0.2' "
+                    "(num-samples at each)")  # fmt: skip
     ps.add_argument("--omit-aa", default="X", help="letters never sampled, e.g. CX (X always)")
     ps.add_argument("--bias-aa", default=None, help="global logit bias, e.g. 'W:1.5,C:-2'")
     ps.add_argument("--bias-by-res", default=None, metavar="FILE",
@@ -192,12 +251,13 @@ def add_commands(subparsers) -> None:
     ):
         ps.add_argument(f"--{name}-jsonl", default=None, metavar="FILE",
                         help=f"with --jsonl-path: the original helper scripts' {what} file")  # fmt: skip
-    ps.add_argument(
-        "--bucket",
-        type=int,
-        default=64,
-        help="with --pdb-dir/--pdb-list/--jsonl-path: pad lengths to multiples of this (one compile per bucket)",
-    )
+    _add_bucket_arg(ps)
+    ps.add_argument("--original-layout", action="store_true",
+                    help="also write OUT/seqs/<name>.fa, as protein_mpnn_run.py does")  # fmt: skip
+    ps.add_argument("--backbone-noise", "--backbone_noise", dest="backbone_noise", type=float,
+                    default=0.0, help="Gaussian noise (Å, std) added to the backbone coordinates")  # fmt: skip
+    ps.add_argument("--max-length", "--max_length", dest="max_length", type=int, default=None,
+                    help="refuse structures of more residues (with --pdb-dir: that row fails)")  # fmt: skip
     _add_tie_args(ps)
     ps.add_argument("--omit-aa-by-res", default=None, metavar="FILE",
                     help='per-residue omitted letters JSON {"A": {"12": "CW"}} (author numbering)')  # fmt: skip
@@ -210,8 +270,14 @@ def add_commands(subparsers) -> None:
     ps.set_defaults(run=_sample)
     pc = subparsers.add_parser("score", help="score the sequences of a FASTA file on a backbone")
     _add_structure_args(pc)
-    pc.add_argument("--fasta", required=True)
+    pc.add_argument("--fasta", default=None,
+                    help="sequences to score; without it, the native sequence of each structure "
+                    "(--pdb, --pdb-dir, --pdb-list) is scored into OUT/score_only/<name>_pdb.npz")  # fmt: skip
+    pc.add_argument("--pdb-dir", default=None, help="without --fasta: score every structure of DIR")
+    pc.add_argument("--pdb-list", default=None, metavar="FILE",
+                    help="without --fasta: score the structures listed in FILE")  # fmt: skip
     pc.add_argument("--num-orders", type=int, default=1, help="random decoding orders to average")
+    _add_bucket_arg(pc)
     _add_tie_args(pc)
     pc.add_argument("--out", "--workdir", dest="out", default=None,
                     help="directory for scores.json (optional)")  # fmt: skip

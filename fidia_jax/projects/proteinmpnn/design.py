@@ -36,13 +36,28 @@ def _sha256(path: pathlib.Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _load_model(checkpoint: str, variant: str):
+def load_model(checkpoint: str, variant: str):
+    """The named weights of the installed package, or a ``.pt`` file of the user's own.
+
+    ``checkpoint`` is a path when it ends in ``.pt`` or names a directory part; the file is
+    read without torch (``fidia_jax.models.load_torch_checkpoint``), and its kind must match
+    ``variant`` (a CA-only file needs ``--ca-only``, and the other way round).
+    """
     from fidia_jax.models import ProteinMPNN
 
-    return ProteinMPNN.from_checkpoint(checkpoint, variant=variant)
+    if not (checkpoint.endswith(".pt") or os.sep in checkpoint or "/" in checkpoint):
+        return ProteinMPNN.from_checkpoint(checkpoint, variant=variant)
+    if not pathlib.Path(checkpoint).is_file():
+        raise ConfigError(f"--checkpoint {checkpoint}: no such file")
+    model = ProteinMPNN.from_checkpoint(path=checkpoint)
+    if model.ca_only != (variant == "ca"):
+        kind = "a CA-only" if model.ca_only else "a full-backbone"
+        fix = "add --ca-only" if model.ca_only else "drop --ca-only / --variant ca"
+        raise ConfigError(f"--checkpoint {checkpoint} is {kind} model: {fix}")
+    return model
 
 
-def _prepare(pdb, chains, design_chains, fixed, variant: str) -> DesignSetup:
+def prepare_structure(pdb, chains, design_chains, fixed, variant: str) -> DesignSetup:
     """:func:`prepare_design`; for the CA-only model (``variant="ca"``) a structure file is read
     with ``load_structure(..., ca_only=True)`` (``mask`` = the residue has a CA)."""
     from fidia_jax.protein import Protein, default_backbone_path, load_structure
@@ -53,7 +68,7 @@ def _prepare(pdb, chains, design_chains, fixed, variant: str) -> DesignSetup:
     return prepare_design(pdb, chains, design_chains, fixed)
 
 
-def _check_positive(name: str, value: float, integer: bool = False) -> None:
+def check_positive(name: str, value: float, integer: bool = False) -> None:
     if not (value > 0) or (integer and int(value) != value):
         raise ConfigError(
             f"{name} must be a positive {'integer' if integer else 'number'}, got {value}"
@@ -73,7 +88,7 @@ def run_sample(
     design_chains: str | Sequence[str] | None = None,
     fixed: str | None = None,
     num_samples: int = 16,
-    temperature: float = 0.1,
+    temperature: float | str | Sequence[float] = 0.1,
     omit_aas: str | None = "X",
     bias_aa: str | Mapping[str, float] | None = None,
     bias_by_res: str | os.PathLike | Mapping | None = None,
@@ -89,6 +104,9 @@ def run_sample(
     omit_by_res: str | os.PathLike | Mapping | None = None,
     save_probs: bool = False,
     unconditional_probs: bool = False,
+    max_length: int | None = None,
+    backbone_noise: float = 0.0,
+    seqs_dir: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Samples sequences with ProteinMPNN and writes ``samples.fasta`` + ``summary.json``.
 
@@ -109,8 +127,12 @@ def run_sample(
     Args:
       out: output directory (created when writing).
       pdb, chains, design_chains, fixed: see :func:`fidia_jax.protein.prepare_design`.
-      num_samples: sequences to draw.
-      temperature: sampling temperature ``T > 0``.
+      num_samples: sequences to draw (per temperature).
+      temperature: sampling temperature ``T > 0``, or several (a sequence, or a string
+        ``"0.1,0.2"`` / ``"0.1 0.2"`` as the original's ``--sampling_temp``): ``num_samples``
+        sequences at each, in that order, under one compiled program (``T`` is traced). The
+        ``k``-th temperature draws with ``jax.random.fold_in(key(seed), k)`` for ``k >= 1``
+        (``key(seed)`` for the first, so a single temperature draws as before).
       omit_aas: letters never sampled at designed positions (``"CX"``); ``X`` is always added.
         Fixed and visible positions keep their native residue whatever it is.
       bias_aa: global logit bias, ``"W:1.5,C:-2"`` or ``{"W": 1.5}`` (see :func:`parse_bias_aa`).
@@ -136,6 +158,16 @@ def run_sample(
         :mod:`.buckets`); ``None`` = no padding.
       tie, homo_oligomer: tied positions (``"A1-10:B1-10"``, repeatable) or all chains tied
         position by position (see ``fidia_jax.models.sample``'s ``tied``).
+      max_length: refuse a structure of more residues (all loaded chains; the original's
+        ``--max_length``, which skips it): a ``DataError`` naming both numbers, before the
+        model runs (with many backbones, that structure's row fails and the others run).
+      backbone_noise: standard deviation (Å) of Gaussian noise added to every backbone
+        coordinate (the original's ``--backbone_noise``). One noisy copy of the structure is
+        drawn per run from ``seed`` (``jax.random.fold_in(key(seed), 2**30)``) and used for
+        sampling and for the native scores; the original draws new noise at every forward
+        call. ``0`` = none.
+      seqs_dir: also write the FASTA as ``seqs_dir/<structure file stem>.fa``, the original's
+        ``seqs/`` layout (``--original-layout``: ``out/seqs/``, also with many backbones).
 
     Returns:
       The JSON summary as a dict (``samples`` with ``sequence``, ``score``, ``recovery``;
@@ -144,8 +176,10 @@ def run_sample(
     Raises:
       FidiaError subclasses for bad inputs (structure, chains, motif spec, checkpoint, config).
     """
-    _check_positive("--num-samples", num_samples, integer=True)
-    _check_positive("--temperature", temperature)
+    check_positive("--num-samples", num_samples, integer=True)
+    temps = parse_temperatures(temperature)
+    if not backbone_noise >= 0:
+        raise ConfigError(f"--backbone-noise must be >= 0 (Å), got {backbone_noise}")
     omit = parse_omit_aas(omit_aas)
     bias_21 = parse_bias_aa(bias_aa)
     if unconditional_probs and not save_probs:
@@ -154,7 +188,12 @@ def run_sample(
     timing: dict[str, float] = {}
     with Reporter(quiet) as rep:
         with rep.stage("loading structure"):
-            setup = _prepare(pdb, chains, design_chains, fixed, variant)
+            setup = prepare_structure(pdb, chains, design_chains, fixed, variant)
+            if max_length is not None and setup.protein.length > max_length:
+                raise DataError(
+                    f"{setup.protein.source}: {setup.protein.length} residues, more than "
+                    f"--max-length {max_length}"
+                )
             bias_Lx21 = load_bias_by_res(bias_by_res, setup.protein) + bias_21[None]
             tied = tied_groups(tie, homo_oligomer, setup.protein)
             omit_Lx21 = load_omit_by_res(omit_by_res, setup.protein, omit)
@@ -165,43 +204,46 @@ def run_sample(
         if model is None:
             t = time.perf_counter()
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
-                model = _load_model(checkpoint, variant)
+                model = load_model(checkpoint, variant)
             timing["load_model"] = time.perf_counter() - t
         import jax
 
-        from fidia_jax.models import MPNNInputs, sample, score
+        from fidia_jax.models import MPNNInputs, sample
 
         if bucket is not None:  # many backbones per run: one compilation per padded length
-            sample, score = bucketed(bucket)
+            sample, _ = bucketed(bucket)
         t = time.perf_counter()
         with rep.stage(
-            f"sampling {num_samples} sequences at T={temperature} (first call compiles)"
+            f"sampling {num_samples} sequences at T={','.join(f'{x:g}' for x in temps)} and "
+            "scoring the native one (first call compiles)"
         ):
             inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
-            res = sample(
-                model, jax.random.key(seed), inputs, num_samples=int(num_samples),
-                temperature=float(temperature), fixed_mask=setup.fixed, omit_aas=omit,
-                bias=None if not bias_Lx21.any() else bias_Lx21, **({"tied": tied} if tied else {}),
-            )  # fmt: skip
-            seqs = np.asarray(jax.device_get(res.sequences))
-            tok_lp = np.asarray(jax.device_get(res.token_log_probs))
+            if backbone_noise > 0:
+                eps = jax.random.normal(
+                    jax.random.fold_in(jax.random.key(seed), 2**30), np.shape(inputs.X)
+                )
+                inputs = inputs._replace(X=np.asarray(inputs.X + backbone_noise * eps, np.float32))
+            # one compiled program: the native sequence is scored in the samples' decoding
+            # orders by N more rows of the sampler's loop (``score_native``)
+            runs = []
+            for k, temp in enumerate(temps):
+                key = jax.random.key(seed)
+                runs.append(sample(
+                    model, key if k == 0 else jax.random.fold_in(key, k), inputs,
+                    num_samples=int(num_samples), temperature=temp, fixed_mask=setup.fixed,
+                    omit_aas=omit, bias=None if not bias_Lx21.any() else bias_Lx21,
+                    score_native=True, **({"tied": tied} if tied else {}),
+                ))  # fmt: skip
+            runs = jax.device_get(runs)
+            seqs = np.concatenate([np.asarray(r.sequences) for r in runs])
+            tok_lp = np.concatenate([np.asarray(r.token_log_probs) for r in runs])
+            nat_lp = np.concatenate([np.asarray(r.native_token_log_probs) for r in runs])
         timing["sample"] = time.perf_counter() - t
-        t = time.perf_counter()
-        with rep.stage("scoring the native sequence in the samples' decoding orders"):
-            nat = score(
-                model,
-                inputs,
-                np.broadcast_to(setup.protein.S, seqs.shape),
-                res.decoding_order,
-                **({"tied": tied} if tied else {}),
-            )
-            nat_lp = np.asarray(jax.device_get(nat.token_log_probs))
-        timing["score_native"] = time.perf_counter() - t
         summary = _sample_summary(
-            setup, seqs, tok_lp, nat_lp, num_samples, temperature, checkpoint, variant, seed
+            setup, seqs, tok_lp, nat_lp, num_samples, temps, checkpoint, variant, seed
         )
         summary["inputs"].update(
-            omit_aas=omit, bias_aa={a: float(b) for a, b in zip(ALPHABET, bias_21, strict=True) if b},
+            backbone_noise=float(backbone_noise), omit_aas=omit, bias_aa={a: float(b) for a, b in zip(ALPHABET, bias_21, strict=True) if b},
             bias_by_res=None if bias_by_res is None or isinstance(bias_by_res, Mapping)
             else str(bias_by_res),
             omit_by_res=None if omit_by_res is None or isinstance(omit_by_res, Mapping)
@@ -214,11 +256,19 @@ def run_sample(
             if unconditional_probs:
                 uncond = np.exp(unconditional_log_probs(model, inputs))
             path = pathlib.Path(out) / "probs.npz"
-            write_probs(path, np.exp(np.asarray(jax.device_get(res.log_probs))), seqs,
-                        np.asarray(jax.device_get(res.decoding_order)), setup, uncond)  # fmt: skip
+            probs = np.exp(np.concatenate([np.asarray(r.log_probs) for r in runs]))
+            orders = np.concatenate([np.asarray(r.decoding_order) for r in runs])
+            write_probs(path, probs, seqs, orders, setup, uncond)
             summary["files"] = {"probs": str(path)}
         if write:
             write_sample_files(out, summary)
+            if seqs_dir is not None:
+                fa = (
+                    pathlib.Path(seqs_dir)
+                    / f"{pathlib.Path(setup.protein.source).name.split('.')[0]}.fa"
+                )
+                atomic_write_text(fa, _sample_fasta(summary))
+                summary["files"]["seqs"] = str(fa)
         rep.table(
             f"{setup.protein.source}: {int(setup.designed.sum())} designed positions, "
             f"mean recovery {summary['mean_recovery']:.3f}",
@@ -317,9 +367,32 @@ def write_sample_files(out: str | os.PathLike, summary: dict) -> None:
     atomic_write_text(js, json_text(summary, indent=2) + "\n")
 
 
-def _sample_summary(
-    setup, seqs, tok_lp, nat_lp, num_samples, temperature, checkpoint, variant, seed
-):
+def parse_temperatures(temperature) -> list[float]:
+    """``0.1`` / ``"0.1,0.2"`` / ``"0.1 0.2"`` / ``[0.1, 0.2]`` -> ``[0.1, 0.2]``; each ``> 0``.
+
+    Raises:
+      ConfigError: an entry that is not a positive number, or none at all.
+    """
+    if isinstance(temperature, str):
+        parts = temperature.replace(",", " ").split()
+    elif isinstance(temperature, (int, float, np.floating, np.integer)):
+        parts = [temperature]
+    else:
+        parts = list(temperature)
+    temps = []
+    for x in parts:
+        try:
+            value = float(x)
+        except (TypeError, ValueError):
+            raise ConfigError(f"--temperature: {x!r} is not a number") from None
+        check_positive("--temperature", value)
+        temps.append(value)
+    if not temps:
+        raise ConfigError("--temperature: no temperature given")
+    return temps
+
+
+def _sample_summary(setup, seqs, tok_lp, nat_lp, num_samples, temps, checkpoint, variant, seed):
     p = setup.protein
     d = setup.designed
     nd = int(d.sum())
@@ -335,6 +408,7 @@ def _sample_summary(
             "score": float(scores[i]),
             "global_score": float(global_scores[i]),
             "recovery": float(recovery[i]),
+            "temperature": temps[i // int(num_samples)],
         }
         for i in range(seqs.shape[0])
     ]
@@ -351,7 +425,7 @@ def _sample_summary(
             "length": p.length,
             "missing": list(p.missing),
             "num_samples": int(num_samples),
-            "temperature": float(temperature),
+            "temperature": temps[0] if len(temps) == 1 else temps,
             "checkpoint": checkpoint,
             "variant": variant,
             "seed": int(seed),
@@ -378,7 +452,7 @@ def _sample_fasta(summary: dict) -> str:
     ]
     for s in summary["samples"]:
         lines.append(
-            f">T={inp['temperature']:g}, sample={s['index']}, score={s['score']:.4f}, "
+            f">T={s['temperature']:g}, sample={s['index']}, score={s['score']:.4f}, "
             f"global_score={s['global_score']:.4f}, seq_recovery={s['recovery']:.4f}"
         )
         lines.append(s["sequence"])
@@ -445,6 +519,7 @@ def run_score(
     quiet: bool = False,
     tie: str | Sequence[str] | None = None,
     homo_oligomer: bool = False,
+    bucket: int | None = None,
 ) -> dict[str, Any]:
     """Scores the sequences of a FASTA file on a structure (teacher-forced ProteinMPNN NLL).
 
@@ -455,7 +530,9 @@ def run_score(
     permutation shared by all records), so equal records get equal scores whatever their place
     in the file. ``recovery`` as in :func:`run_sample`. With ``tie`` / ``homo_oligomer`` (as in
     :func:`run_sample`) each order is scored by ``fidia_jax.models.score(..., tied=)``: tied slots
-    get the log-probability of their group's shared draw.
+    get the log-probability of their group's shared draw. ``bucket`` pads the structure to a
+    multiple of ``bucket`` slots (as :func:`run_sample`; untied scoring only, and the scores do
+    not change: padded slots come first in every order and are nobody's neighbour).
 
     Returns:
       The summary dict (written to ``out/scores.json`` when ``out`` is given).
@@ -463,21 +540,23 @@ def run_score(
     Raises:
       FidiaError subclasses for bad inputs.
     """
-    _check_positive("--num-orders", num_orders, integer=True)
+    check_positive("--num-orders", num_orders, integer=True)
     t0 = time.perf_counter()
     with Reporter(quiet) as rep:
         with rep.stage("loading structure and sequences"):
-            setup = _prepare(pdb, chains, design_chains, fixed, variant)
+            setup = prepare_structure(pdb, chains, design_chains, fixed, variant)
             records = read_fasta(fasta)
             toks = np.stack([_tokens_from_fasta(setup, h, s, fasta) for h, s in records])
             tied = tied_groups(tie, homo_oligomer, setup.protein)
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
-                model = _load_model(checkpoint, variant)
+                model = load_model(checkpoint, variant)
         import jax
 
         from fidia_jax.models import MPNNInputs, random_decoding_order, score
 
+        if bucket is not None:  # one compilation per padded length
+            _, score = bucketed(bucket)
         with rep.stage(f"scoring {len(records)} sequences x {num_orders} decoding orders"):
             inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
             n = toks.shape[0]

@@ -138,3 +138,125 @@ def test_score_tied_equals_models_score(model, protein, tmp_path):
         assert not np.allclose(untied[0, :5], untied[0, 10:15])  # tying is not vacuous
     np.testing.assert_allclose(s["records"][0]["score"], np.mean(want), rtol=1e-6)
     assert s["inputs"]["tied_groups"] == 5
+
+
+# ---- issue 27: the user's own weights, error messages ----------------------------------------
+def test_checkpoint_path_loads_the_users_weights_and_checks_the_kind(tmp_path):
+    from fidia_jax.errors import ConfigError
+    from fidia_jax.models.proteinmpnn import checkpoint_path
+    from fidia_jax.projects.proteinmpnn.design import load_model
+
+    own = tmp_path / "my_model.pt"
+    own.write_bytes(checkpoint_path("v_48_010", "vanilla").read_bytes())
+    model = load_model(str(own), "vanilla")
+    ref = load_model("v_48_010", "vanilla")
+    np.testing.assert_array_equal(model.W_out.kernel.get_value(), ref.W_out.kernel.get_value())
+    with pytest.raises(ConfigError, match="full-backbone model: drop --ca-only"):
+        load_model(str(own), "ca")
+    with pytest.raises(ConfigError, match="no such file"):
+        load_model(str(tmp_path / "missing.pt"), "vanilla")
+
+
+def test_unknown_checkpoint_lists_the_valid_names():
+    from fidia_jax.errors import CheckpointError, ConfigError
+    from fidia_jax.models.proteinmpnn import checkpoint_path
+
+    with pytest.raises(
+        CheckpointError, match=r"valid names for vanilla: v_48_002, v_48_010, v_48_020, v_48_030"
+    ):
+        checkpoint_path("v_48_999", "vanilla")
+    with pytest.raises(ConfigError, match=r"valid names for ca: v_48_002, v_48_010, v_48_020"):
+        checkpoint_path("v48", "ca")
+
+
+def test_ca_only_structure_hint_names_the_flag():
+    import pathlib
+
+    from fidia_jax.errors import StructureError
+    from fidia_jax.protein import load_structure
+
+    ca = pathlib.Path(__file__).parents[2] / "data" / "proteinmpnn_ca" / "2xcjA_ca.pdb"
+    with pytest.raises(StructureError, match="--ca-only on the command line"):
+        load_structure(ca)
+
+
+def test_several_temperatures_in_one_run(model, tmp_path):
+    """``--sampling_temp "0.1 1.0"``: N samples per temperature; the first as a run at T = 0.1."""
+    from fidia_jax.errors import ConfigError
+
+    kw = dict(model=model, num_samples=2, seed=4, quiet=True)
+    both = run_sample(tmp_path / "both", temperature="0.1 1.0", **kw)
+    one = run_sample(None, temperature=0.1, write=False, **kw)
+    assert [s["temperature"] for s in both["samples"]] == [0.1, 0.1, 1.0, 1.0]
+    assert both["inputs"]["temperature"] == [0.1, 1.0]
+    assert [s["sequence"] for s in both["samples"][:2]] == [s["sequence"] for s in one["samples"]]
+    heads = [ln for ln in (tmp_path / "both" / "samples.fasta").read_text().splitlines()[2:]
+             if ln.startswith(">")]  # fmt: skip
+    assert [h.split(",")[0] for h in heads] == [">T=0.1", ">T=0.1", ">T=1", ">T=1"]
+    with pytest.raises(ConfigError, match="'hot' is not a number"):
+        run_sample(None, temperature="0.1,hot", write=False, **kw)
+    with pytest.raises(ConfigError, match="temperature must be a positive"):
+        run_sample(None, temperature="0.1,0", write=False, **kw)
+
+
+def test_max_length_refuses_longer_structures(tmp_path):
+    with pytest.raises(DataError, match="58 residues, more than --max-length 57"):
+        run_sample(None, max_length=57, write=False, quiet=True)
+    assert cli.main(["sample", "--max_length", "40", "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o" / "samples.fasta").exists()
+
+
+def test_backbone_noise_moves_the_backbone_reproducibly(model):
+    from fidia_jax.errors import ConfigError
+
+    kw = dict(model=model, num_samples=2, temperature=0.1, seed=6, quiet=True, write=False)
+    plain = run_sample(None, **kw)
+    noisy = run_sample(None, backbone_noise=0.3, **kw)
+    again = run_sample(None, backbone_noise=0.3, **kw)
+    assert noisy["inputs"]["backbone_noise"] == 0.3 and plain["inputs"]["backbone_noise"] == 0.0
+    assert noisy["native_score"] == again["native_score"]
+    # 0.3 Å moves the native score by far more than float noise, both ways possible
+    assert abs(noisy["native_score"] - plain["native_score"]) > 1e-3
+    with pytest.raises(ConfigError, match="backbone-noise must be >= 0"):
+        run_sample(None, backbone_noise=-0.1, **kw)
+
+
+def test_original_layout_writes_seqs_name_fa(model, tmp_path):
+    s = run_sample(
+        tmp_path, model=model, num_samples=2, temperature=0.1, seed=4, quiet=True,
+        seqs_dir=tmp_path / "seqs",
+    )  # fmt: skip
+    fa = tmp_path / "seqs" / "5PTI.fa"
+    assert s["files"]["seqs"] == str(fa)
+    assert fa.read_text() == (tmp_path / "samples.fasta").read_text()
+
+
+def test_score_only_over_a_folder(model, tmp_path):
+    """``fidia-jax score --pdb-dir``: native per-residue / designed / global NLL per order."""
+    import shutil
+
+    import jax
+
+    from fidia_jax.models import MPNNInputs, random_decoding_order, score
+    from fidia_jax.projects.proteinmpnn.batch import run_score_only
+    from fidia_jax.protein import default_backbone_path, load_structure
+
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(default_backbone_path(), d / "5PTI.cif.gz")
+    (d / "broken.pdb").write_text("not a structure\n")
+    s = run_score_only(tmp_path / "out", pdb_dir=d, num_orders=2, seed=3, model=model, quiet=True)
+    rows = {r["name"]: r for r in s["structures"]}
+    assert rows["broken"]["status"] == "error" and s["num_failed"] == 1
+    z = np.load(tmp_path / "out" / "score_only" / "5PTI_pdb.npz")
+    assert z["score"].shape == (2,) and z["per_residue"].shape == (2, 58)
+    # order 0 of seed 3, scored directly without padding
+    p = load_structure(default_backbone_path())
+    k0 = jax.random.split(jax.random.key(3), 2)[0]
+    order = np.asarray(random_decoding_order(k0, np.ones(58, np.float32)))[None]
+    ref = -np.asarray(score(model, MPNNInputs.from_protein(p), p.S[None], order).token_log_probs)[0]
+    np.testing.assert_allclose(z["per_residue"][0], ref, atol=2e-5)
+    np.testing.assert_allclose(z["score"], np.nanmean(z["per_residue"], -1), rtol=1e-5)
+    assert rows["5PTI"]["score"] == pytest.approx(float(z["score"].mean()), rel=1e-6)
+    assert cli.main(["score", "--pdb-dir", str(d), "--out", str(tmp_path / "cli")]) == 2
+    assert (tmp_path / "cli" / "score_only" / "5PTI_pdb.npz").is_file()
