@@ -137,7 +137,7 @@ def hf_llama_config(
     kw: dict[str, Any] = {}
     if gemma:
         window = int(hf.get("sliding_window") or 0)
-        pattern = int(hf.get("sliding_window_pattern") or 6)
+        pattern = int(hf.get("sliding_window_pattern") or hf.get("_sliding_window_pattern") or 6)
         types = hf.get("layer_types")
         if types is not None:
             want_types = [

