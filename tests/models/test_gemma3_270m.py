@@ -75,3 +75,37 @@ def test_gemma3_270m_greedy_generation(gguf_path):
     texts = [tok.decode(list(np.asarray(out.tokens[i]))) for i in range(len(ids))]
     for (p, want), text in zip(PROMPTS, texts, strict=True):
         assert want in text, (p, text)
+
+
+REFERENCE = pathlib.Path(__file__).resolve().parents[1] / "data/gemma3_270m/reference.npz"
+
+
+@pytest.mark.skipif(not REFERENCE.exists(), reason="tools/gemma3_make_reference_fixture.py")
+def test_gemma3_270m_matches_transformers(gguf_path):
+    """Token ids, logits (top 64 per position) and greedy continuations vs transformers."""
+    pytest.importorskip("gguf")
+    ref = np.load(REFERENCE)
+    n = sum(1 for k in ref.files if k.startswith("prompt_"))
+    model = models.load_gguf(gguf_path, max_seq_len=64)
+    tok = models.load_tokenizer(gguf_path)
+    ids = [ref[f"ids_{i}"] for i in range(n)]
+    for i in range(n):
+        assert tok.encode(str(ref[f"prompt_{i}"])) == ids[i].tolist()
+    width = max(map(len, ids))
+    prompt = np.zeros((n, width), np.int32)
+    for i, row in enumerate(ids):
+        prompt[i, : len(row)] = row  # right padding: causal, earlier positions unaffected
+    logits = np.asarray(model(jnp.asarray(prompt)))
+    for i in range(n):
+        t = len(ids[i])
+        ours = np.take_along_axis(logits[i, :t], ref[f"top_ids_{i}"], -1)
+        want = ref[f"top_logits_{i}"]
+        np.testing.assert_allclose(ours, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    out = models.sample_llama(
+        model,
+        jnp.asarray(prompt),
+        lengths=jnp.asarray([len(r) for r in ids], jnp.int32),
+        max_new_tokens=32,
+    )
+    greedy = np.stack([ref[f"greedy_{i}"] for i in range(n)])  # -1: the reference stopped
+    np.testing.assert_array_equal(np.where(greedy >= 0, np.asarray(out.tokens), -1), greedy)
