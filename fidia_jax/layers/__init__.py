@@ -41,12 +41,16 @@ from fidia_jax.layers._quantize import resize_grid as resize_grid
 from fidia_jax.layers._quantize import resize_images as resize_images
 from fidia_jax.layers._quantize import tokens_to_latent as tokens_to_latent
 from fidia_jax.layers._quantize import vector_quantize as vector_quantize
+from fidia_jax.layers._rope import RopeScaling as RopeScaling
 from fidia_jax.layers._rope import apply_rope as apply_rope
+from fidia_jax.layers._rope import rope_frequencies as rope_frequencies
 
 __all__ = [
     "AttentionFn",
     "attention_weights",
     "apply_rope",
+    "RopeScaling",
+    "rope_frequencies",
     "get_attention_impl",
     "is_decode_only",
     "list_attention_impls",

