@@ -289,8 +289,13 @@ def max_at_k(rewards_n: jax.Array, k: int) -> jax.Array:
     Example:
       >>> float(max_at_k(jnp.array([3.0, 1.0, 2.0]), 2))  # (2 + 3 + 3) / 3
       2.6666...
-      >>> float(max_at_k(jnp.array([3.0, jnp.nan, 1.0, 2.0]), 2))  # the nan is excluded, warned
+      >>> import warnings
+      >>> with warnings.catch_warnings(record=True) as caught:
+      ...     warnings.simplefilter("always")
+      ...     float(max_at_k(jnp.array([3.0, jnp.nan, 1.0, 2.0]), 2))  # the nan is excluded
       2.6666...
+      >>> str(caught[0].message).split(";")[0]
+      'max_at_k: 1 of 4 rewards are non-finite (nan/inf) and were excluded as missing samples (first at index 1)'
     """
     rewards_n = _check_rewards(rewards_n, "max_at_k")
     n = rewards_n.shape[0]
