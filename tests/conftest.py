@@ -66,3 +66,25 @@ def pytest_sessionfinish(session, exitstatus):
                 and getattr(cb, "__name__", "") == "_xla_gc_callback")
     ]  # fmt: skip
     gc.freeze()
+
+
+_HEAVY_TESTS = REPO_ROOT / "tests" / "heavy_tests.txt"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks the tests listed in ``tests/heavy_tests.txt`` ``integration``.
+
+    Each took >= 5 s per call in a measured `make test` (``tools/heavy_tests.py`` writes the list
+    from a ``--durations=0`` report), so `make test` stays within 10 minutes on 2 cores; they run
+    in `make test-integration`, which CI runs after it.
+    """
+    if not _HEAVY_TESTS.exists():
+        return
+    heavy = {
+        line.strip()
+        for line in _HEAVY_TESTS.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for item in items:
+        if item.nodeid in heavy:
+            item.add_marker(pytest.mark.integration)
