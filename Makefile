@@ -21,12 +21,14 @@ $(STAMP): $(PY) pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/fidia-jax demo
 
-# The default suite: unit tests, tiny driver runs, doctests (<= 10 minutes on 2 cores).
+# The default suite: unit tests, tiny driver runs, doctests (<= 10 minutes on 2 cores). The tests
+# listed in tests/heavy_tests.txt (>= 5 s each, tools/heavy_tests.py) run in test-integration.
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS) -q -m "not slow and not integration" --durations=15 tests --doctest-modules $(DOCTEST_PATHS)
 
-# End-to-end runs in subprocesses: every notebook in tiny mode (except the two marked slow) and the
-# FIDIA kill-and-resume check. CI (.ci/run) runs this after `make test`.
+# End-to-end runs in subprocesses (every driver's tiny run, every notebook in tiny mode except the
+# two marked slow, the kill-and-resume checks) and the long tests of tests/heavy_tests.txt. CI
+# (.ci/run) runs this after `make test`.
 test-integration: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS) -q -m integration --durations=10 tests
 
