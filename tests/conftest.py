@@ -74,7 +74,8 @@ _HEAVY_TESTS = REPO_ROOT / "tests" / "heavy_tests.txt"
 def pytest_collection_modifyitems(config, items):
     """Marks the tests listed in ``tests/heavy_tests.txt`` ``integration``.
 
-    Each took >= 5 s per call in a measured `make test` (``tools/heavy_tests.py`` writes the list
+    Each took several seconds per call (threshold in the file's header) in a measured `make test`
+    (``tools/heavy_tests.py`` writes the list
     from a ``--durations=0`` report), so `make test` stays within 10 minutes on 2 cores; they run
     in `make test-integration`, which CI runs after it.
     """
