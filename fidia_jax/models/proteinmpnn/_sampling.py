@@ -265,6 +265,7 @@ def sample(
     bias=None,
     tied=None,
     score_native: bool = False,
+    pssm=None,
 ) -> SampleResult:
     """Draw sequences autoregressively in random decoding orders (the original ``sample``).
 
@@ -310,6 +311,18 @@ def sample(
         are those of ``score_native=False``). Equals :func:`score` of ``inputs.S`` with
         ``decoding_order`` and ``tied`` up to float rounding (the loop's per-step arithmetic,
         about 1e-5).
+      pssm: optional position-specific mixing, the original's ``--pssm_bias_flag`` /
+        ``--pssm_log_odds_flag`` step: a tuple ``(mix_L, probs_Lx21, scale_Lx21)`` of float32
+        arrays, ``(L,)``, ``(L, 21)``, ``(L, 21)``. At a drawn position ``i`` the sampling
+        distribution ``p = softmax((logits + bias) / T)`` (omitted letters removed) becomes
+        ``p' ∝ ((1 - mix_i) p + mix_i probs_i) * scale_i``: ``mix = pssm_multi * pssm_coef``
+        and ``probs = pssm_bias`` of the original, ``scale`` its log-odds mask
+        ``(log_odds > threshold) + 0.001`` times any per-residue omission ``(1 - omit)``
+        (ones when unused). ``omit_aas`` letters get probability 0 after the mix as well.
+        ``mix`` must lie in ``[0, 1]``, ``probs`` and ``scale`` must be finite and ``>= 0``,
+        and every row must keep some letter allowed. ``None`` (default) leaves the draw, and
+        the random stream, exactly as without it. In a tied group the row of its last member
+        (as ``bias``) applies.
 
     Tied positions (the original ``ProteinMPNN.tied_sample``, with ``tied_beta = 1``):
 
@@ -382,12 +395,45 @@ def sample(
         )
         check_tied_design(design, gid)
         ties = (jnp.asarray(gid), jnp.asarray(group_sizes_and_members(gid)[0]))
+    if pssm is not None:
+        pssm = _check_pssm(pssm, length, vocab, omit)
     graphdef, state = nnx.split(model)
     inputs = canonical(inputs._replace(S=native_S))
     return _sample_jit(
         graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21, int(num_samples), ties,
-        bool(score_native),
+        bool(score_native), pssm,
     )  # fmt: skip
+
+
+def _check_pssm(pssm, length: int, vocab: int, omit_21):
+    """Validated ``(mix_L, probs_Lx21, scale_Lx21)`` float32 arrays (see :func:`sample`)."""
+    try:
+        mix, probs, scale = (np.asarray(a, np.float32) for a in pssm)
+    except (TypeError, ValueError):
+        raise ValueError("pssm must be a tuple (mix_L, probs_Lx21, scale_Lx21)") from None
+    for name, a, shape in (
+        ("mix", mix, (length,)),
+        ("probs", probs, (length, vocab)),
+        ("scale", scale, (length, vocab)),
+    ):
+        if a.shape != shape:
+            raise ValueError(f"pssm {name} must have shape {shape}, got {a.shape}")
+        if not np.isfinite(a).all():
+            raise ValueError(f"pssm {name} has non-finite values")
+    if mix.min(initial=0.0) < 0 or mix.max(initial=0.0) > 1:
+        raise ValueError(f"pssm mix must lie in [0, 1], got [{mix.min()}, {mix.max()}]")
+    if probs.min(initial=0.0) < 0 or scale.min(initial=0.0) < 0:
+        raise ValueError("pssm probs and scale must be >= 0")
+    allowed = (scale > 0) & ~np.asarray(omit_21)[None, :]
+    dead = np.flatnonzero(~allowed.any(-1))
+    if dead.size:
+        raise ValueError(f"pssm scale leaves no letter to sample at slot(s) {dead[:10].tolist()}")
+    dead = np.flatnonzero((mix >= 1) & ~((probs * allowed) > 0).any(-1))
+    if dead.size:
+        raise ValueError(
+            f"pssm mix 1 with no probability on an allowed letter at slot(s) {dead[:10].tolist()}"
+        )
+    return jnp.asarray(mix), jnp.asarray(probs), jnp.asarray(scale)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 8, 10))
@@ -403,6 +449,7 @@ def _sample_jit(
     num_samples,
     ties=None,
     native=False,
+    pssm=None,
 ):
     model: ProteinMPNN = nnx.merge(graphdef, state)
     dt = model.dtype
@@ -441,6 +488,7 @@ def _sample_jit(
             E_idx,
             ties,
             draw_N=draw_N,
+            pssm=pssm,
         )
         return _split_native(res, native, ties)
     rank_NxL = jnp.argsort(order_NxL, axis=-1)
@@ -464,7 +512,9 @@ def _sample_jit(
             jnp.broadcast_to(t, (N,)),
         )
         lp_Nx21 = jax.nn.log_softmax(logits_Nx21, -1)
-        drawn = _draw(noise_Nx21, logits_Nx21 + bias_Lx21[p_N], omit_21, temperature)
+        drawn = _draw(
+            noise_Nx21, logits_Nx21 + bias_Lx21[p_N], omit_21, temperature, _pssm_rows(pssm, p_N)
+        )
         designed = design_L[p_N] > 0
         if draw_N is not None:
             designed = designed & draw_N
@@ -571,17 +621,43 @@ def _decode_position(
     return model.W_out(h_p).astype(jnp.float32), new_hP
 
 
-def _draw(noise_Nx21, z_Nx21, omit_21, temperature):
+def _pssm_rows(pssm, p_N):
+    """The ``pssm`` rows (see :func:`sample`) of positions ``p_N``; ``None`` without a PSSM."""
+    if pssm is None:
+        return None
+    mix_L, probs_Lx21, scale_Lx21 = pssm
+    return mix_L[p_N], probs_Lx21[p_N], scale_Lx21[p_N]
+
+
+def _draw(noise_Nx21, z_Nx21, omit_21, temperature, pssm_rows=None):
     """``categorical(z / T)`` over the non-omitted tokens; the greedy token when ``T <= 0`` (traced).
 
     ``noise_Nx21`` is the step's row of :func:`_token_noise` (Gumbel-max: ``argmax(noise + z / T)``).
+    With ``pssm_rows`` (``mix_N``, ``probs_Nx21``, ``scale_Nx21``) the categorical is the mixed
+    and rescaled ``((1 - mix) softmax(z / T) + mix probs) * scale`` (see :func:`sample`), drawn
+    by Gumbel-max on its logarithm.
     """
     neg_inf = jnp.asarray(-jnp.inf, jnp.float32)
     z = z_Nx21 / temperature
     z = jnp.where(omit_21[None, :], neg_inf, z)
-    drawn = jnp.argmax(noise_Nx21 + z, axis=-1).astype(jnp.int32)
     # a traced T <= 0 (or NaN) cannot raise: take the T -> 0+ limit, the greedy token
-    greedy = jnp.argmax(jnp.where(omit_21[None, :], neg_inf, z_Nx21), -1)
+    greedy_z = jnp.where(omit_21[None, :], neg_inf, z_Nx21)
+    if pssm_rows is not None:
+        # in log space, so that a softmax underflowing to 0 on the allowed letters still draws
+        mix_N, probs_Nx21, scale_Nx21 = pssm_rows
+        lp = jax.nn.log_softmax(z, -1)
+        lp_greedy = jnp.where(
+            jax.nn.one_hot(jnp.argmax(greedy_z, -1), z.shape[-1], dtype=bool), 0.0, neg_inf
+        )
+        keep = jnp.log(1.0 - mix_N)[:, None]
+        prior = jnp.log(mix_N)[:, None] + jnp.log(probs_Nx21)
+        off = omit_21[None, :] | (scale_Nx21 <= 0)
+        z, greedy_z = (
+            jnp.where(off, neg_inf, jnp.logaddexp(keep + q, prior) + jnp.log(scale_Nx21))
+            for q in (lp, lp_greedy)
+        )
+    drawn = jnp.argmax(noise_Nx21 + z, axis=-1).astype(jnp.int32)
+    greedy = jnp.argmax(greedy_z, -1)
     return jnp.where(temperature > 0, drawn, greedy.astype(jnp.int32))
 
 
@@ -615,6 +691,7 @@ def _sample_tied(
     ties,
     forced_NxL=None,
     draw_N=None,
+    pssm=None,
 ):
     """The scan of :func:`_sample_jit` with tied groups (see :func:`sample`, "Tied positions").
 
@@ -647,7 +724,9 @@ def _sample_tied(
         acc_Nx21 = jnp.where(first_NxL[:, t, None], 0.0, acc_Nx21) + logits_Nx21
         if forced_NxL is None:
             mean_Nx21 = acc_Nx21 / size_L[p_N][:, None].astype(jnp.float32)
-            drawn = _draw(noise_Nx21, mean_Nx21 + bias_Lx21[p_N], omit_21, temperature)
+            drawn = _draw(
+                noise_Nx21, mean_Nx21 + bias_Lx21[p_N], omit_21, temperature, _pssm_rows(pssm, p_N)
+            )
             drawing_NxL = group_design_L[None, :]
             if draw_N is not None:
                 drawing_NxL = drawing_NxL & draw_N[:, None]

@@ -136,6 +136,7 @@ def run_sample_jsonl(
     bias_aa_jsonl: str | os.PathLike | None = None,
     bias_by_res_jsonl: str | os.PathLike | None = None,
     omit_aa_jsonl: str | os.PathLike | None = None,
+    pssm_jsonl: str | os.PathLike | None = None,
     bucket: int = 64,
     checkpoint: str = "v_48_020",
     variant: str = "vanilla",
@@ -163,6 +164,10 @@ def run_sample_jsonl(
         bias_by_res_jsonl, omit_aa_jsonl: the helper scripts' files (``None`` = not used). The
         global bias adds to ``options["bias_aa"]``'s letters (the file wins on a letter given in
         both); the per-residue omission adds to the global ``omit_aas``.
+      pssm_jsonl: the original's ``--pssm_jsonl`` (``make_pssm_input_dict.py``), keyed by record
+        name; used with ``options["pssm_bias_flag"]`` / ``["pssm_log_odds_flag"]`` (see
+        :func:`.design.run_sample`). A record absent from it samples without a PSSM when both
+        switches are off and fails (its row names the problem) when one is on.
       bucket, checkpoint, variant, model, quiet: as :func:`run_sample_many`.
       **options: passed to :func:`.design.run_sample` (``num_samples``, ``temperature``,
         ``omit_aas``, ``seed``, ``save_probs`` ...); ``pdb``, ``chains``, ``design_chains``,
@@ -198,6 +203,11 @@ def run_sample_jsonl(
     tied = P.read_tied_positions(tied_positions_jsonl, proteins) if tied_positions_jsonl else {}
     bias = P.read_bias_by_res(bias_by_res_jsonl, proteins) if bias_by_res_jsonl else {}
     omit = P.read_omit_aa_by_res(omit_aa_jsonl, proteins) if omit_aa_jsonl else {}
+    if pssm_jsonl:
+        from fidia_jax.projects.proteinmpnn.constraints import read_pssm_jsonl
+
+        pssm = read_pssm_jsonl(pssm_jsonl)
+        options.pop("pssm", None)
     if bias_aa_jsonl:
         from fidia_jax.projects.proteinmpnn.constraints import parse_bias_aa
 
@@ -225,6 +235,12 @@ def run_sample_jsonl(
             kw["bias_by_res"] = bias[p.source][slots]
         if p.source in omit:
             kw["omit_by_res"] = omit[p.source][slots]
+        if pssm_jsonl:
+            if p.source not in pssm and (
+                options.get("pssm_bias_flag") or options.get("pssm_log_odds_flag")
+            ):
+                raise DataError(f"{pssm_jsonl}: no PSSM for {p.source!r}")
+            kw["pssm"] = pssm.get(p.source)
         if tied.get(p.source):
             groups = [[int(where[i]) for i in g] for g in tied[p.source]]
             left_out = sorted(
@@ -241,8 +257,35 @@ def run_sample_jsonl(
     inputs = {"jsonl_path": str(jsonl_path), **{k: None if v is None else str(v) for k, v in {
         "chain_id_jsonl": chain_id_jsonl, "fixed_positions_jsonl": fixed_positions_jsonl,
         "tied_positions_jsonl": tied_positions_jsonl, "bias_aa_jsonl": bias_aa_jsonl,
-        "bias_by_res_jsonl": bias_by_res_jsonl, "omit_aa_jsonl": omit_aa_jsonl}.items()}}  # fmt: skip
+        "bias_by_res_jsonl": bias_by_res_jsonl, "omit_aa_jsonl": omit_aa_jsonl,
+        "pssm_jsonl": pssm_jsonl}.items()}}  # fmt: skip
     return _sample_jobs(out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options)
+
+
+def _jsonl_score_jobs(jsonl_path, chain_id_jsonl, fixed_positions_jsonl):
+    """``(name, label, job)`` per record of a parsed-chains JSONL; ``job()`` gives the
+    ``prepare_structure`` arguments (chains selected and ordered as the original)."""
+    from fidia_jax import protein as P
+
+    records = P.read_parsed_chains_jsonl(jsonl_path)
+    if not records:
+        raise DataError(f"{jsonl_path}: no structures")
+    proteins = {p.source: p for p in records}
+    assignments = P.read_chain_assignments(chain_id_jsonl) if chain_id_jsonl else {}
+    fixed = P.read_fixed_positions(fixed_positions_jsonl, proteins) if fixed_positions_jsonl else {}
+
+    def job(p):
+        if chain_id_jsonl:
+            if p.source not in assignments:
+                raise DataError(f"{chain_id_jsonl}: no chain assignment for {p.source!r}")
+            designed, visible = assignments[p.source]
+        else:
+            designed, visible = p.chain_order, ()
+        sel, slots = P.select_chains(p, sorted(designed) + sorted(visible))
+        fix = fixed[p.source][slots] if p.source in fixed else None
+        return sel, None, sorted(designed), fix
+
+    return [(p.source, f"{jsonl_path}:{p.source}", lambda p=p: job(p)) for p in records]
 
 
 def _check_bucket(bucket) -> None:
@@ -345,10 +388,18 @@ def run_score_only(
     bucket: int = 64,
     model=None,
     quiet: bool = False,
+    jsonl_path: str | os.PathLike | None = None,
+    chain_id_jsonl: str | os.PathLike | None = None,
+    fixed_positions_jsonl: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Scores the native sequence of every structure of a folder (the original's ``--score_only``).
 
-    The structures: ``pdb_dir`` / ``pdb_list`` (see :func:`find_structures`), then ``pdbs``.
+    The structures: ``pdb_dir`` / ``pdb_list`` (see :func:`find_structures`), then ``pdbs``, then
+    the records of ``jsonl_path`` (``parse_multiple_chains.py``'s ``parsed_pdbs.jsonl``), each
+    named by its ``name``: as ``protein_mpnn_run.py --jsonl_path ... --score_only 1``, the
+    designed chains come from ``chain_id_jsonl`` (all chains without it; the designed chains
+    sorted, then the visible ones) and ``fixed_positions_jsonl`` takes positions out of the
+    designed ones (``score`` averages over the rest; ``global_score`` over every residue).
     Per structure ``<name>`` (file stem) writes ``out/score_only/<name>_pdb.npz`` with, per
     decoding order (``num_orders`` random orders drawn from ``seed``, the original's one per
     batch copy): ``score`` ``(num_orders,)`` float32, mean NLL (nats) over the designed
@@ -372,8 +423,19 @@ def run_score_only(
     _check_bucket(bucket)
     paths = find_structures(pdb_dir, pdb_list) if (pdb_dir or pdb_list) else []
     paths += [pathlib.Path(x) for x in pdbs]
-    if not paths:
-        raise ConfigError("no structure to score: give --pdb, --pdb-dir or --pdb-list")
+    jobs = [
+        (_structure_name(x), str(x), lambda x=x: (x, chains, design_chains, None)) for x in paths
+    ]
+    if jsonl_path is not None:
+        if variant == "ca":
+            raise ConfigError("--jsonl-path with the CA-only model (--ca-only) is not supported")
+        jobs += _jsonl_score_jobs(jsonl_path, chain_id_jsonl, fixed_positions_jsonl)
+    elif chain_id_jsonl or fixed_positions_jsonl:
+        raise ConfigError("--chain-id-jsonl / --fixed-positions-jsonl need --jsonl-path")
+    if not jobs:
+        raise ConfigError(
+            "no structure to score: give --pdb, --pdb-dir, --pdb-list or --jsonl-path"
+        )
     out = pathlib.Path(out)
     _, score = bucketed(bucket)
     rows: list[dict[str, Any]] = []
@@ -381,12 +443,11 @@ def run_score_only(
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
                 model = load_model(checkpoint, variant)
-        for i, path in enumerate(paths, start=1):
-            name = _structure_name(path)
-            row: dict[str, Any] = {"name": name, "path": str(path)}
-            with rep.stage(f"[{i}/{len(paths)}] {name}"):
+        for i, (name, label, job) in enumerate(jobs, start=1):
+            row: dict[str, Any] = {"name": name, "path": label}
+            with rep.stage(f"[{i}/{len(jobs)}] {name}"):
                 try:
-                    setup = prepare_structure(path, chains, design_chains, None, variant)
+                    setup = prepare_structure(*job(), variant)
                     p = setup.protein
                     inputs = MPNNInputs.from_protein(p, setup.design_chains)
                     design = setup.designed.astype(np.float32)
@@ -405,7 +466,8 @@ def run_score_only(
                     np.savez(tmp, score=sc.astype(np.float32), global_score=gl.astype(np.float32),
                              per_residue=np.where(present > 0, nll, np.nan).astype(np.float32),
                              S=p.S.astype(np.int32), mask=p.mask.astype(np.float32),
-                             designed=setup.designed.astype(bool))  # fmt: skip
+                             designed=setup.designed.astype(bool),
+                             seq_str=setup.chain_strings(p.S).replace("/", ""))  # fmt: skip
                     os.replace(tmp, npz)
                 except (FidiaError, OSError, ValueError) as e:
                     row.update(status="error", error=" ".join(f"{type(e).__name__}: {e}".split()))
@@ -417,6 +479,7 @@ def run_score_only(
             "command": "score_only",
             "inputs": {"pdb_dir": None if pdb_dir is None else str(pdb_dir),
                        "pdb_list": None if pdb_list is None else str(pdb_list),
+                       "jsonl_path": None if jsonl_path is None else str(jsonl_path),
                        "num_orders": int(num_orders), "seed": int(seed), "bucket": int(bucket),
                        "checkpoint": checkpoint, "variant": variant},
             "structures": rows,

@@ -73,6 +73,13 @@ def bucketed(bucket: int = 64):
             bias = np.concatenate(
                 [np.asarray(bias, np.float32), np.zeros((m - n, np.shape(bias)[1]), np.float32)]
             )
+        if kw.get("pssm") is not None:  # padded slots: no mix, every letter scaled by 1
+            mix, probs, scale = (np.asarray(a, np.float32) for a in kw["pssm"])
+            kw["pssm"] = (
+                np.concatenate([mix, np.zeros(m - n, np.float32)]),
+                np.concatenate([probs, np.zeros((m - n, probs.shape[1]), np.float32)]),
+                np.concatenate([scale, np.ones((m - n, scale.shape[1]), np.float32)]),
+            )
         res = sample(model, key, pad_inputs(inputs, m), fixed_mask=fixed_mask, bias=bias, **kw)
         order = np.asarray(res.decoding_order)
         order = order[order < n].reshape(order.shape[0], n)

@@ -22,6 +22,8 @@ __all__ = [
     "load_omit_by_res",
     "parse_bias_aa",
     "parse_omit_aas",
+    "pssm_arrays",
+    "read_pssm_jsonl",
     "tied_groups",
 ]
 
@@ -245,3 +247,140 @@ def tied_groups(tie, homo_oligomer: bool, protein) -> list[list[int]] | None:
 
 
 # ----------------------------------------------------------------------------- sample
+
+
+# ----------------------------------------------------------------------------- PSSM
+def read_pssm_jsonl(path: str | os.PathLike) -> dict[str, Mapping]:
+    """The original's ``--pssm_jsonl`` file (``helper_scripts/make_pssm_input_dict.py``).
+
+    Each line is a JSON object ``{name: {chain: {"pssm_coef": [L], "pssm_bias": [L, 21],
+    "pssm_log_odds": [L, 21]}}}``; the lines are merged (a later line wins on a name, as the
+    original's ``dict.update``). ``name`` is the structure's name (the ``name`` of a
+    ``parse_multiple_chains.py`` record, or a structure file's stem); ``L`` counts the chain's
+    residues in order; the 21 columns follow ``ALPHABET`` (``ACDEFGHIKLMNPQRSTVWYX``).
+    Validated per chain by :func:`pssm_arrays`.
+
+    Raises:
+      DataError: a missing file, a line that is not JSON (line named), not a mapping.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: PSSM file not found")
+    out: dict[str, Mapping] = {}
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{n}: not valid JSON ({e})") from None
+        if not isinstance(rec, Mapping) or not all(isinstance(v, Mapping) for v in rec.values()):
+            raise DataError(
+                f"{path}:{n}: expected {{name: {{chain: {{pssm_coef, pssm_bias, ...}}}}}}"
+            )
+        out.update(rec)
+    return out
+
+
+def pssm_arrays(
+    entry: Mapping | None,
+    protein,
+    design_chains,
+    *,
+    multi: float = 0.0,
+    threshold: float = 0.0,
+    log_odds_flag: bool = False,
+    bias_flag: bool = False,
+    label: str = "--pssm-jsonl",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Slot arrays ``(mix_L, probs_Lx21, scale_Lx21)`` for ``fidia_jax.models.sample(pssm=)``.
+
+    The original ``protein_mpnn_run.py`` semantics (``tied_featurize`` and ``sample``):
+
+    * only designed chains read the PSSM (visible chains get none); a designed chain absent from
+      ``entry`` (or empty) gets none: ``coef = 0``, ``log_odds = 10000``;
+    * ``bias_flag`` (``--pssm_bias_flag 1``): ``p <- (1 - multi * coef_i) p + multi * coef_i *
+      pssm_bias_i``, so ``mix = multi * coef`` and ``probs = pssm_bias`` (else ``mix = 0``);
+    * ``log_odds_flag`` (``--pssm_log_odds_flag 1``): ``p <- p * (m_i + 0.001)`` renormalised,
+      ``m_i = (pssm_log_odds_i > threshold)``, so ``scale = m + 0.001`` (else ``1``).
+
+    Args:
+      entry: the structure's record of :func:`read_pssm_jsonl` (``{chain: {...}}``) or ``None``.
+      protein: the loaded ``Protein`` (its chains' residue counts are checked).
+      design_chains: the designed chain IDs.
+      multi: ``--pssm_multi`` in ``[0, 1]`` (0 = the model alone, 1 = the PSSM alone where
+        ``coef = 1``).
+      threshold: ``--pssm_threshold`` on the log-odds.
+      log_odds_flag, bias_flag: the original's two switches.
+      label: the source named in errors.
+
+    Returns:
+      The three float32 arrays, or ``None`` when neither switch is on (the PSSM then changes
+      nothing, as in the original).
+
+    Raises:
+      ConfigError: ``multi`` outside ``[0, 1]`` or not finite; a switch on without a PSSM file.
+      DataError: a chain's lists of the wrong length (chain, expected and found named); a
+        ``pssm_coef`` outside ``[0, 1]``; a ``pssm_bias`` row with negative or non-finite
+        values or not summing to 1 (within 1e-3); a non-finite or missing ``pssm_log_odds``
+        with ``log_odds_flag``.
+    """
+    if not (math.isfinite(multi) and 0.0 <= multi <= 1.0):
+        raise ConfigError(f"--pssm-multi must lie in [0, 1], got {multi}")
+    if not math.isfinite(threshold):
+        raise ConfigError(f"--pssm-threshold must be finite, got {threshold}")
+    if not (log_odds_flag or bias_flag):
+        return None
+    if entry is None:
+        raise ConfigError("--pssm-bias-flag / --pssm-log-odds-flag need a PSSM (--pssm-jsonl)")
+    n = protein.length
+    mix = np.zeros(n, np.float32)
+    probs = np.zeros((n, len(ALPHABET)), np.float32)
+    log_odds = np.full((n, len(ALPHABET)), 10000.0, np.float64)
+    cid = np.asarray(protein.chain_id)
+    for chain in design_chains:
+        rec = entry.get(chain)
+        if not rec:
+            continue
+        where = f"{label}: {protein.source} chain {chain}"
+        slots = np.flatnonzero(cid == chain)
+        m = slots.size
+        coef = _pssm_table(rec, "pssm_coef", (m,), where)
+        if coef.min(initial=0.0) < 0 or coef.max(initial=0.0) > 1:
+            raise DataError(f"{where}: pssm_coef must lie in [0, 1]")
+        table = _pssm_table(rec, "pssm_bias", (m, len(ALPHABET)), where)
+        if table.min(initial=0.0) < 0 or not np.allclose(table.sum(-1), 1.0, atol=1e-3):
+            bad = np.flatnonzero((table < 0).any(-1) | ~np.isclose(table.sum(-1), 1.0, atol=1e-3))
+            raise DataError(
+                f"{where}: pssm_bias rows must be probabilities (>= 0, summing to 1); "
+                f"residue(s) {(bad[:10] + 1).tolist()} (1-based) are not"
+            )
+        mix[slots] = multi * coef if bias_flag else 0.0
+        probs[slots] = table
+        if log_odds_flag:
+            if "pssm_log_odds" not in rec:
+                raise DataError(f"{where}: no pssm_log_odds (needed by --pssm-log-odds-flag)")
+            log_odds[slots] = _pssm_table(rec, "pssm_log_odds", (m, len(ALPHABET)), where)
+    scale = (
+        (log_odds > threshold).astype(np.float32) + np.float32(0.001)
+        if log_odds_flag
+        else np.ones_like(probs)
+    )
+    return mix, probs, scale.astype(np.float32)
+
+
+def _pssm_table(rec: Mapping, key: str, shape: tuple[int, ...], where: str) -> np.ndarray:
+    if key not in rec:
+        raise DataError(f"{where}: no {key}")
+    try:
+        a = np.asarray(rec[key], np.float64)
+    except (TypeError, ValueError):
+        raise DataError(f"{where}: {key} is not a numeric array") from None
+    if a.shape != shape:
+        raise DataError(
+            f"{where}: {key} has shape {a.shape}, expected {shape} (one entry per residue of "
+            "the chain)"
+        )
+    if not np.isfinite(a).all():
+        raise DataError(f"{where}: {key} has non-finite values")
+    return a

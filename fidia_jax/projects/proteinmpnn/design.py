@@ -25,6 +25,8 @@ from fidia_jax.projects.proteinmpnn.constraints import (
     load_omit_by_res,
     parse_bias_aa,
     parse_omit_aas,
+    pssm_arrays,
+    read_pssm_jsonl,
     tied_groups,
 )
 from fidia_jax.protein import ALPHABET, DesignSetup, prepare_design, read_fasta
@@ -107,6 +109,14 @@ def run_sample(
     max_length: int | None = None,
     backbone_noise: float = 0.0,
     seqs_dir: str | os.PathLike | None = None,
+    pssm: str | os.PathLike | Mapping | None = None,
+    pssm_multi: float = 0.0,
+    pssm_threshold: float = 0.0,
+    pssm_log_odds_flag: bool = False,
+    pssm_bias_flag: bool = False,
+    probs_dir: str | os.PathLike | None = None,
+    probs_only: str | None = None,
+    probs_only_dir: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Samples sequences with ProteinMPNN and writes ``samples.fasta`` + ``summary.json``.
 
@@ -118,6 +128,15 @@ def run_sample(
     The native sequence is scored (``native_score``, ``native_global_score``) teacher-forced
     under each sample's decoding order, averaged over the samples. ``score`` is of the unbiased
     model (``T = 1``, no bias, no omission), as in the original.
+
+    Tied scores: with ``tie`` / ``homo_oligomer``, ``score``, ``global_score`` and the native's
+    scores are computed as the original computes them: the plain teacher-forced forward (no
+    ties) in the sample's grouped decoding order, where a later member of a group sees the
+    earlier members with their tokens. A sample was drawn from its group's distribution
+    (members see only the slots decoded before the group), so that forward is not the
+    distribution it was drawn from; each sample's ``group_score`` (``summary.json`` only) is the
+    mean NLL under the group distributions instead (``fidia_jax.models.score(..., tied=)``).
+    Costs one more compiled program (a scorer) in tied runs.
 
     FASTA (the original's header fields, ``", "``-separated): first
     ``>{pdb stem}, score=, global_score=, fixed_chains=, designed_chains=, model_name=, seed=``
@@ -168,6 +187,29 @@ def run_sample(
         call. ``0`` = none.
       seqs_dir: also write the FASTA as ``seqs_dir/<structure file stem>.fa``, the original's
         ``seqs/`` layout (``--original-layout``: ``out/seqs/``, also with many backbones).
+      pssm: the original's ``--pssm_jsonl`` file (see
+        :func:`~fidia_jax.projects.proteinmpnn.constraints.read_pssm_jsonl`; the structure's
+        record is found by its name, the file stem), or one record's ``{chain: {...}}`` dict.
+      pssm_multi, pssm_threshold, pssm_log_odds_flag, pssm_bias_flag: the original's options of
+        the same names (see :func:`~fidia_jax.projects.proteinmpnn.constraints.pssm_arrays`):
+        at a designed position the sampling distribution becomes ``((1 - multi * coef) p +
+        multi * coef * pssm_bias) * ((log_odds > threshold) + 0.001)``, renormalised, then
+        the per-residue omissions are removed (as the original: ``omit_by_res`` acts after the
+        PSSM, ``omit_aas`` before it; deviation: ``omit_aas`` letters are also removed after
+        it, so an omitted letter is never sampled even where the PSSM gives it mass). Scores
+        stay those of the unbiased model.
+      probs_dir: also write the original's ``probs/<name>.npz`` there (see
+        :func:`write_original_probs`; ``--save-probs --original-layout``).
+      probs_only: instead of sampling, write the original's per-position probabilities
+        (:func:`probs_only_log_probs`): ``"conditional"`` (``--conditional_probs_only``),
+        ``"conditional_backbone"`` (``--conditional_probs_only_backbone``) or
+        ``"unconditional"`` (``--unconditional_probs_only``), ``num_samples`` rows (random
+        orders) per structure, to ``probs_only_dir/<name>.npz`` (default
+        ``out/<conditional|unconditional>_probs_only``; keys ``log_p`` ``(num_samples, L,
+        21)``, ``S``, ``mask``, ``design_mask``, as the original). The summary's
+        ``mean_score`` is the mean ``-log_p`` of the native residue over the designed
+        positions and rows, ``mean_recovery`` the fraction of designed positions whose most
+        likely letter is the native one.
 
     Returns:
       The JSON summary as a dict (``samples`` with ``sequence``, ``score``, ``recovery``;
@@ -199,19 +241,37 @@ def run_sample(
             omit_Lx21 = load_omit_by_res(omit_by_res, setup.protein, omit)
             for g in tied or []:  # a tied group draws once: every member's omissions apply
                 omit_Lx21[g] = omit_Lx21[g].any(0)
-            bias_Lx21 = np.where(omit_Lx21, np.float32(OMIT_BIAS), bias_Lx21)
+            pssm_rows = None
+            if pssm is not None or pssm_log_odds_flag or pssm_bias_flag:
+                entry = _pssm_entry(pssm, setup.protein.source)
+                pssm_rows = pssm_arrays(
+                    entry, setup.protein, setup.design_chains, multi=float(pssm_multi),
+                    threshold=float(pssm_threshold), log_odds_flag=bool(pssm_log_odds_flag),
+                    bias_flag=bool(pssm_bias_flag),
+                    label=str(pssm) if not isinstance(pssm, Mapping) else "pssm",
+                )  # fmt: skip
+            if pssm_rows is None:
+                bias_Lx21 = np.where(omit_Lx21, np.float32(OMIT_BIAS), bias_Lx21)
+            else:  # the original removes per-residue omissions after the PSSM step
+                mix, pprobs, scale = pssm_rows
+                pssm_rows = (mix, pprobs, scale * ~omit_Lx21)
         timing["load_structure"] = time.perf_counter() - t0
         if model is None:
             t = time.perf_counter()
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
                 model = load_model(checkpoint, variant)
             timing["load_model"] = time.perf_counter() - t
+        if probs_only is not None:
+            return _run_probs_only(
+                out, setup, model, probs_only, probs_only_dir, int(num_samples), seed, bucket,
+                backbone_noise, write, rep, dict(checkpoint=checkpoint, variant=variant),
+            )  # fmt: skip
         import jax
 
-        from fidia_jax.models import MPNNInputs, sample
+        from fidia_jax.models import MPNNInputs, sample, score
 
         if bucket is not None:  # many backbones per run: one compilation per padded length
-            sample, _ = bucketed(bucket)
+            sample, score = bucketed(bucket)
         t = time.perf_counter()
         with rep.stage(
             f"sampling {num_samples} sequences at T={','.join(f'{x:g}' for x in temps)} and "
@@ -233,16 +293,32 @@ def run_sample(
                     num_samples=int(num_samples), temperature=temp, fixed_mask=setup.fixed,
                     omit_aas=omit, bias=None if not bias_Lx21.any() else bias_Lx21,
                     score_native=True, **({"tied": tied} if tied else {}),
+                    **({"pssm": pssm_rows} if pssm_rows is not None else {}),
                 ))  # fmt: skip
             runs = jax.device_get(runs)
             seqs = np.concatenate([np.asarray(r.sequences) for r in runs])
             tok_lp = np.concatenate([np.asarray(r.token_log_probs) for r in runs])
             nat_lp = np.concatenate([np.asarray(r.native_token_log_probs) for r in runs])
+            group_lp = None
+            if tied:  # the original scores tied samples untied: see "Tied scores" in the docstring
+                group_lp = _group_token_log_probs(
+                    np.concatenate([np.asarray(r.log_probs) for r in runs]), seqs, tied
+                )
+                orders = np.concatenate([np.asarray(r.decoding_order) for r in runs])
+                tok_lp = np.asarray(score(model, inputs, seqs, orders).token_log_probs)
+                native = np.broadcast_to(np.asarray(inputs.S, np.int32), seqs.shape)
+                nat_lp = np.asarray(score(model, inputs, native, orders).token_log_probs)
         timing["sample"] = time.perf_counter() - t
         summary = _sample_summary(
             setup, seqs, tok_lp, nat_lp, num_samples, temps, checkpoint, variant, seed
         )
+        if group_lp is not None:
+            for smp, g in zip(summary["samples"], _mean_nll(group_lp, setup.designed), strict=True):
+                smp["group_score"] = float(g)
         summary["inputs"].update(
+            pssm=None if pssm is None or isinstance(pssm, Mapping) else str(pssm),
+            pssm_multi=float(pssm_multi), pssm_threshold=float(pssm_threshold),
+            pssm_log_odds_flag=bool(pssm_log_odds_flag), pssm_bias_flag=bool(pssm_bias_flag),
             backbone_noise=float(backbone_noise), omit_aas=omit, bias_aa={a: float(b) for a, b in zip(ALPHABET, bias_21, strict=True) if b},
             bias_by_res=None if bias_by_res is None or isinstance(bias_by_res, Mapping)
             else str(bias_by_res),
@@ -260,13 +336,20 @@ def run_sample(
             orders = np.concatenate([np.asarray(r.decoding_order) for r in runs])
             write_probs(path, probs, seqs, orders, setup, uncond)
             summary["files"] = {"probs": str(path)}
+        if write and probs_dir is not None:
+            lp = np.concatenate([np.asarray(r.log_probs) for r in runs])
+            orders = np.concatenate([np.asarray(r.decoding_order) for r in runs])
+            temps_N = np.repeat(np.asarray(temps, np.float32), int(num_samples))
+            sp = sampling_probs(
+                lp, temps_N, bias_Lx21, omit, pssm_rows, setup.designed, tied, orders
+            )
+            path = pathlib.Path(probs_dir) / f"{_stem(setup.protein.source)}.npz"
+            write_original_probs(path, sp, lp, seqs, setup)
+            summary["files"] = {**summary.get("files", {}), "original_probs": str(path)}
         if write:
             write_sample_files(out, summary)
             if seqs_dir is not None:
-                fa = (
-                    pathlib.Path(seqs_dir)
-                    / f"{pathlib.Path(setup.protein.source).name.split('.')[0]}.fa"
-                )
+                fa = pathlib.Path(seqs_dir) / f"{_stem(setup.protein.source)}.fa"
                 atomic_write_text(fa, _sample_fasta(summary))
                 summary["files"]["seqs"] = str(fa)
         rep.table(
@@ -278,6 +361,217 @@ def run_sample(
              for s in summary["samples"]],
         )  # fmt: skip
     return summary
+
+
+PROBS_ONLY = ("conditional", "conditional_backbone", "unconditional")
+
+
+def probs_only_log_probs(
+    model, inputs, designed_L, key, num_orders: int, kind: str, bucket: int | None = None,
+    chunk: int = 32,
+) -> np.ndarray:  # fmt: skip
+    """The original's ``--conditional_probs_only`` / ``--unconditional_probs_only`` arrays.
+
+    ``(num_orders, L, 21)`` float32 log-probabilities; rows of positions not designed are 0.
+
+    * ``"conditional"`` (``ProteinMPNN.conditional_probs``): at each designed position ``i``,
+      ``log p(s_i | backbone, every other residue's native token)``: the teacher-forced
+      forward in the order ``argsort((onehot(i) + 1e-4) * |randn|)``, so ``i`` is decoded last
+      and the others before it in the random order of ``randn`` (one ``randn`` per row, shared
+      by all ``i``, as the original; the deeper decoder layers of the neighbours depend on it).
+    * ``"conditional_backbone"`` (``backbone_only=True``): the order
+      ``argsort((1 - onehot(i) + 1e-4) * |randn|)``, ``i`` decoded first: no sequence context.
+    * ``"unconditional"`` (``ProteinMPNN.unconditional_probs``): one pass with no sequence
+      context anywhere (:func:`unconditional_log_probs`), the same for every row; at a
+      designed position it equals ``"conditional_backbone"`` (tested).
+
+    ``inputs`` are unbatched ``MPNNInputs`` with the native tokens in ``inputs.S``; ``key`` a
+    PRNG key (row ``r`` uses ``jax.random.split(key, num_orders)[r]``); the forwards run
+    ``chunk`` positions at a time, padded to ``bucket`` (one compilation per bucket).
+    """
+    import jax
+
+    from fidia_jax.models import random_decoding_order, score
+    from fidia_jax.projects.proteinmpnn.buckets import bucketed
+
+    if kind not in PROBS_ONLY:
+        raise ConfigError(f"probs_only must be one of {PROBS_ONLY}, got {kind!r}")
+    designed = np.asarray(designed_L, bool)
+    length = designed.size
+    out = np.zeros((int(num_orders), length, 21), np.float32)
+    if kind == "unconditional":
+        out[:] = np.where(designed[:, None], unconditional_log_probs(model, inputs), 0.0)
+        return out
+    if bucket is not None:
+        _, score = bucketed(bucket)
+    idx = np.flatnonzero(designed)
+    onehot = np.eye(length, dtype=np.float32)[idx]
+    order_mask = onehot if kind == "conditional" else 1.0 - onehot
+    native = np.broadcast_to(np.asarray(inputs.S, np.int32), (chunk, length))
+    for r, k in enumerate(jax.random.split(key, int(num_orders))):
+        orders = np.asarray(jax.vmap(lambda m, k=k: random_decoding_order(k, m))(order_mask))
+        for c in range(0, idx.size, chunk):
+            part = orders[c : c + chunk]
+            pad = chunk - part.shape[0]  # pad the last chunk (same shape, no recompilation)
+            part = np.concatenate([part, np.repeat(part[:1], pad, 0)]) if pad else part
+            lp = np.asarray(jax.device_get(score(model, inputs, native, part).log_probs))
+            rows = idx[c : c + chunk]
+            out[r, rows] = lp[np.arange(rows.size), rows]
+    return out
+
+
+def _run_probs_only(out, setup, model, kind, folder, num, seed, bucket, noise, write, rep, names):
+    """``run_sample(probs_only=...)``: the original's probabilities-only runs."""
+    import jax
+
+    from fidia_jax.models import MPNNInputs
+
+    if kind not in PROBS_ONLY:
+        raise ConfigError(f"probs_only must be one of {PROBS_ONLY}, got {kind!r}")
+    t0 = time.perf_counter()
+    with rep.stage(f"{kind.replace('_', ' ')} probabilities, {num} orders"):
+        inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
+        if noise > 0:
+            eps = jax.random.normal(
+                jax.random.fold_in(jax.random.key(seed), 2**30), np.shape(inputs.X)
+            )
+            inputs = inputs._replace(X=np.asarray(inputs.X + noise * eps, np.float32))
+        log_p = probs_only_log_probs(
+            model, inputs, setup.designed, jax.random.key(seed), num, kind, bucket
+        )
+    p = setup.protein
+    d = setup.designed
+    nat = log_p[:, np.arange(p.length), p.S]
+    score = float(-(nat * d).sum() / max(d.sum() * num, 1))
+    recovery = float(((log_p.argmax(-1) == p.S[None]) & d).sum() / max(d.sum() * num, 1))
+    sub = "unconditional" if kind == "unconditional" else "conditional"
+    folder = pathlib.Path(folder) if folder is not None else pathlib.Path(out) / f"{sub}_probs_only"
+    summary = {
+        "command": "sample",
+        "inputs": {"pdb": str(p.source), "chains": list(p.chain_order),
+                   "design_chains": list(setup.design_chains), "fixed": setup.fixed_spec,
+                   "num_designed": int(d.sum()), "length": int(p.length), "num_orders": int(num),
+                   "seed": int(seed), "probs_only": kind, "backbone_noise": float(noise), **names},
+        "mean_score": score,
+        "mean_recovery": recovery,
+        "timing_s": {"total": round(time.perf_counter() - t0, 3)},
+    }  # fmt: skip
+    if write:
+        path = folder / f"{_stem(p.source)}.npz"
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            np.savez(f, log_p=log_p, S=p.S.astype(np.int32), mask=p.mask.astype(np.float32),
+                     design_mask=d.astype(np.float32))  # fmt: skip
+        js = pathlib.Path(out) / "summary.json"
+        summary["files"] = {"probs_only": str(path), "summary": str(js)}
+        atomic_write_text(js, json_text(summary, indent=2) + "\n")
+    rep.table(
+        f"{p.source}: {int(d.sum())} designed positions, {kind} probabilities",
+        ["rows", "mean NLL of native", "argmax recovery"],
+        [(num, f"{score:.4f}", f"{recovery:.3f}")],
+    )
+    return summary
+
+
+def _group_token_log_probs(lp_NxLx21, seqs_NxL, tied) -> np.ndarray:
+    """``(N, L)`` log-probability of each token under its tied group's distribution,
+    ``log_softmax`` of the members' mean log-probabilities (untied slots: their own)."""
+    lp = np.asarray(lp_NxLx21, np.float64).copy()
+    for g in tied:
+        m = lp[:, g].mean(1)
+        m -= m.max(-1, keepdims=True)
+        lp[:, g] = (m - np.log(np.exp(m).sum(-1, keepdims=True)))[:, None]
+    return np.take_along_axis(lp, np.asarray(seqs_NxL)[..., None], -1)[..., 0]
+
+
+def _stem(source) -> str:
+    """A structure's name in the original's files: the file name up to its first dot."""
+    return pathlib.Path(source).name.split(".")[0]
+
+
+def sampling_probs(
+    log_probs_NxLx21,
+    temperature_N,
+    bias_Lx21,
+    omit_aas,
+    pssm,
+    designed_L,
+    tied=None,
+    order_NxL=None,
+) -> np.ndarray:
+    """The distributions the sampler drew from, ``(N, L, 21)`` float32 (the original's
+    ``sample_dict["probs"]``): 0 at positions that are not designed.
+
+    ``p = softmax((log_probs + bias) / T)`` with the letters of ``omit_aas`` at 0, then with
+    ``pssm = (mix, probs, scale)`` (see ``fidia_jax.models.sample``) ``((1 - mix) p + mix
+    probs) * scale`` with the omitted letters at 0, renormalised. ``log_probs`` are the
+    sampler's ``T = 1`` log-softmax (:attr:`SampleResult.log_probs`; a constant per row does
+    not change the softmax). With ``tied`` (slot groups) and ``order_NxL``, a group's row is
+    its members' mean log-probabilities with the bias and PSSM rows of the member decoded last,
+    written at every member (as the sampler and the original's ``tied_sample``).
+    """
+    lp = np.asarray(log_probs_NxLx21, np.float64).copy()
+    n, length, v = lp.shape
+    bias = np.broadcast_to(np.asarray(bias_Lx21, np.float64), (n, length, v)).copy()
+    rows = None if pssm is None else [np.broadcast_to(np.asarray(a, np.float64), (n,) + np.shape(a)).copy() for a in pssm]  # fmt: skip
+    if tied:
+        rank = np.argsort(np.asarray(order_NxL), axis=-1)
+        for g in tied:
+            g = np.asarray(g)
+            last = g[np.argmax(rank[:, g], axis=1)]  # (N,)
+            lp[:, g] = lp[:, g].mean(1, keepdims=True)
+            idx = np.arange(n)
+            bias[:, g] = bias[idx, last][:, None]
+            if rows is not None:
+                for a in rows:
+                    a[:, g] = a[idx, last][:, None]
+    omit = np.array([a in omit_aas for a in ALPHABET])
+    z = (lp + bias) / np.asarray(temperature_N, np.float64)[:, None, None]
+    z[..., omit] = -np.inf
+    z -= z.max(-1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(-1, keepdims=True)
+    if rows is not None:
+        mix, probs, scale = rows
+        p = ((1.0 - mix[..., None]) * p + mix[..., None] * probs) * scale
+        p[..., omit] = 0.0
+        p /= p.sum(-1, keepdims=True)
+    return (p * np.asarray(designed_L, bool)[None, :, None]).astype(np.float32)
+
+
+def write_original_probs(path, probs_NxLx21, log_probs_NxLx21, sequences_NxL, setup) -> None:
+    """The original's ``probs/<name>.npz`` (``--save_probs``), written atomically.
+
+    Keys as ``protein_mpnn_run.py`` writes them: ``probs`` ``(N, L, 21)`` float32, the
+    sampling distributions (:func:`sampling_probs`; 0 where not designed); ``log_probs``
+    ``(N, L, 21)`` float32, the model's ``T = 1`` log-softmax of each sample in its decoding
+    order; ``S`` ``(N, L)`` int32 sampled tokens; ``mask`` ``(1, L)`` float32, the designed
+    positions (the original's ``mask_for_loss`` with its default batch size 1);
+    ``chain_order`` ``(1, C)`` str, the loaded chains in order.
+    """
+    arrays = {
+        "probs": np.asarray(probs_NxLx21, np.float32),
+        "log_probs": np.asarray(log_probs_NxLx21, np.float32),
+        "S": np.asarray(sequences_NxL, np.int32),
+        "mask": np.asarray(setup.designed, np.float32)[None],
+        "chain_order": np.array([list(setup.protein.chain_order)]),
+    }
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _pssm_entry(pssm, source: str) -> Mapping | None:
+    """The structure's record of a ``--pssm-jsonl`` file (by name = file stem), or ``pssm``
+    itself when it is already a record (``{chain: {...}}``)."""
+    if pssm is None or isinstance(pssm, Mapping):
+        return pssm
+    table = read_pssm_jsonl(pssm)
+    name = _stem(source)
+    for key in (source, name):
+        if key in table:
+            return table[key]
+    raise DataError(
+        f"{pssm}: no PSSM for structure {name!r} (names in the file: {sorted(table)[:10]})"
+    )
 
 
 def unconditional_log_probs(model, inputs) -> np.ndarray:
