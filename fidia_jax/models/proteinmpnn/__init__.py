@@ -34,7 +34,8 @@ Weight mapping (torch ``state_dict`` key -> NNX variable): the NNX attribute pat
 module paths; see ``_checkpoint``.
 
 Not ported: training-time backbone noise (``augment_eps``) and dropout (the
-port equals the original in ``model.eval()`` mode), PSSM biasing in sampling.
+port equals the original in ``model.eval()`` mode). PSSM biasing in sampling is
+``sample(..., pssm=)``.
 
 References:
   J. Dauparas, I. Anishchenko, N. Bennett, H. Bai, R. J. Ragotte, L. F. Milles, B. I. M. Wicky,

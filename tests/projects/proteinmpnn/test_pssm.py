@@ -120,6 +120,7 @@ def test_sampling_probs_equal_the_original_step():
             np.testing.assert_allclose(got[i, j], ref, rtol=2e-5, atol=1e-7)
 
 
+@pytest.mark.integration
 def test_draw_frequencies_follow_the_mixed_distribution():
     """The sampler's Gumbel-max draw with a PSSM row against :func:`sampling_probs` (200k draws)."""
     from fidia_jax.models.proteinmpnn._sampling import _draw
@@ -223,6 +224,7 @@ def test_pssm_log_odds_restricts_letters_and_omit_still_wins(model, protein, tmp
         run_sample(None, pssm=str(other), pssm_bias_flag=True, pssm_multi=0.5, **kw)
 
 
+@pytest.mark.integration
 def test_sample_without_pssm_is_unchanged_and_pssm_none_is_the_default(model, protein):
     """``pssm=None`` takes the plain draw: same sequences bit for bit as a call without it."""
     from fidia_jax.models import MPNNInputs, sample
