@@ -107,7 +107,14 @@ def test_tiny_run_end_to_end(tmp_path):
     # the bicubic row is the metric of bicubic upsampling itself
     d = hitvar.make_data(cfg)
     assert res["metrics"]["bicubic"]["x2"]["psnr"] > 15
-    assert res["params"]["HIT-VAR (inference)"] == res["params"]["plain RQ+VAR (inference)"]
+    # the plain tokenizer has only the x M sub-pixel head; HIT-VAR's others are 3x3 convs from
+    # `channels` to 3 r^2 channels (r = output side / latent side), with biases
+    extra = sum(
+        9 * cfg.channels * 3 * r * r + 3 * r * r
+        for r in (m * cfg.lr_size // cfg.latent_size for m in range(1, cfg.max_scale))
+    )
+    hit_n, plain_n = res["params"]["HIT-VAR (inference)"], res["params"]["plain RQ+VAR (inference)"]
+    assert hit_n - plain_n == extra
     assert abs(res["params"]["conv SR"] / res["params"]["HIT-VAR (inference)"] - 1) < 0.2
     assert set(res["goals"]) == {
         "tokens_matter",
