@@ -29,6 +29,10 @@ class HitVarConfig:
       latent_size: latent side; must divide the HR side with a power-of-two ratio.
       channels, latent_dim, codebook_size, res_blocks: tokenizer sizes.
       dim, depth, heads: next-scale transformer sizes.
+      context_size: side of the transformer's grid of LR start tokens (VARSR's prefix); ``0``
+        = ``lr_size // 2``.
+      lr_scale_term: add the per-scale LR term (the LR tokenization's code embeddings) to the
+        transformer's inputs (VARSR's ``lr_inp_scale``).
       sr_blocks: residual blocks of the conv SR baseline (its width is chosen to match the
         HIT-VAR inference parameter count).
       blur_sigma, noise_std, jpeg_quality: the degradation (:class:`fidia_jax.data.Degradation`).
@@ -38,9 +42,11 @@ class HitVarConfig:
       tokenizer_steps, var_steps, sr_steps, dpo_steps: steps of each phase (``dpo_steps = 0``
         skips the preference phase).
       ema_decay, commitment: codebook EMA decay, commitment weight.
-      dpo_pool, dpo_samples, dpo_temperature, dpo_beta, dpo_ce_weight: the preference phase:
-        ``dpo_samples`` reference samples for each of ``dpo_pool`` training crops, ranked by
-        LPIPS at x``max_scale``; DPO temperature ``beta``; weight of the cross-entropy anchor.
+      dpo_beta, dpo_ce_weight: the preference phase (DPO on the (LR, HR) token pairs of every
+        training crop): DPO temperature ``beta``; weight of the cross-entropy anchor.
+      dpo_lpips_ablation: also train the ablation that ranks VAR samples by LPIPS instead:
+        ``dpo_samples`` samples (temperature ``dpo_temperature``) for each of ``dpo_pool``
+        training crops, best vs worst.
       eval_temperature: ``0`` = argmax decoding at evaluation.
       png: write ``hitvar_samples.png``.
       checkpoint_every: save each training phase's state every so many steps (``0``: only at
@@ -50,8 +56,8 @@ class HitVarConfig:
     seed: int = 0
     lr_size: int = 16
     max_scale: int = 4
-    grids: tuple[int, ...] = (1, 2, 4, 6, 8)
-    latent_size: int = 8
+    grids: tuple[int, ...] = (1, 2, 4, 8, 16)
+    latent_size: int = 16
     channels: int = 32
     latent_dim: int = 16
     codebook_size: int = 256
@@ -59,6 +65,8 @@ class HitVarConfig:
     dim: int = 64
     depth: int = 2
     heads: int = 4
+    context_size: int = 0
+    lr_scale_term: bool = True
     sr_blocks: int = 4
     blur_sigma: float = 1.0
     noise_std: float = 0.01
@@ -79,6 +87,7 @@ class HitVarConfig:
     dpo_temperature: float = 1.0
     dpo_beta: float = 0.1
     dpo_ce_weight: float = 1.0
+    dpo_lpips_ablation: bool = True
     eval_temperature: float = 0.0
     png: bool = True
     checkpoint_every: int = 0
@@ -125,9 +134,21 @@ class HitVarConfig:
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
         if self.checkpoint_every < 0:
             raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        if self.context_size < 0:
+            raise ConfigError(f"context_size must be >= 0, got {self.context_size}")
         if self.dim % self.heads:
             raise ConfigError(f"dim {self.dim} must be divisible by heads {self.heads}")
 
+
+# The CPU geometry of the demo and reduced presets: x4 SR of 8x8 LR crops to 32x32 (LPIPS's
+# AlexNet needs >= 31 px, so only x4 has an LPIPS), an 8x8 latent with 4 token scales (85
+# tokens) and a 4x4 grid of LR start tokens: a quarter of the default's pixels and tokens.
+_SMALL: dict[str, Any] = {
+    "lr_size": 8,
+    "grids": (1, 2, 4, 8),
+    "latent_size": 8,
+    "context_size": 4,
+}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Unit tests (seconds): 32x32 HR (LPIPS's AlexNet needs >= 31 px), 16x16 LR at x2, a 4x4
@@ -144,6 +165,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dim": 16,
         "depth": 1,
         "heads": 2,
+        "context_size": 4,
         "sr_blocks": 1,
         "n_train": 32,
         "n_eval": 8,
@@ -158,23 +180,25 @@ PRESETS: dict[str, dict[str, Any]] = {
     # `fidia-jax hitvar demo`: every phase once, at a few minutes of CPU (see docs/hitvar.md
     # for its measured time); too short for the tokens to matter.
     "demo": {
-        "n_train": 192,
-        "n_eval": 24,
-        "tokenizer_steps": 80,
-        "var_steps": 60,
-        "sr_steps": 60,
-        "dpo_steps": 8,
-        "dpo_pool": 12,
-    },
-    # docs/hitvar.md's measured table (the declared reduced protocol; `python
-    # benchmarks/hitvar.py`, about 8 minutes of CPU).
-    "reduced": {
-        "n_train": 512,
+        **_SMALL,
+        "n_train": 256,
         "n_eval": 48,
-        "tokenizer_steps": 300,
-        "var_steps": 200,
-        "sr_steps": 300,
+        "tokenizer_steps": 200,
+        "var_steps": 150,
+        "sr_steps": 100,
         "dpo_steps": 20,
+        "dpo_pool": 32,
+    },
+    # docs/hitvar.md's measured table (the declared reduced protocol: `python
+    # benchmarks/hitvar.py`, minutes of CPU).
+    "reduced": {
+        **_SMALL,
+        "n_train": 512,
+        "n_eval": 96,
+        "tokenizer_steps": 400,
+        "var_steps": 250,
+        "sr_steps": 200,
+        "dpo_steps": 40,
         "dpo_pool": 32,
     },
     # The full protocol of docs/hitvar.md (not run on the 2-core sandbox).

@@ -1,21 +1,25 @@
-"""HIT-VAR networks: the LR-conditioned residual-quantised tokenizer, the next-scale VAR
-transformer with block-causal attention over scales, and a small conv SR baseline.
+"""HIT-VAR networks: the residual-quantised tokenizer whose decoder reads tokens only, the
+next-scale VAR transformer conditioned on the LR image as in VARSR, and a small conv SR baseline.
 
 * :class:`HitVarTokenizer`: conv encoder of the HR image to a ``(H, H, D)`` latent, VAR's
   multi-scale residual quantiser (:func:`fidia_jax.layers.multiscale_residual_quantize`) with an
-  EMA codebook, and a decoder conditioned on the LR image. ``hierarchical=True`` (HIT-VAR): the
-  prefix of ``schedule.prefix_length(m)`` token scales decodes to the ``x m`` image
-  (``m * lr`` pixels); the plain RQ tokenizer (``hierarchical=False``, same weights) decodes only
-  the full sequence at ``x M`` and smaller scales are its bicubic downsampling.
-* :class:`NextScaleTransformer`: predicts the tokens of scale ``k`` from the upsampled-then-
-  downsampled sum of scales ``< k`` and the LR image; attention is block-causal over scales.
+  EMA codebook, and a decoder that sees **only the quantised latent** (no LR image, no bicubic
+  base). ``hierarchical=True`` (HIT-VAR): the prefix of ``schedule.prefix_length(m)`` token
+  scales decodes to the ``x m`` image (``m * lr`` pixels); the plain RQ tokenizer
+  (``hierarchical=False``) decodes only the full sequence at ``x M`` and smaller scales are its
+  bicubic downsampling.
+* :class:`NextScaleTransformer`: VARSR's conditioning (github qyp2000/VARSR,
+  ``models/var.py``): a conv embedding of the LR image as the start tokens of the sequence, and
+  an optional per-scale LR term (the LR image's own token embeddings, :func:`lr_scale_term`)
+  added to the inputs of each scale; attention is block-causal over scales.
 * :func:`generate_tokens`: scale-by-scale decoding (argmax or temperature sampling).
 * :class:`ConvSR`: residual conv net over bicubic upsampling (the "same parameter count"
   baseline; pick its width with :func:`conv_sr_width_for_params`).
 
-The conditioning of the decoder and of the transformer on the LR image, the shared scale-agnostic
-upsampling head and all sizes are our reconstruction (the paper's text was not available: arXiv
-2605.14891, abstract only).
+Reconstructed (not in the papers' text we could read): the sizes, the sub-pixel decoder heads
+(one per output scale), the LR start-token grid side, and the per-scale LR term's content (the
+slot exists in VARSR's ``VAR_RoPE.forward`` as ``lr_inp_scale``, but their released trainer
+passes ``None``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ __all__ = [
     "conv_sr_width_for_params",
     "generate_tokens",
     "hitvar_draw",
+    "lr_scale_term",
     "next_scale_inputs",
 ]
 
@@ -71,8 +76,9 @@ def hitvar_draw() -> Callable[[tuple[str, ...], tuple[int, ...], np.random.Gener
     """The HIT-VAR networks' initialisation rule for :func:`fidia_jax.models.init_without_compile`.
 
     ``kernel`` ~ N(0, 1 / fan_in) (LeCun normal, untruncated) except the last conv of an SR head
-    (``head2``), zero so that the network starts as bicubic upsampling; ``bias`` /
-    ``scale_bias`` = 0; LayerNorm ``scale`` = 1; ``scale_emb`` / ``pos_emb`` ~ N(0, 0.02^2);
+    (``head2`` of :class:`ConvSR`, which then starts as bicubic upsampling; the tokenizer's
+    ``heads``, which start at flat grey), zero; ``bias`` / ``scale_bias`` = 0; LayerNorm
+    ``scale`` = 1; ``scale_emb`` / ``pos_emb`` / ``ctx_pos`` ~ N(0, 0.02^2);
     ``codebook`` = ``embed_sum`` ~ N(0, 0.1^2) (one draw per shape, shared by the two);
     ``cluster_size`` = 1.
 
@@ -83,7 +89,8 @@ def hitvar_draw() -> Callable[[tuple[str, ...], tuple[int, ...], np.random.Gener
 
     def draw(names, shape, rng):
         name = names[-1]
-        if name == "kernel" and "head2" in names:  # the last conv of an SR head: start at bicubic
+        if name == "kernel" and ("head2" in names or "heads" in names):
+            # the last conv of an SR head: ConvSR starts at bicubic, the decoder at flat grey
             return np.zeros(shape)
         if name == "kernel":
             fan_in = int(np.prod(shape[:-1]))
@@ -92,7 +99,7 @@ def hitvar_draw() -> Callable[[tuple[str, ...], tuple[int, ...], np.random.Gener
             return np.zeros(shape)
         if name in ("scale", "cluster_size"):
             return np.ones(shape)
-        if name in ("scale_emb", "pos_emb"):
+        if name in ("scale_emb", "pos_emb", "ctx_pos"):
             return 0.02 * rng.standard_normal(shape)
         if name in ("codebook", "embed_sum"):
             if shape not in codebook:
@@ -113,17 +120,27 @@ class _ResBlock(nnx.Module):
 
 
 class HitVarTokenizer(nnx.Module):
-    """Residual-quantised, LR-conditioned image tokenizer whose prefixes decode at ``x1..xM``.
+    """Residual-quantised image tokenizer whose decoder reads the tokens only; its prefixes
+    decode at ``x1..xM``.
+
+    The decoder sees nothing but the quantised latent (no LR image, no bicubic base): what it
+    outputs is what the tokens carry, so decoding the true HR tokens and decoding generated
+    ones can differ (VARSR's and VAR's VQ decoders, which decode tokens alone).
 
     Args:
       schedule: the :class:`~fidia_jax.projects.hitvar.schedule.HierarchicalSchedule` (HR side
-        ``M * lr``; the ratio HR / latent must be a power of two).
+        ``M * lr``; the ratio HR / latent must be a power of two, and every output side
+        ``m * lr`` a multiple of the latent side).
       channels: conv width.
       latent_dim: code dimension ``D``.
       codebook_size: number of codes ``K``.
       hierarchical: HIT-VAR (every prefix decodes at its scale) or the plain RQ tokenizer.
       res_blocks: residual blocks of the decoder trunk.
       rngs: ``nnx.Rngs`` (``params``).
+
+    Raises:
+      ValueError: HR / latent not a power of two, or an output side that the latent side does
+        not divide.
     """
 
     def __init__(
@@ -144,6 +161,12 @@ class HitVarTokenizer(nnx.Module):
                 f"HitVarTokenizer: HR side / latent side must be a power of two, got {hr} / "
                 f"{schedule.latent_size}"
             )
+        bad = [m for m in schedule.scales if schedule.output_size(m) % schedule.latent_size]
+        if bad:
+            raise ValueError(
+                f"HitVarTokenizer: the latent side {schedule.latent_size} must divide every "
+                f"output side (m * lr_size); it does not for scales {bad}"
+            )
         self.schedule = schedule
         self.hierarchical = hierarchical
         self.latent_dim, self.codebook_size = latent_dim, codebook_size
@@ -158,20 +181,25 @@ class HitVarTokenizer(nnx.Module):
         self.enc_down = nnx.List(
             [nnx.Conv(ch, ch, (4, 4), strides=(2, 2), rngs=rngs) for _ in range(max(downs - 1, 0))]
         )
+        self.enc_block = _ResBlock(ch, rngs=rngs)
         self.enc_out = nnx.Conv(ch, latent_dim, (1, 1), rngs=rngs)
-        self.lr_in = nnx.Conv(3, ch, (3, 3), rngs=rngs)
-        self.lr_block = _ResBlock(ch, rngs=rngs)
-        self.dec_in = nnx.Conv(latent_dim + ch, ch, (3, 3), rngs=rngs)
+        self.dec_in = nnx.Conv(latent_dim, ch, (3, 3), rngs=rngs)
         self.scale_bias = nnx.Param(jnp.zeros((len(schedule.scales), ch)))
         self.trunk = nnx.List([_ResBlock(ch, rngs=rngs) for _ in range(res_blocks)])
-        hc = max(ch // 4, 4)  # the head runs at output resolution: keep it narrow
-        self.head1 = nnx.Conv(ch, hc, (3, 3), rngs=rngs)
-        self.head2 = nnx.Conv(hc, 3, (3, 3), rngs=rngs)
+        # one sub-pixel head per decoded scale: a conv at latent resolution to r^2 * 3 channels,
+        # then depth-to-space (r = output side / latent side); only x M for the plain tokenizer
+        heads = schedule.scales if hierarchical else (max(schedule.scales),)
+        self.heads = nnx.Dict(
+            {f"x{m}": nnx.Conv(ch, 3 * self._ratio(m) ** 2, (3, 3), rngs=rngs) for m in heads}
+        )
         key = rngs.params()
         codes = jax.random.normal(key, (codebook_size, latent_dim)) * 0.1
         self.codebook = Codebook(codes)
         self.cluster_size = Codebook(jnp.ones((codebook_size,)))
         self.embed_sum = Codebook(codes)
+
+    def _ratio(self, scale: int) -> int:
+        return self.schedule.output_size(scale) // self.schedule.latent_size
 
     def encode(self, hr_BxHxWx3: jax.Array) -> jax.Array:
         """HR images ``(B, M*lr, M*lr, 3)`` in ``[0, 1]`` -> latent ``(B, H, H, D)``."""
@@ -184,36 +212,45 @@ class HitVarTokenizer(nnx.Module):
         h = jax.nn.gelu(self.enc_in(hr_BxHxWx3 * 2.0 - 1.0))
         for conv in self.enc_down:
             h = jax.nn.gelu(conv(h))
-        return self.enc_out(h)
+        return self.enc_out(self.enc_block(h))
 
     def quantize(self, f_BxHxHxD: jax.Array):
         """:func:`fidia_jax.layers.multiscale_residual_quantize` with this codebook."""
         return multiscale_residual_quantize(f_BxHxHxD, self.codebook[...], self.schedule.grids)
 
-    def _lr_features(self, lr):
-        feat = self.lr_block(jax.nn.gelu(self.lr_in(lr * 2.0 - 1.0)))
-        return resize_grid(feat, self.schedule.latent_size)
+    def decode_latent(self, fhat_BxHxHxD: jax.Array, scale: int) -> jax.Array:
+        """Decodes a latent (a prefix sum of token embeddings) at SR scale ``scale``.
 
-    def decode_latent(
-        self, fhat_BxHxHxD: jax.Array, lr_Bxlxlx3: jax.Array, scale: int
-    ) -> jax.Array:
-        """Decodes a latent (a prefix sum) with the LR image at SR scale ``scale``.
+        Returns ``(B, scale * lr, scale * lr, 3)`` (``0.5`` + the head's output: a decoder that
+        learned nothing gives flat grey). The plain tokenizer decodes at ``x M`` and resizes
+        down (bicubic) for smaller scales.
 
-        Returns ``(B, scale * lr, scale * lr, 3)``: bicubic(LR) plus a learned residual. The
-        plain tokenizer decodes at ``x M`` and resizes down for smaller scales.
+        Raises:
+          ValueError: a latent that is not ``(B, H, H, D)``, or an unknown scale.
         """
         sch = self.schedule
-        _check_images(lr_Bxlxlx3, sch.lr_size, "lr", "HitVarTokenizer.decode_latent")
+        _checks.assert_rank(
+            fhat_BxHxHxD, 4, "fhat", where="HitVarTokenizer.decode_latent", detail="(B, H, H, D)"
+        )
+        want = (sch.latent_size, sch.latent_size, self.latent_dim)
+        if tuple(fhat_BxHxHxD.shape[1:]) != want:
+            raise ValueError(
+                f"HitVarTokenizer.decode_latent: fhat must be (B, {want[0]}, {want[1]}, "
+                f"{want[2]}), got {tuple(fhat_BxHxHxD.shape)}"
+            )
         out_size = sch.output_size(scale)
         dec_scale = scale if self.hierarchical else max(sch.scales)
-        h = self.dec_in(jnp.concatenate([fhat_BxHxHxD, self._lr_features(lr_Bxlxlx3)], -1))
+        h = self.dec_in(fhat_BxHxHxD)
         h = h + self.scale_bias[dec_scale - 1][None, None, None]
         for blk in self.trunk:
             h = blk(h)
-        size = sch.output_size(dec_scale)
-        h = resize_images(h, size, "linear")
-        img = bicubic_resize(lr_Bxlxlx3, size) + self.head2(jax.nn.gelu(self.head1(h)))
-        if size != out_size:
+        r = self._ratio(dec_scale)
+        y = self.heads[f"x{dec_scale}"](jax.nn.gelu(h))
+        b, hh, ww, _ = y.shape
+        img = 0.5 + y.reshape(b, hh, ww, r, r, 3).transpose(0, 1, 3, 2, 4, 5).reshape(
+            b, hh * r, ww * r, 3
+        )
+        if img.shape[1] != out_size:
             img = bicubic_resize(img, out_size)
         return img
 
@@ -221,12 +258,12 @@ class HitVarTokenizer(nnx.Module):
         """Token scales read for SR scale ``scale`` (all of them for the plain tokenizer)."""
         return self.schedule.prefix_length(scale) if self.hierarchical else len(self.schedule.grids)
 
-    def decode_tokens(self, codes: list[jax.Array], lr: jax.Array, scale: int) -> jax.Array:
+    def decode_tokens(self, codes: list[jax.Array], scale: int) -> jax.Array:
         """Decodes the token prefix that scale ``scale`` reads (:meth:`prefix_for`)."""
         latent = tokens_to_latent(
             codes, self.codebook[...], self.schedule.latent_size, self.prefix_for(scale)
         )
-        return self.decode_latent(latent, lr, scale)
+        return self.decode_latent(latent, scale)
 
 
 def next_scale_inputs(fhat_prefixes_KxBxHxHxD: jax.Array, grids: tuple[int, ...]) -> jax.Array:
@@ -265,14 +302,32 @@ class _Block(nnx.Module):
 
 
 class NextScaleTransformer(nnx.Module):
-    """Next-scale token predictor conditioned on the LR image (VAR with block-causal attention).
+    """Next-scale token predictor conditioned on the LR image as in VARSR.
+
+    The sequence is ``[LR start tokens | scale 1 | scale 2 inputs | ... | scale K inputs]``:
+
+    * **start tokens** (VARSR's prefix): a conv embedding of the LR image, area-resized to a
+      ``context_size x context_size`` grid, plus a learned position embedding; they are level 0
+      (the level of scale 1), so every token sees them;
+    * scale ``k``'s positions read :func:`next_scale_inputs` (``word_embed`` of the upsampled
+      prefix sum; zeros for scale 1) plus a scale and a position embedding;
+    * the optional **per-scale LR term** (VARSR's ``lr_inp_scale``): ``word_embed`` of the LR
+      image's own token embeddings at each scale (the tokenizer applied to the bicubic-upsampled
+      LR), added at the positions that predict that scale.
+
+    Attention is block-causal over levels (:func:`fidia_jax.layers.block_causal_mask`), so the
+    logits of scale ``k`` depend on the inputs of scales ``<= k`` and on the LR only.
 
     Args:
       schedule: token grids and LR size.
       latent_dim: ``D`` of the tokenizer's codes (the inputs).
       codebook_size: ``K`` (logits).
       dim, depth, heads, mlp_ratio: transformer sizes.
+      context_size: side of the LR start-token grid (default ``max(lr_size // 2, 1)``).
       rngs: ``nnx.Rngs``.
+
+    Raises:
+      ValueError: ``dim`` not divisible by ``heads``, or ``context_size < 1``.
     """
 
     def __init__(
@@ -285,14 +340,20 @@ class NextScaleTransformer(nnx.Module):
         depth: int = 2,
         heads: int = 4,
         mlp_ratio: int = 4,
+        context_size: int | None = None,
         rngs: nnx.Rngs,
     ):
         if dim % heads:
             raise ValueError(f"NextScaleTransformer: dim {dim} must be divisible by heads {heads}")
-        self.schedule = schedule
+        ctx = max(schedule.lr_size // 2, 1) if context_size is None else int(context_size)
+        if ctx < 1:
+            raise ValueError(f"NextScaleTransformer: context_size must be >= 1, got {ctx}")
+        self.schedule, self.context_size = schedule, ctx
         t = schedule.num_tokens
-        self.in_proj = nnx.Linear(latent_dim, dim, rngs=rngs)
-        self.lr_proj = nnx.Conv(3, dim, (3, 3), rngs=rngs)
+        self.in_proj = nnx.Linear(latent_dim, dim, rngs=rngs)  # VARSR's word_embed
+        self.lr_conv1 = nnx.Conv(3, dim, (3, 3), rngs=rngs)
+        self.lr_conv2 = nnx.Conv(dim, dim, (3, 3), rngs=rngs)
+        self.ctx_pos = nnx.Param(jax.random.normal(rngs.params(), (ctx * ctx, dim)) * 0.02)
         self.scale_emb = nnx.Param(
             jax.random.normal(rngs.params(), (len(schedule.grids), dim)) * 0.02
         )
@@ -301,28 +362,82 @@ class NextScaleTransformer(nnx.Module):
         self.ln = nnx.LayerNorm(dim, rngs=rngs)
         self.head = nnx.Linear(dim, codebook_size, rngs=rngs)
 
-    def __call__(self, inputs_BxTxD: jax.Array, lr_Bxlxlx3: jax.Array) -> jax.Array:
-        """Logits ``(B, T, K)`` of every token given :func:`next_scale_inputs` and the LR."""
+    def mask(self) -> np.ndarray:
+        """``(C + T, C + T)`` bool: start tokens at level 0, scale ``k`` at level ``k - 1``."""
+        sch = self.schedule
+        lvl = np.concatenate(
+            [np.zeros(self.context_size**2, np.int32)]
+            + [np.full(s * s, k, np.int32) for k, s in enumerate(sch.grids)]
+        )
+        return lvl[:, None] >= lvl[None, :]
+
+    def __call__(
+        self,
+        inputs_BxTxD: jax.Array,
+        lr_Bxlxlx3: jax.Array,
+        lr_scale_BxTxD: jax.Array | None = None,
+    ) -> jax.Array:
+        """Logits ``(B, T, K)`` of every token.
+
+        Args:
+          inputs_BxTxD: :func:`next_scale_inputs` (teacher forcing, or the generated prefix).
+          lr_Bxlxlx3: the LR images in ``[0, 1]``.
+          lr_scale_BxTxD: the per-scale LR term (the LR tokenization's code embeddings, scale
+            by scale, flattened like the tokens), or ``None`` to leave it out.
+
+        Raises:
+          ValueError: shapes that do not match the schedule.
+        """
         sch = self.schedule
         _check_images(lr_Bxlxlx3, sch.lr_size, "lr", "NextScaleTransformer")
         b = inputs_BxTxD.shape[0]
-        lr_feat = self.lr_proj(lr_Bxlxlx3 * 2.0 - 1.0)
-        cond = jnp.concatenate(
-            [resize_grid(lr_feat, s).reshape(b, s * s, -1) for s in sch.grids], axis=1
-        )
+        t = sch.num_tokens
+        if inputs_BxTxD.ndim != 3 or inputs_BxTxD.shape[1] != t:
+            raise ValueError(
+                f"NextScaleTransformer: inputs must be (B, {t}, D), got {tuple(inputs_BxTxD.shape)}"
+            )
+        feat = self.lr_conv2(jax.nn.gelu(self.lr_conv1(lr_Bxlxlx3 * 2.0 - 1.0)))
+        c = self.context_size
+        ctx_BxCxC = resize_grid(feat, c).reshape(b, c * c, -1) + self.ctx_pos[None]
         scale_of = np.concatenate([np.full(s * s, k) for k, s in enumerate(sch.grids)])
         emb_1xTxC = (self.scale_emb[jnp.asarray(scale_of)] + self.pos_emb)[None]
-        x = self.in_proj(inputs_BxTxD) + cond + emb_1xTxC
-        mask_TxT = jnp.asarray(sch.mask())
+        x = self.in_proj(inputs_BxTxD) + emb_1xTxC
+        if lr_scale_BxTxD is not None:
+            if lr_scale_BxTxD.shape != inputs_BxTxD.shape:
+                raise ValueError(
+                    f"NextScaleTransformer: lr_scale must have the inputs' shape "
+                    f"{tuple(inputs_BxTxD.shape)}, got {tuple(lr_scale_BxTxD.shape)}"
+                )
+            x = x + self.in_proj(lr_scale_BxTxD)
+        x = jnp.concatenate([ctx_BxCxC.astype(x.dtype), x], axis=1)
+        mask = jnp.asarray(self.mask())
         for blk in self.blocks:
-            x = blk(x, mask_TxT)
-        return self.head(self.ln(x))
+            x = blk(x, mask)
+        return self.head(self.ln(x[:, c * c :]))
+
+
+def lr_scale_term(codes: list[jax.Array], codebook: jax.Array) -> jax.Array:
+    """The per-scale LR term of :class:`NextScaleTransformer`: the code embeddings of a token
+    sequence (the LR image's), scale by scale, flattened like the tokens.
+
+    Args:
+      codes: per scale ``(B, s_k, s_k)`` int tokens.
+      codebook: ``(K, D)``.
+
+    Returns:
+      ``(B, T, D)`` float.
+    """
+    b = codes[0].shape[0]
+    return jnp.concatenate(
+        [jnp.take(codebook, c, axis=0).reshape(b, -1, codebook.shape[1]) for c in codes], axis=1
+    )
 
 
 def generate_tokens(
     model: NextScaleTransformer,
     codebook: jax.Array,
     lr: jax.Array,
+    lr_scale: jax.Array | None = None,
     *,
     key: jax.Array | None = None,
     temperature: float = 0.0,
@@ -336,11 +451,15 @@ def generate_tokens(
       model: the transformer.
       codebook: ``(K, D)`` the tokenizer's codes.
       lr: ``(B, lr, lr, 3)``.
+      lr_scale: the per-scale LR term ``(B, T, D)`` (:func:`lr_scale_term`), or ``None``.
       key: PRNG key, needed when ``temperature > 0``.
       temperature: ``0`` = argmax; else sample ``softmax(logits / temperature)``.
 
     Returns:
       ``(codes, fhat_prefixes)`` as :func:`fidia_jax.layers.multiscale_residual_quantize`.
+
+    Raises:
+      ValueError: a negative temperature, or a positive one without a key.
     """
     if temperature < 0 or (temperature > 0 and key is None):
         raise ValueError(
@@ -354,7 +473,7 @@ def generate_tokens(
     fhat = jnp.zeros((b, h, h, d), codebook.dtype)
     codes, prefixes = [], []
     for k, s in enumerate(sch.grids):
-        logits = model(inputs, lr)[:, off[k] : off[k + 1]]
+        logits = model(inputs, lr, lr_scale)[:, off[k] : off[k + 1]]
         if temperature > 0:
             c = jax.random.categorical(jax.random.fold_in(key, k), logits / temperature)
         else:

@@ -21,13 +21,17 @@ __all__ = [
 
 SUMMARY_FILE = "hitvar.json"
 PNG_FILE = "hitvar_samples.png"
-#: Rows of the results table (the oracle reads the HR crop: an upper bound, not a method).
+#: Rows of the results table. The last two are diagnostics, not methods: the HIT tokenizer
+#: decoding the tokens of the bicubic-upsampled LR crop (DPO's rejected sequence) and the true
+#: tokens of the HR crop (the oracle: it reads the HR image, an upper bound for the VAR).
 METHODS = (
     "bicubic",
     "conv SR",
     "plain RQ+VAR",
     "HIT-VAR (no DPO)",
+    "HIT-VAR (DPO on LPIPS-ranked samples)",
     "HIT-VAR",
+    "HIT tokenizer, LR tokens",
     "oracle: HIT tokenizer, true tokens",
 )
 
@@ -54,15 +58,17 @@ def write_samples_png(path, config, d, preds, n_show: int = 4) -> None:
 
     plt = train.pyplot()
     top = config.max_scale
-    cols = ["LR", "bicubic", "conv SR", "plain RQ+VAR", "HIT-VAR", "HR"]
+    cols = ["LR", "bicubic", "conv SR", "plain RQ+VAR", "HIT-VAR (no DPO)", "HIT-VAR",
+            METHODS[-1], "HR"]  # fmt: skip
+    titles = cols[:-2] + ["true tokens (oracle)", "HR"]
     n_show = min(n_show, len(d["hr_eval"]))
     fig, axes = plt.subplots(n_show + 1, len(cols), figsize=(1.4 * len(cols), 1.4 * (n_show + 1)))
     for r in range(n_show):
-        ims = [d["lr_eval"][r]] + [preds[c][top][r] for c in cols[1:5]] + [d["hr_eval"][r]]
+        ims = [d["lr_eval"][r]] + [preds[c][top][r] for c in cols[1:-1]] + [d["hr_eval"][r]]
         for c, im in enumerate(ims):
             axes[r, c].imshow(np.clip(im, 0, 1), interpolation="nearest")
             if r == 0:
-                axes[r, c].set_title(cols[c], fontsize=7)
+                axes[r, c].set_title(titles[c], fontsize=6)
     for c in range(len(cols)):
         axes[n_show, c].axis("off")
         if c < top:
@@ -88,11 +94,33 @@ def write_report(results: dict[str, Any], config: HitVarConfig, workdir: pathlib
             rows.append([name, scale, f"{c['psnr']:.2f}", f"{c['ssim']:.3f}", lp])
     goals = results["goals"]
     train.print_table(
-        f"HIT-VAR: x1..{top} SR of held-out crops (PSNR, SSIM higher is better; LPIPS lower; "
-        f"goal, HIT-VAR LPIPS at {top} < bicubic and < plain RQ+VAR: "
-        f"{'met' if goals['met'] else 'NOT met'})",
+        f"HIT-VAR: x1..{top} SR of held-out crops (PSNR, SSIM higher is better; LPIPS lower)",
         ["method", "scale", "PSNR (dB)", "SSIM", "LPIPS"],
         rows,
+    )
+    tests = results.get("paired_tests", {})
+    train.print_table(
+        f"LPIPS at {top} per held-out crop, paired (Wilcoxon signed-rank, two-sided; "
+        f"'better' needs p < 0.05)",
+        ["comparison (a vs b)", "LPIPS a", "LPIPS b", "mean a - b", "p", "a better"],
+        [
+            [
+                k,
+                f"{t['mean_a']:.4f}",
+                f"{t['mean_b']:.4f}",
+                f"{t['mean_diff']:+.4f}",
+                f"{t['p']:.2g}",
+                "yes" if t["a_better"] else "no",
+            ]
+            for k, t in tests.items()
+        ],  # fmt: skip
+    )
+    print(
+        f"goal (HIT-VAR LPIPS at {top} below bicubic and below plain RQ+VAR, each p < 0.05): "
+        f"{'met' if goals['met'] else 'NOT met'}; tokens matter (oracle beats generated and "
+        f"bicubic): {'yes' if goals.get('tokens_matter') else 'no'}; DPO on (LR, HR) helps: "
+        f"{'yes' if goals.get('dpo_helps') else 'no'}",
+        flush=True,
     )
     at_top = {k: v[top] for k, v in results["metrics"].items()}
     train.plot_bars(
@@ -122,6 +150,7 @@ def write_report(results: dict[str, Any], config: HitVarConfig, workdir: pathlib
             "goals": goals,
             "params": results["params"],
             "dpo_valid_frac": results["dpo_valid_frac"],
+            "paired_tests": tests,
             "final_losses": results["final_losses"],
             "wall_s": results["wall_s"]["total"],
         },

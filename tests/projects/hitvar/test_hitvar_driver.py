@@ -55,6 +55,43 @@ def test_score_matches_the_metrics_directly():
     )
 
 
+def test_paired_test_is_the_exact_wilcoxon_signed_rank_test():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=9)
+    b = a + rng.normal(0.3, 1.0, size=9)  # distinct nonzero |differences|, no ties
+    d = a - b
+    ranks = np.argsort(np.argsort(np.abs(d))) + 1
+    w_obs = min(ranks[d > 0].sum(), ranks[d < 0].sum())
+    # brute force over the 2^9 sign patterns
+    signs = (np.arange(2**9)[:, None] >> np.arange(9)) & 1
+    w_plus = (signs * ranks).sum(1)
+    w_all = np.minimum(w_plus, ranks.sum() - w_plus)
+    res = hitvar.paired_test(a, b)
+    np.testing.assert_allclose(res["p"], np.mean(w_all <= w_obs), rtol=1e-9)
+    assert res["n"] == 9 and res["a_better"] == (a.mean() < b.mean() and res["p"] < 0.05)
+    # a clear, consistent win is "better"; equal scores never are
+    assert hitvar.paired_test(np.zeros(12), np.arange(1, 13) / 10)["a_better"]
+    same = hitvar.paired_test(np.ones(5), np.ones(5))
+    assert same["p"] == 1.0 and not same["a_better"]
+    with pytest.raises(ValueError, match="finite"):
+        hitvar.paired_test(np.array([0.1, np.nan]), np.array([0.2, 0.3]))
+    with pytest.raises(ValueError, match="one length"):
+        hitvar.paired_test(np.zeros(3), np.zeros(4))
+
+
+def test_lr_hr_pairs_prefer_hr_tokens_over_lr_tokens():
+    hr_t = np.array([[1, 2, 3], [4, 5, 6]])
+    lr_t = np.array([[1, 2, 0], [4, 5, 6]])  # the second crop: same tokens, no preference
+    hr_x, lr_x = np.zeros((2, 3, 2)), np.ones((2, 3, 2))
+    p = hitvar.lr_hr_pairs(hr_t, hr_x, lr_t, lr_x)
+    np.testing.assert_array_equal(p["tokens"][:, 0], hr_t)  # preferred: HR
+    np.testing.assert_array_equal(p["tokens"][:, 1], lr_t)  # rejected: LR
+    np.testing.assert_array_equal(p["inputs"][:, 1], lr_x)
+    np.testing.assert_array_equal(p["valid"], [1.0, 0.0])
+    with pytest.raises(ValueError, match="share shapes"):
+        hitvar.lr_hr_pairs(hr_t, hr_x, lr_t[:, :2], lr_x)
+
+
 def test_cli_errors_name_the_problem(capsys):
     code = cli.main(["hitvar", "train", "--config", "tiny", "--set", 'held_out=["lena"]'])
     assert code == 2 and "held_out must name bundled photos" in capsys.readouterr().err
@@ -70,12 +107,44 @@ def test_tiny_run_end_to_end(tmp_path):
     # the bicubic row is the metric of bicubic upsampling itself
     d = hitvar.make_data(cfg)
     assert res["metrics"]["bicubic"]["x2"]["psnr"] > 15
-    assert res["params"]["HIT-VAR (inference)"] == res["params"]["plain RQ+VAR (inference)"]
+    # the plain tokenizer has only the x M sub-pixel head; HIT-VAR's others are 3x3 convs from
+    # `channels` to 3 r^2 channels (r = output side / latent side), with biases
+    extra = sum(
+        9 * cfg.channels * 3 * r * r + 3 * r * r
+        for r in (m * cfg.lr_size // cfg.latent_size for m in range(1, cfg.max_scale))
+    )
+    hit_n, plain_n = res["params"]["HIT-VAR (inference)"], res["params"]["plain RQ+VAR (inference)"]
+    assert hit_n - plain_n == extra
     assert abs(res["params"]["conv SR"] / res["params"]["HIT-VAR (inference)"] - 1) < 0.2
-    assert set(res["goals"]) == {"lpips_top_beats_bicubic", "lpips_top_beats_plain_var", "met"}
+    assert set(res["goals"]) == {
+        "tokens_matter",
+        "lpips_top_beats_bicubic",
+        "lpips_top_beats_plain_var",
+        "dpo_helps",
+        "met",
+    }
+    # the goal is met only beyond the noise: each comparison is a paired test over the crops
+    t = res["paired_tests"]["HIT-VAR vs bicubic"]
+    assert t["n"] == cfg.n_eval
+    assert res["goals"]["lpips_top_beats_bicubic"] == (t["mean_diff"] < 0 and t["p"] < 0.05)
+    np.testing.assert_allclose(t["mean_a"], res["metrics"]["HIT-VAR"]["x2"]["lpips"], rtol=1e-5)
+    tc = res["token_check"]
+    np.testing.assert_allclose(
+        tc["lpips"]["oracle"],
+        res["metrics"]["oracle: HIT tokenizer, true tokens"]["x2"]["lpips"],
+        rtol=1e-5,
+    )
     assert len(d["hr_eval"]) == cfg.n_eval
     # one fit per training phase: its losses in metrics.jsonl (= the curves), a checkpoint
-    runs = ["hit_tokenizer", "hit_var", "hit_dpo", "plain_tokenizer", "plain_var", "conv_sr"]
+    runs = [
+        "hit_tokenizer",
+        "hit_var",
+        "hit_dpo",
+        "hit_dpo_lpips",
+        "plain_tokenizer",
+        "plain_var",
+        "conv_sr",
+    ]
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     for run in runs:
         assert [r["loss"] for r in records if r["run"] == run] == written["curves"][run]

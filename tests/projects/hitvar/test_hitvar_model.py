@@ -42,11 +42,12 @@ def run():
         seed=1,
     )
     rng = np.random.default_rng(0)
-    # the numpy init zeroes the last head conv (output = bicubic): randomise it so that the
-    # decoded images depend on the tokens
-    np.testing.assert_array_equal(np.asarray(tok.head2.kernel[...]), 0.0)
+    # the numpy init zeroes the decoder's heads (output = flat grey): randomise them so that
+    # the decoded images depend on the tokens
     for t in (tok, plain):
-        t.head2.kernel[...] = jnp.asarray(rng.normal(size=t.head2.kernel.shape), jnp.float32)
+        for head in t.heads.values():
+            np.testing.assert_array_equal(np.asarray(head.kernel[...]), 0.0)
+            head.kernel[...] = jnp.asarray(rng.normal(size=head.kernel.shape), jnp.float32)
     hr = jnp.asarray(rng.uniform(size=(2, 16, 16, 3)).astype(np.float32))
     lr = hv.bicubic_resize(hr, 4)
 
@@ -54,19 +55,26 @@ def run():
     def go(tok, plain, var, hr, lr):
         codes, prefixes, _ = tok.quantize(tok.encode(hr))
         out = {"codes": codes, "prefixes": prefixes}
-        out["dec"] = {m: tok.decode_tokens(codes, lr, m) for m in SCH.scales}
+        out["dec"] = {m: tok.decode_tokens(codes, m) for m in SCH.scales}
         out["dec_latent"] = {
-            m: tok.decode_latent(prefixes[SCH.prefix_length(m) - 1], lr, m) for m in SCH.scales
+            m: tok.decode_latent(prefixes[SCH.prefix_length(m) - 1], m) for m in SCH.scales
         }
-        out["plain"] = {m: plain.decode_tokens(codes, lr, m) for m in SCH.scales}
+        # other tokens (each code moved by one): the decoder reads them
+        out["dec_other"] = tok.decode_tokens(
+            [(c + 1) % tok.codebook_size for c in codes], max(SCH.scales)
+        )
+        out["plain"] = {m: plain.decode_tokens(codes, m) for m in SCH.scales}
         x = hv.next_scale_inputs(prefixes, SCH.grids)
-        out["inputs"], out["logits"] = x, var(x, lr)
-        # perturb the inputs of the last scale: earlier scales' logits must not move
-        x2 = x.at[:, SCH.offsets[-2] :].add(5.0)
-        out["logits_perturbed"] = var(x2, lr)
-        gen_codes, gen_prefixes = hv.generate_tokens(var, tok.codebook[...], lr)
+        ls = hv.lr_scale_term(codes, tok.codebook[...])
+        out["inputs"], out["lr_scale"], out["logits"] = x, ls, var(x, lr, ls)
+        # perturb the inputs (and the LR term) of the last scale: earlier logits must not move
+        off = SCH.offsets[-2]
+        out["logits_perturbed"] = var(x.at[:, off:].add(5.0), lr, ls.at[:, off:].add(5.0))
+        out["logits_no_term"] = var(x, lr)
+        out["logits_other_lr"] = var(x, 1.0 - lr, ls)
+        gen_codes, gen_prefixes = hv.generate_tokens(var, tok.codebook[...], lr, ls)
         out["gen_codes"] = gen_codes
-        out["gen_logits"] = var(hv.next_scale_inputs(gen_prefixes, SCH.grids), lr)
+        out["gen_logits"] = var(hv.next_scale_inputs(gen_prefixes, SCH.grids), lr, ls)
         return out
 
     return go(tok, plain, var, hr, lr), (tok, plain, var, hr, lr)
@@ -79,6 +87,8 @@ def test_every_prefix_decodes_to_its_scale(run):
         assert out["dec"][m].shape == (2, 4 * m, 4 * m, 3)
         # decoding the tokens = decoding the truncated residual sum of the quantiser
         np.testing.assert_allclose(out["dec"][m], out["dec_latent"][m], atol=1e-5)
+    # the decoder reads the tokens only: other tokens, another image
+    assert np.abs(np.asarray(out["dec_other"]) - np.asarray(out["dec"][4])).max() > 1e-2
     # the plain tokenizer reads every scale and resizes its x4 output down
     for m in (1, 2, 3):
         np.testing.assert_allclose(
@@ -101,6 +111,32 @@ def test_next_scale_inputs_and_block_causality(run):
     lo, lp = np.asarray(out["logits"]), np.asarray(out["logits_perturbed"])
     np.testing.assert_allclose(lo[:, : off[-2]], lp[:, : off[-2]], atol=1e-5)
     assert np.abs(lo[:, off[-2] :] - lp[:, off[-2] :]).max() > 1e-3
+    # every scale sees the LR start tokens; the per-scale LR term moves the logits
+    other = np.asarray(out["logits_other_lr"])
+    spans = zip(off[:-1], off[1:], strict=True)
+    assert min(np.abs(lo[:, a:b] - other[:, a:b]).max() for a, b in spans) > 1e-4
+    assert np.abs(lo - np.asarray(out["logits_no_term"])).max() > 1e-4
+    # the LR term is the codes' embeddings, scale by scale
+    _, (tok, *_rest) = run
+    cb = np.asarray(tok.codebook[...])
+    flat = np.concatenate([np.asarray(c).reshape(2, -1) for c in out["codes"]], axis=1)
+    np.testing.assert_allclose(out["lr_scale"], cb[flat], atol=1e-6)
+
+
+def test_start_tokens_are_level_zero():
+    var = nnx.eval_shape(
+        lambda: hv.NextScaleTransformer(
+            SCH, latent_dim=4, codebook_size=8, dim=8, heads=2, context_size=2,
+            rngs=nnx.Rngs(0),
+        )
+    )  # fmt: skip
+    mask = var.mask()
+    c, t = 4, SCH.num_tokens
+    assert mask.shape == (c + t, c + t)
+    assert mask[:, :c].all()  # every position sees the LR start tokens
+    # the start tokens and scale 1 see each other and nothing later
+    assert mask[: c + 1, : c + 1].all() and not mask[: c + 1, c + 1 :].any()
+    np.testing.assert_array_equal(mask[c:, c:], SCH.mask())
 
 
 def test_argmax_generation_is_consistent_with_teacher_forcing(run):
@@ -113,10 +149,14 @@ def test_bad_inputs_name_the_problem(run):
     _, (tok, _, var, hr, lr) = run
     with pytest.raises(ValueError, match="hr must have rank 4"):
         tok.encode(hr[0])
-    with pytest.raises(ValueError, match=r"lr must be \(B, 4, 4, 3\)"):
-        tok.decode_latent(jnp.zeros((2, 4, 4, 4)), hr, 4)
+    with pytest.raises(ValueError, match=r"fhat must be \(B, 4, 4, 4\)"):
+        tok.decode_latent(jnp.zeros((2, 4, 4, 3)), 4)
     with pytest.raises(ValueError, match="scale must be one of"):
-        tok.decode_latent(jnp.zeros((2, 4, 4, 4)), lr, 5)
+        tok.decode_latent(jnp.zeros((2, 4, 4, 4)), 5)
+    with pytest.raises(ValueError, match=r"lr must be \(B, 4, 4, 3\)"):
+        var(jnp.zeros((2, SCH.num_tokens, 4)), hr)
+    with pytest.raises(ValueError, match="lr_scale must have the inputs' shape"):
+        var(jnp.zeros((2, SCH.num_tokens, 4)), lr, jnp.zeros((2, 3, 4)))
     # numpy init: LeCun-normal kernels (std 1/sqrt(fan_in)), zero biases, one codebook copy
     k = np.asarray(var.head.kernel[...])
     assert abs(k.std() * np.sqrt(k.shape[0]) - 1.0) < 0.3
