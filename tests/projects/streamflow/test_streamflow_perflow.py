@@ -88,3 +88,21 @@ def test_exact_eps_network_samples_the_point_through_the_stream_batcher():
         np.testing.assert_allclose(out[i], np.asarray(x_star), atol=1e-4)
         ref = serving.sample_euler(apply_fn, None, noise[i : i + 1], scheds[i])
         np.testing.assert_allclose(out[i], ref[0], atol=1e-5)
+
+
+@pytest.mark.integration  # compiles the tiny U-Net twice (tens of seconds on a busy CPU)
+def test_driver_parameterisation_wraps_the_network_output_as_eps():
+    from fidia_jax.errors import ConfigError
+    from fidia_jax.projects import streamflow
+
+    f_v, params = streamflow.init_flow(streamflow.get_config("tiny"))
+    f_e, params_e = streamflow.init_flow(
+        streamflow.get_config("tiny", parameterisation="perflow_eps")
+    )
+    x = jnp.asarray(np.random.default_rng(4).normal(size=(2, 8, 8, 1)), jnp.float32)
+    t = jnp.asarray([0.9, 0.3], jnp.float32)
+    raw = jax.jit(f_v)(params, x, t)  # same seed: the same network, read as an eps
+    want = EPS_TO_V(raw, x, t, W)
+    np.testing.assert_allclose(np.asarray(jax.jit(f_e)(params_e, x, t)), want, atol=1e-5)
+    with pytest.raises(ConfigError, match="parameterisation"):
+        streamflow.get_config("tiny", parameterisation="eps")
