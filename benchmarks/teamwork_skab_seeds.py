@@ -63,7 +63,8 @@ def run_seed(args) -> None:
     k = teamwork.SKAB_TRAIN_SIZE
     path = OUT / f"teamwork_skab_seed{args.seed}.json"
     out: dict = json.loads(path.read_text()) if path.is_file() else {}
-    if out.get("runs") != [r.name for r in runs] or out.get("config") != cfg.__dict__:
+    cfg_json = json.loads(json.dumps(cfg.__dict__))  # tuples as lists, as read back
+    if out.get("runs") != [r.name for r in runs] or out.get("config") != cfg_json:
         out = {"seed": args.seed, "config": cfg.__dict__, "runs": [r.name for r in runs]}
     for method in args.methods.split(","):
         if method != "all" and args.seed > 0 and method == "pca":
