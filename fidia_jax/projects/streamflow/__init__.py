@@ -15,10 +15,13 @@ Paper:
   the small U-Net are **our reconstruction**. The rectified-flow objective and reflow are from
   Liu, Gong, Liu, "Flow Straight and Fast", ICLR 2023.
 
-The method's own modules: ``model.py`` (:class:`StreamFlowUNet`, the velocity network) and
-``serving.py`` (:class:`StreamBatcher`, :func:`sample_euler`, :func:`linear_timesteps`,
-:func:`velocity_apply`, ``check_timesteps``, ``bucket_size``); both re-exported here for
-``benchmarks/streamflow.py`` and the notebook. Shared primitives used:
+The method's own modules: ``model.py`` (:class:`StreamFlowUNet`, the velocity network),
+``serving.py`` (:class:`StreamBatcher` with the stream, naive and the authors' fixed-pipeline
+policies and per-request conditioning / classifier-free guidance, :func:`sample_euler`,
+:func:`linear_timesteps`, :func:`velocity_apply`, ``check_timesteps``, ``check_noise``,
+``bucket_size``) and ``perflow.py`` (PeRFlow's per-window eps-to-velocity conversion as a model
+parameterisation, as in the authors' scheduler: :func:`perflow_apply`, :class:`PerflowWindows`,
+:func:`perflow_timesteps`); re-exported here for ``benchmarks/streamflow.py`` and the notebook. Shared primitives used:
 :func:`fidia_jax.losses.rectified_flow_loss`, :func:`fidia_jax.data.load_digit_images`,
 :func:`fidia_jax.metrics.alexnet_frechet_distance`, :func:`fidia_jax.models.init_without_compile`,
 :mod:`fidia_jax.train` (the step, the fit loop, the report files).
@@ -29,6 +32,9 @@ from fidia_jax.projects.streamflow.configs import StreamFlowConfig as StreamFlow
 from fidia_jax.projects.streamflow.configs import get_config as get_config
 from fidia_jax.projects.streamflow.configs import load_config as load_config
 from fidia_jax.projects.streamflow.model import StreamFlowUNet as StreamFlowUNet
+from fidia_jax.projects.streamflow.perflow import PerflowWindows as PerflowWindows
+from fidia_jax.projects.streamflow.perflow import perflow_apply as perflow_apply
+from fidia_jax.projects.streamflow.perflow import perflow_timesteps as perflow_timesteps
 from fidia_jax.projects.streamflow.serving import StreamBatcher as StreamBatcher
 from fidia_jax.projects.streamflow.serving import linear_timesteps as linear_timesteps
 from fidia_jax.projects.streamflow.serving import sample_euler as sample_euler
@@ -45,6 +51,7 @@ from fidia_jax.projects.streamflow.train import train_flow as train_flow
 
 __all__ = [
     "PRESETS",
+    "PerflowWindows",
     "SUMMARY_FILE",
     "StreamBatcher",
     "StreamFlowConfig",
@@ -55,6 +62,8 @@ __all__ = [
     "init_flow",
     "linear_timesteps",
     "load_config",
+    "perflow_apply",
+    "perflow_timesteps",
     "sample_euler",
     "save_sample_grid",
     "stream_generate",

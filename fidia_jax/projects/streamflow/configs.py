@@ -41,6 +41,11 @@ class StreamFlowConfig:
       sample_grid: write ``samples.png`` (matplotlib) in the work directory.
       checkpoint_every: save the training state every so many steps of each fit (``0``: only
         at its end); a rerun in the same work directory resumes from the newest checkpoint.
+      parameterisation: ``"velocity"`` (the network outputs the velocity) or ``"perflow_eps"``
+        (the network outputs an eps, turned into a velocity per PeRFlow window by
+        :func:`fidia_jax.projects.streamflow.perflow.perflow_apply`, the authors' scheduler;
+        the loss is the same rectified-flow loss on the converted velocity).
+      perflow_windows: ``K``, PeRFlow's number of time windows (the authors' 4).
     """
 
     seed: int = 0
@@ -63,8 +68,17 @@ class StreamFlowConfig:
     buckets: tuple[int, ...] = (1, 2, 4, 8, 16)
     sample_grid: bool = True
     checkpoint_every: int = 0
+    parameterisation: str = "velocity"
+    perflow_windows: int = 4
 
     def __post_init__(self) -> None:
+        if self.parameterisation not in ("velocity", "perflow_eps"):
+            raise ConfigError(
+                f"parameterisation must be 'velocity' or 'perflow_eps', got "
+                f"{self.parameterisation!r}"
+            )
+        if self.perflow_windows < 1:
+            raise ConfigError(f"perflow_windows must be >= 1, got {self.perflow_windows}")
         if not self.features or min(self.features) < 1:
             raise ConfigError(f"features must be ints >= 1 (at least one), got {self.features}")
         factor = 2 ** (len(self.features) - 1)

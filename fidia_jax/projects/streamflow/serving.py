@@ -41,6 +41,7 @@ __all__ = [
     "STREAM_BUCKETS",
     "StreamBatcher",
     "bucket_size",
+    "check_noise",
     "check_timesteps",
     "linear_timesteps",
     "sample_euler",
@@ -113,67 +114,165 @@ def bucket_size(n: int, buckets: Sequence[int] = STREAM_BUCKETS) -> int:
 
 
 def velocity_apply(model: nnx.Module) -> tuple[ApplyFn, Any]:
-    """Splits an NNX velocity model into a pure ``apply_fn(params, x_BxHxWxC, t_B)`` and ``params``.
+    """Splits an NNX velocity model into a pure ``apply_fn(params, x_BxHxWxC, t_B, *cond)`` and
+    ``params``.
 
     The samplers take this functional form so that the parameters are an ordinary argument of
-    the compiled step (no tracing of module state)."""
+    the compiled step (no tracing of module state). Extra arguments (a per-row condition
+    ``cond_B...``) are passed on to the model."""
     graphdef, params = nnx.split(model)
 
-    def apply_fn(params_, x_BxHxWxC, t_B):
-        return nnx.merge(graphdef, params_)(x_BxHxWxC, t_B)
+    def apply_fn(params_, x_BxHxWxC, t_B, *cond):
+        return nnx.merge(graphdef, params_)(x_BxHxWxC, t_B, *cond)
 
     return apply_fn, params
 
 
-def _euler_step(apply_fn: ApplyFn, params, x_BxHxWxC, t_B, dt_B):
-    """``x - dt * v(x, t)``, one Euler step per image with its own ``t`` and ``dt``."""
-    v_BxHxWxC = apply_fn(params, x_BxHxWxC, t_B)
+def check_noise(
+    noise: Any, shape: Sequence[int] | None = None, *, name: str = "noise"
+) -> np.ndarray:
+    """Starting latents as float32, validated: the given shape (if any) and every value finite.
+
+    Raises:
+      ValueError: a shape other than ``shape`` (names both and the ranks), or a NaN / inf value
+        (names how many and the first position) -- a non-finite latent would flow through every
+        step and come out as a NaN image with no error.
+    """
+    arr = np.asarray(noise, dtype=np.float32)
+    if shape is not None and arr.shape != tuple(shape):
+        raise ValueError(
+            f"{name}: an image must have shape (H, W, C)={tuple(shape)} (rank {len(shape)}), "
+            f"got shape {arr.shape} (rank {arr.ndim})"
+        )
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(
+            f"{name}: holds {int(bad.sum())} NaN/inf values (first at index "
+            f"{tuple(int(i) for i in np.argwhere(bad)[0])}); starting noise must be finite"
+        )
+    return arr
+
+
+def _guided(v_BxHxWxC, partner_B, scale_B):
+    """Classifier-free guidance across rows: ``v[p] + w (v - v[p])`` with ``p`` the row's
+    unconditional partner (itself for an unguided row, where the result is ``v`` exactly)."""
+    v_p = v_BxHxWxC[partner_B]
+    return v_p + scale_B[:, None, None, None] * (v_BxHxWxC - v_p)
+
+
+def _euler_step(apply_fn: ApplyFn, params, x_BxHxWxC, t_B, dt_B, cond=None, guide=None):
+    """``x - dt * v(x, t)``, one Euler step per image with its own ``t`` and ``dt``; with a
+    condition, ``v(x, t, cond)``; with ``guide = (partner_B, scale_B)``, classifier-free
+    guidance across rows (:func:`_guided`)."""
+    if cond is None:
+        v_BxHxWxC = apply_fn(params, x_BxHxWxC, t_B)
+    else:
+        v_BxHxWxC = apply_fn(params, x_BxHxWxC, t_B, cond)
+    if guide is not None:
+        v_BxHxWxC = _guided(v_BxHxWxC, *guide)
     return x_BxHxWxC - dt_B[:, None, None, None] * v_BxHxWxC
 
 
 _euler_step_jit = jax.jit(_euler_step, static_argnums=(0,))
 
 
-def sample_euler(apply_fn: ApplyFn, params, noise_BxHxWxC, timesteps) -> np.ndarray:
+def sample_euler(
+    apply_fn: ApplyFn,
+    params,
+    noise_BxHxWxC,
+    timesteps,
+    *,
+    cond=None,
+    guidance: float = 1.0,
+    null_cond=None,
+) -> np.ndarray:
     """The sequential sampler: Euler steps from ``t_0`` (noise) to ``t_n`` (image), one call each.
 
     All ``B`` images share the schedule; with ``B = 1`` it is the one-request-at-a-time
     reference the stream batcher is tested against.
 
     Args:
-      apply_fn, params: from :func:`velocity_apply` (``apply_fn(params, x, t) -> v``).
-      noise_BxHxWxC: float32 starting latents (``x`` at ``t_0``).
+      apply_fn, params: from :func:`velocity_apply` (``apply_fn(params, x, t) -> v``, or
+        ``apply_fn(params, x, t, cond) -> v`` when ``cond`` is given).
+      noise_BxHxWxC: float32 starting latents (``x`` at ``t_0``), all finite.
       timesteps: ``(n + 1,)`` decreasing times, e.g. :func:`linear_timesteps` ``(n)``.
+      cond: ``(B, ...)`` per-image condition passed to ``apply_fn`` (``None``: unconditional).
+      guidance: classifier-free guidance scale ``w``: ``v = v(x, t, null) + w (v(x, t, cond) -
+        v(x, t, null))``, the two evaluated as two rows of one call; ``1``: ``v(x, t, cond)``.
+      null_cond: ``(...)`` the unconditional condition (required when ``guidance != 1``).
 
     Returns:
       ``(B, H, W, C)`` float32 numpy images at ``t_n``.
 
     Raises:
-      ValueError: noise not of rank 4, or a bad schedule (:func:`check_timesteps`).
+      ValueError: noise not of rank 4 or not finite (:func:`check_noise`), a bad schedule
+        (:func:`check_timesteps`), guidance without ``cond`` / ``null_cond``, or a ``cond``
+        whose leading size is not ``B``.
     """
     noise = np.asarray(noise_BxHxWxC, dtype=np.float32)
     if noise.ndim != 4:
         raise ValueError(
             f"sample_euler: noise must be rank 4 (B, H, W, C), got shape {noise.shape}"
         )
+    check_noise(noise, name="sample_euler: noise")
     ts = check_timesteps(timesteps)
     dts = ts[:-1] - ts[1:]
-    x = jnp.asarray(noise)
     b = noise.shape[0]
+    guide = None
+    if guidance != 1.0:
+        if cond is None or null_cond is None:
+            raise ValueError("sample_euler: guidance != 1 needs cond and null_cond")
+    if cond is not None:
+        cond = np.asarray(cond)
+        if cond.shape[:1] != (b,):
+            raise ValueError(f"sample_euler: cond must have leading size B={b}, got {cond.shape}")
+        if guidance != 1.0:  # rows: the B conditional ones, then their B unconditional partners
+            null = np.broadcast_to(np.asarray(null_cond, cond.dtype), cond.shape)
+            cond = np.concatenate([cond, null])
+            noise = np.concatenate([noise, noise])
+            partner = np.concatenate([np.arange(b, 2 * b), np.arange(b, 2 * b)])
+            scale = np.concatenate([np.full(b, guidance), np.ones(b)]).astype(np.float32)
+            guide = (jnp.asarray(partner, jnp.int32), jnp.asarray(scale))
+        cond = jnp.asarray(cond)
+    x = jnp.asarray(noise)
+    rows = noise.shape[0]
     for k in range(len(dts)):
+        dt = np.full((rows,), dts[k], np.float32)
+        if guide is not None:
+            dt[b:] = 0.0  # the unconditional rows only evaluate v; the image rows step
         x = _euler_step_jit(
-            apply_fn, params, x, np.full((b,), ts[k], np.float32), np.full((b,), dts[k], np.float32)
+            apply_fn, params, x, np.full((rows,), ts[k], np.float32), dt, cond, guide
         )
-    return np.asarray(x)
+        if guide is not None:  # the partners read the image rows' latents in the next step
+            x = jnp.concatenate([x[:b], x[:b]])
+    return np.asarray(x[:b])
 
 
 def _stream_step(
-    apply_fn: ApplyFn, params, buffer_SxHxWxC, idx_b, t_b, dt_b, fresh_bxHxWxC, is_fresh_b
+    apply_fn: ApplyFn,
+    params,
+    buffer_SxHxWxC,
+    idx_b,
+    t_b,
+    dt_b,
+    fresh_bxHxWxC,
+    is_fresh_b,
+    write_b=None,
+    cond_b=None,
+    partner_b=None,
+    scale_b=None,
 ):
-    """One stream call: rows ``idx`` of the buffer (or fresh noise) advance one Euler step."""
+    """One stream call: rows ``idx`` of the buffer (or fresh noise) advance one Euler step.
+
+    Without conditioning the rows are written back to ``idx``; with it (``cond_b`` given) each
+    row carries its request's condition, a guided request's unconditional partner row reads the
+    same latent and writes to the scratch row (``write_b``), and ``v`` is guided across rows."""
     x = jnp.where(is_fresh_b[:, None, None, None], fresh_bxHxWxC, buffer_SxHxWxC[idx_b])
-    x_new = _euler_step(apply_fn, params, x, t_b, dt_b)
-    return buffer_SxHxWxC.at[idx_b].set(x_new), x_new
+    if cond_b is None:
+        x_new = _euler_step(apply_fn, params, x, t_b, dt_b)
+        return buffer_SxHxWxC.at[idx_b].set(x_new), x_new
+    x_new = _euler_step(apply_fn, params, x, t_b, dt_b, cond_b, (partner_b, scale_b))
+    return buffer_SxHxWxC.at[write_b].set(x_new), x_new
 
 
 _AOT_CACHE: dict[tuple, Any] = {}
@@ -186,6 +285,12 @@ class _Slot:
     timesteps: np.ndarray
     step: int = 0
     fresh: np.ndarray | None = None  # the noise until the slot's first call
+    cond: np.ndarray | None = None  # the request's condition, carried with the slot
+    guidance: float = 1.0  # != 1: a second (unconditional) row in every call
+
+    @property
+    def rows(self) -> int:
+        return 1 if self.guidance == 1.0 else 2
 
 
 class StreamBatcher:
@@ -202,10 +307,28 @@ class StreamBatcher:
     Each :meth:`step` first fills free slots from the queue (``refill="continuous"``, the
     stream batch; ``refill="static"`` instead admits requests only when every slot is empty,
     and then only those with the same schedule as the head of the queue -- the naive batching
-    of same-``t`` requests, kept as the baseline), then runs the compiled step of the smallest
+    of same-``t`` requests, kept as the baseline; ``refill="pipeline"`` is the authors'
+    StreamDiffusion-style policy, see below), then runs the compiled step of the smallest
     bucket that holds the active slots (padding rows take ``dt = 0`` and do not change), and
     returns the requests that finished in that call. The latent buffer of ``max(buckets)``
     images stays on the device between calls and is donated to each call.
+
+    **The authors' fixed pipeline** (``refill="pipeline"``, ``timesteps=`` required; the policy
+    of ``PipelineBatchStreamFlow`` in github.com/World-Snapshot/StreamFlow,
+    ``src/streamflow/pipeline_batch_pipeline.py``, after StreamDiffusion): one schedule of ``n``
+    steps shared by every request, ``n`` slots (stage ``k`` of the pipeline holds the request
+    at its ``k``-th step), at most ONE new request admitted per call, and every call runs the
+    full batch of ``n`` rows (``2n`` with guidance) whether or not each stage holds a request
+    (the authors' buffer of ``n - 1`` latents starts as noise). A request thus finishes ``n``
+    calls after it enters, and the server finishes at most one image per call.
+
+    **Per-request conditioning** (``cond_shape=`` given): ``apply_fn(params, x, t, cond)`` with
+    ``cond`` ``(B, *cond_shape)`` of ``cond_dtype``; each request brings its own ``cond`` and
+    guidance scale ``w`` to :meth:`submit`, kept in its slot. A request with ``w != 1`` takes two
+    rows of the call: its conditional row and an unconditional partner (``null_cond``) that
+    reads the same latent; the step uses ``v = v_null + w (v_cond - v_null)``, exactly as
+    :func:`sample_euler` with ``guidance=w`` (classifier-free guidance, Ho & Salimans 2022).
+    A guided request is admitted only when both rows fit in the largest bucket.
 
     Args:
       apply_fn, params: the velocity model (:func:`velocity_apply`).
@@ -218,11 +341,20 @@ class StreamBatcher:
       refill: ``"continuous"`` (stream batch) or ``"static"`` (naive same-schedule batching).
       slots: requests in flight at once (default ``max(buckets)``); only the buckets up to the
         one holding ``slots`` are compiled.
+      timesteps: ``refill="pipeline"`` only: the one schedule of every request (its ``n`` steps
+        set the slots and the bucket: ``n``, and ``2n`` with ``cond_shape``).
+      cond_shape, cond_dtype: the shape and dtype of one request's condition; ``None``:
+        unconditional (``apply_fn(params, x, t)``).
+      null_cond: the unconditional condition of guided requests' partner rows (default
+        zeros; for class labels, the model's null class).
 
     Raises:
-      ValueError: bad buckets or ``refill``, ``slots`` larger than the largest bucket; in :meth:`submit`, noise whose shape is not
-        ``image_shape`` (e.g. the wrong rank), a bad schedule (:func:`check_timesteps`, e.g. a
-        step count of 0) or a duplicate ``request_id``.
+      ValueError: bad buckets or ``refill``, ``slots`` larger than the largest bucket, a
+        pipeline without ``timesteps``; in :meth:`submit`, noise whose shape is not
+        ``image_shape`` (e.g. the wrong rank) or that holds NaN / inf (:func:`check_noise`), a
+        bad schedule (:func:`check_timesteps`, e.g. a step count of 0) or, in a pipeline, one
+        other than the pipeline's, a duplicate ``request_id``, a missing / misshapen /
+        non-finite ``cond`` or a ``cond`` or guidance given to an unconditional batcher.
     """
 
     def __init__(
@@ -235,6 +367,10 @@ class StreamBatcher:
         aot: bool = True,
         refill: str = "continuous",
         slots: int | None = None,
+        timesteps: Sequence[float] | np.ndarray | None = None,
+        cond_shape: Sequence[int] | None = None,
+        cond_dtype: Any = np.float32,
+        null_cond: Any = None,
     ):
         self.image_shape = tuple(int(s) for s in image_shape)
         if len(self.image_shape) != 3 or min(self.image_shape) < 1:
@@ -249,21 +385,43 @@ class StreamBatcher:
             or any(a >= b for a, b in itertools.pairwise(self.buckets))
         ):
             raise ValueError(f"StreamBatcher: buckets must be increasing ints >= 1, got {buckets}")
-        if refill not in ("continuous", "static"):
+        if refill not in ("continuous", "static", "pipeline"):
             raise ValueError(
-                f"StreamBatcher: refill must be 'continuous' or 'static', got {refill!r}"
+                f"StreamBatcher: refill must be 'continuous', 'static' or 'pipeline', got "
+                f"{refill!r}"
             )
         self.refill = refill
+        self.cond_shape = None if cond_shape is None else tuple(int(c) for c in cond_shape)
+        self.cond_dtype = np.dtype(cond_dtype)
+        self.null_cond = None
+        if self.cond_shape is not None:
+            null = np.zeros(self.cond_shape) if null_cond is None else null_cond
+            self.null_cond = np.broadcast_to(np.asarray(null, self.cond_dtype), self.cond_shape)
+        self.pipeline_timesteps = None
+        if refill == "pipeline":
+            if timesteps is None:
+                raise ValueError("StreamBatcher: refill='pipeline' needs the pipeline's timesteps")
+            self.pipeline_timesteps = check_timesteps(timesteps)
+            n = len(self.pipeline_timesteps) - 1
+            self.buckets = (n,) if self.cond_shape is None else (n, 2 * n)
+            slots = n
+        elif timesteps is not None:
+            raise ValueError("StreamBatcher: timesteps= is for refill='pipeline' only")
         self.capacity = self.buckets[-1] if slots is None else int(slots)
         top = bucket_size(self.capacity, self.buckets)  # raises past the largest bucket
-        self.buckets = tuple(b for b in self.buckets if b <= top)
+        if self.cond_shape is None or refill != "pipeline":
+            self.buckets = tuple(b for b in self.buckets if b <= top)
+        top = self.buckets[-1]
+        self.max_rows = top
         self.params = params
         self._queue: collections.deque[_Slot] = collections.deque()
         # the buffer has one row per slot plus the padding rows of the largest bucket used
         self._slots: list[_Slot | None] = [None] * self.capacity
         self._ids: set[Hashable] = set()
         self._counter = itertools.count()
-        self._buffer = jnp.zeros((top, *self.image_shape), jnp.float32)
+        # with conditioning, one more row: the scratch row that partner rows write to
+        extra = 0 if self.cond_shape is None else 1
+        self._buffer = jnp.zeros((top + extra, *self.image_shape), jnp.float32)
         self.calls = 0
         #: requests advanced by the last call (before bucket padding); 0 before any call.
         self.last_batch_size = 0
@@ -282,7 +440,15 @@ class StreamBatcher:
         """The executable of bucket ``b``, shared by every batcher of the same ``apply_fn`` and
         shapes (kept in a small module cache, so a second batcher does not compile again)."""
         leaves = tuple((x.shape, str(x.dtype)) for x in jax.tree.leaves(self.params))
-        key = (apply_fn, jax.tree.structure(self.params), leaves, self._buffer.shape, b)
+        key = (
+            apply_fn,
+            jax.tree.structure(self.params),
+            leaves,
+            self._buffer.shape,
+            b,
+            self.cond_shape,
+            str(self.cond_dtype),
+        )
         if key not in _AOT_CACHE:
             if len(_AOT_CACHE) >= _AOT_CACHE_SIZE:
                 _AOT_CACHE.pop(next(iter(_AOT_CACHE)))
@@ -291,7 +457,7 @@ class StreamBatcher:
 
     def _lower(self, step, b: int):
         f32 = jnp.float32
-        return step.lower(
+        args = [
             self.params,
             jax.ShapeDtypeStruct(self._buffer.shape, f32),
             jax.ShapeDtypeStruct((b,), jnp.int32),
@@ -299,22 +465,73 @@ class StreamBatcher:
             jax.ShapeDtypeStruct((b,), f32),
             jax.ShapeDtypeStruct((b, *self.image_shape), f32),
             jax.ShapeDtypeStruct((b,), jnp.bool_),
-        )
+        ]
+        if self.cond_shape is not None:
+            args += [
+                jax.ShapeDtypeStruct((b,), jnp.int32),
+                jax.ShapeDtypeStruct((b, *self.cond_shape), self.cond_dtype),
+                jax.ShapeDtypeStruct((b,), jnp.int32),
+                jax.ShapeDtypeStruct((b,), f32),
+            ]
+        return step.lower(*args)
 
     # -- queue -------------------------------------------------------------------------------
-    def submit(self, noise_HxWxC, timesteps, request_id: Hashable | None = None) -> Hashable:
-        """Queues one request: its starting noise ``(H, W, C)`` and its own schedule.
+    def submit(
+        self,
+        noise_HxWxC,
+        timesteps,
+        request_id: Hashable | None = None,
+        *,
+        cond: Any = None,
+        guidance: float = 1.0,
+    ) -> Hashable:
+        """Queues one request: its starting noise ``(H, W, C)``, its own schedule and, for a
+        conditional batcher, its condition ``cond`` (``cond_shape``) and guidance scale.
 
         Returns:
           The request id (``request_id``, or a fresh integer).
+
+        Raises:
+          ValueError: see the class (checked here, before the request is queued).
         """
-        noise = np.asarray(noise_HxWxC, dtype=np.float32)
-        if noise.shape != self.image_shape:
-            raise ValueError(
-                f"StreamBatcher.submit: an image must have shape (H, W, C)={self.image_shape} "
-                f"(rank 3), got shape {noise.shape} (rank {noise.ndim})"
-            )
+        noise = check_noise(noise_HxWxC, self.image_shape, name="StreamBatcher.submit")
         ts = check_timesteps(timesteps)
+        if self.pipeline_timesteps is not None and not (
+            ts.shape == self.pipeline_timesteps.shape and np.all(ts == self.pipeline_timesteps)
+        ):
+            raise ValueError(
+                f"StreamBatcher.submit: the pipeline serves one schedule "
+                f"{self.pipeline_timesteps.tolist()}, got {ts.tolist()}"
+            )
+        guidance = float(guidance)
+        if self.cond_shape is None:
+            if cond is not None or guidance != 1.0:
+                raise ValueError(
+                    "StreamBatcher.submit: this batcher is unconditional (no cond_shape); "
+                    "cond and guidance cannot be given"
+                )
+        else:
+            if cond is None:
+                raise ValueError(
+                    f"StreamBatcher.submit: a conditional batcher needs cond of shape "
+                    f"{self.cond_shape}"
+                )
+            cond = np.asarray(cond)
+            if cond.shape != self.cond_shape:
+                raise ValueError(
+                    f"StreamBatcher.submit: cond must have shape {self.cond_shape}, got "
+                    f"{cond.shape}"
+                )
+            if cond.dtype.kind == "f" and not np.all(np.isfinite(cond)):
+                raise ValueError("StreamBatcher.submit: cond holds NaN/inf values")
+            cond = cond.astype(self.cond_dtype)
+            if not np.isfinite(guidance):
+                raise ValueError(f"StreamBatcher.submit: guidance must be finite, got {guidance}")
+            if guidance != 1.0 and 2 > self.max_rows:
+                raise ValueError(
+                    f"StreamBatcher.submit: a guided request takes 2 rows; the largest bucket "
+                    f"is {self.max_rows}"
+                )
         if request_id is None:
             request_id = next(self._counter)
             while request_id in self._ids:
@@ -324,7 +541,7 @@ class StreamBatcher:
                 f"StreamBatcher.submit: request_id {request_id!r} is already in flight"
             )
         self._ids.add(request_id)
-        self._queue.append(_Slot(request_id, ts, 0, noise))
+        self._queue.append(_Slot(request_id, ts, 0, noise, cond, guidance))
         return request_id
 
     @property
@@ -342,11 +559,20 @@ class StreamBatcher:
         """No request queued or in a slot."""
         return not self._queue and self.active == 0
 
+    def _rows_in_use(self) -> int:
+        return sum(s.rows for s in self._slots if s is not None)
+
     def _admit(self) -> None:
         free = [i for i, s in enumerate(self._slots) if s is None]
-        if self.refill == "continuous":
-            while free and self._queue:
+        if self.refill in ("continuous", "pipeline"):
+            rows = self._rows_in_use()
+            admitted = 0
+            while free and self._queue and rows + self._queue[0].rows <= self.max_rows:
+                if self.refill == "pipeline" and admitted == 1:
+                    break  # the authors' pipeline: one new request per call
+                rows += self._queue[0].rows
                 self._slots[free.pop(0)] = self._queue.popleft()
+                admitted += 1
         elif len(free) == self.capacity and self._queue:  # static: only into an empty batch
             head = self._queue[0].timesteps
             keep: collections.deque[_Slot] = collections.deque()
@@ -355,7 +581,7 @@ class StreamBatcher:
                 same = req.timesteps.shape == head.shape and bool(
                     np.all(req.timesteps == head)
                 )  # grouping, not a t lookup
-                if free and same:
+                if free and same and self._rows_in_use() + req.rows <= self.max_rows:
                     self._slots[free.pop(0)] = req
                 else:
                     keep.append(req)
@@ -373,10 +599,8 @@ class StreamBatcher:
         if not rows:
             return []
         n = len(rows)
-        bucket = bucket_size(n, self.buckets)
-        in_use = set(rows)
-        pad = [i for i in range(self._buffer.shape[0]) if i not in in_use][: bucket - n]
-        idx = np.asarray(rows + pad, np.int32)
+        n_rows = self._rows_in_use()
+        bucket = bucket_size(n_rows, self.buckets)
         t = np.ones((bucket,), np.float32)
         dt = np.zeros((bucket,), np.float32)
         fresh = np.zeros((bucket, *self.image_shape), np.float32)
@@ -388,9 +612,35 @@ class StreamBatcher:
             dt[j] = slot.timesteps[k] - slot.timesteps[k + 1]
             if slot.fresh is not None:
                 fresh[j], is_fresh[j] = slot.fresh, True
-                slot.fresh = None
+        if self.cond_shape is None:
+            in_use = set(rows)
+            pad = [i for i in range(self._buffer.shape[0]) if i not in in_use][: bucket - n]
+            idx = np.asarray(rows + pad, np.int32)
+            args = ()
+        else:
+            # rows 0..n-1: each request's own row; then the guided requests' partner rows
+            # (same latent, null condition, dt 0, written to the scratch row); then padding.
+            scratch = self._buffer.shape[0] - 1
+            idx = np.full((bucket,), scratch, np.int32)
+            write = np.full((bucket,), scratch, np.int32)
+            idx[:n] = write[:n] = rows
+            cond = np.broadcast_to(self.null_cond, (bucket, *self.cond_shape)).copy()
+            partner = np.arange(bucket, dtype=np.int32)
+            scale = np.ones((bucket,), np.float32)
+            p = n
+            for j, i in enumerate(rows):
+                slot = self._slots[i]
+                cond[j] = slot.cond
+                if slot.rows == 2:
+                    idx[p], t[p] = i, t[j]
+                    fresh[p], is_fresh[p] = fresh[j], is_fresh[j]
+                    partner[j], scale[j] = p, slot.guidance
+                    p += 1
+            args = (write, cond, partner, scale)
+        for i in rows:
+            self._slots[i].fresh = None
         self._buffer, x_new = self._compiled[bucket](
-            self.params, self._buffer, idx, t, dt, fresh, is_fresh
+            self.params, self._buffer, idx, t, dt, fresh, is_fresh, *args
         )
         self.calls += 1
         self.bucket_calls[bucket] += 1

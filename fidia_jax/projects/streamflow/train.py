@@ -35,6 +35,7 @@ from flax import nnx
 
 from fidia_jax import data, losses, metrics, models, train
 from fidia_jax.config import write_summary
+from fidia_jax.projects.streamflow import perflow
 from fidia_jax.projects.streamflow.configs import StreamFlowConfig
 from fidia_jax.projects.streamflow.model import StreamFlowUNet
 from fidia_jax.projects.streamflow.serving import (
@@ -96,6 +97,9 @@ def init_flow(config: StreamFlowConfig):
     """A fresh :class:`~fidia_jax.projects.streamflow.model.StreamFlowUNet` as
     ``(apply_fn, params)``.
 
+    With ``config.parameterisation == "perflow_eps"`` the network's output is read as an eps
+    and ``apply_fn`` returns PeRFlow's window velocity (:func:`perflow.perflow_apply`).
+
     The weights are drawn by numpy (``default_rng(seed)``) into the abstract model
     (:func:`fidia_jax.models.init_without_compile` with :func:`streamflow_draw`): same
     distribution as ``nnx.Rngs`` initialisation, but no per-shape XLA compilation.
@@ -107,7 +111,12 @@ def init_flow(config: StreamFlowConfig):
         streamflow_draw,
         seed=config.seed,
     )
-    return velocity_apply(model)
+    apply_fn, params = velocity_apply(model)
+    if config.parameterisation == "perflow_eps":
+        return perflow.perflow_apply(
+            apply_fn, perflow.PerflowWindows(config.perflow_windows)
+        ), params
+    return apply_fn, params
 
 
 def _lr_table(learning_rate: float, num_steps: int) -> jax.Array:

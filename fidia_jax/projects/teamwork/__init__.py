@@ -2,7 +2,8 @@
 
 The driver fits TeamWork (dominant / auxiliary channel roles, role-aware gated interaction,
 period-aware masked reconstruction, uncertainty-weighted score), its ablations (no roles, no
-gate, random masking), a role-free masked transformer, PCA T2+Q and Isolation Forest on the same
+gate, random masking), a role-free masked transformer, PCA T2+Q, Isolation Forest and SKAB's
+Conv-AE (the ``skab`` preset) on the same
 training data, and reports point-wise F1, point-adjusted F1 (inflated), affiliation F1 and AUC-PR
 under a fixed-ratio threshold, the best-F1 oracle threshold and, on SKAB, SKAB's own UCL protocol.
 :func:`train_and_evaluate` writes ``teamwork.json``, ``summary.json`` and two PNGs;
@@ -15,7 +16,8 @@ Paper:
 
 The method's own modules (used by no other method):
 
-- :mod:`~fidia_jax.projects.teamwork.model`: :class:`TeamWork`, ``channel_influence``,
+- :mod:`~fidia_jax.projects.teamwork.model`: :class:`TeamWork`, ``ConvAE`` (SKAB's Conv-AE
+  peer, ``init_convae``), ``channel_influence``,
   ``channel_roles``, ``role_edges``, ``span_mask``, ``eval_masks``, ``anomaly_score``, and
   ``init_teamwork`` (:func:`fidia_jax.models.init_without_compile` with ``teamwork_draw``);
 - :mod:`~fidia_jax.projects.teamwork.losses`: ``gaussian_nll``, ``masked_mse``;

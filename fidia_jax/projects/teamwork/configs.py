@@ -24,6 +24,7 @@ METHODS: dict[str, str] = {
     "transformer": "role-free masked transformer (random masking, MSE)",
     "pca": "PCA T2+Q",
     "iforest": "Isolation Forest",
+    "convae": "Conv-AE (SKAB's leaderboard peer)",
 }
 
 
@@ -47,7 +48,10 @@ class TeamWorkConfig:
       lags: lags of the channel-influence regressions.
       smooth: moving-average width applied to every method's score (1 = none).
       anomaly_ratio: the fixed-ratio threshold flags this fraction of each test series.
-      methods: keys of :data:`METHODS` to run; the first is the reference of the ratios.
+      convae_window, convae_steps: Conv-AE's window (SKAB's notebook: 60, a multiple of 4)
+        and Adam steps (batch ``batch_size``, learning rate 1e-3 as in SKAB's notebook).
+      methods: keys of :data:`METHODS` to run; the first is the reference of the ratios
+        (default: all but ``convae``, which the ``skab`` preset adds).
     """
 
     dataset: str = "synthetic"
@@ -68,7 +72,9 @@ class TeamWorkConfig:
     lags: int = 4
     smooth: int = 1
     anomaly_ratio: float = 0.1
-    methods: tuple[str, ...] = tuple(METHODS)
+    convae_window: int = 60
+    convae_steps: int = 300
+    methods: tuple[str, ...] = tuple(m for m in METHODS if m != "convae")
 
     def __post_init__(self) -> None:
         if self.dataset not in ("synthetic", "skab"):
@@ -89,6 +95,11 @@ class TeamWorkConfig:
             raise ConfigError(f"mask_ratio must be in (0, 1), got {self.mask_ratio}")
         if not 0.0 < self.anomaly_ratio <= 1.0:
             raise ConfigError(f"anomaly_ratio must be in (0, 1], got {self.anomaly_ratio}")
+        if self.convae_window < 4 or self.convae_window % 4 or self.convae_steps < 1:
+            raise ConfigError(
+                f"convae_window must be a multiple of 4 (>= 4) and convae_steps >= 1, got "
+                f"{self.convae_window}, {self.convae_steps}"
+            )
         if self.smooth < 1 or self.lags < 1 or self.skab_runs < 0 or self.skab_every < 1:
             raise ConfigError("smooth, lags, skab_every must be >= 1 and skab_runs >= 0")
 
@@ -121,7 +132,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     # docs/teamwork.md synthetic table (`python benchmarks/teamwork.py`).
     "default": {},
     # docs/teamwork.md SKAB table: SKAB's protocol, 34 runs, one model per run.
-    "skab": {"dataset": "skab", "window": 32, "steps": 150, "anomaly_ratio": 0.5, "smooth": 5},
+    "skab": {
+        "dataset": "skab",
+        "window": 32,
+        "steps": 150,
+        "anomaly_ratio": 0.5,
+        "smooth": 5,
+        "methods": (*(m for m in METHODS if m != "convae"), "convae"),
+    },
 }
 
 

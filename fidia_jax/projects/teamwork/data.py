@@ -131,7 +131,7 @@ class SkabRun:
     changepoint: np.ndarray
 
 
-def _read_skab_csv(path: pathlib.Path, name: str) -> SkabRun:
+def _read_skab_csv(path: pathlib.Path, name: str, *, labelled: bool) -> SkabRun:
     try:
         lines = path.read_text().splitlines()
         header = lines[0].split(";")
@@ -140,6 +140,12 @@ def _read_skab_csv(path: pathlib.Path, name: str) -> SkabRun:
         missing = [c for c in SKAB_CHANNELS if c not in cols]
         if missing:
             raise DataError(f"SKAB: {path} lacks columns {missing} (is it ';'-separated?)")
+        unlabelled = [c for c in ("anomaly", "changepoint") if c not in cols]
+        if labelled and unlabelled:
+            raise DataError(
+                f"SKAB: labelled run {name} ({path}) has no {unlabelled} column(s); a labelled "
+                "run without labels would read as all normal"
+            )
         table = {
             h: np.array([float(r[i]) for r in rows]) for h, i in cols.items() if h != "datetime"
         }
@@ -152,7 +158,7 @@ def _read_skab_csv(path: pathlib.Path, name: str) -> SkabRun:
     )
     labels = {}
     for col in ("anomaly", "changepoint"):
-        lab = table.get(col, np.zeros(len(rows)))
+        lab = table[col] if col in table else np.zeros(len(rows))  # anomaly-free file only
         if not np.isin(lab, (0, 1)).all():
             raise DataError(f"SKAB: {path} column {col!r} must hold only 0/1")
         labels[col] = lab.astype(np.int8)
@@ -170,7 +176,9 @@ def load_skab(data_dir: str | pathlib.Path | None = None) -> tuple[list[SkabRun]
       SKAB v1), and the anomaly-free run.
 
     Raises:
-      DataError: directory or files missing, malformed CSV, NaN, constant channel.
+      DataError: directory or files missing, malformed CSV, NaN, constant channel, a labelled
+        run (any folder but ``anomaly-free/``) without its ``anomaly`` or ``changepoint``
+        column (only the anomaly-free file may omit them: it reads as all normal).
     """
     root = resolve_data_dir(data_dir) / "skab"
     if not root.is_dir():
@@ -181,11 +189,11 @@ def load_skab(data_dir: str | pathlib.Path | None = None) -> tuple[list[SkabRun]
             folder.glob("*.csv"),
             key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.stem),
         )
-        runs += [_read_skab_csv(f, f"{folder.name}/{f.stem}") for f in files]
+        runs += [_read_skab_csv(f, f"{folder.name}/{f.stem}", labelled=True) for f in files]
     free = root / "anomaly-free" / "anomaly-free.csv"
     if not runs or not free.is_file():
         raise DataError(f"SKAB: expected labelled runs and anomaly-free/anomaly-free.csv in {root}")
-    return runs, _read_skab_csv(free, "anomaly-free")
+    return runs, _read_skab_csv(free, "anomaly-free", labelled=False)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,11 +39,14 @@ from flax import nnx
 from fidia_jax import models
 
 __all__ = [
+    "ConvAE",
     "TeamWork",
     "anomaly_score",
     "channel_influence",
     "channel_roles",
+    "convae_draw",
     "eval_masks",
+    "init_convae",
     "init_teamwork",
     "role_edges",
     "span_mask",
@@ -364,4 +367,73 @@ def init_teamwork(n_channels: int, window: int, *, seed: int = 0, **kwargs: Any)
     """
     return models.init_without_compile(
         lambda: TeamWork(n_channels, window, rngs=nnx.Rngs(0), **kwargs), teamwork_draw, seed=seed
+    )
+
+
+class ConvAE(nnx.Module):
+    """Convolutional autoencoder of SKAB's Conv-AE baseline (the peer of the SKAB leaderboard).
+
+    Architecture of the Conv-AE notebook of github.com/waico/SKAB (Keras, read not copied): on
+    ``(B, L, C)`` windows, ``Conv1D(32, 7, stride 2, same) -> ReLU -> dropout 0.2 -> Conv1D(16,
+    7, stride 2) -> ReLU -> ConvTranspose(16, 7, stride 2) -> ReLU -> dropout 0.2 ->
+    ConvTranspose(32, 7, stride 2) -> ReLU -> ConvTranspose(C, 7)``. Dropout takes its keep
+    masks as arguments (drawn by the caller: the jitted step holds no random state).
+
+    Args:
+      n_channels: ``C``.
+      window: ``L``, a multiple of 4 (two stride-2 layers down and up).
+      rngs: ``nnx.Rngs`` with a ``params`` stream.
+
+    Call: ``model(x_BxLxC, keep1_BxL2x32=None, keep2_BxL2x16=None) -> recon_BxLxC``; a keep mask
+    holds 0 / (1 - rate) per unit (``None``: no dropout, for scoring).
+    """
+
+    def __init__(self, n_channels: int, window: int, *, rngs: nnx.Rngs):
+        if n_channels < 1 or window < 4 or window % 4:
+            raise ValueError(f"need n_channels >= 1 and window a multiple of 4, got {window}")
+        self.n_channels, self.window = n_channels, window
+        kw = dict(kernel_size=(7,), padding="SAME", rngs=rngs)
+        self.enc1 = nnx.Conv(n_channels, 32, strides=(2,), **kw)
+        self.enc2 = nnx.Conv(32, 16, strides=(2,), **kw)
+        self.dec1 = nnx.ConvTranspose(16, 16, strides=(2,), **kw)
+        self.dec2 = nnx.ConvTranspose(16, 32, strides=(2,), **kw)
+        self.out = nnx.ConvTranspose(32, n_channels, **kw)
+
+    def __call__(
+        self,
+        x_BxLxC: jax.Array,
+        keep1: jax.Array | None = None,
+        keep2: jax.Array | None = None,
+    ) -> jax.Array:
+        if x_BxLxC.shape[1:] != (self.window, self.n_channels):
+            raise ValueError(f"expected (B, {self.window}, {self.n_channels}), got {x_BxLxC.shape}")
+        h_BxL2x32 = jax.nn.relu(self.enc1(x_BxLxC))
+        if keep1 is not None:
+            h_BxL2x32 = h_BxL2x32 * keep1
+        h_BxL4x16 = jax.nn.relu(self.enc2(h_BxL2x32))
+        h_BxL2x16 = jax.nn.relu(self.dec1(h_BxL4x16))
+        if keep2 is not None:
+            h_BxL2x16 = h_BxL2x16 * keep2
+        h_BxLx32 = jax.nn.relu(self.dec2(h_BxL2x16))
+        return self.out(h_BxLx32)
+
+
+def convae_draw(names: tuple[str, ...], shape: tuple[int, ...], rng: np.random.Generator):
+    """Conv-AE's initialisation rule for :func:`fidia_jax.models.init_without_compile`: kernels
+    ``(k, in, out)`` Glorot-uniform (Keras's default), biases 0."""
+    if names and names[-1] == "kernel":
+        fan_in, fan_out = shape[0] * shape[1], shape[0] * shape[2]
+        limit = math.sqrt(6.0 / (fan_in + fan_out))
+        return rng.uniform(-limit, limit, shape)
+    return np.zeros(shape)
+
+
+def init_convae(n_channels: int, window: int, *, seed: int = 0) -> ConvAE:
+    """A :class:`ConvAE` with parameters drawn on the host by :func:`convae_draw` (no compile).
+
+    Raises:
+      ValueError: invalid sizes (from :class:`ConvAE`).
+    """
+    return models.init_without_compile(
+        lambda: ConvAE(n_channels, window, rngs=nnx.Rngs(0)), convae_draw, seed=seed
     )

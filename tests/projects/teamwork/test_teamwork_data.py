@@ -102,6 +102,19 @@ def test_load_skab_bad_input(tmp_path):
         data.load_skab(tmp_path / "nowhere")
 
 
+@pytest.mark.parametrize("drop", ["anomaly", "changepoint"])
+def test_load_skab_labelled_run_without_labels_is_an_error(tmp_path, drop):
+    rng = np.random.default_rng(0)
+    rows = [list(rng.normal(size=8).round(3)) + [1, 0] for _ in range(6)]
+    _write_skab(tmp_path, rows)
+    run = tmp_path / "skab" / "valve1" / "0.csv"
+    lines = [line.split(";") for line in run.read_text().splitlines()]
+    col = lines[0].index(drop)
+    run.write_text("\n".join(";".join(f[:col] + f[col + 1 :]) for f in lines) + "\n")
+    with pytest.raises(DataError, match=f"labelled run valve1/0 .*\\['{drop}'\\]"):
+        data.load_skab(tmp_path)
+
+
 def test_load_skab_shared(shared_data_dir):
     runs, free = data.load_skab(shared_data_dir)
     assert len(runs) == 34

@@ -135,3 +135,22 @@ def test_a_non_finite_loss_stops_the_fit_naming_the_step(monkeypatch):
     x = teamwork.make_synthetic(0, train_length=200, test_length=100, n_anomalies=1).train
     with pytest.raises(TrainingError, match="teamwork: the loss or update at step 1"):
         teamwork.fit_detector("teamwork", x, cfg)
+
+
+def test_convae_config_validation():
+    assert "convae" in teamwork.get_config("skab").methods
+    assert "convae" not in teamwork.get_config("demo").methods
+    with pytest.raises(ConfigError, match="convae_window must be a multiple of 4"):
+        teamwork.get_config("tiny", convae_window=30)
+
+
+@pytest.mark.integration  # fits a Conv-AE (one compilation)
+def test_convae_detector_scores_a_level_shift():
+    syn = teamwork.make_synthetic(0, train_length=300, test_length=200, n_anomalies=2)
+    cfg = teamwork.get_config("tiny", convae_window=16, convae_steps=60, methods=("convae",))
+    det = teamwork.fit_detector("convae", syn.train, cfg)
+    test = syn.test.copy()
+    test[120:160] += 6.0  # a level shift far outside training: every covering window sees it
+    s = det.score(test)
+    assert s.shape == (200,)
+    assert s[125:155].min() > 3 * np.median(s[:100])

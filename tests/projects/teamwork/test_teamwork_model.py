@@ -160,3 +160,37 @@ def test_bad_shape_is_an_error(model_and_fn):
         model(
             jnp.zeros((1, 9, 3)), jnp.zeros((1, 9, 3), bool), jnp.zeros((3, 3)), jnp.zeros((3, 3))
         )
+
+
+def test_covering_minimum_brute_force():
+    from fidia_jax.projects.teamwork.train import covering_minimum
+
+    rng = np.random.default_rng(0)
+    for n, w in ((7, 3), (5, 1), (4, 4), (10, 6)):
+        r = rng.normal(size=n)
+        got = covering_minimum(r, w)
+        want = [min(r[max(0, t - w + 1) : min(t, n - 1) + 1]) for t in range(n + w - 1)]
+        np.testing.assert_allclose(got, want)
+    # a threshold flags a step exactly when every window covering it is above it (SKAB's rule)
+    r = np.array([5.0, 5.0, 1.0, 5.0, 5.0])
+    np.testing.assert_array_equal(covering_minimum(r, 2) >= 3, [1, 1, 0, 0, 1, 1])
+
+
+@pytest.mark.integration  # eager Conv-AE calls compile op by op (seconds on a busy CPU)
+def test_convae_shapes_dropout_and_errors():
+    net = tw.init_convae(3, 12, seed=0)
+    x = jnp.asarray(np.random.default_rng(1).normal(size=(2, 12, 3)), jnp.float32)
+    out = net(x)
+    assert out.shape == (2, 12, 3) and np.all(np.isfinite(np.asarray(out)))
+    # keep masks of ones are the identity of dropout; a zero mask changes the output
+    ones1, ones2 = jnp.ones((2, 6, 32)), jnp.ones((2, 6, 16))
+    np.testing.assert_allclose(np.asarray(net(x, ones1, ones2)), np.asarray(out), atol=1e-6)
+    assert np.abs(np.asarray(net(x, 0 * ones1, ones2) - out)).max() > 1e-4
+    # Glorot-uniform kernels (limit sqrt(6 / (fan_in + fan_out))), zero biases
+    k = np.asarray(net.enc1.kernel[...])
+    assert k.shape == (7, 3, 32) and np.abs(k).max() <= math.sqrt(6 / (7 * 3 + 7 * 32))
+    assert np.all(np.asarray(net.enc1.bias[...]) == 0)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        tw.init_convae(3, 10)
+    with pytest.raises(ValueError, match=r"expected \(B, 12, 3\)"):
+        net(x[:, :8])
