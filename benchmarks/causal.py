@@ -2,16 +2,24 @@
 
 Parts (all in one run; see docs/causal.md for the table and its reading):
 
-A. IHDP, CausalEGM: the authors' ``causalegm`` package (TensorFlow, a throwaway venv, one process
-   per seed, started first and run concurrently) and our JAX port, same data (all 747 units of
-   the replication, the package's workflow), same iterations, several seeds; in-sample sqrt(PEHE)
-   of the ITE at the package's model-selection point.
+A. IHDP, CausalEGM: the authors' ``causalegm`` package (TensorFlow, a throwaway venv given by
+   ``--peer-python``, one process per replication and seed, started first and run
+   concurrently) and our JAX port, same data (all 747 units of each replication of
+   ``--egm-reps``, the package's workflow), same iterations, several seeds; in-sample
+   sqrt(PEHE) of the ITE at the package's model-selection point. The package's own protocol:
+   ``--parts A --egm-iter 30000 --egm-reps 1,2,3 --egm-seeds 1,2,3``.
 B. IHDP, out-of-sample sqrt(PEHE) (30 % held out) of TARNet and CFR (pairwise = CFR's IPM term
    for K = 2, MMD-RBF, alpha = 1) over replications (published CFR: ~0.7-1.0).
 C. K-arm semi-synthetic data on IHDP covariates, K in {2, 4, 8, 16}: sqrt(PEHE), ATE error and
    seconds per epoch of TARNet and CFR with the Pairwise / One-vs-All / Treatment-Aggregation
    schemes at the plug-in alpha_hat; multi-treatment CausalEGM at K = 8.
 D. alpha_hat vs the best alpha of a grid (CFR-pairwise, K = 4).
+H. The headline table: IHDP replications (``--ihdp-reps``), held-out sqrt(PEHE) of TARNet,
+   CFR-pairwise with alpha from the plug-in bound estimator (alpha_hat) and from a validation
+   split over ``--alpha-grid``, CFR at each grid alpha, and the meta-learner baselines
+   (T-, S-, X-learner x ridge, scikit-learn gradient boosting, LightGBM), all on the same
+   splits; paired tests over replications. Runs of disjoint replication sets merge into the
+   same ``--out`` (run it in chunks, then ``--report``).
 
 Run: ``python benchmarks/causal.py --data-dir ../shared/data`` (``--smoke``: seconds, random
 covariates, peer with 2 iterations if its venv exists). The peer venv:
@@ -47,7 +55,7 @@ def make_peer_venv() -> None:
     )
 
 
-def start_peers(x, t, y, n_iter, seeds, workdir):
+def start_peers(x, t, y, n_iter, seeds, workdir, python=PEER_PYTHON):
     """One package process per seed, in the background (returns the seeds, peers, output files)."""
     src = pathlib.Path(workdir) / "peer_in.npz"
     np.savez(src, x=x, t=t, y=y)
@@ -55,7 +63,7 @@ def start_peers(x, t, y, n_iter, seeds, workdir):
     for seed in seeds:
         dst = pathlib.Path(workdir) / f"peer_out_{seed}.npz"
         peer = start_peer(
-            PEER_PYTHON,
+            python,
             "_causalegm_peer.py",
             src,
             dst,
@@ -91,9 +99,13 @@ def main(argv=None):
     ap.add_argument("--make-peer-venv", action="store_true")
     ap.add_argument("--egm-iter", type=int, default=500)
     ap.add_argument("--egm-seeds", default="1,2,3")
+    ap.add_argument("--egm-reps", default="1", help="part A: IHDP replications")
+    ap.add_argument("--peer-python", default=str(PEER_PYTHON), help="the peer venv's python")
     ap.add_argument("--ihdp-reps", default="1,2,3,4")
     ap.add_argument("--iterations", type=int, default=800)
     ap.add_argument("--arms", default="2,4,8,16", help="K values of part C")
+    ap.add_argument("--alpha-grid", default="0.1,1,10", help="part H: alpha grid")
+    ap.add_argument("--val-fraction", type=float, default=0.2, help="part H: validation split")
     ap.add_argument(
         "--parts",
         default="A,B,C,D,E",
@@ -141,30 +153,35 @@ def main(argv=None):
     t_start = time.time()
     workdir = tempfile.mkdtemp(prefix="causal_bench_")
 
-    # ---- A. CausalEGM: package (concurrent processes) vs ours, IHDP replication 1 -------------
+    # ---- A. CausalEGM: package (concurrent processes) vs ours, IHDP replications -------------
+    egm_reps = [int(r) for r in args.egm_reps.split(",")]
     if args.smoke and args.data_dir is None:
         rng = np.random.default_rng(0)
-        ihdp1 = data_lib.make_multiarm(rng.normal(size=(200, 8)), 2, seed=0, name="random")
+        egm_data = {1: data_lib.make_multiarm(rng.normal(size=(200, 8)), 2, seed=0, name="random")}
     else:
-        ihdp1 = data_lib.load_ihdp(1, args.data_dir)
-    procs = None
-    if "A" in parts and PEER_PYTHON.exists():
-        procs = start_peers(ihdp1.x, ihdp1.t, ihdp1.y, egm_iter, seeds, workdir)
-    else:
-        results["peer_missing"] = f"{PEER_PYTHON} not found (run --make-peer-venv)"
-    ours = {}
-    for seed in seeds if "A" in parts else []:
-        egm = causal.EgmSettings(n_iter=egm_iter, batches_per_eval=min(500, egm_iter))
-        predict, info = causal.fit_causalegm(ihdp1, egm, seed)
-        mu_hat = predict(ihdp1.x)
-        ours[seed] = {
-            "sqrt_pehe": metrics.sqrt_pehe(ihdp1.mu, mu_hat),
-            "ate_error": metrics.ate_error(ihdp1.mu, mu_hat),
-            "wall_s": info["wall_s"],
-        }
-        print(f"ours CausalEGM seed {seed}: {ours[seed]}", flush=True)
-    if "A" in parts:
-        results["causalegm_ihdp1"] = {"ours": ours}
+        egm_data = {r: data_lib.load_ihdp(r, args.data_dir) for r in egm_reps}
+    procs = {}
+    peer_python = pathlib.Path(args.peer_python)
+    if "A" in parts and peer_python.exists():
+        for rep, d in egm_data.items():
+            sub = pathlib.Path(workdir) / f"rep{rep}"
+            sub.mkdir()
+            procs[rep] = start_peers(d.x, d.t, d.y, egm_iter, seeds, sub, peer_python)
+    elif "A" in parts:
+        results["peer_missing"] = f"{peer_python} not found (run --make-peer-venv)"
+    for rep, d in egm_data.items() if "A" in parts else []:
+        ours = {}
+        for seed in seeds:
+            egm = causal.EgmSettings(n_iter=egm_iter, batches_per_eval=min(500, egm_iter))
+            predict, info = causal.fit_causalegm(d, egm, seed)
+            mu_hat = predict(d.x)
+            ours[seed] = {
+                "sqrt_pehe": metrics.sqrt_pehe(d.mu, mu_hat),
+                "ate_error": metrics.ate_error(d.mu, mu_hat),
+                "wall_s": info["wall_s"],
+            }
+            print(f"ours CausalEGM rep {rep} seed {seed}: {ours[seed]}", flush=True)
+        results[f"causalegm_ihdp{rep}"] = {"ours": ours}
 
     smoke_data = (
         {"dataset": "multiarm_random", "n_units": 200}
@@ -218,6 +235,34 @@ def main(argv=None):
     if "D" in parts:
         results["alpha_grid"] = causal.run_experiment(cfg_d)
 
+    # ---- H. headline: IHDP, networks vs meta-learner baselines, alpha by bound and validation --
+    if "H" in parts:
+        from fidia_jax.projects.causal.configs import BASELINES
+
+        cfg_h = causal.get_config(
+            "default",
+            replications=reps,
+            methods=("tarnet", "cfr_pairwise", *BASELINES),
+            iterations=iters,
+            alpha=None,
+            alpha_grid=tuple(float(a) for a in args.alpha_grid.split(",")),
+            validation_fraction=args.val_fraction,
+            **smoke_data,
+        )
+        if "dataset" in smoke_data:
+            cfg_h = dataclasses.replace(cfg_h, num_arms=(2,))
+        res_h = causal.run_experiment(cfg_h)
+        out_path = pathlib.Path(args.out)
+        old = json.loads(out_path.read_text()).get("ihdp_headline") if out_path.exists() else None
+        if old and old.get("iterations") == iters:  # chunks of replications merge
+            keep = [x for x in old["runs"] if x["replication"] not in reps]
+            res_h["runs"] = keep + res_h["runs"]
+            res_h["wall_s"] += old["wall_s"]
+        res_h["iterations"] = iters
+        res_h["alpha_grid"] = list(cfg_h.alpha_grid)
+        res_h["validation_fraction"] = cfg_h.validation_fraction
+        results["ihdp_headline"] = res_h
+
     # ---- T. cost of one balancing term (value + gradient) vs K, batch 128 x 32 ---------------
     if "T" in parts:
         import jax
@@ -253,8 +298,8 @@ def main(argv=None):
         results["term_timing"] = timing
 
     # ---- collect the peer ------------------------------------------------------------------------
-    if procs is not None:
-        results["causalegm_ihdp1"]["package"] = collect_peers(procs, ihdp1.mu)
+    for rep, rep_procs in procs.items():
+        results[f"causalegm_ihdp{rep}"]["package"] = collect_peers(rep_procs, egm_data[rep].mu)
     results[f"wall_s_{''.join(sorted(parts))}"] = time.time() - t_start
     out = pathlib.Path(args.out)
     merged = json.loads(out.read_text()) if out.exists() else {}
@@ -271,11 +316,11 @@ def _ms(values):
 
 def format_report(r) -> str:
     lines = []
-    egm = r.get("causalegm_ihdp1")
-    if egm:
+    for key in sorted(k for k in r if k.startswith("causalegm_ihdp")):
+        egm = r[key]
         ours = [v["sqrt_pehe"] for v in egm["ours"].values()]
         lines += [
-            "CausalEGM on IHDP replication 1 (in-sample sqrt(PEHE), seeds "
+            f"CausalEGM on IHDP replication {key[14:]} (in-sample sqrt(PEHE), seeds "
             f"{list(egm['ours'])}, {r['protocol']['egm_iter']} iterations)",
             "| implementation | sqrt(PEHE) | ATE error | s/run | ratio to package |",
             "|---|---|---|---|---|",
@@ -346,7 +391,88 @@ def format_report(r) -> str:
             )
     if "alpha_grid" in r:
         lines += ["", "alpha_hat vs grid (CFR pairwise, K=4)", format_table(r["alpha_grid"])]
+    if "ihdp_headline" in r:
+        lines += ["", *headline_report(r["ihdp_headline"])]
     return "\n".join(lines)
+
+
+def _paired(a, b):
+    """Paired tests of ``a - b`` over replications: (mean diff, Wilcoxon p, t-test p, wins)."""
+    from scipy import stats
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    d = a - b
+    p_w = float(stats.wilcoxon(a, b).pvalue) if len(d) > 1 and np.any(d != 0) else float("nan")
+    # (exact two-sided Wilcoxon: its smallest p with n = 5 is 0.0625, n = 10: 0.002)
+    p_t = float(stats.ttest_rel(a, b).pvalue) if len(d) > 1 else float("nan")
+    return float(d.mean()), p_w, p_t, int(np.sum(d < 0))
+
+
+def headline_report(h) -> list[str]:
+    """The headline table (mean ± std, median, wins) and the paired tests."""
+    by = {}
+    for row in h["runs"]:
+        by.setdefault(row["method"], {})[row["replication"]] = row
+    reps = sorted(by["tarnet"])
+    # oracle: the grid fit (validation-split training part) with the best held-out sqrt(PEHE)
+    # per replication, a choice no user can make; it bounds what choosing alpha can gain
+    oracle = {}
+    for r in reps:
+        g = by["cfr_pairwise@val"][r]["grid"]
+        a = min(g, key=lambda a: g[a]["sqrt_pehe"])
+        oracle[r] = {**g[a], "alpha": float(a)}
+    by["cfr_pairwise@oracle"] = oracle
+    lines = [
+        f"IHDP held-out sqrt(PEHE) and ATE error, replications {reps} "
+        f"({h['iterations']} CFR iterations; validation fraction {h['validation_fraction']})",
+        "| method | alpha | sqrt(PEHE) mean ± std | median | ATE error | reps |",
+        "|---|---|---|---|---|---|",
+    ]
+    order = sorted(by, key=lambda m: np.mean([by[m][r]["sqrt_pehe"] for r in reps]))
+    for m in order:
+        p = [by[m][r]["sqrt_pehe"] for r in reps]
+        a = [by[m][r]["ate_error"] for r in reps]
+        al = [by[m][r].get("alpha") for r in reps]
+        al_s = "-" if al[0] is None else f"{np.median([float(x) for x in al]):.3g} (median)"
+        lines.append(f"| {m} | {al_s} | {_ms(p)} | {np.median(p):.3f} | {_ms(a)} | {len(p)} |")
+    nets = ["tarnet", "cfr_pairwise", "cfr_pairwise@val"]
+    base = [m for m in by if m[:2] in ("t_", "s_", "x_")]
+    best_base = min(base, key=lambda m: np.mean([by[m][r]["sqrt_pehe"] for r in reps]))
+    best_net = min(nets, key=lambda m: np.mean([by[m][r]["sqrt_pehe"] for r in reps]))
+    lines += [
+        "",
+        "paired over replications (sqrt(PEHE); diff = first - second; wins = first lower)",
+        "| first | second | mean diff | Wilcoxon p | paired t p | wins |",
+        "|---|---|---|---|---|---|",
+    ]
+    pairs = [
+        ("cfr_pairwise", "tarnet"),
+        ("cfr_pairwise@val", "tarnet"),
+        ("cfr_pairwise@val", "cfr_pairwise"),
+        ("cfr_pairwise@oracle", "cfr_pairwise"),
+        (best_net, best_base),
+        ("cfr_pairwise@oracle", best_base),
+    ]
+    for m1, m2 in pairs:
+        d, pw, pt, wins = _paired(
+            [by[m1][r]["sqrt_pehe"] for r in reps], [by[m2][r]["sqrt_pehe"] for r in reps]
+        )
+        lines.append(f"| {m1} | {m2} | {d:+.3f} | {pw:.3g} | {pt:.3g} | {wins}/{len(reps)} |")
+    lines += [
+        "",
+        "alpha per replication (held-out sqrt(PEHE)): alpha_hat (bound) | alpha_val "
+        "(validation) | oracle (best grid fit on the held-out units)",
+    ]
+    for r in reps:
+        lines.append(
+            f"rep {r}: {by['cfr_pairwise'][r]['alpha']:.3g} "
+            f"({by['cfr_pairwise'][r]['sqrt_pehe']:.3f}) | "
+            f"{by['cfr_pairwise@val'][r]['alpha']:g} "
+            f"({by['cfr_pairwise@val'][r]['sqrt_pehe']:.3f}) | "
+            f"{by['cfr_pairwise@oracle'][r]['alpha']:g} "
+            f"({by['cfr_pairwise@oracle'][r]['sqrt_pehe']:.3f})"
+        )
+    return lines
 
 
 if __name__ == "__main__":

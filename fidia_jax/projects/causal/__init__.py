@@ -15,7 +15,8 @@ Paper:
 
 The method's own code lives here: ``data.py`` (IHDP, ACIC 2016 covariates, the K-arm generator,
 :class:`CausalData`), ``model.py`` (:class:`TARNet`, :class:`CausalEGM`, the W2 arm embedding),
-``losses.py`` (the balancing schemes, the plug-in alpha, CausalEGM's objectives), ``_fit.py``
+``losses.py`` (the balancing schemes, the plug-in alpha, CausalEGM's objectives),
+``baselines.py`` (T-, S-, X-learner baselines on scikit-learn / LightGBM), ``_fit.py``
 (the training loops) and ``train.py`` (the experiment). Primitives used: the IPMs of
 :mod:`fidia_jax.losses` (``ipm``, ``mmd2_rbf``, ``mmd2_linear``, ``wasserstein1_sinkhorn``),
 :func:`fidia_jax.metrics.sqrt_pehe`, :func:`fidia_jax.metrics.ate_error`,
@@ -30,6 +31,7 @@ from fidia_jax.projects.causal._fit import EgmSettings as EgmSettings
 from fidia_jax.projects.causal._fit import estimate_alpha_for as estimate_alpha_for
 from fidia_jax.projects.causal._fit import fit_causalegm as fit_causalegm
 from fidia_jax.projects.causal._fit import fit_cfr as fit_cfr
+from fidia_jax.projects.causal.baselines import fit_meta_learner as fit_meta_learner
 from fidia_jax.projects.causal.configs import DATASETS as DATASETS
 from fidia_jax.projects.causal.configs import METHODS as METHODS
 from fidia_jax.projects.causal.configs import PRESETS as PRESETS
@@ -62,6 +64,7 @@ __all__ = [
     "estimate_alpha_for",
     "fit_causalegm",
     "fit_cfr",
+    "fit_meta_learner",
     "format_table",
     "get_config",
     "instances",

@@ -71,16 +71,20 @@ def _standardise(y):
     return mean, sd
 
 
-def _cfr_loss(model, x, t, y, w, key, s: CfrSettings, num_arms):
+def _balanced(s: CfrSettings) -> bool:
+    return s.scheme != "none" and s.alpha != 0.0
+
+
+def _cfr_loss(model, x, t, y, w, key, s: CfrSettings, num_arms, alpha):
     mu_hat, phi = model(x)
     pred = jnp.take_along_axis(mu_hat, t[:, None], axis=1)[:, 0]
     factual = jnp.sum(w * (pred - y) ** 2) / jnp.sum(w)
-    if s.scheme == "none" or s.alpha == 0.0:
+    if not _balanced(s):
         return factual, factual
     bal = losses.balancing_loss(
         s.scheme, phi, t, num_arms, key, ipm_name=s.ipm, bandwidth=s.bandwidth
     )
-    return factual + s.alpha * bal, factual
+    return factual + alpha * bal, factual
 
 
 def _make_cfr(data: CfrSettings, x_dim, num_arms, seed):
@@ -99,20 +103,45 @@ def _weight_decay_mask(params):
     )
 
 
-def _cfr_train_step(graphdef, rest, s: CfrSettings, num_arms, tx, x, t, y, w):
-    """The CFR step: a minibatch of ``batch_size`` units drawn from the step's key (the units
-    are constants of the compiled step); metrics ``loss`` and ``factual`` (standardised)."""
-    n = x.shape[0]
-    b = min(s.batch_size, n)
+def _cfr_train_step(graphdef, rest, s: CfrSettings, num_arms, tx):
+    """The CFR step on a batch ``{"key", "x", "t", "y", "w", "alpha"}`` (all training units,
+    ``alpha`` a scalar): a minibatch of ``batch_size`` units drawn from the key; metrics
+    ``loss`` and ``factual`` (standardised). The data and alpha are arguments, not constants,
+    so one compiled step serves every fit of the same shapes and settings (see
+    :func:`_cached_cfr_step`)."""
 
-    def loss_fn(params, key):
-        k_batch, k_loss = jax.random.split(key)
+    def loss_fn(params, batch):
+        x, t, y, w = batch["x"], batch["t"], batch["y"], batch["w"]
+        n = x.shape[0]
+        b = min(s.batch_size, n)
+        k_batch, k_loss = jax.random.split(batch["key"])
         idx = jax.random.permutation(k_batch, n)[:b]
         model = train_lib.merge_model(graphdef, params, rest)
-        loss, factual = _cfr_loss(model, x[idx], t[idx], y[idx], w[idx], k_loss, s, num_arms)
+        loss, factual = _cfr_loss(
+            model, x[idx], t[idx], y[idx], w[idx], k_loss, s, num_arms, batch["alpha"]
+        )
         return loss, {"factual": factual}
 
     return train_lib.make_train_step(loss_fn, tx, has_aux=True)
+
+
+#: Compiled CFR steps, keyed by the settings (alpha aside), K and the data's shape: the fits of
+#: a grid over alpha, seeds or replications of one size compile once per process.
+_STEP_CACHE: dict[Any, Any] = {}
+
+
+def _cached_cfr_step(s: CfrSettings, x_dim: int, num_arms: int, n: int, model_params):
+    key = (dataclasses.replace(s, alpha=float(_balanced(s))), x_dim, num_arms, n)
+    if key not in _STEP_CACHE:
+        graphdef, params, rest = model_params
+        tx = optax.chain(
+            optax.add_decayed_weights(s.weight_decay, mask=_weight_decay_mask(params)),
+            optax.adam(s.learning_rate),
+        )
+        if len(_STEP_CACHE) > 32:
+            _STEP_CACHE.clear()
+        _STEP_CACHE[key] = (graphdef, rest, tx, _cfr_train_step(graphdef, rest, s, num_arms, tx))
+    return _STEP_CACHE[key]
 
 
 def fit_cfr(
@@ -152,19 +181,20 @@ def fit_cfr(
     p_k = np.bincount(train.t, minlength=k) / len(train)
     w = jnp.asarray(1.0 / (k * p_k[train.t]), jnp.float32)
     model = _make_cfr(s, x.shape[1], k, seed)
-    graphdef, params, rest = train_lib.split_model(model)
-    tx = optax.chain(
-        optax.add_decayed_weights(s.weight_decay, mask=_weight_decay_mask(params)),
-        optax.adam(s.learning_rate),
-    )
-    step = _cfr_train_step(graphdef, rest, s, k, tx, x, t, y, w)
+    split = train_lib.split_model(model)
+    params = split[1]
+    graphdef, rest, tx, step = _cached_cfr_step(s, x.shape[1], k, x.shape[0], split)
     keys = jax.random.split(jax.random.key(seed + 1), s.iterations)
+    alpha = jnp.asarray(s.alpha, jnp.float32)
+
+    def batch(i):
+        return {"key": keys[i], "x": x, "t": t, "y": y, "w": w, "alpha": alpha}
 
     def fresh():  # the step donates its state: a new copy of the initial parameters each time
         return train_lib.init_train_state(jax.tree.map(jnp.copy, params), tx)
 
     t0 = time.perf_counter()
-    res = train_lib.fit(fresh(), step, lambda i: keys[i], num_steps=s.iterations, workdir=workdir,
+    res = train_lib.fit(fresh(), step, batch, num_steps=s.iterations, workdir=workdir,
                     run=run, show=("loss", "factual"))  # fmt: skip
     factual = [r["factual"] for r in res.history if "factual" in r]
     info: dict[str, Any] = {
@@ -177,7 +207,7 @@ def fit_cfr(
         for _ in range(time_epochs):
             state = fresh()
             for i in range(s.iterations):
-                state, _ = step(state, keys[i])
+                state, _ = step(state, batch(i))
             jax.block_until_ready(state)
         per_step = (time.perf_counter() - t1) / (time_epochs * s.iterations)
         batch = min(s.batch_size, len(train))
@@ -200,13 +230,19 @@ def estimate_alpha_for(
     *,
     workdir: str | os.PathLike | None = None,
     run: str = "alpha_pilot",
-) -> float:
+    with_fit: bool = False,
+):
     """The plug-in ``alpha_hat`` (:func:`~.losses.estimate_alpha`, reconstruction) from a
     pilot TARNet (``alpha = 0``) trained with the same settings (:func:`fit_cfr`, with
     ``workdir`` and ``run``): the median norm of each training unit's factual-loss gradient
-    w.r.t. its representation (standardised outcome units)."""
+    w.r.t. its representation (standardised outcome units).
+
+    Returns:
+      ``alpha_hat`` (float); with ``with_fit``, ``(alpha_hat, predict, info)`` of the pilot
+      (which *is* a TARNet fit with these settings, so a caller need not train TARNet again).
+    """
     pilot = dataclasses.replace(s, scheme="none", alpha=0.0)
-    _, info = fit_cfr(train, pilot, seed, workdir=workdir, run=run)
+    predict, info = fit_cfr(train, pilot, seed, workdir=workdir, run=run)
     model = info["_model"]
     mean, sd = info["_y_scale"]
     x = jnp.asarray(train.x)
@@ -220,7 +256,8 @@ def estimate_alpha_for(
 
     # per-unit gradients w.r.t. the representation (a statistic, not a training step)
     grads = jax.vmap(jax.grad(unit_loss))(phi, t, y)
-    return float(losses.estimate_alpha(grads))
+    alpha_hat = float(losses.estimate_alpha(grads))
+    return (alpha_hat, predict, info) if with_fit else alpha_hat
 
 
 def _labels(params):

@@ -6,7 +6,10 @@ and scored on the held-out units against the known potential outcomes with
 :func:`fidia_jax.metrics.sqrt_pehe` and :func:`fidia_jax.metrics.ate_error` (all arm pairs).
 When ``alpha`` is ``None`` the balancing weight is the plug-in estimate
 (:func:`fidia_jax.projects.causal.estimate_alpha_for`, reconstruction), computed once per
-instance; ``alpha_grid`` adds CFR-pairwise rows at fixed alphas for the comparison.
+instance; ``alpha_grid`` adds CFR-pairwise rows at fixed alphas for the comparison, and
+``validation_fraction`` a row whose alpha is chosen from that grid on a validation split (the
+selection a user without the bound would make). The meta-learner baselines
+(:mod:`~.baselines`) are fitted on the same training units and scored the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 from fidia_jax import metrics
 from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
+from fidia_jax.projects.causal import baselines, configs
 from fidia_jax.projects.causal import data as data_lib
 from fidia_jax.projects.causal._fit import (
     CfrSettings,
@@ -85,20 +89,53 @@ def _score(test, predict) -> dict[str, float]:
     }
 
 
+def _validation_alpha(config: CausalConfig, train, test, seed: int, workdir, prefix: str):
+    """alpha chosen from ``config.alpha_grid`` on a validation split of ``train``.
+
+    CFR-pairwise is fitted at each grid value on ``1 - validation_fraction`` of the training
+    units (stratified by arm); the value whose fit has the lowest plain factual MSE on the
+    held-back units is chosen, and that fit is the model reported. Returns
+    ``(alpha, predict, info, grid)`` with ``grid[str(a)] = {val_mse, sqrt_pehe, ate_error}``
+    (the held-out scores of every grid fit: the best of them is the oracle choice a user
+    cannot make).
+    """
+    fit_part, val = data_lib.split_causal(train, config.validation_fraction, seed + 7919)
+    grid, fits = {}, {}
+    for a in config.alpha_grid:
+        predict, info = fit_cfr(
+            fit_part,
+            _cfr_settings(config, "pairwise", a),
+            seed,
+            workdir=workdir,
+            run=f"{prefix}_val@{a:g}",
+        )
+        factual = predict(val.x)[np.arange(len(val)), val.t]
+        grid[f"{a:g}"] = {
+            "val_mse": float(np.mean((factual - val.y) ** 2)),
+            **_score(test, predict),
+        }
+        fits[a] = (predict, info)
+    chosen = min(config.alpha_grid, key=lambda a: grid[f"{a:g}"]["val_mse"])
+    return chosen, *fits[chosen], grid
+
+
 def run_experiment(
     config: CausalConfig, *, workdir: str | pathlib.Path | None = None
 ) -> dict[str, Any]:
     """Runs every method on every instance.
 
-    Each CFR / TARNet fit (and the pilot TARNet of ``alpha_hat``) is a
+    With ``alpha=None`` the pilot TARNet of ``alpha_hat`` is also the TARNet row's model (same
+    settings and seed). Each CFR / TARNet fit (and the pilot) is a
     :func:`fidia_jax.train.fit` named ``K<K>_rep<r>_<method>``; with ``workdir`` they write
     ``metrics.jsonl``, ``curves.png`` and checkpoints there, and a rerun resumes them.
     CausalEGM's own loop shows its progress but keeps no checkpoint.
 
     Returns:
       A JSON-ready dict: ``runs`` (a list of ``{K, replication, method, alpha, sqrt_pehe,
-      ate_error, wall_s, s_per_epoch?}``), ``summary`` (``str(K)`` -> method -> mean/std of
-      sqrt_pehe and ate_error over replications) and ``wall_s``.
+      ate_error, wall_s, s_per_epoch?}``; the ``cfr_pairwise@val`` row also holds ``grid``,
+      per grid alpha the validation factual MSE and the held-out scores of its fit),
+      ``summary`` (``str(K)`` -> method -> mean/std of sqrt_pehe and ate_error over
+      replications) and ``wall_s``.
     """
     runs = []
     t_start = time.time()
@@ -106,24 +143,39 @@ def run_experiment(
         seed = config.seed + r
         train, test = data_lib.split_causal(d, config.test_fraction, seed)
         alpha = config.alpha
-        alpha_hat = None
+        alpha_hat = pilot = None
         if alpha is None:
-            alpha_hat = estimate_alpha_for(
+            # the pilot is a TARNet fit with the TARNet row's settings: it is that row's model
+            name = "tarnet" if "tarnet" in config.methods else "alpha_pilot"
+            alpha_hat, *pilot = estimate_alpha_for(
                 train, _cfr_settings(config, "none", 0.0), seed, workdir=workdir,
-                run=f"K{k}_rep{r}_alpha_pilot",
+                run=f"K{k}_rep{r}_{name}", with_fit=True,
             )  # fmt: skip
             alpha = alpha_hat
         jobs = []
         for method in config.methods:
-            if method == "causalegm":
-                jobs.append(("causalegm", None))
+            if method == "causalegm" or method in configs.BASELINES:
+                jobs.append((method, None))
             elif method == "tarnet":
                 jobs.append(("tarnet", 0.0))
             else:
                 jobs.append((method, alpha))
-        jobs += [(f"cfr_pairwise@{a:g}", a) for a in config.alpha_grid]
+        if config.validation_fraction == 0:
+            jobs += [(f"cfr_pairwise@{a:g}", a) for a in config.alpha_grid]
+        else:
+            jobs.append(("cfr_pairwise@val", None))
         for name, a in jobs:
-            if name == "causalegm":
+            grid = None
+            if name == "tarnet" and pilot is not None:
+                predict, info = pilot
+            elif name == "cfr_pairwise@val":
+                a, predict, info, grid = _validation_alpha(
+                    config, train, test, seed, workdir, f"K{k}_rep{r}"
+                )
+            elif name in configs.BASELINES:
+                meta, base = name.split("_")
+                predict, info = baselines.fit_meta_learner(train, meta, base, seed)
+            elif name == "causalegm":
                 egm = EgmSettings(
                     n_iter=config.egm_iterations,
                     embed_dim=config.egm_embed_dim,
@@ -161,6 +213,8 @@ def run_experiment(
             }
             if "s_per_epoch" in info:
                 row["s_per_epoch"] = info["s_per_epoch"]
+            if grid is not None:
+                row["grid"] = grid
             runs.append(row)
             print(
                 f"K={k} rep={r} {name:<22} sqrt_pehe={row['sqrt_pehe']:.3f} "
