@@ -12,9 +12,10 @@ boundary. At each boundary the target is DyCon's log-normalised remaining length
 
 The probe is :func:`.probes.layer_probe_r2` (ridge per hidden-stack layer, a shuffled-label
 control), examples split three ways: fit / choose the layer / test. The strongest simple
-baseline is a ridge on the position alone (``t`` and ``log(1 + t)``, tokens of reasoning so
-far): what any model knows without reading the problem. The probe at the chosen layer is
-compared with it by the per-example paired bootstrap of the test squared error.
+baselines are a ridge on the position alone (``t`` and ``log(1 + t)``, tokens of reasoning
+so far: what any model knows without reading the problem), compared with the probe at the
+chosen layer by the per-example paired bootstrap of the test squared error, and a ridge on the
+counts the text states (``k``, steps done and left, tokens done).
 """
 
 from __future__ import annotations
@@ -150,7 +151,9 @@ def checkpoint_probe(
     Returns:
       dict: ``r2_test`` / ``r2_shuffled_test`` per hidden-stack layer (0: embeddings),
       ``layer`` (chosen on the validation examples), ``r2_layer`` (its test R²),
-      ``r2_position_baseline`` (test R² of the position-only ridge), ``paired`` (per-example
+      ``r2_position_baseline`` (test R² of the position-only ridge),
+      ``r2_counter_baseline`` (test R² of a ridge on what the text lets a reader count: ``k``,
+      steps done and left, tokens done; the strongest simple baseline), ``paired`` (per-example
       paired bootstrap of test squared error, probe minus baseline: mean, 95 % CI, P(>= 0)),
       counts and ``seconds``.
 
@@ -183,6 +186,12 @@ def checkpoint_probe(
     pos = np.stack([done, np.log1p(done)], 1)
     base = ridge_fit(pos[fit], y[fit], alpha=1e-6)
     base_pred = ridge_predict(base, pos[test])
+    # what a reader of the text can count: k, steps done, steps left, tokens done
+    step = np.concatenate([np.arange(len(r["bounds"])) for r in rows]).astype(np.float64)
+    k = np.concatenate([np.full(len(r["bounds"]), r["k"]) for r in rows]).astype(np.float64)
+    left = k - 1 - step
+    counts = np.stack([k, step, left, np.log1p(left), done, np.log1p(done)], 1)
+    counter_pred = ridge_predict(ridge_fit(counts[fit], y[fit], alpha=1e-6), counts[test])
     probe_pred = ridge_predict(on_test.fits[layer], x[test, layer])
     paired = _paired_bootstrap(
         (probe_pred - y[test]) ** 2, (base_pred - y[test]) ** 2, ex[test], seed=seed
@@ -196,6 +205,7 @@ def checkpoint_probe(
         "layer": layer,
         "r2_layer": float(on_test.r2[layer]),
         "r2_position_baseline": float(r2_score(y[test], base_pred)),
+        "r2_counter_baseline": float(r2_score(y[test], counter_pred)),
         "paired": {
             "mse_difference": paired[0],
             "ci95": list(paired[1]),

@@ -610,7 +610,8 @@ def checkpoint_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) ->
     p = probe["paired"]
     print(
         f"chosen layer {probe['layer']} (validation examples): test R² {probe['r2_layer']:.3f}; "
-        f"position-only baseline {probe['r2_position_baseline']:.3f}; MSE difference "
+        f"position-only baseline {probe['r2_position_baseline']:.3f}; counter baseline "
+        f"{probe['r2_counter_baseline']:.3f}; vs position: MSE difference "
         f"{p['mse_difference']:.4f} (95% CI {p['ci95'][0]:.4f}..{p['ci95'][1]:.4f}, "
         f"P(probe not better) {p['p_probe_not_better']:.3f}; {p['test']})"
     )

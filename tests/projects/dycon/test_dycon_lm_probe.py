@@ -53,6 +53,8 @@ def test_checkpoint_probe_on_a_tiny_model():
     assert len(out["r2_test"]) == len(out["r2_shuffled_test"]) == cfg.n_layers + 1
     assert 0 <= out["layer"] <= cfg.n_layers and out["r2_layer"] == out["r2_test"][out["layer"]]
     assert np.isfinite(out["r2_position_baseline"]) and out["r2_position_baseline"] > 0.5
+    # the counts the text states determine the target up to the tokens of each number
+    assert out["r2_counter_baseline"] > max(out["r2_position_baseline"], 0.9)
     lo, hi = out["paired"]["ci95"]
     assert lo <= out["paired"]["mse_difference"] <= hi
     with pytest.raises(ValueError, match="num_traces >= 8"):
