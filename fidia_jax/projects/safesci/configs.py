@@ -22,6 +22,7 @@ MODELS: dict[str, str] = {
     "select_all": "rule-based quirk probe: every letter shown, 'True', a sympathetic non-refusal",
     "llama": "a small word-level Llama trained here on the item format (fit_llama)",
     "responses": "responses read from responses_path (JSONL, one {'response': ...} per record)",
+    "checkpoint": "a released model from checkpoint (GGUF file or HF directory), greedy",
 }
 
 
@@ -36,6 +37,9 @@ class SafeSciConfig:
       model: one of :data:`MODELS` (``evaluate``); ``demo`` runs every name in ``demo_models``.
       demo_models: models compared by ``demo``.
       responses_path: for ``model="responses"``.
+      checkpoint, checkpoint_max_seq_len: for ``model="checkpoint"``: a GGUF file or Hugging
+        Face directory (``docs/lm_checkpoints.md``) and the loaded model's ``max_seq_len``;
+        ``llm_max_new_tokens`` tokens are generated greedily.
       shuffle: ``"seeded"`` (ours), ``"unseeded"`` (official) or ``"none"``.
       max_options: options kept per item before shuffling (0 = all; official 4).
       parser: ``"lenient"`` (default: our strict reading, the last committed answer) or
@@ -61,6 +65,8 @@ class SafeSciConfig:
     model: str = "keyword"
     demo_models: tuple[str, ...] = ("keyword", "select_all", "llama")
     responses_path: str = ""
+    checkpoint: str = ""
+    checkpoint_max_seq_len: int = 512
     shuffle: str = "seeded"
     max_options: int = 0
     parser: str = "lenient"
@@ -97,6 +103,10 @@ class SafeSciConfig:
             raise ConfigError(
                 f"num_subsamples must be >= 2 and fraction in (0, 1], got "
                 f"{self.num_subsamples}, {self.fraction}"
+            )
+        if self.checkpoint_max_seq_len < 64:
+            raise ConfigError(
+                f"checkpoint_max_seq_len must be >= 64, got {self.checkpoint_max_seq_len}"
             )
         if self.batch_size < 0:
             raise ConfigError(f"batch_size must be >= 0, got {self.batch_size}")

@@ -224,6 +224,15 @@ def _build(
         return models.select_all_generate, {}
     if name == "responses":
         return models.responses_generate(config.responses_path, len(records)), {}
+    if name == "checkpoint":
+        if not config.checkpoint:
+            raise DataError("model=checkpoint needs --set checkpoint=PATH (GGUF file or HF dir)")
+        with train.stage(f"SafeSci: loading {config.checkpoint}"):
+            return models.checkpoint_generate(
+                config.checkpoint,
+                max_new_tokens=config.llm_max_new_tokens,
+                max_seq_len=config.checkpoint_max_seq_len,
+            )
     trained = models.train_safesci_llama(records, config, workdir=workdir)
     return trained.generate, trained.info
 

@@ -196,3 +196,13 @@ def test_tiny_trained_llama_end_to_end(records):
     report = evaluate(trained.generate, records, config)
     assert len(report["items"]) == len(records)
     assert report["choice_accuracy"]["Overall"]["n"] + report["tf_accuracy"]["Overall"]["n"] == 33
+
+
+def test_checkpoint_model_needs_a_path_and_a_sane_length(records):
+    from fidia_jax.errors import ConfigError
+    from fidia_jax.projects.safesci.evaluate import _build
+
+    with pytest.raises(DataError, match="model=checkpoint needs --set checkpoint=PATH"):
+        _build("checkpoint", records, get_config("default", model="checkpoint"))
+    with pytest.raises(ConfigError, match="checkpoint_max_seq_len"):
+        get_config("default", checkpoint_max_seq_len=8)
