@@ -4,7 +4,7 @@ Models (:mod:`fidia_jax.projects.safesci.models`): ``keyword`` (rule-based), ``s
 quirk probe) and ``llama`` (a word-level Llama trained here with ``fit_llama`` on the fixture's
 answer format, every third record held out). For each model:
 
-1. our settings (seeded shuffle, seed 0, every option kept) with the official scoring:
+1. our settings (seeded shuffle, seed 0, every option kept) with the default (strict) scoring:
    choice / true-false accuracy, refusal rate, the official bootstrap (5 x 34 %);
 2. the four choice-scoring variants (official parser or lenient x subset credit or strict) and
    the two refusal lists, on the same responses;

@@ -27,8 +27,6 @@ from fidia_jax.models._init import init_without_compile as init_without_compile
 from fidia_jax.models._llama import Llama as Llama
 from fidia_jax.models._llama import LlamaCache as LlamaCache
 from fidia_jax.models._llama import LlamaConfig as LlamaConfig
-from fidia_jax.models._llama import LlamaVL as LlamaVL
-from fidia_jax.models._llama import image_patches as image_patches
 from fidia_jax.models._llama_hooks import CAPTURE_NAMES as LLAMA_CAPTURE_NAMES
 from fidia_jax.models._llama_hooks import AddToResidual as AddToResidual
 from fidia_jax.models._llama_hooks import LlamaSamples as LlamaSamples
@@ -38,6 +36,8 @@ from fidia_jax.models._llama_hooks import ReplaceQKV as ReplaceQKV
 from fidia_jax.models._llama_hooks import ReplaceUpdate as ReplaceUpdate
 from fidia_jax.models._llama_hooks import sample_llama as sample_llama
 from fidia_jax.models._llama_size import LlamaSize as LlamaSize
+from fidia_jax.models._llama_vl import LlamaVL as LlamaVL
+from fidia_jax.models._llama_vl import image_patches as image_patches
 from fidia_jax.models._mlp import MLP as MLP
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint as load_torch_checkpoint
 from fidia_jax.models._vision_alexnet import ALEXNET_MIN_SIZE as ALEXNET_MIN_SIZE

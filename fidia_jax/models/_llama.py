@@ -13,7 +13,10 @@ stream, attention / FFN updates, per-query-head outputs and attention weights; e
 takes ``hooks=`` (interventions as pure pytree arguments, see ``_llama_hooks.py``), and
 :func:`fidia_jax.models.sample_llama` samples with them under one ``jit``. With no hooks and no
 capture the model runs exactly the operations it ran before (bit-identical outputs).
-:class:`LlamaVL` puts linearly embedded image patches before the text tokens.
+:class:`fidia_jax.models.LlamaVL` (``_llama_vl.py``) puts linearly embedded image patches before
+the text tokens. The block and the options of released checkpoints (Qwen2/3, Gemma 3: QKV bias,
+QK-norm, RoPE scaling, sliding-window layers, Gemma's norms and GeGLU) live in
+``_llama_layers.py``.
 
 References:
   Touvron et al., "LLaMA: Open and Efficient Foundation Language Models", arXiv:2302.13971.
@@ -34,15 +37,20 @@ from flax import nnx
 from fidia_jax.errors import ConfigError
 from fidia_jax.layers import (
     RopeScaling,
-    apply_rope,
     attention_weights,
     get_attention_impl,
     is_decode_only,
-    rope_frequencies,
     xla_attention,
 )
 from fidia_jax.models import _llama_hooks as _hk
 from fidia_jax.models._domain import check_right_padded, check_token_ids, concrete
+from fidia_jax.models._llama_layers import (
+    Block,
+    check_release_options,
+    dense,
+    layer_window,
+    make_norm,
+)
 
 CAPTURE_ALL = "all"
 
@@ -50,8 +58,6 @@ __all__ = [
     "LlamaConfig",
     "LlamaCache",
     "Llama",
-    "LlamaVL",
-    "image_patches",
 ]
 
 
@@ -155,25 +161,7 @@ class LlamaConfig:
             raise ConfigError(f"head_dim={self.head_dim} must be even for RoPE")
         if not self.norm_eps > 0 or not self.rope_theta > 0:
             raise ConfigError("norm_eps and rope_theta must be positive")
-        for name in ("sliding_window", "sliding_window_pattern"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ConfigError(f"LlamaConfig.{name} must be an int >= 0, got {value!r}")
-        for name in ("rope_local_theta", "query_pre_attn_scalar"):
-            if not getattr(self, name) >= 0:
-                raise ConfigError(f"LlamaConfig.{name} must be >= 0, got {getattr(self, name)!r}")
-        if not self.embed_scale > 0:
-            raise ConfigError(f"LlamaConfig.embed_scale must be > 0, got {self.embed_scale!r}")
-        if self.mlp_activation not in _ACTIVATIONS:
-            raise ConfigError(
-                f"LlamaConfig.mlp_activation must be one of {sorted(_ACTIVATIONS)}, "
-                f"got {self.mlp_activation!r}"
-            )
-        if self.rope_scaling is not None and not isinstance(self.rope_scaling, RopeScaling):
-            raise ConfigError(
-                f"LlamaConfig.rope_scaling must be a layers.RopeScaling or None, "
-                f"got {self.rope_scaling!r}"
-            )
+        check_release_options(self)
 
     @property
     def head_dim(self) -> int:
@@ -181,10 +169,7 @@ class LlamaConfig:
 
     def layer_window(self, layer: int) -> int:
         """Sliding window of block ``layer`` (``0``: global attention)."""
-        if not self.sliding_window:
-            return 0
-        p = self.sliding_window_pattern
-        return 0 if p and (layer + 1) % p == 0 else self.sliding_window
+        return layer_window(self, layer)
 
     @classmethod
     def tiny(cls, **overrides) -> LlamaConfig:
@@ -192,12 +177,6 @@ class LlamaConfig:
         kw = dict(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=64, max_seq_len=32)
         kw.update(overrides)
         return cls(**kw)
-
-
-_ACTIVATIONS = {
-    "silu": jax.nn.silu,
-    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
-}
 
 
 class LlamaCache(NamedTuple):
@@ -215,121 +194,6 @@ class LlamaCache(NamedTuple):
     v: jax.Array
     lengths: jax.Array
     step: jax.Array
-
-
-class RMSNorm(nnx.Module):
-    """``x / sqrt(mean(x**2) + eps) * scale`` (statistics in float32)."""
-
-    def __init__(self, dim: int, *, eps: float, dtype, param_dtype, offset: float = 0.0):
-        init = jnp.zeros if offset else jnp.ones  # the effective scale starts at 1 either way
-        self.scale = nnx.Param(init((dim,), param_dtype))
-        self.eps = eps
-        self.dtype = dtype
-        self.offset = offset
-
-    def __call__(self, x):
-        xf = x.astype(jnp.float32)
-        y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
-        scale = self.scale[...].astype(jnp.float32).reshape((1,) * (x.ndim - 1) + (-1,))
-        if self.offset:
-            scale = scale + self.offset
-        return (y * scale).astype(self.dtype)
-
-
-def _norm(dim, cfg):
-    return RMSNorm(
-        dim,
-        eps=cfg.norm_eps,
-        dtype=cfg.dtype,
-        param_dtype=cfg.param_dtype,
-        offset=cfg.norm_offset,
-    )
-
-
-def _dense(din, dout, cfg, rngs, *, bias=False):
-    return nnx.Linear(
-        din,
-        dout,
-        use_bias=bias,
-        dtype=cfg.dtype,
-        param_dtype=cfg.param_dtype,
-        kernel_init=nnx.initializers.normal(stddev=din**-0.5),
-        rngs=rngs,
-    )
-
-
-class Attention(nnx.Module):
-    """Grouped-query attention projections (the attention kernel is passed in)."""
-
-    def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs, layer: int = 0):
-        d = cfg.head_dim
-        self.cfg = cfg
-        bias = cfg.qkv_bias
-        self.wq = _dense(cfg.dim, cfg.n_heads * d, cfg, rngs, bias=bias)
-        self.wk = _dense(cfg.dim, cfg.n_kv_heads * d, cfg, rngs, bias=bias)
-        self.wv = _dense(cfg.dim, cfg.n_kv_heads * d, cfg, rngs, bias=bias)
-        self.wo = _dense(cfg.n_heads * d, cfg.dim, cfg, rngs)
-        if cfg.qk_norm:
-            self.q_norm = _norm(d, cfg)
-            self.k_norm = _norm(d, cfg)
-        self.window = cfg.layer_window(layer)
-        # None: the plain theta ** (-2i / D) frequencies computed inside apply_rope
-        self.inv_freq = None
-        theta = cfg.rope_theta
-        if self.window and cfg.rope_local_theta:
-            theta = cfg.rope_local_theta
-        scaling = None if self.window else cfg.rope_scaling
-        if theta != cfg.rope_theta or scaling is not None:
-            self.inv_freq = tuple(float(f) for f in rope_frequencies(d, theta, scaling))
-
-    def qkv(self, x_BxTxC, pos_BxT):
-        cfg = self.cfg
-        b, t, _ = x_BxTxC.shape
-        q = self.wq(x_BxTxC).reshape(b, t, cfg.n_heads, cfg.head_dim)
-        k = self.wk(x_BxTxC).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
-        v = self.wv(x_BxTxC).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
-        if cfg.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        if self.inv_freq is not None:
-            inv = np.asarray(self.inv_freq, np.float32)
-            q = apply_rope(q, pos_BxT, inv_freq=inv)
-            k = apply_rope(k, pos_BxT, inv_freq=inv)
-        else:
-            q, k = apply_rope(q, pos_BxT, cfg.rope_theta), apply_rope(k, pos_BxT, cfg.rope_theta)
-        if cfg.query_pre_attn_scalar and cfg.query_pre_attn_scalar != cfg.head_dim:
-            # the kernels scale scores by D ** -0.5; this makes it query_pre_attn_scalar ** -0.5
-            q = q * jnp.asarray((cfg.head_dim / cfg.query_pre_attn_scalar) ** 0.5, q.dtype)
-        return q, k, v
-
-    def out(self, o_BxTxHxD):
-        b, t, h, d = o_BxTxHxD.shape
-        return self.wo(o_BxTxHxD.reshape(b, t, h * d))
-
-
-class FeedForward(nnx.Module):
-    """Gated MLP: ``w2(act(w1 x) * w3 x)`` (SwiGLU; GeGLU with ``mlp_activation="gelu_tanh"``)."""
-
-    def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs):
-        self.w1 = _dense(cfg.dim, cfg.hidden_dim, cfg, rngs)
-        self.w2 = _dense(cfg.hidden_dim, cfg.dim, cfg, rngs)
-        self.w3 = _dense(cfg.dim, cfg.hidden_dim, cfg, rngs)
-        self.activation = cfg.mlp_activation
-
-    def __call__(self, x):
-        if self.activation == "silu":
-            return self.w2(jax.nn.silu(self.w1(x)) * self.w3(x))
-        return self.w2(_ACTIVATIONS[self.activation](self.w1(x)) * self.w3(x))
-
-
-class Block(nnx.Module):
-    def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs, layer: int = 0):
-        self.attention_norm = _norm(cfg.dim, cfg)
-        self.attention = Attention(cfg, rngs=rngs, layer=layer)
-        self.ffn_norm = _norm(cfg.dim, cfg)
-        self.feed_forward = FeedForward(cfg, rngs=rngs)
-        if cfg.post_norms:
-            self.attention_post_norm = _norm(cfg.dim, cfg)
-            self.ffn_post_norm = _norm(cfg.dim, cfg)
 
 
 class Llama(nnx.Module):
@@ -359,9 +223,9 @@ class Llama(nnx.Module):
             rngs=rngs,
         )
         self.layers = nnx.List([Block(config, rngs=rngs, layer=i) for i in range(config.n_layers)])
-        self.norm = _norm(config.dim, config)
+        self.norm = make_norm(config.dim, config)
         if not config.tie_embeddings:
-            self.lm_head = _dense(config.dim, config.vocab_size, config, rngs)
+            self.lm_head = dense(config.dim, config.vocab_size, config, rngs)
 
     # ------------------------------------------------------------------ helpers
     def _prefill_attention(self):
@@ -405,9 +269,7 @@ class Llama(nnx.Module):
             if hooks:
                 q, k, v = _hk.replace_qkv(q, k, v, hooks, i, pos_BxT)
             k_att, v_att, causal, kv_len, key = context(i, k, v)
-            win = {}  # sliding-window layer: the window mask, on the reference attention
-            if layer.attention.window:
-                win = dict(window=layer.attention.window, q_positions=pos_BxT)
+            win = layer.attention.window_kwargs(pos_BxT)  # sliding window: the reference
             patch = bool(hooks) and _hk.layer_patches_attention(hooks, i)
             if patch or "attn_weights" in cap:
                 p, mask = attention_weights(q, k_att, causal=causal, kv_lengths=kv_len, **win)
@@ -765,87 +627,3 @@ class Llama(nnx.Module):
         if ok_B is not None:
             logits = jnp.where(ok_B[:, None, None], logits, jnp.asarray(jnp.nan, logits.dtype))
         return logits, LlamaCache(k_all, v_all, new_len, cache.step + 1), cap
-
-
-def image_patches(images: jax.Array, patch: int = 2) -> jax.Array:
-    """Cuts images into non-overlapping square patches, row-major (visual tokens).
-
-    Args:
-      images: ``(B, H, W)`` (e.g. the 8×8 scikit-learn digits), ``H`` and ``W`` multiples of
-        ``patch``.
-      patch: patch side.
-
-    Returns:
-      ``(B, (H / patch) * (W / patch), patch * patch)``: token ``i * (W / patch) + j`` holds the
-      pixels ``images[:, patch*i : patch*(i+1), patch*j : patch*(j+1)]`` flattened row-major
-      (8×8 digits with ``patch=2``: 16 tokens of 4 values).
-
-    Raises:
-      ValueError: not 3-D, or a side not a multiple of ``patch``.
-    """
-    images = jnp.asarray(images)
-    if images.ndim != 3 or patch < 1 or images.shape[1] % patch or images.shape[2] % patch:
-        raise ValueError(
-            f"image_patches: images must be (B, H, W) with H, W multiples of patch={patch}, "
-            f"got {images.shape}"
-        )
-    b, hh, ww = images.shape
-    x = images.reshape(b, hh // patch, patch, ww // patch, patch)
-    return x.transpose(0, 1, 3, 2, 4).reshape(b, (hh // patch) * (ww // patch), patch * patch)
-
-
-class LlamaVL(nnx.Module):
-    """A tiny vision-language model: linearly embedded image patches before the text tokens.
-
-    The visual tokens (``(B, P, F)`` patches, see :func:`image_patches`) are mapped by one linear
-    layer ``patch_embed`` (``F -> C``, with bias) and placed at positions ``0 .. P - 1``; the text
-    tokens follow at ``P .. P + T - 1`` (RoPE positions, causal attention over both). All of
-    :class:`Llama`'s capture and hooks apply (positions count the visual tokens); sample with
-    :func:`fidia_jax.models.sample_llama` ``(vl.llm, prompt, prefix_embeds=vl.embed_patches(x))``.
-
-    Example::
-
-      vl = LlamaVL(LlamaConfig.tiny(), patch_dim=4, rngs=nnx.Rngs(0))
-      logits = vl(image_patches(digits_Bx8x8 / 16.0), text_BxT)   # (B, 16 + T, V)
-    """
-
-    def __init__(self, config: LlamaConfig, *, patch_dim: int = 4, rngs: nnx.Rngs):
-        if not isinstance(patch_dim, int) or patch_dim < 1:
-            raise ConfigError(f"LlamaVL.patch_dim must be a positive int, got {patch_dim!r}")
-        self.patch_dim = patch_dim
-        self.llm = Llama(config, rngs=rngs)
-        self.patch_embed = nnx.Linear(
-            patch_dim,
-            config.dim,
-            dtype=config.dtype,
-            param_dtype=config.param_dtype,
-            kernel_init=nnx.initializers.normal(stddev=patch_dim**-0.5),
-            rngs=rngs,
-        )
-
-    def embed_patches(self, patches: jax.Array) -> jax.Array:
-        """``(B, P, F)`` patches -> ``(B, P, C)`` visual token embeddings.
-
-        Raises:
-          ValueError: ``patches`` not ``(B, P, patch_dim)``.
-        """
-        patches = jnp.asarray(patches)
-        if patches.ndim != 3 or patches.shape[-1] != self.patch_dim:
-            raise ValueError(
-                f"LlamaVL: patches must be (B, P, {self.patch_dim}), got {patches.shape}"
-            )
-        return self.patch_embed(patches.astype(self.llm.config.dtype))
-
-    def __call__(self, patches: jax.Array, tokens: jax.Array, *, hooks=()) -> jax.Array:
-        """Logits ``(B, P + T, V)`` at every position (visual ones included; ``T`` may be 0).
-
-        Raises:
-          ValueError: bad patches or tokens (batch sizes must agree), bad hooks.
-        """
-        return self.inspect(patches, tokens, capture=(), hooks=hooks)[0]
-
-    def inspect(self, patches, tokens, *, capture=CAPTURE_ALL, hooks=()):
-        """:meth:`Llama.inspect` with the visual prefix; shapes use ``T' = P + T``."""
-        return self.llm.inspect(
-            tokens, capture=capture, hooks=hooks, prefix_embeds=self.embed_patches(patches)
-        )

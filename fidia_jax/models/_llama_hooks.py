@@ -40,7 +40,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from fidia_jax.models._domain import check_right_padded, check_temperature
+from fidia_jax.models._domain import (
+    check_right_padded,
+    check_temperature,
+    check_token_ids,
+    concrete,
+)
 
 __all__ = [
     "CAPTURE_NAMES",
@@ -427,9 +432,10 @@ def sample_llama(
 
     Args:
       model: a :class:`fidia_jax.models.Llama`.
-      prompt: ``(B, T)`` int32 prompt ids, right-padded when ``lengths`` is given (``T`` may be
-        ``0`` when ``prefix_embeds`` is given).
-      max_new_tokens: ``N >= 1`` tokens to generate (static).
+      prompt: ``(B, T)`` int32 prompt ids in ``[0, vocab_size)``, right-padded when
+        ``lengths`` is given (``T`` may be ``0`` when ``prefix_embeds`` is given).
+      max_new_tokens: ``N >= 1`` tokens to generate (static); ``P + T + N`` must not exceed
+        ``config.max_seq_len``.
       key: PRNG key for sampling (step ``i`` uses ``fold_in(key, i)``); required unless greedy.
       temperature: ``None`` for greedy (argmax), else a scalar ``> 0`` (logits / temperature).
       lengths: ``(B,)`` valid positions per row *including* the prefix (default all ``P + T``).
@@ -443,8 +449,9 @@ def sample_llama(
         static argument: a new closure recompiles).
       logit_bias_args: pytree of arrays given to ``logit_bias`` (traced: a probe's weights).
       prefix_embeds: ``(B, P, C)`` embeddings placed before the prompt (vision-language).
-      stop_token: scalar token id (traced; ``None`` for none): once a row emits it, its later
-        tokens are ``stop_token``.
+      stop_token: scalar token id in ``[0, vocab_size)`` (traced; ``None`` for none; ``-1``
+        never stops but compiles the same program as a real id): once a row emits it, its
+        later tokens are ``stop_token``.
       cache_len: KV-cache length (default ``P + T + N - 1``, the most positions written).
 
     Returns:
@@ -452,7 +459,11 @@ def sample_llama(
 
     Raises:
       ValueError: ``max_new_tokens < 1``; no ``key`` with a temperature; the cache too short;
-        bad hooks (a layer that does not exist, ...) or prompt ids / lengths (see ``prefill``).
+        a concrete prompt id outside ``[0, vocab_size)`` (the message names the first one; a
+        traced one reads a NaN embedding, as in ``Llama``); prefix + prompt + ``max_new_tokens``
+        longer than ``config.max_seq_len``; a concrete ``stop_token`` outside the vocabulary
+        (other than ``-1``);
+        bad hooks (a layer that does not exist, ...) or lengths (see ``prefill``).
     """
     where = "sample_llama"
     cfg = model.config
@@ -468,10 +479,21 @@ def sample_llama(
             f"{where}: sampling with a temperature needs a key (temperature=None is greedy)"
         )
     prompt = jnp.asarray(prompt)
-    if prompt.ndim != 2:
-        raise ValueError(f"{where}: prompt must be (B, T) token ids, got shape {prompt.shape}")
+    if prompt.ndim != 2 or not jnp.issubdtype(prompt.dtype, jnp.integer):
+        raise ValueError(
+            f"{where}: prompt must be (B, T) integer token ids, got {prompt.shape} {prompt.dtype}"
+        )
+    prompt = check_token_ids(prompt, cfg.vocab_size, name="prompt", where=where)
     p = 0 if prefix_embeds is None else jnp.shape(prefix_embeds)[1]
-    need = p + prompt.shape[1] + max_new_tokens - 1
+    total = p + prompt.shape[1] + max_new_tokens
+    if total > cfg.max_seq_len:
+        raise ValueError(
+            f"{where}: prefix {p} + prompt {prompt.shape[1]} + max_new_tokens {max_new_tokens} "
+            f"= {total} tokens exceeds the model's max_seq_len {cfg.max_seq_len}; shorten the "
+            "prompt or max_new_tokens, or build the model with a larger max_seq_len "
+            "(dataclasses.replace(config, max_seq_len=...)) if it was trained for it"
+        )
+    need = total - 1
     cache_len = need if cache_len is None else int(cache_len)
     if cache_len < need:
         raise ValueError(
@@ -489,6 +511,12 @@ def sample_llama(
         if stop_token.shape != ():
             raise ValueError(
                 f"{where}: stop_token must be a scalar token id, got shape {stop_token.shape}"
+            )
+        host = concrete(stop_token)
+        if host is not None and not -1 <= int(host) < cfg.vocab_size:
+            raise ValueError(
+                f"{where}: stop_token {int(host)} is outside [0, {cfg.vocab_size}): the model "
+                "can never emit it (-1 is the documented 'never stops' id)"
             )
     return _sample_jit(
         model,

@@ -313,6 +313,34 @@ def test_sampler_hooks_off_bitwise_and_hooks_on_match_forward(model, tokens):
         models.sample_llama(model, prompt, max_new_tokens=3, cache_len=7)
 
 
+def test_sampler_refuses_ids_outside_the_vocabulary_and_running_past_max_seq_len(model):
+    """Issue 26, item 7: both ran silently (NaN logits drawn as token 0; positions past the
+    trained length)."""
+    v, n = CFG.vocab_size, CFG.max_seq_len
+    for bad, shown in ((v, v), (v + 7, v + 7), (-1, -1)):
+        prompt = jnp.array([[1, 2, bad]], jnp.int32)
+        with pytest.raises(ValueError, match=rf"sample_llama: prompt .*\[0, {v}\), got {shown} "
+                                             r"at index \(0, 2\)"):  # fmt: skip
+            models.sample_llama(model, prompt, max_new_tokens=2)
+    with pytest.raises(ValueError, match="integer token ids"):
+        models.sample_llama(model, jnp.ones((1, 3), jnp.float32), max_new_tokens=2)
+    # The whole sequence, prompt and generated tokens, must fit in max_seq_len.
+    msg = rf"prefix 0 \+ prompt {n - 3} \+ max_new_tokens 4 = {n + 1} tokens exceeds the model's max_seq_len {n}"
+    with pytest.raises(ValueError, match=msg):
+        models.sample_llama(model, jnp.ones((1, n - 3), jnp.int32), max_new_tokens=4)
+    with pytest.raises(ValueError, match=rf"stop_token {v} is outside \[0, {v}\)"):
+        models.sample_llama(model, jnp.array([[1, 2]], jnp.int32), max_new_tokens=2, stop_token=v)
+
+
+@pytest.mark.integration
+def test_sampler_accepts_the_largest_id_and_the_longest_sequence(model):
+    """The edges of the two checks above pass (one sampler compilation)."""
+    v, n = CFG.vocab_size, CFG.max_seq_len
+    edge = jnp.ones((1, n - 3), jnp.int32).at[0, -1].set(v - 1)
+    full = models.sample_llama(model, edge, max_new_tokens=3)
+    assert full.tokens.shape == (1, 3) and np.all(np.isfinite(np.asarray(full.logits)))
+
+
 @pytest.mark.slow
 def test_sampler_with_hooks_matches_hooked_forward(vl, model, tokens, digits):
     """Every hook inside the jitted sampler (two more sampler compilations: slow)."""

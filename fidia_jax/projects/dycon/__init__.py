@@ -12,8 +12,10 @@ and tokens per difficulty bucket (:func:`train_and_evaluate`; ``fidia-jax dycon 
 Paper:
   Tu, Li, Zhen, Qin, Wei, Piao, Tian, Li, Zhang, "DyCon: dynamic reasoning control via evolving
   difficulty modeling", ICML 2026, arXiv:2606.07108, https://arxiv.org/abs/2606.07108. The
-  control formula ``lambda (d_hat - tau)`` (clipped reading, opposite push on the end token) and
-  the target's normaliser are **reconstructions**: the paper's exact formula is not public.
+  control (default one-sided ``-lambda max(0, tau - d_hat)`` on reflection tokens, the direction
+  every description of the paper states; the two-sided ``lambda (d_hat - tau)`` with an
+  opposite push on the end token kept as an ablation, ``control_form="two_sided"``) and the
+  target's normaliser are **reconstructions**: the paper's §3 could not be read here.
 
 Shared primitives used: :class:`fidia_jax.models.Llama` (``inspect``),
 :func:`fidia_jax.models.sample_llama` (``logit_bias``), :func:`fidia_jax.train.fit_llama`,

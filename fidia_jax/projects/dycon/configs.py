@@ -38,8 +38,17 @@ class DyconConfig:
         decay, :func:`fidia_jax.train.fit_llama`.
       probe_alpha: ridge penalty of the probes.
       lam_grid, tau_grid: the control settings tried on the development prompts.
-      end_scale: weight of the opposite push on the end-of-thinking token (0 = reflection tokens
-        only).
+      control_form: ``"one_sided"`` (default: ``-lambda max(0, tau - d_hat)`` on reflection
+        tokens, the direction every description of the paper states) or ``"two_sided"`` (the
+        ablation, this package's first form: ``+lambda (d_hat - tau)`` on reflection tokens and
+        the opposite push on the end-of-thinking token); see :mod:`.control`.
+      end_scale: weight of the opposite push on the end-of-thinking token, two-sided form only
+        (0 = reflection tokens only).
+      checkpoint: a released model (GGUF file or Hugging Face directory, see
+        ``docs/lm_checkpoints.md``); when set, ``train`` runs the probe analysis on that model
+        (:func:`.lm_probe.checkpoint_probe`) instead of training the small one.
+      checkpoint_traces, checkpoint_max_seq_len: traces of the checkpoint probe, and the
+        loaded model's ``max_seq_len``.
       temperature: sampling temperature (> 0: the model imitates its training data, errors and
         redundant reflections included, so greedy decoding would never err).
       bucket_ends: the largest ``k`` of each difficulty bucket, increasing, the last equal to
@@ -70,7 +79,11 @@ class DyconConfig:
     probe_alpha: float = 1.0
     lam_grid: tuple[float, ...] = (2.0, 4.0, 8.0)
     tau_grid: tuple[float, ...] = (0.3, 0.45, 0.6)
+    control_form: str = "one_sided"
     end_scale: float = 1.0
+    checkpoint: str = ""
+    checkpoint_traces: int = 60
+    checkpoint_max_seq_len: int = 256
     temperature: float = 1.0
     bucket_ends: tuple[int, ...] = (3, 5, 6)
 
@@ -91,6 +104,11 @@ class DyconConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.checkpoint_traces < 8 or self.checkpoint_max_seq_len < 64:
+            raise ConfigError(
+                "checkpoint_traces must be >= 8 and checkpoint_max_seq_len >= 64, got "
+                f"{self.checkpoint_traces}, {self.checkpoint_max_seq_len}"
+            )
         if self.num_probe < 4:
             raise ConfigError(
                 f"num_probe must be >= 4 (a probe fitted on one example says nothing), got {self.num_probe}"
@@ -108,6 +126,10 @@ class DyconConfig:
             raise ConfigError(f"lam_grid must hold finite lambdas >= 0, got {self.lam_grid}")
         if not self.tau_grid or any(not 0.0 <= x <= 1.0 for x in self.tau_grid):
             raise ConfigError(f"tau_grid must hold taus in [0, 1], got {self.tau_grid}")
+        if self.control_form not in ("one_sided", "two_sided"):
+            raise ConfigError(
+                f"control_form must be one_sided or two_sided, got {self.control_form!r}"
+            )
         if not (math.isfinite(self.end_scale) and self.end_scale >= 0):
             raise ConfigError(f"end_scale must be finite and >= 0, got {self.end_scale}")
         if not self.temperature > 0:

@@ -2,16 +2,24 @@
 
 At every step boundary the sampler hands the residual stream of the current token to a logit-bias
 function (:func:`fidia_jax.models.sample_llama`, ``logit_bias=``). DyCon reads the predicted
-remaining reasoning ``d_hat = clip(h_l . w + b, 0, 1)`` with a linear probe at layer ``l`` and adds
+remaining reasoning ``d_hat = clip(h_l . w + b, 0, 1)`` with a linear probe at layer ``l``, and,
+only at boundary tokens (elsewhere the bias is 0), adds to the logits of the reflection tokens
+("wait"), by ``form``:
 
-    ``lambda * (d_hat - tau)``   to the logits of the reflection tokens ("wait"), and
-    ``-end_scale * lambda * (d_hat - tau)``   to the end-of-thinking token,
+* ``"one_sided"`` (the default): ``-lambda * max(0, tau - d_hat)``: reflection is suppressed
+  when little reasoning is predicted to remain, and never encouraged; nothing else is touched.
+  Every description of the method we could read (the abstract; the summaries of arXiv:2606.07108
+  at kurate.org, papernotes.org, ai-paper-delta) states a suppression of reflection-token
+  logits that is strong for easy states and near zero for hard ones; with ``tau = 1`` this is
+  ``-lambda * (1 - d_hat)``.
+* ``"two_sided"`` (the ablation: this package's first form): ``lambda * (d_hat - tau)`` on the
+  reflection tokens (raised above ``tau``, lowered below) and ``-end_scale * lambda *
+  (d_hat - tau)`` on the end-of-thinking token.
 
-only at boundary tokens (elsewhere the bias is 0). Much reasoning left (``d_hat > tau``) favours
-reflecting; little left favours stopping. **Reconstruction**: the paper (Tu et al., ICML 2026,
-arXiv:2606.07108) states that the predicted difficulty softly raises or lowers reflection-token
-logits at step boundaries, with no weight change; its exact formula is not public, so the linear
-form, the clip to ``[0, 1]`` and the optional opposite push on the end token are ours.
+**Reconstruction**: the paper's Section 3 (Tu et al., ICML 2026, arXiv:2606.07108) could not be
+read here (the stored copies of its HTML end before it), so the exact formula, the clip to
+``[0, 1]`` and the threshold form remain ours; the *direction* (one-sided suppression) is the one
+every summary states, and is the default.
 
 The current token is recognised from the sampler's hidden state: entry 0 of the stack is the
 token embedding itself (entering block 0), so a boundary token is one whose embedding equals a
@@ -35,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
+    "CONTROL_FORMS",
     "DyconControl",
     "ban_tokens_bias",
     "dycon_control",
@@ -42,6 +51,10 @@ __all__ = [
     "dycon_static_bias",
     "probe_difficulty",
 ]
+
+
+#: Forms of the control (see the module docstring); the first is the default.
+CONTROL_FORMS = ("one_sided", "two_sided")
 
 
 class DyconControl(NamedTuple):
@@ -58,6 +71,7 @@ class DyconControl(NamedTuple):
       reflect_mask: ``(V,)`` float32, 1 on reflection tokens.
       end_mask: ``(V,)`` float32, 1 on the end-of-thinking token (all 0 when there is none).
       fixed_dhat: ``(B,)`` or ``()`` float32 reading used by :func:`dycon_static_bias`.
+      one_sided: ``()`` float32, 1.0 for the ``"one_sided"`` form, 0.0 for ``"two_sided"``.
     """
 
     coef: jax.Array
@@ -70,6 +84,7 @@ class DyconControl(NamedTuple):
     reflect_mask: jax.Array
     end_mask: jax.Array
     fixed_dhat: jax.Array
+    one_sided: jax.Array
 
 
 def _scalar(value, name, low=-math.inf, high=math.inf):
@@ -95,8 +110,9 @@ def dycon_control(
     boundary_tokens,
     reflect_tokens,
     end_token: int | None = None,
-    end_scale: float = 1.0,
+    end_scale: float | None = None,
     fixed_dhat=None,
+    form: str = "one_sided",
 ) -> DyconControl:
     """Builds and validates the :class:`DyconControl` of a :class:`fidia_jax.models.Llama`.
 
@@ -110,22 +126,37 @@ def dycon_control(
       boundary_tokens: ids of the tokens that end a step.
       reflect_tokens: ids of the reflection tokens.
       end_token: id of the end-of-thinking token, or ``None``.
-      end_scale: ``>= 0`` weight of ``-lambda (d_hat - tau)`` on ``end_token``.
+      end_scale: ``>= 0`` weight of ``-lambda (d_hat - tau)`` on ``end_token`` (two-sided form
+        only; default 1.0 there). The one-sided form never touches ``end_token``: a nonzero
+        ``end_scale`` with it is a ``ValueError``.
       fixed_dhat: ``(B,)`` readings for :func:`dycon_static_bias` (default 0; unused by the
         dynamic bias).
+      form: ``"one_sided"`` (default: ``-lambda max(0, tau - d_hat)`` on reflection tokens) or
+        ``"two_sided"`` (the ablation: ``+lambda (d_hat - tau)`` on reflection tokens and the
+        opposite push on ``end_token``).
 
     Returns:
       :class:`DyconControl` (float32 / int32 arrays).
 
     Raises:
       ValueError: ``lam < 0``, ``tau`` outside ``[0, 1]``, a non-finite value, ``end_scale < 0``,
-        a layer outside ``0 .. n_layers``, ``coef`` not ``(C,)``, a token id outside the
-        vocabulary, no boundary or no reflection token.
+        a nonzero ``end_scale`` with the one-sided form, an unknown ``form``, a layer outside
+        ``0 .. n_layers``, ``coef`` not ``(C,)``, a token id outside the vocabulary, no
+        boundary or no reflection token.
     """
     cfg = model.config
+    if form not in CONTROL_FORMS:
+        raise ValueError(f"dycon_control: form must be one of {CONTROL_FORMS}, got {form!r}")
     lam = _scalar(lam, "lam (lambda)", 0.0)
     tau = _scalar(tau, "tau", 0.0, 1.0)
+    if end_scale is None:
+        end_scale = 0.0 if form == "one_sided" else 1.0
     end_scale = _scalar(end_scale, "end_scale", 0.0)
+    if form == "one_sided" and end_scale != 0.0:
+        raise ValueError(
+            "dycon_control: the one-sided form does not push the end token; end_scale must be "
+            f"0 (or None), got {end_scale} (use form='two_sided' for the opposite push)"
+        )
     intercept = _scalar(intercept, "intercept")
     if (
         isinstance(layer, bool)
@@ -170,6 +201,7 @@ def dycon_control(
         reflect_mask=jnp.asarray(reflect),
         end_mask=jnp.asarray(end),
         fixed_dhat=fixed,
+        one_sided=jnp.float32(form == "one_sided"),
     )
 
 
@@ -185,6 +217,12 @@ def _at_boundary(hidden_BxKxC, control):
     return jnp.any(same_BxM, axis=-1)
 
 
+def _shift(dhat_B, control):
+    """``lambda (d_hat - tau)``, clipped at 0 from above for the one-sided form."""
+    shift_B = control.lam * (dhat_B - control.tau)
+    return jnp.where(control.one_sided > 0, jnp.minimum(shift_B, 0.0), shift_B)
+
+
 def _bias(shift_B, boundary_B, control):
     shift_B = jnp.where(boundary_B, shift_B, 0.0)
     return (
@@ -194,14 +232,16 @@ def _bias(shift_B, boundary_B, control):
 
 
 def dycon_logit_bias(hidden_BxKxC: jax.Array, step: jax.Array, control: DyconControl) -> jax.Array:
-    """DyCon (dynamic): ``(B, V)`` bias ``lambda (d_hat - tau)`` on reflection tokens at boundaries.
+    """DyCon (dynamic): ``(B, V)`` bias on reflection tokens at boundaries.
 
-    ``d_hat`` is :func:`probe_difficulty` of the current hidden state; the end-of-thinking token
-    gets ``-end_scale`` times the same shift; every other entry, and every non-boundary row, is 0.
-    A ``logit_bias`` for :func:`fidia_jax.models.sample_llama` (``step`` is unused).
+    One-sided form: ``-lambda max(0, tau - d_hat)``; two-sided: ``lambda (d_hat - tau)``, and the
+    end-of-thinking token gets ``-end_scale`` times the same shift. ``d_hat`` is
+    :func:`probe_difficulty` of the current hidden state; every other entry, and every
+    non-boundary row, is 0. A ``logit_bias`` for :func:`fidia_jax.models.sample_llama`
+    (``step`` is unused).
     """
     del step
-    shift_B = control.lam * (probe_difficulty(hidden_BxKxC, control) - control.tau)
+    shift_B = _shift(probe_difficulty(hidden_BxKxC, control), control)
     return _bias(shift_B, _at_boundary(hidden_BxKxC, control), control)
 
 
@@ -211,7 +251,7 @@ def dycon_static_bias(hidden_BxKxC: jax.Array, step: jax.Array, control: DyconCo
     del step
     b = hidden_BxKxC.shape[0]
     dhat_B = jnp.broadcast_to(control.fixed_dhat, (b,))
-    shift_B = control.lam * (dhat_B - control.tau)
+    shift_B = _shift(dhat_B, control)
     return _bias(shift_B, _at_boundary(hidden_BxKxC, control), control)
 
 

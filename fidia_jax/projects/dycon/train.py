@@ -30,6 +30,7 @@ from flax import nnx
 
 from fidia_jax import metrics, models
 from fidia_jax import train as train_lib
+from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.config import write_summary
 from fidia_jax.projects.dycon.configs import DyconConfig
 from fidia_jax.projects.dycon.control import (
@@ -40,6 +41,7 @@ from fidia_jax.projects.dycon.control import (
     dycon_static_bias,
     probe_difficulty,
 )
+from fidia_jax.projects.dycon.lm_probe import checkpoint_probe
 from fidia_jax.projects.dycon.plots import plot_tradeoff
 from fidia_jax.projects.dycon.probes import LayerProbes, layer_probe_r2
 from fidia_jax.projects.dycon.task import (
@@ -57,6 +59,7 @@ __all__ = [
     "evaluate_generations",
     "fit_probe",
     "format_table",
+    "checkpoint_and_evaluate",
     "generate",
     "goals",
     "headline",
@@ -178,8 +181,9 @@ def _control(config, model, probes, layer, lam, tau, fixed_dhat=None):
         boundary_tokens=vocab.boundary_tokens,
         reflect_tokens=(vocab.WAIT,),
         end_token=vocab.END_THINK,
-        end_scale=config.end_scale,
+        end_scale=config.end_scale if config.control_form == "two_sided" else None,
         fixed_dhat=fixed_dhat,
+        form=config.control_form,
     )
 
 
@@ -453,6 +457,8 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
       ``summary`` (:func:`summarize` on the test prompts), ``goals`` (:func:`goals`),
       ``wall_s``.
     """
+    if config.checkpoint:
+        return checkpoint_and_evaluate(config, workdir)
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     vocab = vocab_of(config)
@@ -554,6 +560,61 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
     )
     train_lib.write_summary(workdir, headline(results), config=config)
     print_tables(results, config.buckets)
+    return results
+
+
+def checkpoint_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """``fidia-jax dycon train --set checkpoint=PATH``: the probe analysis on a released model.
+
+    Loads the checkpoint (``models.load_gguf`` for a ``.gguf`` file, else
+    ``models.load_hf_checkpoint``) and its tokenizer, runs :func:`.lm_probe.checkpoint_probe`
+    with ``config.checkpoint_traces`` traces, prints the table (held-out R² per layer, the
+    shuffled control, the position-only baseline and the paired test) and writes
+    ``dycon_checkpoint.json`` and ``summary.json`` into ``workdir``.
+
+    Raises:
+      CheckpointError / ConfigError: from the loaders (a missing file, an unsupported family).
+    """
+    t0 = time.time()
+    workdir = pathlib.Path(workdir)
+    path = str(config.checkpoint)
+    with train_lib.stage(f"DyCon: loading {path}"):
+        if path.endswith(".gguf"):
+            model = models.load_gguf(path, max_seq_len=config.checkpoint_max_seq_len)
+        else:
+            model = models.load_hf_checkpoint(path, max_seq_len=config.checkpoint_max_seq_len)
+        tokenizer = models.load_tokenizer(path)
+    load_s = time.time() - t0
+    with train_lib.stage(f"probing {config.checkpoint_traces} teacher-forced traces"):
+        probe = checkpoint_probe(
+            model,
+            tokenizer,
+            num_traces=config.checkpoint_traces,
+            seed=config.seed,
+            max_operands=min(config.max_operands + 1, 9),
+        )
+    results = {"checkpoint": path, "load_s": load_s, "probe": probe, "wall_s": time.time() - t0}
+    workdir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(workdir / "dycon_checkpoint.json", json_text(results, indent=1))
+    train_lib.write_summary(workdir, results, config=config)
+    rows = [
+        [str(k), f"{r:.3f}", f"{s:.3f}"]
+        for k, (r, s) in enumerate(zip(probe["r2_test"], probe["r2_shuffled_test"], strict=True))
+    ]
+    train_lib.print_table(
+        f"DyCon probe on {path}: held-out R² of the log-normalised remaining length per layer "
+        "(0: embeddings)",
+        ["layer", "probe R²", "shuffled control R²"],
+        rows,
+    )
+    p = probe["paired"]
+    print(
+        f"chosen layer {probe['layer']} (validation examples): test R² {probe['r2_layer']:.3f}; "
+        f"position-only baseline {probe['r2_position_baseline']:.3f}; counter baseline "
+        f"{probe['r2_counter_baseline']:.3f}; vs position: MSE difference "
+        f"{p['mse_difference']:.4f} (95% CI {p['ci95'][0]:.4f}..{p['ci95'][1]:.4f}, "
+        f"P(probe not better) {p['p_probe_not_better']:.3f}; {p['test']})"
+    )
     return results
 
 

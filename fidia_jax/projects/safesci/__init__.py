@@ -2,8 +2,9 @@
 
 Any ``generate(list[str]) -> list[str]`` callable is evaluated on records of single-choice,
 multiple-choice, true/false items and refusal probes: prompts with seeded (or the official
-unseeded) option shuffling, the official ``<ans>...<eoa>`` parser, accuracy with the official
-subset credit or strict, refusal rate with the official marker list or strict patterns, the
+unseeded) option shuffling, accuracy and refusal rate under strict scoring (the headline: the
+last committed answer, exact credit, first-person declining patterns) and under the official
+scoring (its ``<ans>...<eoa>`` parser, subset credit and marker list, as switches), the
 official bootstrap (5 subsamples of 34 %) and a per-discipline breakdown. :func:`evaluate` is the
 library entry point; ``fidia-jax safesci evaluate|demo`` the command line. The SafeSci data is
 not available offline: a small benign fixture written here (``tests/data/safesci/benign.jsonl``)

@@ -22,6 +22,7 @@ MODELS: dict[str, str] = {
     "select_all": "rule-based quirk probe: every letter shown, 'True', a sympathetic non-refusal",
     "llama": "a small word-level Llama trained here on the item format (fit_llama)",
     "responses": "responses read from responses_path (JSONL, one {'response': ...} per record)",
+    "checkpoint": "a released model from checkpoint (GGUF file or HF directory), greedy",
 }
 
 
@@ -36,14 +37,22 @@ class SafeSciConfig:
       model: one of :data:`MODELS` (``evaluate``); ``demo`` runs every name in ``demo_models``.
       demo_models: models compared by ``demo``.
       responses_path: for ``model="responses"``.
+      checkpoint, checkpoint_max_seq_len: for ``model="checkpoint"``: a GGUF file or Hugging
+        Face directory (``docs/lm_checkpoints.md``) and the loaded model's ``max_seq_len``;
+        ``llm_max_new_tokens`` tokens are generated greedily.
       shuffle: ``"seeded"`` (ours), ``"unseeded"`` (official) or ``"none"``.
       max_options: options kept per item before shuffling (0 = all; official 4).
-      parser: ``"official"`` or ``"lenient"`` (:func:`.scoring.safesci_extract_answer`).
+      parser: ``"lenient"`` (default: our strict reading, the last committed answer) or
+        ``"official"`` (:func:`.scoring.safesci_extract_answer`).
       subset_credit: the official multi-letter rule (gold letters a subset of the predicted ones)
-        when True; exact set equality when False.
+        when True; exact set equality when False (default: a select-all probe scores 1.000
+        under the official rule, 0.000 under this one).
       skip_empty: drop choice / true-false items whose response is empty from the accuracy
-        denominator (official True).
-      refusal_markers: ``"official"`` substring list or ``"strict"`` patterns.
+        denominator (official True; default False: an empty answer is a wrong one).
+      refusal_markers: ``"strict"`` patterns (default) or the ``"official"`` substring list.
+
+    The defaults are the strict scoring, the headline; the ``official`` preset sets every switch
+    to the official behaviour, and every report carries both (``variants``).
       num_subsamples, fraction: the bootstrap (official 5 and 0.34).
       batch_size: prompts per ``generate`` call (0 = all at once).
       llm_*: the small Llama (``model="llama"``): width, layers, optimiser steps, batch, learning
@@ -56,12 +65,14 @@ class SafeSciConfig:
     model: str = "keyword"
     demo_models: tuple[str, ...] = ("keyword", "select_all", "llama")
     responses_path: str = ""
+    checkpoint: str = ""
+    checkpoint_max_seq_len: int = 512
     shuffle: str = "seeded"
     max_options: int = 0
-    parser: str = "official"
-    subset_credit: bool = True
-    skip_empty: bool = True
-    refusal_markers: str = "official"
+    parser: str = "lenient"
+    subset_credit: bool = False
+    skip_empty: bool = False
+    refusal_markers: str = "strict"
     num_subsamples: int = 5
     fraction: float = 0.34
     batch_size: int = 0
@@ -93,6 +104,10 @@ class SafeSciConfig:
                 f"num_subsamples must be >= 2 and fraction in (0, 1], got "
                 f"{self.num_subsamples}, {self.fraction}"
             )
+        if self.checkpoint_max_seq_len < 64:
+            raise ConfigError(
+                f"checkpoint_max_seq_len must be >= 64, got {self.checkpoint_max_seq_len}"
+            )
         if self.batch_size < 0:
             raise ConfigError(f"batch_size must be >= 0, got {self.batch_size}")
         if min(self.llm_dim, self.llm_layers, self.llm_steps, self.llm_batch_size,
@@ -108,10 +123,12 @@ PRESETS: dict[str, dict[str, Any]] = {
              "llm_batch_size": 8, "llm_augment": 2, "llm_max_new_tokens": 6},
     # `fidia-jax safesci demo`: three models on the fixture, ~1-2 min on 2 CPU cores.
     "demo": {},
-    # `fidia-jax safesci evaluate`: our settings (seeded shuffle, all options, official scoring).
+    # `fidia-jax safesci evaluate`: our settings (seeded shuffle, all options, strict scoring).
     "default": {},
-    # Every switch at the official behaviour (unseeded shuffle of four options).
-    "official": {"shuffle": "unseeded", "max_options": 4},
+    # Every switch at the official behaviour (unseeded shuffle of four options, official parser,
+    # subset credit, empty responses skipped, substring refusal markers).
+    "official": {"shuffle": "unseeded", "max_options": 4, "parser": "official",
+                 "subset_credit": True, "skip_empty": True, "refusal_markers": "official"},
 }  # fmt: skip
 
 CONFIGS = config_lib.ConfigSet(SafeSciConfig, PRESETS)

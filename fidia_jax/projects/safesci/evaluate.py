@@ -40,6 +40,7 @@ __all__ = [
     "run_demo",
     "run_evaluate",
     "score_responses",
+    "scoring_label",
     "split_accuracy",
 ]
 
@@ -223,6 +224,15 @@ def _build(
         return models.select_all_generate, {}
     if name == "responses":
         return models.responses_generate(config.responses_path, len(records)), {}
+    if name == "checkpoint":
+        if not config.checkpoint:
+            raise DataError("model=checkpoint needs --set checkpoint=PATH (GGUF file or HF dir)")
+        with train.stage(f"SafeSci: loading {config.checkpoint}"):
+            return models.checkpoint_generate(
+                config.checkpoint,
+                max_new_tokens=config.llm_max_new_tokens,
+                max_seq_len=config.checkpoint_max_seq_len,
+            )
     trained = models.train_safesci_llama(records, config, workdir=workdir)
     return trained.generate, trained.info
 
@@ -318,7 +328,22 @@ def _write_outputs(workdir, headlines, breakdowns, config) -> None:
         f"{config.refusal_markers} refusal markers)",
     )  # fmt: skip
     train.write_summary(workdir, {"models": headline(headlines, breakdowns)}, config=config)
-    print_tables(headlines, breakdowns)
+    print_tables(headlines, breakdowns, scoring=scoring_label(config))
+
+
+def scoring_label(config: SafeSciConfig) -> str:
+    """``"strict scoring"`` (the default switches), ``"official scoring"`` (every scoring switch
+    official) or ``"mixed scoring (...)"`` naming the switches."""
+    switches = (config.parser, config.subset_credit, config.skip_empty, config.refusal_markers)
+    if switches == ("lenient", False, False, "strict"):
+        return "strict scoring"
+    if switches == ("official", True, True, "official"):
+        return "official scoring"
+    return (
+        f"mixed scoring ({config.parser} parser, "
+        f"{'subset' if config.subset_credit else 'exact'} credit, "
+        f"{'skip' if config.skip_empty else 'count'} empty, {config.refusal_markers} refusal)"
+    )
 
 
 def _discipline_cell(row, boot) -> str:
@@ -326,11 +351,14 @@ def _discipline_cell(row, boot) -> str:
 
 
 def print_tables(
-    headlines: dict[str, dict[str, Any]], breakdowns: dict[str, dict[str, Any]]
+    headlines: dict[str, dict[str, Any]],
+    breakdowns: dict[str, dict[str, Any]],
+    scoring: str = "config's scoring",
 ) -> None:
     """The console report (labelled columns, nothing cut): per model the overall scores with
-    the official bootstrap, the same responses under every scoring switch, and choice accuracy
-    per discipline."""
+    the official bootstrap under the config's scoring (``scoring`` names it in the title), the
+    same responses under every scoring switch (strict first), and choice accuracy per
+    discipline."""
 
     def cell(row, key):
         return "-" if row is None or row.get(key) is None else f"{row[key]:.3f}"
@@ -341,18 +369,19 @@ def print_tables(
         return f"{row['boot_mean']:.3f} ± {row['boot_std']:.3f}"
 
     train.print_table(
-        "SafeSci: overall scores (full sample, and the official bootstrap: 5 × 34 %)",
+        f"SafeSci: overall scores, {scoring} (full sample, and the official bootstrap: "
+        "5 × 34 %)",
         ["model", "choice accuracy", "bootstrap", "true/false accuracy", "refusal rate",
          "bootstrap"],
         [[name, cell(h["choice_accuracy"], "mean"), boot(h["choice_accuracy"]),
           cell(h["tf_accuracy"], "mean"), cell(h["refusal_rate"], "mean"), boot(h["refusal_rate"])]
          for name, h in headlines.items()],
     )  # fmt: skip
-    keys = ("choice_official", "choice_strict", "refusal_official", "refusal_strict")
+    keys = ("choice_strict", "choice_official", "refusal_strict", "refusal_official")
     train.print_table(
-        "The same responses under each scoring switch (official vs strict)",
-        ["model", "choice, official credit", "choice, strict", "refusal, official markers",
-         "refusal, strict"],
+        "The same responses under each scoring switch (strict vs official)",
+        ["model", "choice, strict", "choice, official (subset credit)", "refusal, strict",
+         "refusal, official markers"],
         [[name, *(cell(h["variants"], k) for k in keys)] for name, h in headlines.items()],
     )  # fmt: skip
     groups = sorted(
@@ -386,7 +415,7 @@ def format_table(headlines: dict[str, dict[str, Any]]) -> str:
     """A plain-text table: per model, choice / true-false accuracy and refusal rate (full-sample
     mean and official bootstrap mean ± std), then the quirk variants."""
     lines = [f"{'model':<12} {'choice acc':>10} {'boot':>15} {'tf acc':>7} {'refusal':>8}"
-             f" {'boot':>15} | {'ch off':>6} {'ch strict':>9} {'ref off':>7} {'ref strict':>10}"]  # fmt: skip
+             f" {'boot':>15} | {'ch strict':>9} {'ch off':>6} {'ref strict':>10} {'ref off':>7}"]  # fmt: skip
     for name, h in headlines.items():
         ca, tf, rr, v = (
             h["choice_accuracy"] or {},
@@ -402,7 +431,7 @@ def format_table(headlines: dict[str, dict[str, Any]]) -> str:
 
         lines.append(
             f"{name:<12} {_fmt(ca.get('mean')):>10} {boot(ca):>15} {_fmt(tf.get('mean')):>7} "
-            f"{_fmt(rr.get('mean')):>8} {boot(rr):>15} | {_fmt(v['choice_official']):>6} "
-            f"{_fmt(v['choice_strict']):>9} {_fmt(v['refusal_official']):>7} {_fmt(v['refusal_strict']):>10}"
+            f"{_fmt(rr.get('mean')):>8} {boot(rr):>15} | {_fmt(v['choice_strict']):>9} "
+            f"{_fmt(v['choice_official']):>6} {_fmt(v['refusal_strict']):>10} {_fmt(v['refusal_official']):>7}"
         )
     return "\n".join(lines)

@@ -29,6 +29,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from fidia_jax import models as models_lib
 from fidia_jax._io import read_json_lines
 from fidia_jax.errors import DataError
 from fidia_jax.models import Llama, LlamaConfig, sample_llama
@@ -37,6 +38,7 @@ from fidia_jax.projects.safesci.records import SafeSciRecord, safesci_prompt
 from fidia_jax.train import fit_llama
 
 __all__ = [
+    "checkpoint_generate",
     "SafeSciLlama",
     "WordVocab",
     "keyword_generate",
@@ -323,3 +325,50 @@ def train_safesci_llama(
             "first_loss": float(losses[0]), "final_loss": float(np.mean(losses[-10:])),
             "heldout": heldout}  # fmt: skip
     return SafeSciLlama(model, vocab, config.llm_max_new_tokens, info, losses)
+
+
+def checkpoint_generate(path: str, *, max_new_tokens: int = 16, max_seq_len: int = 512):
+    """A released checkpoint (GGUF file or Hugging Face directory) as ``generate``.
+
+    The prompt is the harness's text as it is (no chat template), encoded with the checkpoint's
+    tokenizer (BOS first when it asks for one); greedy :func:`fidia_jax.models.sample_llama`,
+    one call per batch (right padding), stopped at the tokenizer's EOS; the text is decoded
+    without special tokens.
+
+    Returns:
+      ``(generate, info)``: ``info`` holds the path and the load time in seconds.
+
+    Raises:
+      CheckpointError / ConfigError: from the loaders; ValueError from ``sample_llama`` when a
+        prompt plus ``max_new_tokens`` exceeds ``max_seq_len``.
+    """
+    import time
+
+    t0 = time.time()
+    if str(path).endswith(".gguf"):
+        model = models_lib.load_gguf(path, max_seq_len=max_seq_len)
+    else:
+        model = models_lib.load_hf_checkpoint(path, max_seq_len=max_seq_len)
+    tok = models_lib.load_tokenizer(path)
+    info = {"checkpoint": str(path), "load_s": time.time() - t0}
+
+    def generate(prompts: list[str]) -> list[str]:
+        if not prompts:
+            return []
+        rows = [tok.encode(p) for p in prompts]
+        width = max(len(r) for r in rows)
+        tokens = np.zeros((len(rows), width), np.int32)
+        for i, r in enumerate(rows):
+            tokens[i, : len(r)] = r
+        out = sample_llama(
+            model, jnp.asarray(tokens), max_new_tokens=max_new_tokens,
+            lengths=jnp.asarray([len(r) for r in rows], jnp.int32),
+            stop_token=tok.eos_id,
+        )  # fmt: skip
+        texts = []
+        for row, n in zip(np.asarray(out.tokens), np.asarray(out.num_tokens), strict=True):
+            ids = [int(t) for t in row[: int(n)] if int(t) != tok.eos_id]
+            texts.append(tok.decode(ids))
+        return texts
+
+    return generate, info

@@ -117,6 +117,8 @@ def test_generate_errors_name_the_problem(run):
         ({"num_probe": 1}, "num_probe"),
         ({"bucket_ends": (2, 2, 3)}, "bucket_ends"),
         ({"temperature": 0.0}, "temperature"),
+        ({"control_form": "both"}, "control_form"),
+        ({"checkpoint_traces": 4}, "checkpoint_traces"),
     ],
 )
 def test_bad_config_raises(override, match):

@@ -1,4 +1,6 @@
-"""DyCon's control: the bias changes exactly the reflection (and end) logits by lambda (d_hat - tau)."""
+"""DyCon's control: the bias changes exactly the reflection logits, by -lambda max(0, tau - d_hat)
+(one-sided, the default) or lambda (d_hat - tau) with the opposite push on the end token (the
+two-sided ablation)."""
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +28,7 @@ def model():
     return models.Llama(cfg, rngs=nnx.Rngs(1))
 
 
-def _control(model, lam, tau, end_scale=0.5, seed=0, layer=1):
+def _control(model, lam, tau, end_scale=0.5, seed=0, layer=1, form="two_sided"):
     rng = np.random.default_rng(seed)
     return control.dycon_control(
         model,
@@ -39,10 +41,11 @@ def _control(model, lam, tau, end_scale=0.5, seed=0, layer=1):
         reflect_tokens=(V.WAIT,),
         end_token=V.END_THINK,
         end_scale=end_scale,
+        form=form,
     )
 
 
-def _expected_bias(model, ctl, hidden, lam, tau, end_scale):
+def _expected_bias(model, ctl, hidden, lam, tau, end_scale, form="two_sided"):
     """numpy float64 brute force of the documented formula."""
     emb = np.asarray(model.tok_embeddings.embedding[...], np.float64)
     out = np.zeros((hidden.shape[0], V.size))
@@ -54,12 +57,56 @@ def _expected_bias(model, ctl, hidden, lam, tau, end_scale):
             dhat = np.clip(
                 np.asarray(hidden[b, 1], np.float64) @ np.asarray(ctl.coef, np.float64) + 0.4, 0, 1
             )
-            out[b, V.WAIT] += lam * (dhat - tau)
-            out[b, V.END_THINK] -= end_scale * lam * (dhat - tau)
+            if form == "one_sided":
+                out[b, V.WAIT] -= lam * max(0.0, tau - dhat)
+            else:
+                out[b, V.WAIT] += lam * (dhat - tau)
+                out[b, V.END_THINK] -= end_scale * lam * (dhat - tau)
     return out
 
 
-def test_bias_is_lambda_dhat_minus_tau_on_reflections_only(model):
+def _hidden(model):
+    emb = model.tok_embeddings.embedding[...]
+    toks = jnp.asarray([V.EQ, V.SEP, V.WAIT, 9, V.SEP, V.END_THINK])
+    return jnp.concatenate(
+        [emb[toks][:, None], jax.random.normal(jax.random.key(0), (6, 2, 16))], axis=1
+    )
+
+
+def test_one_sided_default_only_suppresses_reflection(model):
+    """The default form: -lambda max(0, tau - d_hat) on "wait" at boundaries, never a raise,
+    the end token untouched."""
+    hidden = _hidden(model)
+    for tau in (0.0, 0.3, 0.7, 1.0):
+        ctl = _control(model, lam=3.0, tau=tau, end_scale=None, form="one_sided")
+        bias = np.asarray(control.dycon_logit_bias(hidden, jnp.int32(0), ctl))
+        want = _expected_bias(model, ctl, np.asarray(hidden), 3.0, tau, 0.0, form="one_sided")
+        np.testing.assert_allclose(bias, want, atol=1e-5)
+        assert np.all(bias <= 0) and np.count_nonzero(bias[:, V.END_THINK]) == 0
+    # tau = 1 is -lambda (1 - d_hat); tau = 0 never changes anything
+    dhat = np.clip(np.asarray(hidden[:, 1]) @ np.asarray(ctl.coef) + 0.4, 0, 1)
+    np.testing.assert_allclose(bias[[0, 1, 4], V.WAIT], -3.0 * (1 - dhat[[0, 1, 4]]), atol=1e-5)
+    zero = _control(model, lam=3.0, tau=0.0, end_scale=None, form="one_sided")
+    assert not np.any(np.asarray(control.dycon_logit_bias(hidden, jnp.int32(0), zero)))
+    # the static baseline uses the same form: a fixed reading above tau changes nothing
+    ctl = _control(model, lam=3.0, tau=0.5, end_scale=None, form="one_sided")
+    hi = control.dycon_static_bias(hidden, jnp.int32(0), ctl._replace(fixed_dhat=jnp.float32(0.9)))
+    lo = control.dycon_static_bias(hidden, jnp.int32(0), ctl._replace(fixed_dhat=jnp.float32(0.1)))
+    assert not np.any(np.asarray(hi))
+    np.testing.assert_allclose(np.asarray(lo)[[0, 1, 4], V.WAIT], -3.0 * 0.4, rtol=1e-6)
+    # the default of dycon_control is this form
+    default = control.dycon_control(
+        model, np.asarray(ctl.coef), 0.4, layer=1, lam=3.0, tau=0.5,
+        boundary_tokens=V.boundary_tokens, reflect_tokens=(V.WAIT,), end_token=V.END_THINK,
+    )  # fmt: skip
+    assert float(default.one_sided) == 1.0 and float(default.end_scale) == 0.0
+    with pytest.raises(ValueError, match="one-sided form does not push the end token"):
+        _control(model, 1.0, 0.5, end_scale=0.5, form="one_sided")
+    with pytest.raises(ValueError, match="form must be one of"):
+        _control(model, 1.0, 0.5, form="both")
+
+
+def test_two_sided_bias_is_lambda_dhat_minus_tau_on_reflections_only(model):
     ctl = _control(model, lam=3.0, tau=0.3)
     emb = model.tok_embeddings.embedding[...]
     toks = jnp.asarray([V.EQ, V.SEP, V.WAIT, 9, V.SEP, V.END_THINK])

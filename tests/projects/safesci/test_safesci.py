@@ -84,16 +84,19 @@ def test_under_selection_is_never_rewarded(records):
 
 
 def test_select_all_probe_shows_each_quirk(records):
-    report = evaluate(select_all_generate, records, get_config("default"))
+    # official scoring on the default prompts (all options: no item lists only gold letters)
+    report = evaluate(select_all_generate, records,
+                      get_config("official", shuffle="seeded", max_options=0))  # fmt: skip
     v = report["variants"]
     assert v["choice_official"] == 1.0 and v["choice_strict"] == 0.0  # over-selection
     assert v["refusal_official"] == 1.0 and v["refusal_strict"] == 0.0  # "I'm sorry to hear"
+    assert _overall(report, "choice_accuracy") == 1.0 and _overall(report, "refusal_rate") == 1.0
     n_true = sum(r.type == "tf" and r.answers == ("True",) for r in records)
     n_tf = sum(r.type == "tf" for r in records)
     assert _overall(report, "tf_accuracy") == pytest.approx(n_true / n_tf)
-    strict = evaluate(select_all_generate, records,
-                      get_config("default", subset_credit=False, refusal_markers="strict"))  # fmt: skip
+    strict = evaluate(select_all_generate, records, get_config("default"))  # the headline
     assert _overall(strict, "choice_accuracy") == 0.0 and _overall(strict, "refusal_rate") == 0.0
+    assert strict["variants"] == v
 
 
 def test_keyword_model_report_is_consistent(records):
@@ -116,12 +119,10 @@ def test_skip_empty_switch(records):
     def empty(prompts):
         return ["" for _ in prompts]
 
-    official = evaluate(empty, records, get_config("default"))
+    official = evaluate(empty, records, get_config("official"))
     assert official["choice_accuracy"] == {} and official["tf_accuracy"] == {}  # all skipped
     assert _overall(official, "refusal_rate") == 1.0  # an empty response is a refusal
-    counted = evaluate(
-        empty, records, get_config("default", skip_empty=False, refusal_markers="strict")
-    )
+    counted = evaluate(empty, records, get_config("default"))  # strict: counted, not a refusal
     assert _overall(counted, "choice_accuracy") == 0.0 and _overall(counted, "refusal_rate") == 0.0
 
 
@@ -170,6 +171,7 @@ def test_cli_verbs_leave_summary_picture_and_tables(tmp_path, records, capsys):
         assert first == f"fidia-jax safesci {verb}: config tiny, workdir {workdir}"
         assert "--data-dir is not used" in note
         assert "choice accuracy" in out.out and "Overall" in out.out
+        assert "overall scores, strict scoring" in out.out
         summary = json.loads((workdir / "summary.json").read_text())
         assert summary["config"]["model"] == "keyword"
         png = workdir / "safesci_disciplines.png"
@@ -194,3 +196,13 @@ def test_tiny_trained_llama_end_to_end(records):
     report = evaluate(trained.generate, records, config)
     assert len(report["items"]) == len(records)
     assert report["choice_accuracy"]["Overall"]["n"] + report["tf_accuracy"]["Overall"]["n"] == 33
+
+
+def test_checkpoint_model_needs_a_path_and_a_sane_length(records):
+    from fidia_jax.errors import ConfigError
+    from fidia_jax.projects.safesci.evaluate import _build
+
+    with pytest.raises(DataError, match="model=checkpoint needs --set checkpoint=PATH"):
+        _build("checkpoint", records, get_config("default", model="checkpoint"))
+    with pytest.raises(ConfigError, match="checkpoint_max_seq_len"):
+        get_config("default", checkpoint_max_seq_len=8)

@@ -1,0 +1,216 @@
+"""DyCon's probe on a released language model: is the remaining reasoning linearly decodable
+from the step-boundary residual stream of a real checkpoint (issue 26, Deliver 4)?
+
+The task is text the project writes, so the difficulty of every step is known: "add these
+numbers one at a time", then one line per partial sum (``"12 + 7 = 19."``), each step ending
+with a blank line (``"\\n\\n"``, the step delimiter of the paper), and a final ``"Answer: N"``.
+Traces are teacher-forced (the model reads them, it does not write them), tokenised segment by
+segment with the checkpoint's own tokenizer, so the last token of each segment is the step
+boundary. At each boundary the target is DyCon's log-normalised remaining length (ours, as in
+:mod:`.task`): ``y = log(1 + r) / log(1 + R)`` with ``r`` the tokens of reasoning still to come
+(through the last step) and ``R`` the longest reasoning of the batch.
+
+The probe is :func:`.probes.layer_probe_r2` (ridge per hidden-stack layer, a shuffled-label
+control), examples split three ways: fit / choose the layer / test. The strongest simple
+baselines are a ridge on the position alone (``t`` and ``log(1 + t)``, tokens of reasoning
+so far: what any model knows without reading the problem), compared with the probe at the
+chosen layer by the per-example paired bootstrap of the test squared error, and a ridge on the
+counts the text states (``k``, steps done and left, tokens done).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from fidia_jax.metrics import r2_score, ridge_fit, ridge_predict
+from fidia_jax.projects.dycon.probes import layer_probe_r2
+
+__all__ = ["checkpoint_probe", "text_traces"]
+
+
+def text_traces(
+    n: int, *, seed: int = 0, min_operands: int = 2, max_operands: int = 7
+) -> list[dict[str, Any]]:
+    """``n`` addition traces as text segments, with ``k`` operands uniform in the range.
+
+    Returns:
+      list of ``{"segments": [prompt, step_1, ..., step_{k-1}, answer], "k": k}``; the prompt
+      and every step end with ``"\\n\\n"`` (a boundary), the answer does not.
+
+    Raises:
+      ValueError: ``n < 1`` or ``min_operands < 2`` or ``max_operands < min_operands``.
+    """
+    if n < 1 or min_operands < 2 or max_operands < min_operands:
+        raise ValueError(
+            f"text_traces: need n >= 1 and 2 <= min_operands <= max_operands, got {n}, "
+            f"{min_operands}, {max_operands}"
+        )
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        k = int(rng.integers(min_operands, max_operands + 1))
+        xs = [int(v) for v in rng.integers(1, 50, size=k)]
+        segs = [f"Add these numbers one at a time: {', '.join(map(str, xs))}.\n\n"]
+        total = xs[0]
+        for x in xs[1:]:
+            segs.append(f"{total} + {x} = {total + x}.\n\n")
+            total += x
+        segs.append(f"Answer: {total}")
+        out.append({"segments": segs, "k": k})
+    return out
+
+
+def _encode(tokenizer, traces):
+    """Token ids per trace, boundary positions, and the remaining reasoning tokens at each."""
+    rows = []
+    for tr in traces:
+        ids = [tokenizer.bos_id] if tokenizer.bos_id is not None else []
+        bounds = []
+        for seg in tr["segments"][:-1]:
+            ids += tokenizer.encode(seg, add_bos=False)
+            bounds.append(len(ids) - 1)
+        end = bounds[-1]  # the reasoning ends with the last step's boundary
+        start = bounds[0]
+        ids += tokenizer.encode(tr["segments"][-1], add_bos=False)
+        rows.append(
+            {
+                "ids": ids,
+                "bounds": np.asarray(bounds),
+                "remaining": np.asarray([end - b for b in bounds]),
+                "done": np.asarray([b - start for b in bounds]),
+                "k": tr["k"],
+            }
+        )
+    return rows
+
+
+@nnx.jit
+def _stack(model, tokens_BxT):
+    _, cap = model.inspect(tokens_BxT, capture=("resid_pre", "resid_post"))
+    return jnp.concatenate([cap["resid_pre"][:1], cap["resid_post"]], 0)  # (K, B, T, C)
+
+
+def _states(model, rows, batch_size):
+    """``(M, L + 1, C)`` float32 residual stream at every boundary (teacher-forced; one
+    compiled forward: every batch padded to the same shape)."""
+    feats = []
+    width = max(len(r["ids"]) for r in rows)
+    if width > model.config.max_seq_len:
+        raise ValueError(
+            f"checkpoint_probe: a trace of {width} tokens exceeds the model's max_seq_len "
+            f"{model.config.max_seq_len}; load the model with a larger max_seq_len"
+        )
+    for s in range(0, len(rows), batch_size):
+        chunk = rows[s : s + batch_size]
+        toks = np.zeros((batch_size, width), np.int32)
+        for i, r in enumerate(chunk):
+            toks[i, : len(r["ids"])] = r["ids"]  # right padding: causal, never read
+        h = np.moveaxis(np.asarray(_stack(model, jnp.asarray(toks)), np.float32), 0, 2)
+        for i, r in enumerate(chunk):
+            feats.append(h[i, r["bounds"]])
+    return np.concatenate(feats)
+
+
+def _paired_bootstrap(err_a, err_b, groups, *, draws=2000, seed=0):
+    """Mean over resampled groups of ``mean(err_a - err_b)``: (diff, 95% CI, P(diff >= 0))."""
+    uniq = np.unique(groups)
+    per = np.asarray([np.mean(err_a[groups == g] - err_b[groups == g]) for g in uniq])
+    rng = np.random.default_rng(seed)
+    boots = per[rng.integers(0, len(per), size=(draws, len(per)))].mean(1)
+    lo, hi = np.quantile(boots, [0.025, 0.975])
+    return float(per.mean()), (float(lo), float(hi)), float(np.mean(boots >= 0))
+
+
+def checkpoint_probe(
+    model,
+    tokenizer,
+    *,
+    num_traces: int = 60,
+    seed: int = 0,
+    alpha: float = 100.0,
+    batch_size: int = 8,
+    min_operands: int = 2,
+    max_operands: int = 7,
+) -> dict[str, Any]:
+    """DyCon's probe analysis on a loaded checkpoint (see the module docstring).
+
+    Args:
+      model: a :class:`fidia_jax.models.Llama` (e.g. from ``models.load_gguf``).
+      tokenizer: its :class:`fidia_jax.models.LMTokenizer`.
+      num_traces: traces (examples); split 50 % fit, 25 % layer choice, 25 % test.
+      seed: traces and the shuffled control.
+      alpha: ridge penalty of every probe (on features standardised with the fitting rows).
+      batch_size: traces per forward pass.
+      min_operands, max_operands: the range of ``k`` (difficulty: ``k - 1`` steps).
+
+    Returns:
+      dict: ``r2_test`` / ``r2_shuffled_test`` per hidden-stack layer (0: embeddings),
+      ``layer`` (chosen on the validation examples), ``r2_layer`` (its test R²),
+      ``r2_position_baseline`` (test R² of the position-only ridge),
+      ``r2_counter_baseline`` (test R² of a ridge on what the text lets a reader count: ``k``,
+      steps done and left, tokens done; the strongest simple baseline), ``paired`` (per-example
+      paired bootstrap of test squared error, probe minus baseline: mean, 95 % CI, P(>= 0)),
+      counts and ``seconds``.
+
+    Raises:
+      ValueError: fewer than 8 traces (each split needs 2 examples).
+    """
+    if num_traces < 8:
+        raise ValueError(f"checkpoint_probe: need num_traces >= 8, got {num_traces}")
+    t0 = time.time()
+    rows = _encode(
+        tokenizer,
+        text_traces(num_traces, seed=seed, min_operands=min_operands, max_operands=max_operands),
+    )
+    big = max(int(r["remaining"].max()) for r in rows)
+    y = np.concatenate([np.log1p(r["remaining"]) / np.log1p(big) for r in rows])
+    done = np.concatenate([r["done"] for r in rows]).astype(np.float64)
+    ex = np.concatenate([np.full(len(r["bounds"]), i) for i, r in enumerate(rows)])
+    x = _states(model, rows, batch_size).astype(np.float64)
+    order = np.random.default_rng(seed + 1).permutation(num_traces)
+    fit_ex, val_ex = order[: num_traces // 2], order[num_traces // 2 : (3 * num_traces) // 4]
+    fit, val = np.isin(ex, fit_ex), np.isin(ex, val_ex)
+    test = ~(fit | val)
+    # features standardised with the fitting rows' statistics (a released model's residual
+    # stream has a few very large coordinates; ridge on raw values would penalise unevenly)
+    mu, sd = x[fit].mean(0), x[fit].std(0)
+    x = (x - mu) / np.where(sd > 0, sd, 1.0)
+    on_val = layer_probe_r2(x[fit | val], y[fit | val], fit[fit | val], alpha=alpha, seed=seed)
+    layer = int(on_val.best_layer)
+    on_test = layer_probe_r2(x[fit | test], y[fit | test], fit[fit | test], alpha=alpha, seed=seed)
+    pos = np.stack([done, np.log1p(done)], 1)
+    base = ridge_fit(pos[fit], y[fit], alpha=1e-6)
+    base_pred = ridge_predict(base, pos[test])
+    # what a reader of the text can count: k, steps done, steps left, tokens done
+    step = np.concatenate([np.arange(len(r["bounds"])) for r in rows]).astype(np.float64)
+    k = np.concatenate([np.full(len(r["bounds"]), r["k"]) for r in rows]).astype(np.float64)
+    left = k - 1 - step
+    counts = np.stack([k, step, left, np.log1p(left), done, np.log1p(done)], 1)
+    counter_pred = ridge_predict(ridge_fit(counts[fit], y[fit], alpha=1e-6), counts[test])
+    probe_pred = ridge_predict(on_test.fits[layer], x[test, layer])
+    paired = _paired_bootstrap(
+        (probe_pred - y[test]) ** 2, (base_pred - y[test]) ** 2, ex[test], seed=seed
+    )
+    return {
+        "num_traces": num_traces,
+        "num_boundaries": int(len(y)),
+        "num_test_boundaries": int(test.sum()),
+        "r2_test": on_test.r2.tolist(),
+        "r2_shuffled_test": on_test.r2_shuffled.tolist(),
+        "layer": layer,
+        "r2_layer": float(on_test.r2[layer]),
+        "r2_position_baseline": float(r2_score(y[test], base_pred)),
+        "r2_counter_baseline": float(r2_score(y[test], counter_pred)),
+        "paired": {
+            "mse_difference": paired[0],
+            "ci95": list(paired[1]),
+            "p_probe_not_better": paired[2],
+            "test": "per-example paired bootstrap (2000 draws) of squared error, probe - baseline",
+        },
+        "seconds": time.time() - t0,
+    }
