@@ -1,11 +1,14 @@
 """Var-T-JEPA vs T-JEPA: frozen-embedding probes on Adult, breast_cancer and digits.
 
 For every dataset and seed the driver (:func:`fidia_jax.projects.varjepa.run`, ``default``
-preset) pretrains T-JEPA and Var-T-JEPA, probes their frozen embeddings with logistic regression
-and an MLP, fits the raw-feature MLP and LightGBM in the same run, records the embeddings'
+preset) pretrains T-JEPA (the authors' EMA ramp, multi-mask views, raw targets, one extra token)
+and Var-T-JEPA, probes their frozen embeddings with logistic regression and an MLP, runs the
+same two probes on the raw features and on their first ``dim`` principal components (label-free
+baselines) and fits LightGBM (supervised) in the same run, records the embeddings'
 effective rank over training, and scores Var-T-JEPA's posterior variance by the area under the
 risk-coverage curve (AURC) of the linear probe's errors. The table gives mean +- std over seeds
-and the ratio of each accuracy to T-JEPA's (same probe).
+and the ratio of each accuracy to T-JEPA's (same probe), then paired t-tests over seeds:
+Var-T-JEPA vs T-JEPA, and each method vs the best label-free baseline under the same probe.
 
 Usage:
   python benchmarks/varjepa.py [--datasets adult,breast_cancer,digits] [--seeds 0,1,2,3,4]
@@ -66,16 +69,45 @@ def summarise(runs: list[dict]) -> dict:
             entry["rows"][name]["effective_rank_curve"] = [
                 row["history"]["effective_rank"] for row in rows
             ]
-        for base in ("raw_mlp_acc", "lightgbm_acc"):
-            vals = [r["baselines"][base] for r in rs if "baselines" in r]
-            if vals:
-                entry["rows"][base] = {"acc": vals}
+        for base in sorted({k for r in rs for k in r.get("baselines", {})}):
+            entry["rows"][base] = {"acc": [r["baselines"][base] for r in rs if "baselines" in r]}
         if all(n in entry["rows"] for n in ROWS):
             t, v = entry["rows"]["T-JEPA"], entry["rows"]["Var-T-JEPA"]
             entry["var_ge_t_linear"] = bool(np.mean(v["linear_acc"]) >= np.mean(t["linear_acc"]))
             if all(x is not None for x in v["mlp_acc"] + t["mlp_acc"]):
                 entry["var_ge_t_mlp"] = bool(np.mean(v["mlp_acc"]) >= np.mean(t["mlp_acc"]))
+        entry["paired"] = _paired(entry["rows"])
         out[ds] = entry
+    return out
+
+
+def _ttest(a, b) -> dict:
+    """Paired t-test over seeds of ``a - b`` (two-sided p; ``nan`` with < 2 seeds or no spread)."""
+    from scipy import stats
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    d = a - b
+    p = float(stats.ttest_rel(a, b).pvalue) if len(d) > 1 and np.ptp(d) > 0 else float("nan")
+    return {"mean_diff": float(d.mean()), "p": p, "n": int(len(d))}
+
+
+def _paired(rows: dict) -> dict:
+    """Per probe: Var-T-JEPA vs T-JEPA, and each method vs the best label-free baseline (raw or
+    PCA features under the same probe, best by mean), paired over seeds."""
+    out = {}
+    for probe in ("linear", "mlp"):
+        key = f"{probe}_acc"
+        cands = {b: rows[b]["acc"] for b in (f"raw_{key}", f"pca_{key}") if b in rows}
+        res: dict = {}
+        if all(n in rows and None not in rows[n][key] for n in ROWS):
+            res["var_vs_t"] = _ttest(rows["Var-T-JEPA"][key], rows["T-JEPA"][key])
+        if cands:
+            best = max(cands, key=lambda b: np.mean(cands[b]))
+            res["best_baseline"] = best
+            for n in ROWS:
+                if n in rows and None not in rows[n][key]:
+                    res[f"{n}_vs_best"] = _ttest(rows[n][key], cands[best])
+        out[probe] = res
     return out
 
 
@@ -105,12 +137,22 @@ def format_summary(summary: dict) -> str:
                 f"{_cell(r['mlp_acc'])} | {mlp / ref_mlp:.3f} | "
                 f"{_cell(r['final_effective_rank'])} | {aurc} |"
             )
-        for base, label in (("raw_mlp_acc", "raw-feature MLP"), ("lightgbm_acc", "LightGBM")):
-            if base in rows:
-                acc = np.mean(rows[base]["acc"])
-                lines.append(
-                    f"| {ds} | {label} | | | {_cell(rows[base]['acc'])} | {acc / ref_mlp:.3f} | | |"
-                )
+        for feats, label in (("raw", "raw features"), ("pca", "PCA features")):
+            lin, mlp = rows.get(f"{feats}_linear_acc"), rows.get(f"{feats}_mlp_acc")
+            if lin is None:
+                continue
+            lin_m = np.mean(lin["acc"])
+            mlp_m = np.mean(mlp["acc"]) if mlp else np.nan
+            lines.append(
+                f"| {ds} | {label} | {_cell(lin['acc'])} | {lin_m / ref_lin:.3f} | "
+                f"{_cell(mlp['acc']) if mlp else '-'} | {mlp_m / ref_mlp:.3f} | | |"
+            )
+        if "lightgbm_acc" in rows:
+            acc = np.mean(rows["lightgbm_acc"]["acc"])
+            lines.append(
+                f"| {ds} | LightGBM (supervised) | | | {_cell(rows['lightgbm_acc']['acc'])} | "
+                f"{acc / ref_mlp:.3f} | | |"
+            )
     return "\n".join(lines)
 
 
@@ -126,6 +168,12 @@ def main():
         help="Adult training rows kept (0 = all 32,561)",
     )
     ap.add_argument("--smoke", action="store_true", help="tiny preset, 1 seed, seconds")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help='extra config override key=value (JSON value), e.g. tjepa_views="fixed"',
+    )
     ap.add_argument(
         "--combine",
         default="",
@@ -155,6 +203,12 @@ def main():
                 overrides["steps"] = args.steps
             if ds == "adult" and args.adult_max_train and not args.smoke:
                 overrides["max_train"] = args.adult_max_train
+            for item in args.set:
+                k, _, v = item.partition("=")
+                try:
+                    overrides[k] = json.loads(v)
+                except json.JSONDecodeError:
+                    overrides[k] = v
             config = varjepa.get_config(preset, **overrides)
             t = time.time()
             result = varjepa.run(config)
@@ -176,6 +230,7 @@ def main():
             "seeds": seeds,
             "steps": args.steps,
             "adult_max_train": args.adult_max_train,
+            "overrides": args.set,
         },
     )
 
@@ -188,6 +243,14 @@ def _report(runs: list[dict], args, wall_s: float, extra: dict) -> None:
             f"{ds}: Var-T-JEPA >= T-JEPA (linear probe): {entry.get('var_ge_t_linear')}, "
             f"(MLP probe): {entry.get('var_ge_t_mlp')}"
         )
+        for probe, res in entry["paired"].items():
+            cells = [
+                f"{k} {v['mean_diff']:+.4f} (p={v['p']:.3g})"
+                for k, v in res.items()
+                if isinstance(v, dict)
+            ]
+            print(f"  {probe} probe, paired t-test over seeds (best baseline "
+                  f"{res.get('best_baseline')}): " + "; ".join(cells))  # fmt: skip
     out = pathlib.Path(args.out)
     payload = {"summary": summary, "wall_s": wall_s, **extra, "runs": runs}
     atomic_write_text(out, json.dumps(payload, indent=1, default=float))

@@ -33,11 +33,13 @@ from fidia_jax.projects.ldl.data import load_ldl_dataset as load_ldl_dataset
 from fidia_jax.projects.ldl.data import synthetic_ldl_dataset as synthetic_ldl_dataset
 from fidia_jax.projects.ldl.losses import ldl_dvs_loss as ldl_dvs_loss
 from fidia_jax.projects.ldl.train import METRICS as METRICS
+from fidia_jax.projects.ldl.train import baseline_predict as baseline_predict
 from fidia_jax.projects.ldl.train import cross_validate as cross_validate
 from fidia_jax.projects.ldl.train import fit_predict as fit_predict
 from fidia_jax.projects.ldl.train import format_table as format_table
 from fidia_jax.projects.ldl.train import kfold_splits as kfold_splits
 from fidia_jax.projects.ldl.train import load_config_data as load_config_data
+from fidia_jax.projects.ldl.train import paired_tests as paired_tests
 from fidia_jax.projects.ldl.train import train_and_evaluate as train_and_evaluate
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "METRICS",
     "PRESETS",
     "LdlConfig",
+    "baseline_predict",
     "cross_validate",
     "fit_predict",
     "format_table",
@@ -55,6 +58,7 @@ __all__ = [
     "load_config",
     "load_config_data",
     "load_ldl_dataset",
+    "paired_tests",
     "synthetic_ldl_dataset",
     "train_and_evaluate",
 ]

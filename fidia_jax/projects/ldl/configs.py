@@ -14,10 +14,12 @@ from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects.ldl.losses import DIVISIVENESS_MODES
 
-__all__ = ["ACTIVATIONS", "PRESETS", "LdlConfig", "get_config", "load_config"]
+__all__ = ["ACTIVATIONS", "BASELINES", "PRESETS", "LdlConfig", "get_config", "load_config"]
 
 #: Hidden-layer activations of the MLP (PyLDL's 3-layer model uses ``sigmoid``).
 ACTIVATIONS = ("sigmoid", "relu", "tanh")
+#: Simple baselines the cross-validation scores on the same folds (``train._baseline_predict``).
+BASELINES = ("aa_knn", "ridge")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +43,11 @@ class LdlConfig:
         declared reduction for slow machines.
       max_features: reduce the features to this many principal components (``0`` = keep all);
         fitted on all rows without labels (transductive, unsupervised).
+      baselines: simple baselines scored on the same folds (:data:`BASELINES`): ``aa_knn``
+        (mean label distribution of the ``knn_k`` nearest training rows, PyLDL's AA-kNN) and
+        ``ridge`` (multi-output ridge regression on the features, penalty by leave-one-out,
+        prediction clipped at 0 and renormalised to sum 1).
+      knn_k: neighbours of ``aa_knn``.
       seed: fold shuffling uses ``seed + repeat``; model initialisation ``key(seed)``.
       n_samples, n_features, n_labels: size of the ``synthetic`` set.
     """
@@ -58,6 +65,8 @@ class LdlConfig:
     n_repeats: int = 3
     folds_per_repeat: int = 0
     max_features: int = 0
+    baselines: tuple[str, ...] = ("aa_knn", "ridge")
+    knn_k: int = 10
     seed: int = 0
     n_samples: int = 400
     n_features: int = 16
@@ -87,6 +96,11 @@ class LdlConfig:
                 f"folds_per_repeat must be in [0, n_folds={self.n_folds}], got "
                 f"{self.folds_per_repeat}"
             )
+        unknown = [b for b in self.baselines if b not in BASELINES]
+        if unknown:
+            raise ConfigError(f"baselines must be some of {BASELINES}, got {unknown}")
+        if self.knn_k < 1:
+            raise ConfigError(f"knn_k must be >= 1, got {self.knn_k}")
         if self.max_features < 0:
             raise ConfigError(f"max_features must be >= 0, got {self.max_features}")
 

@@ -31,11 +31,13 @@ from fidia_jax.projects.ldl.configs import LdlConfig
 
 __all__ = [
     "METRICS",
+    "baseline_predict",
     "cross_validate",
     "fit_predict",
     "format_table",
     "kfold_splits",
     "load_config_data",
+    "paired_tests",
     "train_and_evaluate",
 ]
 
@@ -85,6 +87,82 @@ def _standardize(x: np.ndarray, train_idx: np.ndarray) -> np.ndarray:
     sd = x[train_idx].std(axis=0)
     sd = np.where(sd > 1e-8, sd, 1.0)
     return ((x - mu) / sd).astype(np.float32)
+
+
+def baseline_predict(name: str, x_train, d_train, x_test, *, k: int = 10) -> np.ndarray:
+    """A simple LDL baseline fitted on ``(x_train, d_train)``, predicting ``x_test``.
+
+    * ``"aa_knn"``: the mean label distribution of the ``k`` nearest training rows (Euclidean,
+      scikit-learn ``NearestNeighbors``): AA-kNN (Geng, TKDE 2016; PyLDL's ``AA_KNN``).
+    * ``"ridge"``: multi-output ridge regression (scikit-learn ``RidgeCV``, one penalty from
+      ``10^-2 .. 10^4`` chosen by leave-one-out), the prediction clipped at 0 and divided by its
+      row sum (a row clipped to all zeros becomes uniform).
+
+    Args:
+      name: ``"aa_knn"`` or ``"ridge"``.
+      x_train: ``(N, F)`` features (used as given: standardise them first).
+      d_train: ``(N, c)`` label distributions.
+      x_test: ``(M, F)``.
+      k: neighbours of ``aa_knn`` (at most ``N``).
+
+    Returns:
+      ``(M, c)`` float64 label distributions (rows >= 0, summing to 1).
+
+    Raises:
+      ValueError: an unknown ``name``, shapes that disagree or ``k`` not in ``[1, N]``.
+      DataError: ``d_train`` is not a set of label distributions.
+    """
+    from sklearn.linear_model import RidgeCV
+    from sklearn.neighbors import NearestNeighbors
+
+    x_train, x_test = np.asarray(x_train, np.float64), np.asarray(x_test, np.float64)
+    d_train = np.asarray(d_train, np.float64)
+    if x_train.ndim != 2 or x_test.ndim != 2 or x_train.shape[1] != x_test.shape[1]:
+        raise ValueError(
+            f"baseline_predict: x_train {x_train.shape} and x_test {x_test.shape} must be 2-D "
+            "with the same number of features"
+        )
+    if d_train.ndim != 2 or d_train.shape[0] != x_train.shape[0]:
+        raise ValueError(
+            f"baseline_predict: d_train {d_train.shape} must be (N, c), N = {x_train.shape[0]}"
+        )
+    data.check_label_distributions(d_train, "baseline_predict: d_train")
+    if name == "aa_knn":
+        if not 1 <= k <= len(x_train):
+            raise ValueError(f"baseline_predict: need 1 <= k <= {len(x_train)}, got k={k}")
+        _, idx = NearestNeighbors(n_neighbors=k).fit(x_train).kneighbors(x_test)
+        return d_train[idx].mean(axis=1)
+    if name == "ridge":
+        model = RidgeCV(alphas=np.logspace(-2, 4, 13)).fit(x_train, d_train)
+        p = np.clip(model.predict(x_test), 0.0, None)
+        s = p.sum(axis=1, keepdims=True)
+        c = d_train.shape[1]
+        return np.where(s > 0, p / np.where(s > 0, s, 1.0), 1.0 / c)
+    raise ValueError(f"baseline_predict: unknown baseline {name!r}; known: aa_knn, ridge")
+
+
+def paired_tests(a_folds, b_folds) -> dict[str, float]:
+    """Paired comparison of two models' per-fold scores of one metric (same folds).
+
+    Returns:
+      ``{"mean_diff", "t_p", "wilcoxon_p", "n"}``: mean of ``a - b``, the two-sided p-values
+      of the paired t-test (``scipy.stats.ttest_rel``) and of the Wilcoxon signed-rank test
+      (``scipy.stats.wilcoxon``; ``nan`` when every difference is 0), and the number of pairs.
+
+    Raises:
+      ValueError: the two lists differ in length or have fewer than 2 entries.
+    """
+    from scipy import stats
+
+    a, b = np.asarray(a_folds, np.float64), np.asarray(b_folds, np.float64)
+    if a.shape != b.shape or a.ndim != 1 or len(a) < 2:
+        raise ValueError(
+            f"paired_tests: need two 1-D lists of equal length >= 2, got {a.shape}, {b.shape}"
+        )
+    diff = a - b
+    t_p = float(stats.ttest_rel(a, b).pvalue) if np.any(diff != diff[0]) else float("nan")
+    w_p = float(stats.wilcoxon(a, b).pvalue) if np.any(diff != 0) else float("nan")
+    return {"mean_diff": float(diff.mean()), "t_p": t_p, "wilcoxon_p": w_p, "n": int(len(a))}
 
 
 def _graphdef(d_in: int, c: int, config: LdlConfig):
@@ -247,7 +325,10 @@ def cross_validate(
       A JSON-ready dict: ``dataset``, ``n_samples``, ``n_features``, ``n_labels``, ``alphas``,
       ``folds`` (per (repeat, fold, alpha): the metrics), ``summary`` (``str(alpha)`` -> metric
       -> ``{"mean", "std"}`` over folds), ``ratio_vs_kl`` (``str(alpha)`` -> metric -> mean /
-      KL-only mean), ``loss_curves`` (``str(alpha)`` -> mean training-loss curve, at most 100
+      KL-only mean), ``baseline_folds`` / ``baseline_summary`` (the same for each of
+      ``config.baselines``, fitted on each fold's standardised training rows),
+      ``paired_vs_baselines`` (``str(alpha)`` -> baseline -> metric -> :func:`paired_tests` of
+      the model's per-fold scores minus the baseline's; empty with a single fold), ``loss_curves`` (``str(alpha)`` -> mean training-loss curve, at most 100
       points), ``wall_s``.
 
     Raises:
@@ -264,6 +345,7 @@ def cross_validate(
     n, c = d.shape
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
+    base_rows: list[dict[str, Any]] = []
     curves_sum = None
     graphdef = _graphdef(x.shape[1], c, config)
     key = jax.random.key(config.seed)
@@ -294,10 +376,14 @@ def cross_validate(
         )
         preds, curves = np.asarray(preds), np.asarray(curves)
         curves_sum = curves.sum(0) if curves_sum is None else curves_sum + curves.sum(0)
-        for f, (_, te) in enumerate(splits):
+        for f, (tr, te) in enumerate(splits):
             for a, alpha in enumerate(config.alphas):
                 vals = metrics.ldl_metrics(d[te], preds[f, a, te], ds.pos, ds.neg)
                 rows.append({"repeat": repeat, "fold": f + 1, "alpha": float(alpha), **vals})
+            for name in config.baselines:
+                p = baseline_predict(name, xs[f, tr], d[tr], xs[f, te], k=config.knn_k)
+                vals = metrics.ldl_metrics(d[te], p, ds.pos, ds.neg)
+                base_rows.append({"repeat": repeat, "fold": f + 1, "baseline": name, **vals})
     n_runs = len(rows) // len(config.alphas)
     summary: dict[str, dict[str, dict[str, float]]] = {}
     for alpha in config.alphas:
@@ -314,6 +400,30 @@ def cross_validate(
         a: {m: s[m]["mean"] / base[m]["mean"] if base[m]["mean"] else float("nan") for m in METRICS}
         for a, s in summary.items()
     }
+    baseline_summary = {
+        name: {
+            m: {
+                "mean": float(np.mean([r[m] for r in base_rows if r["baseline"] == name])),
+                "std": float(np.std([r[m] for r in base_rows if r["baseline"] == name])),
+            }
+            for m in METRICS
+        }
+        for name in config.baselines
+    }
+    paired: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    if n_runs >= 2:
+        for alpha in config.alphas:
+            model = [r for r in rows if r["alpha"] == float(alpha)]
+            paired[str(float(alpha))] = {
+                name: {
+                    m: paired_tests(
+                        [r[m] for r in model],
+                        [r[m] for r in base_rows if r["baseline"] == name],
+                    )
+                    for m in METRICS
+                }
+                for name in config.baselines
+            }
     stride = max(1, config.epochs // 100)
     mean_curves = curves_sum / n_runs
     return {
@@ -326,6 +436,9 @@ def cross_validate(
         "folds": rows,
         "summary": summary,
         "ratio_vs_kl": ratio,
+        "baseline_folds": base_rows,
+        "baseline_summary": baseline_summary,
+        "paired_vs_baselines": paired,
         "loss_curves": {
             str(float(a)): mean_curves[i, ::stride].tolist() for i, a in enumerate(config.alphas)
         },
@@ -334,7 +447,8 @@ def cross_validate(
 
 
 def format_table(results: dict[str, Any]) -> str:
-    """One table: per alpha, each metric's mean +- std and its ratio to KL-only."""
+    """One table: per alpha, each metric's mean +- std and its ratio to KL-only; then each
+    baseline's mean +- std and its ratio to KL-only."""
     head = (
         f"{results['dataset']} (N={results['n_samples']}, c={results['n_labels']}, "
         f"{results['runs_per_alpha']} folds per alpha)"
@@ -345,6 +459,11 @@ def format_table(results: dict[str, Any]) -> str:
         r = results["ratio_vs_kl"][a]
         cells = [f"{s[m]['mean']:.4f}±{s[m]['std']:.4f} ({r[m]:.3f})" for m in METRICS]
         lines.append(f"{a:<7} " + "  ".join(f"{c:>{width}}" for c in cells))
+    base = results["summary"]["0.0"]
+    for name, s in results.get("baseline_summary", {}).items():
+        cells = [f"{s[m]['mean']:.4f}±{s[m]['std']:.4f} ({s[m]['mean'] / base[m]['mean']:.3f})"
+                 for m in METRICS]  # fmt: skip
+        lines.append(f"{name:<7} " + "  ".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
 
@@ -417,12 +536,15 @@ def train_and_evaluate(config: LdlConfig, workdir: str | pathlib.Path) -> dict[s
         for a, s in results["summary"].items():
             cell = f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f}"
             row.append(cell if a == "0.0" else f"{cell} (×{results['ratio_vs_kl'][a][m]:.3f})")
+        for s in results["baseline_summary"].values():
+            row.append(f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f}")
         rows.append(row)
     train.print_table(
         f"{results['dataset']} (N={results['n_samples']}, c={results['n_labels']}): test-fold "
         f"mean ± std over {results['runs_per_alpha']} folds, (× ratio to KL-only)",
         ["metric", "better", *(f"alpha {a}" + (" (KL-only)" if a == "0.0" else "")
-                               for a in results["summary"])],
+                               for a in results["summary"]),
+         *results["baseline_summary"]],
         rows,
     )  # fmt: skip
     write_summary(workdir / SUMMARY_FILE, results, config)
@@ -433,6 +555,8 @@ def train_and_evaluate(config: LdlConfig, workdir: str | pathlib.Path) -> dict[s
             "runs_per_alpha": results["runs_per_alpha"],
             "summary": results["summary"],
             "ratio_vs_kl": results["ratio_vs_kl"],
+            "baseline_summary": results["baseline_summary"],
+            "paired_vs_baselines": results["paired_vs_baselines"],
         },
     )
     plot_comparison(results, workdir / "comparison.png")

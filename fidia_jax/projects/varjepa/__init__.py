@@ -33,12 +33,14 @@ from fidia_jax.projects.varjepa.configs import PRESETS as PRESETS
 from fidia_jax.projects.varjepa.configs import VarJepaConfig as VarJepaConfig
 from fidia_jax.projects.varjepa.configs import get_config as get_config
 from fidia_jax.projects.varjepa.configs import load_config as load_config
+from fidia_jax.projects.varjepa.data import load_csv as load_csv
 from fidia_jax.projects.varjepa.data import load_tabular as load_tabular
 from fidia_jax.projects.varjepa.losses import tjepa_objective as tjepa_objective
 from fidia_jax.projects.varjepa.losses import var_tjepa_objective as var_tjepa_objective
 from fidia_jax.projects.varjepa.model import TabularJepa as TabularJepa
 from fidia_jax.projects.varjepa.train import embed as embed
 from fidia_jax.projects.varjepa.train import format_table as format_table
+from fidia_jax.projects.varjepa.train import load_config_data as load_config_data
 from fidia_jax.projects.varjepa.train import pretrain as pretrain
 from fidia_jax.projects.varjepa.train import probe as probe
 from fidia_jax.projects.varjepa.train import raw_baselines as raw_baselines
@@ -54,6 +56,8 @@ __all__ = [
     "format_table",
     "get_config",
     "load_config",
+    "load_config_data",
+    "load_csv",
     "load_tabular",
     "pretrain",
     "probe",

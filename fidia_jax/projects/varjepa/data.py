@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import pathlib
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -33,6 +34,7 @@ __all__ = [
     "TabularSplit",
     "TabularSplits",
     "fit_tabular_encoder",
+    "load_csv",
     "load_tabular",
 ]
 
@@ -40,6 +42,8 @@ __all__ = [
 UNKNOWN_CATEGORY = 0
 #: Names accepted by :func:`load_tabular`.
 TABULAR_DATASETS = ("adult", "breast_cancer", "digits")
+#: ``dataset`` value of a config that reads the user's own CSV (:func:`load_csv`).
+CSV_DATASET = "csv"
 
 _ADULT_COLUMNS = (
     "age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
@@ -300,6 +304,124 @@ def load_tabular(
     xn_te, xc_te, n_unknown = encoder.encode(test)
     return TabularSplits(
         name,
+        TabularSplit(xn_tr, xc_tr, y_train),
+        TabularSplit(xn_te, xc_te, y_test),
+        encoder.schema,
+        n_classes,
+        n_unknown,
+    )
+
+
+def _check_numeric_cells(frame, columns: Sequence[str], where: str) -> None:
+    """Raises ``DataError`` naming the first cell of a numeric column that is not a number."""
+    import pandas as pd
+
+    for col in columns:
+        values = frame[col]
+        parsed = pd.to_numeric(values, errors="coerce")
+        bad = parsed.isna().to_numpy() & values.notna().to_numpy()
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise DataError(
+                f"{where}: numeric column {col!r} holds a non-numeric value {values.iloc[i]!r} "
+                f"in data row {i} ({int(bad.sum())} such cell(s)); list the column under "
+                "categorical, or clean it"
+            )
+        if values.isna().any():
+            i = int(np.argmax(values.isna().to_numpy()))
+            raise DataError(
+                f"{where}: numeric column {col!r} has an empty / NaN cell in data row {i} "
+                f"({int(values.isna().sum())} such cell(s)); impute or drop those rows first"
+            )
+
+
+def load_csv(
+    path: str | os.PathLike[str],
+    *,
+    numeric: Sequence[str],
+    categorical: Sequence[str] = (),
+    label: str,
+    seed: int = 0,
+    test_fraction: float = 0.25,
+    max_train: int | None = None,
+) -> TabularSplits:
+    """A user's CSV table (header row, one row per example) as train/test splits.
+
+    The rows are split by a stratified random split (``test_fraction``, ``seed``; scikit-learn
+    ``train_test_split``), then numerics are standardised and categorical vocabularies fitted
+    on the training rows only (:func:`fit_tabular_encoder`; a test value unseen in training
+    maps to :data:`UNKNOWN_CATEGORY`). Labels are the sorted distinct values of ``label``
+    (read as strings), classes ``0..K-1``. Empty categorical cells are UNKNOWN.
+
+    Args:
+      path: the ``.csv`` file.
+      numeric: numeric column names (every cell must parse as a finite number).
+      categorical: categorical column names (any values).
+      label: the class-label column (not among the features).
+      seed, test_fraction, max_train: as :func:`load_tabular`.
+
+    Returns:
+      :class:`TabularSplits` named after the file stem.
+
+    Raises:
+      DataError: the file is missing or not a CSV; a named column is missing (the message lists
+        the missing and the present columns); a column is named twice or the label is also a
+        feature; no feature column; a numeric column holds a non-numeric, empty or infinite
+        value (named by column and data row); an empty label; fewer than 2 classes or a class
+        with fewer than 2 rows (no stratified split).
+    """
+    import pandas as pd
+    from sklearn import model_selection
+
+    path = pathlib.Path(path)
+    where = f"load_csv({str(path)!r})"
+    numeric, categorical = tuple(numeric), tuple(categorical)
+    if not path.is_file():
+        raise DataError(f"{where}: file not found")
+    if not 0.0 < test_fraction < 1.0:
+        raise DataError(f"{where}: test_fraction must be in (0, 1), got {test_fraction}")
+    if not numeric + categorical:
+        raise DataError(f"{where}: no feature columns given (numeric and categorical are empty)")
+    named = (*numeric, *categorical, label)
+    if len(set(named)) != len(named):
+        raise DataError(
+            f"{where}: a column is named twice among numeric {list(numeric)}, categorical "
+            f"{list(categorical)} and label {label!r}"
+        )
+    try:
+        frame = pd.read_csv(path, skipinitialspace=True, dtype={c: str for c in categorical})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise DataError(f"{where}: not a readable CSV file ({err})") from err
+    missing = [c for c in named if c not in frame.columns]
+    if missing:
+        raise DataError(
+            f"{where}: column(s) {missing} not in the file; its columns are {list(frame.columns)}"
+        )
+    _check_numeric_cells(frame, numeric, where)
+    if frame[label].isna().any():
+        i = int(np.argmax(frame[label].isna().to_numpy()))
+        raise DataError(f"{where}: label column {label!r} is empty in data row {i}")
+    frame = frame.assign(**{label: frame[label].astype(str).str.strip()})
+    counts = frame[label].value_counts()
+    if len(counts) < 2 or counts.min() < 2:
+        raise DataError(
+            f"{where}: label column {label!r} needs >= 2 classes with >= 2 rows each for a "
+            f"stratified split, got {counts.to_dict()}"
+        )
+    train, test = model_selection.train_test_split(
+        frame, test_size=test_fraction, random_state=seed, stratify=frame[label]
+    )
+    if max_train is not None and max_train < len(train):
+        rng = np.random.default_rng(seed)
+        train = train.iloc[np.sort(rng.choice(len(train), max_train, replace=False))]
+    encoder = fit_tabular_encoder(train, numeric, categorical)
+    classes = sorted(set(frame[label]))
+    y_train, n_classes = _labels(train[label], classes)
+    y_test, _ = _labels(test[label], classes)
+    xn_tr, xc_tr, _ = encoder.encode(train)
+    xn_te, xc_te, n_unknown = encoder.encode(test)
+    return TabularSplits(
+        path.stem,
         TabularSplit(xn_tr, xc_tr, y_train),
         TabularSplit(xn_te, xc_te, y_test),
         encoder.schema,

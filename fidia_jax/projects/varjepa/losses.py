@@ -29,7 +29,12 @@ import jax
 import jax.numpy as jnp
 
 from fidia_jax.losses import gaussian_kl, standard_normal_kl
-from fidia_jax.projects.varjepa.model import GaussianTokens, TabularJepa, random_feature_masks
+from fidia_jax.projects.varjepa.model import (
+    GaussianTokens,
+    TabularJepa,
+    multi_target_masks,
+    random_feature_masks,
+)
 
 __all__ = [
     "tjepa_latent_loss",
@@ -44,16 +49,18 @@ def _masked_mean(values_BxF, mask_BxF):
     return jnp.sum(values_BxF * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
-def tjepa_latent_loss(pred_BxFxD, target_BxFxD, target_mask_BxF):
+def tjepa_latent_loss(pred_BxFxD, target_BxFxD, target_mask_BxF, *, normalize: bool = True):
     """T-JEPA's latent regression: mean squared error over the target tokens.
 
-    The target tokens are layer-normalised (no parameters) and their gradient is stopped, as in
-    I-JEPA / T-JEPA; the error is averaged over the ``D`` channels and then over the target
-    tokens of the batch.
+    The target's gradient is stopped; with ``normalize`` the target tokens are first
+    layer-normalised (no parameters; I-JEPA's choice), without it they are regressed raw (the
+    T-JEPA authors' code: ``MSELoss`` on the target encoder's outputs). The error is averaged
+    over the ``D`` channels and then over the target tokens of the batch.
 
     Args:
       pred_BxFxD: predictor outputs; target_BxFxD: target-encoder outputs (same shape);
       target_mask_BxF: boolean, which tokens are targets.
+      normalize: layer-normalise the targets.
 
     Returns:
       Scalar loss.
@@ -67,8 +74,9 @@ def tjepa_latent_loss(pred_BxFxD, target_BxFxD, target_mask_BxF):
             f"{target_BxFxD.shape}, mask {target_mask_BxF.shape}"
         )
     target = jax.lax.stop_gradient(target_BxFxD)
-    mu = jnp.mean(target, axis=-1, keepdims=True)
-    target = (target - mu) * jax.lax.rsqrt(jnp.var(target, axis=-1, keepdims=True) + 1e-6)
+    if normalize:
+        mu = jnp.mean(target, axis=-1, keepdims=True)
+        target = (target - mu) * jax.lax.rsqrt(jnp.var(target, axis=-1, keepdims=True) + 1e-6)
     return _masked_mean(jnp.mean(jnp.square(pred_BxFxD - target), axis=-1), target_mask_BxF)
 
 
@@ -79,8 +87,13 @@ def tjepa_objective(
     x_cat,
     key,
     *,
-    n_context: int,
-    n_target: int,
+    n_context: int = 0,
+    n_target: int = 0,
+    views: str = "fixed",
+    n_target_masks: int = 4,
+    min_share: float = 0.2,
+    max_share: float = 0.4,
+    normalize_targets: bool = True,
 ):
     """One T-JEPA loss evaluation on a batch (differentiate w.r.t. ``model``).
 
@@ -88,18 +101,42 @@ def tjepa_objective(
       model: the online :class:`~.model.TabularJepa` (``variational=False``).
       target_model: its EMA copy; only its encoder is used, on the full row.
       x_num ``(B, D_num)``, x_cat ``(B, D_cat)``: the batch.
-      key: PRNG key of the context/target masks; n_context, n_target: features per row.
+      key: PRNG key of the context/target masks.
+      n_context, n_target: features per row of the ``"fixed"`` views
+        (:func:`~.model.random_feature_masks`: one disjoint split).
+      views: ``"fixed"`` or ``"authors"`` (:func:`~.model.multi_target_masks` with
+        ``n_target_masks``, ``min_share``, ``max_share``: one context and several target masks
+        per row; the loss is the mean over the target masks).
+      normalize_targets: layer-normalise the target tokens (:func:`tjepa_latent_loss`).
 
     Returns:
       ``(loss, aux)`` with ``aux = {"latent_mse": loss}``.
+
+    Raises:
+      ValueError: an unknown ``views``.
     """
-    context, target = random_feature_masks(
-        key, x_num.shape[0], model.n_features, n_context, n_target
-    )
+    b, f = x_num.shape[0], model.n_features
+    if views == "fixed":
+        context, target = random_feature_masks(key, b, f, n_context, n_target)
+        targets = target[None]
+    elif views == "authors":
+        context, targets = multi_target_masks(
+            key, b, f, min_share=min_share, max_share=max_share, n_targets=n_target_masks
+        )
+    else:
+        raise ValueError(f"tjepa_objective: views must be 'fixed' or 'authors', got {views!r}")
     z_ctx = model.encode(x_num, x_cat, context).mean
-    pred = model.predict(z_ctx, context, target).mean
     tgt = target_model.encode(x_num, x_cat).mean
-    loss = tjepa_latent_loss(pred, tgt, target)
+    per_mask = [
+        tjepa_latent_loss(
+            model.predict(z_ctx, context, targets[m]).mean,
+            tgt,
+            targets[m],
+            normalize=normalize_targets,
+        )  # fmt: skip
+        for m in range(targets.shape[0])
+    ]
+    loss = sum(per_mask) / len(per_mask)
     return loss, {"latent_mse": loss}
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "GaussianTokens",
     "TabularJepa",
     "TabularTransformer",
+    "multi_target_masks",
     "random_feature_masks",
 ]
 
@@ -231,6 +232,48 @@ def random_feature_masks(key, batch: int, n_features: int, n_context: int, n_tar
         jnp.argsort(jax.random.uniform(key, (batch, n_features)), axis=1), axis=1
     )
     return rank_BxF < n_context, (rank_BxF >= n_context) & (rank_BxF < n_context + n_target)
+
+
+def multi_target_masks(
+    key, batch: int, n_features: int, *, min_share: float = 0.2, max_share: float = 0.4,
+    n_targets: int = 4,
+):  # fmt: skip
+    """T-JEPA's view sampling (the authors' ``MaskCollator``, re-implemented): one context and
+    ``n_targets`` target masks per row.
+
+    Per batch, a context size ``n_c`` and a target size ``n_t`` are drawn independently and
+    uniformly from ``[lo, hi]``, ``lo = max(1, round(min_share F))``, ``hi = min(max(lo,
+    round(max_share F)), F // 2)`` (the same for every row of the batch; so ``n_c + n_t <= F``;
+    the clamps only matter for tables of a few features). Per row, the context is ``n_c`` random features; each target
+    mask is ``n_t`` random features among the other ``F - n_c`` (target masks may overlap one
+    another, never the context).
+
+    Args:
+      key: PRNG key; batch: rows ``B``; n_features: ``F``.
+      min_share, max_share: the share range of both sizes; n_targets: target masks per row.
+
+    Returns:
+      ``(context_BxF, targets_MxBxF)`` boolean.
+
+    Raises:
+      ValueError: ``F < 2`` (or ``lo > F // 2``), or ``n_targets < 1``.
+    """
+    lo = max(1, round(min_share * n_features))
+    hi = min(max(lo, round(max_share * n_features)), n_features // 2)
+    if hi < lo or n_targets < 1:
+        raise ValueError(
+            f"multi_target_masks: a row of F={n_features} feature(s) cannot hold a context and "
+            f"a target of >= {lo} feature(s) each (n_targets={n_targets})"
+        )
+    k_nc, k_nt, k_ctx, k_tgt = jax.random.split(key, 4)
+    n_c = jax.random.randint(k_nc, (), lo, hi + 1)
+    n_t = jax.random.randint(k_nt, (), lo, hi + 1)
+    rank_BxF = jnp.argsort(jnp.argsort(jax.random.uniform(k_ctx, (batch, n_features)), 1), 1)
+    context_BxF = rank_BxF < n_c
+    u_MxBxF = jax.random.uniform(k_tgt, (n_targets, batch, n_features))
+    u_MxBxF = jnp.where(context_BxF[None], 2.0, u_MxBxF)  # context features rank last
+    rank_MxBxF = jnp.argsort(jnp.argsort(u_MxBxF, axis=2), axis=2)
+    return context_BxF, rank_MxBxF < n_t
 
 
 class TabularJepa(nnx.Module):

@@ -13,6 +13,7 @@ errors ranked by it, against the probe's own ``1 - max prob`` and against random
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pathlib
 import sys
@@ -34,6 +35,7 @@ from fidia_jax.projects.varjepa.configs import METHODS, VarJepaConfig
 __all__ = [
     "embed",
     "format_table",
+    "load_config_data",
     "pretrain",
     "probe",
     "raw_baselines",
@@ -53,21 +55,13 @@ def _view_sizes(config: VarJepaConfig, n_features: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=16)
-def _train_step(
-    graphdef,
-    method: str,
-    n_ctx: int,
-    n_tgt: int,
-    lr: float,
-    wd: float,
-    ema_decay: float,
-    beta: float,
-    warmup: int,
-):
+def _train_step(graphdef, method: str, n_ctx: int, n_tgt: int, config: VarJepaConfig):
     """``(tx, step)``: the AdamW step (:func:`fidia_jax.train.make_train_step`), then for T-JEPA
-    the EMA of the target encoder (the state's ``model_state``) towards the updated parameters.
-    Cached on (model graph, hyperparameters) so seeds share the compile."""
-    tx = optax.adamw(lr, weight_decay=wd)
+    the EMA of the target encoder (the state's ``model_state``) towards the updated parameters,
+    its decay ramped linearly from ``ema_decay`` (step 0) to ``ema_end`` (step ``steps``).
+    Cached on (model graph, views, config) so seeds with equal settings share the compile."""
+    tx = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
+    beta, warmup = config.beta, config.kl_warmup_steps
 
     def loss_fn(params, target_params, batch):
         model = train.merge_model(graphdef, params)
@@ -80,6 +74,11 @@ def _train_step(
                 batch["key"],
                 n_context=n_ctx,
                 n_target=n_tgt,
+                views=config.tjepa_views,
+                n_target_masks=config.n_target_masks,
+                min_share=config.min_share,
+                max_share=config.max_share,
+                normalize_targets=config.normalize_targets,
             )
             return loss, (target_params, aux)
         step = batch["step"]
@@ -93,13 +92,15 @@ def _train_step(
     grad_step = train.make_train_step(loss_fn, tx, has_aux=True, has_state=True)
 
     @functools.partial(jax.jit, donate_argnums=1)
-    def ema(params, target_params):
-        return optax.incremental_update(params, target_params, 1.0 - ema_decay)
+    def ema(params, target_params, step):
+        frac = (step + 1.0) / config.steps
+        decay = config.ema_decay + (config.ema_end - config.ema_decay) * frac
+        return optax.incremental_update(params, target_params, 1.0 - decay)
 
     def step(state: train.TrainState, batch):
         state, metrics_ = grad_step(state, batch)
         if method == "tjepa":
-            state = state._replace(model_state=ema(state.params, state.model_state))
+            state = state._replace(model_state=ema(state.params, state.model_state, batch["step"]))
         return state, metrics_
 
     return tx, step
@@ -134,6 +135,14 @@ def embed(model: models.TabularJepa, split: data.TabularSplit, *, batch: int = 2
         zs.append(np.asarray(z))
         vs.append(np.asarray(v))
     return np.concatenate(zs), np.concatenate(vs)
+
+
+def _step_config(config: VarJepaConfig) -> VarJepaConfig:
+    """The config with the fields that do not change the step reset (one compile per setting)."""
+    return dataclasses.replace(
+        config, seed=0, max_train=None, rank_every=1, rank_rows=1, probe_mlp=False,
+        baselines=False, checkpoint_every=0,
+    )  # fmt: skip
 
 
 def pretrain(
@@ -177,17 +186,7 @@ def pretrain(
     )
     n_ctx, n_tgt = _view_sizes(config, model.n_features)
     graphdef, params, _ = train.split_model(model)
-    tx, step_fn = _train_step(
-        graphdef,
-        method,
-        n_ctx,
-        n_tgt,
-        config.learning_rate,
-        config.weight_decay,
-        config.ema_decay,
-        config.beta,
-        config.kl_warmup_steps,
-    )
+    tx, step_fn = _train_step(graphdef, method, n_ctx, n_tgt, _step_config(config))
     target = jax.tree.map(jnp.copy, params) if method == "tjepa" else None
     rng = np.random.default_rng(config.seed)
     rank_idx = rng.choice(len(split.y), min(config.rank_rows, len(split.y)), replace=False)
@@ -282,12 +281,30 @@ def _one_hot(split: data.TabularSplit, cards) -> np.ndarray:
 
 
 def raw_baselines(config: VarJepaConfig, splits: data.TabularSplits) -> dict[str, float]:
-    """Raw-feature MLP (standardised numerics + one-hot categories) and LightGBM accuracies."""
+    """Label-free feature baselines under the same probes, and LightGBM, on the same split.
+
+    * ``raw_linear_acc`` / ``raw_mlp_acc``: :func:`probe` (logistic regression / MLP) on the
+      raw features (standardised numerics + one-hot categories);
+    * ``pca_linear_acc`` / ``pca_mlp_acc``: the same probes on the first ``min(config.dim, F)``
+      principal components of those features (scikit-learn ``PCA``, fitted on the training
+      rows without labels: as label-free as the embeddings, and as wide);
+    * ``lightgbm_acc``: ``LGBMClassifier`` defaults on numerics + categorical ids.
+    The MLP entries only with ``config.probe_mlp``.
+    """
     import lightgbm
+    from sklearn.decomposition import PCA
 
     cards = splits.schema.cardinalities
     tr, te = _one_hot(splits.train, cards), _one_hot(splits.test, cards)
-    mlp_acc = float(_mlp(config).fit(tr, splits.train.y).score(te, splits.test.y))
+    out: dict[str, float] = {}
+    raw = probe(config, tr, splits.train.y, te, splits.test.y)
+    n_pc = min(config.dim, tr.shape[1], tr.shape[0])
+    pca = PCA(n_components=n_pc, random_state=config.seed).fit(tr)
+    pcs = probe(config, pca.transform(tr), splits.train.y, pca.transform(te), splits.test.y)
+    for name, p in (("raw", raw), ("pca", pcs)):
+        out[f"{name}_linear_acc"] = p["linear_acc"]
+        if "mlp_acc" in p:
+            out[f"{name}_mlp_acc"] = p["mlp_acc"]
     n_num = splits.train.x_num.shape[1]
     gbm = lightgbm.LGBMClassifier(random_state=config.seed, verbose=-1)
     gbm.fit(
@@ -296,7 +313,29 @@ def raw_baselines(config: VarJepaConfig, splits: data.TabularSplits) -> dict[str
         categorical_feature=list(range(n_num, n_num + len(cards))) or "auto",
     )
     gbm_pred = gbm.predict(np.concatenate([splits.test.x_num, splits.test.x_cat], axis=1))
-    return {"raw_mlp_acc": mlp_acc, "lightgbm_acc": float(np.mean(gbm_pred == splits.test.y))}
+    out["lightgbm_acc"] = float(np.mean(gbm_pred == splits.test.y))
+    return out
+
+
+def load_config_data(config: VarJepaConfig) -> data.TabularSplits:
+    """The splits a config names: a built-in set (:func:`~.data.load_tabular`) or, for
+    ``dataset="csv"``, the user's file (:func:`~.data.load_csv`).
+
+    Raises:
+      DataError: as those loaders (a missing column, a non-numeric value in a numeric column,
+        ...).
+    """
+    if config.dataset == data.CSV_DATASET:
+        return data.load_csv(
+            config.csv_path,
+            numeric=config.numeric_columns,
+            categorical=config.categorical_columns,
+            label=config.label_column,
+            seed=config.seed,
+            test_fraction=config.test_fraction,
+            max_train=config.max_train,
+        )
+    return data.load_tabular(config.dataset, seed=config.seed, max_train=config.max_train)
 
 
 def run(
@@ -314,7 +353,7 @@ def run(
     """
     if splits is None:
         with train.stage(f"data: {config.dataset}"):
-            splits = data.load_tabular(config.dataset, seed=config.seed, max_train=config.max_train)
+            splits = load_config_data(config)
     results: dict[str, Any] = {
         "dataset": splits.name,
         "seed": config.seed,
@@ -343,7 +382,7 @@ def run(
             row["aurc_posterior_variance"] = metrics.area_under_risk_coverage(var_te, errors)
         results["methods"][METHODS[method]] = row
     if config.baselines:
-        with train.stage("raw-feature baselines (MLP, LightGBM)"):
+        with train.stage("baselines: raw and PCA features under the same probes, LightGBM"):
             results["baselines"] = raw_baselines(config, splits)
     return results
 
@@ -368,9 +407,7 @@ def format_table(results: dict[str, Any]) -> str:
             f"{r.get('mlp_acc', float('nan')):.4f} | {r['final_effective_rank']:.1f} | {aurc} |"
         )
     for name, acc in results.get("baselines", {}).items():
-        lines.append(
-            f"| {name.replace('_acc', '')} (raw features) | {acc:.4f} ({acc / ref:.3f}) | | | |"
-        )
+        lines.append(f"| {name.removesuffix('_acc')} | {acc:.4f} ({acc / ref:.3f}) | | | |")
     return "\n".join(lines)
 
 
@@ -389,7 +426,7 @@ def plot_comparison(results: dict[str, Any], out_png: str | pathlib.Path) -> pat
         if "mlp_acc" in r:
             bars.append((f"{name}\nMLP probe", r["mlp_acc"], "C1"))
     for name, acc in results.get("baselines", {}).items():
-        bars.append((name.removesuffix("_acc").replace("_", " ") + "\n(raw features)", acc, "C2"))
+        bars.append((name.removesuffix("_acc").replace("_", " "), acc, "C2"))
     accs = [b[1] for b in bars]
     ax.bar(range(len(bars)), accs, color=[b[2] for b in bars])
     for i, a in enumerate(accs):
@@ -439,7 +476,7 @@ def train_and_evaluate(config: VarJepaConfig, workdir: str | pathlib.Path) -> di
          r["aurc_probe_confidence"], r["aurc_random"]]
         for name, r in rows.items()
     ] + [
-        [f"{name.removesuffix('_acc')} (raw features)", acc, acc / ref, nan, "", nan, nan, nan]
+        [name.removesuffix("_acc"), acc, acc / ref, nan, "", nan, nan, nan]
         for name, acc in results.get("baselines", {}).items()
     ]  # fmt: skip
     train.print_table(

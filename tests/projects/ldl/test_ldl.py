@@ -114,3 +114,71 @@ def test_cli_errors_name_the_problem(tmp_path, capsys):
                 "x", np.ones((6, 2), np.float32), np.full((6, 2), 0.5, np.float32)
             ),
         )
+
+
+def test_aa_knn_is_the_mean_of_the_k_nearest_label_rows():
+    rng = np.random.default_rng(0)
+    x_tr, x_te = rng.standard_normal((30, 4)), rng.standard_normal((5, 4))
+    d_tr = rng.dirichlet(np.ones(3), size=30)
+    got = ldl.baseline_predict("aa_knn", x_tr, d_tr, x_te, k=4)
+    dist = ((x_te[:, None, :] - x_tr[None, :, :]) ** 2).sum(-1)  # brute force
+    want = np.stack([d_tr[np.argsort(row)[:4]].mean(0) for row in dist])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(ValueError, match="k <= 30"):
+        ldl.baseline_predict("aa_knn", x_tr, d_tr, x_te, k=31)
+
+
+def test_ridge_baseline_is_clipped_and_renormalised():
+    rng = np.random.default_rng(1)
+    x_tr, x_te = rng.standard_normal((200, 3)), rng.standard_normal((50, 3))
+    w = 0.5 * np.array([[0.1, -0.1, 0.0], [0.0, 0.05, -0.05], [0.02, 0.0, -0.02]])
+
+    def target(x):  # exactly linear, rows sum to 1, entries > 0 on the data
+        return np.array([1 / 3, 1 / 3, 1 / 3]) + x @ w
+
+    got = ldl.baseline_predict("ridge", x_tr, target(x_tr), x_te)
+    # a linear target is recovered up to the (small, leave-one-out) penalty
+    np.testing.assert_allclose(got, target(x_te), atol=2e-3)
+    # far outside the data a label goes negative: clipped at 0, the row renormalised
+    far = ldl.baseline_predict("ridge", x_tr, target(x_tr), np.array([[40.0, 0.0, 0.0]]))
+    raw = np.clip(target(np.array([[40.0, 0.0, 0.0]])), 0, None)
+    np.testing.assert_allclose(far, raw / raw.sum(), atol=2e-2)
+    assert far.min() == 0.0 and far.sum() == pytest.approx(1.0)
+    with pytest.raises(DataError, match="label row 0 sums to 1.5"):
+        ldl.baseline_predict("ridge", x_tr[:2], np.array([[0.5, 0.5, 0.5], [0.2, 0.3, 0.5]]), x_te)
+    with pytest.raises(ValueError, match="unknown baseline"):
+        ldl.baseline_predict("svm", x_tr, target(x_tr), x_te)
+
+
+def test_paired_tests_match_the_textbook_t_statistic():
+    from scipy import stats
+
+    a = np.array([0.10, 0.12, 0.09, 0.11, 0.13])
+    b = np.array([0.11, 0.12, 0.10, 0.13, 0.13])
+    got = ldl.paired_tests(a, b)
+    d = a - b
+    t = d.mean() / (d.std(ddof=1) / np.sqrt(len(d)))
+    assert got["mean_diff"] == pytest.approx(d.mean())
+    assert got["t_p"] == pytest.approx(2 * stats.t.sf(abs(t), df=len(d) - 1))
+    assert got["n"] == 5 and 0 < got["wilcoxon_p"] <= 1
+    with pytest.raises(ValueError, match="equal length"):
+        ldl.paired_tests(a, b[:4])
+
+
+@pytest.mark.integration  # a tiny driver run (make test-integration, CI)
+def test_tiny_run_scores_the_baselines_on_the_same_folds(tiny_run):
+    res, _ = tiny_run
+    cfg = ldl.get_config("tiny")
+    ds = ldl.load_config_data(cfg)
+    tr, te = ldl.kfold_splits(len(ds.labels), cfg.n_folds, cfg.seed + 1)[1]
+    x = ds.features
+    mu, sd = x[tr].mean(0), x[tr].std(0)
+    p = ldl.baseline_predict("aa_knn", (x[tr] - mu) / sd, ds.labels[tr], (x[te] - mu) / sd)
+    want = metrics.ldl_metrics(ds.labels[te], p, ds.pos, ds.neg)
+    row = [r for r in res["baseline_folds"] if r["baseline"] == "aa_knn" and r["fold"] == 2][0]
+    for m in ldl.METRICS:
+        np.testing.assert_allclose(row[m], want[m], rtol=1e-5)
+    model = [r["divisiveness_error"] for r in res["folds"] if r["alpha"] == 1.0]
+    base = [r["divisiveness_error"] for r in res["baseline_folds"] if r["baseline"] == "ridge"]
+    got = res["paired_vs_baselines"]["1.0"]["ridge"]["divisiveness_error"]
+    assert got == ldl.paired_tests(model, base)

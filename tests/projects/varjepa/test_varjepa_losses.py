@@ -99,5 +99,18 @@ def test_objectives_run_and_differentiate():
     pred = det.predict(det.encode(x_num, x_cat, ctx).mean, ctx, tgt).mean
     ref = losses.tjepa_latent_loss(pred, det.encode(x_num, x_cat).mean, tgt)
     assert float(loss_t) == pytest.approx(float(ref), rel=1e-6)
+    # the authors' views: the mean over the 4 target masks of the raw-target MSE
+    loss_a, _ = losses.tjepa_objective(
+        det, det, x_num, x_cat, jax.random.key(2), views="authors", normalize_targets=False
+    )
+    ctx, tgts = models.multi_target_masks(jax.random.key(2), 4, 3)
+    z, full = det.encode(x_num, x_cat, ctx).mean, np.asarray(det.encode(x_num, x_cat).mean)
+    ref = []
+    for m in range(4):
+        pred, mask = np.asarray(det.predict(z, ctx, tgts[m]).mean), np.asarray(tgts[m])
+        ref.append(np.mean(((pred - full) ** 2).mean(-1)[mask]))  # raw targets, no LayerNorm
+    assert float(loss_a) == pytest.approx(float(np.mean(ref)), rel=1e-5)
+    with pytest.raises(ValueError, match="views"):
+        losses.tjepa_objective(det, det, x_num, x_cat, jax.random.key(2), views="ijepa")
     with pytest.raises(ValueError, match="variational=True"):
         losses.var_tjepa_objective(det, x_num, x_cat, jax.random.key(0), n_context=1, n_target=1)

@@ -64,6 +64,29 @@ def test_feature_masks_are_disjoint_with_exact_counts():
         models.random_feature_masks(jax.random.key(0), 2, 4, 3, 2)
 
 
+def test_multi_target_masks_follow_the_authors_sampling():
+    """T-JEPA's MaskCollator: per batch one context size and one target size in
+    [round(0.2 F), round(0.4 F)]; per row 4 target masks among the non-context features."""
+    f, sizes_c, sizes_t = 30, set(), set()
+    for seed in range(40):
+        ctx, tgts = models.multi_target_masks(jax.random.key(seed), 16, f)
+        ctx, tgts = np.asarray(ctx), np.asarray(tgts)
+        assert tgts.shape == (4, 16, f)
+        n_c, n_t = set(ctx.sum(1)), set(tgts.sum(2).ravel())
+        assert len(n_c) == 1 and len(n_t) == 1  # one size per batch
+        sizes_c |= n_c
+        sizes_t |= n_t
+        assert not np.any(ctx[None] & tgts)  # a target never overlaps the context
+        assert np.any(tgts[0] != tgts[1])  # the target masks are separate draws
+    assert sizes_c <= set(range(6, 13)) and sizes_t <= set(range(6, 13))
+    assert len(sizes_c) >= 4 and len(sizes_t) >= 4  # the sizes vary over batches
+    # tiny tables: sizes clamp to >= 1 and to F // 2
+    ctx, tgts = models.multi_target_masks(jax.random.key(0), 3, 2)
+    assert (np.asarray(ctx).sum(1) == 1).all() and (np.asarray(tgts).sum(2) == 1).all()
+    with pytest.raises(ValueError, match="F=1"):
+        models.multi_target_masks(jax.random.key(0), 3, 1)
+
+
 @pytest.fixture(scope="module")
 def var_model():
     return models.TabularJepa(2, CARDS, dim=8, heads=2, n_reg=1, variational=True, rngs=nnx.Rngs(1))
