@@ -122,7 +122,7 @@ PROJECT_EXTRAS: dict[str, tuple[str, ...]] = {
     "hist": ("spatial",),
     "hitvar": ("vision",),
     "hypcl": ("vision",),
-    "ldl": ("plot",),
+    "ldl": ("sciml",),
     "multifidelity": ("sciml",),
     "optimizers": ("plot",),
     "proteinmpnn": ("protein",),
