@@ -39,6 +39,8 @@ from fidia_jax.projects.hypcl.losses import embedding_distillation as embedding_
 from fidia_jax.projects.hypcl.losses import masked_cross_entropy as masked_cross_entropy
 from fidia_jax.projects.hypcl.model import BallParam as BallParam
 from fidia_jax.projects.hypcl.model import PrototypeAdapter as PrototypeAdapter
+from fidia_jax.projects.hypcl.model import embedding_distance as embedding_distance
+from fidia_jax.projects.hypcl.model import nan_outside_ball as nan_outside_ball
 from fidia_jax.projects.hypcl.train import class_orders as class_orders
 from fidia_jax.projects.hypcl.train import digit_features as digit_features
 from fidia_jax.projects.hypcl.train import format_table as format_table
@@ -56,12 +58,14 @@ __all__ = [
     "class_incremental_split",
     "class_orders",
     "digit_features",
+    "embedding_distance",
     "embedding_distillation",
     "format_table",
     "get_config",
     "hierarchical_gaussian_mixture",
     "load_config",
     "masked_cross_entropy",
+    "nan_outside_ball",
     "run_method",
     "run_stream",
     "synthetic_task",
