@@ -77,9 +77,11 @@ def nan_outside_ball(x: jax.Array, c: float = 1.0, name: str = "point") -> jax.A
         r2 = c * np.sum(v * v, axis=-1)
         if v.size and not np.all(r2 < 1.0):  # NaN fails too
             bad = ~(r2 < 1.0)
+            finite = r2[np.isfinite(r2)]
+            largest = float(np.sqrt(finite.max() / c)) if finite.size else float("nan")
             raise ValueError(
                 f"{name}: {int(bad.sum())} row(s) on or outside the Poincaré ball of radius "
-                f"1/sqrt(c) = {1.0 / np.sqrt(c):.6g} (largest norm {np.sqrt(np.nanmax(r2) / c):.6g}"
+                f"1/sqrt(c) = {1.0 / np.sqrt(c):.6g} (largest norm {largest:.6g}"
                 f"{', or non-finite' if np.isnan(r2).any() else ''}); map Euclidean vectors "
                 "into the ball with layers.expmap0"
             )
