@@ -75,7 +75,7 @@ def scaling(
         # The plan's index arrays are arguments, not constants folded into the compiled graph
         # (one compile per size bucket; the arrays of 10^5 spots as HLO constants made XLA's
         # compile and its constant folding part of what was measured).
-        plan_args = (jnp.asarray(lv.coords), jnp.asarray(lv.regular), jnp.asarray(lv.shifted))
+        plan_args = jax.tree.map(jnp.asarray, (lv.coords, lv.regular, lv.shifted))
 
         def sparse_loss(q, coords, regular, shifted, bias=bias):
             return jnp.sum(hist.lattice_window_attention(q, q, q, coords, regular, shifted, bias))

@@ -140,7 +140,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "batch_size": 16,
         "methods": ("ncm", "finetune", "euclidean", "hypcl"),
         "sweep_depths": (),
-        "tune_learning_rates": (1e-2, 3e-2),
+        "tune_learning_rates": (3e-2,),
         "tune_distill_weights": (),
     },
     # `fidia-jax hypcl demo`: digits, one order, short tasks, depth sweep 2..3.
