@@ -60,7 +60,9 @@ def _bytes(compiled) -> int | None:
         return None
 
 
-def scaling(sizes, *, heads=2, head_dim=16, window=6, dense_time_max=3000, reps=5):
+def scaling(
+    sizes, *, heads=2, head_dim=16, window=6, dense_time_max=3000, reps=5, sparse_only=False
+):
     rows = []
     for n in sizes:
         c = lattice(n)
@@ -70,10 +72,13 @@ def scaling(sizes, *, heads=2, head_dim=16, window=6, dense_time_max=3000, reps=
         bias = jnp.zeros((heads, 2 * window - 1, 2 * window - 1))
         mask = np.ones(n, bool)
 
-        def sparse_loss(q, lv=lv, bias=bias):
-            return jnp.sum(
-                hist.lattice_window_attention(q, q, q, lv.coords, lv.regular, lv.shifted, bias)
-            )
+        # The plan's index arrays are arguments, not constants folded into the compiled graph
+        # (one compile per size bucket; the arrays of 10^5 spots as HLO constants made XLA's
+        # compile and its constant folding part of what was measured).
+        plan_args = jax.tree.map(jnp.asarray, (lv.coords, lv.regular, lv.shifted))
+
+        def sparse_loss(q, coords, regular, shifted, bias=bias):
+            return jnp.sum(hist.lattice_window_attention(q, q, q, coords, regular, shifted, bias))
 
         big = int(c.max()) + 2  # one window covers the lattice: full attention
 
@@ -81,21 +86,26 @@ def scaling(sizes, *, heads=2, head_dim=16, window=6, dense_time_max=3000, reps=
             return jnp.sum(hist.dense_window_attention(q, q, q, c, mask, window=big, shifted=False))
 
         row = {"spots": n}
-        for name, fn, run in (
-            ("sparse", sparse_loss, True),
-            ("dense", dense_loss, n <= dense_time_max),
-        ):
+        peers = [("sparse", sparse_loss, plan_args, True)]
+        if not sparse_only:
+            peers.append(("dense", dense_loss, (), n <= dense_time_max))
+        for name, fn, extra, run in peers:
             g = jax.jit(jax.grad(fn))
-            compiled = g.lower(q).compile()
+            compiled = g.lower(q, *extra).compile()
             row[f"{name}_bytes"] = _bytes(compiled)
+            cost = compiled.cost_analysis()
+            cost = cost[0] if isinstance(cost, list) else cost
+            row[f"{name}_flops"] = float(cost.get("flops", 0.0)) if cost else None
+            row[f"{name}_bytes_accessed"] = float(cost.get("bytes accessed", 0.0)) if cost else None
             if run:
-                compiled(q).block_until_ready()
+                compiled(q, *extra).block_until_ready()
                 ts = []
                 for _ in range(reps):
                     t0 = time.perf_counter()
-                    compiled(q).block_until_ready()
+                    compiled(q, *extra).block_until_ready()
                     ts.append(time.perf_counter() - t0)
                 row[f"{name}_s"] = float(np.median(ts))
+                row[f"{name}_min_s"] = float(np.min(ts))
             else:
                 row[f"{name}_s"] = None
         row["dense_analytic_score_bytes"] = 4 * heads * n * n
@@ -131,6 +141,8 @@ def main(argv=None) -> int:
         "--scaling-json", default="", help="take part 2 from this earlier output of this script"
     )
     ap.add_argument("--dense-time-max", type=int, default=3000)
+    ap.add_argument("--sizes", default="", help="comma-separated spot counts (scaling)")
+    ap.add_argument("--sparse-only", action="store_true", help="scaling: no dense peer")
     ap.add_argument("--out", default=str(HERE / "results" / "hist.json"))
     args = ap.parse_args(argv)
 
@@ -178,13 +190,19 @@ def main(argv=None) -> int:
         out["scaling"] = json.loads(pathlib.Path(args.scaling_json).read_text())["scaling"]
     elif not args.skip_scaling:
         sizes = (100, 300, 1000) if args.smoke else (100, 300, 1000, 3000, 10000, 30000, 100000)
+        if args.sizes:
+            sizes = tuple(int(v) for v in args.sizes.split(","))
         rows = scaling(
             sizes,
             dense_time_max=min(args.dense_time_max, 1000) if args.smoke else args.dense_time_max,
+            sparse_only=args.sparse_only,
         )
         out["scaling"] = {
             "rows": rows,
             "sparse_time_slope": slope(rows, "sparse_s"),
+            "sparse_min_time_slope": slope(rows, "sparse_min_s"),
+            "sparse_flops_slope": slope(rows, "sparse_flops"),
+            "sparse_bytes_accessed_slope": slope(rows, "sparse_bytes_accessed"),
             "dense_time_slope": slope(rows, "dense_s"),
             "sparse_bytes_slope": slope(rows, "sparse_bytes"),
             "dense_bytes_slope": slope(rows, "dense_bytes"),
@@ -194,8 +212,8 @@ def main(argv=None) -> int:
         print("\n| spots | sparse ms | dense ms | sparse MiB | dense MiB | dense/sparse memory |")
         print("|---|---|---|---|---|---|")
         for r in rows:
-            ds = f"{1e3 * r['dense_s']:.2f}" if r["dense_s"] else "—"
-            sb, db = r["sparse_bytes"], r["dense_bytes"]
+            ds = f"{1e3 * r['dense_s']:.2f}" if r.get("dense_s") else "—"
+            sb, db = r["sparse_bytes"], r.get("dense_bytes")
             ratio = f"{db / sb:.0f}x" if sb and db else "—"
             print(
                 f"| {r['spots']} | {1e3 * r['sparse_s']:.2f} | {ds} | "

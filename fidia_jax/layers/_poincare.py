@@ -34,6 +34,7 @@ References:
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -101,6 +102,27 @@ def _check_in_ball(c, where: str, **points) -> None:
                 f"{' (or a non-finite one)' if np.isnan(r2).any() else ''}; map Euclidean "
                 "vectors with expmap0 or clip with project_to_ball"
             )
+
+
+def _warn_round_trip_clips(c, y, where: str) -> None:
+    """Warns if a concrete point lies beyond the projection radius ``(1 - eps_ball) / sqrt(c)``
+    of its dtype: ``expmap0(logmap0(y))`` then returns it at that radius, not at its own norm."""
+    if isinstance(c, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
+        return
+    v = np.asarray(y, np.float64)
+    if v.size == 0:
+        return
+    radius = (1.0 - _ball_eps(jnp.asarray(y).dtype)) / math.sqrt(float(c))
+    norms = np.sqrt(np.sum(v * v, axis=-1))
+    beyond = norms > radius * (1.0 + 1e-7)
+    if np.any(beyond):
+        warnings.warn(
+            f"{where}: {int(beyond.sum())} point(s) of norm up to {float(norms.max()):.6g} lie "
+            f"beyond the projection radius (1 - eps)/sqrt(c) = {radius:.6g} of "
+            f"{jnp.asarray(y).dtype}; expmap0 of the result clips them to that radius (the "
+            "exp/log round trip is exact only inside it; use float64 for a radius 1 - 1e-5)",
+            stacklevel=3,
+        )
 
 
 def _artanh_eps(dtype) -> float:
@@ -209,7 +231,12 @@ def mobius_matvec(kernel: jax.Array, x: jax.Array, c=1.0) -> jax.Array:
 
 
 def expmap0(v: jax.Array, c=1.0) -> jax.Array:
-    """``exp_0(v) = tanh(sqrt(c)||v||) v / (sqrt(c)||v||)``: tangent vectors at 0 -> ball."""
+    """``exp_0(v) = tanh(sqrt(c)||v||) v / (sqrt(c)||v||)``: tangent vectors at 0 -> ball.
+
+    The result is projected to norm at most ``(1 - eps) / sqrt(c)`` (:func:`project_to_ball`;
+    0.996 for ``c = 1`` in float32), so ``expmap0(logmap0(y))`` returns ``y`` only for points
+    inside that radius; :func:`logmap0` warns for concrete points beyond it.
+    """
     check_curvature(c)
     sc = jnp.sqrt(c)
     n = _norm(v)
@@ -217,9 +244,15 @@ def expmap0(v: jax.Array, c=1.0) -> jax.Array:
 
 
 def logmap0(y: jax.Array, c=1.0) -> jax.Array:
-    """``log_0(y) = artanh(sqrt(c)||y||) y / (sqrt(c)||y||)``, the inverse of :func:`expmap0`."""
+    """``log_0(y) = artanh(sqrt(c)||y||) y / (sqrt(c)||y||)``, the inverse of :func:`expmap0`.
+
+    Raises ``ValueError`` for a concrete point outside the ball; warns (``UserWarning``) for a
+    concrete point between the projection radius ``(1 - eps) / sqrt(c)`` and the boundary,
+    where the round trip through :func:`expmap0` clips. Traced values are not checked.
+    """
     check_curvature(c)
     _check_in_ball(c, "logmap0", y=y)
+    _warn_round_trip_clips(c, y, "logmap0")
     sc = jnp.sqrt(c)
     n = _norm(y)
     return safe_artanh(sc * n) * y / (sc * n)

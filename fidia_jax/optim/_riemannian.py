@@ -18,6 +18,15 @@ point is kept ``eps`` inside the ball, so that rounding never leaves it - tested
 anything after :func:`poincare_retract` (a learning-rate scale after it would scale a chord, not a
 tangent vector): put the learning rate before it, as :func:`riemannian_sgd` does.
 
+**Low-precision parameters** (bfloat16, float16). Every transform computes in float32 (the
+point, the gradient, the metric, the retraction) and casts only the returned updates to the
+gradient's dtype; :func:`riemannian_adam` keeps its moments ``mu``, ``nu`` and its bias
+corrections in float32 whatever the params' dtype (in bfloat16 ``0.999`` rounds to ``1.0``, so a
+bias correction ``1 - b2**t`` computed there is 0 and the step is 0 or NaN). Points of a
+low-precision leaf are retracted to norm ``(1 - m) / sqrt(c)`` with the wider margin
+``m = max(eps_ball, 8 * finfo(dtype).eps)`` (0.0625 for bfloat16), so that rounding the new
+point to the leaf's dtype can never land on or outside the boundary (tested).
+
 References:
   Bonnabel, "Stochastic gradient descent on Riemannian manifolds", IEEE TAC 2013 (RSGD).
   Nickel, Kiela, "Poincaré Embeddings for Learning Hierarchical Representations", NeurIPS 2017.
@@ -74,10 +83,27 @@ def _inv_metric(x: jax.Array, c) -> jax.Array:
     return jnp.square(1.0 / conformal_factor(x, c))
 
 
-def _retract(x: jax.Array, v: jax.Array, c, retraction: str) -> jax.Array:
-    if retraction == "expmap":
-        return expmap(x, v, c)
-    return project_to_ball(x + v, c)
+def _f32(a: jax.Array) -> jax.Array:
+    """Upcasts bfloat16 / float16 (and integers) to float32; float32 and float64 are kept."""
+    a = jnp.asarray(a)
+    return a if a.dtype in (jnp.float32, jnp.float64) else a.astype(jnp.float32)
+
+
+def _margin(dtype) -> float | None:
+    """Ball margin for points stored in ``dtype``: ``None`` (the default of
+    :func:`~fidia_jax.layers.project_to_ball`) for float32/64, else ``max(4e-3, 8 eps)``."""
+    dtype = jnp.dtype(dtype)
+    if dtype in (jnp.float32, jnp.float64) or not jnp.issubdtype(dtype, jnp.floating):
+        return None
+    return max(4e-3, 8.0 * float(jnp.finfo(dtype).eps))
+
+
+def _retract(x: jax.Array, v: jax.Array, c, retraction: str, store_dtype=None) -> jax.Array:
+    """``R_x(v)`` in the precision of ``x``; with a low-precision ``store_dtype`` the result is
+    projected inside the wider margin :func:`_margin` (see the module docstring)."""
+    new = expmap(x, v, c) if retraction == "expmap" else project_to_ball(x + v, c)
+    margin = None if store_dtype is None else _margin(store_dtype)
+    return new if margin is None else project_to_ball(new, c, eps=margin)
 
 
 def scale_by_poincare_metric(c=1.0) -> optax.GradientTransformation:
@@ -96,7 +122,9 @@ def scale_by_poincare_metric(c=1.0) -> optax.GradientTransformation:
 
     def update_fn(updates, state, params=None):
         _need_params(params, "scale_by_poincare_metric")
-        new = jax.tree.map(lambda g, x: (g * _inv_metric(x, c)).astype(g.dtype), updates, params)
+        new = jax.tree.map(
+            lambda g, x: (_f32(g) * _inv_metric(_f32(x), c)).astype(g.dtype), updates, params
+        )
         return new, state
 
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
@@ -115,10 +143,12 @@ def poincare_retract(c=1.0, retraction: str = "expmap") -> optax.GradientTransfo
 
     def update_fn(updates, state, params=None):
         _need_params(params, "poincare_retract")
-        new = jax.tree.map(
-            lambda v, x: (_retract(x, v, c, retraction) - x).astype(v.dtype), updates, params
-        )
-        return new, state
+
+        def leaf(v, x):
+            x32 = _f32(x)
+            return (_retract(x32, _f32(v), c, retraction, x.dtype) - x32).astype(v.dtype)
+
+        return jax.tree.map(leaf, updates, params), state
 
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
 
@@ -149,7 +179,8 @@ def riemannian_sgd(
 
 class RiemannianAdamState(NamedTuple):
     """State of :func:`riemannian_adam`: step count, first moments (tangent vectors at the
-    current points, same shapes as params) and second moments (one per point, ``(..., 1)``)."""
+    current points, same shapes as params) and second moments (one per point, ``(..., 1)``);
+    the moments are float32 for bfloat16 / float16 params (float64 params keep float64)."""
 
     count: jax.Array
     mu: Any
@@ -179,14 +210,18 @@ def riemannian_adam(
       b1, b2, eps: Adam constants.
       retraction: ``"expmap"`` or ``"project"``.
 
+    Precision: the moments, the bias corrections and the step are computed and stored in
+    float32 for bfloat16 / float16 params (module docstring); only the returned updates have the
+    gradients' dtype. Works inside ``optax.MultiSteps`` (tested in bfloat16).
+
     Raises:
       ConfigError: ``c <= 0``, an unknown retraction. ValueError: ``update`` without params.
     """
     _check(c, retraction)
 
     def init_fn(params):
-        mu = jax.tree.map(jnp.zeros_like, params)
-        nu = jax.tree.map(lambda x: jnp.zeros((*x.shape[:-1], 1), x.dtype), params)
+        mu = jax.tree.map(lambda x: jnp.zeros(x.shape, _f32(x[..., :0]).dtype), params)
+        nu = jax.tree.map(lambda x: jnp.zeros((*x.shape[:-1], 1), _f32(x[..., :0]).dtype), params)
         return RiemannianAdamState(jnp.zeros([], jnp.int32), mu, nu)
 
     def update_fn(updates, state, params=None):
@@ -195,16 +230,18 @@ def riemannian_adam(
         lr = learning_rate(state.count) if callable(learning_rate) else learning_rate
 
         def leaf(g, x, m, v):
-            t = count.astype(x.dtype)  # bias corrections in the params' precision
-            lam2 = jnp.square(conformal_factor(x, c))
-            rg = g / lam2
+            x32, g32 = _f32(x), _f32(g)  # float32 (float64 kept) whatever the params' dtype
+            t = count.astype(m.dtype)
+            lam2 = jnp.square(conformal_factor(x32, c))
+            rg = g32 / lam2
             m = b1 * m + (1.0 - b1) * rg
             v = b2 * v + (1.0 - b2) * lam2 * jnp.sum(rg * rg, axis=-1, keepdims=True)
             m_hat = m / (1.0 - b1**t)
             v_hat = v / (1.0 - b2**t)
-            new_x = _retract(x, -lr * m_hat / (jnp.sqrt(v_hat) + eps), c, retraction)
-            m = parallel_transport(x, new_x, m, c)
-            return ((new_x - x).astype(g.dtype), m.astype(g.dtype), v.astype(g.dtype))
+            step = -lr * m_hat / (jnp.sqrt(v_hat) + eps)
+            new_x = _retract(x32, step, c, retraction, x.dtype)
+            m = parallel_transport(x32, new_x, m, c)
+            return ((new_x - x32).astype(g.dtype), m.astype(v.dtype), v)
 
         out = jax.tree.map(leaf, updates, params, state.mu, state.nu)
         treedef = jax.tree.structure(updates)

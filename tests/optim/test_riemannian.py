@@ -95,3 +95,60 @@ def test_bad_arguments_are_clear_errors():
     opt = optim.scale_by_poincare_metric(1.0)
     with pytest.raises(ValueError, match="needs the current params"):
         opt.update(jnp.ones((1, 2)), opt.init(None))
+
+
+@pytest.mark.integration  # four 20-step compiled runs: 10-20 s each on the loaded 2 cores
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("make", [optim.riemannian_adam, optim.riemannian_sgd])
+def test_low_precision_params_move_like_float32(make, dtype):
+    # bf16(0.999) == 1.0: a bias correction computed in bfloat16 is 0 and the point never
+    # moved. The statistics are float32 now: 20 steps in low precision follow the float32 run
+    # to the params' rounding, and the points get closer to their targets.
+    opt = make(0.05, c=C)
+    x_lo, dist_lo, norms_lo = _jit_run(opt, 20, dtype)
+    x_32, dist_32, _ = _jit_run(opt, 20, jnp.float32)
+    assert x_lo.dtype == jnp.dtype(dtype)
+    d0 = np.asarray(layers.poincare_distance(jnp.asarray(X0), jnp.asarray(P), C))
+    assert np.all(dist_lo[-1] < d0 - 0.5)  # moved toward the target (Adam: 0.05 a step)
+    np.testing.assert_allclose(np.asarray(x_lo, np.float32), x_32, atol=0.03)
+    assert np.all(np.asarray(norms_lo, np.float32) < 1 / np.sqrt(C))
+    if make is optim.riemannian_adam:
+        state = opt.init(jnp.asarray(X0, dtype))
+        assert state.mu.dtype == jnp.float32 and state.nu.dtype == jnp.float32
+
+
+def test_low_precision_points_stay_inside_after_rounding():
+    # A huge step pushes bfloat16 points to the boundary: the retraction keeps the wider margin
+    # 8 * eps(bf16), so rounding the new point to bfloat16 stays strictly inside the ball.
+    x = jnp.asarray([[0.9, 0.0], [0.0, -0.9], [0.6, 0.6]], jnp.bfloat16)
+    g = jnp.asarray([[-1e3, 0.0], [0.0, 1e3], [-1e3, -1e3]], jnp.bfloat16)
+    for opt in (optim.riemannian_sgd(10.0), optim.riemannian_adam(10.0)):
+        # under jit (the eager ball checks would refuse tanh's rounding to 1 inside expmap)
+        new = jax.jit(
+            lambda x, g, opt=opt: optax.apply_updates(x, opt.update(g, opt.init(x), x)[0])
+        )(x, g)
+        norms = np.linalg.norm(np.asarray(new, np.float32), axis=1)
+        assert new.dtype == jnp.bfloat16 and np.all(norms < 1.0) and np.all(norms > 0.9)
+
+
+@pytest.mark.integration  # MultiSteps compiles both branches: ~20 s on the loaded 2 cores
+def test_radam_inside_multisteps_is_finite_and_equals_one_big_batch():
+    # MultiSteps(k=2) with the two half-gradients g/2 + g/2 takes the step of the plain
+    # optimiser on g (every second call), finite in bfloat16 too, also with a zero gradient.
+    dtype = jnp.bfloat16
+    x = jnp.asarray(X0, dtype)
+    g = jax.grad(_loss)(jnp.asarray(X0, jnp.float32), jnp.asarray(P, jnp.float32)).astype(dtype)
+    ms = optax.MultiSteps(optim.riemannian_adam(0.05, c=C), every_k_schedule=2)
+    plain = optim.riemannian_adam(0.05, c=C)
+    s, p = ms.init(x), x
+    sp, pp = plain.init(x), x
+    ms_update, plain_update = jax.jit(ms.update), jax.jit(plain.update)
+    for k in range(3):
+        for grad in (g, g) if k < 2 else (jnp.zeros_like(g), jnp.zeros_like(g)):
+            u, s = ms_update(grad, s, p)
+            assert np.all(np.isfinite(np.asarray(u, np.float32)))
+            p = optax.apply_updates(p, u)
+        up, sp = plain_update(g if k < 2 else jnp.zeros_like(g), sp, pp)
+        pp = optax.apply_updates(pp, up)
+        np.testing.assert_allclose(np.asarray(p, np.float32), np.asarray(pp, np.float32), atol=1e-6)
+    assert np.abs(np.asarray(p, np.float32) - X0).max() > 0.02  # it moved (2 steps of 0.05)

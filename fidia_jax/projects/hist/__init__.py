@@ -44,9 +44,12 @@ from fidia_jax.projects.hist.lattice import lattice_window_attention as lattice_
 from fidia_jax.projects.hist.lattice import plan_hierarchy as plan_hierarchy
 from fidia_jax.projects.hist.model import DenseSpotTransformer as DenseSpotTransformer
 from fidia_jax.projects.hist.model import HiST as HiST
+from fidia_jax.projects.hist.model import check_finite_features as check_finite_features
 from fidia_jax.projects.hist.train import Prepared as Prepared
 from fidia_jax.projects.hist.train import fit_predict as fit_predict
 from fidia_jax.projects.hist.train import format_table as format_table
+from fidia_jax.projects.hist.train import neighbour_features as neighbour_features
+from fidia_jax.projects.hist.train import paired_gene_test as paired_gene_test
 from fidia_jax.projects.hist.train import prepare_sections as prepare_sections
 from fidia_jax.projects.hist.train import section_metrics as section_metrics
 from fidia_jax.projects.hist.train import train_and_evaluate as train_and_evaluate
@@ -58,6 +61,7 @@ __all__ = [
     "HiST",
     "HistConfig",
     "Prepared",
+    "check_finite_features",
     "dense_window_attention",
     "fit_predict",
     "format_table",
@@ -65,6 +69,8 @@ __all__ = [
     "lattice_window_attention",
     "load_config",
     "load_her2st",
+    "neighbour_features",
+    "paired_gene_test",
     "plan_hierarchy",
     "prepare_sections",
     "section_metrics",

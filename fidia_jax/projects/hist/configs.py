@@ -13,7 +13,7 @@ from typing import Any
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
 
-__all__ = ["METHODS", "PRESETS", "HistConfig", "get_config", "load_config"]
+__all__ = ["INPUT_PROJECTIONS", "METHODS", "PRESETS", "HistConfig", "get_config", "load_config"]
 
 #: Methods the driver can fit (config key -> table row).
 METHODS: dict[str, str] = {
@@ -21,7 +21,14 @@ METHODS: dict[str, str] = {
     "dense": "dense transformer (all spots)",
     "mlp": "per-spot MLP",
     "ridge": "ridge regression (RidgeCV)",
+    "ridge_nbr": "ridge on spot + mean of its 8 lattice neighbours",
 }
+
+#: HiST's input projection: ``"linear"`` (the authors' ``configs/model/hist.yaml``:
+#: ``activation: null`` -> one bias-free linear layer, then dropout) or ``"mlp"`` (their
+#: builder with an activation: bias-free ``Linear(F -> F * mlp_ratio)``, ReLU, dropout,
+#: bias-free ``Linear(-> dim)``).
+INPUT_PROJECTIONS = ("linear", "mlp")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +48,12 @@ class HistConfig:
         the dense transformer has ``sum(enc_depths) + sum(dec_depths)`` blocks.
       epochs: passes over the training sections (one section per step, HiST and dense);
         the MLP takes the same number of full-batch steps.
-      lr, weight_decay: AdamW with cosine decay and gradient clipping at 1.
+      lr, weight_decay: AdamW with cosine decay to 0 over the run (the authors' 1e-4, 1e-5).
+      clip_norm: global-norm gradient clipping; ``0`` (the authors') none.
+      init_bias_with_mean: the gene head's bias starts at the training spots' mean log1p
+        expression (the authors' ``init_bias_with_mean: true``); HiST and dense transformer.
+      input_proj: HiST's input projection, one of :data:`INPUT_PROJECTIONS`;
+        input_mlp_ratio: hidden width ratio of ``"mlp"`` (the authors' 0.5).
       augment: HiST's coordinate augmentation, strength cosine-decayed from 1 to 0.
       drop_p: spot dropout probability of the augmentation (times the strength).
       syn_sections, syn_shape, syn_features, syn_genes, syn_noise: the synthetic data.
@@ -62,8 +74,12 @@ class HistConfig:
     window: int = 6
     dropout: float = 0.05
     epochs: int = 100
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
+    lr: float = 1e-4
+    weight_decay: float = 1e-5
+    clip_norm: float = 0.0
+    init_bias_with_mean: bool = True
+    input_proj: str = "linear"
+    input_mlp_ratio: float = 0.5
     augment: bool = True
     drop_p: float = 0.1
     syn_sections: int = 4
@@ -88,6 +104,12 @@ class HistConfig:
             raise ConfigError(
                 f"dim must be a multiple of heads and of 4, got {self.dim}, {self.heads}"
             )
+        if self.input_proj not in INPUT_PROJECTIONS:
+            raise ConfigError(
+                f"input_proj must be one of {INPUT_PROJECTIONS}, got {self.input_proj!r}"
+            )
+        if self.clip_norm < 0 or self.weight_decay < 0 or not self.input_mlp_ratio > 0:
+            raise ConfigError("need clip_norm >= 0, weight_decay >= 0, input_mlp_ratio > 0")
         if self.window < 2:
             raise ConfigError(f"window must be >= 2, got {self.window}")
         if self.epochs < 1 or self.lr <= 0 or not 0 <= self.drop_p < 1:
@@ -120,11 +142,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dec_depths": (0,),
         "window": 4,
         "epochs": 2,
-        "methods": ("hist", "ridge"),
+        "lr": 1e-3,
+        "methods": ("hist", "ridge", "ridge_nbr"),
     },
     # `fidia-jax hist demo`: HER2ST patient C, section C2 held out, short training (one fold:
     # two took ~3.3 min of CPU, over the 3-minute budget of a demo on 2 idle cores).
-    "demo": {"folds": 1, "epochs": 30, "methods": ("hist", "mlp", "ridge")},
+    "demo": {"folds": 1, "epochs": 30, "methods": ("hist", "mlp", "ridge", "ridge_nbr")},
     # benchmarks/hist.py (reduced protocol on 2 CPU cores: see docs/hist.md).
     "default": {},
 }

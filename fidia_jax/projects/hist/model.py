@@ -39,11 +39,56 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
+from fidia_jax.errors import DataError
 from fidia_jax.projects.hist import lattice
 
-__all__ = ["DenseSpotTransformer", "HiST", "sinusoidal_lattice_embedding"]
+__all__ = [
+    "DenseSpotTransformer",
+    "HiST",
+    "check_finite_features",
+    "init_head_bias",
+    "sinusoidal_lattice_embedding",
+]
+
+
+def check_finite_features(feats_NxF, mask_N=None, *, name: str = "features") -> None:
+    """Raises :class:`~fidia_jax.errors.DataError` if a concrete feature of an active spot is
+    NaN or infinite, naming how many and the first spot indices; traced arrays pass.
+
+    Args:
+      feats_NxF: ``(n, F)`` per-spot features. mask_N: optional ``(n,)`` bool, only active
+        spots are checked (padding rows may hold anything). name: named in the message.
+    """
+    if isinstance(feats_NxF, jax.core.Tracer) or isinstance(mask_N, jax.core.Tracer):
+        return
+    f = np.asarray(feats_NxF)
+    if not np.issubdtype(f.dtype, np.floating):
+        return
+    bad = ~np.all(np.isfinite(f.reshape(len(f), -1)), axis=1)
+    if mask_N is not None:
+        bad &= np.asarray(mask_N, bool)
+    if bad.any():
+        idx = np.flatnonzero(bad)
+        raise DataError(
+            f"{name}: non-finite features (NaN or infinity) in {len(idx)} spot(s), first "
+            f"{idx[:5].tolist()}; one such spot would make every prediction of the section NaN "
+            "(attention and the slide tokens mix all spots): drop or impute those spots"
+        )
+
+
+def init_head_bias(head: nnx.Linear, mean_log1p_G) -> None:
+    """Sets ``head.bias`` to ``mean_log1p_G`` ``(G,)``; ValueError on a shape mismatch or a
+    non-finite value."""
+    m = np.asarray(mean_log1p_G, np.float32)
+    if head.bias is None or m.shape != head.bias.shape or not np.all(np.isfinite(m)):
+        raise ValueError(
+            f"init_head_bias: need a finite ({head.out_features},) vector for a head with bias, "
+            f"got shape {m.shape}"
+        )
+    head.bias[...] = jnp.asarray(m, head.bias.dtype)
 
 
 def _masked_pool_tokens(x_NxC, mask_N):
@@ -157,12 +202,24 @@ class HiST(nnx.Module):
       dec_depths: blocks per decoder level, coarse to fine, ``L - 1`` entries (``"21"``).
       window: window side ``S`` (authors' ``window_size: 3`` is half of ``S = 6``).
       ff_ratio: FFN width ratio; dropout: input and attention dropout.
+      input_proj: ``"linear"`` (the authors' ``configs/model/hist.yaml``, ``activation:
+        null``: bias-free ``Linear(F -> dim)`` then dropout) or ``"mlp"`` (their block with an
+        activation: bias-free ``Linear(F -> int(F * input_mlp_ratio))``, ReLU, dropout,
+        bias-free ``Linear(-> dim)``).
+      input_mlp_ratio: hidden width ratio of the ``"mlp"`` projection (authors' 0.5).
       token_std: std of the fixed slide token (authors ``fix1e-4``).
       rngs: ``nnx.Rngs`` with ``params`` (and ``dropout`` when training with ``dropout > 0``).
 
     Call: ``model(feats_NxF, plan, deterministic=True) -> pred_NxG`` where ``plan`` is
     :func:`fidia_jax.projects.hist.lattice.plan_hierarchy` of the section's lattice with
     ``levels = L`` and the same ``window``; rows of inactive (padding) spots are zero.
+    Concrete features with a NaN or infinity in an active spot raise
+    :class:`~fidia_jax.errors.DataError` naming the spots (one NaN feature would otherwise make
+    every prediction of the section NaN through attention and the slide tokens); traced
+    features (under ``jit``) are not checked.
+
+    Use :meth:`init_head_bias` to start the gene head at the training spots' mean expression
+    (the authors' ``init_bias_with_mean``).
     """
 
     def __init__(
@@ -178,8 +235,12 @@ class HiST(nnx.Module):
         ff_ratio: float = 4.0,
         dropout: float = 0.05,
         token_std: float = 1e-4,
+        input_proj: str = "linear",
+        input_mlp_ratio: float = 0.5,
         rngs: nnx.Rngs,
     ):
+        if input_proj not in ("linear", "mlp"):
+            raise ValueError(f"HiST: input_proj must be 'linear' or 'mlp', got {input_proj!r}")
         if len(dec_depths) != len(enc_depths) - 1:
             raise ValueError(
                 f"HiST: need len(dec_depths) == len(enc_depths) - 1, got "
@@ -189,7 +250,14 @@ class HiST(nnx.Module):
             raise ValueError(f"HiST: window must be >= 2, got {window}")
         self.window = window
         self.levels = len(enc_depths)
-        self.inp = nnx.Linear(in_features, dim, rngs=rngs)
+        self.input_proj = input_proj
+        if input_proj == "linear":
+            self.inp = nnx.Linear(in_features, dim, use_bias=False, rngs=rngs)
+        else:
+            hidden = max(1, int(in_features * input_mlp_ratio))
+            self.inp_hidden = nnx.Linear(in_features, hidden, use_bias=False, rngs=rngs)
+            self.inp_hidden_drop = nnx.Dropout(dropout, rngs=rngs)
+            self.inp = nnx.Linear(hidden, dim, use_bias=False, rngs=rngs)
         self.inp_drop = nnx.Dropout(dropout, rngs=rngs)
         self.fixed_token = nnx.Variable(
             token_std * jax.random.truncated_normal(rngs.params(), -2.0, 2.0, (1, dim))
@@ -210,13 +278,25 @@ class HiST(nnx.Module):
         self.dec = nnx.List([blocks(k) for k in dec_depths])
         self.head = nnx.Linear(dim, num_genes, rngs=rngs)
 
+    def init_head_bias(self, mean_log1p_G) -> None:
+        """Sets the gene head's bias to ``mean_log1p_G`` ``(G,)`` (the training spots' mean
+        log1p expression, the authors' ``init_bias_with_mean``)."""
+        init_head_bias(self.head, mean_log1p_G)
+
+    def _project(self, feats_NxF, deterministic):
+        h = feats_NxF
+        if self.input_proj == "mlp":
+            h = self.inp_hidden_drop(jax.nn.relu(self.inp_hidden(h)), deterministic=deterministic)
+        return self.inp_drop(self.inp(h), deterministic=deterministic)
+
     def __call__(
         self, feats_NxF, plan: Sequence[lattice.LatticeLevel], *, deterministic: bool = True
     ):
         if len(plan) != self.levels:
             raise ValueError(f"HiST: the plan has {len(plan)} levels, the model {self.levels}")
+        check_finite_features(feats_NxF, plan[0].mask, name="HiST")
         mask0 = jnp.asarray(plan[0].mask, bool)
-        x = self.inp_drop(self.inp(feats_NxF), deterministic=deterministic)
+        x = self._project(feats_NxF, deterministic)
         x = jnp.where(mask0[:, None], x, 0.0)
         mx, mean = _masked_pool_tokens(x, mask0)
         g = jnp.concatenate([mx[None], mean[None], self.fixed_token[...]], axis=0)
@@ -287,7 +367,12 @@ class DenseSpotTransformer(nnx.Module):
         self.ff2 = nnx.List([nnx.Linear(int(dim * ff_ratio), dim, rngs=rngs) for _ in range(depth)])
         self.head = nnx.Linear(dim, num_genes, rngs=rngs)
 
+    def init_head_bias(self, mean_log1p_G) -> None:
+        """As :meth:`HiST.init_head_bias`."""
+        init_head_bias(self.head, mean_log1p_G)
+
     def __call__(self, feats_NxF, coords_Nx2, mask_N, *, deterministic: bool = True):
+        check_finite_features(feats_NxF, mask_N, name="DenseSpotTransformer")
         m = jnp.asarray(mask_N, bool)
         x = self.inp(feats_NxF) + sinusoidal_lattice_embedding(coords_Nx2, self.dim)
         attn_mask = (m[:, None] & m[None, :])[None, :, :]

@@ -36,12 +36,14 @@ from fidia_jax._io import atomic_path
 from fidia_jax.projects.hist import data, lattice
 from fidia_jax.projects.hist.configs import METHODS, HistConfig
 from fidia_jax.projects.hist.losses import masked_mse
-from fidia_jax.projects.hist.model import DenseSpotTransformer, HiST
+from fidia_jax.projects.hist.model import DenseSpotTransformer, HiST, check_finite_features
 
 __all__ = [
     "Prepared",
     "fit_predict",
     "format_table",
+    "neighbour_features",
+    "paired_gene_test",
     "prepare_sections",
     "section_metrics",
     "train_and_evaluate",
@@ -68,6 +70,8 @@ def _zscore(f: np.ndarray) -> np.ndarray:
 
 
 def _prepare(secs: list[data.SpotSection], num_genes: int) -> Prepared:
+    for sec in secs:
+        check_finite_features(sec.features, name=f"section {sec.name}")
     logs = [np.log1p(s.counts) for s in secs]
     mean = np.mean(np.concatenate(logs, axis=0), axis=0)
     top = np.argsort(-mean, kind="stable")[:num_genes]
@@ -128,11 +132,13 @@ def prepare_sections(config: HistConfig, workdir: str | pathlib.Path | None = No
     return prep
 
 
-def section_metrics(y_true: np.ndarray, y_pred: np.ndarray, eval_genes: int) -> dict[str, float]:
-    """Pooled PCC and R² over spots x genes, and the mean per-gene PCC over the first
-    ``eval_genes`` genes (genes constant in the section are left out of that mean)."""
+def section_metrics(y_true: np.ndarray, y_pred: np.ndarray, eval_genes: int) -> dict[str, Any]:
+    """Pooled PCC and R² over spots x genes, the mean per-gene PCC over the first
+    ``eval_genes`` genes (genes constant in the section are left out of that mean) and the
+    per-gene PCCs themselves (``gene_pcc``, a list; NaN for a constant gene) for paired tests."""
     per_gene = np.asarray(metrics.pearson_r(y_true[:, :eval_genes], y_pred[:, :eval_genes], axis=0))
     return {
+        "gene_pcc": [float(v) for v in per_gene],
         "pooled_pcc": float(metrics.pearson_r(y_true, y_pred)),
         "pooled_r2": float(metrics.r2_score(y_true, y_pred)),
         "mean_gene_pcc": float(np.nanmean(per_gene))
@@ -197,19 +203,23 @@ def _predict(model, feats, plan, coords, mask):
     return _apply(model, feats, plan, coords, mask, True)
 
 
-def _adamw(lr: float, weight_decay: float, steps: int) -> optax.GradientTransformation:
-    """AdamW with cosine decay over ``steps`` and global-norm clipping at 1."""
-    return optax.chain(
-        optax.clip_by_global_norm(1.0),
-        optax.adamw(optax.cosine_decay_schedule(lr, steps), weight_decay=weight_decay),
-    )
+def _adamw(
+    lr: float, weight_decay: float, steps: int, clip_norm: float = 0.0
+) -> optax.GradientTransformation:
+    """AdamW with cosine decay to 0 over ``steps`` (the authors' ``CosineAnnealingLR``,
+    ``eta_min_factor: 0``); global-norm clipping only when ``clip_norm > 0`` (the authors
+    clip nothing)."""
+    adamw = optax.adamw(optax.cosine_decay_schedule(lr, steps), weight_decay=weight_decay)
+    if clip_norm > 0:
+        return optax.chain(optax.clip_by_global_norm(clip_norm), adamw)
+    return adamw
 
 
 @functools.cache
-def _train_step(loss_fn, graphdef, lr: float, weight_decay: float, steps: int):
+def _train_step(loss_fn, graphdef, lr: float, weight_decay: float, steps: int, clip: float):
     """The jitted step of one model structure and optimiser (cached: the folds of a run share
     one compilation, as the module-level ``nnx.jit`` step did)."""
-    tx = _adamw(lr, weight_decay, steps)
+    tx = _adamw(lr, weight_decay, steps, clip)
     return tx, train.make_train_step(loss_fn(graphdef), tx, has_state=True)
 
 
@@ -218,7 +228,9 @@ def _fit(model, loss_fn, config, steps, batches, *, workdir, run):
     ``config``) with :func:`fidia_jax.train.fit`; returns ``(model, losses of every step,
     seconds)``."""
     graphdef, params, model_state = train.split_model(model)
-    tx, step = _train_step(loss_fn, graphdef, config.lr, config.weight_decay, steps)
+    tx, step = _train_step(
+        loss_fn, graphdef, config.lr, config.weight_decay, steps, config.clip_norm
+    )
     state = train.init_train_state(params, tx, model_state=model_state)
     t0 = time.perf_counter()
     res = train.fit(state, step, batches, num_steps=steps, workdir=workdir, run=run)
@@ -241,12 +253,16 @@ def _fit_spatial(kind, prep, train_idx, test_idx, config, rng, workdir=None):
             enc_depths=config.enc_depths,
             dec_depths=config.dec_depths,
             window=config.window,
+            input_proj=config.input_proj,
+            input_mlp_ratio=config.input_mlp_ratio,
             **kw,
         )
     else:
         model = DenseSpotTransformer(
             F, G, depth=sum(config.enc_depths) + sum(config.dec_depths), **kw
         )
+    if config.init_bias_with_mean:
+        model.init_head_bias(np.concatenate([prep.y[i] for i in train_idx]).mean(axis=0))
     steps = config.epochs * len(train_idx)
     padded = {
         i: _padded(prep.coords[i], prep.feats[i], prep.y[i], n_pad) for i in (*train_idx, test_idx)
@@ -334,14 +350,43 @@ def _fit_mlp(prep, train_idx, test_idx, config, workdir=None):
     return pred, {"final_train_loss": float(losses[-1]), "train_s": train_s, "steps": steps}
 
 
-def _fit_ridge(prep, train_idx, test_idx):
+def neighbour_features(coords: np.ndarray, feats: np.ndarray) -> np.ndarray:
+    """``(n, 2F)``: each spot's features and the mean features of its present 8 lattice
+    neighbours (offsets in ``{-1, 0, 1}^2`` but ``(0, 0)``; a spot without neighbours gets its
+    own features there).
+
+    The "neighbour ridge" baseline: the simplest model that sees spatial context.
+    """
+    c = np.asarray(coords, np.int64)
+    f = np.asarray(feats, np.float32)
+    c0 = c - c.min(axis=0) + 1  # a border of 1 so every offset indexes the grid
+    grid = -np.ones(tuple(c0.max(axis=0) + 2), np.int64)
+    grid[c0[:, 0], c0[:, 1]] = np.arange(len(c))
+    total = np.zeros_like(f)
+    count = np.zeros((len(c), 1), np.float32)
+    for dx in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            if dx == dy == 0:
+                continue
+            j = grid[c0[:, 0] + dx, c0[:, 1] + dy]
+            ok = j >= 0
+            total[ok] += f[j[ok]]
+            count[ok] += 1
+    mean = np.where(count > 0, total / np.maximum(count, 1), f)
+    return np.concatenate([f, mean], axis=1)
+
+
+def _fit_ridge(prep, train_idx, test_idx, neighbours: bool = False):
     from sklearn.linear_model import RidgeCV
 
-    X = np.concatenate([prep.feats[i] for i in train_idx])
+    def feats(i):
+        return neighbour_features(prep.coords[i], prep.feats[i]) if neighbours else prep.feats[i]
+
+    X = np.concatenate([feats(i) for i in train_idx])
     Y = np.concatenate([prep.y[i] for i in train_idx])
     t0 = time.perf_counter()
     r = RidgeCV(alphas=np.logspace(-2, 4, 13)).fit(X, Y)
-    return r.predict(prep.feats[test_idx]).astype(np.float32), {
+    return r.predict(feats(test_idx)).astype(np.float32), {
         "alpha": float(r.alpha_),
         "train_s": time.perf_counter() - t0,
     }
@@ -360,7 +405,7 @@ def fit_predict(
     section ``test_idx``.
 
     Args:
-      method: ``"hist"``, ``"dense"``, ``"mlp"`` or ``"ridge"``.
+      method: ``"hist"``, ``"dense"``, ``"mlp"``, ``"ridge"`` or ``"ridge_nbr"``.
       prep: from :func:`prepare_sections`.
       train_idx: indices of the training sections; test_idx: the held-out section.
       config: sizes, epochs, optimiser, seed.
@@ -372,16 +417,42 @@ def fit_predict(
       ``(pred (n, G) float32, info dict)``.
 
     Raises:
+      DataError: a NaN or infinite feature in a training or the held-out section.
       TrainingError: a non-finite loss or gradient (the library's policy,
         :func:`fidia_jax.train.fit`).
     """
+    for i in (*train_idx, test_idx):
+        check_finite_features(prep.feats[i], name=f"section {prep.names[i]}")
     rng = np.random.default_rng(config.seed + 17)
     if method in ("hist", "dense"):
         return _fit_spatial(method, prep, list(train_idx), test_idx, config, rng, workdir)
     if method == "mlp":
         return _fit_mlp(prep, list(train_idx), test_idx, config, workdir)
     with train.stage(f"{method}_{prep.names[test_idx]}: RidgeCV"):
-        return _fit_ridge(prep, list(train_idx), test_idx)
+        return _fit_ridge(prep, list(train_idx), test_idx, neighbours=method == "ridge_nbr")
+
+
+def paired_gene_test(folds: list[dict[str, Any]], a: str, b: str) -> dict[str, float]:
+    """Paired comparison of methods ``a`` and ``b`` over (held-out section, gene) items: the
+    per-gene PCCs of every fold (``gene_pcc``), items with a NaN left out.
+
+    Returns ``{"n", "mean_diff" (a - b), "a_wins" (fraction of items where a > b),
+    "p_wilcoxon"}`` (two-sided Wilcoxon signed-rank, ``scipy.stats.wilcoxon``; genes of one
+    section are not independent items, so read the p-value as indicative).
+    """
+    from scipy import stats
+
+    da = np.concatenate([np.asarray(f[a]["gene_pcc"], float) for f in folds])
+    db = np.concatenate([np.asarray(f[b]["gene_pcc"], float) for f in folds])
+    ok = np.isfinite(da) & np.isfinite(db)
+    d = da[ok] - db[ok]
+    p = float(stats.wilcoxon(d).pvalue) if len(d) >= 2 and np.any(d != 0) else float("nan")
+    return {
+        "n": int(len(d)),
+        "mean_diff": float(d.mean()) if len(d) else float("nan"),
+        "a_wins": float(np.mean(d > 0)) if len(d) else float("nan"),
+        "p_wilcoxon": p,
+    }
 
 
 _COLUMNS = ("pooled PCC", "pooled R²", "mean per-gene PCC")
@@ -489,6 +560,10 @@ def train_and_evaluate(config: HistConfig, workdir: str | pathlib.Path) -> dict[
         m: {key: float(np.mean([f[m][key] for f in out["folds"]])) for key in _KEYS}
         for m in config.methods
     }
+    if "hist" in config.methods:
+        out["paired_vs_hist"] = {
+            m: paired_gene_test(out["folds"], "hist", m) for m in config.methods if m != "hist"
+        }
     rows = _table_rows(out)
     tests = ", ".join(f["test"] for f in out["folds"])
     train.print_table(
@@ -497,6 +572,15 @@ def train_and_evaluate(config: HistConfig, workdir: str | pathlib.Path) -> dict[
         ["method", *_COLUMNS],
         [[r["method"], *(r[c] for c in _COLUMNS)] for r in rows],
     )
+    if out.get("paired_vs_hist"):
+        train.print_table(
+            "HiST minus each method, per-gene PCC over (held-out section, gene) items",
+            ["method", "items", "mean diff", "HiST wins", "Wilcoxon p"],
+            [
+                [METHODS[m], t["n"], f"{t['mean_diff']:+.4f}", t["a_wins"], t["p_wilcoxon"]]
+                for m, t in out["paired_vs_hist"].items()
+            ],
+        )
     config_lib.write_summary(workdir / SUMMARY_FILE, out, config)
     train.write_summary(
         workdir,

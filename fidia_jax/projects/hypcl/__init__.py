@@ -39,12 +39,16 @@ from fidia_jax.projects.hypcl.losses import embedding_distillation as embedding_
 from fidia_jax.projects.hypcl.losses import masked_cross_entropy as masked_cross_entropy
 from fidia_jax.projects.hypcl.model import BallParam as BallParam
 from fidia_jax.projects.hypcl.model import PrototypeAdapter as PrototypeAdapter
+from fidia_jax.projects.hypcl.model import embedding_distance as embedding_distance
+from fidia_jax.projects.hypcl.model import nan_outside_ball as nan_outside_ball
 from fidia_jax.projects.hypcl.train import class_orders as class_orders
 from fidia_jax.projects.hypcl.train import digit_features as digit_features
 from fidia_jax.projects.hypcl.train import format_table as format_table
+from fidia_jax.projects.hypcl.train import paired_order_test as paired_order_test
 from fidia_jax.projects.hypcl.train import run_stream as run_stream
 from fidia_jax.projects.hypcl.train import synthetic_task as synthetic_task
 from fidia_jax.projects.hypcl.train import train_and_evaluate as train_and_evaluate
+from fidia_jax.projects.hypcl.train import tune_on_validation as tune_on_validation
 
 __all__ = [
     "METHODS",
@@ -56,14 +60,18 @@ __all__ = [
     "class_incremental_split",
     "class_orders",
     "digit_features",
+    "embedding_distance",
     "embedding_distillation",
     "format_table",
     "get_config",
     "hierarchical_gaussian_mixture",
     "load_config",
     "masked_cross_entropy",
+    "nan_outside_ball",
+    "paired_order_test",
     "run_method",
     "run_stream",
     "synthetic_task",
     "train_and_evaluate",
+    "tune_on_validation",
 ]

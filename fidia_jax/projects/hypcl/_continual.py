@@ -307,9 +307,10 @@ def run_method(
     geometry = "poincare" if method in ("hypcl", "joint_hypcl") else "euclidean"
     dim = config.dim if dim is None else dim
     trainers = {} if trainers is None else trainers
-    if geometry not in trainers:
-        trainers[geometry] = _Trainer(data, config, geometry, dim)
-    tr = trainers[geometry]
+    key_tr = (geometry, dim, config)  # a tuned config (other lr, ...) gets its own trainer
+    if key_tr not in trainers:
+        trainers[key_tr] = _Trainer(data, config, geometry, dim)
+    tr = trainers[key_tr]
     tr.data = data  # same shapes (another class order of the same split): no recompilation
     num_tasks, k = len(data.tasks), data.num_classes
     key = jax.random.key(seed)

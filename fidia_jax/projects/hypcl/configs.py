@@ -52,6 +52,13 @@ class HypclConfig:
       feature_replay: HypCL and the Euclidean adapter also train on Gaussian pseudo-features
         of the old classes (per-class mean and std of the frozen features, no exemplars), with
         the softmax over every seen class.
+      validation_fraction: with ``tune_learning_rates`` / ``tune_distill_weights`` non-empty,
+        this stratified fraction of the *training* split is held out as a validation set; every
+        grid point is run on class order 0 with the rest of the training split and scored by
+        average accuracy on the validation set, separately for ``hypcl`` and ``euclidean``; the
+        best (ties: the first) is used for that method in the comparison. The test split is
+        never seen during the choice.
+      tune_learning_rates, tune_distill_weights: the grid (``()``: the configured value).
       methods: keys of :data:`METHODS` to run (``hypcl`` and ``euclidean`` required).
       synth_depth, synth_branching, synth_dim, synth_n_per_class, synth_decay, synth_noise:
         the synthetic task (``task="synthetic"``).
@@ -74,6 +81,9 @@ class HypclConfig:
     distill_weight: float = 0.0
     local_ce: bool = True
     feature_replay: bool = True
+    validation_fraction: float = 0.2
+    tune_learning_rates: tuple[float, ...] = (3e-3, 1e-2, 3e-2)
+    tune_distill_weights: tuple[float, ...] = (0.0, 0.1)
     methods: tuple[str, ...] = tuple(METHODS)
     synth_depth: int = 3
     synth_branching: int = 2
@@ -97,6 +107,14 @@ class HypclConfig:
             raise ConfigError("dim, sweep_dim, steps_per_task and batch_size must be >= 1")
         if self.clip_r <= 0 or self.temperature <= 0 or self.learning_rate <= 0:
             raise ConfigError("clip_r, temperature and learning_rate must be > 0")
+        if not 0.0 < self.validation_fraction < 1.0:
+            raise ConfigError(
+                f"validation_fraction must be in (0, 1), got {self.validation_fraction}"
+            )
+        if any(v <= 0 for v in self.tune_learning_rates) or any(
+            v < 0 for v in self.tune_distill_weights
+        ):
+            raise ConfigError("tune_learning_rates must be > 0 and tune_distill_weights >= 0")
         if self.distill_weight < 0:
             raise ConfigError(f"distill_weight must be >= 0, got {self.distill_weight}")
         unknown = [m for m in self.methods if m not in METHODS]
@@ -122,9 +140,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "batch_size": 16,
         "methods": ("ncm", "finetune", "euclidean", "hypcl"),
         "sweep_depths": (),
+        "tune_learning_rates": (3e-2,),
+        "tune_distill_weights": (),
     },
     # `fidia-jax hypcl demo`: digits, one order, short tasks, depth sweep 2..3.
-    "demo": {"num_orders": 1, "steps_per_task": 150, "sweep_depths": (2, 3)},
+    "demo": {
+        "num_orders": 1,
+        "steps_per_task": 150,
+        "sweep_depths": (2, 3),
+        "tune_learning_rates": (),
+        "tune_distill_weights": (),
+    },
     # docs/hypcl.md (`python benchmarks/hypcl.py`).
     "default": {},
 }

@@ -17,12 +17,21 @@ arrive"); the layer sizes, the feature clipping and the squared-distance logits 
 Classifiers Are Super-Hyperbolic Classifiers", CVPR 2022), which keeps embeddings off the
 boundary where gradients vanish. Hyperbolic prototypes are :class:`BallParam` variables so a
 driver can give them a Riemannian optimiser (``nnx.split(model, BallParam, ...)``).
+
+**Points given by a caller** (embeddings or prototypes passed to
+:meth:`PrototypeAdapter.logits_from_embedding`, :func:`embedding_distance`) must lie inside the
+ball ``c||x||^2 < 1``: a concrete point on or outside it raises ``ValueError`` naming its norm
+(:mod:`fidia_jax.layers`' check); a traced one (under ``jit``) cannot raise, so its row of
+logits / its distance is NaN instead of a finite number that means nothing (the formulas clamp
+``artanh``/``arccosh`` arguments, so a point of norm 1.5 would otherwise get the distance of a
+point at the boundary); a NaN reaching the loss stops training with ``TrainingError``.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from fidia_jax.layers import (
@@ -33,7 +42,7 @@ from fidia_jax.layers import (
     prototype_logits,
 )
 
-__all__ = ["BallParam", "PrototypeAdapter", "embedding_distance"]
+__all__ = ["BallParam", "PrototypeAdapter", "embedding_distance", "nan_outside_ball"]
 
 GEOMETRIES = ("poincare", "euclidean")
 
@@ -48,11 +57,53 @@ def _clip_norm(h: jax.Array, r: float) -> jax.Array:
     return h * jnp.minimum(1.0, r / n)
 
 
+def nan_outside_ball(x: jax.Array, c: float = 1.0, name: str = "point") -> jax.Array:
+    """Checks points of the ball ``c||x||^2 < 1`` (last axis): concrete ones raise, traced
+    ones outside become NaN rows.
+
+    Args:
+      x: ``(..., D)`` points; c: curvature magnitude ``> 0``; name: for the error message.
+
+    Returns:
+      ``x`` unchanged where inside; rows of norm ``>= 1/sqrt(c)`` (or non-finite) are NaN (only
+      possible for traced ``x``): NaN flows into the logits and the loss, where the training
+      step stops with ``TrainingError``, instead of a clamped finite value.
+
+    Raises:
+      ValueError: a concrete row on or outside the ball, or non-finite (its norm named).
+    """
+    if not isinstance(x, jax.core.Tracer):
+        v = np.asarray(x, np.float64)
+        r2 = c * np.sum(v * v, axis=-1)
+        if v.size and not np.all(r2 < 1.0):  # NaN fails too
+            bad = ~(r2 < 1.0)
+            finite = r2[np.isfinite(r2)]
+            largest = float(np.sqrt(finite.max() / c)) if finite.size else float("nan")
+            raise ValueError(
+                f"{name}: {int(bad.sum())} row(s) on or outside the Poincaré ball of radius "
+                f"1/sqrt(c) = {1.0 / np.sqrt(c):.6g} (largest norm {largest:.6g}"
+                f"{', or non-finite' if np.isnan(r2).any() else ''}); map Euclidean vectors "
+                "into the ball with layers.expmap0"
+            )
+        return x
+    inside = c * jnp.sum(x * x, axis=-1, keepdims=True) < 1.0
+    return jnp.where(inside, x, jnp.nan)
+
+
 def embedding_distance(z1: jax.Array, z2: jax.Array, geometry: str, c: float = 1.0) -> jax.Array:
     """Row-wise distance ``(N,)`` of two ``(N, D)`` embeddings: geodesic (``"poincare"``) or
-    Euclidean (``"euclidean"``)."""
+    Euclidean (``"euclidean"``).
+
+    Raises:
+      ValueError: an unknown geometry; a concrete point outside the ball (``"poincare"``; traced
+        ones give NaN, module docstring).
+    """
     if geometry == "poincare":
-        return poincare_distance(z1, z2, c)
+        return poincare_distance(
+            nan_outside_ball(z1, c, "embedding_distance z1"),
+            nan_outside_ball(z2, c, "embedding_distance z2"),
+            c,
+        )
     if geometry == "euclidean":
         return jnp.sqrt(jnp.maximum(jnp.sum((z1 - z2) ** 2, axis=-1), 1e-30))
     raise ValueError(f"geometry must be one of {GEOMETRIES}, got {geometry!r}")
@@ -117,10 +168,20 @@ class PrototypeAdapter(nnx.Module):
 
     def logits_from_embedding(self, z_BxD: jax.Array, prototypes_KxD=None) -> jax.Array:
         """Logits ``(B, K)`` of embeddings ``z``; ``prototypes_KxD`` overrides the stored ones
-        (a driver passes them with old rows under ``stop_gradient`` to freeze them)."""
+        (a driver passes them with old rows under ``stop_gradient`` to freeze them).
+
+        Raises:
+          ValueError: (poincare) a concrete ``z`` or prototype on or outside the ball; traced
+            ones give NaN logits in their row / column (module docstring).
+        """
         p_KxD = self.prototypes[...] if prototypes_KxD is None else prototypes_KxD
         if self.geometry == "poincare":
-            return prototype_logits(z_BxD, p_KxD, self.c, self.temperature)
+            return prototype_logits(
+                nan_outside_ball(z_BxD, self.c, "logits_from_embedding: z_BxD"),
+                nan_outside_ball(p_KxD, self.c, "logits_from_embedding: prototypes_KxD"),
+                self.c,
+                self.temperature,
+            )
         d2_BxK = (
             jnp.sum(z_BxD * z_BxD, axis=1)[:, None]
             + jnp.sum(p_KxD * p_KxD, axis=1)[None, :]

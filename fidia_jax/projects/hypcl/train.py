@@ -9,6 +9,7 @@ trees of growing depth. Writes ``workdir/hypcl.json`` (atomically) and prints th
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import time
 from typing import Any
@@ -35,7 +36,9 @@ __all__ = [
     "format_table",
     "run_stream",
     "synthetic_task",
+    "paired_order_test",
     "train_and_evaluate",
+    "tune_on_validation",
 ]
 
 SUMMARY_FILE = "hypcl.json"
@@ -100,6 +103,79 @@ def _streams(x, y, config: HypclConfig, orders, classes_per_task):
         yield standardize_like_first_task(ContinualData(x[tr], y[tr], x[te], y[te], tasks))
 
 
+def tune_on_validation(
+    x, y, config: HypclConfig, order, classes_per_task: int, methods=("euclidean", "hypcl")
+) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
+    """Chooses ``learning_rate`` and ``distill_weight`` per method on a validation split.
+
+    The training split of :func:`~fidia_jax.projects.hypcl._continual.stratified_split`
+    (``test_fraction``, ``seed``) is split again, stratified, into a fitting part and a
+    validation part (``validation_fraction``, ``seed + 1``); every point of the grid
+    ``tune_learning_rates x tune_distill_weights`` runs the stream of ``order`` on the fitting
+    part and is scored by average incremental accuracy on the validation part. The test split
+    is never used.
+
+    Returns:
+      ``(chosen, trials)``: ``chosen[method] = {"learning_rate", "distill_weight",
+      "val_average_accuracy"}`` (the best; ties: the first in grid order) and every trial.
+    """
+    tr, _ = stratified_split(y, config.test_fraction, config.seed)
+    fit_i, val_i = stratified_split(y[tr], config.validation_fraction, config.seed + 1)
+    fit, val = tr[fit_i], tr[val_i]
+    stream = standardize_like_first_task(
+        ContinualData(
+            x[fit], y[fit], x[val], y[val], class_incremental_split(order, classes_per_task)
+        )
+    )
+    sizes = [int(np.isin(stream.y_te, t).sum()) for t in stream.tasks]
+    lrs = config.tune_learning_rates or (config.learning_rate,)
+    dws = config.tune_distill_weights or (config.distill_weight,)
+    chosen: dict[str, dict[str, float]] = {}
+    trials: list[dict[str, Any]] = []
+    trainers: dict[str, Any] = {}
+    for m in methods:
+        best = None
+        for lr in lrs:
+            for dw in dws:
+                cfg = dataclasses.replace(config, learning_rate=lr, distill_weight=dw)
+                with train.stage(f"validation: {METHODS[m]}, lr {lr:g}, distill {dw:g}"):
+                    acc = run_method(m, stream, cfg, config.seed, trainers)
+                aa = metrics.continual_metrics(acc, sizes)["average_accuracy"]
+                trials.append(
+                    {"method": m, "learning_rate": lr, "distill_weight": dw, "val_aa": aa}
+                )
+                if best is None or aa > best[0]:
+                    best = (aa, lr, dw)
+        chosen[m] = {
+            "learning_rate": best[1],
+            "distill_weight": best[2],
+            "val_average_accuracy": best[0],
+        }
+    return chosen, trials
+
+
+def paired_order_test(rows: dict[str, Any], a: str = "hypcl", b: str = "euclidean"):
+    """Paired comparison over class orders of the average accuracy of ``a`` and ``b``.
+
+    Returns ``{"diffs" (a - b per order), "mean_diff", "a_wins", "p_ttest" (two-sided paired
+    t-test, ``scipy.stats.ttest_rel``; NaN with < 2 orders or constant differences),
+    "p_wilcoxon" (two-sided signed-rank; with 5 orders its smallest possible value is 0.0625)}``.
+    """
+    from scipy import stats
+
+    da = np.asarray([r["average_accuracy"] for r in rows[a]["orders"]])
+    db = np.asarray([r["average_accuracy"] for r in rows[b]["orders"]])
+    d = da - db
+    ok = len(d) >= 2 and np.std(d) > 0
+    return {
+        "diffs": [float(v) for v in d],
+        "mean_diff": float(d.mean()),
+        "a_wins": int(np.sum(d > 0)),
+        "p_ttest": float(stats.ttest_rel(da, db).pvalue) if ok else float("nan"),
+        "p_wilcoxon": float(stats.wilcoxon(d).pvalue) if ok else float("nan"),
+    }
+
+
 def run_stream(
     x,
     y,
@@ -110,11 +186,13 @@ def run_stream(
     dim: int | None = None,
     label: str = "",
     metrics_path: str | pathlib.Path | None = None,
+    method_configs: dict[str, HypclConfig] | None = None,
 ) -> dict[str, Any]:
     """Runs ``methods`` on every order; per method the accuracy matrices and the metrics
     (mean and std over orders). Each (order, method) is shown as a stage (``label`` first);
     with ``metrics_path`` every training step's loss is appended to that ``metrics.jsonl``
-    (run ``"<method>/order<o>"``, steps counted over the tasks)."""
+    (run ``"<method>/order<o>"``, steps counted over the tasks); ``method_configs`` overrides
+    ``config`` per method (the validation choices of :func:`tune_on_validation`)."""
     per = {m: [] for m in methods}
     trainers: dict[str, Any] = {}
     for o, stream in enumerate(_streams(x, y, config, orders, classes_per_task)):
@@ -122,8 +200,9 @@ def run_stream(
         for m in methods:
             curve: list[float] = []
             with train.stage(f"{label}class order {o + 1}/{len(orders)}: {METHODS[m]}"):
+                cfg = (method_configs or {}).get(m, config)
                 acc = run_method(
-                    m, stream, config, config.seed + 1000 * o, trainers, dim, losses_out=curve
+                    m, stream, cfg, config.seed + 1000 * o, trainers, dim, losses_out=curve
                 )
             if metrics_path is not None and curve:
                 train.append_metrics(
@@ -198,6 +277,22 @@ def _report(results: dict[str, Any], config: HypclConfig, workdir: pathlib.Path)
             for m, r in rows.items()
         ],  # fmt: skip
     )
+    if results["validation_choice"]:
+        train.print_table(
+            "Hyper-parameters chosen on the validation split (class order 0, test split unseen)",
+            ["method", "learning rate", "distill weight", "validation average accuracy"],
+            [
+                [METHODS[m], c["learning_rate"], c["distill_weight"], c["val_average_accuracy"]]
+                for m, c in results["validation_choice"].items()
+            ],
+        )
+    pt = results["paired_hypcl_vs_euclidean"]
+    print(
+        f"HypCL - Euclidean adapter, average accuracy per order: "
+        f"{', '.join(f'{d:+.3f}' for d in pt['diffs'])}; mean {pt['mean_diff']:+.4f}, "
+        f"HypCL ahead on {pt['a_wins']}/{len(pt['diffs'])} orders, paired t-test "
+        f"p = {pt['p_ttest']:.3g}, Wilcoxon p = {pt['p_wilcoxon']:.3g}"
+    )
     sweep = results["depth_sweep"]
     if sweep:
         train.print_table(
@@ -225,6 +320,8 @@ def _report(results: dict[str, Any], config: HypclConfig, workdir: pathlib.Path)
             for key in ("average_accuracy", "last_accuracy", "average_forgetting")
         },
         "gap_average_accuracy": results["gap_average_accuracy"],
+        "paired_hypcl_vs_euclidean": results["paired_hypcl_vs_euclidean"],
+        "validation_choice": results["validation_choice"],
         "hypcl_above_euclidean": results["hypcl_above_euclidean"],
         "depth_sweep_gap": {str(e["depth"]): e["gap"] for e in sweep},
         "gap_grows_with_depth": results.get("gap_grows_with_depth"),
@@ -261,8 +358,24 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
         x, y = synthetic_task(config, config.synth_depth)
     num_classes = int(y.max()) + 1
     orders = class_orders(num_classes, config.num_orders, config.seed)
+    chosen, trials = {}, []
+    if config.tune_learning_rates or config.tune_distill_weights:
+        chosen, trials = tune_on_validation(x, y, config, orders[0], config.classes_per_task)
+    method_configs = {
+        m: dataclasses.replace(
+            config, learning_rate=c["learning_rate"], distill_weight=c["distill_weight"]
+        )
+        for m, c in chosen.items()
+    }
     rows = run_stream(
-        x, y, config, config.methods, orders, config.classes_per_task, metrics_path=metrics_path
+        x,
+        y,
+        config,
+        config.methods,
+        orders,
+        config.classes_per_task,
+        metrics_path=metrics_path,
+        method_configs=method_configs,
     )
     # at the last step of each task, the accuracy on the classes seen so far (same runs)
     steps = config.steps_per_task
@@ -284,12 +397,17 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
         metrics_path, workdir / "curves.png", title=f"HypCL, {config.task}: loss and seen accuracy"
     )
     gap = rows["hypcl"]["average_accuracy"] - rows["euclidean"]["average_accuracy"]
+    paired = paired_order_test(rows)
     results: dict[str, Any] = {
         "task": config.task,
         "orders": orders,
         "methods": rows,
+        "validation_choice": chosen,
+        "validation_trials": trials,
+        "paired_hypcl_vs_euclidean": paired,
         "gap_average_accuracy": gap,
-        "hypcl_above_euclidean": bool(gap > 0),
+        # "above" only beyond the noise: mean gain > 0 and a paired t-test over orders p < 0.05
+        "hypcl_above_euclidean": bool(gap > 0 and paired["p_ttest"] < 0.05),
     }
     sweep = []
     for depth in config.sweep_depths:

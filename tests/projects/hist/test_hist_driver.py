@@ -38,7 +38,10 @@ def test_tiny_run_writes_metrics_that_match_the_predictions(tiny_run):
     assert len(losses) == 4
     assert saved["folds"][0]["hist"]["final_train_loss"] == pytest.approx(np.mean(losses[-2:]))
     summary = json.loads((workdir / "summary.json").read_text())
-    assert [r["method"] for r in summary["table"]] == [hist.METHODS[m] for m in ("hist", "ridge")]
+    assert [r["method"] for r in summary["table"]] == [
+        hist.METHODS[m] for m in ("hist", "ridge", "ridge_nbr")
+    ]
+    assert saved["paired_vs_hist"]["ridge"]["n"] == 6  # eval_genes items of one fold
     assert summary["table"][0]["pooled PCC"] == saved["mean"]["hist"]["pooled_pcc"]
     for png in ("hist_comparison.png", "hist_maps.png", "curves.png"):
         assert (workdir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

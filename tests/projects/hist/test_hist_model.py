@@ -102,3 +102,87 @@ def test_sinusoidal_embedding_closed_form():
         np.cos(0.3),
     ]
     np.testing.assert_allclose(np.asarray(e)[0], want, rtol=1e-6)
+
+
+def test_non_finite_features_are_a_named_data_error(case):
+    # One NaN feature in one spot used to turn every prediction of the section into NaN.
+    from fidia_jax.errors import DataError
+    from fidia_jax.projects.hist import train as hist_train
+
+    model, plan, c, mask, f, y = case
+    bad = np.asarray(f).copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(DataError, match=r"HiST: non-finite features .* 1 spot\(s\), first \[3\]"):
+        model(jnp.asarray(bad), plan)
+    pad_nan = np.asarray(f).copy()
+    pad_nan[~mask] = np.inf  # padding rows may hold anything (the padding test shows they
+    hist_model.check_finite_features(pad_nan, mask)  # never reach an output): no error
+    prep = hist_train.Prepared(
+        ("a", "b"), (c[mask], c[mask]), (np.asarray(f)[mask], bad[mask]), (y[mask], y[mask]), ()
+    )
+    cfg = hist_train.HistConfig(data="synthetic", syn_sections=2, num_genes=5, eval_genes=2)
+    with pytest.raises(DataError, match=r"section b: non-finite features"):
+        hist_train.fit_predict("ridge", prep, [0], 1, cfg)
+
+
+def test_head_bias_starts_at_the_training_mean_and_input_projection_is_the_authors(case):
+    model, plan, c, mask, f, y = case
+    mean = np.asarray(y)[mask].mean(axis=0)
+    m2 = hist_model.HiST(
+        6, 5, dim=8, heads=2, enc_depths=(1, 1), dec_depths=(0,), window=4, rngs=nnx.Rngs(3)
+    )
+    m2.init_head_bias(mean)
+    m2.head.kernel[...] = jnp.zeros_like(m2.head.kernel[...])
+    out = np.asarray(nnx.jit(lambda m, f, p: m(f, p))(m2, f, plan))
+    np.testing.assert_allclose(out[mask], np.broadcast_to(mean, out[mask].shape), rtol=1e-6)
+    with pytest.raises(ValueError, match="init_head_bias"):
+        m2.init_head_bias(mean[:3])
+    # authors' hist.yaml (activation: null): one bias-free Linear, then dropout
+    assert m2.inp.bias is None and m2.inp.kernel.shape == (6, 8)
+    mlp = hist_model.HiST(
+        6, 5, dim=8, heads=2, enc_depths=(1, 1), dec_depths=(0,), window=4,
+        input_proj="mlp", input_mlp_ratio=0.5, rngs=nnx.Rngs(4),
+    )  # fmt: skip
+    assert mlp.inp_hidden.kernel.shape == (6, 3) and mlp.inp_hidden.bias is None
+    want = np.maximum(np.asarray(f) @ np.asarray(mlp.inp_hidden.kernel[...]), 0) @ np.asarray(
+        mlp.inp.kernel[...]
+    )
+    np.testing.assert_allclose(np.asarray(mlp._project(f, True)), want, rtol=1e-5, atol=1e-6)
+
+
+def test_neighbour_features_brute_force():
+    from fidia_jax.projects.hist.train import neighbour_features
+
+    rng = np.random.default_rng(0)
+    grid = np.stack(np.meshgrid(np.arange(7), np.arange(5), indexing="ij"), -1).reshape(-1, 2)
+    coords = grid[rng.permutation(len(grid))[:20]] + 3
+    feats = rng.standard_normal((20, 4)).astype(np.float32)
+    got = neighbour_features(coords, feats)
+    for i, ci in enumerate(coords):
+        nb = [
+            j
+            for j, cj in enumerate(coords)
+            if j != i and np.max(np.abs(cj - ci)) == 1  # the 8-neighbourhood
+        ]
+        want = feats[nb].mean(axis=0) if nb else feats[i]
+        np.testing.assert_allclose(got[i, 4:], want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got[:, :4], feats)
+
+
+def test_optimiser_is_the_authors_adamw_without_clipping():
+    import optax
+
+    from fidia_jax.projects.hist.train import _adamw, paired_gene_test
+
+    g = {"w": jnp.full((3,), 100.0)}  # a gradient far above any clipping norm
+    p = {"w": jnp.ones((3,))}
+    ours = _adamw(1e-4, 1e-5, 10)
+    ref = optax.adamw(optax.cosine_decay_schedule(1e-4, 10), weight_decay=1e-5)
+    u1, _ = ours.update(g, ours.init(p), p)
+    u2, _ = ref.update(g, ref.init(p), p)
+    np.testing.assert_allclose(u1["w"], u2["w"], rtol=1e-7)
+    clipped = _adamw(1e-4, 1e-5, 10, clip_norm=1.0)
+    assert len(clipped.init(p)) == 2  # chain(clip, adamw) only when asked
+    folds = [{"a": {"gene_pcc": [0.5, 0.6, np.nan]}, "b": {"gene_pcc": [0.4, 0.7, 0.1]}}]
+    t = paired_gene_test(folds, "a", "b")
+    assert t["n"] == 2 and t["a_wins"] == 0.5 and t["mean_diff"] == pytest.approx(0.0)

@@ -127,3 +127,40 @@ def test_nonfinite_features_stop_training_naming_the_step():
     stream.x_tr[:] = np.nan
     with pytest.raises(TrainingError, match=r"step 1 of 5 is not finite"):
         hypcl.run_method("euclidean", stream, cfg, seed=0)
+
+
+def test_paired_order_test_matches_scipy():
+    from scipy import stats
+
+    a, b = [0.90, 0.92, 0.95, 0.91], [0.88, 0.93, 0.90, 0.90]
+    rows = {
+        "hypcl": {"orders": [{"average_accuracy": v} for v in a]},
+        "euclidean": {"orders": [{"average_accuracy": v} for v in b]},
+    }
+    t = hypcl.paired_order_test(rows)
+    np.testing.assert_allclose(t["diffs"], np.subtract(a, b), atol=1e-12)
+    assert t["a_wins"] == 3 and t["mean_diff"] == pytest.approx(np.mean(np.subtract(a, b)))
+    assert t["p_ttest"] == pytest.approx(stats.ttest_rel(a, b).pvalue)
+    one = {k: {"orders": v["orders"][:1]} for k, v in rows.items()}
+    assert np.isnan(hypcl.paired_order_test(one)["p_ttest"])  # one order: no test
+
+
+@pytest.mark.integration  # two tuned streams: ~20 s of compilation
+def test_validation_choice_never_reads_the_test_split():
+    # The test rows hold NaN features: any use of them during the choice would turn the
+    # validation accuracies into chance or stop training; the chosen values are the argmax
+    # of the reported trials.
+    cfg = hypcl.get_config(
+        "tiny", tune_learning_rates=(0.01, 0.05), tune_distill_weights=(), steps_per_task=10
+    )
+    x, y = hypcl.synthetic_task(cfg, 2)
+    from fidia_jax.projects.hypcl._continual import stratified_split
+
+    _, te = stratified_split(y, cfg.test_fraction, cfg.seed)
+    x = x.copy()
+    x[te] = np.nan
+    chosen, trials = hypcl.tune_on_validation(x, y, cfg, [0, 1, 2, 3], 2, methods=("hypcl",))
+    assert len(trials) == 2 and all(np.isfinite(t["val_aa"]) for t in trials)
+    best = max(trials, key=lambda t: t["val_aa"])
+    assert chosen["hypcl"]["learning_rate"] == best["learning_rate"]
+    assert chosen["hypcl"]["val_average_accuracy"] == best["val_aa"] > 0.5
