@@ -25,12 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+from _peers import run_peer
 
 from fidia_jax import metrics
 from fidia_jax._io import atomic_write_text, resolve_data_dir
@@ -62,7 +62,7 @@ def _pyldl_rows(res, ds, config, python: str) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = pathlib.Path(tmp) / "in.npz", pathlib.Path(tmp) / "out.npz"
         np.savez(src, x_fxnxd=np.stack(xs), d_nxc=ds.labels, train_fxn=train)
-        subprocess.run([python, str(PEER), str(src), str(dst)], check=True)
+        run_peer(python, PEER, src, dst, name="PyLDL peer")
         out = dict(np.load(dst))
     rows = []
     for name in PYLDL_ALGOS:

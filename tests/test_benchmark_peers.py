@@ -30,6 +30,7 @@ PEER_OWN_PACKAGES = {
     "_causalegm_peer.py": {"CausalEGM"},  # causalegm (TensorFlow): benchmarks/causal.py
     "_multifidelity_emukit_peer.py": {"GPy", "emukit"},  # co-kriging: benchmarks/multifidelity.py
     "_mpnn_colabdesign_peer.py": {"colabdesign"},  # ColabDesign 1.1.1: mpnn_design_throughput.py
+    "_ldl_pyldl_peer.py": {"pyldl"},  # PyLDL 0.1.2 classic LDL baselines: benchmarks/ldl.py
 }
 # a peer interpreter without fidia_jax and jax (and, on this machine, without torch): runs the
 # given script with those packages made unimportable, as a torch-only venv would
