@@ -78,6 +78,7 @@ def test_config_is_single_sequence_and_takes_overrides():
         fp.alphafold_config(overrides={"model.no_such_group.x": 1})
     with pytest.raises(ConfigError, match="num_recycles"):
         fp.alphafold_config(num_recycles=-1)
+    assert fp.STRUCTURE_PREDICTORS["alphafold2"] is fp.AlphaFoldPredictor
 
 
 def test_missing_params_file_names_what_is_there(tmp_path):
@@ -122,12 +123,6 @@ def test_features_pad_to_the_bucket_and_gap_chains(tiny_params):
         pred.features("MKT:")
     with pytest.raises(ValueError, match="one-letter"):
         pred.predict("MKTB")
-
-
-def test_predictor_satisfies_the_protocol():
-    assert issubclass(fp.AlphaFoldPredictor, object)
-    assert callable(fp.AlphaFoldPredictor.predict)
-    assert fp.STRUCTURE_PREDICTORS["alphafold2"] is fp.AlphaFoldPredictor
 
 
 # --------------------------------------------------------------------------------- prediction
