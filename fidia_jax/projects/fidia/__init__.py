@@ -10,8 +10,10 @@ Paper:
 What it does: one training loop (:func:`train_and_evaluate`, :class:`Trainer`) shared by FIDIA
 (PKPO loo-1 effective rewards with ``k = N_BoN``), RLOO, GRPO, DPO and the frozen ProteinMPNN +
 Best-of-N baseline, on composite design rewards (:class:`RewardModel`: a frozen ProteinMPNN
-judge ensemble, :class:`Judge`, plus sequence terms); held-out metrics (max@N, proxy success
-and precision, diversity, recovery, motif preservation).
+judge ensemble, :class:`Judge`, plus sequence terms); held-out metrics (max@N, success and
+precision under proxy thresholds or, with ``reward.criteria = "structure"``, on AlphaFold2 folds
+of every sample (:class:`FoldCache`, :func:`build_predictor`), diversity, recovery, motif
+preservation).
 
 Primitives it uses:
   * :mod:`fidia_jax.models` -- ``ProteinMPNN`` (policy, reference and judge), ``sample``,
@@ -20,7 +22,8 @@ Primitives it uses:
     policy-gradient pieces behind ``advantages`` / ``policy_loss``, and ``dpo_pair`` /
     ``dpo_sequence_loss`` of the DPO baseline;
   * :mod:`fidia_jax.protein` -- design tasks and splits, structure I/O, geometry, the
-    judge-free sequence terms and ``structure_success``;
+    judge-free sequence terms, ``structure_success`` and ``AlphaFoldPredictor`` (the ``fold``
+    extra, only with ``reward.criteria = "structure"``);
   * :mod:`fidia_jax.parallel` -- device mesh, batch sharding, multi-host initialisation;
   * :mod:`fidia_jax.config` -- typed presets, files and ``--set`` overrides (``configs.py``);
   * :mod:`fidia_jax.train` -- each PPO update is a ``make_train_step`` step inside FIDIA's own
@@ -31,7 +34,8 @@ Primitives it uses:
 Files: ``configs.py`` (presets ``tiny`` / ``demo`` / ``small`` / ``default``), ``train.py``
 (``train_and_evaluate``, ``Trainer``), ``_step.py`` (train state, jitted rollout and update),
 ``_checkpoints.py``, ``_plots.py``, ``_rewards.py`` + ``_judge.py`` (composite reward),
-``_backbones.py`` + ``_tasks_bridge.py`` (data), ``_evaluate.py`` (metrics).
+``_backbones.py`` + ``_tasks_bridge.py`` (data), ``_evaluate.py`` (metrics), ``_fold.py``
+(the cached structure predictor).
 """
 
 from fidia_jax.projects.fidia._advantages import advantages as advantages
@@ -48,6 +52,8 @@ from fidia_jax.projects.fidia._evaluate import max_at_n as max_at_n
 from fidia_jax.projects.fidia._evaluate import mean_pairwise_identity as mean_pairwise_identity
 from fidia_jax.projects.fidia._evaluate import success_at_n as success_at_n
 from fidia_jax.projects.fidia._evaluate import summarise as summarise
+from fidia_jax.projects.fidia._fold import FoldCache as FoldCache
+from fidia_jax.projects.fidia._fold import build_predictor as build_predictor
 from fidia_jax.projects.fidia._judge import DEFAULT_JUDGE_CHECKPOINTS as DEFAULT_JUDGE_CHECKPOINTS
 from fidia_jax.projects.fidia._judge import MPNN_CHECKPOINTS as MPNN_CHECKPOINTS
 from fidia_jax.projects.fidia._judge import Frame2seqJudge as Frame2seqJudge
@@ -102,6 +108,7 @@ __all__ = [
     "DataConfig",
     "EvalConfig",
     "FidiaConfig",
+    "FoldCache",
     "Frame2seqJudge",
     "Judge",
     "JudgeConfig",
@@ -120,6 +127,7 @@ __all__ = [
     "Trainer",
     "advantages",
     "backbone_metrics",
+    "build_predictor",
     "combine_rewards",
     "config_from_dict",
     "config_to_dict",

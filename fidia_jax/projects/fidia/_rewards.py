@@ -33,11 +33,13 @@ The sequence terms are jnp functions vmapped over the batch (:func:`sequence_ter
 and the judge run on the host. Everything not from the FIDIA abstract (thresholds, hinge
 shapes, weights) is our reconstruction and is stated as such in ``docs/fidia_rewards.md``.
 
-Success criteria: with a :class:`fidia_jax.protein.StructurePredictor`,
-:func:`fidia_jax.protein.structure_success` applies the real criteria (scRMSD < 2 Å, motif RMSD
-< 1 Å, mean pLDDT > 70). No predictor weights are available
-offline; :meth:`RewardModel.__call__` then reports ``passes`` from :class:`ProxyThresholds`, and
-``RewardResult.criteria == "proxy"`` says so.
+Success criteria: with a :class:`fidia_jax.protein.StructurePredictor` (AlphaFold2 with the
+user's weights, :class:`fidia_jax.protein.AlphaFoldPredictor`), every sample's designed chains
+are folded and :func:`fidia_jax.protein.structure_success` applies the real criteria (scRMSD
+< 2 Å, motif RMSD < 1 Å, mean pLDDT > 70): ``passes`` needs the gate, no penalty and a passing
+fold, and with ``RewardConfig.structure_gate`` a failing fold also closes the gate (the sample's
+reward is ``gate_value``); ``RewardResult.criteria == "structure"``. Without a predictor
+``passes`` comes from :class:`ProxyThresholds` and ``criteria == "proxy"``.
 """
 
 from __future__ import annotations
@@ -131,6 +133,8 @@ class RewardConfig:
         relu(GRAVY - 0) / 0.5 + relu(2 - |q7|) / 2 + relu(run - 4) / 2 + 5 * lowc + 0.5 * cys_u)``.
       std_floor: lower bound of the standardiser's std (raw units).
       thresholds: :class:`ProxyThresholds`.
+      structure_gate: with a structure predictor, a sample whose fold fails
+        :func:`~fidia_jax.protein.structure_success` gets ``gate_value`` too.
     """
 
     weights: Mapping[str, float] = dataclasses.field(default_factory=_default_weights)
@@ -151,6 +155,7 @@ class RewardConfig:
     low_complexity_bits: float = 2.2
     std_floor: float = 1e-2
     thresholds: ProxyThresholds = ProxyThresholds()
+    structure_gate: bool = True
 
     def __post_init__(self):
         unknown = set(self.weights) - set(COMPONENTS)
@@ -540,24 +545,59 @@ class RewardModel:
             raise ConfigError("RewardModel has no standardiser; call .fit(reference_samples) first")
         br = breakdown if breakdown is not None else self.breakdown(sequences_NL)
         z = standardize(br.components, self.stats)
+        gate = br.gate
+        if self.predictor is not None:
+            folds = self.fold(sequences_NL)
+            br = br._replace(diagnostics={**br.diagnostics, **folds})
+            if self.config.structure_gate:
+                gate = gate & folds["fold_success"]
         total = np.asarray(
-            combine_rewards(z, self.config.weights, br.gate, br.penalty, self.config.gate_value)
+            combine_rewards(z, self.config.weights, gate, br.penalty, self.config.gate_value)
         )
         if self.predictor is not None:
-            seqs = self._check(sequences_NL)
-            design = self.features.design > 0
-            folded = np.array(
-                [
-                    structure_success(self.task, *self.predictor.predict(decode_tokens(s, design)))[
-                        "success"
-                    ]
-                    for s in seqs
-                ],
-                bool,
-            )
-            return RewardResult(total, z, br, br.gate & (br.penalty <= 0) & folded, "structure")
+            passes = br.gate & (br.penalty <= 0) & br.diagnostics["fold_success"]
+            return RewardResult(total, z, br, passes, "structure")
         th = self.config.thresholds
         passes = br.gate & (br.penalty <= 0) & (br.diagnostics["instability"] <= th.max_instability)
         if "designability" in br.components:
             passes &= br.components["designability"] >= th.min_designability
         return RewardResult(total, z, br, passes, "proxy")
+
+    def fold_sequences(self, sequences_NL) -> list[str]:
+        """The predictor's input for each sequence: the designed chains' present residues, one
+        letter each, chains joined with ``:`` (in task order)."""
+        seqs = self._check(sequences_NL)
+        idx = self.features.compact_idx
+        chain = np.asarray(self.task.protein.chain_encoding)[idx]
+        cuts = np.flatnonzero(chain[1:] != chain[:-1]) + 1
+        out = []
+        for s in seqs:
+            text = decode_tokens(s[idx])
+            for c in cuts[::-1]:
+                text = text[:c] + ":" + text[c:]
+            out.append(text)
+        return out
+
+    def fold(self, sequences_NL) -> dict[str, np.ndarray]:
+        """Folds every sequence with the predictor and applies
+        :func:`~fidia_jax.protein.structure_success`.
+
+        Returns:
+          ``{"fold_scrmsd", "fold_motif_rmsd", "fold_plddt"}`` ``(N,)`` float32 (Å, Å, mean
+          pLDDT) and ``"fold_success"`` ``(N,)`` bool.
+
+        Raises:
+          ConfigError: the model has no predictor.
+        """
+        if self.predictor is None:
+            raise ConfigError("RewardModel.fold: no structure predictor was given")
+        texts = self.fold_sequences(sequences_NL)
+        many = getattr(self.predictor, "predict_many", None)
+        preds = many(texts) if callable(many) else [self.predictor.predict(t) for t in texts]
+        rows = [structure_success(self.task, coords, plddt) for coords, plddt in preds]
+        out = {
+            f"fold_{k}": np.array([r[k] for r in rows], np.float32)
+            for k in ("scrmsd", "motif_rmsd", "plddt")
+        }
+        out["fold_success"] = np.array([r["success"] for r in rows], bool)
+        return out

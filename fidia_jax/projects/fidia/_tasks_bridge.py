@@ -89,16 +89,19 @@ def _judge(checkpoints: tuple[str, ...], num_orders: int, seed: int):
     return Judge.from_config(JudgeConfig(checkpoints=pairs, num_orders=num_orders, seed=seed))
 
 
-def unfitted_backbone(task, config) -> Backbone:
+def unfitted_backbone(task, config, predictor=None) -> Backbone:
     """A cropped task as a :class:`Backbone` whose reward still needs :func:`fit_reward`.
 
     ``backbone.reward`` raises until fitted; ``backbone.task`` / ``backbone.reward_model`` hold
-    the cropped task and its unfitted :class:`~fidia_jax.projects.fidia.RewardModel`.
+    the cropped task and its unfitted :class:`~fidia_jax.projects.fidia.RewardModel`. With a
+    ``predictor`` (:class:`fidia_jax.protein.StructurePredictor`) the reward folds its samples
+    (``reward.criteria = "structure"``).
     """
     task = crop_task(task, config.data.max_length)
     r = config.reward
     judge = _judge(tuple(r.judge), r.judge_orders, config.seed) if r.judge else None
-    model = RewardModel.build(task, RewardConfig(), judge=judge)
+    reward_config = RewardConfig(structure_gate=r.structure_gate)
+    model = RewardModel.build(task, reward_config, judge=judge, predictor=predictor)
 
     def unfitted(sequences_NxL):
         raise RuntimeError(f"{task.name}: reward not calibrated yet")
@@ -137,8 +140,9 @@ def _select(tasks, names, limit):
     return tasks[:limit] if limit > 0 else tasks
 
 
-def load_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
-    """Training and held-out backbones of ``config.data`` with *unfitted* composite rewards.
+def load_backbones(config, predictor=None) -> tuple[list[Backbone], list[Backbone]]:
+    """Training and held-out backbones of ``config.data`` with *unfitted* composite rewards
+    (folding their samples with ``predictor`` when one is given).
 
     :class:`~fidia_jax.projects.fidia.Trainer` standardises each reward on samples of the
     frozen reference (:func:`fit_reward`).
@@ -177,6 +181,6 @@ def load_backbones(config) -> tuple[list[Backbone], list[Backbone]]:
         if overlap:
             raise DataError(f"protein(s) {sorted(overlap)} in both training and held-out sets")
     return (
-        [unfitted_backbone(t, config) for t in train],
-        [unfitted_backbone(t, config) for t in heldout],
+        [unfitted_backbone(t, config, predictor) for t in train],
+        [unfitted_backbone(t, config, predictor) for t in heldout],
     )

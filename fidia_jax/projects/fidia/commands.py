@@ -17,8 +17,11 @@ The policy: ``--checkpoint RUN_DIR`` is a ``train`` workdir (or one of its
 as in ``fidia-jax sample``. A weights name given to ``--checkpoint`` (the old spelling) still
 works, with a ``FutureWarning``.
 
-Success everywhere uses the *proxy* thresholds of :class:`fidia_jax.protein.ProxyThresholds`: no
-structure predictor is available offline, and the reports say so (``"criteria": "proxy"``).
+Success uses the *proxy* thresholds of :class:`fidia_jax.projects.fidia.ProxyThresholds` by
+default; ``--fold-params DIR`` (``train``, ``evaluate``, ``design``; with ``--fold-model NAME``,
+default ``model_1_ptm``) sets ``reward.criteria=structure``: AlphaFold2 folds every sample and
+success is :func:`fidia_jax.protein.structure_success`. Every report says which
+(``"criteria": "proxy"`` or ``"structure"``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 
 from fidia_jax import train
 from fidia_jax._io import make_console
-from fidia_jax.projects.fidia._report import PROXY_NOTE, summary_rows
+from fidia_jax.projects.fidia._report import criteria_note, summary_rows
 
 __all__ = ["add_commands", "run_evaluate", "run_train"]
 
@@ -54,6 +57,7 @@ def _config_from_args(args) -> Any:
         sets.append(f"method={args.method}")
     if getattr(args, "seed", None) is not None:
         sets.append(f"seed={args.seed}")
+    sets += _fold_sets(args)
     if getattr(args, "data_dir", None):
         sets.append(f"data.data_dir={args.data_dir}")
         if config.data.train_tasks == "default" and config.data.eval_tasks == "default":
@@ -63,6 +67,18 @@ def _config_from_args(args) -> Any:
                 args.config,
             )
     return override_config(config, sets) if sets else config
+
+
+def _fold_sets(args) -> list[str]:
+    """``--fold-params DIR`` / ``--fold-model NAME`` as config overrides (``criteria=structure``)."""
+    import json
+
+    sets = []
+    if getattr(args, "fold_params", None):
+        sets += ["reward.criteria=structure", f"reward.fold_params={json.dumps(args.fold_params)}"]
+    if getattr(args, "fold_model", None):
+        sets.append(f"reward.fold_model={args.fold_model}")
+    return sets
 
 
 def _eval_title(config, n: int) -> str:
@@ -88,7 +104,7 @@ def run_train(config, workdir: str | os.PathLike, *, resume: bool = True, quiet:
     console = _console(quiet)
     if console is not None:
         console.print(
-            f"* {PROXY_NOTE}.\nOutputs in {workdir}: summary.json, eval_after.json, "
+            f"* {criteria_note(config.reward.criteria)}.\nOutputs in {workdir}: summary.json, eval_after.json, "
             "metrics.jsonl, training.png, max_at_n.png, checkpoints/"
         )
         train.print_table(_eval_title(config, len(result["after"]["per_backbone"])), cols, rows)
@@ -129,7 +145,10 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
         f"evaluating {checkpoint} on {len(trainer.eval_backbones)} backbone(s)", not quiet
     ):
         res = trainer.evaluate(params)
-    res.update(checkpoint=str(checkpoint), step=step, criteria="proxy", note=PROXY_NOTE)
+    criteria = config.reward.criteria
+    res.update(
+        checkpoint=str(checkpoint), step=step, criteria=criteria, note=criteria_note(criteria)
+    )
     out = pathlib.Path(out)
     train.write_json(out / "eval.json", res)
     plot_max_at_n({str(checkpoint): res["summary"]}, config.eval.ns, out / "max_at_n.png")
@@ -165,7 +184,7 @@ def _train(args: argparse.Namespace):
 
 def _evaluate(args: argparse.Namespace):
     config = _config_from_args(args) if args.config else None
-    if config is None and (args.set or args.data_dir):
+    if config is None and (args.set or args.data_dir or _fold_sets(args)):
         from fidia_jax.projects.fidia.train import load_policy
 
         _, run_config, _ = load_policy(_policy(args))
@@ -173,6 +192,7 @@ def _evaluate(args: argparse.Namespace):
             from fidia_jax.projects.fidia.configs import override_config
 
             sets = list(args.set) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
+            sets += _fold_sets(args)
             config = override_config(run_config, sets)
     return run_evaluate(_policy(args), config, args.out, quiet=args.quiet)
 
@@ -190,6 +210,7 @@ def _design(args: argparse.Namespace):
         temperature=args.temperature,
         seed=args.seed,
         quiet=args.quiet,
+        fold_sets=_fold_sets(args),
     )
 
 
@@ -205,6 +226,14 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
                        help="a 'train' run directory (or its checkpoints/<step> folder)")  # fmt: skip
     group.add_argument("--weights", metavar="NAME",
                        help="original ProteinMPNN weights instead, e.g. v_48_020")  # fmt: skip
+
+
+def _add_fold_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fold-params", metavar="DIR", default=None,
+                   help="AlphaFold2 parameters folder (params_<model>.npz): success = the "
+                        "structure criteria (reward.criteria=structure; needs fidia_jax[fold])")  # fmt: skip
+    p.add_argument("--fold-model", metavar="NAME", default=None,
+                   help="AlphaFold2 model of --fold-params (default model_1_ptm)")  # fmt: skip
 
 
 def add_commands(subparsers) -> None:
@@ -227,6 +256,7 @@ def add_commands(subparsers) -> None:
         "--workdir", default="out/train", help="run directory (checkpoints, metrics, plots)"
     )
     pt.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
+    _add_fold_args(pt)
     pt.add_argument("--quiet", action="store_true")
     pt.set_defaults(run=_train)
 
@@ -238,6 +268,7 @@ def add_commands(subparsers) -> None:
     pe.add_argument("--set", action="append", default=[], metavar="GROUP.KEY=VALUE")
     pe.add_argument("--data-dir", default=None, help="shared data directory (else $FIDIA_DATA_DIR)")
     pe.add_argument("--out", "--workdir", dest="out", default="out/evaluate")
+    _add_fold_args(pe)
     pe.add_argument("--quiet", action="store_true")
     pe.set_defaults(run=_evaluate)
 
@@ -252,6 +283,7 @@ def add_commands(subparsers) -> None:
     pd.add_argument("--temperature", type=float, default=None)
     pd.add_argument("--seed", type=int, default=0)
     pd.add_argument("--out", "--workdir", dest="out", default="out/design")
+    _add_fold_args(pd)
     pd.add_argument("--quiet", action="store_true")
     pd.set_defaults(run=_design)
 

@@ -18,6 +18,7 @@ from fidia_jax.errors import ConfigError
 from fidia_jax.parallel import PARAM_SHARDING_MODES
 
 __all__ = [
+    "CRITERIA",
     "METHODS",
     "PRESETS",
     "DataConfig",
@@ -32,6 +33,9 @@ __all__ = [
     "load_config",
     "override_config",
 ]
+
+#: Success criteria of :class:`RewardSpec` (``criteria``).
+CRITERIA = ("proxy", "structure")
 
 #: Methods sharing the training loop. ``bon`` is the frozen reference (no update).
 METHODS = ("fidia", "rloo", "grpo", "dpo", "bon")
@@ -73,6 +77,9 @@ class DataConfig:
       batch_backbones: backbones per update step; the batch is split over the largest number of
         devices that divides it (:func:`fidia_jax.parallel.data_mesh`), so make it a multiple
         of :func:`jax.device_count` to use every device.
+      num_devices: cap on the devices of that mesh, the first ones of :func:`jax.devices`
+        (``0``: all); with ``reward.fold_device`` it keeps the policy and the structure
+        predictor on different devices.
     """
 
     data_dir: str | None = None
@@ -83,6 +90,7 @@ class DataConfig:
     eval_names: tuple[str, ...] = ()
     max_length: int = 128
     batch_backbones: int = 4
+    num_devices: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +165,24 @@ class RewardSpec:
         the policy's start); empty: no designability / function terms.
       judge_orders: random decoding orders per judge checkpoint.
       calibration_samples: reference samples per backbone that fit the standardiser.
+      criteria: ``"proxy"`` (success and precision from
+        :class:`~fidia_jax.projects.fidia.ProxyThresholds`; the default, no folding) or
+        ``"structure"`` (a structure predictor folds every sample:
+        :func:`fidia_jax.protein.structure_success`, scRMSD < 2 Å, motif RMSD < 1 Å,
+        pLDDT > 70). Every report says which.
+      fold_params: AlphaFold2 parameters folder (``params_<fold_model>.npz`` in it or in its
+        ``params/``); needed by ``criteria="structure"`` (the CLI's ``--fold-params DIR``).
+      fold_model: AlphaFold2 model name (``model_1_ptm`` ... ``model_5_ptm``).
+      fold_recycles: AlphaFold2 recycles (3, as in the release).
+      fold_batch: sequences folded per jitted call (memory grows linearly with it).
+      fold_overrides: AlphaFold2 config overrides, ``"dotted.key=JSON value"`` each (e.g.
+        ``"model.global_config.bfloat16=false"``).
+      fold_device: index in :func:`jax.devices` of the device the predictor runs on (``0``:
+        the first, where the policy also is; e.g. ``1`` with ``data.num_devices=1`` puts the
+        policy on the first GPU and AlphaFold2 on the second).
+      structure_gate: with ``criteria="structure"``, a sample whose fold fails the criteria also
+        gets the gate value as its reward (the gate holds only for motif identities, no ``X``
+        and a passing fold); ``False``: the fold decides success and precision only.
     """
 
     judge: tuple[str, ...] = (
@@ -167,6 +193,14 @@ class RewardSpec:
     )
     judge_orders: int = 2
     calibration_samples: int = 32
+    criteria: str = "proxy"
+    fold_params: str | None = None
+    fold_model: str = "model_1_ptm"
+    fold_recycles: int = 3
+    fold_batch: int = 8
+    fold_overrides: tuple[str, ...] = ()
+    fold_device: int = 0
+    structure_gate: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,6 +252,18 @@ def validate_config(config: FidiaConfig) -> None:
         raise ConfigError("data.batch_backbones must be >= 1 and data.max_length >= 8")
     if config.reward.calibration_samples < 2 or config.reward.judge_orders < 1:
         raise ConfigError("reward.calibration_samples must be >= 2 and reward.judge_orders >= 1")
+    r = config.reward
+    if r.criteria not in CRITERIA:
+        raise ConfigError(f"reward.criteria must be one of {CRITERIA}, got {r.criteria!r}")
+    if r.fold_recycles < 0 or r.fold_batch < 1 or r.fold_device < 0:
+        raise ConfigError(
+            "reward.fold_recycles and reward.fold_device must be >= 0 and reward.fold_batch >= 1"
+        )
+    if d.num_devices < 0:
+        raise ConfigError(f"data.num_devices must be >= 0, got {d.num_devices}")
+    for item in r.fold_overrides:
+        if "=" not in item:
+            raise ConfigError(f"reward.fold_overrides: {item!r} is not 'dotted.key=value'")
     if config.model.temperature <= 0:
         raise ConfigError(f"model.temperature must be > 0, got {config.model.temperature}")
 

@@ -1,8 +1,9 @@
 """``fidia-jax fidia design``: Best-of-N design of one backbone with a trained policy.
 
 Every sample is written as FASTA with the Best-of-N pick, a JSON report and a plot. Success uses
-the *proxy* thresholds of :class:`fidia_jax.protein.ProxyThresholds` (no structure predictor is
-available offline); the report says so (``"criteria": "proxy"``).
+the *proxy* thresholds of :class:`fidia_jax.projects.fidia.ProxyThresholds`, or with
+``--fold-params DIR`` the structure criteria on AlphaFold2 folds; the report says which
+(``"criteria": "proxy"`` or ``"structure"``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 
 from fidia_jax import train
 from fidia_jax._io import atomic_path, atomic_write_text, make_console
-from fidia_jax.projects.fidia._report import PROXY_NOTE
+from fidia_jax.projects.fidia._report import criteria_note
 
 __all__ = ["run_design", "write_design_outputs"]
 
@@ -30,6 +31,7 @@ def write_design_outputs(
     *,
     meta: dict[str, Any],
     ref_rewards: np.ndarray | None,
+    criteria: str = "proxy",
 ):
     """Writes a Best-of-N design: ``samples.fasta`` (all samples, best first), ``best.fasta``,
     ``report.json`` (``meta`` + metrics) and ``design.png`` (atomic writes); returns the report.
@@ -38,9 +40,11 @@ def write_design_outputs(
       out: output directory.
       backbone: the designed :class:`~fidia_jax.projects.fidia.Backbone`.
       seqs: ``(N, L_pad)`` int tokens; padding slots beyond ``backbone.length`` are dropped.
-      rewards, passes: ``(N,)`` composite rewards and proxy pass flags of the samples.
+      rewards, passes: ``(N,)`` composite rewards and pass flags of the samples (under
+        ``criteria``, ``"proxy"`` or ``"structure"``).
       meta: fields copied into the report.
       ref_rewards: ``(M,)`` rewards of reference samples (their max@N goes in the report and plot).
+      criteria: the success criteria of ``passes`` (in the report and the FASTA headers).
     """
     from fidia_jax.projects.fidia._evaluate import backbone_metrics
     from fidia_jax.protein import ALPHABET
@@ -64,7 +68,7 @@ def write_design_outputs(
             else float("nan")
         )
         lines.append(
-            f">sample={i} rank={rank} reward={rewards[i]:.4f} passes_proxy={bool(passes[i])} "
+            f">sample={i} rank={rank} reward={rewards[i]:.4f} passes_{criteria}={bool(passes[i])} "
             f"recovery={rec:.3f}"
         )
         lines.append(text(seqs[i]))
@@ -85,11 +89,13 @@ def write_design_outputs(
         best_index=best,
         best_sequence=text(seqs[best]),
         best_reward=float(rewards[best]),
-        best_passes_proxy=bool(passes[best]),
+        best_passes=bool(passes[best]),
         metrics=metrics,
-        criteria="proxy",
-        note=PROXY_NOTE,
+        criteria=criteria,
+        note=criteria_note(criteria),
     )
+    if criteria == "proxy":  # the key of reports written before the structure criteria
+        report["best_passes_proxy"] = report["best_passes"]
     if ref_rewards is not None:
         from fidia_jax.projects.fidia._evaluate import max_at_n
 
@@ -141,11 +147,15 @@ def run_design(
     temperature: float | None = None,
     seed: int = 0,
     quiet: bool = False,
+    fold_sets: list[str] | None = None,
+    predictor: Any = None,
 ) -> dict[str, Any]:
     """Best-of-N design of one backbone with a trained policy (or ProteinMPNN weights).
 
     The composite reward is standardised on ``num_samples`` samples of the frozen reference
-    (the checkpoint's starting weights), drawn with a different key.
+    (the checkpoint's starting weights), drawn with a different key. ``fold_sets`` (config
+    overrides such as ``reward.criteria=structure``, ``reward.fold_params=DIR``) or a
+    ``predictor`` switch success to the structure criteria.
 
     Raises:
       StructureError / MotifSpecError / CheckpointError: bad inputs.
@@ -180,9 +190,12 @@ def run_design(
     ]
     if temperature is not None:
         sets.append(f"model.temperature={temperature}")
+    sets += list(fold_sets or [])
+    if predictor is not None:
+        sets.append("reward.criteria=structure")
     config = override_config(config, sets)
-    bb = unfitted_backbone(task, config)
-    trainer = Trainer(config, train_backbones=[], eval_backbones=[])
+    trainer = Trainer(config, train_backbones=[], eval_backbones=[], predictor=predictor)
+    bb = unfitted_backbone(task, config, trainer.predictor)
     (bb,) = trainer.calibrate([bb], salt=1)
     key = jax.random.PRNGKey(seed)
     _, ref = trainer.rollout(trainer.ref_params, [bb], jax.random.fold_in(key, 1), num_samples)
@@ -200,13 +213,21 @@ def run_design(
         "seed": seed,
     }
     report = write_design_outputs(
-        pathlib.Path(out), bb, seqs, rewards[0], passes[0], meta=meta, ref_rewards=ref_rewards[0]
+        pathlib.Path(out),
+        bb,
+        seqs,
+        rewards[0],
+        passes[0],
+        meta=meta,
+        ref_rewards=ref_rewards[0],
+        criteria=config.reward.criteria,
     )
     console = None if quiet else make_console()
     if console is not None:
         console.print(
             f"best of {num_samples}: reward {report['best_reward']:+.3f} "
-            f"(passes proxy: {report['best_passes_proxy']})\n{report['best_sequence']}"
+            f"(passes {config.reward.criteria}: {report['best_passes']})\n"
+            f"{report['best_sequence']}"
         )
         console.print(f"wrote {out}/samples.fasta, best.fasta, report.json, design.png")
     return report

@@ -55,6 +55,7 @@ from fidia_jax.projects.fidia import _checkpoints as ckpt
 from fidia_jax.projects.fidia import _evaluate as eval_lib
 from fidia_jax.projects.fidia._backbones import Backbone, stack_backbones
 from fidia_jax.projects.fidia._checkpoints import load_policy
+from fidia_jax.projects.fidia._fold import FoldCache, build_predictor
 from fidia_jax.projects.fidia._plots import plot_max_at_n, plot_training
 from fidia_jax.projects.fidia._policy import omit_mask, tempered_token_log_probs
 from fidia_jax.projects.fidia._step import (
@@ -112,10 +113,20 @@ class Trainer:
       config: the run configuration.
       train_backbones / eval_backbones: :class:`~fidia_jax.projects.fidia.Backbone` lists
         (``None``: built by :func:`~fidia_jax.projects.fidia.load_backbones` from ``config.data``).
-      num_devices: cap on the devices of the ``data`` mesh axis (``0``: every visible device;
+      num_devices: cap on the devices of the ``data`` mesh axis (``0``: ``data.num_devices``,
+        whose ``0`` is every visible device;
         the mesh takes the largest count that divides ``data.batch_backbones``, see
         :func:`fidia_jax.parallel.data_mesh`).
       reference: the frozen reference (``None``: ``config.model.checkpoint``).
+      predictor: the structure predictor of ``reward.criteria = "structure"`` (any
+        :class:`fidia_jax.protein.StructurePredictor`; ``None``: AlphaFold2 from
+        ``reward.fold_params``, see :func:`~fidia_jax.projects.fidia.build_predictor`). It is
+        wrapped in a :class:`~fidia_jax.projects.fidia.FoldCache` (one fold per distinct
+        sequence), held as ``self.predictor``.
+
+    Raises:
+      ConfigError: a ``predictor`` with ``reward.criteria = "proxy"``, or ``"structure"``
+        without a predictor or ``reward.fold_params``.
     """
 
     def __init__(
@@ -126,21 +137,35 @@ class Trainer:
         eval_backbones: Sequence[Backbone] | None = None,
         num_devices: int = 0,
         reference: models.ProteinMPNN | None = None,
+        predictor: Any = None,
     ):
         parallel.initialize_distributed()  # before any array exists; no-op without a launcher
         self.config = config
+        if config.reward.criteria == "proxy":
+            if predictor is not None:
+                raise ConfigError(
+                    "a structure predictor was given but reward.criteria is 'proxy'; "
+                    "set reward.criteria=structure"
+                )
+            self.predictor = None
+        elif predictor is None:
+            self.predictor = build_predictor(config)
+        else:
+            self.predictor = predictor if isinstance(predictor, FoldCache) else FoldCache(predictor)
         m = config.model
         ref_model = reference or models.ProteinMPNN.from_checkpoint(m.checkpoint, variant=m.variant)
         self.graphdef, ref_state = nnx.split(ref_model)
         ref_params = jax.tree.map(jnp.asarray, nnx.to_pure_dict(ref_state))
-        self.mesh = parallel.data_mesh(config.data.batch_backbones, num_devices=num_devices)
+        self.mesh = parallel.data_mesh(
+            config.data.batch_backbones, num_devices=num_devices or config.data.num_devices
+        )
         self.batch_sharding = NamedSharding(self.mesh, P("data"))
         self.replicated = NamedSharding(self.mesh, P())
         self.tx = make_optimizer(config)
         self._update = make_update(self.graphdef, config)
         self.ref_params = self.place(ref_params)
         if train_backbones is None or eval_backbones is None:
-            built_train, built_eval = load_backbones(config)
+            built_train, built_eval = load_backbones(config, self.predictor)
             if train_backbones is None:
                 train_backbones = self.calibrate(built_train, 0)
             if eval_backbones is None:
@@ -228,7 +253,7 @@ class Trainer:
 
     @staticmethod
     def rewards(backbones: Sequence[Backbone], seqs_BxNxL: np.ndarray):
-        """Host-side composite rewards and proxy verdicts, ``(B, N)`` each."""
+        """Host-side composite rewards and success verdicts (proxy or structure), ``(B, N)``."""
         rewards, passes = [], []
         for bb, seqs in zip(backbones, np.asarray(seqs_BxNxL), strict=True):
             r, ok = bb.reward(seqs[:, : bb.length])
@@ -255,6 +280,7 @@ class Trainer:
         seqs, orders, log_probs = parallel.to_host(
             (out.sequences, out.decoding_order, out.log_probs)
         )
+        folds_before = self.predictor.counters() if self.predictor is not None else None
         rewards, passes = self.rewards(backbones, seqs)
         designed = np.broadcast_to(stacked.designed[:, None, :], seqs.shape).astype(np.float32)
 
@@ -265,6 +291,9 @@ class Trainer:
             f"max@{t.k_bon}": float(np.mean([eval_lib.max_at_n(r, t.k_bon) for r in rewards])),
             "pass_rate": float(passes.mean()),
         }
+        if folds_before is not None:  # predictor time and work of this step's rewards
+            now = self.predictor.counters()
+            metrics.update({k: now[k] - folds_before[k] for k in now})
         # log pi_old (or log pi_ref for DPO) of the sampled tokens: the sampler's own T=1
         # log-softmax, tempered and token-masked like the loss (equal to teacher forcing ~1e-5).
         sample_logp = np.asarray(
@@ -420,13 +449,14 @@ def stage_if(description: str, show: bool):
 
 
 def headline(config: FidiaConfig, before: dict | None, after: dict) -> dict[str, Any]:
-    """The numbers of ``summary.json``: the method, its steps, and the evaluation summaries
-    (max@N, proxy success and precision, identity, recovery ...) before and after training."""
+    """The numbers of ``summary.json``: the method, its steps, the success criteria
+    (``reward.criteria``) and the evaluation summaries (max@N, success and precision,
+    identity, recovery ...) before and after training."""
     return {
         "method": config.method,
         "num_steps": 0 if config.method == "bon" else config.train.num_steps,
         "num_eval_backbones": len(after["per_backbone"]),
-        "criteria": "proxy",
+        "criteria": config.reward.criteria,
         "before": None if before is None else before["summary"],
         "after": after["summary"],
     }

@@ -1,0 +1,452 @@
+"""AlphaFold2 as a :class:`~fidia_jax.protein.StructurePredictor`: single sequence, in-process JAX.
+
+The model is AlphaFold v2.3 from the ``alphafold-colabfold`` distribution (haiku modules, its
+NumPy feature pipeline and its parameter reader); nothing of it is copied here. This module only
+builds the single-sequence features, pads them to a length bucket, stacks a batch of sequences,
+and runs the recycles with one jitted, vmapped call per (bucket, batch) shape, on the device the
+caller chooses (the policy's, by default the first one).
+
+Weights are the user's download (``params_model_1_ptm.npz`` ... ``params_model_5_ptm.npz``,
+``params_model_*_multimer_v3.npz``, from the AlphaFold parameter release, CC BY 4.0) under
+``<params_dir>/params/`` or ``<params_dir>/`` itself; none ship with fidia_jax. The tests build a
+tiny configuration (one Evoformer block, one structure-module layer, small channels) with random
+parameters.
+
+Needs the ``fold`` extra: ``pip install 'fidia_jax[fold]'``.
+
+Single-sequence mode is what the RFdiffusion benchmark uses to fold designs (ColabFold's
+``--msa-mode single_sequence``): the MSA is the query alone, no templates. Several chains are
+joined with ``:`` in the input string; the monomer (``*_ptm``) models then see a residue-index gap
+of 200 between chains, as ColabFold does for complexes. The multimer models are not wired
+(:class:`AlphaFoldPredictor` raises for them).
+
+References:
+  Jumper et al., "Highly accurate protein structure prediction with AlphaFold", Nature 596, 2021.
+  Mirdita et al., "ColabFold: making protein folding accessible to all", Nature Methods 19, 2022.
+  Watson et al., "De novo design of protein structure and function with RFdiffusion",
+  Nature 620, 2023 (single-sequence AF2 as the designability oracle).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fidia_jax.errors import ConfigError, DataError, needs_extra
+
+__all__ = [
+    "AF2_LENGTH_BUCKETS",
+    "AlphaFoldPredictor",
+    "alphafold_config",
+    "find_alphafold_params",
+    "random_alphafold_params",
+    "read_alphafold_params",
+]
+
+#: Padded lengths: a sequence is folded at the smallest bucket that holds it (one compilation
+#: per bucket and batch size); longer sequences are folded at their own length.
+AF2_LENGTH_BUCKETS: tuple[int, ...] = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+#: Residue-index offset between chains for the monomer models (ColabFold's chain break).
+_CHAIN_GAP = 200
+#: atom37 slots of the backbone atoms N, CA, C, O.
+_BACKBONE_ATOM37 = (0, 1, 2, 4)
+_AMINO = set("ACDEFGHIKLMNPQRSTVWYX")
+
+
+def alphafold_config(
+    model_name: str = "model_1_ptm",
+    *,
+    num_recycles: int = 3,
+    overrides: Mapping[str, Any] | None = None,
+):
+    """The AlphaFold2 ``ml_collections.ConfigDict`` for single-sequence inference.
+
+    Starts from ``alphafold.model.config.model_config(model_name)`` and sets: templates off,
+    one MSA cluster and one extra-MSA row (the query alone; padded MSA rows are masked, so more
+    would only cost time), ``num_recycles`` recycles, no early stop. ``overrides`` (dotted keys,
+    e.g. ``{"model.global_config.bfloat16": False}``) are applied last.
+
+    Raises:
+      ConfigError: unknown model name, a multimer model, ``num_recycles < 0`` or an unknown key.
+    """
+    with needs_extra("fold", "alphafold_config"):
+        from alphafold.model import config as af_config
+
+    if model_name not in af_config.CONFIG_DIFFS:
+        names = ", ".join(n for n in af_config.CONFIG_DIFFS if n.endswith("_ptm"))
+        raise ConfigError(f"unknown AlphaFold2 model {model_name!r}; the monomer ones: {names}")
+    if "multimer" in model_name:
+        raise ConfigError(
+            f"{model_name}: the multimer models are not wired yet; fold complexes with a *_ptm "
+            "model (chains joined with ':' get a residue-index gap, as in ColabFold)"
+        )
+    if num_recycles < 0:
+        raise ConfigError(f"num_recycles must be >= 0, got {num_recycles}")
+    cfg = af_config.model_config(model_name)
+    # what RunModel adds to the config (the extended-pTM heads of complexes: off)
+    cfg.model.calc_extended_ptm = False
+    cfg.model.use_probs_extended = False
+    flat = {
+        "data.common.use_templates": False,
+        "data.common.reduce_msa_clusters_by_max_templates": False,
+        "model.embeddings_and_evoformer.template.enabled": False,
+        "model.embeddings_and_evoformer.template.embed_torsion_angles": False,
+        "data.eval.max_msa_clusters": 1,
+        "data.common.max_extra_msa": 1,
+        "data.common.num_recycle": num_recycles,
+        "model.num_recycle": num_recycles,
+        "model.recycle_early_stop_tolerance": 0.0,
+    }
+    flat.update(overrides or {})
+    for key, value in flat.items():
+        node, *path = key.split(".")
+        target = cfg
+        for part in [node, *path[:-1]]:
+            if part not in target:
+                raise ConfigError(f"AlphaFold2 config has no key {key!r}")
+            target = target[part]
+        leaf = path[-1] if path else node
+        if leaf not in target:
+            raise ConfigError(f"AlphaFold2 config has no key {key!r}")
+        target[leaf] = value
+    return cfg
+
+
+def find_alphafold_params(params_dir: str | os.PathLike, model_name: str) -> pathlib.Path:
+    """Path of ``params_<model_name>.npz`` under ``params_dir/params/`` or ``params_dir/``.
+
+    Raises:
+      DataError: no such file (the message lists the ``params_*.npz`` files that are there).
+    """
+    root = pathlib.Path(params_dir).expanduser()
+    for folder in (root / "params", root):
+        path = folder / f"params_{model_name}.npz"
+        if path.is_file():
+            return path
+    found = sorted(p.name for f in (root / "params", root) if f.is_dir() for p in f.glob("*.npz"))
+    raise DataError(
+        f"no params_{model_name}.npz in {root} or {root / 'params'}"
+        + (f"; found {', '.join(found)}" if found else "; the folder holds no params_*.npz")
+        + " (the AlphaFold parameters are the user's download)"
+    )
+
+
+def read_alphafold_params(params_dir: str | os.PathLike, model_name: str) -> dict[str, Any]:
+    """Reads ``params_<model_name>.npz`` with the package's own reader.
+
+    ``alphafold.model.data.get_model_haiku_params`` (the release's flat ``scope//name`` arrays,
+    the triangle-multiplication projections fused as the model expects) on the file that
+    :func:`find_alphafold_params` locates.
+
+    Returns:
+      The haiku parameter tree ``{module_scope: {name: array}}`` (jax arrays).
+
+    Raises:
+      DataError: missing file.
+    """
+    path = find_alphafold_params(params_dir, model_name)
+    with needs_extra("fold", "read_alphafold_params"):
+        from alphafold.model import data as af_data
+    # the reader looks under <data_dir>/params/
+    data_dir = path.parent.parent if path.parent.name == "params" else None
+    if data_dir is None:  # the file sits in params_dir itself: read it the same way
+        with needs_extra("fold", "read_alphafold_params"):
+            from alphafold.model import utils as af_utils
+        with np.load(path, allow_pickle=False) as flat:
+            return af_utils.flat_params_to_haiku(dict(flat), fuse=True, to_jnp=True)
+    return af_data.get_model_haiku_params(model_name, str(data_dir))
+
+
+def _check_sequence(sequence: str) -> list[str]:
+    if not isinstance(sequence, str) or not sequence:
+        raise ValueError(f"sequence must be a non-empty string, got {sequence!r}")
+    chains = sequence.upper().split(":")
+    for chain in chains:
+        bad = set(chain) - _AMINO
+        if not chain or bad:
+            raise ValueError(
+                f"sequence {sequence!r}: each ':'-separated chain must be non-empty one-letter "
+                f"amino acids (ACDEFGHIKLMNPQRSTVWYX); found {sorted(bad) or 'an empty chain'}"
+            )
+    return chains
+
+
+class AlphaFoldPredictor:
+    """AlphaFold2 single-sequence structure predictor (``protein.StructurePredictor``).
+
+    Build it with :meth:`from_params_dir` (real weights) or :meth:`random` (random weights of a
+    given configuration, for tests). ``predict(sequence)`` folds one sequence;
+    :meth:`predict_many` folds several, grouped by length bucket and stacked in batches of
+    ``batch_size`` (the last batch padded with copies, so each bucket compiles once).
+
+    Args:
+      params: haiku parameter tree (from :func:`read_alphafold_params`).
+      config: AlphaFold2 ``ConfigDict`` (from :func:`alphafold_config`).
+      model_name: for messages and reports.
+      batch_size: sequences per jitted call (memory grows linearly with it).
+      buckets: padded lengths (see :data:`AF2_LENGTH_BUCKETS`).
+      device: where parameters and features go (``None``: ``jax.devices()[0]``).
+      seed: key of the MSA-masking step of the feature pipeline and of the model.
+      compiler_options: XLA options of the jitted call (``jax.jit(compiler_options=...)``),
+        e.g. ``{"xla_backend_optimization_level": 0}`` to compile faster on a CPU.
+
+    Attributes:
+      seconds: wall time spent folding so far (feature building included).
+      folds: sequences folded so far (padding copies not counted).
+    """
+
+    def __init__(
+        self,
+        params: Mapping[str, Any],
+        config,
+        *,
+        model_name: str = "model_1_ptm",
+        batch_size: int = 1,
+        buckets: Sequence[int] = AF2_LENGTH_BUCKETS,
+        device: jax.Device | None = None,
+        seed: int = 0,
+        compiler_options: Mapping[str, Any] | None = None,
+    ):
+        with needs_extra("fold", "AlphaFoldPredictor"):
+            import haiku as hk
+            from alphafold.model import modules
+
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        if config.model.global_config.multimer_mode:
+            raise ConfigError("AlphaFoldPredictor: the multimer models are not wired yet")
+        self.config = config
+        self.model_name = model_name
+        self.batch_size = int(batch_size)
+        self.buckets = tuple(sorted(int(b) for b in buckets))
+        self.device = device if device is not None else jax.devices()[0]
+        self.seed = int(seed)
+        self.params = jax.device_put(params, self.device)
+        self.seconds = 0.0
+        self.folds = 0
+        evo = config.model.embeddings_and_evoformer
+        self._channels = (int(evo.msa_channel), int(evo.pair_channel))
+        model_cfg = config.model
+
+        def forward(batch):
+            return modules.AlphaFold_noE(model_cfg)(batch, is_training=False)
+
+        apply = hk.transform(forward).apply
+
+        def one(params, key, batch):
+            out = apply(params, key, batch)
+            prev = out["prev"]
+            return (
+                {k: v.astype(jnp.float32) for k, v in prev.items()},
+                out["structure_module"]["final_atom_positions"].astype(jnp.float32),
+                out["plddt"].astype(jnp.float32),
+            )
+
+        self._step = jax.jit(
+            jax.vmap(one, in_axes=(None, None, 0)),
+            compiler_options=dict(compiler_options) if compiler_options else None,
+        )
+
+    # ---- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_params_dir(
+        cls,
+        params_dir: str | os.PathLike,
+        model_name: str = "model_1_ptm",
+        *,
+        num_recycles: int = 3,
+        config_overrides: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> AlphaFoldPredictor:
+        """Reads ``params_<model_name>.npz`` from ``params_dir`` (see
+        :func:`read_alphafold_params`) and builds the predictor (``kwargs`` go to ``__init__``).
+
+        Raises:
+          ConfigError: unknown or multimer model name, bad options.
+          DataError: the parameter file is missing.
+        """
+        cfg = alphafold_config(model_name, num_recycles=num_recycles, overrides=config_overrides)
+        params = read_alphafold_params(params_dir, model_name)
+        return cls(params, cfg, model_name=model_name, **kwargs)
+
+    @classmethod
+    def random(
+        cls,
+        config,
+        *,
+        seed: int = 0,
+        model_name: str = "random",
+        **kwargs: Any,
+    ) -> AlphaFoldPredictor:
+        """A predictor with random parameters for ``config`` (tests, dry runs; not a model).
+
+        The parameter tree is the one haiku's ``init`` makes (its shapes from
+        ``jax.eval_shape``, so nothing is compiled); values: layer-norm scales 1, offsets and
+        biases 0, every other array normal with std ``1/sqrt(shape[0])``, from ``seed``.
+        """
+        params = random_alphafold_params(config, seed=seed)
+        return cls(params, config, model_name=model_name, seed=seed, **kwargs)
+
+    # ---- features ----------------------------------------------------------------------------
+
+    def bucket(self, length: int) -> int:
+        """The padded length a sequence of ``length`` residues is folded at."""
+        return next((b for b in self.buckets if b >= length), int(length))
+
+    def features(self, sequence: str, bucket: int | None = None) -> dict[str, np.ndarray]:
+        """Processed single-sequence features of ``sequence`` padded to ``bucket`` residues.
+
+        Arrays with a leading ``num_recycles + 1`` axis, as AlphaFold's feature pipeline makes
+        them (``alphafold.model.features`` on the query as a one-row MSA), residue axes padded
+        to the bucket (padded slots masked).
+
+        Raises:
+          ValueError: empty sequence, an empty chain or a letter outside the 20 amino acids + X.
+        """
+        bucket = self.bucket(len(sequence.replace(":", ""))) if bucket is None else int(bucket)
+        return _single_sequence_features(self.config, sequence, bucket, self.seed)
+
+    # ---- prediction --------------------------------------------------------------------------
+
+    def _fold_batch(self, feats: list[dict[str, np.ndarray]], length: int):
+        batch = {k: np.stack([f[k] for f in feats]) for k in feats[0]}
+        batch = jax.device_put(batch, self.device)
+        n, num_iters = len(feats), batch["aatype"].shape[1]
+        msa_c, pair_c = self._channels
+        prev = jax.device_put(
+            {
+                "prev_msa_first_row": np.zeros((n, length, msa_c), np.float32),
+                "prev_pair": np.zeros((n, length, length, pair_c), np.float32),
+                "prev_pos": np.zeros((n, length, 37, 3), np.float32),
+            },
+            self.device,
+        )
+        key = jax.random.PRNGKey(self.seed)
+        coords = plddt = None
+        with jax.numpy_rank_promotion("allow"):  # AlphaFold broadcasts implicitly
+            for r in range(num_iters):
+                sub = {k: v[:, r : r + 1] for k, v in batch.items()}
+                prev, coords, plddt = self._step(self.params, key, {**sub, "prev": prev})
+        return np.asarray(coords), np.asarray(plddt)
+
+    def predict_many(self, sequences: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Folds ``sequences``; returns ``(coords, plddt)`` per sequence, in order.
+
+        ``coords``: ``(M, 4, 3)`` float32 backbone N, CA, C, O in Å (``M`` residues, chains
+        concatenated without the ``:``); ``plddt``: ``(M,)`` float32 in ``[0, 100]``.
+
+        Raises:
+          ValueError: a bad sequence (see :meth:`features`).
+          FloatingPointError: the model gave non-finite coordinates or pLDDT.
+        """
+        t0 = time.perf_counter()
+        seqs = list(sequences)
+        lengths = [len(s.replace(":", "")) for s in seqs]
+        for s in seqs:
+            _check_sequence(s)
+        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(seqs)
+        by_bucket: dict[int, list[int]] = {}
+        for i, n in enumerate(lengths):
+            by_bucket.setdefault(self.bucket(n), []).append(i)
+        for bucket, idx in sorted(by_bucket.items()):
+            for start in range(0, len(idx), self.batch_size):
+                part = idx[start : start + self.batch_size]
+                feats = [self.features(seqs[i], bucket) for i in part]
+                feats += [feats[-1]] * (self.batch_size - len(part))
+                coords, plddt = self._fold_batch(feats, bucket)
+                for j, i in enumerate(part):
+                    m = lengths[i]
+                    c = coords[j, :m][:, list(_BACKBONE_ATOM37)]
+                    p = plddt[j, :m]
+                    if not (np.all(np.isfinite(c)) and np.all(np.isfinite(p))):
+                        raise FloatingPointError(
+                            f"AlphaFold2 ({self.model_name}) gave non-finite coordinates or "
+                            f"pLDDT for sequence {i} (length {m})"
+                        )
+                    out[i] = (c, p)
+        self.seconds += time.perf_counter() - t0
+        self.folds += len(seqs)
+        return out  # type: ignore[return-value]
+
+    def predict(self, sequence: str) -> tuple[np.ndarray, np.ndarray]:
+        """Folds one sequence: ``(coords (M, 4, 3) Å, plddt (M,))`` (see :meth:`predict_many`)."""
+        return self.predict_many([sequence])[0]
+
+
+def _single_sequence_features(config, sequence: str, bucket: int, seed: int):
+    """AlphaFold's feature pipeline on ``sequence`` alone, padded to ``bucket`` residues."""
+    with needs_extra("fold", "AlphaFoldPredictor.features"):
+        from alphafold.data import parsers, pipeline
+        from alphafold.model import features as af_features
+        from alphafold.model.tf import input_pipeline, proteins_dataset
+        from alphafold.model.tf import np_backend as tf
+
+    chains = _check_sequence(sequence)
+    seq = "".join(chains)
+    n = len(seq)
+    if bucket < n:
+        raise ValueError(f"bucket {bucket} is shorter than the sequence ({n})")
+    raw = {
+        **pipeline.make_sequence_features(seq, "query", n),
+        **pipeline.make_msa_features([parsers.Msa([seq], [[0] * n], ["query"])]),
+    }
+    offsets = np.repeat(np.arange(len(chains)) * _CHAIN_GAP, [len(c) for c in chains])
+    raw["residue_index"] = (raw["residue_index"] + offsets).astype(np.int32)
+    raw["deletion_matrix"] = raw.pop("deletion_matrix_int").astype(np.float32)
+    cfg, names = af_features.make_data_config(config, num_res=bucket)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/device:CPU:0"):
+        tf.compat.v1.set_random_seed(seed)
+        tensors = proteins_dataset.np_to_tensor_dict(np_example=raw, features=names)
+        processed = input_pipeline.process_tensors_from_config(tensors, cfg)
+    graph.finalize()
+    with tf.Session(graph=graph) as sess:
+        out = sess.run(processed)
+    return {k: np.asarray(v) for k, v in out.items() if np.asarray(v).dtype != object}
+
+
+def random_alphafold_params(config, *, seed: int = 0, length: int = 16) -> dict[str, Any]:
+    """Random AlphaFold2 parameters for ``config`` (see :meth:`AlphaFoldPredictor.random`).
+
+    The tree (module scopes, names, shapes) is haiku's ``init`` of the model, traced with
+    ``jax.eval_shape`` on a ``length``-residue dummy input; no parameter depends on the length.
+    """
+    with needs_extra("fold", "random_alphafold_params"):
+        import haiku as hk
+        from alphafold.model import modules
+
+    feats = _single_sequence_features(config, "A" * length, length, seed)
+    evo = config.model.embeddings_and_evoformer
+    batch = {k: v[0:1] for k, v in feats.items()}
+    batch["prev"] = {
+        "prev_msa_first_row": jnp.zeros((length, evo.msa_channel), jnp.float32),
+        "prev_pair": jnp.zeros((length, length, evo.pair_channel), jnp.float32),
+        "prev_pos": jnp.zeros((length, 37, 3), jnp.float32),
+    }
+
+    def forward(b):
+        return modules.AlphaFold_noE(config.model)(b, is_training=False)
+
+    with jax.numpy_rank_promotion("allow"):
+        shapes = jax.eval_shape(hk.transform(forward).init, jax.random.PRNGKey(seed), batch)
+    rng = np.random.default_rng(seed)
+
+    def fill(path, s):
+        name = path[-1].key
+        if name == "scale":
+            return np.ones(s.shape, s.dtype)
+        if name in ("offset", "bias"):
+            return np.zeros(s.shape, s.dtype)
+        std = 1.0 / np.sqrt(max(s.shape[0], 1)) if s.shape else 1.0
+        return (rng.standard_normal(s.shape) * std).astype(s.dtype)
+
+    return jax.tree_util.tree_map_with_path(fill, shapes)
