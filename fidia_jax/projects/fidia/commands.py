@@ -71,11 +71,11 @@ def _config_from_args(args) -> Any:
 
 def _fold_sets(args) -> list[str]:
     """``--fold-params DIR`` / ``--fold-model NAME`` as config overrides (``criteria=structure``)."""
-    import json
+    from fidia_jax._io import json_text
 
     sets = []
     if getattr(args, "fold_params", None):
-        sets += ["reward.criteria=structure", f"reward.fold_params={json.dumps(args.fold_params)}"]
+        sets += ["reward.criteria=structure", f"reward.fold_params={json_text(args.fold_params)}"]
     if getattr(args, "fold_model", None):
         sets.append(f"reward.fold_model={args.fold_model}")
     return sets
