@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import pathlib
 import sys
 import time
@@ -28,6 +27,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import write_record
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -114,10 +114,7 @@ def main() -> None:
         "parameters": n_params,
         "rows": rows,
     }
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1))
-    print(f"wrote {out}")
+    write_record(args.out, record)
 
 
 if __name__ == "__main__":

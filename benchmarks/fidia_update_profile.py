@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import pathlib
 import platform
@@ -32,6 +31,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import write_record
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -179,10 +179,7 @@ def main() -> None:
         "backend": jax.default_backend(),
         "parts": rows,
     }
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1))
-    print(f"wrote {out}")
+    write_record(args.out, record)
 
 
 if __name__ == "__main__":
