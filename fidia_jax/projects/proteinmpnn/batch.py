@@ -126,6 +126,16 @@ def run_sample_many(
     return _sample_jobs(out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options)
 
 
+def _chains_of(p, assignments: dict, chain_id_jsonl) -> tuple[Sequence[str], Sequence[str]]:
+    """``(designed, visible)`` chains of structure ``p``: from the chain-id JSONL when one is
+    given (a structure it does not name is a ``DataError``), else every chain designed."""
+    if not chain_id_jsonl:
+        return p.chain_order, ()
+    if p.source not in assignments:
+        raise DataError(f"{chain_id_jsonl}: no chain assignment for {p.source!r}")
+    return assignments[p.source]
+
+
 def run_sample_jsonl(
     out: str | os.PathLike,
     jsonl_path: str | os.PathLike,
@@ -218,12 +228,7 @@ def run_sample_jsonl(
         }
 
     def job(p):
-        if chain_id_jsonl:
-            if p.source not in assignments:
-                raise DataError(f"{chain_id_jsonl}: no chain assignment for {p.source!r}")
-            designed, visible = assignments[p.source]
-        else:
-            designed, visible = p.chain_order, ()
+        designed, visible = _chains_of(p, assignments, chain_id_jsonl)
         order = sorted(designed) + sorted(visible)
         sel, slots = P.select_chains(p, order)
         where = np.full(p.length, -1)
@@ -275,12 +280,7 @@ def _jsonl_score_jobs(jsonl_path, chain_id_jsonl, fixed_positions_jsonl):
     fixed = P.read_fixed_positions(fixed_positions_jsonl, proteins) if fixed_positions_jsonl else {}
 
     def job(p):
-        if chain_id_jsonl:
-            if p.source not in assignments:
-                raise DataError(f"{chain_id_jsonl}: no chain assignment for {p.source!r}")
-            designed, visible = assignments[p.source]
-        else:
-            designed, visible = p.chain_order, ()
+        designed, visible = _chains_of(p, assignments, chain_id_jsonl)
         sel, slots = P.select_chains(p, sorted(designed) + sorted(visible))
         fix = fixed[p.source][slots] if p.source in fixed else None
         return sel, None, sorted(designed), fix
