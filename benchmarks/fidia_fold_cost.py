@@ -3,7 +3,9 @@
 For the GPU recipe in docs/fidia.md. Lowers (does not compile or run) the jitted, vmapped
 recycle pass of :class:`fidia_jax.protein.AlphaFoldPredictor` for the full-size ``model_1_ptm``
 configuration (48 Evoformer blocks, 4 extra-MSA blocks, 8 structure-module layers; single
-sequence, so one MSA row and one extra-MSA row) at a few padded lengths, and reads the HLO cost
+sequence, so one MSA row and one extra-MSA row) at a few padded lengths (``--model
+model_1_multimer_v3``: the multimer, the length split into ``--chains`` equal chains, a binder
+and its target with the default 2), and reads the HLO cost
 analysis (``jax.stages.Lowered.cost_analysis()``: floating-point operations and bytes accessed,
 before XLA's fusion, so the bytes are an upper bound). The block stacks are unrolled for the count
 (XLA counts a scan's body once). Parameters are shapes only
@@ -11,9 +13,11 @@ before XLA's fusion, so the bytes are an upper bound). The block stacks are unro
 
 Usage::
 
-  python benchmarks/fidia_fold_cost.py [--lengths 64 128 256 --recycles 3 --dtype float32]
+  python benchmarks/fidia_fold_cost.py [--model model_1_ptm --lengths 64 128 256 --recycles 3]
+  python benchmarks/fidia_fold_cost.py --model model_1_multimer_v3 --chains 2
 
-Prints one table and writes ``benchmarks/results/fidia_fold_cost.json``.
+Prints one table and writes ``benchmarks/results/fidia_fold_cost.json``
+(``fidia_fold_cost_<model>.json`` for another model).
 """
 
 from __future__ import annotations
@@ -38,11 +42,15 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256])
     ap.add_argument("--recycles", type=int, default=3)
     ap.add_argument("--bfloat16", action="store_true", help="the release's GPU setting")
-    ap.add_argument("--out", default=str(HERE / "results" / "fidia_fold_cost.json"))
+    ap.add_argument("--chains", type=int, default=2, help="chains of a multimer input")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if args.out is None:
+        name = "" if args.model == "model_1_ptm" else f"_{args.model}"
+        args.out = str(HERE / "results" / f"fidia_fold_cost{name}.json")
 
     import haiku as hk
-    from alphafold.model import layer_stack, modules
+    from alphafold.model import layer_stack, modules, modules_multimer
 
     # XLA counts a scan's body once, whatever its trip count: unroll the block stacks (48
     # Evoformer, 4 extra-MSA, 8 structure-module layers) so that every block is counted.
@@ -61,17 +69,24 @@ def main() -> None:
         overrides={"model.global_config.bfloat16": bool(args.bfloat16)},
     )
     evo = cfg.model.embeddings_and_evoformer
+    multimer = bool(cfg.model.global_config.multimer_mode)
+    model_cls = modules_multimer.AlphaFold if multimer else modules.AlphaFold_noE
 
     def forward(batch):
-        return modules.AlphaFold_noE(cfg.model)(batch, is_training=False)
+        return model_cls(cfg.model)(batch, is_training=False)
 
     f = hk.transform(forward)
     rows = []
     n_params = None
     for L in args.lengths:
         t0 = time.perf_counter()
-        feats = protein._alphafold._single_sequence_features(cfg, "A" * L, L, 0)
-        batch = {k: v[0:1] for k, v in feats.items()}
+        if multimer:
+            cuts = np.linspace(0, L, args.chains + 1).astype(int)
+            seq = ":".join("A" * (b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+            batch = protein._alphafold._multimer_features(cfg, seq, L)[0]
+        else:
+            feats = protein._alphafold._single_sequence_features(cfg, "A" * L, L, 0)
+            batch = {k: v[0:1] for k, v in feats.items()}
         batch["prev"] = {
             "prev_msa_first_row": jnp.zeros((L, evo.msa_channel), jnp.float32),
             "prev_pair": jnp.zeros((L, L, evo.pair_channel), jnp.float32),
@@ -109,6 +124,7 @@ def main() -> None:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
         "model": args.model,
+        "chains": args.chains if multimer else 1,
         "recycles": args.recycles,
         "bfloat16": bool(args.bfloat16),
         "parameters": n_params,

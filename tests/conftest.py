@@ -37,6 +37,80 @@ def fixtures_dir() -> pathlib.Path:
     return path
 
 
+# ---- AlphaFold2 (the 'fold' extra): one tiny configuration for every test that folds ----------
+#: 1 Evoformer block, 1 extra-MSA block, 1 structure-module layer, small channels, no distogram /
+#: masked-MSA / resolved heads (pLDDT and the predicted-aligned-error head stay), float32. Every
+#: key exists in the monomer (``model_*_ptm``) and the multimer (``model_*_multimer_v3``)
+#: configurations alike.
+ALPHAFOLD_TINY = {
+    "model.embeddings_and_evoformer.evoformer_num_block": 1,
+    "model.embeddings_and_evoformer.extra_msa_stack_num_block": 1,
+    "model.embeddings_and_evoformer.msa_channel": 32,
+    "model.embeddings_and_evoformer.pair_channel": 16,
+    "model.embeddings_and_evoformer.seq_channel": 32,
+    "model.embeddings_and_evoformer.extra_msa_channel": 8,
+    "model.heads.structure_module.num_layer": 1,
+    "model.heads.distogram.weight": 0.0,
+    "model.heads.masked_msa.weight": 0.0,
+    "model.heads.experimentally_resolved.weight": 0.0,
+    "model.global_config.bfloat16": False,
+}
+
+
+class TinyAlphaFold:
+    """The tests' tiny AlphaFold2: configurations, random parameters (made once per model name
+    and seed in a session), the release's file layout, and XLA options that compile fast."""
+
+    overrides = ALPHAFOLD_TINY
+    monomer = "model_1_ptm"
+    multimer = "model_1_multimer_v3"
+    #: XLA:CPU compiles the tiny model about 3x faster without its LLVM optimisations.
+    fast_compile = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+    def __init__(self):
+        self._params = {}
+
+    def config(self, model_name="model_1_ptm", num_recycles=1):
+        from fidia_jax import protein
+
+        return protein.alphafold_config(
+            model_name, num_recycles=num_recycles, overrides=self.overrides
+        )
+
+    def params(self, model_name="model_1_ptm", seed=0):
+        """Random parameters of the tiny ``model_name`` (they do not depend on the recycles)."""
+        from fidia_jax import protein
+
+        if (model_name, seed) not in self._params:
+            cfg = self.config(model_name)
+            self._params[model_name, seed] = protein.random_alphafold_params(cfg, seed=seed)
+        return self._params[model_name, seed]
+
+    @staticmethod
+    def write_release_layout(params, path, model_name="model_1_ptm"):
+        """The release's file layout: flat ``scope//name`` keys; the monomer files have the
+        triangle-multiplication projections split left / right (the reader fuses them), the
+        ``*_multimer_v3`` files have them fused already (the model's own names)."""
+        import numpy as np
+        from alphafold.model import utils
+
+        flat = {f"{s}//{n}": np.asarray(v) for s, d in params.items() for n, v in d.items()}
+        if not model_name.endswith("multimer_v3"):
+            split = utils.flat_params_to_haiku(flat, fuse=False, to_jnp=False)
+            flat = {f"{s}//{n}": v for s, d in split.items() for n, v in d.items()}
+        np.savez(path, **flat)
+
+
+@pytest.fixture(scope="session")
+def tiny_alphafold() -> TinyAlphaFold:
+    """The tiny AlphaFold2 of the tests; skips without the 'fold' extra."""
+    pytest.importorskip(
+        "alphafold",
+        reason="needs the 'fold' extra: pip install 'fidia_jax[fold]' (alphafold-colabfold)",
+    )
+    return TinyAlphaFold()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Ends a session (an xdist worker's included) with no "Exception ignored in
     _xla_gc_callback ... KeyboardInterrupt" at shutdown.

@@ -2,6 +2,7 @@
 the structure predictors behind them (AlphaFold2 with the ``fold`` extra)."""
 
 from fidia_jax.protein._alphafold import AF2_LENGTH_BUCKETS as AF2_LENGTH_BUCKETS
+from fidia_jax.protein._alphafold import AlphaFoldPrediction as AlphaFoldPrediction
 from fidia_jax.protein._alphafold import AlphaFoldPredictor as AlphaFoldPredictor
 from fidia_jax.protein._alphafold import alphafold_config as alphafold_config
 from fidia_jax.protein._alphafold import find_alphafold_params as find_alphafold_params
@@ -49,6 +50,7 @@ from fidia_jax.protein._rewards_terms import unpaired_cys_count as unpaired_cys_
 from fidia_jax.protein._structure import default_backbone_path as default_backbone_path
 from fidia_jax.protein._structure import load_structure as load_structure
 from fidia_jax.protein._success import StructurePredictor as StructurePredictor
+from fidia_jax.protein._success import join_chains as join_chains
 from fidia_jax.protein._success import structure_success as structure_success
 from fidia_jax.protein._tasks import ENZYME_PDB_IDS as ENZYME_PDB_IDS
 from fidia_jax.protein._tasks import EPITOPE_PDB_IDS as EPITOPE_PDB_IDS
@@ -128,9 +130,11 @@ __all__: list[str] = [
     "unpaired_cys_count",
     # success criteria on a predicted structure
     "StructurePredictor",
+    "join_chains",
     "structure_success",
     # folding models behind StructurePredictor (the 'fold' extra)
     "AF2_LENGTH_BUCKETS",
+    "AlphaFoldPrediction",
     "AlphaFoldPredictor",
     "STRUCTURE_PREDICTORS",
     "alphafold_config",

@@ -13,6 +13,7 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import jax.numpy as jnp
@@ -21,19 +22,48 @@ import numpy as np
 from fidia_jax.protein._geometry import kabsch_rmsd
 from fidia_jax.protein._tasks import DesignTask
 
-__all__ = ["StructurePredictor", "structure_success"]
+__all__ = ["StructurePredictor", "join_chains", "structure_success"]
 
 
 @runtime_checkable
 class StructurePredictor(Protocol):
     """A folding model (e.g. ESMFold / AF2) for the real success criteria; none ships offline.
 
-    ``predict(sequence)`` takes the designed chain(s) as one-letter string (chains concatenated in
-    task order, present residues only) and returns ``(coords, plddt)``: ``coords`` ``(M, 4, 3)``
-    backbone N, CA, C, O in Å (or ``(M, 3)`` CA only) and ``plddt`` ``(M,)`` in ``[0, 100]``.
+    ``predict(sequence)`` takes the chain(s) to fold as one-letter string, chains in task order
+    joined with ``:`` (present residues only; :func:`join_chains` builds it from chain lengths)
+    and returns ``(coords, plddt)``: ``coords`` ``(M, 4, 3)`` backbone N, CA, C, O in Å (or
+    ``(M, 3)`` CA only) and ``plddt`` ``(M,)`` in ``[0, 100]``, ``M`` the residues without the
+    ``:``, in input order.
     """
 
     def predict(self, sequence: str) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def join_chains(sequence: str, chain_lengths: Sequence[int]) -> str:
+    """A predictor's multi-chain input: ``sequence`` cut into ``chain_lengths`` and joined with ``:``.
+
+    ``join_chains("MKTAYQRQ", [5, 3]) == "MKTAY:QRQ"``.
+
+    Args:
+      sequence: one-letter residues of all chains, concatenated (no ``:``).
+      chain_lengths: residues per chain, in order (each >= 1, summing to ``len(sequence)``).
+
+    Raises:
+      ValueError: ``sequence`` already holds ``:``, a chain length below 1, or lengths that do
+        not sum to the sequence's length.
+    """
+    lengths = [int(n) for n in chain_lengths]
+    if ":" in sequence:
+        raise ValueError(f"sequence {sequence!r} already holds ':' chain breaks")
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"chain_lengths must be >= 1 each (and at least one), got {lengths}")
+    if sum(lengths) != len(sequence):
+        raise ValueError(
+            f"chain_lengths {lengths} sum to {sum(lengths)}, but the sequence has "
+            f"{len(sequence)} residues"
+        )
+    cuts = np.cumsum([0, *lengths])
+    return ":".join(sequence[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True))
 
 
 def structure_success(

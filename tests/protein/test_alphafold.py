@@ -1,12 +1,17 @@
 """AlphaFold2 as a StructurePredictor, on random weights of a tiny configuration (no real weights).
 
+The tiny configuration and its random parameters come from ``tiny_alphafold`` in
+tests/conftest.py (shared with the multimer's tests and FIDIA's); the multimer models are tested in
+test_alphafold_multimer.py.
+
 * the configuration: single-sequence settings, overrides, refused names and keys;
 * the params reader (``alphafold.model.data``'s) round-trips a file written in the release layout
   (flat ``scope//name`` arrays, the triangle-multiplication projections split left / right);
 * features: padded to the length bucket (masked), chains joined with ``:`` get a residue gap;
-* slow (one compilation each, about a minute on a 2-core CPU): coordinates ``(M, 4, 3)`` and pLDDT
-  ``(M,)``, finite; a batch equals one-by-one folding; a bigger bucket changes nothing beyond
-  float noise; ``structure_success`` on the prediction equals a brute-force Kabsch by hand.
+* slow (one compilation each, about a minute on a 2-core CPU): coordinates ``(M, 4, 3)`` and
+  pLDDT ``(M,)``, pTM and PAE, finite; a batch equals one-by-one folding; a bigger bucket
+  changes nothing beyond float noise; ``structure_success`` on the prediction equals a
+  brute-force Kabsch by hand.
 
 Needs the ``fold`` extra; skipped with the reason otherwise.
 """
@@ -24,56 +29,29 @@ pytest.importorskip(
 from fidia_jax import protein as fp  # noqa: E402
 from fidia_jax.errors import ConfigError, DataError  # noqa: E402
 
-#: The tiny configuration: 1 Evoformer block, 1 extra-MSA block, 1 structure-module layer,
-#: small channels, no distogram / masked-MSA / resolved heads (pLDDT and pAE stay), float32.
-TINY = {
-    "model.embeddings_and_evoformer.evoformer_num_block": 1,
-    "model.embeddings_and_evoformer.extra_msa_stack_num_block": 1,
-    "model.embeddings_and_evoformer.msa_channel": 32,
-    "model.embeddings_and_evoformer.pair_channel": 16,
-    "model.embeddings_and_evoformer.seq_channel": 32,
-    "model.embeddings_and_evoformer.extra_msa_channel": 8,
-    "model.heads.structure_module.num_layer": 1,
-    "model.heads.distogram.weight": 0.0,
-    "model.heads.masked_msa.weight": 0.0,
-    "model.heads.experimentally_resolved.weight": 0.0,
-    "model.global_config.bfloat16": False,
-}
 SEQ = "MKTAYIAKQRQISFVKSHFSRQ"
-#: XLA:CPU compiles the tiny model about 3x faster without its LLVM optimisations.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
-
-def tiny_config(num_recycles=1):
-    return fp.alphafold_config("model_1_ptm", num_recycles=num_recycles, overrides=TINY)
 
 
 @pytest.fixture(scope="module")
-def tiny_params():
-    return fp.random_alphafold_params(tiny_config(), seed=0)
+def tiny_params(tiny_alphafold):
+    return tiny_alphafold.params("model_1_ptm")
 
 
-def write_release_layout(params, path):
-    """The release's file layout: ``scope//name`` keys, triangle projections split L/R."""
-    from alphafold.model import utils
-
-    flat = {f"{s}//{n}": np.asarray(v) for s, d in params.items() for n, v in d.items()}
-    split = utils.flat_params_to_haiku(flat, fuse=False, to_jnp=False)
-    np.savez(path, **{f"{s}//{n}": v for s, d in split.items() for n, v in d.items()})
+@pytest.fixture(scope="module")
+def tiny_config(tiny_alphafold):
+    return tiny_alphafold.config("model_1_ptm", num_recycles=1)
 
 
 # ---------------------------------------------------------------------------- configuration
-def test_config_is_single_sequence_and_takes_overrides():
-    cfg = tiny_config(num_recycles=2)
+def test_config_is_single_sequence_and_takes_overrides(tiny_alphafold):
+    cfg = tiny_alphafold.config("model_1_ptm", num_recycles=2)
     assert cfg.data.eval.max_msa_clusters == 1 and cfg.data.common.max_extra_msa == 1
     assert not cfg.model.embeddings_and_evoformer.template.enabled
     assert cfg.model.num_recycle == 2 and cfg.data.common.num_recycle == 2
     assert cfg.model.embeddings_and_evoformer.evoformer_num_block == 1
     assert cfg.model.global_config.bfloat16 is False
-    with pytest.raises(ConfigError, match="unknown AlphaFold2 model"):
+    with pytest.raises(ConfigError, match="unknown AlphaFold2 model.*model_5_multimer_v3"):
         fp.alphafold_config("model_9_ptm")
-    with pytest.raises(ConfigError, match="multimer"):
-        fp.alphafold_config("model_1_multimer_v3")
     with pytest.raises(ConfigError, match="no key"):
         fp.alphafold_config(overrides={"model.no_such_group.x": 1})
     with pytest.raises(ConfigError, match="num_recycles"):
@@ -91,11 +69,13 @@ def test_missing_params_file_names_what_is_there(tmp_path):
 # ------------------------------------------------------------------------------ params file
 @pytest.mark.integration
 @pytest.mark.parametrize("nested", [True, False])
-def test_params_reader_round_trips_the_release_layout(tmp_path, tiny_params, nested):
+def test_params_reader_round_trips_the_release_layout(
+    tmp_path, tiny_alphafold, tiny_params, nested
+):
     folder = tmp_path / "params" if nested else tmp_path
     folder.mkdir(exist_ok=True)
     path = folder / "params_model_1_ptm.npz"
-    write_release_layout(tiny_params, path)
+    tiny_alphafold.write_release_layout(tiny_params, path)
     with np.load(path) as f:
         keys = set(f.files)
     tri = "alphafold/alphafold_iteration/evoformer/evoformer_iteration/triangle_multiplication_outgoing"
@@ -110,8 +90,8 @@ def test_params_reader_round_trips_the_release_layout(tmp_path, tiny_params, nes
 
 # ---------------------------------------------------------------------------------- features
 @pytest.mark.integration
-def test_features_pad_to_the_bucket_and_gap_chains(tiny_params):
-    pred = fp.AlphaFoldPredictor(tiny_params, tiny_config(), buckets=(16, 32))
+def test_features_pad_to_the_bucket_and_gap_chains(tiny_params, tiny_config):
+    pred = fp.AlphaFoldPredictor(tiny_params, tiny_config, buckets=(16, 32))
     assert pred.bucket(10) == 16 and pred.bucket(17) == 32 and pred.bucket(40) == 40
     f = pred.features("MKTAYIAK:QRQISF")
     assert f["aatype"].shape == (2, 16)  # num_recycles + 1 copies, 16 slots
@@ -127,9 +107,13 @@ def test_features_pad_to_the_bucket_and_gap_chains(tiny_params):
 
 # --------------------------------------------------------------------------------- prediction
 @pytest.fixture(scope="module")
-def predictor(tiny_params):
+def predictor(tiny_alphafold, tiny_params, tiny_config):
     return fp.AlphaFoldPredictor(
-        tiny_params, tiny_config(), buckets=(32,), batch_size=2, compiler_options=FAST_COMPILE
+        tiny_params,
+        tiny_config,
+        buckets=(32,),
+        batch_size=2,
+        compiler_options=tiny_alphafold.fast_compile,
     )
 
 
@@ -137,11 +121,15 @@ def predictor(tiny_params):
 def test_predictions_shapes_finite_and_batch_invariant(predictor):
     assert isinstance(predictor, fp.StructurePredictor)
     seqs = [SEQ, "ACDEFGHIKLMNPQRSTVWY", SEQ[:9]]
-    out = predictor.predict_many(seqs)
-    for s, (coords, plddt) in zip(seqs, out, strict=True):
+    full = predictor.fold_many(seqs)
+    out = [(p.coords, p.plddt) for p in full]
+    for s, (coords, plddt), p in zip(seqs, out, full, strict=True):
         assert coords.shape == (len(s), 4, 3) and plddt.shape == (len(s),)
         assert coords.dtype == np.float32 and np.isfinite(coords).all()
         assert np.isfinite(plddt).all() and (plddt >= 0).all() and (plddt <= 100).all()
+        # a *_ptm model: pTM and the PAE matrix, no ipTM (no chains)
+        assert 0.0 <= p.ptm <= 1.0 and p.iptm is None and p.chain_lengths == (len(s),)
+        assert p.pae.shape == (len(s), len(s)) and (p.pae >= 0).all()
     # N-CA bond lengths come from the structure module's rigid frames (literature 1.46 A)
     n_ca = np.linalg.norm(out[0][0][:, 1] - out[0][0][:, 0], axis=-1)
     np.testing.assert_allclose(n_ca, 1.46, atol=0.02)
@@ -153,13 +141,15 @@ def test_predictions_shapes_finite_and_batch_invariant(predictor):
 
 
 @pytest.mark.slow
-def test_bucket_padding_is_masked(predictor, tiny_params):
-    exact = fp.AlphaFoldPredictor(
-        tiny_params, tiny_config(), buckets=(len(SEQ),), compiler_options=FAST_COMPILE
-    )
-    a, b = predictor.predict(SEQ), exact.predict(SEQ)
-    np.testing.assert_allclose(a[0], b[0], atol=2e-3)
-    np.testing.assert_allclose(a[1], b[1], atol=1e-3)
+def test_bucket_padding_is_masked(predictor):
+    # the same sequence at 32 slots and at its own length (22): one program each
+    (a,), (b,) = predictor.fold_many([SEQ]), predictor.fold_many([SEQ], bucket=len(SEQ))
+    np.testing.assert_allclose(a.coords, b.coords, atol=2e-3)
+    np.testing.assert_allclose(a.plddt, b.plddt, atol=1e-3)
+    np.testing.assert_allclose(a.pae, b.pae, atol=5e-3)  # Å; 2e-3 measured
+    assert a.ptm == pytest.approx(b.ptm, abs=1e-4)
+    with pytest.raises(ValueError, match="bucket 8 is shorter"):
+        predictor.fold_many([SEQ], bucket=8)
 
 
 def _kabsch_rmsd(p, q):
