@@ -13,13 +13,23 @@ import collections
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from fidia_jax.errors import ConfigError
 
 __all__ = ["FoldCache", "build_predictor"]
+
+
+class _Fold(NamedTuple):
+    """What :class:`FoldCache` keeps of a fold (not the ``(M, M)`` PAE matrix: 64 kB at 128
+    residues, too much for a cache of many thousand sequences)."""
+
+    coords: np.ndarray
+    plddt: np.ndarray
+    ptm: float | None = None
+    iptm: float | None = None
 
 
 class FoldCache:
@@ -42,26 +52,41 @@ class FoldCache:
             raise TypeError(f"{type(predictor).__name__} has no predict(sequence) method")
         self.predictor = predictor
         self.max_entries = int(max_entries)
-        self._cache: collections.OrderedDict[str, tuple[np.ndarray, np.ndarray]] = (
-            collections.OrderedDict()
-        )
+        self._cache: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self.seconds = 0.0
         self.folded = 0
         self.hits = 0
 
-    def predict_many(self, sequences: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """``(coords, plddt)`` per sequence, in order (see ``StructurePredictor``)."""
+    def fold_many(self, sequences: Sequence[str]) -> list[Any]:
+        """One prediction per sequence, in order: a named tuple ``(coords, plddt, ptm, iptm)``;
+        ``ptm`` / ``iptm`` come from the predictor's ``fold_many`` when it has one
+        (:class:`fidia_jax.protein.AlphaFoldPrediction`), else they are ``None``."""
         seqs = list(sequences)
         todo = list(dict.fromkeys(s for s in seqs if s not in self._cache))
         self.hits += len(seqs) - len(todo)  # repeats within the call count as hits too
         if todo:
             t0 = time.perf_counter()
-            many = getattr(self.predictor, "predict_many", None)
-            preds = many(todo) if callable(many) else [self.predictor.predict(s) for s in todo]
+            full = getattr(self.predictor, "fold_many", None)
+            if callable(full):
+                preds = [
+                    _Fold(
+                        np.asarray(f.coords, np.float32),
+                        np.asarray(f.plddt, np.float32),
+                        getattr(f, "ptm", None),
+                        getattr(f, "iptm", None),
+                    )
+                    for f in full(todo)
+                ]
+            else:
+                many = getattr(self.predictor, "predict_many", None)
+                pairs = many(todo) if callable(many) else [self.predictor.predict(s) for s in todo]
+                preds = [
+                    _Fold(np.asarray(c, np.float32), np.asarray(p, np.float32)) for c, p in pairs
+                ]
             self.seconds += time.perf_counter() - t0
             self.folded += len(todo)
-            for s, (coords, plddt) in zip(todo, preds, strict=True):
-                self._cache[s] = (np.asarray(coords, np.float32), np.asarray(plddt, np.float32))
+            for s, pred in zip(todo, preds, strict=True):
+                self._cache[s] = pred
         out = []
         for s in seqs:
             self._cache.move_to_end(s)
@@ -69,6 +94,10 @@ class FoldCache:
         while len(self._cache) > self.max_entries:
             self._cache.popitem(last=False)
         return out
+
+    def predict_many(self, sequences: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(coords, plddt)`` per sequence, in order (see ``StructurePredictor``)."""
+        return [(f.coords, f.plddt) for f in self.fold_many(sequences)]
 
     def predict(self, sequence: str) -> tuple[np.ndarray, np.ndarray]:
         return self.predict_many([sequence])[0]

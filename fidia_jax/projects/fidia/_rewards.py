@@ -64,6 +64,7 @@ from fidia_jax.protein import (
     decode_tokens,
     epitope_cys_count,
     homopolymer_max_run,
+    join_chains,
     low_complexity_fraction,
     protparam_metrics,
     secondary_structure,
@@ -135,6 +136,11 @@ class RewardConfig:
       thresholds: :class:`ProxyThresholds`.
       structure_gate: with a structure predictor, a sample whose fold fails
         :func:`~fidia_jax.protein.structure_success` gets ``gate_value`` too.
+      fold_partners: with a structure predictor, fold the task's partner chains (their native
+        sequence, after the designed chains, each its own ``:`` chain) with the designs: a
+        binder folded with its target, for a multimer model (``model_*_multimer_v3``). The
+        success criteria stay on the designed chains; ipTM (when the predictor gives it) is
+        the ``fold_iptm`` diagnostic.
     """
 
     weights: Mapping[str, float] = dataclasses.field(default_factory=_default_weights)
@@ -156,6 +162,7 @@ class RewardConfig:
     std_floor: float = 1e-2
     thresholds: ProxyThresholds = ProxyThresholds()
     structure_gate: bool = True
+    fold_partners: bool = False
 
     def __post_init__(self):
         unknown = set(self.weights) - set(COMPONENTS)
@@ -565,18 +572,30 @@ class RewardModel:
 
     def fold_sequences(self, sequences_NL) -> list[str]:
         """The predictor's input for each sequence: the designed chains' present residues, one
-        letter each, chains joined with ``:`` (in task order)."""
+        letter each, chains joined with ``:`` (in task order); with ``config.fold_partners``,
+        then the partner chains' native residues (present ones, in ``task.partner_chains``
+        order), each its own chain."""
         seqs = self._check(sequences_NL)
         idx = self.features.compact_idx
         chain = np.asarray(self.task.protein.chain_encoding)[idx]
-        cuts = np.flatnonzero(chain[1:] != chain[:-1]) + 1
-        out = []
-        for s in seqs:
-            text = decode_tokens(s[idx])
-            for c in cuts[::-1]:
-                text = text[:c] + ":" + text[c:]
-            out.append(text)
-        return out
+        lengths = np.diff(np.flatnonzero(np.r_[True, chain[1:] != chain[:-1], True]))
+        texts = [join_chains(decode_tokens(s[idx]), lengths) for s in seqs]
+        partners = self._partner_text()
+        return [f"{t}:{partners}" for t in texts] if partners else texts
+
+    def _partner_text(self) -> str:
+        if not (self.config.fold_partners and self.task.partner_chains):
+            return ""
+        prot = self.task.protein
+        chain_id = np.asarray(prot.chain_id)
+        present = np.asarray(prot.mask) > 0
+        native = np.asarray(prot.S)
+        parts = []
+        for c in self.task.partner_chains:
+            sel = (chain_id == c) & present
+            if sel.any():
+                parts.append(decode_tokens(native[sel]))
+        return ":".join(parts)
 
     def fold(self, sequences_NL) -> dict[str, np.ndarray]:
         """Folds every sequence with the predictor and applies
@@ -584,7 +603,9 @@ class RewardModel:
 
         Returns:
           ``{"fold_scrmsd", "fold_motif_rmsd", "fold_plddt"}`` ``(N,)`` float32 (Å, Å, mean
-          pLDDT) and ``"fold_success"`` ``(N,)`` bool.
+          pLDDT, all over the designed chains) and ``"fold_success"`` ``(N,)`` bool; with
+          partner chains folded or a predictor that gives ipTM, ``"fold_iptm"`` ``(N,)``
+          float32 (NaN where the predictor gave none, e.g. a monomer model).
 
         Raises:
           ConfigError: the model has no predictor.
@@ -592,12 +613,22 @@ class RewardModel:
         if self.predictor is None:
             raise ConfigError("RewardModel.fold: no structure predictor was given")
         texts = self.fold_sequences(sequences_NL)
-        many = getattr(self.predictor, "predict_many", None)
-        preds = many(texts) if callable(many) else [self.predictor.predict(t) for t in texts]
-        rows = [structure_success(self.task, coords, plddt) for coords, plddt in preds]
+        full = getattr(self.predictor, "fold_many", None)
+        if callable(full):  # AlphaFold2 (or its cache): coordinates, pLDDT and ipTM
+            folds = full(texts)
+            preds = [(f.coords, f.plddt) for f in folds]
+            iptm = [getattr(f, "iptm", None) for f in folds]
+        else:
+            many = getattr(self.predictor, "predict_many", None)
+            preds = many(texts) if callable(many) else [self.predictor.predict(t) for t in texts]
+            iptm = [None] * len(texts)
+        m = self.features.compact_idx.size  # the designed residues come first
+        rows = [structure_success(self.task, c[:m], p[:m]) for c, p in preds]
         out = {
             f"fold_{k}": np.array([r[k] for r in rows], np.float32)
             for k in ("scrmsd", "motif_rmsd", "plddt")
         }
         out["fold_success"] = np.array([r["success"] for r in rows], bool)
+        if self._partner_text() or any(x is not None for x in iptm):
+            out["fold_iptm"] = np.array([np.nan if x is None else x for x in iptm], np.float32)
         return out

@@ -100,7 +100,7 @@ def unfitted_backbone(task, config, predictor=None) -> Backbone:
     task = crop_task(task, config.data.max_length)
     r = config.reward
     judge = _judge(tuple(r.judge), r.judge_orders, config.seed) if r.judge else None
-    reward_config = RewardConfig(structure_gate=r.structure_gate)
+    reward_config = RewardConfig(structure_gate=r.structure_gate, fold_partners=r.fold_partners)
     model = RewardModel.build(task, reward_config, judge=judge, predictor=predictor)
 
     def unfitted(sequences_NxL):

@@ -172,7 +172,9 @@ class RewardSpec:
         pLDDT > 70). Every report says which.
       fold_params: AlphaFold2 parameters folder (``params_<fold_model>.npz`` in it or in its
         ``params/``); needed by ``criteria="structure"`` (the CLI's ``--fold-params DIR``).
-      fold_model: AlphaFold2 model name (``model_1_ptm`` ... ``model_5_ptm``).
+      fold_model: AlphaFold2 model name (``model_1_ptm`` ... ``model_5_ptm``; the multimer
+        ``model_1_multimer_v3`` ... ``model_5_multimer_v3`` folds each designed chain as its own
+        chain; the CLI's ``--fold-model NAME``).
       fold_recycles: AlphaFold2 recycles (3, as in the release).
       fold_batch: sequences folded per jitted call (memory grows linearly with it).
       fold_overrides: AlphaFold2 config overrides, ``"dotted.key=JSON value"`` each (e.g.
@@ -183,6 +185,9 @@ class RewardSpec:
       structure_gate: with ``criteria="structure"``, a sample whose fold fails the criteria also
         gets the gate value as its reward (the gate holds only for motif identities, no ``X``
         and a passing fold); ``False``: the fold decides success and precision only.
+      fold_partners: binding tasks fold their partner (target) chains with the designed
+        chains, each its own chain (for a multimer ``fold_model``); success stays on the
+        designed chains, ipTM is the ``fold_iptm`` diagnostic.
     """
 
     judge: tuple[str, ...] = (
@@ -201,6 +206,7 @@ class RewardSpec:
     fold_overrides: tuple[str, ...] = ()
     fold_device: int = 0
     structure_gate: bool = True
+    fold_partners: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

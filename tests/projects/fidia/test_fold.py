@@ -114,6 +114,74 @@ def test_two_chains_are_joined_with_a_colon(bpti):
     assert text == whole[:30] + ":" + whole[30:]
 
 
+class ComplexStub:
+    """A multimer-like predictor: ``fold_many`` folds every chain of ``"A:B"`` to the complex's
+    own backbone (moved rigidly), pLDDT 90, ipTM = 0.1 x the number of chains."""
+
+    def __init__(self, complex_X):
+        self.target = np.asarray(complex_X, np.float32)
+        self.calls = []
+
+    def fold_many(self, sequences):
+        out = []
+        for s in sequences:
+            self.calls.append(s)
+            m = len(s.replace(":", ""))
+            iptm = 0.1 * (s.count(":") + 1)
+            out.append(
+                fp.AlphaFoldPrediction(
+                    coords=self.target[:m] + 1.0,
+                    plddt=np.full(m, 90.0, np.float32),
+                    chain_lengths=tuple(len(c) for c in s.split(":")),
+                    iptm=iptm,
+                )
+            )
+        return out
+
+    def predict(self, sequence):
+        f = self.fold_many([sequence])[0]
+        return f.coords, f.plddt
+
+
+@pytest.mark.integration
+def test_binder_tasks_fold_their_partner_chains_with_fold_partners(bpti):
+    """``reward.fold_partners``: the designed chain (A, residues 0-39) is folded with the target
+    chain B (native residues 40-57) after it; success is judged on A only; ipTM is reported."""
+    chain = np.asarray(bpti.chain_id).copy()
+    chain[40:] = "B"
+    two = dataclasses.replace(
+        bpti,
+        chain_id=chain,
+        chain_encoding=np.where(chain == "B", 2, 1).astype(np.int32),
+        chain_order=("A", "B"),
+    )
+    motif = np.zeros(two.length, bool)
+    motif[10:15] = True
+    task = _make_task("binder", two, ("A",), motif, np.zeros(two.length, bool), "enzyme",
+                      "T", "file", partner_chains=("B",))  # fmt: skip
+    seqs = np.tile(np.asarray(two.S, np.int32), (3, 1))
+    seqs[1, 20] = (seqs[1, 20] + 1) % 20
+    seqs[2, 41] = (seqs[2, 41] + 1) % 20  # a partner slot: never designed, the fold ignores it
+    native = fp.decode_tokens(np.asarray(two.S))
+    stub = ComplexStub(two.X)
+    plain = fidia.RewardModel.build(task, predictor=fidia.FoldCache(stub))
+    assert plain.fold_sequences(seqs)[0] == native[:40]  # default: designed chains only
+    rm = fidia.RewardModel.build(
+        task, fidia.RewardConfig(fold_partners=True), predictor=fidia.FoldCache(stub)
+    )
+    texts = rm.fold_sequences(seqs)
+    assert texts[0] == native[:40] + ":" + native[40:] and texts[2] == texts[0]
+    assert texts[1][20] != native[20] and texts[1][40:] == ":" + native[40:]
+    got = rm.fold(seqs)
+    # the stub's fold of A is A's backbone moved rigidly: success on A; ipTM of two chains
+    np.testing.assert_allclose(got["fold_scrmsd"], 0.0, atol=1e-3)
+    np.testing.assert_allclose(got["fold_iptm"], 0.2, rtol=1e-6)
+    assert got["fold_success"].all() and got["fold_plddt"] == pytest.approx([90.0] * 3)
+    assert stub.calls == [texts[0], texts[1]]  # the cache folded each distinct input once
+    cfg = fidia.override_config(fidia.get_config("tiny"), ["reward.fold_partners=true"])
+    assert cfg.reward.fold_partners is True
+
+
 def test_criteria_config_and_cli(tmp_path, capsys):
     cfg = fidia.get_config("tiny")
     assert cfg.reward.criteria == "proxy" and fidia.build_predictor(cfg) is None
@@ -177,24 +245,10 @@ def test_a_tiny_run_reports_the_structure_criteria(bpti, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_fidia_step_with_the_tiny_alphafold_in_the_loop():
-    pytest.importorskip("alphafold", reason="needs the 'fold' extra: pip install 'fidia_jax[fold]'")
-    overrides = {
-        "model.embeddings_and_evoformer.evoformer_num_block": 1,
-        "model.embeddings_and_evoformer.extra_msa_stack_num_block": 1,
-        "model.embeddings_and_evoformer.msa_channel": 32,
-        "model.embeddings_and_evoformer.pair_channel": 16,
-        "model.embeddings_and_evoformer.seq_channel": 32,
-        "model.embeddings_and_evoformer.extra_msa_channel": 8,
-        "model.heads.structure_module.num_layer": 1,
-        "model.heads.distogram.weight": 0.0,
-        "model.heads.masked_msa.weight": 0.0,
-        "model.heads.experimentally_resolved.weight": 0.0,
-        "model.global_config.bfloat16": False,
-    }
-    af_cfg = fp.alphafold_config("model_1_ptm", num_recycles=0, overrides=overrides)
-    af = fp.AlphaFoldPredictor.random(
-        af_cfg,
+def test_a_fidia_step_with_the_tiny_alphafold_in_the_loop(tiny_alphafold):
+    af = fp.AlphaFoldPredictor(
+        tiny_alphafold.params("model_1_ptm"),
+        tiny_alphafold.config("model_1_ptm", num_recycles=0),
         buckets=(32,),
         batch_size=4,
         compiler_options={"xla_backend_optimization_level": 0},
@@ -212,35 +266,15 @@ def test_a_fidia_step_with_the_tiny_alphafold_in_the_loop():
 
 
 @pytest.mark.slow
-def test_cli_train_with_fold_params_end_to_end(tmp_path):
+def test_cli_train_with_fold_params_end_to_end(tmp_path, tiny_alphafold):
     """``fidia-jax fidia train --fold-params DIR``: the parameter file (tiny random weights in the
     release layout) is read by the package's reader, every step folds, the report says so."""
-    pytest.importorskip("alphafold", reason="needs the 'fold' extra: pip install 'fidia_jax[fold]'")
-    from alphafold.model import utils
-
-    tiny = {
-        "model.embeddings_and_evoformer.evoformer_num_block": 1,
-        "model.embeddings_and_evoformer.extra_msa_stack_num_block": 1,
-        "model.embeddings_and_evoformer.msa_channel": 32,
-        "model.embeddings_and_evoformer.pair_channel": 16,
-        "model.embeddings_and_evoformer.seq_channel": 32,
-        "model.embeddings_and_evoformer.extra_msa_channel": 8,
-        "model.heads.structure_module.num_layer": 1,
-        "model.heads.distogram.weight": 0.0,
-        "model.heads.masked_msa.weight": 0.0,
-        "model.heads.experimentally_resolved.weight": 0.0,
-        "model.global_config.bfloat16": False,
-    }
-    params = fp.random_alphafold_params(
-        fp.alphafold_config("model_1_ptm", num_recycles=0, overrides=tiny), seed=1
-    )
-    flat = {f"{s}//{n}": np.asarray(v) for s, d in params.items() for n, v in d.items()}
-    split = utils.flat_params_to_haiku(flat, fuse=False, to_jnp=False)
     (tmp_path / "af2" / "params").mkdir(parents=True)
-    np.savez(
+    tiny_alphafold.write_release_layout(
+        tiny_alphafold.params("model_1_ptm", seed=1),
         tmp_path / "af2" / "params" / "params_model_1_ptm.npz",
-        **{f"{s}//{n}": v for s, d in split.items() for n, v in d.items()},
     )
+    tiny = tiny_alphafold.overrides
     overrides = json.dumps([f"{k}={json.dumps(v)}" for k, v in tiny.items()])
     workdir = tmp_path / "run"
     argv = ["fidia", "train", "--config", "tiny", "--fold-params", str(tmp_path / "af2"),
@@ -252,3 +286,40 @@ def test_cli_train_with_fold_params_end_to_end(tmp_path):
     (row,) = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
     assert row["fold_new"] >= 1 and row["fold_seconds"] > 0
     assert row["pass_rate"] == 0.0  # random weights: pLDDT about 50
+
+
+@pytest.mark.integration
+def test_fold_model_multimer_builds_the_multimer_from_the_release_layout(tmp_path, tiny_alphafold):
+    """``--fold-params DIR --fold-model model_1_multimer_v3`` reaches the multimer through the
+    same path (release-layout file, the package's reader); monomer parameters under a multimer
+    name are refused by name. Nothing is compiled here (the folds are in
+    tests/protein/test_alphafold_multimer.py)."""
+    name = tiny_alphafold.multimer
+    tiny_alphafold.write_release_layout(
+        tiny_alphafold.params(name), tmp_path / f"params_{name}.npz", name
+    )
+    tiny_alphafold.write_release_layout(
+        tiny_alphafold.params("model_1_ptm"), tmp_path / "params_model_2_multimer_v3.npz"
+    )
+    args = cli._parse_args(
+        [
+            "fidia",
+            "train",
+            "--config",
+            "tiny",
+            "--fold-params",
+            str(tmp_path),
+            "--fold-model",
+            name,
+        ]  # fmt: skip
+    )
+    cfg = commands._config_from_args(args)
+    items = [f"{k}={json.dumps(v)}" for k, v in tiny_alphafold.overrides.items()]
+    cfg = fidia.override_config(cfg, [f"reward.fold_overrides={json.dumps(items)}"])
+    cache = fidia.build_predictor(cfg)
+    af = cache.predictor
+    assert isinstance(af, fp.AlphaFoldPredictor) and af.multimer and af.model_name == name
+    assert af.config.model.embeddings_and_evoformer.num_msa == 1
+    wrong = fidia.override_config(cfg, ["reward.fold_model=model_2_multimer_v3"])
+    with pytest.raises(ConfigError, match="do not fit its multimer configuration"):
+        fidia.build_predictor(wrong)
