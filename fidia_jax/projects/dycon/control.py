@@ -22,8 +22,8 @@ read here (the stored copies of its HTML end before it), so the exact formula, t
 every summary states, and is the default.
 
 The current token is recognised from the sampler's hidden state: entry 0 of the stack is the
-token embedding itself (entering block 0), so a boundary token is one whose embedding equals a
-row of ``boundary_embeds`` exactly (an ``AddToResidual`` hook at layer 0, site ``pre`` would
+token embedding itself (entering block 0, times the model's ``embed_scale``), so a boundary token
+is one whose scaled embedding equals a row of ``boundary_embeds`` exactly (an ``AddToResidual`` hook at layer 0, site ``pre`` would
 break this match: do not combine them).
 
 Three module-level bias functions (static arguments of the jitted sampler):
@@ -182,7 +182,6 @@ def dycon_control(
     b_ids = ids(boundary_tokens, "boundary_tokens")
     r_ids = ids(reflect_tokens, "reflect_tokens")
     e_ids = ids([] if end_token is None else [end_token], "end_token", allow_empty=True)
-    table = jnp.asarray(model.tok_embeddings.embedding[...])
     reflect = np.zeros(cfg.vocab_size, np.float32)
     reflect[r_ids] = 1.0
     end = np.zeros(cfg.vocab_size, np.float32)
@@ -197,12 +196,22 @@ def dycon_control(
         lam=jnp.float32(lam),
         tau=jnp.float32(tau),
         end_scale=jnp.float32(end_scale),
-        boundary_embeds=table[jnp.asarray(b_ids)],
+        boundary_embeds=_entry_embeddings(model, b_ids),
         reflect_mask=jnp.asarray(reflect),
         end_mask=jnp.asarray(end),
         fixed_dhat=fixed,
         one_sided=jnp.float32(form == "one_sided"),
     )
+
+
+def _entry_embeddings(model, ids) -> jax.Array:
+    """``(M, C)`` the residual stream entering block 0 for these tokens, as the model computes it
+    (the embedding lookup, times ``embed_scale`` rounded to the compute dtype: Gemma's
+    ``sqrt(dim)``), so that :func:`_at_boundary` matches the sampler's hidden stack exactly."""
+    h = model.tok_embeddings(jnp.asarray(ids, jnp.int32))
+    if model.config.embed_scale != 1.0:
+        h = h * jnp.asarray(model.config.embed_scale, h.dtype)
+    return h
 
 
 def probe_difficulty(hidden_BxKxC: jax.Array, control: DyconControl) -> jax.Array:

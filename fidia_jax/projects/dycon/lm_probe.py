@@ -34,27 +34,29 @@ __all__ = ["checkpoint_probe", "text_traces"]
 
 
 def text_traces(
-    n: int, *, seed: int = 0, min_operands: int = 2, max_operands: int = 7
+    n: int, *, seed: int = 0, min_operands: int = 2, max_operands: int = 7, max_value: int = 49
 ) -> list[dict[str, Any]]:
-    """``n`` addition traces as text segments, with ``k`` operands uniform in the range.
+    """``n`` addition traces as text segments, with ``k`` operands uniform in the range and
+    each operand uniform in ``1 .. max_value``.
 
     Returns:
       list of ``{"segments": [prompt, step_1, ..., step_{k-1}, answer], "k": k}``; the prompt
       and every step end with ``"\\n\\n"`` (a boundary), the answer does not.
 
     Raises:
-      ValueError: ``n < 1`` or ``min_operands < 2`` or ``max_operands < min_operands``.
+      ValueError: ``n < 1`` or ``min_operands < 2`` or ``max_operands < min_operands`` or
+        ``max_value < 1``.
     """
-    if n < 1 or min_operands < 2 or max_operands < min_operands:
+    if n < 1 or min_operands < 2 or max_operands < min_operands or max_value < 1:
         raise ValueError(
-            f"text_traces: need n >= 1 and 2 <= min_operands <= max_operands, got {n}, "
-            f"{min_operands}, {max_operands}"
+            f"text_traces: need n >= 1, 2 <= min_operands <= max_operands and max_value >= 1, "
+            f"got {n}, {min_operands}, {max_operands}, {max_value}"
         )
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
         k = int(rng.integers(min_operands, max_operands + 1))
-        xs = [int(v) for v in rng.integers(1, 50, size=k)]
+        xs = [int(v) for v in rng.integers(1, max_value + 1, size=k)]
         segs = [f"Add these numbers one at a time: {', '.join(map(str, xs))}.\n\n"]
         total = xs[0]
         for x in xs[1:]:

@@ -210,3 +210,27 @@ def test_invalid_control_raises(model):
             boundary_tokens=(V.SEP,),
             reflect_tokens=(V.WAIT,),
         )
+
+
+def test_boundaries_recognised_under_an_embedding_scale():
+    """Gemma multiplies token embeddings by sqrt(dim) before block 0; the sampler's hidden stack
+    holds the scaled vector, so the control must match boundaries on it (it read nothing on a
+    Gemma checkpoint before). With coef = 0 and tau = 1 the bias is exactly -lambda on "wait"
+    at the boundary positions, 0 everywhere else."""
+    cfg = models.LlamaConfig(
+        vocab_size=V.size, dim=16, n_layers=2, n_heads=2, n_kv_heads=1, hidden_dim=32,
+        max_seq_len=V.max_len(), embed_scale=4.0,
+    )  # fmt: skip
+    m = models.Llama(cfg, rngs=nnx.Rngs(2))
+    toks = jnp.asarray([[V.EQ, V.SEP, V.WAIT, 9, V.SEP, V.END_THINK]])
+    _, cap = m.inspect(toks, capture=("resid_pre", "resid_post"))
+    hidden = jnp.concatenate([cap["resid_pre"][:1], cap["resid_post"]], 0)[:, 0]  # (K, T, C)
+    hidden = jnp.moveaxis(hidden, 0, 1)  # (T, K, C): one row per position
+    ctl = control.dycon_control(
+        m, np.zeros(16), 0.0, layer=1, lam=2.0, tau=1.0, boundary_tokens=V.boundary_tokens,
+        reflect_tokens=(V.WAIT,),
+    )  # fmt: skip
+    bias = np.asarray(control.dycon_logit_bias(hidden, jnp.int32(0), ctl))
+    want = np.zeros_like(bias)
+    want[[0, 1, 4], V.WAIT] = -2.0
+    np.testing.assert_array_equal(bias, want)
