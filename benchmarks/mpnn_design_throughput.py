@@ -7,7 +7,9 @@ Each tool runs as a fresh process, timed end to end (interpreter start-up, impor
 parsing, every compilation, sampling, writing outputs):
 
 * fidia_jax: one ``fidia-jax proteinmpnn sample --pdb-dir DIR --bucket 64`` (lengths padded into
-  buckets, one compile per bucket);
+  buckets, one compile per bucket, two worker threads so that new buckets compile while others
+  sample), cold: its persistent compilation cache is a fresh empty directory
+  (``FIDIA_COMPILATION_CACHE``), so every program is compiled inside the timed run;
 * ColabDesign 1.1.1 (``benchmarks/_mpnn_colabdesign_peer.py`` in its venv): ``mk_mpnn_model``
   once, then ``prep_inputs`` + ``sample(batch=N)`` per backbone (compiles per length);
 * the original (``benchmarks/_mpnn_torch_peer.py design`` in a torch CPU venv): the structures
@@ -64,6 +66,12 @@ def _parse_args(argv=None):
     )
     p.add_argument("--no-colabdesign", action="store_true", help="skip the ColabDesign peer")
     p.add_argument(
+        "--workers", type=int, default=None, help="fidia-jax --workers (default: its own)"
+    )
+    p.add_argument(
+        "--serial-row", action="store_true", help="also run fidia-jax with --workers 1 (a row)"
+    )
+    p.add_argument(
         "--out", default=str(REPO / "benchmarks" / "results" / "mpnn_design_throughput.json")
     )
     return p.parse_args(argv)
@@ -88,6 +96,19 @@ def _name(path: pathlib.Path) -> str:
 
 def _recovery_of(per_backbone: dict[str, list[float]]) -> float:
     return statistics.fmean(statistics.fmean(v) for v in per_backbone.values())
+
+
+def _paired_p(rec: dict, ours: dict) -> float | None:
+    """Two-sided Wilcoxon signed-rank p-value of the per-backbone mean recoveries against fidia_jax's
+    (paired by backbone; ``None`` when all differences are 0 or scipy is missing)."""
+    try:
+        from scipy.stats import wilcoxon
+    except ImportError:
+        return None
+    d = [statistics.fmean(rec[k]) - statistics.fmean(ours[k]) for k in ours]
+    if not any(d):
+        return None
+    return float(wilcoxon(d).pvalue)
 
 
 def _timed(fn) -> float:
@@ -119,6 +140,7 @@ def main(argv=None) -> int:
             )
     n, T = args.num_samples, args.temperature
     rows = {}
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="mpnn_design_tp_") as tmp:
         tmp = pathlib.Path(tmp)
         listing = tmp / "list.txt"
@@ -174,33 +196,27 @@ def main(argv=None) -> int:
         pdb_dir.mkdir()
         for f in files:
             (pdb_dir / f.name).symlink_to(f)
-        fj_out = tmp / "fidia"
         cli = pathlib.Path(sys.executable).parent / "fidia-jax"
-        wall = _timed(
-            lambda: _peers.run_peer(
-                sys.executable,
-                cli,
-                "proteinmpnn",
-                "sample",
-                "--pdb-dir",
-                pdb_dir,
-                "--num-samples",
-                n,
-                "--temperature",
-                T,
-                "--bucket",
-                args.bucket,
-                "--out",
-                fj_out,
-                "--quiet",
-                name="fidia-jax",
-            )
-        )
-        rec = {}
-        for f in files:
-            summary = json.loads((fj_out / _name(f) / "summary.json").read_text())
-            rec[_name(f)] = [s["recovery"] for s in summary["samples"]]
-        rows["fidia_jax"] = (wall, rec)
+        runs = [("fidia_jax", args.workers)]
+        if args.serial_row:
+            runs.append(("fidia_jax (--workers 1)", 1))
+        for tool, workers in runs:
+            fj_out = tmp / f"fidia{len(rows)}"
+            wall = _timed(
+                lambda fj_out=fj_out, workers=workers: _peers.run_peer(
+                    sys.executable, cli, "proteinmpnn", "sample", "--pdb-dir", pdb_dir,
+                    "--num-samples", n, "--temperature", T, "--bucket", args.bucket,
+                    "--out", fj_out, "--quiet", *(["--workers", workers] if workers else []),
+                    name="fidia-jax",
+                    # cold: a fresh persistent compilation cache for every run
+                    env={**os.environ, "FIDIA_COMPILATION_CACHE": str(fj_out) + "_jax_cache"},
+                )
+            )  # fmt: skip
+            rec = {}
+            for f in files:
+                summary = json.loads((fj_out / _name(f) / "summary.json").read_text())
+                rec[_name(f)] = [s["recovery"] for s in summary["samples"]]
+            rows[tool] = (wall, rec)
 
     ours_wall, ours_rec = rows["fidia_jax"]
     result = {
@@ -212,7 +228,7 @@ def main(argv=None) -> int:
         "tools": {},
     }
     lines = [
-        f"{'tool':24s} {'wall s':>8s} {'backbones/h':>12s} {'fidia speed-up':>15s} {'recovery':>9s} {'Δrec':>7s}"
+        f"{'tool':24s} {'wall s':>8s} {'backbones/h':>12s} {'fidia speed-up':>15s} {'recovery':>9s} {'Δrec':>7s} {'p':>6s}"
     ]
     for tool, (wall, rec) in rows.items():
         missing = sorted(set(ours_rec) - set(rec))
@@ -227,13 +243,17 @@ def main(argv=None) -> int:
             "fidia_speedup": speed,
             "recovery": r,
             "recovery_per_backbone": {k: statistics.fmean(v) for k, v in rec.items()},
+            "recovery_wilcoxon_p_vs_fidia": _paired_p(rec, ours_rec),
         }
+        p = result["tools"][tool]["recovery_wilcoxon_p_vs_fidia"]
         lines.append(
-            f"{tool:24s} {wall:8.1f} {bph:12.0f} {speed:14.2f}x {r:9.3f} {r - _recovery_of(ours_rec):+7.3f}"
+            f"{tool:24s} {wall:8.1f} {bph:12.0f} {speed:14.2f}x {r:9.3f} "
+            f"{r - _recovery_of(ours_rec):+7.3f} {'' if p is None else f'{p:.3f}':>6s}"
         )
     print("\n".join(lines))
     result["table"] = lines
     result["machine"] = "2-core CPU sandbox, shared with other jobs, no GPU"
+    result["load_average_1_5_15"] = {"before": load_before, "after": os.getloadavg()}
     result["date"] = time.strftime("%Y-%m-%d")
     atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
     return 0

