@@ -18,8 +18,10 @@ H. The headline table: IHDP replications (``--ihdp-reps``), held-out sqrt(PEHE) 
    CFR-pairwise with alpha from the plug-in bound estimator (alpha_hat) and from a validation
    split over ``--alpha-grid``, CFR at each grid alpha, and the meta-learner baselines
    (T-, S-, X-learner x ridge, scikit-learn gradient boosting, LightGBM), all on the same
-   splits; paired tests over replications. Runs of disjoint replication sets merge into the
-   same ``--out`` (run it in chunks, then ``--report``).
+   splits; paired tests over replications. ``--early-stopping`` adds TARNet and the
+   validation-selected CFR early-stopped on that validation split (``--patience``,
+   ``--eval-every``) and the oracle among the early-stopped grid fits. Runs of disjoint
+   replication sets merge into the same ``--out`` (run it in chunks, then ``--report``).
 
 Run: ``python benchmarks/causal.py --data-dir ../shared/data`` (``--smoke``: seconds, random
 covariates, peer with 2 iterations if its venv exists). The peer venv:
@@ -438,6 +440,13 @@ def headline_report(h) -> list[str]:
         a = min(g, key=lambda a: g[a]["sqrt_pehe"])
         oracle[r] = {**g[a], "alpha": float(a)}
     by["cfr_pairwise@oracle"] = oracle
+    if "cfr_pairwise@val_es" in by:  # the same oracle among the early-stopped grid fits
+        oracle_es = {}
+        for r in reps:
+            g = by["cfr_pairwise@val_es"][r]["grid"]
+            a = min(g, key=lambda a: g[a]["sqrt_pehe"])
+            oracle_es[r] = {**g[a], "alpha": float(a)}
+        by["cfr_pairwise@val_es_oracle"] = oracle_es
     lines = [
         f"IHDP held-out sqrt(PEHE) and ATE error, replications {reps} "
         f"({h['iterations']} CFR iterations; validation fraction {h['validation_fraction']})",
@@ -477,6 +486,8 @@ def headline_report(h) -> list[str]:
             ("cfr_pairwise@val_es", "tarnet@es"),
             ("tarnet@es", best_base),
             ("cfr_pairwise@val_es", best_base),
+            ("cfr_pairwise@val_es_oracle", "cfr_pairwise@val_es"),
+            ("cfr_pairwise@val_es_oracle", best_base),
         ]
     for m1, m2 in pairs:
         d, pw, pt, wins = _paired(
