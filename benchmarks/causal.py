@@ -18,8 +18,10 @@ H. The headline table: IHDP replications (``--ihdp-reps``), held-out sqrt(PEHE) 
    CFR-pairwise with alpha from the plug-in bound estimator (alpha_hat) and from a validation
    split over ``--alpha-grid``, CFR at each grid alpha, and the meta-learner baselines
    (T-, S-, X-learner x ridge, scikit-learn gradient boosting, LightGBM), all on the same
-   splits; paired tests over replications. Runs of disjoint replication sets merge into the
-   same ``--out`` (run it in chunks, then ``--report``).
+   splits; paired tests over replications. ``--early-stopping`` adds TARNet and the
+   validation-selected CFR early-stopped on that validation split (``--patience``,
+   ``--eval-every``) and the oracle among the early-stopped grid fits. Runs of disjoint
+   replication sets merge into the same ``--out`` (run it in chunks, then ``--report``).
 
 Run: ``python benchmarks/causal.py --data-dir ../shared/data`` (``--smoke``: seconds, random
 covariates, peer with 2 iterations if its venv exists). The peer venv:
@@ -106,6 +108,13 @@ def main(argv=None):
     ap.add_argument("--arms", default="2,4,8,16", help="K values of part C")
     ap.add_argument("--alpha-grid", default="0.1,1,10", help="part H: alpha grid")
     ap.add_argument("--val-fraction", type=float, default=0.2, help="part H: validation split")
+    ap.add_argument(
+        "--early-stopping",
+        action="store_true",
+        help="part H: add the early-stopped rows tarnet@es and cfr_pairwise@val_es",
+    )
+    ap.add_argument("--patience", type=int, default=10, help="part H: evaluations without gain")
+    ap.add_argument("--eval-every", type=int, default=10, help="part H: steps per evaluation")
     ap.add_argument(
         "--parts",
         default="A,B,C,D,E",
@@ -247,6 +256,9 @@ def main(argv=None):
             alpha=None,
             alpha_grid=tuple(float(a) for a in args.alpha_grid.split(",")),
             validation_fraction=args.val_fraction,
+            early_stopping=args.early_stopping,
+            patience=args.patience,
+            eval_every=args.eval_every,
             **smoke_data,
         )
         if "dataset" in smoke_data:
@@ -254,13 +266,19 @@ def main(argv=None):
         res_h = causal.run_experiment(cfg_h)
         out_path = pathlib.Path(args.out)
         old = json.loads(out_path.read_text()).get("ihdp_headline") if out_path.exists() else None
-        if old and old.get("iterations") == iters:  # chunks of replications merge
+        same = old and all(
+            old.get(k) == v
+            for k, v in (("iterations", iters), ("early_stopping", args.early_stopping))
+        )
+        if same:  # chunks of replications merge
             keep = [x for x in old["runs"] if x["replication"] not in reps]
             res_h["runs"] = keep + res_h["runs"]
             res_h["wall_s"] += old["wall_s"]
         res_h["iterations"] = iters
         res_h["alpha_grid"] = list(cfg_h.alpha_grid)
         res_h["validation_fraction"] = cfg_h.validation_fraction
+        res_h["early_stopping"] = cfg_h.early_stopping
+        res_h["patience"], res_h["eval_every"] = cfg_h.patience, cfg_h.eval_every
         results["ihdp_headline"] = res_h
 
     # ---- T. cost of one balancing term (value + gradient) vs K, batch 128 x 32 ---------------
@@ -422,6 +440,13 @@ def headline_report(h) -> list[str]:
         a = min(g, key=lambda a: g[a]["sqrt_pehe"])
         oracle[r] = {**g[a], "alpha": float(a)}
     by["cfr_pairwise@oracle"] = oracle
+    if "cfr_pairwise@val_es" in by:  # the same oracle among the early-stopped grid fits
+        oracle_es = {}
+        for r in reps:
+            g = by["cfr_pairwise@val_es"][r]["grid"]
+            a = min(g, key=lambda a: g[a]["sqrt_pehe"])
+            oracle_es[r] = {**g[a], "alpha": float(a)}
+        by["cfr_pairwise@val_es_oracle"] = oracle_es
     lines = [
         f"IHDP held-out sqrt(PEHE) and ATE error, replications {reps} "
         f"({h['iterations']} CFR iterations; validation fraction {h['validation_fraction']})",
@@ -435,7 +460,8 @@ def headline_report(h) -> list[str]:
         al = [by[m][r].get("alpha") for r in reps]
         al_s = "-" if al[0] is None else f"{np.median([float(x) for x in al]):.3g} (median)"
         lines.append(f"| {m} | {al_s} | {_ms(p)} | {np.median(p):.3f} | {_ms(a)} | {len(p)} |")
-    nets = ["tarnet", "cfr_pairwise", "cfr_pairwise@val"]
+    es = [m for m in ("tarnet@es", "cfr_pairwise@val_es") if m in by]
+    nets = ["tarnet", "cfr_pairwise", "cfr_pairwise@val", *es]
     base = [m for m in by if m[:2] in ("t_", "s_", "x_")]
     best_base = min(base, key=lambda m: np.mean([by[m][r]["sqrt_pehe"] for r in reps]))
     best_net = min(nets, key=lambda m: np.mean([by[m][r]["sqrt_pehe"] for r in reps]))
@@ -453,6 +479,16 @@ def headline_report(h) -> list[str]:
         (best_net, best_base),
         ("cfr_pairwise@oracle", best_base),
     ]
+    if es:
+        pairs += [
+            ("tarnet@es", "tarnet"),
+            ("cfr_pairwise@val_es", "cfr_pairwise@val"),
+            ("cfr_pairwise@val_es", "tarnet@es"),
+            ("tarnet@es", best_base),
+            ("cfr_pairwise@val_es", best_base),
+            ("cfr_pairwise@val_es_oracle", "cfr_pairwise@val_es"),
+            ("cfr_pairwise@val_es_oracle", best_base),
+        ]
     for m1, m2 in pairs:
         d, pw, pt, wins = _paired(
             [by[m1][r]["sqrt_pehe"] for r in reps], [by[m2][r]["sqrt_pehe"] for r in reps]
@@ -472,6 +508,19 @@ def headline_report(h) -> list[str]:
             f"{by['cfr_pairwise@oracle'][r]['alpha']:g} "
             f"({by['cfr_pairwise@oracle'][r]['sqrt_pehe']:.3f})"
         )
+    if es:
+        lines += [
+            "",
+            "early stopping per replication: tarnet@es best step / steps run | "
+            "cfr_pairwise@val_es alpha, best step / steps run (validation MSE at 0.1 / 1 / 10)",
+        ]
+        for r in reps:
+            te, ce = by["tarnet@es"][r], by["cfr_pairwise@val_es"][r]
+            vals = " / ".join(f"{g['val_mse']:.3f}" for g in ce["grid"].values())
+            lines.append(
+                f"rep {r}: {te['best_step']} / {te['stopped_step']} | alpha {ce['alpha']:g}, "
+                f"{ce['best_step']} / {ce['stopped_step']} ({vals})"
+            )
     return lines
 
 

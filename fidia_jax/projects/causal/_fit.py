@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pathlib
 import time
 from typing import Any
 
@@ -24,7 +25,11 @@ from fidia_jax import train as train_lib
 from fidia_jax.errors import TrainingError
 from fidia_jax.projects.causal import losses
 from fidia_jax.projects.causal import model as nets
-from fidia_jax.projects.causal.data import CausalData
+from fidia_jax.projects.causal.data import CausalData, split_rows
+
+#: The validation split of a training set is ``split_causal(train, fraction, seed + 7919)``,
+#: the same for early stopping and for choosing alpha (``train._validation_alpha``).
+VAL_SEED_OFFSET = 7919
 
 __all__ = ["CfrSettings", "EgmSettings", "estimate_alpha_for", "fit_causalegm", "fit_cfr"]
 
@@ -45,6 +50,24 @@ class CfrSettings:
     batch_size: int = 100
     iterations: int = 2000
     bandwidth: float | None = None  # None: median heuristic
+    # Early stopping (CFR's code: validation factual loss, best iteration kept). Off when
+    # ``val_fraction == 0``; else that fraction of the training units (stratified by arm,
+    # :func:`~.data.split_causal` with seed ``seed + VAL_SEED_OFFSET``) is held back, the plain factual
+    # MSE on it is computed every ``eval_every`` steps, training stops after ``patience``
+    # evaluations without improvement (``0``: never stops before ``iterations``) and the
+    # parameters of the best evaluation are returned.
+    val_fraction: float = 0.0
+    eval_every: int = 10
+    patience: int = 10
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.eval_every < 1 or self.patience < 0 or self.iterations < 1:
+            raise ValueError(
+                f"eval_every and iterations must be >= 1 and patience >= 0, got "
+                f"{self.eval_every}, {self.iterations}, {self.patience}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +154,10 @@ _STEP_CACHE: dict[Any, Any] = {}
 
 
 def _cached_cfr_step(s: CfrSettings, x_dim: int, num_arms: int, n: int, model_params):
-    key = (dataclasses.replace(s, alpha=float(_balanced(s))), x_dim, num_arms, n)
+    # early stopping does not change the step: those fields are left out of the key
+    plain = dataclasses.replace(s, alpha=float(_balanced(s)), val_fraction=0.0, eval_every=10,
+                                patience=10)  # fmt: skip
+    key = (plain, x_dim, num_arms, n)
     if key not in _STEP_CACHE:
         graphdef, params, rest = model_params
         tx = optax.chain(
@@ -165,14 +191,21 @@ def fit_cfr(
 
     Returns:
       ``(predict, info)``; ``info`` has ``wall_s``, ``final_factual_mse`` and, with
-      ``time_epochs``, ``s_per_epoch``.
+      ``time_epochs``, ``s_per_epoch``. With early stopping (``s.val_fraction > 0``) the
+      model is fitted on the other units only, ``predict`` uses the parameters of the best
+      evaluation, and ``info`` also has ``val_mse`` (its validation factual MSE, outcome
+      units), ``best_step``, ``stopped_step`` (steps run), ``val_history`` (``[(step,
+      val_mse)]``) and ``val_index`` (the validation units' rows in ``train``).
 
     Raises:
       ValueError: an unknown scheme.
+      DataError: early stopping with an arm too small to split (:func:`~.data.split_causal`).
       TrainingError: a non-finite loss or gradient (:func:`fidia_jax.train.fit`).
     """
     if s.scheme not in (*losses.SCHEMES, "none"):
         raise ValueError(f"unknown scheme {s.scheme!r}")
+    if s.val_fraction > 0:
+        return _fit_cfr_early_stopped(train, s, seed, workdir=workdir, run=run)
     k = train.num_arms
     mean, sd = _standardise(train.y)
     x = jnp.asarray(train.x)
@@ -220,6 +253,84 @@ def fit_cfr(
 
     info["_model"] = fitted
     info["_y_scale"] = (mean, sd)
+    return predict, info
+
+
+def _fit_cfr_early_stopped(train: CausalData, s: CfrSettings, seed: int, *, workdir, run):
+    """:func:`fit_cfr` with early stopping: chunks of ``eval_every`` steps of
+    :func:`fidia_jax.train.fit` (no checkpoints: a stopped fit has no final step to resume
+    to), the validation factual MSE after each chunk, the best parameters kept (copied: the
+    step donates its state)."""
+    fit_index, val_index = split_rows(train, s.val_fraction, seed + VAL_SEED_OFFSET)
+    fit_part, val = train.subset(fit_index), train.subset(val_index)
+    k = train.num_arms
+    mean, sd = _standardise(fit_part.y)
+    x = jnp.asarray(fit_part.x)
+    t = jnp.asarray(fit_part.t)
+    y = jnp.asarray((fit_part.y - mean) / sd)
+    p_k = np.bincount(fit_part.t, minlength=k) / len(fit_part)
+    w = jnp.asarray(1.0 / (k * p_k[fit_part.t]), jnp.float32)
+    model = _make_cfr(s, x.shape[1], k, seed)
+    split = train_lib.split_model(model)
+    graphdef, rest, tx, step = _cached_cfr_step(s, x.shape[1], k, x.shape[0], split)
+    keys = jax.random.split(jax.random.key(seed + 1), s.iterations)
+    alpha = jnp.asarray(s.alpha, jnp.float32)
+    x_val, t_val, y_val = jnp.asarray(val.x), jnp.asarray(val.t), jnp.asarray(val.y)
+
+    @jax.jit
+    def val_mse(params):
+        mu_hat, _ = train_lib.merge_model(graphdef, params, rest)(x_val)
+        pred = jnp.take_along_axis(mu_hat, t_val[:, None], axis=1)[:, 0] * sd + mean
+        return jnp.mean((pred - y_val) ** 2)
+
+    state = train_lib.init_train_state(jax.tree.map(jnp.copy, split[1]), tx)
+    t0 = time.perf_counter()
+    best = (float(val_mse(state.params)), 0, jax.tree.map(jnp.copy, state.params))
+    history, records, factual = [(0, best[0])], [], []
+    done, waited = 0, 0
+    while done < s.iterations and (s.patience == 0 or waited < s.patience):
+        n = min(s.eval_every, s.iterations - done)
+        res = train_lib.fit(
+            state,
+            step,
+            lambda i, o=done: {"key": keys[o + i], "x": x, "t": t, "y": y, "w": w, "alpha": alpha},
+            num_steps=n,
+            quiet=True,
+        )
+        state = res.state
+        for r in res.history:
+            records.append({**r, "step": r["step"] + done})
+            if "factual" in r:
+                factual.append(r["factual"])
+        done += n
+        v = float(val_mse(state.params))
+        history.append((done, v))
+        records.append({"step": done, "eval/val_mse": v})
+        if v < best[0]:
+            best, waited = (v, done, jax.tree.map(jnp.copy, state.params)), 0
+        else:
+            waited += 1
+    if workdir is not None:
+        train_lib.append_metrics(
+            pathlib.Path(workdir) / "metrics.jsonl", [{"run": run, **r} for r in records]
+        )
+    fitted = train_lib.merge_model(graphdef, best[2], rest)
+
+    def predict(x_new):
+        mu_hat, _ = fitted(jnp.asarray(x_new, jnp.float32))
+        return np.asarray(mu_hat, np.float64) * sd + mean
+
+    info: dict[str, Any] = {
+        "wall_s": time.perf_counter() - t0,
+        "final_factual_mse": (factual[-1] if factual else float("nan")) * sd**2,
+        "val_mse": best[0],
+        "best_step": best[1],
+        "stopped_step": done,
+        "val_history": history,
+        "val_index": val_index,
+        "_model": fitted,
+        "_y_scale": (mean, sd),
+    }
     return predict, info
 
 

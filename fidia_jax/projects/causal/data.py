@@ -28,6 +28,7 @@ __all__ = [
     "load_ihdp",
     "make_multiarm",
     "split_causal",
+    "split_rows",
 ]
 
 IHDP_REPLICATIONS = 10
@@ -138,6 +139,12 @@ def split_causal(
     Raises:
       DataError: ``test_fraction`` not in ``(0, 1)``, or an arm too small to split (< 2 units).
     """
+    train, test = split_rows(data, test_fraction, seed)
+    return data.subset(train), data.subset(test)
+
+
+def split_rows(data: CausalData, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row indices of :func:`split_causal`'s two parts (sorted int arrays), same errors."""
     if not 0.0 < test_fraction < 1.0:
         raise DataError(f"test_fraction must be in (0, 1), got {test_fraction}")
     rng = np.random.default_rng(seed)
@@ -149,7 +156,7 @@ def split_causal(
         n_test = min(max(1, int(round(test_fraction * len(idx)))), len(idx) - 1)
         test.append(idx[:n_test])
         train.append(idx[n_test:])
-    return data.subset(np.sort(np.concatenate(train))), data.subset(np.sort(np.concatenate(test)))
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
 def load_ihdp(replication: int = 1, data_dir: str | pathlib.Path | None = None) -> CausalData:

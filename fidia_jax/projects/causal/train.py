@@ -27,6 +27,7 @@ from fidia_jax.config import write_summary
 from fidia_jax.projects.causal import baselines, configs
 from fidia_jax.projects.causal import data as data_lib
 from fidia_jax.projects.causal._fit import (
+    VAL_SEED_OFFSET,
     CfrSettings,
     EgmSettings,
     estimate_alpha_for,
@@ -99,7 +100,7 @@ def _validation_alpha(config: CausalConfig, train, test, seed: int, workdir, pre
     (the held-out scores of every grid fit: the best of them is the oracle choice a user
     cannot make).
     """
-    fit_part, val = data_lib.split_causal(train, config.validation_fraction, seed + 7919)
+    fit_part, val = data_lib.split_causal(train, config.validation_fraction, seed + VAL_SEED_OFFSET)
     grid, fits = {}, {}
     for a in config.alpha_grid:
         predict, info = fit_cfr(
@@ -112,6 +113,38 @@ def _validation_alpha(config: CausalConfig, train, test, seed: int, workdir, pre
         factual = predict(val.x)[np.arange(len(val)), val.t]
         grid[f"{a:g}"] = {
             "val_mse": float(np.mean((factual - val.y) ** 2)),
+            **_score(test, predict),
+        }
+        fits[a] = (predict, info)
+    chosen = min(config.alpha_grid, key=lambda a: grid[f"{a:g}"]["val_mse"])
+    return chosen, *fits[chosen], grid
+
+
+def _es_settings(config: CausalConfig, scheme: str, alpha: float) -> CfrSettings:
+    return dataclasses.replace(
+        _cfr_settings(config, scheme, alpha),
+        val_fraction=config.validation_fraction,
+        eval_every=config.eval_every,
+        patience=config.patience,
+    )
+
+
+def _early_stopped_alpha(config: CausalConfig, train, test, seed: int, workdir, prefix: str):
+    """CFR's protocol: CFR-pairwise early-stopped (:func:`fit_cfr` with ``val_fraction``) at
+    each ``config.alpha_grid`` value on the validation split of :func:`_validation_alpha`; the
+    alpha whose best validation factual MSE is lowest is kept. Returns ``(alpha, predict,
+    info, grid)``, ``grid[str(a)] = {val_mse, best_step, stopped_step, sqrt_pehe,
+    ate_error}``."""
+    grid, fits = {}, {}
+    for a in config.alpha_grid:
+        predict, info = fit_cfr(
+            train, _es_settings(config, "pairwise", a), seed, workdir=workdir,
+            run=f"{prefix}_val_es@{a:g}",
+        )  # fmt: skip
+        grid[f"{a:g}"] = {
+            "val_mse": info["val_mse"],
+            "best_step": info["best_step"],
+            "stopped_step": info["stopped_step"],
             **_score(test, predict),
         }
         fits[a] = (predict, info)
@@ -164,12 +197,23 @@ def run_experiment(
             jobs += [(f"cfr_pairwise@{a:g}", a) for a in config.alpha_grid]
         else:
             jobs.append(("cfr_pairwise@val", None))
+            if config.early_stopping:
+                jobs += [("tarnet@es", 0.0), ("cfr_pairwise@val_es", None)]
         for name, a in jobs:
             grid = None
             if name == "tarnet" and pilot is not None:
                 predict, info = pilot
             elif name == "cfr_pairwise@val":
                 a, predict, info, grid = _validation_alpha(
+                    config, train, test, seed, workdir, f"K{k}_rep{r}"
+                )
+            elif name == "tarnet@es":
+                predict, info = fit_cfr(
+                    train, _es_settings(config, "none", 0.0), seed, workdir=workdir,
+                    run=f"K{k}_rep{r}_{name}",
+                )  # fmt: skip
+            elif name == "cfr_pairwise@val_es":
+                a, predict, info, grid = _early_stopped_alpha(
                     config, train, test, seed, workdir, f"K{k}_rep{r}"
                 )
             elif name in configs.BASELINES:
@@ -211,6 +255,8 @@ def run_experiment(
                 **_score(test, predict),
                 "wall_s": info["wall_s"],
             }
+            if "best_step" in info:
+                row["best_step"], row["stopped_step"] = info["best_step"], info["stopped_step"]
             if "s_per_epoch" in info:
                 row["s_per_epoch"] = info["s_per_epoch"]
             if grid is not None:

@@ -9,6 +9,7 @@ from fidia_jax import metrics
 from fidia_jax.errors import ConfigError, DataError
 from fidia_jax.projects import causal
 from fidia_jax.projects.causal import data
+from fidia_jax.projects.causal._fit import VAL_SEED_OFFSET
 
 
 @pytest.mark.integration  # a tiny driver run (make test-integration, CI)
@@ -87,3 +88,61 @@ def test_fitting_data_with_an_empty_arm_fails_before_training():
     d = data.make_multiarm(rng.normal(size=(60, 4)), 3, seed=0)
     with pytest.raises(DataError, match="have no units"):
         d.subset(np.flatnonzero(d.t != 2))  # arm 2 dropped: a clear error, never NaN effects
+
+
+def _noise_only_data(n=160, seed=0):
+    """Outcomes that are pure noise (no signal in x): any fitting beyond the mean over-fits,
+    so the validation error has its minimum early and rises after it."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 5)).astype(np.float32)
+    t = np.arange(n) % 2
+    return data.CausalData(x, t, rng.normal(size=n), np.zeros((n, 2)), 2, "noise")
+
+
+@pytest.mark.integration  # CFR fits of 150-400 steps with one compile each (~15-25 s)
+def test_early_stopping_returns_the_parameters_of_the_best_validation_step():
+    d = _noise_only_data()
+    s = causal.CfrSettings(
+        scheme="none", alpha=0.0, rep_hidden=(64, 64), head_hidden=(64,), learning_rate=1e-2,
+        weight_decay=0.0, batch_size=32, iterations=150, val_fraction=0.25, eval_every=5,
+        patience=0,
+    )  # fmt: skip
+    predict, info = causal.fit_cfr(d, s, seed=0)
+    steps, vals = zip(*info["val_history"], strict=True)
+    assert info["stopped_step"] == 150 and steps[-1] == 150  # patience 0: runs to the end
+    assert info["best_step"] == steps[int(np.argmin(vals))]
+    # the noise over-fits: the best evaluation is not the last one
+    assert info["best_step"] < 150 and vals[-1] > min(vals) + 1e-3
+    # the returned model is the best evaluation's: its validation MSE, recomputed here from
+    # the predictions on the held-back rows, is the minimum of the history, not the last value
+    val = d.subset(info["val_index"])
+    mse = float(np.mean((predict(val.x)[np.arange(len(val)), val.t] - val.y) ** 2))
+    np.testing.assert_allclose(mse, min(vals), rtol=1e-4)
+    np.testing.assert_allclose(info["val_mse"], min(vals), rtol=1e-6)
+    # the held-back rows are the validation split of the alpha selection (same seed offset)
+    _, val_rows = data.split_rows(d, 0.25, 0 + VAL_SEED_OFFSET)
+    np.testing.assert_array_equal(info["val_index"], val_rows)
+
+
+@pytest.mark.integration  # CFR fits of 150-400 steps with one compile each (~15-25 s)
+def test_early_stopping_stops_after_patience_evaluations_without_gain():
+    d = _noise_only_data(seed=1)
+    s = causal.CfrSettings(
+        scheme="none", alpha=0.0, rep_hidden=(64, 64), head_hidden=(64,), learning_rate=1e-2,
+        weight_decay=0.0, batch_size=32, iterations=400, val_fraction=0.25, eval_every=5,
+        patience=4,
+    )  # fmt: skip
+    _, info = causal.fit_cfr(d, s, seed=0)
+    steps, vals = zip(*info["val_history"], strict=True)
+    assert info["stopped_step"] < 400  # noise: it must stop early
+    assert info["stopped_step"] == info["best_step"] + 4 * 5
+    assert all(v >= info["val_mse"] for v in vals)  # nothing after (or before) beats the best
+
+
+def test_early_stopping_settings_errors():
+    with pytest.raises(ValueError, match="val_fraction"):
+        causal.CfrSettings(val_fraction=1.0)
+    with pytest.raises(ValueError, match="eval_every"):
+        causal.CfrSettings(val_fraction=0.2, eval_every=0)
+    with pytest.raises(ConfigError, match="early_stopping needs validation_fraction"):
+        causal.get_config("tiny", early_stopping=True)
