@@ -2,8 +2,8 @@
 of any phase (:func:`fidia_jax.train.make_train_step` looped by :func:`fidia_jax.train.fit`),
 seeded batch orders, tokenizing and bicubic upsampling in batches, and the paired test over crops.
 
-Used by :mod:`~fidia_jax.projects.hitvar.train`, :mod:`~fidia_jax.projects.hitvar.dpo` and
-:mod:`~fidia_jax.projects.hitvar.token_oracle`.
+Used by :mod:`~fidia_jax.projects.hitvar.train`, :mod:`~fidia_jax.projects.hitvar._dpo` and
+:mod:`~fidia_jax.projects.hitvar._token_oracle`.
 """
 
 from __future__ import annotations

@@ -57,9 +57,15 @@ from fidia_jax.projects.hitvar._common import (
     _upsampled,
     paired_test,
 )
+from fidia_jax.projects.hitvar._dpo import _dpo_finetune, _lpips_ranked_pairs, lr_hr_pairs
+from fidia_jax.projects.hitvar._token_oracle import (
+    _decoded_tokens_of,
+    _var_outputs,
+    format_token_check,
+    token_check,
+)
 from fidia_jax.projects.hitvar.configs import HitVarConfig
 from fidia_jax.projects.hitvar.data import Degradation, make_sr_pairs
-from fidia_jax.projects.hitvar.dpo import _dpo_finetune, _lpips_ranked_pairs, lr_hr_pairs
 from fidia_jax.projects.hitvar.losses import (
     hitvar_tokenizer_loss,
     next_scale_cross_entropy,
@@ -79,12 +85,6 @@ from fidia_jax.projects.hitvar.report import (
     format_table,
     write_report,
     write_samples_png,
-)
-from fidia_jax.projects.hitvar.token_oracle import (
-    _decoded_tokens_of,
-    _var_outputs,
-    format_token_check,
-    token_check,
 )
 
 __all__ = [

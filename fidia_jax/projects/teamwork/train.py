@@ -44,10 +44,10 @@ from fidia_jax import metrics, train
 from fidia_jax._io import atomic_path
 from fidia_jax.errors import DataError
 from fidia_jax.projects.teamwork import data, losses, model
+from fidia_jax.projects.teamwork._detector import Detector, _adam, _moving_average
+from fidia_jax.projects.teamwork._peers import _fit_convae, _fit_iforest, _fit_pca
+from fidia_jax.projects.teamwork._peers import covering_minimum as covering_minimum
 from fidia_jax.projects.teamwork.configs import METHODS, TeamWorkConfig
-from fidia_jax.projects.teamwork.detector import Detector, _adam, _moving_average
-from fidia_jax.projects.teamwork.peers import _fit_convae, _fit_iforest, _fit_pca
-from fidia_jax.projects.teamwork.peers import covering_minimum as covering_minimum
 
 __all__ = [
     "Detector",

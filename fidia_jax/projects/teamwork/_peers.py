@@ -1,6 +1,6 @@
 """The classical and neural peers of TeamWork, fitted on the standardised training series: PCA
 T2 + Q, SKAB's Conv-AE (with the covering-window minimum of its scores) and scikit-learn's
-Isolation Forest. Each returns a :class:`~fidia_jax.projects.teamwork.detector.Detector`;
+Isolation Forest. Each returns a :class:`~fidia_jax.projects.teamwork._detector.Detector`;
 :func:`fidia_jax.projects.teamwork.train.fit_detector` dispatches to them.
 """
 
@@ -19,8 +19,8 @@ from flax import nnx
 from fidia_jax import train
 from fidia_jax.errors import DataError
 from fidia_jax.projects.teamwork import model
+from fidia_jax.projects.teamwork._detector import Detector, _adam, _moving_average
 from fidia_jax.projects.teamwork.configs import TeamWorkConfig
-from fidia_jax.projects.teamwork.detector import Detector, _adam, _moving_average
 
 __all__ = ["covering_minimum"]
 
