@@ -44,6 +44,7 @@ import tempfile
 import time
 
 import numpy as np
+from _streamflow_table import serving_table
 
 from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.projects import streamflow
@@ -292,24 +293,8 @@ def main(argv=None) -> int:
         f"(load avg {results['load_avg_start']} -> {results['load_avg_end']}); "
         f"AOT compile {results['aot_compile_s']:.1f} s; call s by bucket "
         + ", ".join(f"{b}: {v * 1e3:.1f} ms" for b, v in results["bucket_call_s"].items()),
-        "| clock | arrivals | policy | images/s | ratio to (a) | p50 latency s | "
-        "p95 latency s | max abs diff vs (a) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for clock, crows in by_clock.items():
-        for name, by in crows.items():
-            label = (
-                "burst (all at t=0)"
-                if name == "burst"
-                else (f"Poisson {name} ({results['rates_images_per_s'][clock][name]:.0f}/s)")
-            )
-            for key, r in by.items():
-                lines.append(
-                    f"| {clock} | {label} | ({key}) {POLICIES[key]} | {r['images_per_s']:.1f} | "
-                    f"{r['images_per_s'] / by['a']['images_per_s']:.2f} | "
-                    f"{r['latency_p50_s']:.3f} | {r['latency_p95_s']:.3f} | "
-                    f"{r['max_abs_diff_vs_a']:.1e} |"
-                )
+    lines += serving_table(by_clock, POLICIES, results["rates_images_per_s"])
     g = results["goals"]
     lines.append(
         f"Goal (c) >= 2x (a) images/s at equal outputs: {g['c_vs_a_images_per_s_burst']:.2f}x "

@@ -40,6 +40,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _streamflow_table import serving_table
 
 from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.projects import streamflow
@@ -247,22 +248,9 @@ def main(argv=None) -> int:
         + (f", class-conditional, guidance {args.cfg} (2 rows each)" if conditional else "")
         + f"; load avg {res['load_avg_start']} -> {res['load_avg_end']}; call ms: "
         + ", ".join(f"{k}: {v * 1e3:.1f}" for k, v in cost.items()),
-        "| clock | arrivals | policy | images/s | ratio to (a) | ratio to (e) | p50 s | p95 s "
-        "| max abs diff vs (a) |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for clock, crows in table.items():
-        for name, by in crows.items():
-            label = "burst" if name == "burst" else f"Poisson {name} ({by['rate']:.0f}/s)"
-            for key in POLICIES:
-                r = by[key]
-                lines.append(
-                    f"| {clock} | {label} | ({key}) {POLICIES[key]} | {r['images_per_s']:.1f} | "
-                    f"{r['images_per_s'] / by['a']['images_per_s']:.2f} | "
-                    f"{r['images_per_s'] / by['e']['images_per_s']:.2f} | "
-                    f"{r['latency_p50_s']:.3f} | {r['latency_p95_s']:.3f} | "
-                    f"{r['max_abs_diff_vs_a']:.1e} |"
-                )
+    rates = {c: {n: crows[n]["rate"] for n in RATES} for c, crows in table.items()}
+    lines += serving_table(table, POLICIES, rates, ratio_to=("a", "e"))
     print("\n".join(lines))
     res["table"] = lines
     if not args.smoke:

@@ -51,6 +51,7 @@ __all__ = [
     "check_finite_features",
     "init_head_bias",
     "sinusoidal_lattice_embedding",
+    "torch_linear_init",
 ]
 
 
@@ -189,6 +190,25 @@ class _Unpool(nnx.Module):
         return x, g
 
 
+def torch_linear_init(fan_in: int):
+    """``(kernel_init, bias_init)`` of PyTorch's ``nn.Linear`` default for ``fan_in`` inputs.
+
+    Both draw from ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` (``kaiming_uniform_(a=sqrt(5))`` for
+    the weight, i.e. variance ``1 / (3 fan_in)``, a third of Flax's default ``lecun_normal``
+    variance). HiST's authors build the gene head as a plain ``nn.Linear`` and never re-initialise
+    it (``configs/model/hist.yaml`` via ``_build_decoder_config``'s final ``linear`` layer), so this
+    is the authors' head initialisation.
+    """
+    if fan_in < 1:
+        raise ValueError(f"torch_linear_init: fan_in must be >= 1, got {fan_in}")
+    bound = 1.0 / np.sqrt(fan_in)
+
+    def bias_init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform"), bias_init
+
+
 class HiST(nnx.Module):
     """HiST: per-spot features ``(n, F)`` on a sparse lattice -> log1p expression ``(n, G)``.
 
@@ -218,8 +238,10 @@ class HiST(nnx.Module):
     every prediction of the section NaN through attention and the slide tokens); traced
     features (under ``jit``) are not checked.
 
-    Use :meth:`init_head_bias` to start the gene head at the training spots' mean expression
-    (the authors' ``init_bias_with_mean``).
+    The gene head starts as the authors' does, a PyTorch-default ``nn.Linear``
+    (:func:`torch_linear_init`: weight and bias ``U(+-1/sqrt(dim))``); use
+    :meth:`init_head_bias` to start its bias at the training spots' mean expression (the
+    authors' ``init_bias_with_mean``).
     """
 
     def __init__(
@@ -276,7 +298,11 @@ class HiST(nnx.Module):
         self.unpools = nnx.List([_Unpool(dim, rngs=rngs) for _ in range(self.levels - 1)])
         self.fuse = nnx.List([nnx.Linear(2 * dim, dim, rngs=rngs) for _ in range(self.levels - 1)])
         self.dec = nnx.List([blocks(k) for k in dec_depths])
-        self.head = nnx.Linear(dim, num_genes, rngs=rngs)
+        # the authors' head is a default-initialised torch nn.Linear (see torch_linear_init)
+        head_kernel_init, head_bias_init = torch_linear_init(dim)
+        self.head = nnx.Linear(
+            dim, num_genes, kernel_init=head_kernel_init, bias_init=head_bias_init, rngs=rngs
+        )
 
     def init_head_bias(self, mean_log1p_G) -> None:
         """Sets the gene head's bias to ``mean_log1p_G`` ``(G,)`` (the training spots' mean

@@ -204,7 +204,11 @@ class _Trainer:
             k_idx, k_cls, k_eps = jax.random.split(k, 3)
             ii = idx[jax.random.randint(k_idx, (bsz,), 0, n_valid)]
             # Pseudo-features of old classes: mean + std * N(0, 1) in the frozen feature space.
-            y_old = jax.random.categorical(k_cls, jnp.where(replay_K, 0.0, -1e9), shape=(bsz,))
+            # Without replay classes (task 0, fine-tuning) the replayed rows carry weight 0, but
+            # their labels must still be seen classes: an unseen label has CE = inf and
+            # 0 * inf = NaN (classes drawn from -1e9 logits were all class 0, seen or not).
+            pool = jnp.where(jnp.any(replay_K), replay_K, seen)
+            y_old = jax.random.categorical(k_cls, jnp.where(pool, 0.0, -jnp.inf), shape=(bsz,))
             x_old = mu_KxF[y_old] + sd_KxF[y_old] * jax.random.normal(k_eps, (bsz, mu_KxF.shape[1]))
             state, metrics = train_step(state, (x_tr[ii], y_tr[ii], x_old, y_old))
             return state, (metrics["loss"], metrics["nonfinite"])

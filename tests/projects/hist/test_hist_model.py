@@ -186,3 +186,22 @@ def test_optimiser_is_the_authors_adamw_without_clipping():
     folds = [{"a": {"gene_pcc": [0.5, 0.6, np.nan]}, "b": {"gene_pcc": [0.4, 0.7, 0.1]}}]
     t = paired_gene_test(folds, "a", "b")
     assert t["n"] == 2 and t["a_wins"] == 0.5 and t["mean_diff"] == pytest.approx(0.0)
+
+
+def test_gene_head_starts_as_a_default_torch_linear():
+    # the authors' head is nn.Linear(dim, G) left at PyTorch's default: weight and bias
+    # U(-1/sqrt(dim), 1/sqrt(dim)), weight variance 1/(3 dim) (Flax's lecun_normal: 1/dim)
+    dim, genes = 64, 400
+    m = hist_model.HiST(
+        6, genes, dim=dim, heads=2, enc_depths=(1, 1), dec_depths=(0,), window=4,
+        rngs=nnx.Rngs(5),
+    )  # fmt: skip
+    w, b = np.asarray(m.head.kernel[...]), np.asarray(m.head.bias[...])
+    bound = 1.0 / np.sqrt(dim)
+    assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
+    # 25 600 uniform draws: the sample variance is within 3 % of 1/(3 dim)
+    np.testing.assert_allclose(w.var(), 1.0 / (3 * dim), rtol=0.03)
+    np.testing.assert_allclose(b.var(), 1.0 / (3 * dim), rtol=0.25)
+    assert np.abs(w).max() > 0.95 * bound  # uniform up to the bound, not a narrower law
+    with pytest.raises(ValueError, match="fan_in"):
+        hist_model.torch_linear_init(0)

@@ -129,6 +129,18 @@ def test_nonfinite_features_stop_training_naming_the_step():
         hypcl.run_method("euclidean", stream, cfg, seed=0)
 
 
+def test_class_zero_outside_the_first_task_trains_finite_values():
+    # the replayed rows of a method without replay (fine-tuning; every method's task 0) have
+    # weight 0; their labels used to be class 0 whether seen or not: CE inf, 0 * inf = NaN
+    cfg = hypcl.get_config("tiny", steps_per_task=5)
+    x, y = hypcl.synthetic_task(cfg, cfg.synth_depth)
+    stream = next(hypcl.train._streams(x, y, cfg, [[1, 2, 0, 3]], 2))
+    assert 0 not in stream.tasks[0]
+    for method in ("finetune", "euclidean"):
+        acc = hypcl.run_method(method, stream, cfg, seed=0)
+        assert acc.shape == (2, 2) and np.all(np.isfinite(np.tril(acc)))
+
+
 def test_paired_order_test_matches_scipy():
     from scipy import stats
 
