@@ -82,7 +82,9 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
       of ``rid``, ``delta_s``, ``delta_d``, ``rid_pooled``, ``delta_d_pooled``, ``mixig``,
       ``r2_self``, ``r2_mix``, and ``tme`` for attention), ``wilcoxon`` (per layer: median
       per-sequence RID difference attention - FFN and the two-sided p-value), ``ordering``
-      (per layer: attention RID below the FFN's, attention MixIG above), ``n_sequences``,
+      (per layer: attention RID below the FFN's, attention MixIG above), ``rid_failures``
+      (sequences whose RID raised, e.g. an all-zero matrix: layer, update, error; left out of
+      the means and the test), ``n_sequences``,
       ``n_tokens``.
 
     Raises:
@@ -108,7 +110,7 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
     cap = {k: np.concatenate(v, axis=1) for k, v in caps.items()}  # (L, N, ...)
     rng = np.random.default_rng(config.seed + 1)
     rows = {"attention": [], "ffn": [], "noise": []}
-    wilcoxon = []
+    wilcoxon, failures = [], []
     for layer in range(cfg.n_layers):
         w = cap["attn_weights"][layer][:, :, 1:, 1:]  # (N, H, T-1, T-1): BOS left out
         w = w / np.maximum(w.sum(-1, keepdims=True), 1e-300)
@@ -124,18 +126,26 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
         }
         per_seq = {}
         for name, (x, dx) in pairs.items():
-            seq = [residual_information_dynamics(x[b], dx[b], rtol=config.rtol) for b in range(n)]
+            seq = []
+            for b in range(n):
+                try:
+                    seq.append(residual_information_dynamics(x[b], dx[b], rtol=config.rtol))
+                except ValueError as err:  # counted and reported, never silently dropped
+                    failures.append({"layer": layer, "update": name, "sequence": b,
+                                     "error": str(err)})  # fmt: skip
+                    seq.append({"rid": np.nan, "delta_s": np.nan, "delta_d": np.nan})
             per_seq[name] = np.asarray([r["rid"] for r in seq])
             pooled = residual_information_dynamics(
                 x.reshape(-1, x.shape[-1]), dx.reshape(-1, dx.shape[-1]), rtol=config.rtol
             )
-            row = {k: float(np.mean([r[k] for r in seq])) for k in ("rid", "delta_s", "delta_d")}
+            row = {k: float(np.nanmean([r[k] for r in seq])) for k in ("rid", "delta_s", "delta_d")}
             row["rid_pooled"], row["delta_d_pooled"] = pooled["rid"], pooled["delta_d"]
             row.update(mixing_information_gain(x, dx, w, seed=layer))
             if name == "attention":
                 row["tme"] = token_mixing_entropy(w)
             rows[name].append(row)
         diff = per_seq["attention"] - per_seq["ffn"]
+        diff = diff[np.isfinite(diff)]
         p = float(stats.wilcoxon(diff).pvalue) if np.any(diff != 0) else 1.0
         wilcoxon.append({"median_difference": float(np.median(diff)), "p": p})
     geometry = {
@@ -159,6 +169,7 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
         "geometry": geometry,
         "wilcoxon": wilcoxon,
         "ordering": ordering,
+        "rid_failures": failures,
         "n_sequences": n,
         "n_tokens": t,
     }

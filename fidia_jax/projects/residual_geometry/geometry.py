@@ -91,7 +91,14 @@ def erank(x: Any) -> float:
     """
     a = _matrix(x, "x", "erank")
     with jax.enable_x64(True):
-        return float(np.asarray(effective_rank(a)))
+        e = float(np.asarray(effective_rank(a)))
+    if e == 0.0 and np.any(a != 0.0):
+        # a non-zero matrix read as rank 0: jax's SVD returned non-finite singular values (no
+        # convergence); numpy's LAPACK SVD instead (it raises LinAlgError if it fails too)
+        s = np.linalg.svd(a, compute_uv=False)
+        p = s[s > 0] / np.sum(s)
+        e = float(np.exp(-np.sum(p * np.log(p))))
+    return e
 
 
 def numerical_rank(x: Any, *, rank: int | None = None, rtol: float | None = 1e-2) -> int:

@@ -383,12 +383,13 @@ def checkpoint_and_evaluate(
     )  # fmt: skip
     print(
         "layers (of {n}): attention RID < FFN RID {a} ({b} with p < 0.05); attention MixIG > "
-        "FFN {c}; > noise {d}".format(
+        "FFN {c}; > noise {d}; per-sequence RIDs that raised (left out) {f}".format(
             n=len(g["attention"]["rid"]),
             a=sum(res["ordering"]["attention_rid_below_ffn"]),
             b=sum(res["ordering"]["attention_rid_below_ffn_p05"]),
             c=sum(res["ordering"]["attention_mixig_above_ffn"]),
             d=sum(res["ordering"]["attention_mixig_above_noise"]),
+            f=len(res["rid_failures"]),
         )
     )
     return results

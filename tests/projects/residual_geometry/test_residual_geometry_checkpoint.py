@@ -81,3 +81,19 @@ def test_checkpoint_bad_input(tmp_path):
         rg.train_and_evaluate(cfg, tmp_path / "run")
     with pytest.raises(ConfigError, match="must not exceed checkpoint_max_seq_len"):
         rg.get_config("tiny", checkpoint="x", checkpoint_tokens=300, checkpoint_max_seq_len=256)
+
+
+def test_erank_falls_back_to_numpy_when_the_svd_gives_no_spectrum(monkeypatch):
+    """A non-zero matrix read as eRank 0 (jax's SVD returning non-finite singular values) is
+    recomputed with numpy's SVD: diag(s) has the closed form exp(H(s / sum s))."""
+    from fidia_jax.projects.residual_geometry import geometry
+
+    s = np.array([4.0, 2.0, 1.0, 1.0])
+    x = np.zeros((5, 6))
+    x[np.arange(4), np.arange(4)] = s
+    p = s / s.sum()
+    want = float(np.exp(-np.sum(p * np.log(p))))
+    assert geometry.erank(x) == pytest.approx(want, rel=1e-12)
+    monkeypatch.setattr(geometry, "effective_rank", lambda a: np.float64(0.0))
+    assert geometry.erank(x) == pytest.approx(want, rel=1e-12)
+    assert geometry.erank(np.zeros((3, 3))) == 0.0  # the zero matrix stays 0
