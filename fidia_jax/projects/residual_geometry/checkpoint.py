@@ -78,7 +78,8 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
         ``checkpoint_tokens``, ``checkpoint_batch``, ``rtol``, ``seed``).
 
     Returns:
-      JSON-ready dict: ``geometry`` (row ``attention`` / ``ffn`` / ``noise`` -> per-layer lists
+      JSON-ready dict: ``layers`` (those measured, ``checkpoint_layers`` or all), ``geometry``
+      (row ``attention`` / ``ffn`` / ``noise`` -> per-layer lists
       of ``rid``, ``delta_s``, ``delta_d``, ``rid_pooled``, ``delta_d_pooled``, ``mixig``,
       ``r2_self``, ``r2_mix``, and ``tme`` for attention), ``wilcoxon`` (per layer: median
       per-sequence RID difference attention - FFN and the two-sided p-value), ``ordering``
@@ -97,6 +98,11 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
             f"checkpoint_geometry: checkpoint_tokens={t} > the model's max_seq_len "
             f"{cfg.max_seq_len}; raise checkpoint_max_seq_len"
         )
+    layers = list(config.checkpoint_layers) or list(range(cfg.n_layers))
+    if any(not 0 <= li < cfg.n_layers for li in layers):
+        raise ValueError(
+            f"checkpoint_geometry: checkpoint_layers {layers} outside [0, {cfg.n_layers})"
+        )
     tokens = text_sequences(tok, n, t, seed=config.seed)
     caps = {k: [] for k in _CAPTURE}
     bs = config.checkpoint_batch
@@ -111,7 +117,7 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
     rng = np.random.default_rng(config.seed + 1)
     rows = {"attention": [], "ffn": [], "noise": []}
     wilcoxon, failures = [], []
-    for layer in range(cfg.n_layers):
+    for layer in layers:
         w = cap["attn_weights"][layer][:, :, 1:, 1:]  # (N, H, T-1, T-1): BOS left out
         w = w / np.maximum(w.sum(-1, keepdims=True), 1e-300)
         x_att = cap["resid_pre"][layer][:, 1:]
@@ -169,6 +175,7 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
         "geometry": geometry,
         "wilcoxon": wilcoxon,
         "ordering": ordering,
+        "layers": layers,
         "rid_failures": failures,
         "n_sequences": n,
         "n_tokens": t,

@@ -51,6 +51,7 @@ class ResidualGeometryConfig:
       checkpoint_max_seq_len: the loaded model's ``max_seq_len``.
       checkpoint_sequences, checkpoint_tokens, checkpoint_batch: text sequences analysed, tokens
         per sequence (BOS included), sequences per forward pass.
+      checkpoint_layers: the layers measured (empty: every layer).
     """
 
     seed: int = 0
@@ -77,6 +78,7 @@ class ResidualGeometryConfig:
     checkpoint_sequences: int = 16
     checkpoint_tokens: int = 128
     checkpoint_batch: int = 4
+    checkpoint_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (

@@ -363,10 +363,10 @@ def checkpoint_and_evaluate(
         config=config,
     )  # fmt: skip
     rows = []
-    for layer in range(len(g["attention"]["rid"])):
+    for i, layer in enumerate(res["layers"]):
         for name in ("attention", "ffn", "noise"):
-            r = {k: v[layer] for k, v in g[name].items()}
-            wx = res["wilcoxon"][layer]
+            r = {k: v[i] for k, v in g[name].items()}
+            wx = res["wilcoxon"][i]
             rows.append([
                 layer, name, f"{r['rid']:.3f}", f"{r['delta_s']:+.3f}", f"{r['delta_d']:.3f}",
                 f"{r['rid_pooled']:.3f}", f"{r['mixig']:.3f}",
