@@ -32,7 +32,9 @@ from fidia_jax.projects.residual_geometry.checkpoint import checkpoint_geometry
 from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS, ResidualGeometryConfig
 from fidia_jax.projects.residual_geometry.geometry import (
     mixing_information_gain,
+    note_residual_information_dynamics,
     residual_information_dynamics,
+    similarity_mixing_gain,
     subspace_innovation,
     token_mixing_entropy,
 )
@@ -141,7 +143,10 @@ def update_geometry(
 
     Returns:
       ``{"rid", "delta_s", "delta_d", "mixig", "r2_self", "r2_mix", "tme"}`` (TME only for
-      ``attn``: a token-wise FFN mixes nothing).
+      ``attn``: a token-wise FFN mixes nothing), and the third-party note's forms
+      ``{"rid_note", "delta_s_note", "delta_d_note", "mixig_note"}``
+      (:func:`.geometry.note_residual_information_dynamics` and
+      :func:`.geometry.similarity_mixing_gain`, mean over sequences).
     """
     x_name, dx_name = {"attn": ("resid_pre", "attn_out"), "ffn": ("resid_mid", "ffn_out")}[module]
     x = np.asarray(cap[x_name][layer], np.float64)
@@ -154,6 +159,16 @@ def update_geometry(
     out.update(mixing_information_gain(x, dx, w, seed=layer))
     if module == "attn":
         out["tme"] = token_mixing_entropy(w)
+    # the third-party note's forms, same rank rule, mean over sequences (the tables' "note" rows)
+    notes = [
+        note_residual_information_dynamics(x[b], dx[b], rank=rank, rtol=rtol)
+        for b in range(x.shape[0])
+    ]
+    for k in ("rid", "delta_s", "delta_d"):
+        out[f"{k}_note"] = float(np.mean([r[k] for r in notes]))
+    out["mixig_note"] = float(
+        np.mean([similarity_mixing_gain(x[b], dx[b]) for b in range(x.shape[0])])
+    )
     return out
 
 
