@@ -13,6 +13,7 @@ from fidia_jax.models._checkpoints import LMTokenizer as LMTokenizer
 from fidia_jax.models._checkpoints import hf_llama_config as hf_llama_config
 from fidia_jax.models._checkpoints import load_gguf as load_gguf
 from fidia_jax.models._checkpoints import load_hf_checkpoint as load_hf_checkpoint
+from fidia_jax.models._checkpoints import load_lm_checkpoint as load_lm_checkpoint
 from fidia_jax.models._checkpoints import load_tokenizer as load_tokenizer
 from fidia_jax.models._domain import check_token_ids as check_token_ids
 from fidia_jax.models._frame2seq import Frame2seq as Frame2seq
@@ -107,6 +108,7 @@ __all__ = [
     "LMTokenizer",
     "hf_llama_config",
     "load_gguf",
+    "load_lm_checkpoint",
     "load_hf_checkpoint",
     "load_tokenizer",
 ]

@@ -41,6 +41,7 @@ from fidia_jax.models._llama import Llama, LlamaConfig
 __all__ = [
     "LMTokenizer",
     "hf_llama_config",
+    "load_lm_checkpoint",
     "load_gguf",
     "load_hf_checkpoint",
     "load_tokenizer",
@@ -656,3 +657,37 @@ def load_tokenizer(path: str | os.PathLike) -> LMTokenizer:
         None if ids["eos"] is None else int(ids["eos"]),
         add_bos,
     )
+
+
+def load_lm_checkpoint(
+    path: str | os.PathLike, *, max_seq_len: int | None = None, dtype=jnp.float32
+) -> tuple[Llama, LMTokenizer]:
+    """A released model and its tokenizer from one path: what a method's ``checkpoint=`` reads.
+
+    A path ending in ``.gguf`` goes to :func:`load_gguf`, any other to
+    :func:`load_hf_checkpoint`; the tokenizer comes from :func:`load_tokenizer`.
+
+    Args:
+      path: a GGUF file or a Hugging Face model directory.
+      max_seq_len: the loaded model's default KV-cache / position limit.
+      dtype: compute (and parameter) dtype.
+
+    Returns:
+      ``(model, tokenizer)``.
+
+    Raises:
+      CheckpointError: ``path`` does not exist (one message naming it), or what the loaders
+        raise (a missing tensor, no tokenizer, ...).
+      ConfigError: an unsupported family or option.
+    """
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise CheckpointError(
+            f"load_lm_checkpoint: {p!r} does not exist (give a .gguf file or a Hugging Face model "
+            "directory)"
+        )
+    if p.endswith(".gguf"):
+        model = load_gguf(p, max_seq_len=max_seq_len, dtype=dtype)
+    else:
+        model = load_hf_checkpoint(p, max_seq_len=max_seq_len, dtype=dtype)
+    return model, load_tokenizer(p)

@@ -48,6 +48,21 @@ class AlgoTraceConfig:
       max_new_tokens: generated tokens per prompt.
       temperature: sampling temperature (the same key in every condition: common random numbers).
       compose_pairs: ``"a+b"`` primitive pairs whose summed vectors are injected.
+      checkpoint: a released model (GGUF file or Hugging Face directory, see
+        ``docs/lm_checkpoints.md``); when set, ``train`` runs the method on that model's text
+        (:func:`.checkpoint.checkpoint_algotrace`) instead of training the small one; the
+        small-model fields above are then unused except ``seed``, ``n_nodes``, ``n_edges``,
+        ``n_clusters``, ``n_random``, ``top_k_heads`` and ``cluster_layer`` (``-1``: the
+        middle layer).
+      checkpoint_max_seq_len: the loaded model's ``max_seq_len``.
+      checkpoint_docs, checkpoint_shots: teacher-forced documents (clusters and vectors) and
+        the solved examples in each.
+      checkpoint_ie_docs: documents on which heads are ranked (attribution patching).
+      checkpoint_prompts, checkpoint_new_tokens: injection prompts (one solved example + a new
+        header) and the greedy tokens generated for each.
+      checkpoint_inject_layer, checkpoint_inject_scale: where (``-1``: ``n_layers // 3``) and
+        how strongly the vectors are added.
+      checkpoint_batch: documents per forward pass.
     """
 
     seed: int = 0
@@ -78,6 +93,16 @@ class AlgoTraceConfig:
     max_new_tokens: int = 52
     temperature: float = 1.0
     compose_pairs: tuple[str, ...] = ("distance+verify", "compare+path", "nearest+verify")
+    checkpoint: str = ""
+    checkpoint_max_seq_len: int = 512
+    checkpoint_docs: int = 24
+    checkpoint_shots: int = 2
+    checkpoint_ie_docs: int = 2
+    checkpoint_prompts: int = 24
+    checkpoint_new_tokens: int = 48
+    checkpoint_inject_layer: int = -1
+    checkpoint_inject_scale: float = 1.0
+    checkpoint_batch: int = 4
 
     def __post_init__(self) -> None:
         for name in (
@@ -121,6 +146,20 @@ class AlgoTraceConfig:
             )
         if not self.temperature > 0 or not self.learning_rate > 0:
             raise ConfigError("temperature and learning_rate must be > 0")
+        if self.checkpoint:
+            for name in ("checkpoint_docs", "checkpoint_shots", "checkpoint_ie_docs",
+                         "checkpoint_new_tokens", "checkpoint_batch"):  # fmt: skip
+                if getattr(self, name) < 1:
+                    raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+            if self.checkpoint_prompts < 2 or self.checkpoint_max_seq_len < 64:
+                raise ConfigError(
+                    "checkpoint_prompts must be >= 2 and checkpoint_max_seq_len >= 64, got "
+                    f"{self.checkpoint_prompts}, {self.checkpoint_max_seq_len}"
+                )
+            if not self.checkpoint_inject_scale > 0:
+                raise ConfigError(
+                    f"checkpoint_inject_scale must be > 0, got {self.checkpoint_inject_scale}"
+                )
         for pair in self.compose_pairs:
             parts = pair.split("+")
             if (

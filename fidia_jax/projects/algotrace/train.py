@@ -36,6 +36,7 @@ from fidia_jax import metrics, models
 from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
 from fidia_jax.projects.algotrace import traces
+from fidia_jax.projects.algotrace.checkpoint import checkpoint_algotrace
 from fidia_jax.projects.algotrace.configs import AlgoTraceConfig
 from fidia_jax.projects.algotrace.plots import PARTITIONS, plot_clustering, plot_injection
 from fidia_jax.projects.algotrace.vectors import (
@@ -47,6 +48,7 @@ from fidia_jax.projects.algotrace.vectors import (
 
 __all__ = [
     "build_vectors",
+    "checkpoint_and_evaluate",
     "cluster_analysis",
     "format_tables",
     "headline",
@@ -428,6 +430,8 @@ def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> 
       ``vectors`` (per source and primitive: norm, selected heads, indirect effects),
       ``vector_cosine``, ``conditions``, ``injection``; ``wall_s``.
     """
+    if config.checkpoint:
+        return checkpoint_and_evaluate(config, workdir)
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     key = jax.random.key(config.seed)
@@ -501,6 +505,83 @@ def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> 
     train_lib.write_summary(workdir, headline(results), config=config)
     print_tables(results)
     return results
+
+
+def checkpoint_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """``fidia-jax algotrace train --set checkpoint=PATH``: the method on a released model.
+
+    Loads the model and its tokenizer (:func:`fidia_jax.models.load_lm_checkpoint`), runs
+    :func:`.checkpoint.checkpoint_algotrace` (clusters, primitive vectors, injection with
+    bootstrap intervals and the random-vector control), prints the tables and writes
+    ``algotrace_checkpoint.json`` (results and config) and ``summary.json`` into ``workdir``.
+
+    Raises:
+      CheckpointError: a missing path (one message naming it) or what the loaders raise.
+      ConfigError: an unsupported family.
+      ValueError: documents or prompts longer than ``checkpoint_max_seq_len``.
+    """
+    t0 = time.time()
+    workdir = pathlib.Path(workdir)
+    with train_lib.stage(f"AlgoTrace: loading {config.checkpoint}"):
+        model, tok = models.load_lm_checkpoint(
+            config.checkpoint, max_seq_len=config.checkpoint_max_seq_len
+        )
+    load_s = time.time() - t0
+    with train_lib.stage(
+        f"clusters, vectors and injection on {config.checkpoint_docs} documents and "
+        f"{config.checkpoint_prompts} prompts"
+    ):
+        res = checkpoint_algotrace(model, tok, config)
+    results = {"checkpoint": str(config.checkpoint), "load_s": load_s, **res,
+               "wall_s": time.time() - t0}  # fmt: skip
+    write_summary(workdir / "algotrace_checkpoint.json", results, config)
+    cl = res["clustering"]
+    train_lib.write_summary(
+        workdir,
+        {"checkpoint": results["checkpoint"], "n_points": cl["n_points"], "layer": cl["layer"],
+         "agreement": {k: cl[k] for k in ("kmeans", "random", "token_identity")},
+         "diagonal_vs_random": res["injection"]["diagonal_vs_random"],
+         "wall_s": results["wall_s"]},
+        config=config,
+    )  # fmt: skip
+    print_checkpoint_tables(results)
+    return results
+
+
+def print_checkpoint_tables(results: dict[str, Any]) -> None:
+    """The console report of :func:`checkpoint_and_evaluate`."""
+    cl = results["clustering"]
+    train_lib.print_table(
+        f"AlgoTrace on {results['checkpoint']}: {cl['n_points']} trace tokens clustered "
+        f"(layer {cl['layer']} resid_post) vs the true primitives",
+        ["partition", "purity", "NMI", "ARI"],
+        [[PARTITIONS[n], cl[n]["purity"], cl[n]["nmi"], cl[n]["ari"]]
+         for n in ("kmeans", "random", "token_identity")],
+    )  # fmt: skip
+    train_lib.print_table(
+        "k-means purity / NMI per layer",
+        ["layer", "purity", "NMI"],
+        [[i, a["purity"], a["nmi"]] for i, a in enumerate(cl["per_layer"])],
+    )
+    inj = results["injection"]
+    train_lib.print_table(
+        f"Injection (layer {inj['layer']}, scale {inj['scale']:g}, {inj['n_prompts']} prompts, "
+        "greedy): mean change of each primitive's line share [95% bootstrap CI]",
+        ["injected vector", *PRIMS],
+        [[name, *(f"{c['delta']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]" for c in row)]
+         for name, row in inj["table"].items()],
+    )  # fmt: skip
+    train_lib.print_table(
+        "Own-rate change minus the random vector's change of the same rate (paired bootstrap)",
+        ["primitive", "difference", "95% CI", "P(not above)"],
+        [[p, f"{d['diff']:+.3f}", f"[{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]",
+          f"{d['p_not_above']:.3f}"] for p, d in inj["diagonal_vs_random"].items()],
+    )  # fmt: skip
+    print(
+        "baseline line shares: "
+        + ", ".join(f"{p} {r:.3f}" for p, r in zip(PRIMS, inj["baseline_rates"], strict=True))
+        + f"; solved without injection {inj['solved']['none']:.3f}"
+    )
 
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,12 @@ function-vector recipe (Todd et al., "Function vectors in large language models"
    (:func:`function_vector`), to be added to the residual with
    :class:`fidia_jax.models.AddToResidual`.
 
+On a model with ``post_norms`` (Gemma 2/3: the attention update is RMS-normalised before it is
+added) step 3 goes through that norm: see :func:`function_vector`. For large models, where one
+forward pass per head is too slow, :func:`head_attribution_effects` gives the first-order
+(attribution-patching) estimate of every head's indirect effect from one forward and one
+backward pass.
+
 Every per-head array is indexed by the **query** head (grouped-query attention: query head ``h``
 reads key/value head ``h // (Hq / Hkv)``), as :meth:`Llama.inspect`'s ``head_out``.
 """
@@ -26,9 +32,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from fidia_jax.models import Llama, PatchHeads
+from fidia_jax.models import AddToResidual, Llama, PatchHeads
 
-__all__ = ["function_vector", "head_indirect_effects", "mean_head_outputs", "top_heads"]
+__all__ = [
+    "function_vector",
+    "head_attribution_effects",
+    "head_indirect_effects",
+    "mean_head_outputs",
+    "top_heads",
+]
 
 
 def _mask(model: Llama, tokens, mask, where: str) -> tuple[jax.Array, np.ndarray]:
@@ -164,6 +176,12 @@ def top_heads(scores, k: int) -> np.ndarray:
 def function_vector(model: Llama, mean_heads, heads) -> jax.Array:
     """``v = sum_{(l, h) selected} a_bar[l, h] @ W_O[l][h D:(h + 1) D]``, a residual-stream vector.
 
+    With ``post_norms`` (Gemma 2/3) each layer's part is multiplied by the factor its attention
+    post-norm applies to the layer's whole mean update ``u_l = sum_{all h} a_bar[l, h] @
+    W_O[l][h]``: ``g_l / rms(u_l)``, so that selecting every head of a layer gives exactly
+    ``post_norm_l(u_l)`` and a subset its share of it (RMSNorm is linear once the ``rms`` is
+    fixed). This adaptation is ours (Todd et al. and the paper use models without post-norms).
+
     Args:
       model: a :class:`Llama` (its output projections ``wo`` are read).
       mean_heads: ``(L, Hq, D)`` mean head outputs.
@@ -185,9 +203,100 @@ def function_vector(model: Llama, mean_heads, heads) -> jax.Array:
         )
     v = jnp.zeros((cfg.dim,), jnp.float32)
     for layer in range(cfg.n_layers):
-        wo = jnp.asarray(model.layers[layer].attention.wo.kernel[...], jnp.float32)  # (Hq*D, C)
-        wo_HxDxC = wo.reshape(cfg.n_heads, cfg.head_dim, cfg.dim)
-        v = v + jnp.einsum(
+        wo_HxDxC = _wo(model, layer)
+        part = jnp.einsum(
             "hd,hdc->c", mh[layer] * jnp.asarray(sel[layer], jnp.float32)[:, None], wo_HxDxC
         )
+        if cfg.post_norms:
+            part = part * _post_norm_gain(
+                model, layer, jnp.einsum("hd,hdc->c", mh[layer], wo_HxDxC)
+            )
+        v = v + part
     return v
+
+
+def _wo(model: Llama, layer: int) -> jax.Array:
+    """``(Hq, D, C)`` float32: each query head's slice of layer ``layer``'s output projection."""
+    cfg = model.config
+    wo = jnp.asarray(model.layers[layer].attention.wo.kernel[...], jnp.float32)  # (Hq*D, C)
+    return wo.reshape(cfg.n_heads, cfg.head_dim, cfg.dim)
+
+
+def _post_norm_gain(model: Llama, layer: int, u_C: jax.Array) -> jax.Array:
+    """``(C,)``: ``g / rms(u)``, the factor by which layer ``layer``'s attention post-norm
+    multiplies the update ``u`` (``post_norm(u) = g * u / sqrt(mean(u**2) + eps)``)."""
+    norm = model.layers[layer].attention_post_norm
+    g = jnp.asarray(norm.scale[...], jnp.float32) + norm.offset
+    return g * jax.lax.rsqrt(jnp.mean(u_C * u_C) + norm.eps)
+
+
+@nnx.jit
+def _attribution_grads(model, tokens, mask_w, target):
+    """Head outputs ``(L, B, T, Hq, D)`` and ``dS / d(residual after attention)``
+    ``(L, B, T, C)`` with ``S = sum_masked log p(target)``, from one forward and one backward."""
+    cfg = model.config
+    b, t = tokens.shape
+
+    def score(delta_LxBxTxC):
+        hooks = tuple(
+            AddToResidual(layer, delta_LxBxTxC[layer], site="mid") for layer in range(cfg.n_layers)
+        )
+        logits, cap = model.inspect(tokens, hooks=hooks, capture=("head_out",))
+        lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)[..., target]
+        return jnp.sum(lp * mask_w), cap["head_out"]
+
+    zero = jnp.zeros((cfg.n_layers, b, t, cfg.dim), jnp.float32)
+    grad, head_out = jax.grad(score, has_aux=True)(zero)
+    return head_out, grad
+
+
+def head_attribution_effects(model: Llama, tokens, mask, mean_heads, target: int) -> jax.Array:
+    """First-order estimate of :func:`head_indirect_effects`, from one forward and one backward.
+
+    Attribution patching (Nanda, "Attribution patching", 2023; Syed, Rager, Conmy, "Attribution
+    patching outperforms automated circuit discovery", 2023): the change of
+    ``S = sum_{(b, t) in mask} log p(target)_t`` when head ``(l, h)`` is set to ``a_bar[l, h]``
+    at the masked positions is approximated by the linear term
+    ``sum_{(b, t') in mask} (a_bar[l, h] - o[l, b, t', h]) . dS / do[l, b, t', h]``, then divided
+    by the number of masked positions (as the exact effect is a mean). ``dS/do`` is the gradient
+    with respect to the residual after the attention block (a zero :class:`AddToResidual` at
+    ``site="mid"``) pulled back through the attention post-norm (``post_norms``) and the head's
+    slice of ``W_O``. It is exact for an effect linear in the head's output and a close estimate
+    for small patches; it ranks heads, it does not replace the exact effect.
+
+    Args:
+      model, tokens, mask, mean_heads, target: as :func:`head_indirect_effects`.
+
+    Returns:
+      ``(L, Hq)`` float32 estimated indirect effects (nats).
+
+    Raises:
+      ValueError: as :func:`head_indirect_effects`.
+    """
+    where = "head_attribution_effects"
+    tokens, m = _mask(model, tokens, mask, where)
+    cfg = model.config
+    mean_heads = jnp.asarray(mean_heads, jnp.float32)
+    if mean_heads.shape != (cfg.n_layers, cfg.n_heads, cfg.head_dim):
+        raise ValueError(
+            f"{where}: mean_heads must be (L, Hq, D) = {(cfg.n_layers, cfg.n_heads, cfg.head_dim)}, "
+            f"got {mean_heads.shape}"
+        )
+    if not 0 <= int(target) < cfg.vocab_size:
+        raise ValueError(f"{where}: target {target} outside the vocabulary [0, {cfg.vocab_size})")
+    w = jnp.asarray(m, jnp.float32)
+    head_out, grad = _attribution_grads(model, tokens, w, jnp.int32(target))
+    out = []
+    for layer in range(cfg.n_layers):
+        o = head_out[layer].astype(jnp.float32)  # (B, T, H, D)
+        g = grad[layer]  # (B, T, C)
+        wo_HxDxC = _wo(model, layer)
+        if cfg.post_norms:
+            norm = model.layers[layer].attention_post_norm
+            u = model.layers[layer].attention.out(head_out[layer]).astype(jnp.float32)
+            _, pull = jax.vjp(lambda x, norm=norm: norm(x).astype(jnp.float32), u)
+            (g,) = pull(g)
+        g_o = jnp.einsum("hdc,btc->bthd", wo_HxDxC, g)
+        diff = (mean_heads[layer][None, None] - o) * w[:, :, None, None]
+        out.append(jnp.einsum("bthd,bthd->h", diff, g_o) / jnp.sum(w))
+    return jnp.stack(out)

@@ -566,24 +566,23 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
 def checkpoint_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
     """``fidia-jax dycon train --set checkpoint=PATH``: the probe analysis on a released model.
 
-    Loads the checkpoint (``models.load_gguf`` for a ``.gguf`` file, else
-    ``models.load_hf_checkpoint``) and its tokenizer, runs :func:`.lm_probe.checkpoint_probe`
+    Loads the checkpoint and its tokenizer (:func:`fidia_jax.models.load_lm_checkpoint`: a
+    ``.gguf`` file or a Hugging Face directory), runs :func:`.lm_probe.checkpoint_probe`
     with ``config.checkpoint_traces`` traces, prints the table (held-out R² per layer, the
     shuffled control, the position-only baseline and the paired test) and writes
     ``dycon_checkpoint.json`` and ``summary.json`` into ``workdir``.
 
     Raises:
-      CheckpointError / ConfigError: from the loaders (a missing file, an unsupported family).
+      CheckpointError / ConfigError: from ``load_lm_checkpoint`` (a missing path, an unsupported
+        family).
     """
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     path = str(config.checkpoint)
     with train_lib.stage(f"DyCon: loading {path}"):
-        if path.endswith(".gguf"):
-            model = models.load_gguf(path, max_seq_len=config.checkpoint_max_seq_len)
-        else:
-            model = models.load_hf_checkpoint(path, max_seq_len=config.checkpoint_max_seq_len)
-        tokenizer = models.load_tokenizer(path)
+        model, tokenizer = models.load_lm_checkpoint(
+            path, max_seq_len=config.checkpoint_max_seq_len
+        )
     load_s = time.time() - t0
     with train_lib.stage(f"probing {config.checkpoint_traces} teacher-forced traces"):
         probe = checkpoint_probe(

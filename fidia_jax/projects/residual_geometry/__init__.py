@@ -38,7 +38,16 @@ from fidia_jax.projects.residual_geometry.geometry import (
     mixing_information_gain as mixing_information_gain,
 )
 from fidia_jax.projects.residual_geometry.geometry import (
+    note_residual_information_dynamics as note_residual_information_dynamics,
+)
+from fidia_jax.projects.residual_geometry.geometry import (
     residual_information_dynamics as residual_information_dynamics,
+)
+from fidia_jax.projects.residual_geometry.geometry import (
+    similarity_mixing_entropy as similarity_mixing_entropy,
+)
+from fidia_jax.projects.residual_geometry.geometry import (
+    similarity_mixing_gain as similarity_mixing_gain,
 )
 from fidia_jax.projects.residual_geometry.geometry import (
     token_mixing_entropy as token_mixing_entropy,
@@ -63,7 +72,10 @@ __all__ = [
     "intervention_hooks",
     "load_config",
     "mixing_information_gain",
+    "note_residual_information_dynamics",
     "residual_information_dynamics",
+    "similarity_mixing_entropy",
+    "similarity_mixing_gain",
     "token_mixing_entropy",
     "train_and_evaluate",
     "update_geometry",

@@ -43,6 +43,15 @@ class ResidualGeometryConfig:
         fixed ranks; ranks above ``min(N, C)`` are skipped).
       per_layer: also run every intervention on one layer at a time (else all layers at once).
       interventions: which of :data:`INTERVENTIONS` to run.
+      checkpoint: a released text model (GGUF file or Hugging Face directory, see
+        ``docs/lm_checkpoints.md``); when set, ``train`` measures the attention and FFN updates
+        of that model on text (:func:`.checkpoint.checkpoint_geometry`, a text-only check)
+        instead of training the small vision-language model; of the fields above only
+        ``seed`` and ``rtol`` are used.
+      checkpoint_max_seq_len: the loaded model's ``max_seq_len``.
+      checkpoint_sequences, checkpoint_tokens, checkpoint_batch: text sequences analysed, tokens
+        per sequence (BOS included), sequences per forward pass.
+      checkpoint_layers: the layers measured (empty: every layer).
     """
 
     seed: int = 0
@@ -64,6 +73,12 @@ class ResidualGeometryConfig:
     rank_grid: tuple[int, ...] = (4, 8, 16)
     per_layer: bool = True
     interventions: tuple[str, ...] = tuple(INTERVENTIONS)
+    checkpoint: str = ""
+    checkpoint_max_seq_len: int = 256
+    checkpoint_sequences: int = 16
+    checkpoint_tokens: int = 128
+    checkpoint_batch: int = 4
+    checkpoint_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (
@@ -93,6 +108,17 @@ class ResidualGeometryConfig:
             raise ConfigError(f"rank_grid must hold ints >= 1, got {self.rank_grid}")
         if self.learning_rate <= 0 or self.warmup_steps < 0:
             raise ConfigError("learning_rate must be > 0 and warmup_steps >= 0")
+        if self.checkpoint_sequences < 4 or self.checkpoint_tokens < 8 or self.checkpoint_batch < 1:
+            raise ConfigError(
+                "checkpoint_sequences must be >= 4, checkpoint_tokens >= 8 and checkpoint_batch "
+                f">= 1, got {self.checkpoint_sequences}, {self.checkpoint_tokens}, "
+                f"{self.checkpoint_batch}"
+            )
+        if self.checkpoint_tokens > self.checkpoint_max_seq_len:
+            raise ConfigError(
+                f"checkpoint_tokens ({self.checkpoint_tokens}) must not exceed "
+                f"checkpoint_max_seq_len ({self.checkpoint_max_seq_len})"
+            )
         unknown = [k for k in self.interventions if k not in INTERVENTIONS]
         if unknown:
             raise ConfigError(f"interventions must name only {tuple(INTERVENTIONS)}, got {unknown}")

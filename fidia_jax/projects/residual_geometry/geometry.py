@@ -26,6 +26,15 @@ read; the paper's equations were not available):
   the mixed context ``W X̂`` adds, on held-out tokens, to a linear prediction of the update from
   the token's own state ``X̂``: ``½ log(SSE_self / SSE_self+mix)``.
 
+A second set, ``note_residual_information_dynamics``, ``similarity_mixing_entropy`` and
+``similarity_mixing_gain``, implements the formulas a **third-party** note on the paper gives
+(papernotes.org, 2026-05-08; read in place of the paper, whose §3 could not be read here):
+ΔS ``= |eRank(X') − eRank(X)| / min(S, H)``, ΔD from the column and row subspaces of ``X``
+applied to ``X' = X + ΔX`` (norms not squared), RID their sum, TME the entropy of a
+cosine-similarity mixing distribution of the tokens and MixIG ``TME(X') − TME(X)``. The
+project's tables use the reconstruction unless they say otherwise (``docs/residual_geometry.md``
+compares the two).
+
 RID depends on ``X`` and ``ΔX`` only through the set of their rows (any joint token permutation
 leaves it unchanged); TME depends on which token reads which (a causal mixing matrix recomputed on
 reordered tokens changes it), and MixIG on whether the update is a function of other tokens.
@@ -48,8 +57,11 @@ from fidia_jax.metrics import effective_rank, ridge_fit, ridge_predict
 __all__ = [
     "erank",
     "mixing_information_gain",
+    "note_residual_information_dynamics",
     "numerical_rank",
     "residual_information_dynamics",
+    "similarity_mixing_entropy",
+    "similarity_mixing_gain",
     "spectral_change",
     "subspace_innovation",
     "subspace_projector",
@@ -91,7 +103,14 @@ def erank(x: Any) -> float:
     """
     a = _matrix(x, "x", "erank")
     with jax.enable_x64(True):
-        return float(np.asarray(effective_rank(a)))
+        e = float(np.asarray(effective_rank(a)))
+    if e == 0.0 and np.any(a != 0.0):
+        # a non-zero matrix read as rank 0: jax's SVD returned non-finite singular values (no
+        # convergence); numpy's LAPACK SVD instead (it raises LinAlgError if it fails too)
+        s = np.linalg.svd(a, compute_uv=False)
+        p = s[s > 0] / np.sum(s)
+        e = float(np.exp(-np.sum(p * np.log(p))))
+    return e
 
 
 def numerical_rank(x: Any, *, rank: int | None = None, rtol: float | None = 1e-2) -> int:
@@ -358,3 +377,125 @@ def mixing_information_gain(
         "r2_self": 1.0 - sse_self / sst if sst > 0 else 0.0,
         "r2_mix": 1.0 - sse_mix / sst if sst > 0 else 0.0,
     }
+
+
+# --- The third-party note's forms (papernotes.org note on arXiv:2605.05668, not the paper) -------
+
+
+def note_residual_information_dynamics(
+    x: Any, dx: Any, *, rank: int | None = None, rtol: float | None = 1e-2
+) -> dict[str, float]:
+    """RID in the form a third-party note gives (**not checked against the paper**).
+
+    With ``X' = X + ΔX`` (``S`` tokens × ``H`` features) and ``P_C``, ``P_R`` the orthogonal
+    projectors onto the top-``r`` left (column, token) and right (row, feature) singular
+    subspaces of ``X``:
+
+    * ``ΔS = |eRank(X') − eRank(X)| / min(S, H)`` in ``[0, 1)`` (eRank with ``p_i = σ_i / Σσ``);
+    * ``ΔD = (||(I − P_C) X'||_F + ||X' (I − P_R)||_F) / (2 ||X'||_F)`` in ``[0, 1]``
+      (the whole new residual, not the update, against both subspaces of the old; norms not
+      squared);
+    * ``RID = ΔS + ΔD`` in ``[0, 2)``.
+
+    The note does not say how ``r`` is chosen; we use the same rule as the reconstruction
+    (:func:`numerical_rank`: ``rank`` or the singular values ``> rtol · σ_1``), so the two forms
+    differ only in their formulas. With a full-rank ``X`` and ``S <= H`` (``r = S``),
+    ``P_C = I`` and the column term is 0.
+
+    Args:
+      x: ``(S, H)`` residual entering the module.
+      dx: ``(S, H)`` its update.
+      rank, rtol: the numerical rank ``r`` (see :func:`numerical_rank`).
+
+    Returns:
+      ``{"erank_before", "erank_after", "delta_s", "delta_d", "rid", "rank"}`` (floats).
+
+    Raises:
+      ValueError: shapes that differ, non-2-D or non-finite input, ``X`` or ``X'`` equal to
+        zero, or a bad ``rank`` / ``rtol``.
+
+    Source: the papernotes.org note "Large Vision-Language Models Get Lost in Attention"
+    (2026-05-08), summarising Xi et al., ICML 2026, arXiv:2605.05668, §3.
+    """
+    where = "note_residual_information_dynamics"
+    x, dx = _pair(x, dx, where)
+    xn = x + dx
+    e0, e1 = erank(x), erank(xn)
+    norm = float(np.linalg.norm(xn))
+    if e0 <= 0 or norm == 0.0:
+        raise ValueError(f"{where}: x and x + dx must be non-zero (eRank {e0:g} -> {e1:g})")
+    u, s, vt = np.linalg.svd(x, full_matrices=False)
+    r = _rank_from_svals(s, rank, rtol)
+    ur, vr = u[:, :r], vt[:r].T
+    col = xn - ur @ (ur.T @ xn)  # (I - P_C) X'
+    row = xn - (xn @ vr) @ vr.T  # X' (I - P_R)
+    ds = abs(e1 - e0) / min(x.shape)
+    dd = (float(np.linalg.norm(col)) + float(np.linalg.norm(row))) / (2.0 * norm)
+    dd = float(np.clip(dd, 0.0, 1.0))
+    return {
+        "erank_before": e0,
+        "erank_after": e1,
+        "delta_s": float(ds),
+        "delta_d": dd,
+        "rid": float(ds) + dd,
+        "rank": float(r),
+    }
+
+
+def similarity_mixing_entropy(x: Any, *, normalize: bool = False) -> float:
+    """TME in the form a third-party note gives: entropy of a cosine-similarity mixing matrix.
+
+    Each token (row of ``X``) is scaled to unit norm, ``x̃_t``; the mixing distribution of token
+    ``t`` is ``P_tj ∝ (x̃_t · x̃_j + 1) / 2`` over all ``S`` tokens ``j`` (itself included; no
+    causal mask, the note names none), and TME is the mean over ``t`` of the Shannon entropy of
+    ``P_t`` (nats). Closed forms: identical rows give ``log S``; orthonormal rows give
+    ``log(S + 1) − 2 log 2 / (S + 1)``; two opposite rows give ``0``. It reads ``X`` alone (no
+    attention weights), so it applies to an FFN's output as well. **Not checked against the
+    paper.**
+
+    Args:
+      x: ``(S, H)`` residual, ``S >= 2``.
+      normalize: divide by ``log S`` (then TME is in ``[0, 1]``).
+
+    Returns:
+      float, nats (or a fraction of ``log S``).
+
+    Raises:
+      ValueError: not a finite 2-D matrix, fewer than 2 tokens, or a zero row (no direction).
+    """
+    where = "similarity_mixing_entropy"
+    a = _matrix(x, "x", where)
+    s = a.shape[0]
+    if s < 2:
+        raise ValueError(f"{where}: need at least 2 tokens (rows), got {s}")
+    norms = np.linalg.norm(a, axis=1, keepdims=True)
+    if np.any(norms == 0.0):
+        raise ValueError(f"{where}: x has an all-zero row (token) with no direction")
+    xt = a / norms
+    k = np.clip((xt @ xt.T + 1.0) / 2.0, 0.0, None)  # >= 0; the diagonal is 1
+    p = k / np.sum(k, axis=1, keepdims=True)
+    h = -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=1)
+    out = float(np.mean(h))
+    return out / float(np.log(s)) if normalize else out
+
+
+def similarity_mixing_gain(x: Any, dx: Any, *, normalize: bool = False) -> float:
+    """MixIG in the form a third-party note gives: ``TME(X + ΔX) − TME(X)``.
+
+    TME is :func:`similarity_mixing_entropy`; positive when the update makes the tokens' mixing
+    distributions more uniform (tokens more alike). **Not checked against the paper.**
+
+    Args:
+      x: ``(S, H)`` residual entering the module; dx: ``(S, H)`` its update.
+      normalize: passed to :func:`similarity_mixing_entropy`.
+
+    Returns:
+      float (nats, or a fraction of ``log S``), in ``(−log S, log S]``.
+
+    Raises:
+      ValueError: as :func:`similarity_mixing_entropy`; shapes that differ.
+    """
+    x, dx = _pair(x, dx, "similarity_mixing_gain")
+    return similarity_mixing_entropy(x + dx, normalize=normalize) - similarity_mixing_entropy(
+        x, normalize=normalize
+    )

@@ -28,16 +28,20 @@ from flax import nnx
 from fidia_jax import data, models, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.residual_geometry import questions
+from fidia_jax.projects.residual_geometry.checkpoint import checkpoint_geometry
 from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS, ResidualGeometryConfig
 from fidia_jax.projects.residual_geometry.geometry import (
     mixing_information_gain,
+    note_residual_information_dynamics,
     residual_information_dynamics,
+    similarity_mixing_gain,
     subspace_innovation,
     token_mixing_entropy,
 )
 from fidia_jax.projects.residual_geometry.plots import ROW_NAMES, accuracy_rows, plot_geometry
 
 __all__ = [
+    "checkpoint_and_evaluate",
     "N_VISUAL",
     "build_model",
     "format_table",
@@ -139,7 +143,10 @@ def update_geometry(
 
     Returns:
       ``{"rid", "delta_s", "delta_d", "mixig", "r2_self", "r2_mix", "tme"}`` (TME only for
-      ``attn``: a token-wise FFN mixes nothing).
+      ``attn``: a token-wise FFN mixes nothing), and the third-party note's forms
+      ``{"rid_note", "delta_s_note", "delta_d_note", "mixig_note"}``
+      (:func:`.geometry.note_residual_information_dynamics` and
+      :func:`.geometry.similarity_mixing_gain`, mean over sequences).
     """
     x_name, dx_name = {"attn": ("resid_pre", "attn_out"), "ffn": ("resid_mid", "ffn_out")}[module]
     x = np.asarray(cap[x_name][layer], np.float64)
@@ -152,6 +159,16 @@ def update_geometry(
     out.update(mixing_information_gain(x, dx, w, seed=layer))
     if module == "attn":
         out["tme"] = token_mixing_entropy(w)
+    # the third-party note's forms, same rank rule, mean over sequences (the tables' "note" rows)
+    notes = [
+        note_residual_information_dynamics(x[b], dx[b], rank=rank, rtol=rtol)
+        for b in range(x.shape[0])
+    ]
+    for k in ("rid", "delta_s", "delta_d"):
+        out[f"{k}_note"] = float(np.mean([r[k] for r in notes]))
+    out["mixig_note"] = float(
+        np.mean([similarity_mixing_gain(x[b], dx[b]) for b in range(x.shape[0])])
+    )
     return out
 
 
@@ -200,6 +217,8 @@ def train_and_evaluate(
       ``r2_self``, ``r2_mix``, ``tme``), ``rank_sensitivity`` (rule -> row -> per-layer ΔD),
       ``ordering`` (whether the paper's attention-vs-FFN ordering holds in every layer).
     """
+    if config.checkpoint:
+        return checkpoint_and_evaluate(config, workdir)
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     with train.stage(
@@ -317,6 +336,77 @@ def train_and_evaluate(
     )  # fmt: skip
     train.write_summary(workdir, headline(results), config=config)
     print_tables(results)
+    return results
+
+
+def checkpoint_and_evaluate(
+    config: ResidualGeometryConfig, workdir: str | pathlib.Path
+) -> dict[str, Any]:
+    """``fidia-jax residual_geometry train --set checkpoint=PATH``: the text-only check.
+
+    Loads the model and its tokenizer (:func:`fidia_jax.models.load_lm_checkpoint`), runs
+    :func:`.checkpoint.checkpoint_geometry`, prints the table and writes
+    ``residual_geometry_checkpoint.json`` (results and config) and ``summary.json``.
+
+    Raises:
+      CheckpointError: a missing path (one message naming it) or what the loaders raise.
+      ConfigError: an unsupported family.
+    """
+    t0 = time.time()
+    workdir = pathlib.Path(workdir)
+    with train.stage(f"residual geometry: loading {config.checkpoint}"):
+        model, tok = models.load_lm_checkpoint(
+            config.checkpoint, max_seq_len=config.checkpoint_max_seq_len
+        )
+    load_s = time.time() - t0
+    with train.stage(
+        f"RID / MixIG / TME of {config.checkpoint_sequences} text sequences x "
+        f"{model.config.n_layers} layers"
+    ):
+        res = checkpoint_geometry(model, tok, config)
+    results = {"checkpoint": str(config.checkpoint), "load_s": load_s, **res,
+               "wall_s": time.time() - t0}  # fmt: skip
+    write_summary(workdir / "residual_geometry_checkpoint.json", results, config)
+    g = res["geometry"]
+    train.write_summary(
+        workdir,
+        {"checkpoint": results["checkpoint"],
+         "mean": {row: {k: float(np.mean(v[k])) for k in ("rid", "rid_pooled", "mixig")}
+                  for row, v in g.items()},
+         "ordering": {k: int(sum(v)) for k, v in res["ordering"].items()},
+         "n_layers": len(g["attention"]["rid"]), "wall_s": results["wall_s"]},
+        config=config,
+    )  # fmt: skip
+    rows = []
+    for i, layer in enumerate(res["layers"]):
+        for name in ("attention", "ffn", "noise"):
+            r = {k: v[i] for k, v in g[name].items()}
+            wx = res["wilcoxon"][i]
+            rows.append([
+                layer, name, f"{r['rid']:.3f}", f"{r['delta_s']:+.3f}", f"{r['delta_d']:.3f}",
+                f"{r['rid_pooled']:.3f}", f"{r['mixig']:.3f}",
+                f"{r['r2_self']:.2f} -> {r['r2_mix']:.2f}",
+                f"{r['tme']:.3f}" if "tme" in r else "-",
+                f"{wx['median_difference']:+.3f} (p {wx['p']:.2g})" if name == "attention" else "",
+            ])  # fmt: skip
+    train.print_table(
+        f"Residual geometry on {results['checkpoint']} (text only; {res['n_sequences']} "
+        f"sequences x {res['n_tokens']} tokens, BOS left out)",
+        ["layer", "update", "RID", "ΔS", "ΔD", "RID pooled", "MixIG", "R² self -> +mix",
+         "TME", "attn - FFN RID (Wilcoxon)"],
+        rows,
+    )  # fmt: skip
+    print(
+        "layers (of {n}): attention RID < FFN RID {a} ({b} with p < 0.05); attention MixIG > "
+        "FFN {c}; > noise {d}; per-sequence RIDs that raised (left out) {f}".format(
+            n=len(g["attention"]["rid"]),
+            a=sum(res["ordering"]["attention_rid_below_ffn"]),
+            b=sum(res["ordering"]["attention_rid_below_ffn_p05"]),
+            c=sum(res["ordering"]["attention_mixig_above_ffn"]),
+            d=sum(res["ordering"]["attention_mixig_above_noise"]),
+            f=len(res["rid_failures"]),
+        )
+    )
     return results
 
 

@@ -345,11 +345,7 @@ def checkpoint_generate(path: str, *, max_new_tokens: int = 16, max_seq_len: int
     import time
 
     t0 = time.time()
-    if str(path).endswith(".gguf"):
-        model = models_lib.load_gguf(path, max_seq_len=max_seq_len)
-    else:
-        model = models_lib.load_hf_checkpoint(path, max_seq_len=max_seq_len)
-    tok = models_lib.load_tokenizer(path)
+    model, tok = models_lib.load_lm_checkpoint(path, max_seq_len=max_seq_len)
     info = {"checkpoint": str(path), "load_s": time.time() - t0}
 
     def generate(prompts: list[str]) -> list[str]:

@@ -59,3 +59,13 @@ def test_checkpoint_probe_on_a_tiny_model():
     assert lo <= out["paired"]["mse_difference"] <= hi
     with pytest.raises(ValueError, match="num_traces >= 8"):
         lm_probe.checkpoint_probe(model, CharTokenizer(), num_traces=4)
+
+
+def test_checkpoint_run_names_a_missing_path(tmp_path):
+    from fidia_jax.errors import CheckpointError
+    from fidia_jax.projects.dycon import get_config
+    from fidia_jax.projects.dycon.train import checkpoint_and_evaluate
+
+    missing = tmp_path / "nope.gguf"
+    with pytest.raises(CheckpointError, match="nope.gguf.*does not exist"):
+        checkpoint_and_evaluate(get_config("tiny", checkpoint=str(missing)), tmp_path / "run")

@@ -86,6 +86,11 @@ def test_update_geometry_recomputes_from_captures():
     assert g["rid"] == pytest.approx(rid, abs=1e-12)
     assert g["tme"] == pytest.approx(geometry.token_mixing_entropy(w), abs=1e-12)
     assert "tme" not in rg.update_geometry(cap, 0, "ffn", rtol=1e-2)
+    pairs = [(cap["resid_pre"][0, i], cap["attn_out"][0, i]) for i in range(b)]
+    note = [geometry.note_residual_information_dynamics(x, dx, rtol=1e-2) for x, dx in pairs]
+    assert g["rid_note"] == pytest.approx(np.mean([r["rid"] for r in note]), abs=1e-12)
+    gain = np.mean([geometry.similarity_mixing_gain(x, dx) for x, dx in pairs])
+    assert g["mixig_note"] == pytest.approx(gain, abs=1e-12)
 
 
 def test_intervention_hooks():

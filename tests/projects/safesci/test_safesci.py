@@ -206,3 +206,43 @@ def test_checkpoint_model_needs_a_path_and_a_sane_length(records):
         _build("checkpoint", records, get_config("default", model="checkpoint"))
     with pytest.raises(ConfigError, match="checkpoint_max_seq_len"):
         get_config("default", checkpoint_max_seq_len=8)
+
+
+def test_checkpoint_generate_names_a_missing_path(tmp_path):
+    from fidia_jax.errors import CheckpointError
+    from fidia_jax.projects.safesci.models import checkpoint_generate
+
+    with pytest.raises(CheckpointError, match="nope.*does not exist"):
+        checkpoint_generate(str(tmp_path / "nope"))
+
+
+@pytest.mark.integration
+def test_checkpoint_generate_is_greedy_decoding_of_the_loaded_checkpoint(tmp_path):
+    import sys
+
+    import jax.numpy as jnp
+
+    from fidia_jax import models
+    from fidia_jax.projects.safesci.models import checkpoint_generate
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "models"))
+    try:
+        from tiny_lm_checkpoint import write_tiny_gemma3
+    finally:
+        sys.path.pop(0)
+    path = write_tiny_gemma3(tmp_path / "gemma")
+    generate, info = checkpoint_generate(str(path), max_new_tokens=3, max_seq_len=32)
+    assert info["checkpoint"] == str(path) and info["load_s"] >= 0
+    # the reference: the HF loader and the tokenizer called directly, one prompt at a time
+    model = models.load_hf_checkpoint(path, max_seq_len=32)
+    tok = models.load_tokenizer(path)
+    prompts = ["Q: 1 + 2", "A"]
+    want = []
+    for p in prompts:
+        ids = tok.encode(p)
+        out = models.sample_llama(
+            model, jnp.asarray([ids], jnp.int32), max_new_tokens=3, stop_token=tok.eos_id
+        )
+        new = [int(t) for t in np.asarray(out.tokens)[0][: int(out.num_tokens[0])]]
+        want.append(tok.decode([t for t in new if t != tok.eos_id]))
+    assert generate(prompts) == want

@@ -1,0 +1,182 @@
+"""Residual-update geometry on a released text model (issue 26, Deliver 4): a **text-only** check.
+
+The paper's claim (attention reconfigures: low RID, high MixIG; the FFN innovates: high RID, low
+MixIG) is made for vision-language models. A released text model (Gemma 3 270M here) has no
+visual tokens, so only the attention-vs-FFN part can be checked, on text: no intervention on
+visual tokens, no accuracy table.
+
+Text: the text-only kind of the project's digit questions (``a + b``, :mod:`.questions`) written
+as plain lines (``"Q: 3 + 4 = ? A: 7"``), one sequence of ``checkpoint_tokens`` tokens per row
+(the checkpoint's tokenizer; BOS first). Per layer the captures give ``X = resid_pre``,
+``ΔX = attn_out`` (attention) and ``X = resid_mid``, ``ΔX = ffn_out`` (FFN); with post-norms
+(Gemma) the updates are the post-normed ones that are added. Rows of the table:
+
+* **attention**, **FFN**: RID, ΔS, ΔD per sequence (mean), RID pooled over all sequences' tokens
+  (``N > C``: the row space is no longer limited by the token count, the caveat of the synthetic
+  run), MixIG (held-out ridge, sequences split in halves), TME of the attention weights;
+* **noise** (the simple control, as the synthetic page's Noise Δ row): Gaussian noise with each
+  token's attention-update RMS, in place of the attention update of the same ``X`` (drawn here,
+  not run through the model).
+
+The BOS position is left out of every measure (its residual is orders of magnitude larger than
+the others': an attention sink that would set the spectrum alone); the mixing weights of the
+other queries are renormalised over the other keys. Attention RID vs FFN RID per layer is tested
+by the paired Wilcoxon signed-rank test over sequences. These choices are ours.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from scipy import stats
+
+from fidia_jax.projects.residual_geometry.geometry import (
+    mixing_information_gain,
+    residual_information_dynamics,
+    token_mixing_entropy,
+)
+
+__all__ = ["checkpoint_geometry", "text_sequences"]
+
+_CAPTURE = ("resid_pre", "attn_out", "resid_mid", "ffn_out", "attn_weights")
+
+
+def text_sequences(tok, n: int, n_tokens: int, *, seed: int = 0) -> np.ndarray:
+    """``(n, n_tokens)`` int32 ids: BOS, then addition questions until the row is full.
+
+    Raises:
+      ValueError: ``n < 4`` or ``n_tokens < 8``.
+    """
+    if n < 4 or n_tokens < 8:
+        raise ValueError(f"text_sequences: need n >= 4 and n_tokens >= 8, got {n}, {n_tokens}")
+    rng = np.random.default_rng(seed)
+    out = np.zeros((n, n_tokens), np.int32)
+    for i in range(n):
+        ids = [tok.bos_id] if tok.bos_id is not None else []
+        while len(ids) < n_tokens:
+            a, b = (int(v) for v in rng.integers(0, 10, size=2))
+            ids += tok.encode(f"Q: {a} + {b} = ? A: {a + b}\n", add_bos=False)
+        out[i] = ids[:n_tokens]
+    return out
+
+
+@nnx.jit
+def _capture(model, tokens):
+    return model.inspect(tokens, capture=_CAPTURE)[1]
+
+
+def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
+    """The table of the module docstring on a loaded checkpoint.
+
+    Args:
+      model: a loaded :class:`fidia_jax.models.Llama`.
+      tok: its :class:`fidia_jax.models.LMTokenizer`.
+      config: a :class:`.configs.ResidualGeometryConfig` (``checkpoint_sequences``,
+        ``checkpoint_tokens``, ``checkpoint_batch``, ``rtol``, ``seed``).
+
+    Returns:
+      JSON-ready dict: ``layers`` (those measured, ``checkpoint_layers`` or all), ``geometry``
+      (row ``attention`` / ``ffn`` / ``noise`` -> per-layer lists
+      of ``rid``, ``delta_s``, ``delta_d``, ``rid_pooled``, ``delta_d_pooled``, ``mixig``,
+      ``r2_self``, ``r2_mix``, and ``tme`` for attention), ``wilcoxon`` (per layer: median
+      per-sequence RID difference attention - FFN and the two-sided p-value), ``ordering``
+      (per layer: attention RID below the FFN's, attention MixIG above), ``rid_failures``
+      (sequences whose RID raised, e.g. an all-zero matrix: layer, update, error; left out of
+      the means and the test), ``n_sequences``,
+      ``n_tokens``.
+
+    Raises:
+      ValueError: ``checkpoint_tokens`` above the model's ``max_seq_len``.
+    """
+    cfg = model.config
+    n, t = config.checkpoint_sequences, config.checkpoint_tokens
+    if t > cfg.max_seq_len:
+        raise ValueError(
+            f"checkpoint_geometry: checkpoint_tokens={t} > the model's max_seq_len "
+            f"{cfg.max_seq_len}; raise checkpoint_max_seq_len"
+        )
+    layers = list(config.checkpoint_layers) or list(range(cfg.n_layers))
+    if any(not 0 <= li < cfg.n_layers for li in layers):
+        raise ValueError(
+            f"checkpoint_geometry: checkpoint_layers {layers} outside [0, {cfg.n_layers})"
+        )
+    tokens = text_sequences(tok, n, t, seed=config.seed)
+    caps = {k: [] for k in _CAPTURE}
+    bs = config.checkpoint_batch
+    for s in range(0, n, bs):
+        chunk = np.zeros((bs, t), np.int32)
+        part = tokens[s : s + bs]
+        chunk[: len(part)] = part
+        c = _capture(model, jnp.asarray(chunk))
+        for k in _CAPTURE:
+            caps[k].append(np.asarray(c[k], np.float64)[:, : len(part)])
+    cap = {k: np.concatenate(v, axis=1) for k, v in caps.items()}  # (L, N, ...)
+    rng = np.random.default_rng(config.seed + 1)
+    rows = {"attention": [], "ffn": [], "noise": []}
+    wilcoxon, failures = [], []
+    for layer in layers:
+        w = cap["attn_weights"][layer][:, :, 1:, 1:]  # (N, H, T-1, T-1): BOS left out
+        w = w / np.maximum(w.sum(-1, keepdims=True), 1e-300)
+        x_att = cap["resid_pre"][layer][:, 1:]
+        d_att = cap["attn_out"][layer][:, 1:]
+        z = rng.standard_normal(d_att.shape)
+        rms = lambda a: np.sqrt(np.mean(a * a, axis=-1, keepdims=True))  # noqa: E731
+        d_noise = z * rms(d_att) / np.maximum(rms(z), 1e-300)
+        pairs = {
+            "attention": (x_att, d_att),
+            "ffn": (cap["resid_mid"][layer][:, 1:], cap["ffn_out"][layer][:, 1:]),
+            "noise": (x_att, d_noise),
+        }
+        per_seq = {}
+        for name, (x, dx) in pairs.items():
+            seq = []
+            for b in range(n):
+                try:
+                    seq.append(residual_information_dynamics(x[b], dx[b], rtol=config.rtol))
+                except ValueError as err:  # counted and reported, never silently dropped
+                    failures.append({"layer": layer, "update": name, "sequence": b,
+                                     "error": str(err)})  # fmt: skip
+                    seq.append({"rid": np.nan, "delta_s": np.nan, "delta_d": np.nan})
+            per_seq[name] = np.asarray([r["rid"] for r in seq])
+            pooled = residual_information_dynamics(
+                x.reshape(-1, x.shape[-1]), dx.reshape(-1, dx.shape[-1]), rtol=config.rtol
+            )
+            row = {k: float(np.nanmean([r[k] for r in seq])) for k in ("rid", "delta_s", "delta_d")}
+            row["rid_pooled"], row["delta_d_pooled"] = pooled["rid"], pooled["delta_d"]
+            row.update(mixing_information_gain(x, dx, w, seed=layer))
+            if name == "attention":
+                row["tme"] = token_mixing_entropy(w)
+            rows[name].append(row)
+        diff = per_seq["attention"] - per_seq["ffn"]
+        diff = diff[np.isfinite(diff)]
+        p = float(stats.wilcoxon(diff).pvalue) if np.any(diff != 0) else 1.0
+        wilcoxon.append({"median_difference": float(np.median(diff)), "p": p})
+    geometry = {
+        name: {k: [r[k] for r in per_layer] for k in per_layer[0]}
+        for name, per_layer in rows.items()
+    }
+    att, ffn = geometry["attention"], geometry["ffn"]
+    ordering = {
+        "attention_rid_below_ffn": [a < f for a, f in zip(att["rid"], ffn["rid"], strict=True)],
+        "attention_rid_below_ffn_p05": [
+            wx["median_difference"] < 0 and wx["p"] < 0.05 for wx in wilcoxon
+        ],
+        "attention_mixig_above_ffn": [
+            a > f for a, f in zip(att["mixig"], ffn["mixig"], strict=True)
+        ],
+        "attention_mixig_above_noise": [
+            a > f for a, f in zip(att["mixig"], geometry["noise"]["mixig"], strict=True)
+        ],
+    }
+    return {
+        "geometry": geometry,
+        "wilcoxon": wilcoxon,
+        "ordering": ordering,
+        "layers": layers,
+        "rid_failures": failures,
+        "n_sequences": n,
+        "n_tokens": t,
+    }
