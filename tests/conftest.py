@@ -111,6 +111,20 @@ def tiny_alphafold() -> TinyAlphaFold:
     return TinyAlphaFold()
 
 
+@pytest.fixture
+def tiny_gemma3_checkpoint(tmp_path) -> pathlib.Path:
+    """A tiny random Gemma 3 text checkpoint (Hugging Face layout + byte-level tokenizer.json),
+    written by ``tests/models/tiny_lm_checkpoint.py`` into ``tmp_path / "gemma"``."""
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "models"))
+    try:
+        from tiny_lm_checkpoint import write_tiny_gemma3
+    finally:
+        sys.path.pop(0)
+    return write_tiny_gemma3(tmp_path / "gemma")
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Ends a session (an xdist worker's included) with no "Exception ignored in
     _xla_gc_callback ... KeyboardInterrupt" at shutdown.

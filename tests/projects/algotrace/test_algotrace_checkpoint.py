@@ -5,8 +5,6 @@ random Gemma 3 checkpoint written in the Hugging Face layout (the loader tests' 
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -123,18 +121,11 @@ def test_function_vector_through_the_post_norm():
 
 
 # ----------------------------------------------------------------------------- end to end
-def write_tiny_gemma3(path):
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "models"))
-    try:
-        from tiny_lm_checkpoint import write_tiny_gemma3 as write
-    finally:
-        sys.path.pop(0)
-    return write(path)
 
 
 @pytest.mark.integration
-def test_checkpoint_path_end_to_end(tmp_path):
-    path = write_tiny_gemma3(tmp_path / "gemma")
+def test_checkpoint_path_end_to_end(tmp_path, tiny_gemma3_checkpoint):
+    path = tiny_gemma3_checkpoint
     cfg = algotrace.get_config(
         "tiny", checkpoint=str(path), checkpoint_max_seq_len=512, checkpoint_docs=6,
         checkpoint_shots=1, checkpoint_prompts=4, checkpoint_new_tokens=8, checkpoint_ie_docs=2,

@@ -4,8 +4,6 @@ end on a tiny random Gemma 3 checkpoint in the Hugging Face layout, and its bad 
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 
 import numpy as np
 import pytest
@@ -14,15 +12,6 @@ from fidia_jax import models
 from fidia_jax.errors import CheckpointError, ConfigError
 from fidia_jax.projects import residual_geometry as rg
 from fidia_jax.projects.residual_geometry import checkpoint as ckpt
-
-
-def write_tiny_gemma3(path):
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "models"))
-    try:
-        from tiny_lm_checkpoint import write_tiny_gemma3 as write
-    finally:
-        sys.path.pop(0)
-    return write(path)
 
 
 class _Chars:
@@ -45,8 +34,8 @@ def test_text_sequences_are_questions_with_their_sums():
 
 
 @pytest.mark.integration
-def test_checkpoint_path_end_to_end(tmp_path):
-    path = write_tiny_gemma3(tmp_path / "gemma")
+def test_checkpoint_path_end_to_end(tmp_path, tiny_gemma3_checkpoint):
+    path = tiny_gemma3_checkpoint
     cfg = rg.get_config(
         "tiny", checkpoint=str(path), checkpoint_sequences=6, checkpoint_tokens=48,
         checkpoint_batch=4, checkpoint_max_seq_len=64,

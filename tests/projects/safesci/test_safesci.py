@@ -217,20 +217,13 @@ def test_checkpoint_generate_names_a_missing_path(tmp_path):
 
 
 @pytest.mark.integration
-def test_checkpoint_generate_is_greedy_decoding_of_the_loaded_checkpoint(tmp_path):
-    import sys
-
+def test_checkpoint_generate_is_greedy_decoding_of_the_loaded_checkpoint(tiny_gemma3_checkpoint):
     import jax.numpy as jnp
 
     from fidia_jax import models
     from fidia_jax.projects.safesci.models import checkpoint_generate
 
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "models"))
-    try:
-        from tiny_lm_checkpoint import write_tiny_gemma3
-    finally:
-        sys.path.pop(0)
-    path = write_tiny_gemma3(tmp_path / "gemma")
+    path = tiny_gemma3_checkpoint
     generate, info = checkpoint_generate(str(path), max_new_tokens=3, max_seq_len=32)
     assert info["checkpoint"] == str(path) and info["load_s"] >= 0
     # the reference: the HF loader and the tokenizer called directly, one prompt at a time
