@@ -55,6 +55,22 @@ def _mask(model: Llama, tokens, mask, where: str) -> tuple[jax.Array, np.ndarray
     return tokens, m
 
 
+def _head_inputs(model, tokens, mask, mean_heads, target, where):
+    """The checked inputs of the head-effect functions: ``(tokens, mask, mean_heads)``, the
+    mean head outputs as float32 ``(L, Hq, D)``; a ``ValueError`` naming ``where`` otherwise."""
+    tokens, m = _mask(model, tokens, mask, where)
+    cfg = model.config
+    mean_heads = jnp.asarray(mean_heads, jnp.float32)
+    if mean_heads.shape != (cfg.n_layers, cfg.n_heads, cfg.head_dim):
+        raise ValueError(
+            f"{where}: mean_heads must be (L, Hq, D) = {(cfg.n_layers, cfg.n_heads, cfg.head_dim)}, "
+            f"got {mean_heads.shape}"
+        )
+    if not 0 <= int(target) < cfg.vocab_size:
+        raise ValueError(f"{where}: target {target} outside the vocabulary [0, {cfg.vocab_size})")
+    return tokens, m, mean_heads
+
+
 @nnx.jit
 def _head_out(model, tokens):
     return model.inspect(tokens, capture=("head_out",))[1]["head_out"]
@@ -121,17 +137,10 @@ def head_indirect_effects(model: Llama, tokens, mask, mean_heads, target: int) -
     Raises:
       ValueError: shapes that disagree, an empty mask, a target outside the vocabulary.
     """
-    where = "head_indirect_effects"
-    tokens, m = _mask(model, tokens, mask, where)
+    tokens, m, mean_heads = _head_inputs(
+        model, tokens, mask, mean_heads, target, "head_indirect_effects"
+    )
     cfg = model.config
-    mean_heads = jnp.asarray(mean_heads, jnp.float32)
-    if mean_heads.shape != (cfg.n_layers, cfg.n_heads, cfg.head_dim):
-        raise ValueError(
-            f"{where}: mean_heads must be (L, Hq, D) = {(cfg.n_layers, cfg.n_heads, cfg.head_dim)}, "
-            f"got {mean_heads.shape}"
-        )
-    if not 0 <= int(target) < cfg.vocab_size:
-        raise ValueError(f"{where}: target {target} outside the vocabulary [0, {cfg.vocab_size})")
     target = jnp.int32(target)
     pos = _positions(m)
     w = jnp.asarray(m, jnp.float32)
@@ -273,17 +282,10 @@ def head_attribution_effects(model: Llama, tokens, mask, mean_heads, target: int
     Raises:
       ValueError: as :func:`head_indirect_effects`.
     """
-    where = "head_attribution_effects"
-    tokens, m = _mask(model, tokens, mask, where)
+    tokens, m, mean_heads = _head_inputs(
+        model, tokens, mask, mean_heads, target, "head_attribution_effects"
+    )
     cfg = model.config
-    mean_heads = jnp.asarray(mean_heads, jnp.float32)
-    if mean_heads.shape != (cfg.n_layers, cfg.n_heads, cfg.head_dim):
-        raise ValueError(
-            f"{where}: mean_heads must be (L, Hq, D) = {(cfg.n_layers, cfg.n_heads, cfg.head_dim)}, "
-            f"got {mean_heads.shape}"
-        )
-    if not 0 <= int(target) < cfg.vocab_size:
-        raise ValueError(f"{where}: target {target} outside the vocabulary [0, {cfg.vocab_size})")
     w = jnp.asarray(m, jnp.float32)
     head_out, grad = _attribution_grads(model, tokens, w, jnp.int32(target))
     out = []

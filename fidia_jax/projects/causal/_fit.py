@@ -170,6 +170,41 @@ def _cached_cfr_step(s: CfrSettings, x_dim: int, num_arms: int, n: int, model_pa
     return _STEP_CACHE[key]
 
 
+def _cfr_problem(data: CausalData, s: CfrSettings, seed: int):
+    """What a CFR fit on ``data`` trains with: the initial parameters, the model's graph and
+    non-trained state, the optimiser, the (cached) compiled step, ``batch(i)`` (the whole data
+    set with step ``i``'s key; outcomes standardised, units weighted by the inverse of their
+    arm's share) and the outcome's ``(mean, sd)``."""
+    k = data.num_arms
+    mean, sd = _standardise(data.y)
+    x = jnp.asarray(data.x)
+    t = jnp.asarray(data.t)
+    y = jnp.asarray((data.y - mean) / sd)
+    p_k = np.bincount(data.t, minlength=k) / len(data)
+    w = jnp.asarray(1.0 / (k * p_k[data.t]), jnp.float32)
+    split = train_lib.split_model(_make_cfr(s, x.shape[1], k, seed))
+    graphdef, rest, tx, step = _cached_cfr_step(s, x.shape[1], k, x.shape[0], split)
+    keys = jax.random.split(jax.random.key(seed + 1), s.iterations)
+    alpha = jnp.asarray(s.alpha, jnp.float32)
+
+    def batch(i):
+        return {"key": keys[i], "x": x, "t": t, "y": y, "w": w, "alpha": alpha}
+
+    return split[1], graphdef, rest, tx, step, batch, (mean, sd)
+
+
+def _predictor(graphdef, params, rest, mean: float, sd: float):
+    """``(predict, model)``: ``predict(x)`` gives ``(n, K)`` float64 potential outcomes in the
+    outcome's units."""
+    fitted = train_lib.merge_model(graphdef, params, rest)
+
+    def predict(x_new):
+        mu_hat, _ = fitted(jnp.asarray(x_new, jnp.float32))
+        return np.asarray(mu_hat, np.float64) * sd + mean
+
+    return predict, fitted
+
+
 def fit_cfr(
     train: CausalData,
     s: CfrSettings,
@@ -206,22 +241,7 @@ def fit_cfr(
         raise ValueError(f"unknown scheme {s.scheme!r}")
     if s.val_fraction > 0:
         return _fit_cfr_early_stopped(train, s, seed, workdir=workdir, run=run)
-    k = train.num_arms
-    mean, sd = _standardise(train.y)
-    x = jnp.asarray(train.x)
-    t = jnp.asarray(train.t)
-    y = jnp.asarray((train.y - mean) / sd)
-    p_k = np.bincount(train.t, minlength=k) / len(train)
-    w = jnp.asarray(1.0 / (k * p_k[train.t]), jnp.float32)
-    model = _make_cfr(s, x.shape[1], k, seed)
-    split = train_lib.split_model(model)
-    params = split[1]
-    graphdef, rest, tx, step = _cached_cfr_step(s, x.shape[1], k, x.shape[0], split)
-    keys = jax.random.split(jax.random.key(seed + 1), s.iterations)
-    alpha = jnp.asarray(s.alpha, jnp.float32)
-
-    def batch(i):
-        return {"key": keys[i], "x": x, "t": t, "y": y, "w": w, "alpha": alpha}
+    params, graphdef, rest, tx, step, batch, (mean, sd) = _cfr_problem(train, s, seed)
 
     def fresh():  # the step donates its state: a new copy of the initial parameters each time
         return train_lib.init_train_state(jax.tree.map(jnp.copy, params), tx)
@@ -245,12 +265,7 @@ def fit_cfr(
         per_step = (time.perf_counter() - t1) / (time_epochs * s.iterations)
         batch = min(s.batch_size, len(train))
         info["s_per_epoch"] = per_step * max(1, len(train) // batch)
-    fitted = train_lib.merge_model(graphdef, res.state.params, rest)
-
-    def predict(x_new):
-        mu_hat, _ = fitted(jnp.asarray(x_new, jnp.float32))
-        return np.asarray(mu_hat, np.float64) * sd + mean
-
+    predict, fitted = _predictor(graphdef, res.state.params, rest, mean, sd)
     info["_model"] = fitted
     info["_y_scale"] = (mean, sd)
     return predict, info
@@ -263,18 +278,7 @@ def _fit_cfr_early_stopped(train: CausalData, s: CfrSettings, seed: int, *, work
     step donates its state)."""
     fit_index, val_index = split_rows(train, s.val_fraction, seed + VAL_SEED_OFFSET)
     fit_part, val = train.subset(fit_index), train.subset(val_index)
-    k = train.num_arms
-    mean, sd = _standardise(fit_part.y)
-    x = jnp.asarray(fit_part.x)
-    t = jnp.asarray(fit_part.t)
-    y = jnp.asarray((fit_part.y - mean) / sd)
-    p_k = np.bincount(fit_part.t, minlength=k) / len(fit_part)
-    w = jnp.asarray(1.0 / (k * p_k[fit_part.t]), jnp.float32)
-    model = _make_cfr(s, x.shape[1], k, seed)
-    split = train_lib.split_model(model)
-    graphdef, rest, tx, step = _cached_cfr_step(s, x.shape[1], k, x.shape[0], split)
-    keys = jax.random.split(jax.random.key(seed + 1), s.iterations)
-    alpha = jnp.asarray(s.alpha, jnp.float32)
+    params, graphdef, rest, tx, step, batch, (mean, sd) = _cfr_problem(fit_part, s, seed)
     x_val, t_val, y_val = jnp.asarray(val.x), jnp.asarray(val.t), jnp.asarray(val.y)
 
     @jax.jit
@@ -283,7 +287,7 @@ def _fit_cfr_early_stopped(train: CausalData, s: CfrSettings, seed: int, *, work
         pred = jnp.take_along_axis(mu_hat, t_val[:, None], axis=1)[:, 0] * sd + mean
         return jnp.mean((pred - y_val) ** 2)
 
-    state = train_lib.init_train_state(jax.tree.map(jnp.copy, split[1]), tx)
+    state = train_lib.init_train_state(jax.tree.map(jnp.copy, params), tx)
     t0 = time.perf_counter()
     best = (float(val_mse(state.params)), 0, jax.tree.map(jnp.copy, state.params))
     history, records, factual = [(0, best[0])], [], []
@@ -293,7 +297,7 @@ def _fit_cfr_early_stopped(train: CausalData, s: CfrSettings, seed: int, *, work
         res = train_lib.fit(
             state,
             step,
-            lambda i, o=done: {"key": keys[o + i], "x": x, "t": t, "y": y, "w": w, "alpha": alpha},
+            lambda i, o=done: batch(o + i),
             num_steps=n,
             quiet=True,
         )
@@ -314,12 +318,7 @@ def _fit_cfr_early_stopped(train: CausalData, s: CfrSettings, seed: int, *, work
         train_lib.append_metrics(
             pathlib.Path(workdir) / "metrics.jsonl", [{"run": run, **r} for r in records]
         )
-    fitted = train_lib.merge_model(graphdef, best[2], rest)
-
-    def predict(x_new):
-        mu_hat, _ = fitted(jnp.asarray(x_new, jnp.float32))
-        return np.asarray(mu_hat, np.float64) * sd + mean
-
+    predict, fitted = _predictor(graphdef, best[2], rest, mean, sd)
     info: dict[str, Any] = {
         "wall_s": time.perf_counter() - t0,
         "final_factual_mse": (factual[-1] if factual else float("nan")) * sd**2,
