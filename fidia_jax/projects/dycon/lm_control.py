@@ -46,7 +46,7 @@ from flax import nnx
 from fidia_jax import models
 from fidia_jax.metrics import ridge_fit
 from fidia_jax.projects.dycon import control as control_lib
-from fidia_jax.projects.dycon.lm_probe import text_traces
+from fidia_jax.projects.dycon.lm_probe import residual_stack, text_traces
 from fidia_jax.projects.dycon.probes import layer_probe_r2
 
 __all__ = ["checkpoint_control", "control_traces", "parse_answer"]
@@ -117,7 +117,7 @@ def _fit_probe(model, tokenizer, prefix, *, traces, seed, alpha, batch_size):
         toks = np.zeros((batch_size, width), np.int32)
         for i, r in enumerate(chunk):
             toks[i, : len(r["ids"])] = r["ids"]
-        h = np.moveaxis(np.asarray(_stack(model, jnp.asarray(toks)), np.float32), 0, 2)
+        h = np.moveaxis(np.asarray(residual_stack(model, jnp.asarray(toks)), np.float32), 0, 2)
         feats += [h[i, r["bounds"]] for i, r in enumerate(chunk)]
     x = np.concatenate(feats).astype(np.float64)
     rem = [r["end"] - r["bounds"] for r in rows]
@@ -142,14 +142,6 @@ def _fit_probe(model, tokenizer, prefix, *, traces, seed, alpha, batch_size):
         "num_traces": num_traces,
         "num_boundaries": int(len(y)),
     }
-
-
-@nnx.jit
-def _stack(model, tokens_BxT):
-    """``(L + 1, B, T, C)`` residual stream: the embeddings entering block 0, then every block's
-    output (one compiled forward)."""
-    _, cap = model.inspect(tokens_BxT, capture=("resid_pre", "resid_post"))
-    return jnp.concatenate([cap["resid_pre"][:1], cap["resid_post"]], 0)
 
 
 class _SubTokenizer:

@@ -92,9 +92,11 @@ def _encode(tokenizer, traces):
 
 
 @nnx.jit
-def _stack(model, tokens_BxT):
+def residual_stack(model, tokens_BxT):
+    """``(L + 1, B, T, C)`` residual stream of ``tokens_BxT`` (``(B, T)`` int ids): the
+    embeddings entering block 0, then every block's output (one compiled forward)."""
     _, cap = model.inspect(tokens_BxT, capture=("resid_pre", "resid_post"))
-    return jnp.concatenate([cap["resid_pre"][:1], cap["resid_post"]], 0)  # (K, B, T, C)
+    return jnp.concatenate([cap["resid_pre"][:1], cap["resid_post"]], 0)
 
 
 def _states(model, rows, batch_size):
@@ -112,7 +114,7 @@ def _states(model, rows, batch_size):
         toks = np.zeros((batch_size, width), np.int32)
         for i, r in enumerate(chunk):
             toks[i, : len(r["ids"])] = r["ids"]  # right padding: causal, never read
-        h = np.moveaxis(np.asarray(_stack(model, jnp.asarray(toks)), np.float32), 0, 2)
+        h = np.moveaxis(np.asarray(residual_stack(model, jnp.asarray(toks)), np.float32), 0, 2)
         for i, r in enumerate(chunk):
             feats.append(h[i, r["bounds"]])
     return np.concatenate(feats)
