@@ -58,7 +58,7 @@ def bucketed(bucket: int = 64):
     ``decoding_order`` of a padded sample is the padded order with the padded slots removed (the
     real slots keep their relative order, which is all a real position's context depends on).
     """
-    import jax.numpy as jnp
+    import jax
 
     from fidia_jax.models import sample, score
 
@@ -83,11 +83,10 @@ def bucketed(bucket: int = 64):
         res = sample(model, key, pad_inputs(inputs, m), fixed_mask=fixed_mask, bias=bias, **kw)
         order = np.asarray(res.decoding_order)
         order = order[order < n].reshape(order.shape[0], n)
-        native = res.native_token_log_probs
         return res._replace(
-            sequences=res.sequences[:, :n], decoding_order=jnp.asarray(order),
-            log_probs=res.log_probs[:, :n], token_log_probs=res.token_log_probs[:, :n],
-            native_token_log_probs=None if native is None else native[:, :n],
+            decoding_order=jax.device_put(order),
+            **{f: _head(getattr(res, f), n) for f in
+               ("sequences", "log_probs", "token_log_probs", "native_token_log_probs")},
         )  # fmt: skip
 
     def padded_score(model, inputs, sequences, decoding_order, **kw):
@@ -102,9 +101,15 @@ def bucketed(bucket: int = 64):
         pads = np.broadcast_to(np.arange(n, m, dtype=np.int32), (order.shape[0], m - n))
         res = score(model, pad_inputs(inputs, m), seqs, np.concatenate([pads, order], 1))
         return res._replace(
-            token_log_probs=res.token_log_probs[:, :n], decoding_order=jnp.asarray(order),
-            log_probs=res.log_probs[:, :n],
+            token_log_probs=_head(res.token_log_probs, n), decoding_order=jax.device_put(order),
+            log_probs=_head(res.log_probs, n),
         )  # fmt: skip
+
+    def _head(a, n):
+        # the first ``n`` slots, cut on the host and put back with ``device_put``: slicing the
+        # device array, or ``jnp.asarray`` of a host array, compiles one small program per shape
+        # (0.05-0.15 s each, and every backbone has a new real length)
+        return None if a is None else jax.device_put(np.asarray(a)[:, :n])
 
     return padded_sample, padded_score
 

@@ -68,6 +68,31 @@ def test_padding_never_changes_real_positions(model):
     np.testing.assert_allclose(got.nll, ref.nll, atol=2e-5)
 
 
+def test_a_new_real_length_in_a_known_bucket_compiles_nothing(model, caplog):
+    """Cutting the results back to the real length happens on the host: no program per length.
+
+    Slicing the device arrays, or ``jnp.asarray`` of the host arrays, compiled one small program
+    per real length (about 0.05-0.15 s each; 80 backbones have about 80 lengths)."""
+    import logging
+
+    from fidia_jax.models import MPNNInputs
+
+    inputs = MPNNInputs.from_protein(load_structure(default_backbone_path()))  # 58 slots
+    p_sample, _ = bucketed(64)
+    run = lambda n: jax.block_until_ready(  # noqa: E731
+        p_sample(model, jax.random.key(0), jax.tree.map(lambda a: np.asarray(a)[:n], inputs),
+                 num_samples=2, temperature=0.1, score_native=True)
+    )  # fmt: skip
+    run(58)  # compiles the bucket's sampler (and the eager helpers) once
+    caplog.set_level(logging.WARNING)
+    with jax.log_compiles(True):
+        res = run(53)
+    compiled = [r.getMessage()[:60] for r in caplog.records if "Compiling" in r.getMessage()]
+    assert compiled == []
+    assert res.sequences.shape == res.native_token_log_probs.shape == (2, 53)
+    assert res.log_probs.shape == (2, 53, 21)
+
+
 def test_pdb_dir_three_folders_one_error(tmp_path):
     from biotite.structure.io import pdb as bpdb
 
