@@ -51,6 +51,7 @@ from flax import nnx
 
 from fidia_jax.errors import CheckpointError, ConfigError
 from fidia_jax.models._domain import check_token_ids, concrete
+from fidia_jax.models._init import abstract_module
 from fidia_jax.models._torch_checkpoint import load_torch_checkpoint
 
 _INSTALL_HINT = "pip install --no-deps frame2seq==0.0.8"
@@ -486,7 +487,7 @@ def load_frame2seq(index: int = 1, *, path=None) -> Frame2seq:
         ) from None
     # Built abstractly (no random initialisation, which costs seconds eagerly), then every
     # variable is replaced by a checkpoint array; _assign fails if any entry is left over.
-    model = nnx.eval_shape(lambda: Frame2seq(config, rngs=nnx.Rngs(0)))
+    model = abstract_module(lambda rngs: Frame2seq(config, rngs=rngs))
     _assign(model, state_dict)
     leftover = [
         k for k, v in nnx.to_flat_state(nnx.state(model)) if not isinstance(v[...], jax.Array)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-__all__ = ["count_params", "init_without_compile"]
+__all__ = ["abstract_module", "count_params", "init_without_compile"]
 
 M = TypeVar("M", bound=nnx.Module)
 
@@ -71,6 +71,47 @@ def init_without_compile(ctor: Callable[[], M], draw: Draw, *, seed: int) -> M:
         return jnp.asarray(value, leaf.dtype)
 
     return nnx.merge(graphdef, jax.tree_util.tree_map_with_path(fill, state))
+
+
+class _ShapeOnlyRngs:
+    """Stand-in for ``nnx.Rngs`` under ``nnx.eval_shape``: every stream (``rngs.params()``,
+    ``rngs()``) returns the same key and keeps no state."""
+
+    def __call__(self):
+        return jax.random.key(0)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+
+def abstract_module(ctor: Callable[[Any], M]) -> M:
+    """The abstract module ``nnx.eval_shape(lambda: ctor(rngs))``: shapes and dtypes, no values.
+
+    For loaders that then copy every value from a checkpoint. ``rngs`` is a stateless stand-in
+    for ``nnx.Rngs`` whose streams all return one key: ``nnx.Rngs`` updates a traced counter
+    per parameter, which costs about 1.4 s for ProteinMPNN's 118 parameters on this CPU (the
+    abstract build then takes 0.2 s). A module that keeps its ``rngs`` (dropout) or a Flax that
+    wants a real ``nnx.Rngs`` (``TypeError`` / ``AttributeError``) is built with
+    ``nnx.Rngs(0)`` instead, so the result is the same either way.
+
+    Args:
+      ctor: ``rngs -> module``.
+
+    Returns:
+      The module, its variables ``jax.ShapeDtypeStruct``.
+    """
+    try:
+        module = nnx.eval_shape(lambda: ctor(_ShapeOnlyRngs()))
+    except (TypeError, AttributeError):
+        return nnx.eval_shape(lambda: ctor(nnx.Rngs(0)))
+    kept = any(
+        isinstance(v, _ShapeOnlyRngs)
+        for node in (n for _, n in nnx.iter_graph(module) if isinstance(n, nnx.Module))
+        for v in vars(node).values()
+    )
+    return nnx.eval_shape(lambda: ctor(nnx.Rngs(0))) if kept else module
 
 
 def count_params(module: nnx.Module) -> int:

@@ -430,3 +430,28 @@ def test_log_probs_gradient_matches_finite_difference(model, fixtures):
     np.testing.assert_allclose(
         grads.W_out.bias[...][3], (up - down) / (2 * eps), rtol=2e-2, atol=1e-5
     )
+
+
+def test_abstract_module_builds_the_model_nnx_rngs_builds():
+    """``from_checkpoint`` builds its skeleton with ``models._init.abstract_module`` (a stateless
+    key stand-in, the fast path on this Flax): the same graph and shapes as ``nnx.Rngs``; a
+    module that keeps its streams (dropout) gets a real ``nnx.Rngs``."""
+    from fidia_jax.models._init import _ShapeOnlyRngs, abstract_module
+
+    shapes = lambda m: jax.tree.map(lambda a: (a.shape, a.dtype), nnx.state(m))  # noqa: E731
+    for ca_only in (False, True):
+        ctor = lambda rngs, ca_only=ca_only: ProteinMPNN(  # noqa: E731
+            32, 32, 32, 2, 1, vocab=21, k_neighbors=8, ca_only=ca_only, rngs=rngs
+        )
+        fast = nnx.eval_shape(lambda ctor=ctor: ctor(_ShapeOnlyRngs()))
+        for got in (fast, abstract_module(ctor)):
+            ref = nnx.eval_shape(lambda ctor=ctor: ctor(nnx.Rngs(0)))
+            assert nnx.graphdef(got) == nnx.graphdef(ref) and shapes(got) == shapes(ref)
+
+    class WithDropout(nnx.Module):
+        def __init__(self, rngs):
+            self.lin = nnx.Linear(3, 2, rngs=rngs)
+            self.drop = nnx.Dropout(0.1, rngs=rngs)
+
+    m = abstract_module(WithDropout)
+    assert not isinstance(m.drop.rngs, _ShapeOnlyRngs) and m.lin.kernel.shape == (3, 2)

@@ -8,6 +8,7 @@ import numpy as np
 from flax import nnx
 
 from fidia_jax.models._domain import check_permutations, check_token_ids
+from fidia_jax.models._init import abstract_module
 from fidia_jax.models.proteinmpnn._checkpoint import (
     CA_UNUSED_KEYS,
     architecture,
@@ -142,22 +143,13 @@ class ProteinMPNN(nnx.Module):
             sd = {k: v for k, v in sd.items() if k not in CA_UNUSED_KEYS}
         hidden = arch["hidden"]
         # Build abstractly (no random init: shapes only), then fill every parameter from `sd`.
-        model = nnx.eval_shape(
-            lambda: cls(
-                hidden,
-                hidden,
-                hidden,
-                arch["n_enc"],
-                arch["n_dec"],
-                vocab=arch["vocab"],
-                k_neighbors=arch["k_neighbors"],
-                dtype=dtype,
-                param_dtype=param_dtype,
-                precision=precision,
-                ca_only=arch["ca_only"],
-                rngs=nnx.Rngs(0),
+        model = abstract_module(
+            lambda rngs: cls(
+                hidden, hidden, hidden, arch["n_enc"], arch["n_dec"], vocab=arch["vocab"],
+                k_neighbors=arch["k_neighbors"], dtype=dtype, param_dtype=param_dtype,
+                precision=precision, ca_only=arch["ca_only"], rngs=rngs,
             )
-        )
+        )  # fmt: skip
         model.load_torch_state_dict(sd)
         return model
 
