@@ -81,13 +81,8 @@ def bucketed(bucket: int = 64):
                 np.concatenate([scale, np.ones((m - n, scale.shape[1]), np.float32)]),
             )
         res = sample(model, key, pad_inputs(inputs, m), fixed_mask=fixed_mask, bias=bias, **kw)
-        order = np.asarray(res.decoding_order)
-        order = order[order < n].reshape(order.shape[0], n)
-        return res._replace(
-            decoding_order=jax.device_put(order),
-            **{f: _head(getattr(res, f), n) for f in
-               ("sequences", "log_probs", "token_log_probs", "native_token_log_probs")},
-        )  # fmt: skip
+        return _real_slots(res, n, "sequences", "log_probs", "token_log_probs",
+                           "native_token_log_probs")  # fmt: skip
 
     def padded_score(model, inputs, sequences, decoding_order, **kw):
         n = int(inputs.S.shape[0])
@@ -100,16 +95,20 @@ def bucketed(bucket: int = 64):
         seqs = np.concatenate([seqs, np.full((seqs.shape[0], m - n), 20, np.int32)], 1)
         pads = np.broadcast_to(np.arange(n, m, dtype=np.int32), (order.shape[0], m - n))
         res = score(model, pad_inputs(inputs, m), seqs, np.concatenate([pads, order], 1))
-        return res._replace(
-            token_log_probs=_head(res.token_log_probs, n), decoding_order=jax.device_put(order),
-            log_probs=_head(res.log_probs, n),
-        )  # fmt: skip
+        return _real_slots(res, n, "token_log_probs", "log_probs")
 
-    def _head(a, n):
-        # the first ``n`` slots, cut on the host and put back with ``device_put``: slicing the
-        # device array, or ``jnp.asarray`` of a host array, compiles one small program per shape
-        # (0.05-0.15 s each, and every backbone has a new real length)
-        return None if a is None else jax.device_put(np.asarray(a)[:, :n])
+    def _real_slots(res, n, *fields):
+        """``res`` cut back to the ``n`` real slots: ``fields`` (``(N, L_pad, ...)``) to their
+        first ``n`` slots, ``decoding_order`` to its real entries in order. One transfer to the
+        host and one back: slicing the device arrays, or ``jnp.asarray`` of host arrays,
+        compiles one small program per shape (0.05-0.15 s each; every backbone has a new real
+        length)."""
+        host = jax.device_get(res)
+        order = host.decoding_order
+        cut = {f: None if getattr(host, f) is None else getattr(host, f)[:, :n] for f in fields}
+        return jax.device_put(
+            host._replace(decoding_order=order[order < n].reshape(order.shape[0], n), **cut)
+        )
 
     return padded_sample, padded_score
 
