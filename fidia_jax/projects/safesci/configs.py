@@ -44,6 +44,9 @@ class SafeSciConfig:
       max_options: options kept per item before shuffling (0 = all; official 4).
       parser: ``"lenient"`` (default: our strict reading, the last committed answer) or
         ``"official"`` (:func:`.scoring.safesci_extract_answer`).
+      strict_parser: with the lenient parser, refuse responses it cannot decide (different
+        commitments without a revision cue, "A or C", several numbered answers): they are
+        predicted ``"?"``, scored wrong and counted as ``undecided`` in the report.
       subset_credit: the official multi-letter rule (gold letters a subset of the predicted ones)
         when True; exact set equality when False (default: a select-all probe scores 1.000
         under the official rule, 0.000 under this one).
@@ -70,6 +73,7 @@ class SafeSciConfig:
     shuffle: str = "seeded"
     max_options: int = 0
     parser: str = "lenient"
+    strict_parser: bool = False
     subset_credit: bool = False
     skip_empty: bool = False
     refusal_markers: str = "strict"
@@ -93,6 +97,8 @@ class SafeSciConfig:
             raise ConfigError(f"shuffle must be seeded, unseeded or none, got {self.shuffle!r}")
         if self.parser not in ("official", "lenient"):
             raise ConfigError(f"parser must be official or lenient, got {self.parser!r}")
+        if self.strict_parser and self.parser != "lenient":
+            raise ConfigError("strict_parser=True needs parser='lenient'")
         if self.refusal_markers not in ("official", "strict"):
             raise ConfigError(
                 f"refusal_markers must be official or strict, got {self.refusal_markers!r}"

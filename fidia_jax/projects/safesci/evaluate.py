@@ -22,6 +22,7 @@ from fidia_jax.projects.safesci.configs import SafeSciConfig
 from fidia_jax.projects.safesci.plots import SCORES, plot_disciplines
 from fidia_jax.projects.safesci.records import SafeSciRecord, load_safesci_jsonl, safesci_prompt
 from fidia_jax.projects.safesci.scoring import (
+    SAFESCI_UNDECIDED,
     safesci_breakdown,
     safesci_choice_correct,
     safesci_extract_answer,
@@ -136,7 +137,11 @@ def score_responses(
         else:
             kind = "tf" if rec.type == "tf" else "choice"
             pred = safesci_extract_answer(
-                text, kind=kind, parser=config.parser, num_options=n_opt or None
+                text,
+                kind=kind,
+                parser=config.parser,
+                num_options=n_opt or None,
+                strict=config.strict_parser and kind == "choice",
             )
             item["prediction"] = pred
             if config.skip_empty and not text:
@@ -168,6 +173,8 @@ def score_responses(
         "tf_accuracy": safesci_breakdown(*groups["tf"], **boot),
         "refusal_rate": safesci_breakdown(*groups["refusal"], **boot),
         "variants": {k: (float(np.mean(v)) if v else None) for k, v in variants.items()},
+        # Responses the strict parser refused (predicted SAFESCI_UNDECIDED, scored wrong).
+        "undecided": sum(it.get("prediction") == SAFESCI_UNDECIDED for it in items),
         "items": items,
     }
 

@@ -239,3 +239,21 @@ def test_checkpoint_generate_is_greedy_decoding_of_the_loaded_checkpoint(tiny_ge
         new = [int(t) for t in np.asarray(out.tokens)[0][: int(out.num_tokens[0])]]
         want.append(tok.decode([t for t in new if t != tok.eos_id]))
     assert generate(prompts) == want
+
+
+def test_strict_parser_counts_what_it_refuses(records):
+    """Hedged answers ("A or B") are refused by the strict parser, scored wrong and counted; the
+    lenient parser reads none of them either, and counts none as undecided."""
+    n_choice = sum(r.type in ("scq", "mcq") for r in records)
+
+    def hedge(prompts):
+        return ["The answer is A or B." if "true or false" not in p.lower() else "True"
+                for p in prompts]  # fmt: skip
+
+    strict = evaluate(hedge, records, get_config("default", strict_parser=True))
+    lenient = evaluate(hedge, records, get_config("default"))
+    assert strict["undecided"] == n_choice
+    assert lenient["undecided"] == 0
+    assert _overall(strict, "choice_accuracy") == _overall(lenient, "choice_accuracy") == 0.0
+    with pytest.raises(Exception, match="strict_parser"):
+        get_config("official", strict_parser=True)
