@@ -14,7 +14,11 @@ commands of earlier releases still run as short forms: ``sample`` and ``score`` 
 ``fidia train|...`` (``make demo`` runs ``fidia-jax demo``).
 
 Every :class:`fidia_jax.errors.FidiaError` becomes one line ``fidia-jax: error: ...`` on stderr
-and exit code 2; so does a project whose pip extra is missing (checked before the project is
+and exit code 2; so does an exception raised inside one of the libraries we read files and
+checkpoints with (orbax, haiku, gguf, safetensors, tokenizers, sentencepiece, AlphaFold, biotite,
+tensorstore): ``fidia-jax: error: <library>: <type>: <message>``. ``--debug`` (anywhere on the
+command line) or ``FIDIA_DEBUG=1`` prints the full traceback before that line. So does a
+project whose pip extra is missing (checked before the project is
 imported, from :data:`fidia_jax.projects.PROJECT_EXTRAS`): ``fidia-jax: error: ... pip install
 'fidia_jax[<extra>]'``; a bad project, verb or option is argparse's usage error (also exit code 2).
 While a command runs, a Python warning (``UserWarning`` of the structure parser, a skipped
@@ -39,6 +43,7 @@ import importlib.util
 import logging
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 
@@ -277,20 +282,59 @@ def _use_compilation_cache() -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
+#: Libraries whose exceptions reach the user as one error line (top-level module names).
+_LIBRARIES = ("orbax", "haiku", "gguf", "safetensors", "tokenizers", "sentencepiece",
+              "alphafold", "biotite", "tensorstore")  # fmt: skip
+
+
+def _library_of(e: BaseException) -> str | None:
+    """The library of :data:`_LIBRARIES` that raised ``e`` (its class's module, or the innermost
+    frame of its traceback that lies in one of them), else ``None``."""
+    top = type(e).__module__.split(".")[0]
+    if top in _LIBRARIES:
+        return top
+    tb, found = e.__traceback__, None
+    while tb is not None:
+        name = str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+        if name in _LIBRARIES:
+            found = name
+        tb = tb.tb_next
+    return found
+
+
+def _take_debug(argv: Sequence[str] | None) -> tuple[list[str], bool]:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("FIDIA_DEBUG", "") not in ("", "0")
+    return [a for a in argv if a != "--debug"], debug
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``fidia-jax``; returns the exit code (0 ok, 2 on a FidiaError)."""
+    """Entry point of ``fidia-jax``; returns the exit code (0 ok, 2 on a user error: a
+    FidiaError, a missing extra, or an exception of a file/checkpoint library)."""
+    argv, debug = _take_debug(argv)
     try:
         args = _parse_args(argv)
         _use_compilation_cache()
         with _cli_output():
             args.run(args)
     except FidiaError as e:
+        if debug:
+            traceback.print_exc()
         print(f"{_PROG}: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:  # an optional module imported without needs_extra
         if (missing := _missing_extra(e)) is None:
             raise
         print(f"{_PROG}: error: {_one_line(missing)}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if (library := _library_of(e)) is None:
+            raise
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else " (--debug prints the traceback)"
+        print(f"{_PROG}: error: {library}: {type(e).__name__}: {_one_line(e)}{hint}",
+              file=sys.stderr)  # fmt: skip
         return 2
     return 0
 

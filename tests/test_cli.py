@@ -330,3 +330,44 @@ def test_cli_turns_on_the_persistent_cache(monkeypatch, tmp_path):
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "cache")
     finally:
         jax.config.update("jax_compilation_cache_dir", saved)
+
+
+def _library_failure(kind: str, tmp_path: pathlib.Path):
+    """A real exception raised inside a library, as a driver would meet it."""
+    if kind == "gguf":
+        import gguf
+
+        bad = tmp_path / "model.gguf"
+        bad.write_bytes(b"not a gguf file at all" * 4)
+        gguf.GGUFReader(bad)
+    elif kind == "orbax":
+        import orbax.checkpoint as ocp
+
+        ocp.StandardCheckpointer().restore(tmp_path / "no_such_checkpoint")
+    else:
+        _ = 1 / 0  # a bug of ours: never hidden
+
+
+@pytest.mark.parametrize("kind", ["gguf", "orbax"])
+def test_library_errors_are_one_line_exit_2_and_debug_shows_the_traceback(
+    kind, monkeypatch, tmp_path, capsys
+):
+    monkeypatch.delenv("FIDIA_DEBUG", raising=False)
+    run = argparse.Namespace(run=lambda args: _library_failure(kind, tmp_path))
+    monkeypatch.setattr(cli, "_parse_args", lambda argv: run)
+    assert cli.main(["toy", "train"]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"fidia-jax: error: {kind}: "), err
+    assert "--debug" in lines[0]
+    assert cli.main(["toy", "train", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert err.strip().splitlines()[-1].startswith(f"fidia-jax: error: {kind}: ")
+
+
+def test_a_bug_of_ours_is_not_hidden(monkeypatch, tmp_path):
+    run = argparse.Namespace(run=lambda args: _library_failure("ours", tmp_path))
+    monkeypatch.setattr(cli, "_parse_args", lambda argv: run)
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["toy", "train"])

@@ -244,10 +244,14 @@ class AlphaFoldPredictor:
       seed: key of the MSA-masking step of the feature pipeline and of the model.
       compiler_options: XLA options of the jitted call (``jax.jit(compiler_options=...)``),
         e.g. ``{"xla_backend_optimization_level": 0}`` to compile faster on a CPU.
+      check_params: compare every parameter's shape with the tree ``config`` makes (one
+        ``jax.eval_shape`` of haiku's ``init``; nothing is compiled) before anything is folded.
 
     Raises:
       ConfigError: ``batch_size < 1``; ``params`` made for the other kind of model (monomer
-        parameters with a multimer configuration or the reverse).
+        parameters with a multimer configuration or the reverse); with ``check_params``, any
+        array missing, unexpected or of another shape than the configuration's (made for
+        another model size), listed with the configuration's sizes.
 
     Attributes:
       multimer: whether the configuration is a multimer model.
@@ -266,6 +270,7 @@ class AlphaFoldPredictor:
         device: jax.Device | None = None,
         seed: int = 0,
         compiler_options: Mapping[str, Any] | None = None,
+        check_params: bool = True,
     ):
         with needs_extra("fold", "AlphaFoldPredictor"):
             import haiku as hk
@@ -275,6 +280,8 @@ class AlphaFoldPredictor:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         self.multimer = bool(config.model.global_config.multimer_mode)
         _check_params_kind(params, config, model_name)
+        if check_params:
+            _check_param_shapes(params, config, model_name)
         self.config = config
         self.model_name = model_name
         self.batch_size = int(batch_size)
@@ -625,13 +632,11 @@ def _multimer_features(config, sequence: str, bucket: int):
 _INT_FEATURES = frozenset({"aatype", "residue_index", "asym_id", "entity_id", "sym_id", "msa"})
 
 
-def random_alphafold_params(config, *, seed: int = 0, length: int = 16) -> dict[str, Any]:
-    """Random AlphaFold2 parameters for ``config`` (see :meth:`AlphaFoldPredictor.random`).
-
-    The tree (module scopes, names, shapes) is haiku's ``init`` of the model (monomer or
-    multimer, as ``config`` says), traced with ``jax.eval_shape`` on a ``length``-residue dummy
-    input (two chains for a multimer); no parameter depends on the length.
-    """
+def _alphafold_param_shapes(config, *, seed: int = 0, length: int = 16) -> dict[str, Any]:
+    """The parameter tree of ``config`` as ``jax.ShapeDtypeStruct`` leaves: haiku's ``init`` of
+    the model (monomer or multimer, as ``config`` says), traced with ``jax.eval_shape`` on a
+    ``length``-residue dummy input (two chains for a multimer); nothing is compiled and no
+    parameter depends on the length."""
     with needs_extra("fold", "random_alphafold_params"):
         import haiku as hk
         from alphafold.model import modules, modules_multimer
@@ -655,7 +660,44 @@ def random_alphafold_params(config, *, seed: int = 0, length: int = 16) -> dict[
         return model_cls(config.model)(b, is_training=False)
 
     with jax.numpy_rank_promotion("allow"):
-        shapes = jax.eval_shape(hk.transform(forward).init, jax.random.PRNGKey(seed), batch)
+        return jax.eval_shape(hk.transform(forward).init, jax.random.PRNGKey(seed), batch)
+
+
+def _check_param_shapes(params, config, model_name: str) -> None:
+    """Every parameter of ``params`` against the tree ``config`` makes: missing, unexpected and
+    mis-shaped arrays fail here in one :class:`ConfigError` naming the configuration, instead
+    of inside haiku at the first fold."""
+    want = _alphafold_param_shapes(config)
+    have = {(sc, n): tuple(np.shape(v)) for sc, d in params.items() for n, v in d.items()}
+    need = {(sc, n): tuple(v.shape) for sc, d in want.items() for n, v in d.items()}
+    problems = [f"missing {sc}//{n} {need[sc, n]}" for sc, n in sorted(need.keys() - have.keys())]
+    problems += [f"unexpected {sc}//{n}" for sc, n in sorted(have.keys() - need.keys())]
+    problems += [
+        f"{sc}//{n} is {have[sc, n]}, the configuration needs {need[sc, n]}"
+        for sc, n in sorted(need.keys() & have.keys())
+        if have[sc, n] != need[sc, n]
+    ]
+    if problems:
+        evo = config.model.embeddings_and_evoformer
+        shown = "; ".join(problems[:4]) + (
+            f"; and {len(problems) - 4} more" if len(problems) > 4 else ""
+        )
+        raise ConfigError(
+            f"AlphaFold2 parameters do not fit the configuration of {model_name!r} "
+            f"(msa_channel {evo.msa_channel}, pair_channel {evo.pair_channel}, "
+            f"{evo.evoformer_num_block} Evoformer blocks): {len(problems)} of {len(need)} "
+            f"arrays differ: {shown}"
+        )
+
+
+def random_alphafold_params(config, *, seed: int = 0, length: int = 16) -> dict[str, Any]:
+    """Random AlphaFold2 parameters for ``config`` (see :meth:`AlphaFoldPredictor.random`).
+
+    The tree (module scopes, names, shapes) is haiku's ``init`` of the model (monomer or
+    multimer, as ``config`` says), traced with ``jax.eval_shape`` on a ``length``-residue dummy
+    input (two chains for a multimer); no parameter depends on the length.
+    """
+    shapes = _alphafold_param_shapes(config, seed=seed, length=length)
     rng = np.random.default_rng(seed)
 
     def fill(path, s):
