@@ -286,9 +286,7 @@ class Trainer:
 
         metrics: dict[str, float] = {
             "step": step,
-            "reward_mean": float(rewards.mean()),
-            "reward_max": float(rewards.max(axis=1).mean()),
-            f"max@{t.k_bon}": float(np.mean([eval_lib.max_at_n(r, t.k_bon) for r in rewards])),
+            **reward_metrics(rewards, t.k_bon),
             "pass_rate": float(passes.mean()),
         }
         if folds_before is not None:  # predictor time and work of this step's rewards
@@ -448,15 +446,59 @@ def stage_if(description: str, show: bool):
     return train.stage(description) if show else contextlib.nullcontext()
 
 
-def headline(config: FidiaConfig, before: dict | None, after: dict) -> dict[str, Any]:
+def reward_metrics(rewards_BxN: np.ndarray, k: int) -> dict[str, float]:
+    """The reward entries of a training step's metrics, with the missing rewards counted.
+
+    A non-finite reward is a missing sample (the rule of :mod:`fidia_jax.rl`): the advantages
+    exclude it, and so do these means, so ``reward_mean`` stays a mean of real rewards and
+    ``rewards_missing`` says how many were left out (a run where half the rewards were NaN
+    does not look clean).
+
+    Args:
+      rewards_BxN: ``(B, N)`` float rewards of one step (``B`` backbones, ``N`` samples).
+      k: the Best-of-k of ``max@k``.
+
+    Returns:
+      ``reward_mean`` (mean of the finite rewards), ``reward_max`` (mean over backbones with a
+      finite reward of their best one), ``max@k`` (:func:`_evaluate.max_at_n`, ``nan`` when no
+      backbone has ``k`` finite rewards), ``rewards_missing`` (count) and ``rewards_total``.
+      Means over no finite reward are ``nan``.
+    """
+    rewards_BxN = np.asarray(rewards_BxN, np.float64)
+    finite = np.isfinite(rewards_BxN)
+    kept = np.where(finite, rewards_BxN, np.nan)
+    rows = finite.any(axis=1)
+    best = [float(np.max(r[np.isfinite(r)])) for r in kept[rows]]
+    at_k = [
+        eval_lib.max_at_n(r[np.isfinite(r)], k) for r in rewards_BxN if np.isfinite(r).sum() >= k
+    ]
+    return {
+        "reward_mean": float(kept[finite].mean()) if finite.any() else float("nan"),
+        "reward_max": float(np.mean(best)) if best else float("nan"),
+        f"max@{k}": float(np.mean(at_k)) if at_k else float("nan"),
+        "rewards_missing": int((~finite).sum()),
+        "rewards_total": int(finite.size),
+    }
+
+
+def headline(
+    config: FidiaConfig,
+    before: dict | None,
+    after: dict,
+    history: Sequence[dict[str, float]] = (),
+) -> dict[str, Any]:
     """The numbers of ``summary.json``: the method, its steps, the success criteria
-    (``reward.criteria``) and the evaluation summaries (max@N, success and precision,
-    identity, recovery ...) before and after training."""
+    (``reward.criteria``), the evaluation summaries (max@N, success and precision,
+    identity, recovery ...) before and after training, and the training rewards that were
+    missing (non-finite, excluded) over the steps of ``history`` (the run's ``metrics.jsonl``
+    rows, resumed steps included)."""
     return {
         "method": config.method,
         "num_steps": 0 if config.method == "bon" else config.train.num_steps,
         "num_eval_backbones": len(after["per_backbone"]),
         "criteria": config.reward.criteria,
+        "training_rewards_missing": int(sum(h.get("rewards_missing", 0) for h in history)),
+        "training_rewards_total": int(sum(h.get("rewards_total", 0) for h in history)),
         "before": None if before is None else before["summary"],
         "after": after["summary"],
     }
@@ -583,7 +625,7 @@ def train_and_evaluate(
                     config.method,
                     num_steps,
                     start,
-                    show=("reward_mean", f"max@{t.k_bon}", "kl"),
+                    show=("reward_mean", f"max@{t.k_bon}", "kl", "rewards_missing"),
                     quiet=not show,
                 )
             try:
@@ -605,9 +647,16 @@ def train_and_evaluate(
             finally:
                 if bar is not None:
                     last = history[-1] if history else {}
+                    missing = sum(h.get("rewards_missing", 0) for h in history)
+                    total = sum(h.get("rewards_total", 0) for h in history)
                     bar.close(
                         f"reward {last['reward_mean']:+.3f}, max@{t.k_bon} "
                         f"{last[f'max@{t.k_bon}']:+.3f} at step {state.step}"
+                        + (
+                            f"; {missing} of {total} rewards missing (non-finite)"
+                            if missing
+                            else ""
+                        )
                         if "reward_mean" in last
                         else None
                     )
@@ -621,7 +670,7 @@ def train_and_evaluate(
 
     if primary:
         train.write_json(workdir / "eval_after.json", after)
-        train.write_summary(workdir, headline(config, before, after))
+        train.write_summary(workdir, headline(config, before, after, history))
         if history:
             plot_training(history, workdir / "training.png", k_bon=t.k_bon)
         curves = {"after" if before is not None else config.method: after["summary"]}

@@ -55,3 +55,25 @@ def test_backbone_metrics_by_hand():
     assert m["motif"] == 1.0
     s = fidia.summarise([m, dict(m, precision=0.0)])
     assert s["precision"] == pytest.approx(1 / 3)
+
+
+def test_training_reward_metrics_count_the_missing_rewards():
+    """Issue 42: non-finite rewards (excluded from the advantages) are counted per step and
+    left out of the means, never turning them NaN; a clean step counts 0."""
+    from fidia_jax.projects.fidia.train import headline, reward_metrics
+
+    rewards = np.array([[1.0, np.nan, 3.0, 2.0], [np.inf, np.nan, np.nan, 0.5]], np.float32)
+    got = reward_metrics(rewards, 2)
+    assert got["rewards_missing"] == 4 and got["rewards_total"] == 8
+    assert got["reward_mean"] == pytest.approx((1 + 3 + 2 + 0.5) / 4)
+    assert got["reward_max"] == pytest.approx((3 + 0.5) / 2)
+    # max@2 over the first row's 3 finite rewards (the second has one): E[max of 2 of {1,2,3}]
+    assert got["max@2"] == pytest.approx((2 + 3 + 3) / 3)
+    clean = reward_metrics(np.array([[1.0, 2.0]]), 2)
+    assert clean["rewards_missing"] == 0 and clean["reward_mean"] == 1.5
+    empty = reward_metrics(np.full((2, 3), np.nan), 2)
+    assert empty["rewards_missing"] == 6 and np.isnan(empty["reward_mean"])
+    assert np.isnan(empty["max@2"]) and np.isnan(empty["reward_max"])
+    cfg = fidia.get_config("tiny")
+    summary = headline(cfg, None, {"per_backbone": [], "summary": {}}, [got, clean])
+    assert summary["training_rewards_missing"] == 4 and summary["training_rewards_total"] == 10
