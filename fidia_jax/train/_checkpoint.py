@@ -116,9 +116,11 @@ class Checkpointer:
           The restored pytree.
 
         Raises:
-          CheckpointError: a leaf's saved shape differs from the template's, or (without
-            ``allow_cast``) its saved dtype does; the message names the leaf path (``a/b/0``),
-            the saved dtype and shape and the template's.
+          CheckpointError: the saved tree has leaves the template lacks or the reverse (a
+            model with more or fewer layers; the message lists the differing leaf paths), a
+            leaf's saved shape differs from the template's, or (without ``allow_cast``) its
+            saved dtype does; the message names the leaf path (``a/b/0``), the saved dtype and
+            shape and the template's.
         """
         import orbax.checkpoint as ocp
 
@@ -126,21 +128,60 @@ class Checkpointer:
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         return self.manager.restore(int(step), args=ocp.args.StandardRestore(abstract))
 
-    def _check_template(self, step: int, like: Any, *, allow_cast: bool) -> None:
-        """Compares ``like`` leaf by leaf with the saved metadata (leaves matched by path)."""
+    def _saved_tree(self, step: int) -> Any:
+        """The saved tree's metadata (leaves with ``shape`` and ``dtype``), or ``None``."""
+        import orbax.checkpoint as ocp
+
         try:
             meta = self.manager.item_metadata(step)
-        except Exception:  # noqa: BLE001 - no metadata to compare: orbax's own restore decides
-            return
+            if meta is None:  # a manager that has not saved this item yet knows no handler
+                meta = ocp.StandardCheckpointer().metadata(self.directory / str(step) / "default")
+                meta = getattr(meta, "item_metadata", meta)
+        except Exception:  # noqa: BLE001 - unreadable metadata: orbax's own restore decides
+            return None
+        meta = getattr(meta, "tree", meta)
+        return meta if meta else None
+
+    def _check_template(self, step: int, like: Any, *, allow_cast: bool) -> None:
+        """Compares ``like`` leaf by leaf with the saved metadata (leaves matched by path)."""
+        meta = self._saved_tree(step)
+        if meta is None:
+            return  # no metadata to compare: orbax's own restore decides
+        saved_leaves = jax.tree_util.tree_flatten_with_path(meta)[0]
         saved = {
             _path_key(p): leaf
-            for p, leaf in jax.tree_util.tree_flatten_with_path(getattr(meta, "tree", meta))[0]
+            for p, leaf in saved_leaves
             if hasattr(leaf, "shape") and hasattr(leaf, "dtype")
         }
-        for path, leaf in jax.tree_util.tree_flatten_with_path(like)[0]:
+        template = jax.tree_util.tree_flatten_with_path(like)[0]
+        only_saved = sorted(
+            {_path_key(p) for p, _ in saved_leaves} - {_path_key(p) for p, _ in template}
+        )
+        only_template = sorted(
+            {_path_key(p) for p, _ in template} - {_path_key(p) for p, _ in saved_leaves}
+        )
+        if only_saved or only_template:  # another model size or layout: named, leaf by leaf
+
+            def some(keys: list[tuple[str, ...]]) -> str:
+                shown = ", ".join("'" + "/".join(k) + "'" for k in keys[:6])
+                return shown + (f" and {len(keys) - 6} more" if len(keys) > 6 else "")
+
+            parts = []
+            if only_template:
+                parts.append(
+                    f"{len(only_template)} leaves only in the template ({some(only_template)})"
+                )
+            if only_saved:
+                parts.append(f"{len(only_saved)} only in the checkpoint ({some(only_saved)})")
+            raise CheckpointError(
+                f"{self.directory / str(step)}: the saved tree does not match the template: "
+                + "; ".join(parts)
+                + " (a model of another size or layout? use another workdir or start afresh)"
+            )
+        for path, leaf in template:
             key = _path_key(path)
             if key not in saved:
-                continue  # structure differences are orbax's to report
+                continue
             m = saved[key]
             shape = tuple(np.shape(leaf)) if not hasattr(leaf, "shape") else tuple(leaf.shape)
             dtype = np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.asarray(leaf).dtype

@@ -20,7 +20,8 @@ import jax
 import numpy as np
 
 from fidia_jax import parallel
-from fidia_jax.errors import TrainingError
+from fidia_jax._io import atomic_write_text, json_text
+from fidia_jax.errors import CheckpointError, TrainingError
 from fidia_jax.train._checkpoint import Checkpointer
 from fidia_jax.train._progress import FitProgress
 from fidia_jax.train._report import append_metrics, plot_curves, read_metrics, truncate_metrics
@@ -67,6 +68,7 @@ def fit(
     resume: bool = True,
     quiet: bool = False,
     show: tuple[str, ...] = ("loss",),
+    fingerprint: Mapping[str, Any] | None = None,
 ) -> FitResult:
     """Runs ``num_steps`` steps of ``step_fn`` with progress, files and resume.
 
@@ -98,6 +100,15 @@ def fit(
         (bit-identical to an uninterrupted run on one device); ``False``: start afresh.
       quiet: no display (also when ``$FIDIA_QUIET`` is set).
       show: the metrics shown beside the progress bar.
+      fingerprint: what the run's checkpoints depend on besides ``num_steps`` (typically the
+        config as a dict, its step count left out; JSON-able values). Saved beside the
+        checkpoints of a fresh run; a resume whose fingerprint differs from the saved one is
+        refused, naming the keys that differ.
+
+    Resuming against another config: ``num_steps`` above the newest checkpoint continues from
+    it; equal returns the saved state (nothing trained); below it returns the kept checkpoint
+    at ``num_steps`` when there is one and refuses otherwise. ``metrics.jsonl`` is never cut
+    below the newest checkpoint, and a resumed run never retrains from scratch.
 
     Returns:
       A :class:`FitResult`.
@@ -107,6 +118,9 @@ def fit(
         loss are named; the error's ``state`` attribute holds the state reached, whose
         parameters are the last finite ones); the files written so far stay consistent.
       ValueError: ``num_steps < 0`` or a negative period.
+      CheckpointError: resuming a run whose saved ``fingerprint`` differs, whose newest
+        checkpoint lies beyond ``num_steps`` with none kept at ``num_steps``, or whose saved
+        tree does not fit ``state`` (another model size: the differing leaves are named).
     """
     if num_steps < 0 or checkpoint_every < 0 or eval_every < 0 or max_nonfinite < 0:
         raise ValueError(
@@ -125,11 +139,17 @@ def fit(
             shutil.rmtree(ckpt_dir, ignore_errors=True)
         ckpt = Checkpointer(ckpt_dir, max_to_keep=keep_checkpoints)
         latest = ckpt.latest_step(remove_incomplete=parallel.is_primary()) if resume else None
-        if latest is not None and latest <= num_steps:
+        if latest is not None:
+            _check_fingerprint(ckpt_dir / FINGERPRINT_FILE, fingerprint, run)
+            latest = _resume_step(ckpt, latest, num_steps, run)
             state = ckpt.restore(latest, state)
             start = int(latest)
-        truncate_metrics(metrics_path, run, start if resume else -1)
+        elif fingerprint is not None and parallel.is_primary():
+            atomic_write_text(ckpt_dir / FINGERPRINT_FILE, json_text(_jsonable(fingerprint)))
+        if not resume or ckpt.latest_step() is None or ckpt.latest_step() <= start:
+            truncate_metrics(metrics_path, run, start if resume else -1)
     history = read_metrics(metrics_path, run) if start and metrics_path else []
+    history = [r for r in history if r.get("step", 0) <= start]
     for r in history:
         r.pop("run", None)
 
@@ -214,3 +234,58 @@ def fit(
     if metrics_path is not None and start < num_steps:
         plot_curves(metrics_path, metrics_path.parent / "curves.png", keys=show)
     return FitResult(state, history, start)
+
+
+#: The file beside a run's checkpoints that holds its ``fingerprint``.
+FINGERPRINT_FILE = "fingerprint.json"
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as plain JSON types (tuples as lists, numpy scalars as numbers)."""
+    import json
+
+    return json.loads(json_text(value))
+
+
+def _check_fingerprint(path: pathlib.Path, fingerprint: Mapping[str, Any] | None, run: str) -> None:
+    """Refuses a resume whose fingerprint differs from the one saved at ``path``."""
+    if fingerprint is None or not path.is_file():
+        return
+    import json
+
+    saved, now = json.loads(path.read_text()), _jsonable(fingerprint)
+
+    def flat(d: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(d, dict):
+            out: dict[str, Any] = {}
+            for k, v in d.items():
+                out.update(flat(v, f"{prefix}{k}."))
+            return out
+        return {prefix[:-1]: d}
+
+    a, b = flat(saved), flat(now)
+    diff = [
+        f"{k}: saved {a.get(k, '(absent)')!r}, now {b.get(k, '(absent)')!r}"
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k, "(absent)") != b.get(k, "(absent)")
+    ]
+    if diff:
+        shown = "; ".join(diff[:8]) + (f"; and {len(diff) - 8} more" if len(diff) > 8 else "")
+        raise CheckpointError(
+            f"{run}: {path.parent} holds checkpoints of another configuration ({shown}); "
+            "resume with the same configuration, or use another workdir or start afresh"
+        )
+
+
+def _resume_step(ckpt: Checkpointer, latest: int, num_steps: int, run: str) -> int:
+    """The checkpoint a resume starts from: the newest, or the one kept at ``num_steps`` when
+    the newest lies beyond it."""
+    if latest <= num_steps:
+        return latest
+    if num_steps in ckpt.all_steps():
+        return num_steps
+    raise CheckpointError(
+        f"{run}: the newest checkpoint in {ckpt.directory} is step {latest}, beyond this run's "
+        f"{num_steps} steps, and none is kept at step {num_steps} (kept: {ckpt.all_steps()}); "
+        f"ask for num_steps >= {latest}, or use another workdir or start afresh"
+    )
