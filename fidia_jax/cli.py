@@ -40,6 +40,7 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -113,14 +114,19 @@ def _convention_verb(module: str, file: str, function: str):
     return run
 
 
-def _add_convention_verbs(verbs, name: str, module: str) -> None:
-    """``train`` / ``evaluate`` / ``demo`` from ``configs.py`` + ``train.py`` / ``evaluate.py``."""
+def _add_convention_verbs(verbs, name: str, module: str, *, guarded: bool = False) -> None:
+    """``train`` / ``evaluate`` / ``demo`` from ``configs.py`` + ``train.py`` / ``evaluate.py``,
+    and ``config`` (print the resolved config)."""
 
     def exists(sub: str) -> bool:
-        return importlib.util.find_spec(f"{module}.{sub}") is not None
+        try:
+            return importlib.util.find_spec(f"{module}.{sub}") is not None
+        except ModuleNotFoundError:
+            return False
 
     if not exists("configs"):
         return
+    listing = _config_listing(module, guarded=guarded)
     entry = None
     for verb, file, function, help in (
         ("train", "train", "train_and_evaluate", "train and evaluate a config in WORKDIR"),
@@ -130,22 +136,71 @@ def _add_convention_verbs(verbs, name: str, module: str) -> None:
             continue
         entry = entry or (file, function)
         if verb not in verbs.choices:
-            p = verbs.add_parser(verb, help=help)
+            p = verbs.add_parser(verb, help=help, epilog=listing, formatter_class=_Formatter)
             _add_config_args(p, name, verb, default_config="default")
             p.set_defaults(run=_convention_verb(module, file, function))
     if entry is not None and "demo" not in verbs.choices:
-        p = verbs.add_parser("demo", help=f"{entry[0]} the 'demo' preset (a short CPU run)")
+        p = verbs.add_parser("demo", help=f"{entry[0]} the 'demo' preset (a short CPU run)",
+                             epilog=listing, formatter_class=_Formatter)  # fmt: skip
         _add_config_args(p, name, "demo", default_config=None)
         p.set_defaults(run=_convention_verb(module, *entry), config="demo")
+    if "config" not in verbs.choices:
+        p = verbs.add_parser("config", help="print the resolved config as JSON (nothing runs)",
+                             epilog=listing, formatter_class=_Formatter)  # fmt: skip
+        _add_config_args(p, name, "config", default_config="default", workdir=False)
+        p.set_defaults(run=_print_config(module))
 
 
-def _add_config_args(p: argparse.ArgumentParser, project: str, verb: str, default_config) -> None:
+def _config_listing(module: str, *, guarded: bool) -> str | None:
+    """The presets and the config keys with the defaults of ``default`` (a ``--help`` epilog)."""
+    from fidia_jax.config import config_to_dict
+
+    try:
+        configs = importlib.import_module(f"{module}.configs")
+    except ModuleNotFoundError:
+        if guarded:
+            return None
+        raise
+    names = getattr(getattr(configs, "CONFIGS", None), "names", None)
+    if names is None:
+        return None
+    flat: list[str] = []
+
+    def walk(d: dict, prefix: str) -> None:
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                flat.append(f"  {prefix}{k} = {json.dumps(v)}")
+
+    walk(config_to_dict(configs.get_config("default")), "")
+    return (f"presets: {', '.join(names)}\n\nconfig keys (--set KEY=VALUE), with the "
+            "'default' preset's values:\n" + "\n".join(flat))  # fmt: skip
+
+
+def _print_config(module: str):
+    def run(args: argparse.Namespace):
+        from fidia_jax.config import config_to_dict
+
+        data_dir, args.data_dir = args.data_dir, None
+        config = _load_config(module, args)
+        if data_dir:
+            config = _with_data_dir(config, data_dir)
+        print(json.dumps(config_to_dict(config), indent=2))
+
+    return run
+
+
+def _add_config_args(
+    p: argparse.ArgumentParser, project: str, verb: str, default_config, *, workdir: bool = True
+) -> None:
     if default_config is not None:
         p.add_argument("--config", default=default_config,
                        help=f"preset name or .json/.toml file (default: {default_config})")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="A.B=VALUE",
                    help="override a config value (repeatable), e.g. train.num_steps=20")  # fmt: skip
-    p.add_argument("--workdir", default=f"out/{project}/{verb}", help="output directory")
+    if workdir:
+        p.add_argument("--workdir", default=f"out/{project}/{verb}", help="output directory")
     p.add_argument(
         "--data-dir",
         default=None,
@@ -169,29 +224,54 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
             self._action_max_length = max(self._action_max_length, width + self._indent_increment)
 
 
-def _parser(selected: str | None = None) -> argparse.ArgumentParser:
-    """The parser; only the ``selected`` project is imported to add its verbs."""
+def _parser(selected: str | None = None, *, help_only: bool = False) -> argparse.ArgumentParser:
+    """The parser; only the ``selected`` project is imported to add its verbs. With
+    ``help_only`` a project whose extra is missing still lists its verbs and flags (whatever
+    can be imported without the extra) and says which extra to install."""
+    from fidia_jax import __version__
+
     short = "\n".join(f"  {_PROG} {k:<9} = {_PROG} {v} {k}" for k, v in _SHORT_FORMS.items())
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=_PROG,
         description="JAX implementations of FIDIA and companion ICML 2026 methods.",
-        epilog=f"'{_PROG} PROJECT --help' lists a project's verbs.\n\nshort forms:\n{short}",
+        epilog=f"'{_PROG} PROJECT --help' lists a project's verbs; '{_PROG} PROJECT config' "
+        f"prints a resolved config; --debug prints tracebacks.\n\nshort forms:\n{short}",
         formatter_class=_Formatter,
     )
+    parser.add_argument("--version", action="version", version=f"{_PROG} {__version__}")
     projects = parser.add_subparsers(dest="project", metavar="PROJECT", required=True,
-                                     title="projects")  # fmt: skip
+                                     title="projects", parser_class=_Parser)  # fmt: skip
     for name, project in PROJECTS.items():
         p = projects.add_parser(
             name, help=project.summary, description=project.summary, formatter_class=_Formatter
         )
         if name == selected:
-            verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True, title="verbs")
-            _check_extras(name)
-            importlib.import_module(project.module)
-            if importlib.util.find_spec(f"{project.module}.commands") is not None:
-                importlib.import_module(f"{project.module}.commands").add_commands(verbs)
-            _add_convention_verbs(verbs, name, project.module)
+            verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True, title="verbs",
+                                     parser_class=_Parser)  # fmt: skip
+            missing = missing_extras(name)
+            if missing and not help_only:
+                _check_extras(name)
+            if missing:
+                extra, module = missing[0]
+                p.description = (
+                    f"{project.summary}\n\nnot runnable here: needs the '{extra}' extra "
+                    f"({module} is missing): pip install 'fidia_jax[{extra}]'"
+                )
+            _add_project_verbs(verbs, name, project.module, guarded=bool(missing))
     return parser
+
+
+def _add_project_verbs(verbs, name: str, module: str, *, guarded: bool) -> None:
+    """The project's own commands and the convention verbs; ``guarded``: a module that needs a
+    missing extra is skipped (``--help`` on the core install)."""
+    try:
+        importlib.import_module(module)
+        if importlib.util.find_spec(f"{module}.commands") is not None:
+            importlib.import_module(f"{module}.commands").add_commands(verbs)
+    except ModuleNotFoundError:
+        if not guarded:
+            raise
+    _add_convention_verbs(verbs, name, module, guarded=guarded)
 
 
 def _check_extras(project: str) -> None:
@@ -214,7 +294,53 @@ def _parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if argv and argv[0] in _SHORT_FORMS:
         argv.insert(0, _SHORT_FORMS[argv[0]])
     selected = argv[0] if argv and argv[0] in PROJECTS else None
-    return _parser(selected).parse_args(argv)
+    help_only = any(a in ("-h", "--help") for a in argv)
+    parser = _parser(selected, help_only=help_only)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the subcommand's own usage, with the closest options it knows
+        sub = _subparser(parser, [a for a in (getattr(args, "project", None),
+                                              getattr(args, "verb", None)) if a])  # fmt: skip
+        hints = [_did_you_mean(u, _option_strings(sub)) for u in unknown]
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}" + "".join(h for h in hints if h))
+    return args
+
+
+def _subparser(parser: argparse.ArgumentParser, path: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of ``path`` (project, verb) below ``parser``, as deep as it exists."""
+    for name in path:
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions or name not in actions[0].choices:
+            break
+        parser = actions[0].choices[name]
+    return parser
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings]
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """``" (did you mean --x?)"`` for the closest of ``choices``, or ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(word.split("=")[0], list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with abbreviations off and a "did you mean" on a bad choice."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        import re
+
+        bad = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if bad:
+            message += _did_you_mean(bad.group(1), re.findall(r"'([^']*)'", bad.group(2)))
+        super().error(message)
 
 
 def _one_line(message) -> str:

@@ -215,6 +215,16 @@ def load_config(cls: type[C], presets: Presets, name_or_path: str | pathlib.Path
     return config_from_dict(cls, presets, values)
 
 
+def _suggest(word: str, valid) -> str:
+    """``"; did you mean 'x'? valid: a, b, ..."`` for an unknown key or group."""
+    import difflib
+
+    valid = sorted(valid)
+    close = difflib.get_close_matches(word, valid, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} (valid: {', '.join(valid)})" if valid else hint
+
+
 def override_config(config: C, assignments: Sequence[str]) -> C:
     """Applies ``group.key=value`` strings (values parsed as JSON, else kept as strings).
 
@@ -234,10 +244,13 @@ def override_config(config: C, assignments: Sequence[str]) -> C:
         *parents, leaf = key.split(".")
         for part in parents:
             if not isinstance(node.get(part), dict):
-                raise ConfigError(f"override {item!r}: unknown group {part!r}")
+                groups = [k for k, v in node.items() if isinstance(v, dict)]
+                raise ConfigError(
+                    f"override {item!r}: unknown group {part!r}{_suggest(part, groups)}"
+                )
             node, cls = node[part], _field_types(cls)[part]
         if leaf not in node:
-            raise ConfigError(f"override {item!r}: unknown key {leaf!r}")
+            raise ConfigError(f"override {item!r}: unknown key {leaf!r}{_suggest(leaf, node)}")
         hint = _field_types(cls)[leaf]
         if not dataclasses.is_dataclass(hint) and typing.get_origin(hint) is not tuple:
             try:

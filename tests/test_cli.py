@@ -141,6 +141,9 @@ PRESETS = {"tiny": {"train": {"steps": 2}}, "demo": {"train": {"steps": 5}}, "de
 
 def load_config(name_or_path):
     return config_lib.load_config(Config, PRESETS, name_or_path)
+
+CONFIGS = config_lib.ConfigSet(Config, PRESETS)
+get_config = CONFIGS.get_config
 """
 _TOY_TRAIN = """
 import json, pathlib
@@ -205,7 +208,7 @@ def test_convention_demo_uses_the_demo_preset_and_no_evaluate_without_evaluate_p
     verbs = [
         line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("    ")
     ]
-    assert verbs == ["train", "demo"]
+    assert verbs == ["train", "demo", "config"]
 
 
 def test_convention_evaluate_from_evaluate_py(registered, tmp_path):
@@ -371,3 +374,68 @@ def test_a_bug_of_ours_is_not_hidden(monkeypatch, tmp_path):
     monkeypatch.setattr(cli, "_parse_args", lambda argv: run)
     with pytest.raises(ZeroDivisionError):
         cli.main(["toy", "train"])
+
+
+# ----------------------------------------------------------------------------- discoverability
+def _exit_code(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_version_and_python_dash_m(capsys):
+    from fidia_jax import __version__
+
+    code, out, _ = _exit_code(["--version"], capsys)
+    assert code == 0 and out.strip() == f"fidia-jax {__version__}"
+    run = subprocess.run([sys.executable, "-m", "fidia_jax", "--version"], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert run.stdout.strip() == f"fidia-jax {__version__}"
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["toy", "trian"], "invalid choice: 'trian'"),
+        (
+            ["toy", "train", "--workdri", "x"],
+            "unrecognized arguments: --workdri x (did you mean --workdir?)",
+        ),
+        (["toy", "train", "--work", "x"], "unrecognized arguments: --work x"),  # no abbreviations
+        (
+            ["toy", "train", "--conf", "tiny"],
+            "unrecognized arguments: --conf tiny (did you mean --config?)",
+        ),
+    ],
+)
+def test_a_wrong_flag_shows_the_subcommand_usage_and_a_suggestion(registered, argv, needle, capsys):
+    code, _, err = _exit_code(argv, capsys)
+    assert code == 2 and needle in err, err
+    assert err.startswith(f"usage: fidia-jax toy {argv[1] if argv[1] == 'train' else ''}".rstrip())
+    if argv[1] == "trian":
+        assert "(did you mean train?)" in err
+
+
+def test_config_verb_prints_the_resolved_config_and_help_lists_presets_and_keys(registered, capsys):
+    assert cli.main(["toy", "config", "--config", "tiny", "--set", "train.lr=0.5"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got == {"seed": 0, "data": {"data_dir": None}, "train": {"steps": 2, "lr": 0.5}}
+    code, out, _ = _exit_code(["toy", "train", "--help"], capsys)
+    assert code == 0 and "presets: default, demo, tiny" in out
+    assert "train.steps = 100" in out and "train.lr = 0.001" in out
+    assert cli.main(["toy", "config", "--set", "train.lrr=1"]) == 2
+    assert "did you mean 'lr'? (valid: lr, steps)" in _one_error_line(capsys)
+
+
+def test_help_works_without_the_projects_extra(registered, monkeypatch, capsys):
+    """On the core install every project's --help lists its verbs and flags and names the extra;
+    running a verb still stops with the one-line missing-extra error."""
+    monkeypatch.setattr(cli, "missing_extras", lambda name: [("lm", "gguf")])
+    code, out, _ = _exit_code(["toy", "--help"], capsys)
+    assert code == 0 and "pip install 'fidia_jax[lm]'" in out
+    assert {"train", "demo", "config"} <= set(out.split())
+    code, out, _ = _exit_code(["toy", "train", "--help"], capsys)
+    assert code == 0 and "--config" in out and "presets:" in out
+    assert cli.main(["toy", "train"]) == 2
+    assert "fidia_jax[lm]" in _one_error_line(capsys)

@@ -17,7 +17,8 @@ wheel=$(ls "$tmp"/dist/fidia_jax-*.whl)
 "$PYTHON" - "$wheel" <<'PY'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-for want in ("licenses/LICENSE", "licenses/NOTICE", "fidia_jax/protein/data/5PTI.cif.gz"):
+for want in ("licenses/LICENSE", "licenses/NOTICE", "fidia_jax/protein/data/5PTI.cif.gz",
+             "fidia_jax/py.typed", "fidia_jax/__main__.py"):
     assert any(n.endswith(want) for n in names), f"{want} is not in the wheel"
 print(f"wheel: {sys.argv[1].rsplit('/', 1)[-1]}, {len(names)} files, LICENSE and NOTICE inside")
 PY
