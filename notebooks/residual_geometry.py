@@ -45,9 +45,11 @@ TINY = os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"
 # %% [markdown]
 # ## The primitives on constructed matrices
 #
-# An update whose rows are combinations of the residual's rows adds no new direction
-# (ΔD = 0); an orthogonal one is pure innovation (ΔD = 1); a token permutation of the update
-# *and* the residual changes nothing in RID, which only sees the set of rows.
+# In the page's form (`form="page"`, ΔD measured against the residual's row space) an update
+# whose rows are combinations of the residual's rows adds no new direction (ΔD = 0) and an
+# orthogonal one is pure innovation (ΔD = 1). The default, the authors' form, measures the part
+# of the update outside both the column and the row subspaces of the residual (range [0, √2]).
+# A token permutation of the update *and* the residual changes nothing in RID.
 
 # %%
 rng = np.random.default_rng(0)
@@ -56,7 +58,7 @@ inside = rng.normal(size=(12, 12)) @ x
 q, _ = np.linalg.qr(np.concatenate([x.T, rng.normal(size=(10, 6))], axis=1))
 outside = rng.normal(size=(12, 6)) @ q[:, 4:].T
 for name, dx in [("inside the row space", inside), ("orthogonal", outside)]:
-    r = geometry.residual_information_dynamics(x, dx, rtol=1e-8)
+    r = geometry.residual_information_dynamics(x, dx, form="page", rtol=1e-8)
     print(f"{name:22s} ΔS={r['delta_s']:+.3f}  ΔD={r['delta_d']:.3f}  RID={r['rid']:.3f}")
 
 # %% [markdown]

@@ -11,18 +11,19 @@ and ``notebooks/residual_geometry.py`` call it.
 
 Paper:
   Xi, Tian, Yang, Yi, Lin, Hao, Wang, Wang, "Large vision-language models get lost in
-  attention", ICML 2026, arXiv:2605.05668, https://arxiv.org/abs/2605.05668. Only the abstract
-  and summaries were available: the formulas of ΔS, ΔD, RID, TME and MixIG, the numerical-rank
-  rule and SAP's predefined weights are **reconstructions** (see
-  :mod:`.geometry` and ``docs/residual_geometry.md``).
+  attention", ICML 2026, arXiv:2605.05668, https://arxiv.org/abs/2605.05668. Code:
+  https://github.com/Lrbomchz/vlms_lost_in_attn @ 2ca01fdd (``utils/interp_utils.py``): eRank,
+  ΔD (with its numerical-rank rule) and TME follow it by default and are checked against a
+  fixture made from it; ΔS, RID, MixIG and SAP's predefined weights are not in the released
+  code and stay **reconstructions** (see :mod:`.geometry` and ``docs/residual_geometry.md``).
 
 Shared primitives used: :class:`fidia_jax.models.LlamaVL` (``inspect`` capture), hooks
 :class:`~fidia_jax.models.ReplaceUpdate` (Noise Δ), :class:`~fidia_jax.models.ReplaceQKV`
 (Noise QKV), :class:`~fidia_jax.models.PatchAttention` (SAP), :func:`fidia_jax.train.fit_llama`,
 :func:`fidia_jax.data.load_digit_images`, :func:`fidia_jax.metrics.effective_rank` and the ridge
 fit. The method's own modules: ``geometry.py`` (eRank, ΔS, ΔD, RID, TME, MixIG:
-:func:`residual_information_dynamics`, :func:`token_mixing_entropy`,
-:func:`mixing_information_gain`, ...), ``questions.py`` (the digit questions,
+:func:`residual_information_dynamics`, ``geometry.cosine_mixing_entropy`` (the authors' TME),
+:func:`token_mixing_entropy` (ours, of attention weights), :func:`mixing_information_gain`, ...), ``questions.py`` (the digit questions,
 ``make_digit_questions``), ``train.py`` (the experiment). Re-exported here: the three measures
 (they apply unchanged to any model's captured activations); the rest stays in its module.
 """

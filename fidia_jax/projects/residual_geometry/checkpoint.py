@@ -13,7 +13,12 @@ as plain lines (``"Q: 3 + 4 = ? A: 7"``), one sequence of ``checkpoint_tokens`` 
 
 * **attention**, **FFN**: RID, ΔS, ΔD per sequence (mean), RID pooled over all sequences' tokens
   (``N > C``: the row space is no longer limited by the token count, the caveat of the synthetic
-  run), MixIG (held-out ridge, sequences split in halves), TME of the attention weights;
+  run), MixIG (held-out ridge, sequences split in halves), TME (the authors' form,
+  :func:`.geometry.cosine_mixing_entropy` of each sequence's update, mean) and, for attention,
+  ``tme_attention`` (ours, of the attention weights). ΔD is in ``config.delta_d_form`` (default
+  the authors': under it the FFN's new residual is measured against the layer input
+  ``resid_pre``, as in their ``novelty_from_hiddens_96``); the captures are cast to float32 (as
+  the authors' hidden states), which sets the default rank cutoff;
 * **noise** (the simple control, as the synthetic page's Noise Δ row): Gaussian noise with each
   token's attention-update RMS, in place of the attention update of the same ``X`` (drawn here,
   not run through the model).
@@ -34,8 +39,10 @@ from flax import nnx
 from scipy import stats
 
 from fidia_jax.projects.residual_geometry.geometry import (
+    cosine_mixing_entropy,
     mixing_information_gain,
-    residual_information_dynamics,
+    spectral_change,
+    subspace_innovation,
     token_mixing_entropy,
 )
 
@@ -75,13 +82,13 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
       model: a loaded :class:`fidia_jax.models.Llama`.
       tok: its :class:`fidia_jax.models.LMTokenizer`.
       config: a :class:`.configs.ResidualGeometryConfig` (``checkpoint_sequences``,
-        ``checkpoint_tokens``, ``checkpoint_batch``, ``rtol``, ``seed``).
+        ``checkpoint_tokens``, ``checkpoint_batch``, ``rtol``, ``delta_d_form``, ``seed``).
 
     Returns:
       JSON-ready dict: ``layers`` (those measured, ``checkpoint_layers`` or all), ``geometry``
       (row ``attention`` / ``ffn`` / ``noise`` -> per-layer lists
       of ``rid``, ``delta_s``, ``delta_d``, ``rid_pooled``, ``delta_d_pooled``, ``mixig``,
-      ``r2_self``, ``r2_mix``, and ``tme`` for attention), ``wilcoxon`` (per layer: median
+      ``r2_self``, ``r2_mix``, ``tme``, and ``tme_attention`` for attention), ``wilcoxon`` (per layer: median
       per-sequence RID difference attention - FFN and the two-sided p-value), ``ordering``
       (per layer: attention RID below the FFN's, attention MixIG above), ``rid_failures``
       (sequences whose RID raised, e.g. an all-zero matrix: layer, update, error; left out of
@@ -112,43 +119,51 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
         chunk[: len(part)] = part
         c = _capture(model, jnp.asarray(chunk))
         for k in _CAPTURE:
-            caps[k].append(np.asarray(c[k], np.float64)[:, : len(part)])
+            # float32, as the authors' hidden states (it sets the default rank cutoff)
+            caps[k].append(np.asarray(c[k], np.float32)[:, : len(part)])
     cap = {k: np.concatenate(v, axis=1) for k, v in caps.items()}  # (L, N, ...)
     rng = np.random.default_rng(config.seed + 1)
     rows = {"attention": [], "ffn": [], "noise": []}
     wilcoxon, failures = [], []
     for layer in layers:
-        w = cap["attn_weights"][layer][:, :, 1:, 1:]  # (N, H, T-1, T-1): BOS left out
+        w = np.asarray(cap["attn_weights"][layer][:, :, 1:, 1:], np.float64)  # BOS left out
         w = w / np.maximum(w.sum(-1, keepdims=True), 1e-300)
         x_att = cap["resid_pre"][layer][:, 1:]
-        d_att = cap["attn_out"][layer][:, 1:]
+        d_att = np.asarray(cap["attn_out"][layer][:, 1:], np.float64)
         z = rng.standard_normal(d_att.shape)
         rms = lambda a: np.sqrt(np.mean(a * a, axis=-1, keepdims=True))  # noqa: E731
         d_noise = z * rms(d_att) / np.maximum(rms(z), 1e-300)
-        pairs = {
-            "attention": (x_att, d_att),
-            "ffn": (cap["resid_mid"][layer][:, 1:], cap["ffn_out"][layer][:, 1:]),
-            "noise": (x_att, d_noise),
-        }
+        x_mid = cap["resid_mid"][layer][:, 1:]
+        d_ffn = np.asarray(cap["ffn_out"][layer][:, 1:], np.float64)
+        pairs = {"attention": (x_att, d_att), "ffn": (x_mid, d_ffn), "noise": (x_att, d_noise)}
+        if config.delta_d_form == "authors":  # the FFN's X' against the layer input
+            dd_pairs = {**pairs, "ffn": (x_att, np.asarray(x_mid, np.float64) + d_ffn - x_att)}
+        else:
+            dd_pairs = pairs
+        kw = {"form": config.delta_d_form, "rtol": config.rtol}
         per_seq = {}
         for name, (x, dx) in pairs.items():
+            xd, dxd = dd_pairs[name]
             seq = []
             for b in range(n):
                 try:
-                    seq.append(residual_information_dynamics(x[b], dx[b], rtol=config.rtol))
+                    ds = spectral_change(x[b], dx[b])
+                    dd = subspace_innovation(xd[b], dxd[b], **kw)
+                    seq.append({"rid": abs(ds) + dd, "delta_s": ds, "delta_d": dd})
                 except ValueError as err:  # counted and reported, never silently dropped
                     failures.append({"layer": layer, "update": name, "sequence": b,
                                      "error": str(err)})  # fmt: skip
                     seq.append({"rid": np.nan, "delta_s": np.nan, "delta_d": np.nan})
             per_seq[name] = np.asarray([r["rid"] for r in seq])
-            pooled = residual_information_dynamics(
-                x.reshape(-1, x.shape[-1]), dx.reshape(-1, dx.shape[-1]), rtol=config.rtol
-            )
+            flat = lambda a: a.reshape(-1, a.shape[-1])  # noqa: E731
+            ds_pooled = spectral_change(flat(x), flat(dx))
+            dd_pooled = subspace_innovation(flat(xd), flat(dxd), **kw)
             row = {k: float(np.nanmean([r[k] for r in seq])) for k in ("rid", "delta_s", "delta_d")}
-            row["rid_pooled"], row["delta_d_pooled"] = pooled["rid"], pooled["delta_d"]
-            row.update(mixing_information_gain(x, dx, w, seed=layer))
+            row["rid_pooled"], row["delta_d_pooled"] = abs(ds_pooled) + dd_pooled, dd_pooled
+            row.update(mixing_information_gain(np.asarray(x, np.float64), dx, w, seed=layer))
+            row["tme"] = float(np.mean([cosine_mixing_entropy(dx[b]) for b in range(n)]))
             if name == "attention":
-                row["tme"] = token_mixing_entropy(w)
+                row["tme_attention"] = token_mixing_entropy(w)
             rows[name].append(row)
         diff = per_seq["attention"] - per_seq["ffn"]
         diff = diff[np.isfinite(diff)]

@@ -38,7 +38,13 @@ class ResidualGeometryConfig:
       steps, batch_size, learning_rate, warmup_steps: AdamW (weight decay 0.01) with a
         warmup-cosine schedule, answer-only loss (:func:`fidia_jax.train.fit_llama`).
       n_analysis: test sequences whose activations feed RID / TME / MixIG (first ``n_analysis``).
-      rtol: numerical-rank rule of the subspace projector (singular values ``> rtol · σ_max``).
+      rtol: numerical-rank rule of the subspace projectors: ``None`` (default) the authors'
+        cutoff, singular values ``> max(N, C) · eps(dtype) · σ_max`` (the captures are float32);
+        a float in ``(0, 1)``: singular values ``> rtol · σ_max`` (``0.01`` was this page's
+        earlier default).
+      delta_d_form: ΔD's form, ``"authors"`` (default, the authors' ``novelty_from_hiddens_96``)
+        or ``"page"`` (ours; :func:`.geometry.subspace_innovation`). RID and the rank
+        sensitivity use it; ``delta_d_page`` / ``rid_page`` are reported either way.
       rtol_grid, rank_grid: the sensitivity of ΔD / RID to that rule (relative tolerances, and
         fixed ranks; ranks above ``min(N, C)`` are skipped).
       per_layer: also run every intervention on one layer at a time (else all layers at once).
@@ -47,7 +53,7 @@ class ResidualGeometryConfig:
         ``docs/lm_checkpoints.md``); when set, ``train`` measures the attention and FFN updates
         of that model on text (:func:`.checkpoint.checkpoint_geometry`, a text-only check)
         instead of training the small vision-language model; of the fields above only
-        ``seed`` and ``rtol`` are used.
+        ``seed``, ``rtol`` and ``delta_d_form`` are used.
       checkpoint_max_seq_len: the loaded model's ``max_seq_len``.
       checkpoint_sequences, checkpoint_tokens, checkpoint_batch: text sequences analysed, tokens
         per sequence (BOS included), sequences per forward pass.
@@ -68,7 +74,8 @@ class ResidualGeometryConfig:
     learning_rate: float = 3e-3
     warmup_steps: int = 100
     n_analysis: int = 200
-    rtol: float = 1e-2
+    rtol: float | None = None
+    delta_d_form: str = "authors"
     rtol_grid: tuple[float, ...] = (1e-1, 1e-2, 1e-3)
     rank_grid: tuple[int, ...] = (4, 8, 16)
     per_layer: bool = True
@@ -100,7 +107,9 @@ class ResidualGeometryConfig:
             raise ConfigError(
                 f"n_analysis must be in [4, n_test={self.n_test}], got {self.n_analysis}"
             )
-        if not 0.0 < self.rtol < 1.0 or any(not 0.0 < r < 1.0 for r in self.rtol_grid):
+        if (self.rtol is not None and not 0.0 < self.rtol < 1.0) or any(
+            not 0.0 < r < 1.0 for r in self.rtol_grid
+        ):
             raise ConfigError(
                 f"rtol and rtol_grid must be in (0, 1), got {self.rtol}, {self.rtol_grid}"
             )
@@ -118,6 +127,10 @@ class ResidualGeometryConfig:
             raise ConfigError(
                 f"checkpoint_tokens ({self.checkpoint_tokens}) must not exceed "
                 f"checkpoint_max_seq_len ({self.checkpoint_max_seq_len})"
+            )
+        if self.delta_d_form not in ("authors", "page"):
+            raise ConfigError(
+                f"delta_d_form must be 'authors' or 'page', got {self.delta_d_form!r}"
             )
         unknown = [k for k in self.interventions if k not in INTERVENTIONS]
         if unknown:

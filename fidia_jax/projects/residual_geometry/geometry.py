@@ -6,42 +6,52 @@ directions the residual uses), its subspace (whether it writes into directions t
 not span), and how much it moves information between tokens. The functions here measure that on
 any ``(X, ΔX)`` pair, so they apply unchanged to a real model's captured activations.
 
-Which formula comes from where (only the abstract and the issue's summary of the method could be
-read; the paper's equations were not available):
+Which formula comes from where. The authors' code (https://github.com/Lrbomchz/vlms_lost_in_attn
+@ ``2ca01fdd2ddf4047dc47f6ce4a116d22c1142f3d``, ``utils/interp_utils.py``) defines eRank, ΔD
+("novelty") and TME; those are the **defaults** here, checked against a fixture made from that
+code (``tools/residual_geometry_make_fixture.py``, ``tests/data/residual_geometry/``). ΔS, RID and
+MixIG are not in the released code: they stay **reconstructions** from the paper's abstract.
 
-* ``erank`` (paper: "information complexity (eRank)"): Roy–Vetterli effective rank
+* ``erank`` (authors' ``effective_rank_matrix``): Roy–Vetterli effective rank
   ``exp(H(σ / Σσ))``, reusing :func:`fidia_jax.metrics.effective_rank` in float64.
-* ``subspace_projector`` (paper: "subspace support"; the numerical-rank rule is ours, a
-  **reconstruction**): ``P = V_r V_rᵀ`` from the top ``r`` right singular vectors of ``X``, ``r``
-  given directly (``rank``) or as the count of singular values ``> rtol · σ_1``.
+* ``numerical_rank`` / ``subspace_projector``: ``r`` = the count of singular values
+  ``> max(N, C) · eps(dtype) · σ_1`` (authors' default cutoff in ``novelty_from_hiddens_96``,
+  ``tol=None``; ``eps`` of the input's dtype), or ``> rtol · σ_1``, or a given ``rank``.
+* ``subspace_innovation`` ΔD, ``form="authors"`` (``novelty_from_hiddens_96``, ``combine="l2"``):
+  with ``X' = X + ΔX`` and ``P_C = U_r U_rᵀ``, ``P_R = V_r V_rᵀ`` from the SVD of ``X``,
+  ``ΔD = sqrt(‖(I − P_C) X'‖²_F + ‖X' (I − P_R)‖²_F) / ‖X'‖_F`` in ``[0, √2]``;
+  ``form="page"`` (ours, a **reconstruction**): ``‖ΔX (I − P_R)‖²_F / ‖ΔX‖²_F`` in ``[0, 1]``.
 * ``spectral_change`` ΔS (**reconstruction**): ``log eRank(X + ΔX) − log eRank(X)`` (nats).
-* ``subspace_innovation`` ΔD (**reconstruction**): ``||ΔX (I − P_X)||²_F / ||ΔX||²_F`` in
-  ``[0, 1]``, the share of the update's energy outside the residual's row subspace.
-* ``residual_information_dynamics`` RID (issue: "spectral change + subspace innovation";
-  the sum of ``|ΔS|`` and ΔD is our **reconstruction** of the combination).
-* ``token_mixing_entropy`` TME (**reconstruction**): mean Shannon entropy of the rows of a
-  row-stochastic token-mixing matrix (attention weights), normalised by ``log`` of the number of
-  keys each query may read.
+* ``residual_information_dynamics`` RID = ``|ΔS| + ΔD`` (the sum is a **reconstruction**; ΔD in
+  the chosen form).
+* ``cosine_mixing_entropy`` TME (authors' ``tme_hidden`` with its defaults): the last token's
+  distribution ``p_j ∝ ((1 + cos(x_S, x_j)) / 2)^8`` over the ``S`` tokens, its entropy over
+  ``log S``. The authors apply it to each module's update ``ΔX`` (``tme_delta_2xnlayer``), the
+  FFN's included. ``token_mixing_entropy`` is ours (a **reconstruction**, the alternative): the
+  mean normalised entropy of the attention weights' rows.
 * ``mixing_information_gain`` MixIG (**reconstruction**): the Gaussian information (nats) that
   the mixed context ``W X̂`` adds, on held-out tokens, to a linear prediction of the update from
   the token's own state ``X̂``: ``½ log(SSE_self / SSE_self+mix)``.
 
-A second set, ``note_residual_information_dynamics``, ``similarity_mixing_entropy`` and
+A third set, ``note_residual_information_dynamics``, ``similarity_mixing_entropy`` and
 ``similarity_mixing_gain``, implements the formulas a **third-party** note on the paper gives
-(papernotes.org, 2026-05-08; read in place of the paper, whose §3 could not be read here):
-ΔS ``= |eRank(X') − eRank(X)| / min(S, H)``, ΔD from the column and row subspaces of ``X``
-applied to ``X' = X + ΔX`` (norms not squared), RID their sum, TME the entropy of a
-cosine-similarity mixing distribution of the tokens and MixIG ``TME(X') − TME(X)``. The
-project's tables use the reconstruction unless they say otherwise (``docs/residual_geometry.md``
-compares the two).
+(papernotes.org, 2026-05-08): ΔS ``= |eRank(X') − eRank(X)| / min(S, H)``, ΔD ``= (‖(I − P_C)
+X'‖_F + ‖X' (I − P_R)‖_F) / (2 ‖X'‖_F)`` (half the authors' ``combine="sum"``), RID their sum,
+TME the mean over all tokens of the unsharpened cosine entropy (``cosine_mixing_entropy`` with
+``agg="mean"``, ``alpha=1``) and MixIG ``TME(X') − TME(X)``.
+
+Every rank rule and entropy here is invariant to the scale of the data (the cutoff is relative to
+``σ_1`` and to the dtype's ``eps``; tokens are normalised before cosines); the authors' absolute
+``1e-12`` guards are left out by default (``subspace_innovation(..., eps=1e-12)`` restores them).
 
 RID depends on ``X`` and ``ΔX`` only through the set of their rows (any joint token permutation
-leaves it unchanged); TME depends on which token reads which (a causal mixing matrix recomputed on
-reordered tokens changes it), and MixIG on whether the update is a function of other tokens.
+leaves it unchanged); TME depends on which token reads which, and MixIG on whether the update is
+a function of other tokens.
 
 References:
   Xi, Tian, Yang, Yi, Lin, Hao, Wang, Wang, "Large vision-language models get lost in attention",
-  ICML 2026, arXiv:2605.05668, https://arxiv.org/abs/2605.05668.
+  ICML 2026, arXiv:2605.05668, https://arxiv.org/abs/2605.05668; code
+  https://github.com/Lrbomchz/vlms_lost_in_attn (commit 2ca01fdd, ``utils/interp_utils.py``).
   Roy, Vetterli, "The effective rank: a measure of effective dimensionality", EUSIPCO 2007.
 """
 
@@ -55,10 +65,13 @@ import numpy as np
 from fidia_jax.metrics import effective_rank, ridge_fit, ridge_predict
 
 __all__ = [
+    "DELTA_D_FORMS",
+    "cosine_mixing_entropy",
     "erank",
     "mixing_information_gain",
     "note_residual_information_dynamics",
     "numerical_rank",
+    "rank_cutoff_eps",
     "residual_information_dynamics",
     "similarity_mixing_entropy",
     "similarity_mixing_gain",
@@ -67,6 +80,11 @@ __all__ = [
     "subspace_projector",
     "token_mixing_entropy",
 ]
+
+#: The forms of ΔD: ``"authors"`` (the default: ``novelty_from_hiddens_96`` of the authors' code)
+#: and ``"page"`` (this project's earlier reconstruction, the update's energy outside the row
+#: subspace).
+DELTA_D_FORMS = ("authors", "page")
 
 
 def _matrix(x: Any, name: str, where: str) -> np.ndarray:
@@ -90,13 +108,30 @@ def _pair(x: Any, dx: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
     return x, dx
 
 
+def rank_cutoff_eps(x: Any) -> float:
+    """The machine epsilon of ``x``'s dtype, the unit of the default numerical-rank cutoff.
+
+    ``x``'s own floating dtype (numpy, jax, bfloat16 and float16 included); ``float64``'s
+    epsilon for anything else (Python lists, integers), since those are computed in float64.
+    The authors' ``novelty_from_hiddens_96`` takes ``torch.finfo(X.dtype).eps`` the same way.
+    """
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and jax.numpy.issubdtype(dtype, jax.numpy.floating):
+        return float(jax.numpy.finfo(dtype).eps)
+    return float(np.finfo(np.float64).eps)
+
+
 def erank(x: Any) -> float:
     """Effective rank ``exp(H(σ / Σσ))`` of an ``(N, C)`` matrix, in float64.
 
     :func:`fidia_jax.metrics.effective_rank` evaluated in float64 (inside ``jax.enable_x64``).
+    The authors' ``effective_rank_matrix`` (``utils/interp_utils.py``) computes the same
+    quantity in the input's dtype with ``log(p + 1e-12)``; the fixture test bounds the difference
+    by the dtype's rounding (``tests/projects/residual_geometry/test_residual_geometry_authors_fixture.py``).
+    Scale-invariant: ``erank(c · x) == erank(x)`` for any ``c != 0``.
 
     Returns:
-      float in ``[1, min(N, C)]`` (``0`` for the zero matrix).
+      float in ``[1, min(N, C)]`` (``0`` for the zero matrix, as the authors').
 
     Raises:
       ValueError: not a non-empty 2-D finite matrix.
@@ -113,25 +148,32 @@ def erank(x: Any) -> float:
     return e
 
 
-def numerical_rank(x: Any, *, rank: int | None = None, rtol: float | None = 1e-2) -> int:
+def numerical_rank(x: Any, *, rank: int | None = None, rtol: float | None = None) -> int:
     """The number ``r`` of directions kept by :func:`subspace_projector` (the rank parameter).
 
     Args:
-      x: ``(N, C)`` matrix.
+      x: ``(N, C)`` matrix, any real dtype (its dtype sets the default cutoff).
       rank: use exactly this many directions, ``1 <= rank <= min(N, C)`` (overrides ``rtol``).
       rtol: else count the singular values ``> rtol · σ_max``, ``0 < rtol < 1``.
+        Default (``rank`` and ``rtol`` both ``None``): the authors' cutoff, the singular values
+        ``> max(N, C) · eps · σ_max`` with ``eps`` the machine epsilon of ``x``'s dtype
+        (:func:`rank_cutoff_eps`; ``novelty_from_hiddens_96(tol=None)`` in the authors'
+        ``utils/interp_utils.py``, the rule of ``torch.linalg.matrix_rank``). Relative to
+        ``σ_max``, so the rank does not change with the scale of ``x``. The authors cast hidden
+        states to float32 first; do the same with bfloat16 / float16 activations (their
+        ``eps`` times ``max(N, C)`` can exceed 1, leaving ``r = 0``).
 
     Returns:
-      int ``r`` (``0`` only for the zero matrix under ``rtol``).
+      int ``r`` (``0`` only for the zero matrix).
 
     Raises:
-      ValueError: ``rank`` outside ``[1, min(N, C)]``, ``rtol`` outside ``(0, 1)``, or neither given.
+      ValueError: ``rank`` outside ``[1, min(N, C)]`` or ``rtol`` outside ``(0, 1)``.
     """
     a = _matrix(x, "x", "numerical_rank")
-    return _rank_from_svals(np.linalg.svd(a, compute_uv=False), rank, rtol)
+    return _rank_from_svals(np.linalg.svd(a, compute_uv=False), rank, rtol, a.shape, x)
 
 
-def _rank_from_svals(s: np.ndarray, rank, rtol) -> int:
+def _rank_from_svals(s: np.ndarray, rank, rtol, shape, x) -> int:
     where = "numerical_rank"
     kmax = s.shape[0]
     if rank is not None:
@@ -144,17 +186,21 @@ def _rank_from_svals(s: np.ndarray, rank, rtol) -> int:
                 f"{where}: rank must be an int in [1, min(N, C) = {kmax}], got {rank!r}"
             )
         return int(rank)
-    if rtol is None or not 0.0 < float(rtol) < 1.0:
-        raise ValueError(f"{where}: give rank=int or rtol in (0, 1), got rank=None, rtol={rtol!r}")
-    return int(np.sum(s > float(rtol) * s[0])) if s[0] > 0 else 0
+    if rtol is None:
+        cutoff = max(shape) * rank_cutoff_eps(x) * s[0]
+    elif isinstance(rtol, bool) or not 0.0 < float(rtol) < 1.0:
+        raise ValueError(f"{where}: rtol must be in (0, 1) or None, got rtol={rtol!r}")
+    else:
+        cutoff = float(rtol) * s[0]
+    return int(np.sum(s > cutoff)) if s[0] > 0 else 0
 
 
-def subspace_projector(x: Any, *, rank: int | None = None, rtol: float | None = 1e-2) -> np.ndarray:
+def subspace_projector(x: Any, *, rank: int | None = None, rtol: float | None = None) -> np.ndarray:
     """Orthogonal projector ``V_r V_rᵀ`` onto the residual's top-``r`` row (feature) subspace.
 
     Args:
       x: ``(N, C)`` residual (tokens × features).
-      rank, rtol: the numerical rank rule (see :func:`numerical_rank`).
+      rank, rtol: the numerical rank rule (see :func:`numerical_rank`; default the authors').
 
     Returns:
       ``(C, C)`` float64 symmetric idempotent matrix of trace ``r``.
@@ -164,23 +210,57 @@ def subspace_projector(x: Any, *, rank: int | None = None, rtol: float | None = 
     """
     a = _matrix(x, "x", "subspace_projector")
     _, s, vt = np.linalg.svd(a, full_matrices=False)
-    v = vt[: _rank_from_svals(s, rank, rtol)].T
+    v = vt[: _rank_from_svals(s, rank, rtol, a.shape, x)].T
     return v @ v.T
 
 
-def _innovation(x: np.ndarray, dx: np.ndarray, rank, rtol) -> tuple[float, int]:
-    """(ΔD, r) with one SVD of ``x``; the update is projected on the top-``r`` row basis."""
-    _, s, vt = np.linalg.svd(x, full_matrices=False)
-    r = _rank_from_svals(s, rank, rtol)
+def _innovation_page(dx: np.ndarray, vt: np.ndarray, r: int) -> float:
+    """Our reconstruction: the update's energy share outside the top-``r`` row basis."""
     total = float(np.sum(dx * dx))
     if total == 0.0:
-        return 0.0, r
+        return 0.0
     inside = dx @ vt[:r].T
-    return float(np.clip(1.0 - np.sum(inside * inside) / total, 0.0, 1.0)), r
+    return float(np.clip(1.0 - np.sum(inside * inside) / total, 0.0, 1.0))
+
+
+def _innovation_authors(xn, u, vt, r, combine, eps, where) -> float:
+    """The authors' novelty of ``X'`` against ``X``'s column and row subspaces (rank ``r``)."""
+    fro2 = float(np.sum(xn * xn))
+    if fro2 == 0.0:
+        raise ValueError(f"{where}: x + dx is the zero matrix (no direction to compare)")
+    ur, vr = u[:, :r], vt[:r].T
+    # the residuals themselves (not ||X'||² − ||projection||², which cancels to noise)
+    col = xn - ur @ (ur.T @ xn)  # (I − P_C) X'
+    row = xn - (xn @ vr) @ vr.T  # X' (I − P_R)
+    fro = np.sqrt(fro2 + eps)
+    r_col = np.sqrt(float(np.sum(col * col)) + eps) / (fro + eps)
+    r_row = np.sqrt(float(np.sum(row * row)) + eps) / (fro + eps)
+    if combine == "l2":
+        return float(np.sqrt(r_col * r_col + r_row * r_row + eps))
+    return float(r_col + r_row)
+
+
+def _check_form(form, combine, eps, where) -> None:
+    if form not in DELTA_D_FORMS:
+        raise ValueError(f"{where}: form must be one of {DELTA_D_FORMS}, got {form!r}")
+    if combine not in ("l2", "sum"):
+        raise ValueError(f"{where}: combine must be 'l2' or 'sum', got {combine!r}")
+    if isinstance(eps, bool) or not (np.isfinite(eps) and eps >= 0.0):
+        raise ValueError(f"{where}: eps must be a finite float >= 0, got {eps!r}")
+
+
+def _innovation(x, dx, x_dtype_source, form, rank, rtol, combine, eps, where):
+    """(ΔD, r) with one SVD of ``x``."""
+    u, s, vt = np.linalg.svd(x, full_matrices=False)
+    r = _rank_from_svals(s, rank, rtol, x.shape, x_dtype_source)
+    if form == "page":
+        return _innovation_page(dx, vt, r), r
+    return _innovation_authors(x + dx, u, vt, r, combine, float(eps), where), r
 
 
 def spectral_change(x: Any, dx: Any) -> float:
-    """ΔS = ``log eRank(X + ΔX) − log eRank(X)`` in nats (signed; **reconstruction**).
+    """ΔS = ``log eRank(X + ΔX) − log eRank(X)`` in nats (signed; **reconstruction**: ΔS is not in
+    the authors' released code).
 
     Raises:
       ValueError: shapes that differ, non-2-D or non-finite input, or ``X`` or ``X + ΔX`` equal
@@ -195,32 +275,77 @@ def spectral_change(x: Any, dx: Any) -> float:
 
 
 def subspace_innovation(
-    x: Any, dx: Any, *, rank: int | None = None, rtol: float | None = 1e-2
+    x: Any,
+    dx: Any,
+    *,
+    form: str = "authors",
+    rank: int | None = None,
+    rtol: float | None = None,
+    combine: str = "l2",
+    eps: float = 0.0,
 ) -> float:
-    """ΔD = ``||ΔX (I − P_X)||²_F / ||ΔX||²_F``: the update's energy outside ``X``'s row subspace.
+    """ΔD: how much of the update leaves the residual's subspaces.
 
-    ``0`` when every row of the update lies in the span of the residual's top-``r`` right singular
-    vectors, ``1`` when the update is orthogonal to it (**reconstruction**).
+    ``form="authors"`` (default; ``novelty_from_hiddens_96`` in the authors'
+    ``utils/interp_utils.py`` @ 2ca01fdd): with ``X' = X + ΔX`` and ``P_C = U_r U_rᵀ``,
+    ``P_R = V_r V_rᵀ`` the projectors onto the top-``r`` left (token) and right (feature)
+    singular subspaces of ``X``, ``c = ‖(I − P_C) X'‖_F / ‖X'‖_F`` and
+    ``ρ = ‖X' (I − P_R)‖_F / ‖X'‖_F``; ``ΔD = sqrt(c² + ρ²)`` in ``[0, √2]`` (``combine="l2"``,
+    the authors' default) or ``c + ρ`` in ``[0, 2]`` (``combine="sum"``). The authors measure
+    a layer's FFN output against the *layer input*'s subspaces: pass ``x = X_in`` and
+    ``dx = X_ffn − X_in`` for that (``train.update_geometry`` does).
+
+    ``form="page"`` (ours, a **reconstruction**, the alternative):
+    ``‖ΔX (I − P_R)‖²_F / ‖ΔX‖²_F`` in ``[0, 1]``, the share of the update's energy outside the
+    row subspace (``0`` for a zero update); ``combine`` and ``eps`` do not apply.
+
+    Deviations from the authors' code (``form="authors"``): computed in float64 from the input's
+    values (theirs in the input's dtype) with the residuals formed directly (theirs as
+    ``‖X'‖² − ‖projection‖²``, which leaves ``~sqrt(eps)`` of cancellation noise in ``c``);
+    their ``1e-12`` guards under the square roots and in the denominators are off by default
+    (``eps=0``, scale-invariant; ``eps=1e-12`` restores them); a zero ``X`` (``r = 0``) gives
+    the normalised limit ``√2`` (``sum``: ``2``) where theirs returns the unnormalised
+    ``√2 ‖X'‖_F``; a zero ``X'`` raises where theirs divides ``1e-6`` by ``1e-12``.
+
+    Args:
+      x: ``(N, C)`` residual entering the module; its dtype sets the default rank cutoff.
+      dx: ``(N, C)`` the update (``X' = x + dx``).
+      form: ``"authors"`` or ``"page"`` (:data:`DELTA_D_FORMS`).
+      rank, rtol: the numerical rank ``r`` (:func:`numerical_rank`; default the authors' cutoff
+        ``max(N, C) · eps(dtype) · σ_1``).
+      combine: ``"l2"`` or ``"sum"`` (authors' form).
+      eps: the authors' additive guard (``1e-12`` in their code; default ``0``).
 
     Returns:
-      float in ``[0, 1]`` (``0`` for a zero update).
+      float: ΔD (dimensionless).
 
     Raises:
-      ValueError: as :func:`subspace_projector`; shapes that differ.
+      ValueError: shapes that differ, non-2-D or non-finite input, an unknown ``form`` /
+        ``combine``, a negative ``eps``, a bad ``rank`` / ``rtol``, or (authors' form)
+        ``x + dx`` equal to zero.
     """
-    x, dx = _pair(x, dx, "subspace_innovation")
-    return _innovation(x, dx, rank, rtol)[0]
+    where = "subspace_innovation"
+    _check_form(form, combine, eps, where)
+    xa, dxa = _pair(x, dx, where)
+    return _innovation(xa, dxa, x, form, rank, rtol, combine, eps, where)[0]
 
 
 def residual_information_dynamics(
-    x: Any, dx: Any, *, rank: int | None = None, rtol: float | None = 1e-2
+    x: Any,
+    dx: Any,
+    *,
+    form: str = "authors",
+    rank: int | None = None,
+    rtol: float | None = None,
+    combine: str = "l2",
 ) -> dict[str, float]:
-    """RID = ``|ΔS| + ΔD`` of one update (**reconstruction** of the combination).
+    """RID = ``|ΔS| + ΔD`` of one update (**reconstruction** of the combination and of ΔS; ΔD
+    in the authors' form by default, see :func:`subspace_innovation`).
 
     Args:
       x: ``(N, C)`` residual entering the module (the rows are tokens).
       dx: ``(N, C)`` the module's update (``X + ΔX`` leaves the module).
-      rank, rtol: numerical rank of the subspace (see :func:`numerical_rank`).
+      form, rank, rtol, combine: ΔD's form and numerical rank (:func:`subspace_innovation`).
 
     Returns:
       ``{"erank_before", "erank_after", "delta_s", "delta_d", "rid", "rank"}`` (floats; ``rank``
@@ -230,11 +355,12 @@ def residual_information_dynamics(
       ValueError: as :func:`spectral_change` and :func:`subspace_innovation`.
     """
     where = "residual_information_dynamics"
-    x, dx = _pair(x, dx, where)
-    dd, r = _innovation(x, dx, rank, rtol)
-    e0, e1 = erank(x), erank(x + dx)
+    _check_form(form, combine, 0.0, where)
+    xa, dxa = _pair(x, dx, where)
+    e0, e1 = erank(xa), erank(xa + dxa)
     if e0 <= 0 or e1 <= 0:
         raise ValueError(f"{where}: x and x + dx must be non-zero (eRank {e0:g} -> {e1:g})")
+    dd, r = _innovation(xa, dxa, x, form, rank, rtol, combine, 0.0, where)
     ds = float(np.log(e1) - np.log(e0))
     return {
         "erank_before": e0,
@@ -246,8 +372,85 @@ def residual_information_dynamics(
     }
 
 
+def cosine_mixing_entropy(
+    x: Any,
+    *,
+    agg: str = "last",
+    mode: str = "shift",
+    alpha: float = 8.0,
+    normalize: bool = True,
+) -> float:
+    """TME as the authors compute it: the entropy of a token's cosine-similarity distribution.
+
+    Each token (row of ``X``) is scaled to unit norm (an all-zero row stays zero), ``x̃_t``;
+    ``c_tj = x̃_t · x̃_j``; the weights are ``w_tj = ((1 + c_tj) / 2)^alpha`` (``mode="shift"``)
+    or ``max(c_tj, 0)^alpha`` (``"relu"``), ``p_tj = w_tj / Σ_j w_tj`` over all ``S`` tokens
+    (no mask), ``H_t = −Σ_j p_tj log p_tj`` (nats). ``agg="last"``: TME = ``H_S`` of the last
+    token; ``"mean"``: the mean over ``t``. ``normalize``: divide by ``log S``.
+
+    Source: ``tme_hidden`` in the authors' ``utils/interp_utils.py`` @ 2ca01fdd, whose defaults
+    (``shift``, ``last``, ``normalize=True``, ``alpha=8``) are these; their
+    ``tme_delta_2xnlayer`` applies it to each module's update ``ΔX`` (attention and FFN), their
+    ``tme_state_3xnlayer`` to the states. Deviations: float64 from the input's values; their
+    ``1e-12`` guards (in the row norms, the weights, the normaliser and the logarithm) are left
+    out, so TME is scale-invariant; cosines rounded past ±1 are clipped to the weights' range
+    ``[0, 1]`` (their guard plays that role). With ``agg="mean"``, ``alpha=1``,
+    ``normalize=False`` this is the third-party note's TME (:func:`similarity_mixing_entropy`).
+
+    Args:
+      x: ``(S, H)`` tokens × features (an update ``ΔX`` or a residual).
+      agg: ``"last"`` or ``"mean"``.
+      mode: ``"shift"`` or ``"relu"``.
+      alpha: the sharpening power, finite and ``> 0``.
+      normalize: divide by ``log S`` (then TME is in ``[0, 1]``).
+
+    Returns:
+      float; ``0.0`` for a single token (as the authors').
+
+    Raises:
+      ValueError: not a finite 2-D matrix, an unknown ``agg`` / ``mode``, a bad ``alpha``, or
+        (``mode="relu"``) a token with no positive similarity to any token (all-zero weights).
+    """
+    where = "cosine_mixing_entropy"
+    if agg not in ("last", "mean"):
+        raise ValueError(f"{where}: agg must be 'last' or 'mean', got {agg!r}")
+    if mode not in ("shift", "relu"):
+        raise ValueError(f"{where}: mode must be 'shift' or 'relu', got {mode!r}")
+    if isinstance(alpha, bool) or not (np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"{where}: alpha must be a finite float > 0, got {alpha!r}")
+    a = _matrix(x, "x", where)
+    s = a.shape[0]
+    if s < 2:
+        return 0.0
+    h = _cosine_entropies(a, a[-1:] if agg == "last" else a, mode, float(alpha), where)
+    out = float(np.mean(h))
+    return out / float(np.log(s)) if normalize else out
+
+
+def _cosine_entropies(a, queries, mode, alpha, where) -> np.ndarray:
+    """Entropy (nats) of each query row's distribution over the tokens of ``a``."""
+
+    def unit(m):
+        n = np.linalg.norm(m, axis=1, keepdims=True)
+        return np.divide(m, n, out=np.zeros_like(m), where=n > 0)
+
+    cos = unit(queries) @ unit(a).T
+    w = 0.5 * (cos + 1.0) if mode == "shift" else cos
+    w = np.clip(w, 0.0, 1.0) ** alpha
+    tot = np.sum(w, axis=1, keepdims=True)
+    if np.any(tot == 0.0):
+        raise ValueError(f"{where}: a token has zero weight on every token (mode={mode!r})")
+    p = w / tot
+    return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=1)
+
+
 def token_mixing_entropy(weights: Any, *, mask: Any = None, normalize: bool = True) -> float:
-    """TME: mean entropy of the rows of a row-stochastic token-mixing matrix (**reconstruction**).
+    """TME in our form (the alternative): mean entropy of the rows of a row-stochastic mixing matrix.
+
+    **Reconstruction** from the paper's name, not the authors' TME: their code
+    (``tme_hidden``) reads the update's cosine similarities, not attention weights, and defines
+    TME for the FFN too; that form is :func:`cosine_mixing_entropy`, the default of
+    :func:`~fidia_jax.projects.residual_geometry.update_geometry`.
 
     Args:
       weights: ``(..., T, S)`` non-negative mixing weights whose rows sum to 1 over the keys a query
@@ -309,7 +512,8 @@ def mixing_information_gain(
     """MixIG: how much the mixed context ``W X̂`` adds to predicting the update (**reconstruction**).
 
     Pools the tokens of many sequences. ``X̂`` is ``X`` with each token scaled to unit RMS (the
-    input a pre-norm block reads). Two ridge regressions (:func:`fidia_jax.metrics.ridge_fit`,
+    input a pre-norm block reads; an all-zero token stays zero), so MixIG does not change when
+    ``X`` or ``ΔX`` is rescaled. Not in the authors' released code. Two ridge regressions (:func:`fidia_jax.metrics.ridge_fit`,
     float64) predict ``ΔX`` per token: from the token's own state ``x̂_t`` ("self"), and from
     ``[x̂_t, (W_h X̂)_t for every mixing head h]`` ("self+mix"). Fitted on a random
     ``train_fraction`` of the sequences, scored on the others:
@@ -356,7 +560,8 @@ def mixing_information_gain(
         if not np.all(np.isfinite(a)):
             raise ValueError(f"{where}: {name} has non-finite values")
     token_mixing_entropy(w)  # the same row-stochastic, causal check (raises naming the problem)
-    xh = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-12)
+    rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True))  # no absolute guard: scale-invariant
+    xh = np.divide(x, rms, out=np.zeros_like(x), where=rms > 0)
     mixed = np.einsum("bhts,bsc->bthc", w, xh).reshape(b, t, -1)
     perm = np.random.default_rng(seed).permutation(b)
     fit, score = perm[:n_fit], perm[n_fit:]
@@ -383,7 +588,7 @@ def mixing_information_gain(
 
 
 def note_residual_information_dynamics(
-    x: Any, dx: Any, *, rank: int | None = None, rtol: float | None = 1e-2
+    x: Any, dx: Any, *, rank: int | None = None, rtol: float | None = None
 ) -> dict[str, float]:
     """RID in the form a third-party note gives (**not checked against the paper**).
 
@@ -397,9 +602,10 @@ def note_residual_information_dynamics(
       squared);
     * ``RID = ΔS + ΔD`` in ``[0, 2)``.
 
-    The note does not say how ``r`` is chosen; we use the same rule as the reconstruction
-    (:func:`numerical_rank`: ``rank`` or the singular values ``> rtol · σ_1``), so the two forms
-    differ only in their formulas. With a full-rank ``X`` and ``S <= H`` (``r = S``),
+    The note does not say how ``r`` is chosen; we use the same rule as the default
+    (:func:`numerical_rank`: the authors' dtype cutoff, or ``rtol`` / ``rank``), so the forms
+    differ only in their formulas. The note's ΔD is half the authors' ``combine="sum"`` ΔD
+    (:func:`subspace_innovation`). With a full-rank ``X`` and ``S <= H`` (``r = S``),
     ``P_C = I`` and the column term is 0.
 
     Args:
@@ -418,18 +624,18 @@ def note_residual_information_dynamics(
     (2026-05-08), summarising Xi et al., ICML 2026, arXiv:2605.05668, §3.
     """
     where = "note_residual_information_dynamics"
-    x, dx = _pair(x, dx, where)
-    xn = x + dx
-    e0, e1 = erank(x), erank(xn)
+    xa, dxa = _pair(x, dx, where)
+    xn = xa + dxa
+    e0, e1 = erank(xa), erank(xn)
     norm = float(np.linalg.norm(xn))
     if e0 <= 0 or norm == 0.0:
         raise ValueError(f"{where}: x and x + dx must be non-zero (eRank {e0:g} -> {e1:g})")
-    u, s, vt = np.linalg.svd(x, full_matrices=False)
-    r = _rank_from_svals(s, rank, rtol)
+    u, s, vt = np.linalg.svd(xa, full_matrices=False)
+    r = _rank_from_svals(s, rank, rtol, xa.shape, x)
     ur, vr = u[:, :r], vt[:r].T
     col = xn - ur @ (ur.T @ xn)  # (I - P_C) X'
     row = xn - (xn @ vr) @ vr.T  # X' (I - P_R)
-    ds = abs(e1 - e0) / min(x.shape)
+    ds = abs(e1 - e0) / min(xa.shape)
     dd = (float(np.linalg.norm(col)) + float(np.linalg.norm(row))) / (2.0 * norm)
     dd = float(np.clip(dd, 0.0, 1.0))
     return {
@@ -451,7 +657,9 @@ def similarity_mixing_entropy(x: Any, *, normalize: bool = False) -> float:
     ``P_t`` (nats). Closed forms: identical rows give ``log S``; orthonormal rows give
     ``log(S + 1) − 2 log 2 / (S + 1)``; two opposite rows give ``0``. It reads ``X`` alone (no
     attention weights), so it applies to an FFN's output as well. **Not checked against the
-    paper.**
+    paper.** Equal to :func:`cosine_mixing_entropy` with ``agg="mean"``, ``alpha=1`` (the
+    authors' TME sharpens with ``alpha=8`` and reads the last token only), except that a zero
+    row raises here.
 
     Args:
       x: ``(S, H)`` residual, ``S >= 2``.
@@ -468,14 +676,9 @@ def similarity_mixing_entropy(x: Any, *, normalize: bool = False) -> float:
     s = a.shape[0]
     if s < 2:
         raise ValueError(f"{where}: need at least 2 tokens (rows), got {s}")
-    norms = np.linalg.norm(a, axis=1, keepdims=True)
-    if np.any(norms == 0.0):
+    if np.any(np.linalg.norm(a, axis=1) == 0.0):
         raise ValueError(f"{where}: x has an all-zero row (token) with no direction")
-    xt = a / norms
-    k = np.clip((xt @ xt.T + 1.0) / 2.0, 0.0, None)  # >= 0; the diagonal is 1
-    p = k / np.sum(k, axis=1, keepdims=True)
-    h = -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=1)
-    out = float(np.mean(h))
+    out = float(np.mean(_cosine_entropies(a, a, "shift", 1.0, where)))
     return out / float(np.log(s)) if normalize else out
 
 

@@ -21,7 +21,7 @@ _PANELS = (
     ("rid", "RID = |ΔS| + ΔD (innovation)"),
     ("mixig", "MixIG, nats (reconfiguration)"),
     ("delta_s", "ΔS: log eRank change"),
-    ("delta_d", "ΔD: share outside the residual subspace"),
+    ("delta_d", "ΔD: outside the residual's subspaces"),
 )
 
 

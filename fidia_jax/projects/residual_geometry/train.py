@@ -7,7 +7,11 @@
    attention update, the residual before the FFN and the FFN update (plus attention weights), for
    the plain model and under Noise Δ / Noise QKV / SAP on the 16 visual tokens of *every* layer.
    RID (``|ΔS| + ΔD``) is averaged over sequences (``X``: the sequence's ``(16 + 6, C)``
-   residual), MixIG pools the tokens of all sequences, TME averages the attention rows.
+   residual), MixIG pools the tokens of all sequences. By default ΔD and TME are the authors'
+   (``config.delta_d_form="authors"``: the new residual against the column and row subspaces
+   of the layer input, with their dtype rank cutoff; TME the last token's sharpened cosine
+   entropy of each update, the FFN's included); our forms are reported beside them
+   (``delta_d_page``, ``rid_page``, ``tme_attention``). See :mod:`.geometry`.
 3. Accuracy (argmax of the answer logits over the whole vocabulary) on every test question, per
    kind and for visual vs text-only questions, plain and under each intervention (all layers at
    once, and, with ``per_layer``, one layer at a time).
@@ -31,10 +35,11 @@ from fidia_jax.projects.residual_geometry import questions
 from fidia_jax.projects.residual_geometry.checkpoint import checkpoint_geometry
 from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS, ResidualGeometryConfig
 from fidia_jax.projects.residual_geometry.geometry import (
+    cosine_mixing_entropy,
     mixing_information_gain,
     note_residual_information_dynamics,
-    residual_information_dynamics,
     similarity_mixing_gain,
+    spectral_change,
     subspace_innovation,
     token_mixing_entropy,
 )
@@ -44,6 +49,7 @@ __all__ = [
     "checkpoint_and_evaluate",
     "N_VISUAL",
     "build_model",
+    "delta_d_pair",
     "format_table",
     "headline",
     "intervention_hooks",
@@ -128,52 +134,103 @@ def _accuracy(pred: np.ndarray, qs: questions.DigitQuestions) -> dict[str, float
     return out
 
 
+_MODULE_PAIRS = {"attn": ("resid_pre", "attn_out"), "ffn": ("resid_mid", "ffn_out")}
+
+
+def delta_d_pair(cap: dict[str, Any], layer: int, module: str, form: str) -> tuple:
+    """The ``(X, ΔX)`` whose ΔD is reported for one layer's ``attn`` or ``ffn`` update.
+
+    ``X`` keeps its captured dtype (it sets the default rank cutoff); ``ΔX`` is float64. For
+    ``form="authors"`` the FFN's new residual ``X_ffn = resid_mid + ffn_out`` is measured against
+    the *layer input* ``resid_pre`` (as the authors' ``novelty_from_hiddens_96`` does), so
+    ``ΔX = X_ffn − resid_pre``; for ``form="page"`` (ours) against ``resid_mid``, ``ΔX =
+    ffn_out``. Attention: ``(resid_pre, attn_out)`` in both forms.
+    """
+    x_name, dx_name = _MODULE_PAIRS[module]
+    if form == "authors" and module == "ffn":
+        x_in = np.asarray(cap["resid_pre"][layer])
+        x_ffn = np.asarray(cap["resid_mid"][layer], np.float64) + np.asarray(
+            cap["ffn_out"][layer], np.float64
+        )
+        return x_in, x_ffn - np.asarray(x_in, np.float64)
+    return np.asarray(cap[x_name][layer]), np.asarray(cap[dx_name][layer], np.float64)
+
+
 def update_geometry(
-    cap: dict[str, Any], layer: int, module: str, *, rtol: float, rank: int | None = None
+    cap: dict[str, Any],
+    layer: int,
+    module: str,
+    *,
+    rtol: float | None = None,
+    rank: int | None = None,
+    form: str = "authors",
 ) -> dict[str, float]:
     """RID (mean over sequences), MixIG (pooled) and TME of one layer's ``attn`` or ``ffn`` update.
 
     Args:
       cap: captured ``resid_pre`` / ``attn_out`` / ``resid_mid`` / ``ffn_out`` ``(L, B, T, C)`` and
-        ``attn_weights`` ``(L, B, H, T, T)`` (:meth:`fidia_jax.models.LlamaVL.inspect`).
+        ``attn_weights`` ``(L, B, H, T, T)`` (:meth:`fidia_jax.models.LlamaVL.inspect`), in their
+        captured dtype (it sets the default numerical-rank cutoff).
       layer: block index.
       module: ``"attn"`` (``X = resid_pre``, ``ΔX = attn_out``) or ``"ffn"`` (``resid_mid``,
         ``ffn_out``); MixIG uses the layer's attention weights as the mixing operator either way.
-      rtol, rank: numerical rank of the residual subspace.
+      rtol, rank: numerical rank of the residual subspace (default: the authors' dtype cutoff,
+        :func:`.geometry.numerical_rank`).
+      form: ΔD's form, ``"authors"`` (default) or ``"page"`` (:func:`.geometry.subspace_innovation`;
+        the pair measured is :func:`delta_d_pair`'s).
 
     Returns:
-      ``{"rid", "delta_s", "delta_d", "mixig", "r2_self", "r2_mix", "tme"}`` (TME only for
-      ``attn``: a token-wise FFN mixes nothing), and the third-party note's forms
+      ``{"rid", "delta_s", "delta_d", "mixig", "r2_self", "r2_mix", "tme"}``: RID = ``|ΔS| + ΔD``
+      per sequence (mean), ΔS of ``(X, ΔX)``, ΔD in ``form``, TME the authors' form
+      (:func:`.geometry.cosine_mixing_entropy` of each sequence's update ``ΔX``, mean, both
+      modules); the alternatives ``{"delta_d_page", "rid_page"}`` (ΔD in our form, same rank
+      rule), ``"tme_attention"`` (attention only: :func:`.geometry.token_mixing_entropy` of the
+      attention weights) and the third-party note's forms
       ``{"rid_note", "delta_s_note", "delta_d_note", "mixig_note"}``
       (:func:`.geometry.note_residual_information_dynamics` and
       :func:`.geometry.similarity_mixing_gain`, mean over sequences).
+
+    Raises:
+      ValueError: an unknown ``module`` or ``form``; what the measures raise.
     """
-    x_name, dx_name = {"attn": ("resid_pre", "attn_out"), "ffn": ("resid_mid", "ffn_out")}[module]
-    x = np.asarray(cap[x_name][layer], np.float64)
+    if module not in _MODULE_PAIRS:
+        raise ValueError(f"update_geometry: module must be 'attn' or 'ffn', got {module!r}")
+    x_name, dx_name = _MODULE_PAIRS[module]
+    x = np.asarray(cap[x_name][layer])  # captured dtype: the rank cutoff's eps
     dx = np.asarray(cap[dx_name][layer], np.float64)
     w = np.asarray(cap["attn_weights"][layer], np.float64)
-    rids = [
-        residual_information_dynamics(x[b], dx[b], rank=rank, rtol=rtol) for b in range(x.shape[0])
-    ]
-    out = {k: float(np.mean([r[k] for r in rids])) for k in ("rid", "delta_s", "delta_d")}
-    out.update(mixing_information_gain(x, dx, w, seed=layer))
+    x_dd, dx_dd = delta_d_pair(cap, layer, module, form)
+    n = x.shape[0]
+    kw = {"rank": rank, "rtol": rtol}
+    ds = np.asarray([spectral_change(x[b], dx[b]) for b in range(n)])
+    dd = np.asarray([subspace_innovation(x_dd[b], dx_dd[b], form=form, **kw) for b in range(n)])
+    if form == "page":
+        dd_page = dd
+    else:
+        dd_page = np.asarray(
+            [subspace_innovation(x[b], dx[b], form="page", **kw) for b in range(n)]
+        )
+    out = {
+        "rid": float(np.mean(np.abs(ds) + dd)),
+        "delta_s": float(np.mean(ds)),
+        "delta_d": float(np.mean(dd)),
+        "delta_d_page": float(np.mean(dd_page)),
+        "rid_page": float(np.mean(np.abs(ds) + dd_page)),
+    }
+    out.update(mixing_information_gain(np.asarray(x, np.float64), dx, w, seed=layer))
+    out["tme"] = float(np.mean([cosine_mixing_entropy(dx[b]) for b in range(n)]))
     if module == "attn":
-        out["tme"] = token_mixing_entropy(w)
+        out["tme_attention"] = token_mixing_entropy(w)
     # the third-party note's forms, same rank rule, mean over sequences (the tables' "note" rows)
-    notes = [
-        note_residual_information_dynamics(x[b], dx[b], rank=rank, rtol=rtol)
-        for b in range(x.shape[0])
-    ]
+    notes = [note_residual_information_dynamics(x[b], dx[b], **kw) for b in range(n)]
     for k in ("rid", "delta_s", "delta_d"):
         out[f"{k}_note"] = float(np.mean([r[k] for r in notes]))
-    out["mixig_note"] = float(
-        np.mean([similarity_mixing_gain(x[b], dx[b]) for b in range(x.shape[0])])
-    )
+    out["mixig_note"] = float(np.mean([similarity_mixing_gain(x[b], dx[b]) for b in range(n)]))
     return out
 
 
 def _rank_sensitivity(cap, config: ResidualGeometryConfig, rows: dict[str, tuple[dict, str]]):
-    """ΔD and RID of every row and layer under each rank rule of the grids."""
+    """ΔD (in ``config.delta_d_form``) of every row and layer under each rank rule of the grids."""
     n_tokens, width = np.asarray(cap["resid_pre"]).shape[2:]
     rules = [("rtol", r) for r in config.rtol_grid] + [
         ("rank", k) for k in config.rank_grid if k <= min(n_tokens, width)
@@ -185,16 +242,14 @@ def _rank_sensitivity(cap, config: ResidualGeometryConfig, rows: dict[str, tuple
         for row, (c, module) in rows.items():
             per_layer = []
             for layer in range(config.n_layers):
-                x_name, dx_name = {
-                    "attn": ("resid_pre", "attn_out"),
-                    "ffn": ("resid_mid", "ffn_out"),
-                }[module]
-                x = np.asarray(c[x_name][layer], np.float64)
-                dx = np.asarray(c[dx_name][layer], np.float64)
+                x, dx = delta_d_pair(c, layer, module, config.delta_d_form)
                 kw = (
                     {"rank": int(value), "rtol": None} if kind == "rank" else {"rtol": float(value)}
                 )
-                dd = [subspace_innovation(x[b], dx[b], **kw) for b in range(x.shape[0])]
+                dd = [
+                    subspace_innovation(x[b], dx[b], form=config.delta_d_form, **kw)
+                    for b in range(x.shape[0])
+                ]
                 per_layer.append(float(np.mean(dd)))
             out[label][row] = per_layer
     return out
@@ -297,7 +352,8 @@ def train_and_evaluate(
     with train.stage(f"RID, MixIG and TME of {len(rows)} updates × {config.n_layers} layers"):
         for row, (c, module) in rows.items():
             per_layer = [
-                update_geometry(c, layer, module, rtol=config.rtol) for layer in all_layers
+                update_geometry(c, layer, module, rtol=config.rtol, form=config.delta_d_form)
+                for layer in all_layers
             ]
             geometry[row] = {k: [p[k] for p in per_layer] for k in per_layer[0]}
         rank_sensitivity = _rank_sensitivity(caps["plain"], config, rows)

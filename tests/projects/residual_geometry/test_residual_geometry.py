@@ -36,11 +36,13 @@ def test_tiny_run_writes_a_consistent_summary(tiny_run):
     att, ffn = saved["geometry"]["attention"], saved["geometry"]["ffn"]
     for g in (att, ffn):
         assert len(g["rid"]) == 1
-        assert (
-            g["rid"][0] == pytest.approx(np.mean(g["rid"]), abs=1e-12)
-            and 0.0 <= g["delta_d"][0] <= 1.0
-        )
-    assert 0.0 < att["tme"][0] <= 1.0 and "tme" not in ffn
+        # the authors' ΔD (default) is in [0, sqrt 2], ours (page) in [0, 1]
+        assert 0.0 <= g["delta_d"][0] <= np.sqrt(2.0) and 0.0 <= g["delta_d_page"][0] <= 1.0
+        # RID = |ΔS| + ΔD per sequence: its mean is at least |mean ΔS| + mean ΔD
+        assert g["rid"][0] >= abs(g["delta_s"][0]) + g["delta_d"][0] - 1e-12
+        assert 0.0 <= g["tme"][0] <= 1.0  # the authors' TME, defined for the FFN too
+    assert 0.0 < att["tme_attention"][0] <= 1.0 and "tme_attention" not in ffn
+    assert saved["config"]["delta_d_form"] == "authors" and saved["config"]["rtol"] is None
     assert saved["ordering"]["attention_rid_below_ffn"] == [att["rid"][0] < ffn["rid"][0]]
     assert set(saved["rank_sensitivity"]) == {"rtol=0.01", "rank=4"}
     table = rg.format_table(results)
@@ -70,27 +72,41 @@ def test_update_geometry_recomputes_from_captures():
     w = np.tril(rng.uniform(0.1, 1.0, (b, 1, t, t)))
     w /= w.sum(-1, keepdims=True)
     cap = {
-        name: rng.normal(size=(1, b, t, c))
+        name: rng.normal(size=(1, b, t, c)).astype(np.float32)
         for name in ("resid_pre", "attn_out", "resid_mid", "ffn_out")
     }
     cap["attn_weights"] = w[None]
-    g = rg.update_geometry(cap, 0, "attn", rtol=1e-2)
-    rid = np.mean(
-        [
-            geometry.residual_information_dynamics(cap["resid_pre"][0, i], cap["attn_out"][0, i])[
-                "rid"
-            ]
-            for i in range(b)
-        ]
-    )
+    pre, att, mid, ffn = (cap[k][0] for k in ("resid_pre", "attn_out", "resid_mid", "ffn_out"))
+    g = rg.update_geometry(cap, 0, "attn")
+    rid = np.mean([geometry.residual_information_dynamics(pre[i], att[i])["rid"] for i in range(b)])
     assert g["rid"] == pytest.approx(rid, abs=1e-12)
-    assert g["tme"] == pytest.approx(geometry.token_mixing_entropy(w), abs=1e-12)
-    assert "tme" not in rg.update_geometry(cap, 0, "ffn", rtol=1e-2)
-    pairs = [(cap["resid_pre"][0, i], cap["attn_out"][0, i]) for i in range(b)]
-    note = [geometry.note_residual_information_dynamics(x, dx, rtol=1e-2) for x, dx in pairs]
+    page = [geometry.subspace_innovation(pre[i], att[i], form="page") for i in range(b)]
+    assert g["delta_d_page"] == pytest.approx(np.mean(page), abs=1e-12)
+    assert g["tme"] == pytest.approx(
+        np.mean([geometry.cosine_mixing_entropy(att[i]) for i in range(b)]), abs=1e-12
+    )
+    assert g["tme_attention"] == pytest.approx(geometry.token_mixing_entropy(w), abs=1e-12)
+    # the FFN: ΔS of (resid_mid, ffn_out); the authors' ΔD of X_ffn = resid_mid + ffn_out
+    # against the layer input resid_pre (float32: its cutoff); ours of (resid_mid, ffn_out)
+    gf = rg.update_geometry(cap, 0, "ffn")
+    x_ffn = mid.astype(np.float64) + ffn
+    dd = [geometry.subspace_innovation(pre[i], x_ffn[i] - pre[i]) for i in range(b)]
+    ds = [geometry.spectral_change(mid[i], ffn[i]) for i in range(b)]
+    assert gf["delta_d"] == pytest.approx(np.mean(dd), abs=1e-12)
+    assert gf["rid"] == pytest.approx(np.mean(np.abs(ds) + dd), abs=1e-12)
+    page = [geometry.subspace_innovation(mid[i], ffn[i], form="page") for i in range(b)]
+    assert gf["delta_d_page"] == pytest.approx(np.mean(page), abs=1e-12)
+    assert "tme" in gf and "tme_attention" not in gf
+    gp = rg.update_geometry(cap, 0, "ffn", form="page", rtol=1e-2)
+    page = [geometry.subspace_innovation(mid[i], ffn[i], form="page", rtol=1e-2) for i in range(b)]
+    assert gp["delta_d"] == gp["delta_d_page"] == pytest.approx(np.mean(page), abs=1e-12)
+    pairs = [(pre[i], att[i]) for i in range(b)]
+    note = [geometry.note_residual_information_dynamics(x, dx) for x, dx in pairs]
     assert g["rid_note"] == pytest.approx(np.mean([r["rid"] for r in note]), abs=1e-12)
     gain = np.mean([geometry.similarity_mixing_gain(x, dx) for x, dx in pairs])
     assert g["mixig_note"] == pytest.approx(gain, abs=1e-12)
+    with pytest.raises(ValueError, match="module must be"):
+        rg.update_geometry(cap, 0, "mlp")
 
 
 def test_intervention_hooks():
@@ -134,6 +150,8 @@ def test_sap_makes_visual_attention_uniform():
         ({"interventions": ("x",)}, "interventions"),
         ({"test_images": 0.0}, "test_images"),
         ({"rank_grid": (0,)}, "rank_grid"),
+        ({"delta_d_form": "paper"}, "delta_d_form"),
+        ({"rtol": 0.0}, "rtol"),
     ],
 )
 def test_config_errors(overrides, match):

@@ -12,6 +12,7 @@ from fidia_jax import models
 from fidia_jax.errors import CheckpointError, ConfigError
 from fidia_jax.projects import residual_geometry as rg
 from fidia_jax.projects.residual_geometry import checkpoint as ckpt
+from fidia_jax.projects.residual_geometry import geometry
 
 
 class _Chars:
@@ -45,20 +46,30 @@ def test_checkpoint_path_end_to_end(tmp_path, tiny_gemma3_checkpoint):
     assert set(g) == {"attention", "ffn", "noise"}
     for row in g.values():
         assert all(len(v) == 3 for v in row.values())  # the tiny checkpoint's 3 layers
-        assert all(0.0 <= d <= 1.0 + 1e-9 for d in row["delta_d"])
+        assert all(0.0 <= d <= np.sqrt(2.0) + 1e-9 for d in row["delta_d"])  # the authors' ΔD
         # RID = |ΔS| + ΔD per sequence, so its mean >= |mean ΔS| + mean ΔD
         assert all(
             r >= abs(s) + d - 1e-9
             for r, s, d in zip(row["rid"], row["delta_s"], row["delta_d"], strict=True)
         )
-    assert "tme" in g["attention"] and "tme" not in g["ffn"]
+    assert all("tme" in row for row in g.values())  # the authors' TME: every update
+    assert "tme_attention" in g["attention"] and "tme_attention" not in g["ffn"]
     assert len(res["wilcoxon"]) == 3 and all(0 <= w["p"] <= 1 for w in res["wilcoxon"])
     # the same numbers from the primitives on a capture made here (BOS left out)
     model, tok = models.load_lm_checkpoint(path, max_seq_len=64)
     seqs = ckpt.text_sequences(tok, 6, 48, seed=cfg.seed)
-    _, cap = model.inspect(seqs, capture=("resid_mid", "ffn_out"))
-    x, dx = np.asarray(cap["resid_mid"][2], np.float64), np.asarray(cap["ffn_out"][2], np.float64)
-    want = np.mean([rg.residual_information_dynamics(x[b, 1:], dx[b, 1:])["rid"] for b in range(6)])
+    _, cap = model.inspect(seqs, capture=("resid_pre", "resid_mid", "ffn_out"))
+    names = ("resid_pre", "resid_mid", "ffn_out")
+    pre, mid, ffn = (np.asarray(cap[k][2], np.float32)[:, 1:] for k in names)
+    ffn = ffn.astype(np.float64)
+    # RID of the FFN: |ΔS(resid_mid, ffn_out)| + the authors' ΔD of X_ffn against resid_pre
+    want = np.mean(
+        [
+            abs(geometry.spectral_change(mid[b], ffn[b]))
+            + geometry.subspace_innovation(pre[b], mid[b] + ffn[b] - pre[b])
+            for b in range(6)
+        ]
+    )
     assert g["ffn"]["rid"][2] == pytest.approx(want, rel=1e-4)
     saved = json.loads((tmp_path / "run" / "residual_geometry_checkpoint.json").read_text())
     assert saved["geometry"]["ffn"]["rid"][2] == g["ffn"]["rid"][2]
@@ -75,8 +86,6 @@ def test_checkpoint_bad_input(tmp_path):
 def test_erank_falls_back_to_numpy_when_the_svd_gives_no_spectrum(monkeypatch):
     """A non-zero matrix read as eRank 0 (jax's SVD returning non-finite singular values) is
     recomputed with numpy's SVD: diag(s) has the closed form exp(H(s / sum s))."""
-    from fidia_jax.projects.residual_geometry import geometry
-
     s = np.array([4.0, 2.0, 1.0, 1.0])
     x = np.zeros((5, 6))
     x[np.arange(4), np.arange(4)] = s

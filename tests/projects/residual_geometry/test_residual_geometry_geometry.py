@@ -44,7 +44,7 @@ def test_numerical_rank_and_projector():
         ({"rank": 2.5}, "rank must be"),
         ({"rank": None, "rtol": 0.0}, "rtol"),
         ({"rank": None, "rtol": 1.5}, "rtol"),
-        ({"rank": None, "rtol": None}, "rtol"),
+        ({"rank": None, "rtol": True}, "rtol"),
     ],
 )
 def test_rank_parameter_out_of_range(kwargs, match):
@@ -67,8 +67,10 @@ def test_update_inside_row_space_has_no_innovation():
     rng = np.random.default_rng(2)
     x = _low_rank(rng)
     dx = rng.normal(size=(12, 12)) @ x  # rows are combinations of x's rows
-    assert geometry.subspace_innovation(x, dx, rtol=1e-8) == pytest.approx(0.0, abs=1e-12)
-    r = geometry.residual_information_dynamics(x, dx, rtol=1e-8)
+    assert geometry.subspace_innovation(x, dx, form="page", rtol=1e-8) == pytest.approx(
+        0.0, abs=1e-12
+    )
+    r = geometry.residual_information_dynamics(x, dx, form="page", rtol=1e-8)
     assert r["delta_d"] == pytest.approx(0.0, abs=1e-12) and r["rank"] == 4
     assert r["rid"] == pytest.approx(abs(r["delta_s"]), abs=1e-12)
 
@@ -78,16 +80,17 @@ def test_orthogonal_update_is_pure_innovation_and_partial_mix():
     basis, _ = np.linalg.qr(rng.normal(size=(10, 10)))
     x = rng.normal(size=(12, 4)) @ basis[:, :4].T
     dx_orth = rng.normal(size=(12, 3)) @ basis[:, 4:7].T
-    assert geometry.subspace_innovation(x, dx_orth, rtol=1e-8) == pytest.approx(1.0, abs=1e-12)
+    page = {"form": "page", "rtol": 1e-8}
+    assert geometry.subspace_innovation(x, dx_orth, **page) == pytest.approx(1.0, abs=1e-12)
     # energy split brute force: a known share of the update lies outside
     dx_in = rng.normal(size=(12, 4)) @ basis[:, :4].T
     share = np.sum(dx_orth**2) / np.sum((dx_in + dx_orth) ** 2)
-    assert geometry.subspace_innovation(x, dx_in + dx_orth, rtol=1e-8) == pytest.approx(
+    assert geometry.subspace_innovation(x, dx_in + dx_orth, **page) == pytest.approx(
         share, abs=1e-10
     )
     # a new direction raises the effective rank: ΔS > 0
     assert geometry.spectral_change(x, dx_orth) > 0
-    assert geometry.subspace_innovation(x, np.zeros_like(x)) == 0.0
+    assert geometry.subspace_innovation(x, np.zeros_like(x), form="page") == 0.0
 
 
 def test_spectral_change_closed_form():
@@ -107,12 +110,26 @@ def test_rank_threshold_sensitivity():
     s = 10.0 ** -np.arange(8)
     x = (u * s) @ v.T
     dx = rng.normal(size=(16, 12))
-    dds = [geometry.subspace_innovation(x, dx, rtol=t) for t in (0.5, 0.05, 5e-4, 5e-8)]
+    dds = [
+        geometry.subspace_innovation(x, dx, form="page", rtol=t) for t in (0.5, 0.05, 5e-4, 5e-8)
+    ]
     assert all(a > b for a, b in zip(dds, dds[1:], strict=False))
     for r in (1, 3, 8):
         vr = v[:, :r]
         brute = np.sum((dx - dx @ vr @ vr.T) ** 2) / np.sum(dx**2)
-        assert geometry.subspace_innovation(x, dx, rank=r) == pytest.approx(brute, abs=1e-10)
+        got = geometry.subspace_innovation(x, dx, form="page", rank=r)
+        assert got == pytest.approx(brute, abs=1e-10)
+        # the authors' form at the same rank: both subspaces, new residual, norms then l2
+        ur = u[:, :r]
+        xn = x + dx
+        col = np.linalg.norm(xn - ur @ ur.T @ xn) / np.linalg.norm(xn)
+        row = np.linalg.norm(xn - xn @ vr @ vr.T) / np.linalg.norm(xn)
+        # (the SVD's subspaces are accurate to eps · σ_1 / σ_r <= 2.2e-16 / 1e-7 ~ 2e-9)
+        assert geometry.subspace_innovation(x, dx, rank=r) == pytest.approx(
+            np.hypot(col, row), abs=1e-8
+        )
+    # the default rank rule (max(N, C) · eps · σ_1) keeps all 8 directions down to 1e-7 σ_1
+    assert geometry.numerical_rank(x) == 8
 
 
 def _causal_softmax(scores):
@@ -193,3 +210,74 @@ def test_mixing_information_gain_refuses_weights_that_are_not_causal_row_stochas
     causal = np.tril(np.ones((6, 6))) * 2.0  # causal but rows sum to 2..12
     with pytest.raises(ValueError, match="row-stochastic"):
         geometry.mixing_information_gain(x, dx, np.broadcast_to(causal, (4, 1, 6, 6)))
+
+
+def test_authors_delta_d_closed_forms():
+    e = np.eye(4)
+    x = np.outer(e[0], e[0])  # column and row subspaces span(e1)
+    # X' = e2 e3ᵀ lies outside both: each share is 1
+    assert geometry.subspace_innovation(x, np.outer(e[1], e[2]) - x) == pytest.approx(
+        np.sqrt(2.0), abs=1e-12
+    )
+    assert geometry.subspace_innovation(
+        x, np.outer(e[1], e[2]) - x, combine="sum"
+    ) == pytest.approx(2.0, abs=1e-12)
+    # X' = I: (I - P_C) I = diag(0, 1, 1, 1), the same on the right: shares sqrt(3) / 2 each
+    assert geometry.subspace_innovation(x, e - x) == pytest.approx(np.sqrt(1.5), abs=1e-12)
+    assert geometry.subspace_innovation(x, e - x, combine="sum") == pytest.approx(
+        np.sqrt(3.0), abs=1e-12
+    )
+    # X' = 3X: inside both subspaces
+    assert geometry.subspace_innovation(x, 2 * x) == pytest.approx(0.0, abs=1e-12)
+    # the authors' guards: with eps the same X' = I, guarded as theirs
+    guarded = geometry.subspace_innovation(x, e - x, eps=1e-12)
+    eps = 1e-12
+    want = np.sqrt(2 * (3 + eps) / (np.sqrt(4 + eps) + eps) ** 2 + eps)
+    assert guarded == pytest.approx(want, abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"form": "paper"}, "form must be"),
+        ({"combine": "max"}, "combine must be"),
+        ({"eps": -1.0}, "eps must be"),
+        ({"eps": np.nan}, "eps must be"),
+    ],
+)
+def test_subspace_innovation_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        geometry.subspace_innovation(np.eye(3), np.ones((3, 3)), **kwargs)
+
+
+def test_cosine_mixing_entropy_closed_forms_and_errors():
+    # identical tokens: uniform weights, TME = 1 (normalised), log S (raw)
+    same = np.ones((5, 3))
+    assert geometry.cosine_mixing_entropy(same) == pytest.approx(1.0, abs=1e-12)
+    assert geometry.cosine_mixing_entropy(same, normalize=False) == pytest.approx(np.log(5.0))
+    # orthonormal tokens: the last token weighs itself 1 and each other (1/2)^alpha
+    s = 6
+    for alpha in (8.0, 1.0):
+        w = np.array([0.5**alpha] * (s - 1) + [1.0])
+        p = w / w.sum()
+        want = -np.sum(p * np.log(p)) / np.log(s)
+        got = geometry.cosine_mixing_entropy(np.eye(s), alpha=alpha)
+        assert got == pytest.approx(want, abs=1e-12)
+    # relu: orthogonal tokens get zero weight, the last token reads only itself
+    assert geometry.cosine_mixing_entropy(np.eye(s), mode="relu") == pytest.approx(0.0, abs=0)
+    # two opposite tokens (shift): the other gets weight 0 -> entropy 0
+    assert geometry.cosine_mixing_entropy(np.array([[1.0, 0.0], [-2.0, 0.0]])) == 0.0
+    # agg="mean" averages the rows; one token gives 0 (as the authors')
+    assert geometry.cosine_mixing_entropy(np.ones((1, 4))) == 0.0
+    x = np.random.default_rng(0).normal(size=(4, 3))
+    rows = [geometry.cosine_mixing_entropy(np.roll(x, -i - 1, axis=0)) for i in range(4)]
+    assert geometry.cosine_mixing_entropy(x, agg="mean") == pytest.approx(np.mean(rows), abs=1e-12)
+    for kw, match in (
+        ({"agg": "all"}, "agg"),
+        ({"mode": "exp"}, "mode"),
+        ({"alpha": 0.0}, "alpha"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            geometry.cosine_mixing_entropy(x, **kw)
+    with pytest.raises(ValueError, match="non-finite"):
+        geometry.cosine_mixing_entropy(np.full((3, 3), np.inf))
