@@ -22,6 +22,20 @@ padding shift, not a cyclic roll: spots on opposite borders are never in one win
 is computed here as two block softmaxes merged by log-sum-exp, keys already in the query's
 regular window being excluded from the shifted part so that no key counts twice.
 
+Two rules of the authors' code (``src/span/layers/attention.py`` and
+``src/span/preprocessing/padding.py`` at commit 3e60ea3) are followed by default in
+:func:`plan_hierarchy`, each with an option for our earlier behaviour:
+
+* ``pad="authors"``: their model first places the section on a padded canvas
+  (``SPAN_Padder``): the spots move by the left/top padding of each axis, so the window grid and
+  the stride-2 pooling are aligned to the canvas, not to the lattice origin
+  (:func:`authors_canvas`); ``pad="none"`` keeps the lattice where it is;
+* ``always_shift=False``: ``generate_swin_windows`` pads (and hence shifts) only when the extent
+  ``max + 1`` of the positions it is given (the canvas, at each level) is not a multiple of the
+  window side in at least one axis; when it is a multiple in both, their shifted partition is the
+  regular one (a quirk: the shifted windows silently disappear). ``always_shift=True`` always
+  shifts.
+
 References:
   Wu, Xu, Diao, Li, Wei, Andersson, Gui, "HiST: hierarchical sparse transformer for spatial
   transcriptomics from histology", ICML 2026, arXiv:2606.14251; code github.com/wwyi1828/HiST (MIT).
@@ -44,10 +58,12 @@ __all__ = [
     "LatticeLevel",
     "PoolPlan",
     "WindowPlan",
+    "authors_canvas",
     "check_lattice",
     "dense_window_attention",
     "hierarchy_sizes",
     "lattice_window_attention",
+    "local_attention_mask",
     "merge_attention_stats",
     "plan_hierarchy",
     "plan_pooling",
@@ -92,9 +108,12 @@ class PoolPlan(NamedTuple):
 class LatticeLevel(NamedTuple):
     """One scale of the hierarchy: its spots, both window partitions, and the pooling to the next.
 
-    ``coords`` ``(n, 2)`` int32 (zeros where padded), ``mask`` ``(n,)`` bool, ``regular`` and
-    ``shifted`` :class:`WindowPlan`, ``pool`` the :class:`PoolPlan` to the next (coarser) level,
-    or ``None`` at the coarsest.
+    ``coords`` ``(n, 2)`` int32 (zeros where padded; with ``pad="authors"`` already moved onto
+    the authors' canvas), ``mask`` ``(n,)`` bool, ``regular`` and ``shifted`` :class:`WindowPlan`
+    (``shifted`` is the regular partition again where the authors' rule drops the shift),
+    ``pool`` the :class:`PoolPlan` to the next (coarser) level, or ``None`` at the coarsest;
+    ``extent`` ``(2,)`` int32, the extent of the positions the authors' window builder sees at
+    this level (the canvas with ``pad="authors"``, else ``max + 1`` of the active coordinates).
     """
 
     coords: np.ndarray
@@ -102,6 +121,7 @@ class LatticeLevel(NamedTuple):
     regular: WindowPlan
     shifted: WindowPlan
     pool: PoolPlan | None
+    extent: np.ndarray | None = None
 
 
 def check_lattice(coords, mask=None) -> np.ndarray:
@@ -208,6 +228,42 @@ def plan_pooling(coords, mask=None, *, num_parents: int | None = None):
     return coords_out, mask_out, PoolPlan(children, parent, np.where(m, off, 0).astype(np.int32))
 
 
+def authors_canvas(extent, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """The authors' padded canvas of a section (``SPAN_Padder.compute_padding``, our code).
+
+    Their model (``tasks/gene_prediction/main.py``) pads for ``n_layers = levels - 1`` stride-2,
+    kernel-2 poolings: with ``S_n = 2 ** n_layers`` and receptive field ``RF = S_n``, an axis of
+    extent ``I`` becomes ``I_adj = 2 RF + S_n ceil(max(I - RF, 0) / S_n)`` (a multiple of
+    ``S_n``), of which ``(I_adj - I) // 2`` is added before the spots (left/top). Two padding
+    nodes are placed at the canvas corners ``0`` and ``I_adj - 1``; at level ``l`` the canvas
+    is ``I_adj / 2**l``.
+
+    Args:
+      extent: ``(2,)`` ints ``>= 1``, ``max + 1`` of the active coordinates per axis.
+      levels: scales of the hierarchy ``>= 1``.
+
+    Returns:
+      ``(offset (2,) int64, canvas (2,) int64)``: the left/top padding added to every
+      coordinate, and the canvas extent ``I_adj`` at level 0.
+
+    Raises:
+      ValueError: ``levels < 1`` or an extent below 1.
+    """
+    e = np.asarray(extent, np.int64).reshape(-1)
+    if levels < 1 or e.shape != (2,) or (e < 1).any():
+        raise ValueError(f"authors_canvas: need levels >= 1 and extent >= 1, got {levels}, {e}")
+    sn = 2 ** (levels - 1)
+    rf = sn
+    k = np.maximum(-(-(e - rf) // sn), 0)  # ceil((I - RF) / S_n), at least 0
+    canvas = 2 * rf + sn * k
+    return (canvas - e) // 2, canvas
+
+
+def _shift_used(extent, window: int, always_shift: bool) -> bool:
+    """The authors' rule: shifted windows exist iff an axis' extent is not a multiple of ``S``."""
+    return bool(always_shift or (np.asarray(extent) % window != 0).any())
+
+
 def plan_hierarchy(
     coords,
     mask=None,
@@ -215,45 +271,83 @@ def plan_hierarchy(
     levels: int,
     window: int,
     sizes: Sequence[tuple[int, int, int, int]] | None = None,
+    pad: str = "authors",
+    always_shift: bool = False,
 ) -> tuple[LatticeLevel, ...]:
     """Plans a U-shaped hierarchy: ``levels`` scales, each pooled 2x from the previous one.
 
     Args:
       coords: ``(n, 2)`` lattice coordinates of level 0; mask: ``(n,)`` bool (default all).
       levels: number of scales ``>= 1``; window: window side ``S`` at every scale (the shifted
-        partition uses ``S // 2``).
+        partition uses ``S // 2``; the authors' ``window_size`` is ``S / 2``).
       sizes: optional fixed sizes per level ``(spots, regular windows, shifted windows,
         occupancy)`` (e.g. :func:`hierarchy_sizes` of the largest section, with a margin);
         level 0's ``spots`` must equal ``n``.
+      pad: ``"authors"`` (default, their ``SPAN_Padder``): the active spots are moved by the
+        canvas offset of :func:`authors_canvas` before windows and pooling are planned, and the
+        shift rule reads the canvas extent ``I_adj / 2**l`` at level ``l``; ``"none"``: no
+        offset, the extent is ``max + 1`` of the active coordinates of each level. The two
+        padding nodes the authors add at the canvas corners are not added (see docs/hist.md).
+      always_shift: ``False`` (default, the authors' ``generate_swin_windows``): no shifted
+        windows at a level whose extent is a multiple of ``S`` in both axes (its shifted
+        partition is then the regular one); ``True``: always shift by ``S // 2``.
 
     Returns:
       A tuple of :class:`LatticeLevel`, finest first.
 
     Raises:
-      DataError: invalid coordinates. ValueError: ``levels < 1`` or a plan exceeds ``sizes``.
+      DataError: invalid coordinates. ValueError: ``levels < 1``, an unknown ``pad``, or a plan
+      exceeds ``sizes``.
     """
     if levels < 1:
         raise ValueError(f"plan_hierarchy: levels must be >= 1, got {levels}")
+    if pad not in ("authors", "none"):
+        raise ValueError(f"plan_hierarchy: pad must be 'authors' or 'none', got {pad!r}")
     if sizes is not None and (len(sizes) != levels or sizes[0][0] != len(coords)):
         raise ValueError(
             f"plan_hierarchy: sizes {sizes} do not fit {levels} levels / {len(coords)} spots"
         )
-    c = check_lattice(coords, mask).astype(np.int32)
+    c = check_lattice(coords, mask).astype(np.int64)
     m = np.ones(len(c), bool) if mask is None else np.asarray(mask, bool)
+    canvas = None
+    if pad == "authors" and m.any():
+        offset, canvas = authors_canvas(c[m].max(axis=0) + 1, levels)
+        c = c + offset[None, :]
     c = np.where(m[:, None], c, 0).astype(np.int32)
     out = []
     for lvl in range(levels):
         s = sizes[lvl] if sizes is not None else (None, None, None, None)
+        if canvas is not None:
+            extent = canvas >> lvl
+        else:
+            extent = c[m].max(axis=0, initial=0) + 1 if m.any() else np.ones(2, np.int64)
         reg = plan_windows(c, m, window=window, shift=0, num_windows=s[1], occupancy=s[3])
-        shf = plan_windows(c, m, window=window, shift=window // 2, num_windows=s[2], occupancy=s[3])
+        shift = window // 2 if _shift_used(extent, window, always_shift) else 0
+        shf = plan_windows(c, m, window=window, shift=shift, num_windows=s[2], occupancy=s[3])
         if lvl + 1 < levels:
             nxt = sizes[lvl + 1][0] if sizes is not None else None
             pc, pm, pool = plan_pooling(c, m, num_parents=nxt)
         else:
             pc = pm = pool = None
-        out.append(LatticeLevel(c, m, reg, shf, pool))
+        out.append(LatticeLevel(c, m, reg, shf, pool, np.asarray(extent, np.int32)))
         c, m = pc, pm
     return tuple(out)
+
+
+def local_attention_mask(level: LatticeLevel) -> np.ndarray:
+    """The ``(n, n)`` bool pattern ``A[query, key]`` of :func:`lattice_window_attention` on a level.
+
+    ``A[i, j]`` is true when spots ``i`` and ``j`` are active and share a window of
+    ``level.regular`` or of ``level.shifted`` (self included): the key set each query's softmax
+    runs over. Host-side NumPy (tests, inspection); memory ``O(n^2)``.
+    """
+    n = len(level.coords)
+    a = np.zeros((n, n), bool)
+    for plan in (level.regular, level.shifted):
+        for row, ok in zip(np.asarray(plan.table), np.asarray(plan.valid), strict=True):
+            idx = row[ok]
+            a[np.ix_(idx, idx)] = True
+    return a
 
 
 def hierarchy_sizes(plan: Sequence[LatticeLevel]) -> tuple[tuple[int, int, int, int], ...]:
@@ -546,12 +640,18 @@ def dense_window_attention(
     window: int,
     bias_HxRxR=None,
     shifted: bool = True,
+    extent=None,
+    always_shift: bool = False,
 ):
     """Dense ``n x n`` masked reference of :func:`lattice_window_attention` (tests, small ``n``).
 
     Key ``j`` is allowed for query ``i`` when both are active and they share the regular window
-    (``coords // S``) or, if ``shifted``, the shifted one (``(coords + S // 2) // S``).
-    Memory ``O(n^2 H)``. ``v`` may have its own width ``Dv``; the result is ``(n, H, Dv)``.
+    (``coords // S``) or, if ``shifted`` and the shift applies, the shifted one
+    (``(coords + S // 2) // S``). The shift applies (the authors' rule, see
+    :func:`plan_hierarchy`) when ``always_shift`` or when ``extent`` (``(2,)`` ints; default
+    ``max + 1`` of the active coordinates; pass :attr:`LatticeLevel.extent` to mirror a plan) is
+    not a multiple of ``S`` in some axis. Memory ``O(n^2 H)``. ``v`` may have its own width
+    ``Dv``; the result is ``(n, H, Dv)``.
 
     Raises:
       ValueError: the shapes of :func:`lattice_window_attention`, mask not ``(n,)``, or
@@ -572,7 +672,12 @@ def dense_window_attention(
 
     allowed = same(0)
     if shifted:
-        allowed = allowed | same(window // 2)
+        if extent is None:
+            ext = jnp.max(jnp.where(mask[:, None], c, 0), axis=0) + 1
+        else:
+            ext = jnp.asarray(extent, jnp.int32)
+        use = jnp.logical_or(always_shift, jnp.any(ext % window != 0))
+        allowed = allowed | (same(window // 2) & use)
     allowed = allowed & mask[:, None] & mask[None, :]
     s = jnp.einsum("ihd,jhd->hij", q_NxHxD, k_NxHxD) / jnp.sqrt(jnp.asarray(D, q_NxHxD.dtype))
     if bias_HxRxR is not None:

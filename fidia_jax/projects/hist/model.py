@@ -12,21 +12,36 @@ patchconv``, ``dconvs_type: pixelshuffle``, ``trans_type: hybrid``, ``window_siz
 window side of 6)::
 
   input projection -> [level 0 blocks] -> pool -> [level 1 blocks] -> pool -> [level 2 blocks]
-   -> unpool -> concat skip(level 1) -> fuse -> [blocks] -> unpool -> concat skip(level 0)
-   -> fuse -> [blocks] -> linear gene head (log1p expression)
+   -> unpool -> [2 blocks] -> concat skip(level 1) -> unpool (2C -> C) -> [1 block]
+   -> concat skip(level 0) -> linear gene head (2C -> genes, log1p expression)
+
+(the authors' ``skip_first: 1``, default ``skip_order="after_blocks"``; ``"fuse"`` is our
+earlier reconstruction: unpool -> concat skip -> ``Linear(2C -> C)`` -> blocks).
 
 Every transformer block is HiST's "hybrid" layer: the local part attends within the union of
 the regular and the shifted window
-(:func:`fidia_jax.projects.hist.lattice.lattice_window_attention`); a second set of projections
-lets each spot attend to the three slide tokens and each token to every active spot and token
-(local <-> global); both outputs are summed before the output projection.
-The slide tokens are the max- and mean-pool of the projected spot features and a fixed
-(untrained) ``N(0, 1e-4)`` token; they pass through the pooling/unpooling layers as a spot whose
-four children are all itself (authors' ``conv_forward``).
+(:func:`fidia_jax.projects.hist.lattice.lattice_window_attention`; the pattern is tested
+against the authors' ``AttentionBuilder``, ``tests/projects/hist/test_hist_fidelity.py``); a
+second set of projections lets each spot attend to the three slide tokens and each token to
+every active spot and token (local <-> global); both outputs are summed before the output
+projection. The slide tokens (default ``token_path="proj"``, the authors'
+``global_strategy: 'proj'``) are the max- and mean-pool of the *input* features over the active
+spots and a fixed (untrained) ``N(0, 1e-4^2)`` token of the input width, mapped to the model
+width by their own ``Linear`` with bias; every pooling / unpooling maps them by its own
+``Linear`` with bias. ``token_path="kernel"`` (our earlier choice) pools the projected features
+and passes the tokens through the spots' pooling weights as a spot whose four children are all
+itself.
 
-Reconstruction (ours, not in the paper): the ``Linear(2C -> C)`` fusion after each skip concat
-(the authors' builder also reduces the width there; its exact layer we did not reproduce), and
-the GELU FFN of ratio ``ff_ratio`` shared by spots and tokens.
+The FFN (ratio ``ff_ratio`` 4, shared by spots and tokens) uses ReLU by default: the authors'
+builder passes ``enc_act: 'ReLU'`` of ``hist.yaml`` as the transformer's FFN activation
+(``ffn_activation="gelu"`` is our earlier choice). The relative position bias table and the
+fixed token start as the authors' ``timm`` ``trunc_normal_`` with its default absolute bounds
+``[-2, 2]``: at std 0.02 / 1e-4 that is a plain normal (``init_truncation=2.0`` truncates at two
+standard deviations, our earlier choice).
+
+Known differences from the authors' model (docs/hist.md, "Fidelity to the authors' code"): no
+padding nodes at the canvas corners, attention dropout on the output rather than on the
+probabilities, default-initialised pixel-shuffle weights, model width 64 by default.
 
 References:
   Wu, Xu, Diao, Li, Wei, Andersson, Gui, "HiST", ICML 2026, arXiv:2606.14251;
@@ -92,6 +107,17 @@ def init_head_bias(head: nnx.Linear, mean_log1p_G) -> None:
     head.bias[...] = jnp.asarray(m, head.bias.dtype)
 
 
+#: FFN activations of :class:`HiST` (``"relu"``: the authors' ``enc_act``).
+FFN_ACTIVATIONS = {"relu": jax.nn.relu, "gelu": jax.nn.gelu}
+
+
+def _init_normal(key, std: float, shape, truncation: float | None):
+    """``std * N(0, 1)``, truncated at ``+-truncation`` standard deviations if given."""
+    if truncation is None:
+        return std * jax.random.normal(key, shape)
+    return std * jax.random.truncated_normal(key, -truncation, truncation, shape)
+
+
 def _masked_pool_tokens(x_NxC, mask_N):
     m = jnp.asarray(mask_N, bool)[:, None]
     mx = jnp.max(jnp.where(m, x_NxC, -jnp.inf), axis=0)
@@ -112,18 +138,19 @@ class _HybridBlock(nnx.Module):
         *,
         attn_drop: float,
         rngs: nnx.Rngs,
+        ffn_activation: str = "relu",
+        init_truncation: float | None = None,
     ):
         if dim % heads:
             raise ValueError(f"HiST: dim {dim} must be divisible by heads {heads}")
         self.heads = heads
+        self.ffn_activation = ffn_activation
         self.norm1 = nnx.LayerNorm(dim, rngs=rngs)
         self.norm2 = nnx.LayerNorm(dim, rngs=rngs)
         self.qkv_local = nnx.Linear(dim, 3 * dim, rngs=rngs)
         self.qkv_global = nnx.Linear(dim, 3 * dim, rngs=rngs)
         R = 2 * window - 1
-        self.rel_bias = nnx.Param(
-            0.02 * jax.random.truncated_normal(rngs.params(), -2.0, 2.0, (heads, R, R))
-        )
+        self.rel_bias = nnx.Param(_init_normal(rngs.params(), 0.02, (heads, R, R), init_truncation))
         self.proj = nnx.Linear(dim, dim, rngs=rngs)
         self.ff1 = nnx.Linear(dim, int(dim * ff_ratio), rngs=rngs)
         self.ff2 = nnx.Linear(int(dim * ff_ratio), dim, rngs=rngs)
@@ -157,35 +184,59 @@ class _HybridBlock(nnx.Module):
         att_x = self.drop((local_NxHxD + l2g_NxHxD).reshape(n, C), deterministic=deterministic)
         x = x_NxC + self.proj(att_x)
         g = g_TxC + self.proj(g_TxHxD.reshape(T, C))
-        x = x + self.ff2(jax.nn.gelu(self.ff1(self.norm2(x))))
-        g = g + self.ff2(jax.nn.gelu(self.ff1(self.norm2(g))))
+        act = FFN_ACTIVATIONS[self.ffn_activation]
+        x = x + self.ff2(act(self.ff1(self.norm2(x))))
+        g = g + self.ff2(act(self.ff1(self.norm2(g))))
         return jnp.where(mask[:, None], x, 0.0), g
 
 
-class _Pool(nnx.Module):
-    """Stride-2 patch conv over active children (missing child = 0), then LayerNorm (post)."""
+def _token_proj(c_in: int, c_out: int, rngs: nnx.Rngs) -> nnx.Linear:
+    """The authors' ``g_proj`` (``global_strategy: 'proj'``): a default torch ``nn.Linear``."""
+    k_init, b_init = torch_linear_init(c_in)
+    return nnx.Linear(c_in, c_out, kernel_init=k_init, bias_init=b_init, rngs=rngs)
 
-    def __init__(self, dim: int, *, rngs: nnx.Rngs):
+
+class _Pool(nnx.Module):
+    """Stride-2 patch conv over active children (missing child = 0), then LayerNorm (post).
+
+    Tokens: ``"proj"`` (the authors' ``global_strategy``) their own ``Linear(C -> C)`` with bias,
+    no norm; ``"kernel"`` the spots' weights on 4 copies, then the norm.
+    """
+
+    def __init__(self, dim: int, *, rngs: nnx.Rngs, token_path: str = "proj"):
         self.lin = nnx.Linear(4 * dim, dim, use_bias=False, rngs=rngs)
         self.norm = nnx.LayerNorm(dim, rngs=rngs)
+        self.token_path = token_path
+        if token_path == "proj":
+            self.g_proj = _token_proj(dim, dim, rngs)
 
     def __call__(self, x_NxC, g_TxC, pool: lattice.PoolPlan):
         x = self.norm(self.lin(lattice.sparse_patch_pool(x_NxC, pool.children)))
+        if self.token_path == "proj":
+            return x, self.g_proj(g_TxC)
         g = self.norm(self.lin(jnp.concatenate([g_TxC] * 4, axis=-1)))
         return x, g
 
 
 class _Unpool(nnx.Module):
-    """Sparse pixel shuffle to the cached active support of the finer level, then LayerNorm."""
+    """Sparse pixel shuffle ``C_in -> 4 x C`` to the cached active support of the finer level,
+    then LayerNorm. Tokens as in :class:`_Pool` (``"kernel"``: the mean of the 4 outputs)."""
 
-    def __init__(self, dim: int, *, rngs: nnx.Rngs):
-        self.lin = nnx.Linear(dim, 4 * dim, use_bias=False, rngs=rngs)
+    def __init__(self, dim: int, *, rngs: nnx.Rngs, in_dim: int | None = None, token_path="proj"):
+        in_dim = dim if in_dim is None else in_dim
+        self.lin = nnx.Linear(in_dim, 4 * dim, use_bias=False, rngs=rngs)
         self.norm = nnx.LayerNorm(dim, rngs=rngs)
+        self.token_path = token_path
+        if token_path == "proj":
+            self.g_proj = _token_proj(in_dim, dim, rngs)
 
     def __call__(self, y_MxC, g_TxC, pool: lattice.PoolPlan):
-        M, C = y_MxC.shape
+        M = y_MxC.shape[0]
+        C = self.norm.num_features
         up = self.lin(y_MxC).reshape(M, 4, C)
         x = self.norm(lattice.sparse_unpool(up, pool.parent, pool.offset))
+        if self.token_path == "proj":
+            return x, self.g_proj(g_TxC)
         g = self.norm(jnp.mean(self.lin(g_TxC).reshape(-1, 4, C), axis=1))
         return x, g
 
@@ -222,6 +273,20 @@ class HiST(nnx.Module):
       dec_depths: blocks per decoder level, coarse to fine, ``L - 1`` entries (``"21"``).
       window: window side ``S`` (authors' ``window_size: 3`` is half of ``S = 6``).
       ff_ratio: FFN width ratio; dropout: input and attention dropout.
+      ffn_activation: ``"relu"`` (default, the authors' ``enc_act: 'ReLU'``) or ``"gelu"``.
+      init_truncation: ``None`` (default, the authors': plain normal init of the relative
+        position bias, std 0.02, and of the fixed token, std ``token_std``) or a truncation in
+        standard deviations (our earlier ``2.0``).
+      token_path: ``"proj"`` (default, the authors' ``global_strategy: 'proj'``): the max / mean
+        tokens pool the *input* features ``(F,)``, the fixed token has width ``F``, and a
+        ``Linear(F -> dim)`` with bias maps the three; each pooling / unpooling maps the tokens
+        with its own ``Linear`` with bias (no norm). ``"kernel"`` (our earlier choice, the
+        authors' ``'kernel'`` strategy): tokens pool the projected features and pass the spots'
+        pooling / unpooling weights.
+      skip_order: ``"after_blocks"`` (default, the authors' ``skip_first: 1``): a decoder level
+        unpools, runs its blocks, then concatenates the encoder skip; the next unpooling and the
+        gene head read the ``2 dim`` concatenation. ``"fuse"`` (our earlier reconstruction):
+        unpool, concatenate, ``Linear(2 dim -> dim)``, then the blocks.
       input_proj: ``"linear"`` (the authors' ``configs/model/hist.yaml``, ``activation:
         null``: bias-free ``Linear(F -> dim)`` then dropout) or ``"mlp"`` (their block with an
         activation: bias-free ``Linear(F -> int(F * input_mlp_ratio))``, ReLU, dropout,
@@ -259,10 +324,26 @@ class HiST(nnx.Module):
         token_std: float = 1e-4,
         input_proj: str = "linear",
         input_mlp_ratio: float = 0.5,
+        ffn_activation: str = "relu",
+        init_truncation: float | None = None,
+        token_path: str = "proj",
+        skip_order: str = "after_blocks",
         rngs: nnx.Rngs,
     ):
+        if token_path not in ("proj", "kernel"):
+            raise ValueError(f"HiST: token_path must be 'proj' or 'kernel', got {token_path!r}")
+        if skip_order not in ("after_blocks", "fuse"):
+            raise ValueError(
+                f"HiST: skip_order must be 'after_blocks' or 'fuse', got {skip_order!r}"
+            )
         if input_proj not in ("linear", "mlp"):
             raise ValueError(f"HiST: input_proj must be 'linear' or 'mlp', got {input_proj!r}")
+        if ffn_activation not in FFN_ACTIVATIONS:
+            raise ValueError(
+                f"HiST: ffn_activation must be one of {tuple(FFN_ACTIVATIONS)}, got {ffn_activation!r}"
+            )
+        if init_truncation is not None and not init_truncation > 0:
+            raise ValueError(f"HiST: init_truncation must be None or > 0, got {init_truncation}")
         if len(dec_depths) != len(enc_depths) - 1:
             raise ValueError(
                 f"HiST: need len(dec_depths) == len(enc_depths) - 1, got "
@@ -273,6 +354,8 @@ class HiST(nnx.Module):
         self.window = window
         self.levels = len(enc_depths)
         self.input_proj = input_proj
+        self.token_path = token_path
+        self.skip_order = skip_order
         if input_proj == "linear":
             self.inp = nnx.Linear(in_features, dim, use_bias=False, rngs=rngs)
         else:
@@ -281,27 +364,52 @@ class HiST(nnx.Module):
             self.inp_hidden_drop = nnx.Dropout(dropout, rngs=rngs)
             self.inp = nnx.Linear(hidden, dim, use_bias=False, rngs=rngs)
         self.inp_drop = nnx.Dropout(dropout, rngs=rngs)
+        tok_dim = in_features if token_path == "proj" else dim
         self.fixed_token = nnx.Variable(
-            token_std * jax.random.truncated_normal(rngs.params(), -2.0, 2.0, (1, dim))
+            _init_normal(rngs.params(), token_std, (1, tok_dim), init_truncation)
         )
+        if token_path == "proj":
+            self.token_in = _token_proj(in_features, dim, rngs)
 
         def blocks(k):
             return nnx.List(
                 [
-                    _HybridBlock(dim, heads, window, ff_ratio, attn_drop=dropout, rngs=rngs)
+                    _HybridBlock(
+                        dim,
+                        heads,
+                        window,
+                        ff_ratio,
+                        attn_drop=dropout,
+                        rngs=rngs,
+                        ffn_activation=ffn_activation,
+                        init_truncation=init_truncation,
+                    )
                     for _ in range(k)
                 ]
             )
 
         self.enc = nnx.List([blocks(k) for k in enc_depths])
-        self.pools = nnx.List([_Pool(dim, rngs=rngs) for _ in range(self.levels - 1)])
-        self.unpools = nnx.List([_Unpool(dim, rngs=rngs) for _ in range(self.levels - 1)])
-        self.fuse = nnx.List([nnx.Linear(2 * dim, dim, rngs=rngs) for _ in range(self.levels - 1)])
+        nd = self.levels - 1
+        after = skip_order == "after_blocks"
+        self.pools = nnx.List([_Pool(dim, rngs=rngs, token_path=token_path) for _ in range(nd)])
+        self.unpools = nnx.List(
+            [
+                _Unpool(
+                    dim, rngs=rngs, in_dim=2 * dim if after and i else dim, token_path=token_path
+                )
+                for i in range(nd)
+            ]
+        )
+        self.fuse = nnx.List(
+            [] if after else [nnx.Linear(2 * dim, dim, rngs=rngs) for _ in range(nd)]
+        )
         self.dec = nnx.List([blocks(k) for k in dec_depths])
-        # the authors' head is a default-initialised torch nn.Linear (see torch_linear_init)
-        head_kernel_init, head_bias_init = torch_linear_init(dim)
+        # the authors' head is a default-initialised torch nn.Linear (see torch_linear_init); it
+        # reads the last skip concatenation (2 dim) with skip_order="after_blocks"
+        head_in = 2 * dim if after and nd else dim
+        head_kernel_init, head_bias_init = torch_linear_init(head_in)
         self.head = nnx.Linear(
-            dim, num_genes, kernel_init=head_kernel_init, bias_init=head_bias_init, rngs=rngs
+            head_in, num_genes, kernel_init=head_kernel_init, bias_init=head_bias_init, rngs=rngs
         )
 
     def init_head_bias(self, mean_log1p_G) -> None:
@@ -324,8 +432,14 @@ class HiST(nnx.Module):
         mask0 = jnp.asarray(plan[0].mask, bool)
         x = self._project(feats_NxF, deterministic)
         x = jnp.where(mask0[:, None], x, 0.0)
-        mx, mean = _masked_pool_tokens(x, mask0)
-        g = jnp.concatenate([mx[None], mean[None], self.fixed_token[...]], axis=0)
+        if self.token_path == "proj":  # the authors: pool the input features, then g_proj
+            f = jnp.where(mask0[:, None], jnp.asarray(feats_NxF, x.dtype), 0.0)
+            mx, mean = _masked_pool_tokens(f, mask0)
+            g = jnp.concatenate([mx[None], mean[None], self.fixed_token[...]], axis=0)
+            g = self.token_in(g)
+        else:
+            mx, mean = _masked_pool_tokens(x, mask0)
+            g = jnp.concatenate([mx[None], mean[None], self.fixed_token[...]], axis=0)
         skips = []
         for lvl in range(self.levels):
             if lvl > 0:
@@ -337,10 +451,14 @@ class HiST(nnx.Module):
         for i, lvl in enumerate(range(self.levels - 2, -1, -1)):
             x, g = self.unpools[i](x, g, plan[lvl].pool)
             sx, sg = skips[lvl]
-            x = self.fuse[i](jnp.concatenate([x, sx], axis=-1))
-            g = self.fuse[i](jnp.concatenate([g, sg], axis=-1))
+            if self.skip_order == "fuse":
+                x = self.fuse[i](jnp.concatenate([x, sx], axis=-1))
+                g = self.fuse[i](jnp.concatenate([g, sg], axis=-1))
             for blk in self.dec[i]:
                 x, g = blk(x, g, plan[lvl], deterministic=deterministic)
+            if self.skip_order == "after_blocks":
+                x = jnp.concatenate([x, sx], axis=-1)
+                g = jnp.concatenate([g, sg], axis=-1)
         return jnp.where(mask0[:, None], self.head(x), 0.0)
 
 

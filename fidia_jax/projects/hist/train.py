@@ -150,15 +150,18 @@ def section_metrics(y_true: np.ndarray, y_pred: np.ndarray, eval_genes: int) -> 
 # ------------------------------------------------------------------- HiST / dense transformer
 
 
-def _sizes_for(coords_list, n_pad, levels, window):
-    """Fixed plan sizes: the largest section, doubled for windows/parents (augmentation room)."""
+def _sizes_for(coords_list, n_pad, levels, window, **plan_kw):
+    """Fixed plan sizes: the largest section, doubled for windows/parents (augmentation room);
+    ``plan_kw``: ``pad`` / ``always_shift`` of :func:`lattice.plan_hierarchy`."""
     per = []
     for c in coords_list:
         mask = np.arange(n_pad) < len(c)
         cp = np.zeros((n_pad, 2), np.int32)
         cp[: len(c)] = c
         per.append(
-            lattice.hierarchy_sizes(lattice.plan_hierarchy(cp, mask, levels=levels, window=window))
+            lattice.hierarchy_sizes(
+                lattice.plan_hierarchy(cp, mask, levels=levels, window=window, **plan_kw)
+            )
         )
     sizes, prev = [], n_pad
     for lvl in range(levels):
@@ -242,7 +245,8 @@ def _fit(model, loss_fn, config, steps, batches, *, workdir, run):
 def _fit_spatial(kind, prep, train_idx, test_idx, config, rng, workdir=None):
     levels = len(config.enc_depths)
     n_pad = 8 * math.ceil(max(len(c) for c in prep.coords) / 8)
-    sizes = _sizes_for(prep.coords, n_pad, levels, config.window)
+    plan_kw = dict(pad=config.pad, always_shift=config.always_shift)
+    sizes = _sizes_for(prep.coords, n_pad, levels, config.window, **plan_kw)
     F, G = prep.feats[0].shape[1], prep.y[0].shape[1]
     rngs = nnx.Rngs(params=config.seed, dropout=config.seed + 1)
     kw = dict(dim=config.dim, heads=config.heads, dropout=config.dropout, rngs=rngs)
@@ -255,6 +259,9 @@ def _fit_spatial(kind, prep, train_idx, test_idx, config, rng, workdir=None):
             window=config.window,
             input_proj=config.input_proj,
             input_mlp_ratio=config.input_mlp_ratio,
+            ffn_activation=config.ffn_activation,
+            token_path=config.token_path,
+            skip_order=config.skip_order,
             **kw,
         )
     else:
@@ -269,7 +276,9 @@ def _fit_spatial(kind, prep, train_idx, test_idx, config, rng, workdir=None):
     }
 
     def plan_of(c, m):
-        return lattice.plan_hierarchy(c, m, levels=levels, window=config.window, sizes=sizes)
+        return lattice.plan_hierarchy(
+            c, m, levels=levels, window=config.window, sizes=sizes, **plan_kw
+        )
 
     base_plan = {i: plan_of(padded[i][0], padded[i][3]) for i in padded}
     fallbacks = 0
@@ -287,7 +296,11 @@ def _fit_spatial(kind, prep, train_idx, test_idx, config, rng, workdir=None):
                 if strength > 0:
                     n = len(prep.coords[i])
                     ca, keep = data.augment_lattice(
-                        prep.coords[i], rng, strength=strength, drop_p=config.drop_p
+                        prep.coords[i],
+                        rng,
+                        strength=strength,
+                        drop_p=config.drop_p,
+                        shear_deg=config.shear_deg,
                     )
                     m2 = mask.copy()
                     m2[:n] = keep

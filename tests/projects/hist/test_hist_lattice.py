@@ -80,7 +80,7 @@ def attn_case():
 def test_sparse_window_attention_equals_dense_masked_reference(attn_case):
     cp, mask, q, k, v, bias, S, plan = attn_case
     got = _local(q, k, v, cp, plan.regular, plan.shifted, bias)
-    want = _dense(q, k, v, cp, mask, window=S, bias_HxRxR=bias)
+    want = _dense(q, k, v, cp, mask, window=S, bias_HxRxR=bias, extent=plan.extent)
     np.testing.assert_allclose(np.asarray(got)[mask], np.asarray(want)[mask], rtol=1e-5, atol=1e-5)
     assert np.all(np.asarray(got)[~mask] == 0)
     # regular windows alone equal the dense reference without the shifted partition
@@ -123,9 +123,10 @@ def test_shifted_windows_never_join_opposite_lattice_edges():
     q = jnp.zeros((n, H, D))
     k = jnp.zeros((n, H, D))
     v = jnp.zeros((n, H, D)).at[:, 0, 0].set(jnp.asarray(c[:, 0] == 7, jnp.float32))
-    lv = lattice.plan_hierarchy(c, levels=1, window=S)[0]
+    # on an 8x8 lattice the authors' rule (extent a multiple of S) would drop the shift: force it
+    lv = lattice.plan_hierarchy(c, levels=1, window=S, pad="none", always_shift=True)[0]
     out = _local(q, k, v, c, lv.regular, lv.shifted)
-    ref = _dense(q, k, v, c, np.ones(n, bool), window=S)
+    ref = _dense(q, k, v, c, np.ones(n, bool), window=S, always_shift=True)
     edge0 = c[:, 0] == 0
     assert np.all(np.asarray(out)[edge0] == 0)  # row 0 never sees row 7
     np.testing.assert_allclose(np.asarray(out), np.asarray(ref), atol=1e-6)
@@ -179,7 +180,7 @@ def test_values_of_another_width_equal_the_dense_reference(attn_case):
     cp, mask, q, k, _, bias, S, plan = attn_case
     v9 = jax.random.normal(jax.random.key(5), (q.shape[0], q.shape[1], 9))
     got = _local(q, k, v9, cp, plan.regular, plan.shifted, bias)
-    want = _dense(q, k, v9, cp, mask, window=S, bias_HxRxR=bias)
+    want = _dense(q, k, v9, cp, mask, window=S, bias_HxRxR=bias, extent=plan.extent)
     assert got.shape == want.shape == (q.shape[0], q.shape[1], 9)
     np.testing.assert_allclose(np.asarray(got)[mask], np.asarray(want)[mask], rtol=1e-5, atol=1e-5)
 

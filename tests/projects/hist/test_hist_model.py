@@ -71,7 +71,8 @@ def test_fixed_slide_token_is_not_a_trained_parameter(case):
     params = nnx.state(model, nnx.Param)
     leaves = jax.tree_util.tree_leaves(params)
     tok = model.fixed_token[...]
-    assert tok.shape == (1, 8) and float(jnp.abs(tok).max()) < 1e-3
+    # the authors' global_strategy 'proj': the fixed token has the input width (6 features)
+    assert tok.shape == (1, 6) and float(jnp.abs(tok).max()) < 1e-3
     assert not any(leaf.shape == tok.shape and np.array_equal(leaf, tok) for leaf in leaves)
 
 
@@ -189,13 +190,16 @@ def test_optimiser_is_the_authors_adamw_without_clipping():
 
 
 def test_gene_head_starts_as_a_default_torch_linear():
-    # the authors' head is nn.Linear(dim, G) left at PyTorch's default: weight and bias
-    # U(-1/sqrt(dim), 1/sqrt(dim)), weight variance 1/(3 dim) (Flax's lecun_normal: 1/dim)
-    dim, genes = 64, 400
+    # the authors' head is nn.Linear(2 dim, G) (it reads the last skip concatenation,
+    # skip_first: 1) left at PyTorch's default: weight and bias U(-1/sqrt(fan_in),
+    # 1/sqrt(fan_in)), weight variance 1/(3 fan_in) (Flax's lecun_normal: 1/fan_in)
+    fan_in, genes = 64, 400
     m = hist_model.HiST(
-        6, genes, dim=dim, heads=2, enc_depths=(1, 1), dec_depths=(0,), window=4,
+        6, genes, dim=fan_in // 2, heads=2, enc_depths=(1, 1), dec_depths=(0,), window=4,
         rngs=nnx.Rngs(5),
     )  # fmt: skip
+    assert m.head.kernel.shape == (fan_in, genes)
+    dim = fan_in
     w, b = np.asarray(m.head.kernel[...]), np.asarray(m.head.bias[...])
     bound = 1.0 / np.sqrt(dim)
     assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
