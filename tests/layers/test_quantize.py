@@ -58,6 +58,68 @@ def test_ema_update_matches_hand_computation():
         layers.ema_codebook_update(state, z, idx[:2])
 
 
+def test_ema_zero_counts_then_empty_batch_leaves_codebook_unchanged():
+    # issue 42: zero counts followed by an empty batch gave 0 / 0 = NaN for every code
+    cb = jnp.asarray([[0.5, -1.0], [2.0, 2.0], [5.0, -1.0]])
+    state = layers.CodebookEMA(cb, jnp.zeros((3,)), jnp.zeros((3, 2)))
+    update = jax.jit(lambda s, z, i: layers.ema_codebook_update(s, z, i, decay=0.9))
+    new = update(state, jnp.zeros((0, 2)), jnp.zeros((0,), jnp.int32))
+    np.testing.assert_array_equal(np.asarray(new.codebook), np.asarray(cb))
+    np.testing.assert_array_equal(np.asarray(new.cluster_size), 0.0)
+    # then one batch for code 1 only: it moves to its data, codes 0 and 2 (no mass) stay put
+    z = jnp.asarray([[1.0, 3.0], [3.0, 5.0]])
+    new = update(new, z, jnp.asarray([1, 1]))
+    np.testing.assert_array_equal(np.asarray(new.codebook)[[0, 2]], np.asarray(cb)[[0, 2]])
+    # N_1 = 0.2, m_1 = 0.1 * (4, 8); N~_1 = (0.2 + eps) / (0.2 + 3 eps) * 0.2
+    smooth = (0.2 + 1e-5) / (0.2 + 3e-5) * 0.2
+    np.testing.assert_allclose(np.asarray(new.codebook)[1], [0.4 / smooth, 0.8 / smooth], rtol=1e-5)
+    with pytest.raises(ValueError, match="eps"):
+        layers.ema_codebook_update(state, z, jnp.asarray([1, 1]), eps=0.0)
+
+
+def test_ema_long_run_codes_die_and_revive_stay_finite():
+    # 6 codes in 3-D; decay 0.6 so unused counts underflow to exactly zero within the run
+    rng = np.random.default_rng(4)
+    k, d, per = 6, 3, 4
+    centers = rng.normal(size=(k, d)).astype(np.float32) * 2.0
+    state = layers.CodebookEMA.create(jnp.asarray(centers + 0.3))
+    update = jax.jit(lambda s, z, i: layers.ema_codebook_update(s, z, i, decay=0.6))
+    empty = (jnp.zeros((0, d)), jnp.zeros((0,), jnp.int32))
+
+    def batch(codes, where):
+        idx = np.repeat(np.asarray(codes), per)
+        z = where[idx] + 0.05 * rng.normal(size=(len(idx), d))
+        return jnp.asarray(z, jnp.float32), jnp.asarray(idx, jnp.int32)
+
+    def finite(s):
+        return all(bool(jnp.all(jnp.isfinite(x))) for x in s)
+
+    for _ in range(100):  # all codes used
+        state = update(state, *batch(range(k), centers))
+        assert finite(state)
+    for t in range(200):  # codes 3..5 get nothing; every 7th batch is empty
+        state = update(state, *(empty if t % 7 == 0 else batch([0, 1, 2], centers)))
+        assert finite(state)
+    assert float(jnp.max(state.cluster_size[3:])) == 0.0  # underflowed (0.6^200): no mass
+    dead_cb = np.asarray(state.codebook)
+    frozen = None
+    for _ in range(240):  # nothing at all: every count decays to exactly zero
+        state = update(state, *empty)
+        assert finite(state)
+        np.testing.assert_array_equal(np.asarray(state.codebook)[3:], dead_cb[3:])
+        if frozen is None and float(jnp.sum(state.cluster_size)) == 0.0:
+            frozen = np.asarray(state.codebook)
+    assert frozen is not None  # the all-zero state that gave NaN before
+    np.testing.assert_array_equal(np.asarray(state.codebook), frozen)
+    new_centers = centers + np.asarray([1.0, -1.0, 0.5], np.float32)
+    start = np.linalg.norm(np.asarray(state.codebook) - new_centers, axis=1)
+    for _ in range(60):  # every code is assigned again, at new places
+        state = update(state, *batch(range(k), new_centers))
+        assert finite(state)
+    end = np.linalg.norm(np.asarray(state.codebook) - new_centers, axis=1)
+    assert np.all(end < 0.05) and np.all(start > 1.0), (start, end)
+
+
 def test_residual_quantisation_error_non_increasing_with_depth():
     rng = np.random.default_rng(1)
     cb = np.concatenate([np.zeros((1, 4)), rng.normal(size=(31, 4))]).astype(np.float32)
@@ -76,7 +138,7 @@ def test_multiscale_prefix_latent_equals_truncated_token_sum():
     rng = np.random.default_rng(2)
     f = jnp.asarray(rng.normal(size=(2, 4, 4, 3)).astype(np.float32))
     cb = jnp.asarray(rng.normal(size=(16, 3)).astype(np.float32))
-    grids = (1, 2, 3, 4)  # 2: area pooling; 3: bilinear (4 is not a multiple of 3)
+    grids = (1, 2, 3, 4)  # 3: overlapping area bins down, bicubic up (4 is not a multiple)
     codes, prefixes, residuals = jax.jit(layers.multiscale_residual_quantize, static_argnums=2)(
         f, cb, grids
     )

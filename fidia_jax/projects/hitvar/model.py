@@ -215,7 +215,11 @@ class HitVarTokenizer(nnx.Module):
         return self.enc_out(self.enc_block(h))
 
     def quantize(self, f_BxHxHxD: jax.Array):
-        """:func:`fidia_jax.layers.multiscale_residual_quantize` with this codebook."""
+        """:func:`fidia_jax.layers.multiscale_residual_quantize` with this codebook.
+
+        The authors' interpolation (torch's ``area`` down, ``bicubic`` up; fixture-tested against
+        VARSR's ``VectorQuantizer2``) without the residual convolution ``Phi``: the authors'
+        ``quant_resi=0`` setting, not VAR's default ``0.5`` (``docs/hitvar.md``, "Fidelity")."""
         return multiscale_residual_quantize(f_BxHxHxD, self.codebook[...], self.schedule.grids)
 
     def decode_latent(self, fhat_BxHxHxD: jax.Array, scale: int) -> jax.Array:
