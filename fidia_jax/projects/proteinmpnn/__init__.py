@@ -3,7 +3,9 @@
 ``fidia-jax proteinmpnn sample`` draws sequences for a backbone (designed chains, a motif kept
 native) and writes them as FASTA with a JSON summary; ``fidia-jax proteinmpnn score`` scores the
 sequences of a FASTA file on a backbone by teacher-forced log-likelihood. The short forms
-``fidia-jax sample`` and ``fidia-jax score`` run the same commands.
+``fidia-jax sample`` and ``fidia-jax score`` run the same commands. From Python,
+:class:`Designer` does the same in three calls (``Designer.from_pdb(...)``, ``.sample(n)``,
+``.score(["SEQ", ...])``), with the command line's numbers.
 
 Primitives used: :func:`fidia_jax.protein.prepare_design` (structure, designed chains, motif),
 :func:`fidia_jax.protein.read_fasta`, and ``fidia_jax.models`` (``ProteinMPNN``,
@@ -18,5 +20,8 @@ References:
 
 from fidia_jax.projects.proteinmpnn.design import run_sample as run_sample
 from fidia_jax.projects.proteinmpnn.design import run_score as run_score
+from fidia_jax.projects.proteinmpnn.designer import Designer as Designer
+from fidia_jax.projects.proteinmpnn.designer import Designs as Designs
+from fidia_jax.projects.proteinmpnn.designer import DesignScores as DesignScores
 
-__all__ = ["run_sample", "run_score"]
+__all__ = ["DesignScores", "Designer", "Designs", "run_sample", "run_score"]

@@ -474,6 +474,7 @@ def _sample_summary(setup, seqs, tok_lp, nat_lp, num_samples, temps, checkpoint,
             "checkpoint": checkpoint,
             "variant": variant,
             "seed": int(seed),
+            "decoding_order": DECODING_ORDER,
         },
         "native": setup.chain_strings(p.S),
         "native_score": float(_mean_nll(nat_lp, d).mean()),
@@ -548,6 +549,42 @@ def _tokens_from_fasta(setup: DesignSetup, header: str, seq: str, path) -> np.nd
     return tokens.astype(np.int32)
 
 
+#: How ``score`` (and the Python API's ``Designer.score``) orders the decoding: what the FASTA
+#: headers of ``sample`` do not say, ``summary.json`` / ``scores.json`` do.
+DECODING_ORDER = (
+    "random, fixed and visible positions first (the original's argsort((designed + 1e-4) * "
+    "|randn|)); score: num_orders orders from the seed, shared by every sequence; sample: each "
+    "sample's own order, so a sample's score differs from score's for the same sequence"
+)
+
+
+def score_tokens(
+    model, setup: DesignSetup, toks_NxL: np.ndarray, *, num_orders: int = 1, seed: int = 0,
+    tied=None, bucket: int | None = None,
+) -> np.ndarray:  # fmt: skip
+    """Mean NLL (nats) over the designed positions of ``(N, L)`` token rows on ``setup``,
+    averaged over ``num_orders`` decoding orders drawn from ``seed`` (each shared by every row;
+    fixed and visible positions decoded first). The scorer of :func:`run_score` and of
+    ``Designer.score``; returns ``(N,)`` float64."""
+    import jax
+
+    from fidia_jax.models import MPNNInputs, random_decoding_order, score
+
+    if bucket is not None:  # one compilation per padded length
+        _, score = bucketed(bucket)
+    inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
+    design = setup.designed.astype(np.float32)
+    nll = np.zeros(toks_NxL.shape[0])
+    for k in jax.random.split(jax.random.key(seed), int(num_orders)):
+        # one order shared by every record (drawing an (N, L) order gave each record its
+        # own order, so identical records scored differently)
+        order = np.broadcast_to(np.asarray(random_decoding_order(k, design)), toks_NxL.shape)
+        res = score(model, inputs, toks_NxL, order, **({"tied": tied} if tied else {}))
+        tok = np.asarray(jax.device_get(res.token_log_probs))
+        nll += -(tok * design).sum(-1) / design.sum()
+    return nll / int(num_orders)
+
+
 def run_score(
     fasta: str | os.PathLike,
     *,
@@ -596,25 +633,9 @@ def run_score(
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
                 model = load_model(checkpoint, variant)
-        import jax
-
-        from fidia_jax.models import MPNNInputs, random_decoding_order, score
-
-        if bucket is not None:  # one compilation per padded length
-            _, score = bucketed(bucket)
         with rep.stage(f"scoring {len(records)} sequences x {num_orders} decoding orders"):
-            inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
-            n = toks.shape[0]
-            design = setup.designed.astype(np.float32)
-            nll = np.zeros(n)
-            for k in jax.random.split(jax.random.key(seed), int(num_orders)):
-                # one order shared by every record (drawing an (N, L) order gave each record its
-                # own order, so identical records scored differently)
-                order = np.broadcast_to(np.asarray(random_decoding_order(k, design)), toks.shape)
-                res = score(model, inputs, toks, order, **({"tied": tied} if tied else {}))
-                tok = np.asarray(jax.device_get(res.token_log_probs))
-                nll += -(tok * design).sum(-1) / design.sum()
-            nll /= int(num_orders)
+            nll = score_tokens(model, setup, toks, num_orders=num_orders, seed=seed, tied=tied,
+                               bucket=bucket)  # fmt: skip
         recovery = ((toks == setup.protein.S[None]) & setup.designed).sum(-1) / setup.designed.sum()
         summary = {
             "command": "score",
@@ -624,6 +645,7 @@ def run_score(
                 "fixed": setup.fixed_spec, "num_designed": int(setup.designed.sum()),
                 "num_orders": int(num_orders), "checkpoint": checkpoint, "variant": variant,
                 "seed": int(seed), "tied_groups": len(tied or []),
+                "decoding_order": DECODING_ORDER,
             },
             "records": [
                 {"header": h, "score": float(nll[i]), "recovery": float(recovery[i])}
