@@ -24,6 +24,7 @@ only where its method needs one (alternating updates, several models in one run)
 from fidia_jax.train._checkpoint import Checkpointer as Checkpointer
 from fidia_jax.train._checkpoint import is_complete as is_complete
 from fidia_jax.train._fit import FitResult as FitResult
+from fidia_jax.train._fit import config_fingerprint as config_fingerprint
 from fidia_jax.train._fit import fit as fit
 from fidia_jax.train._lm import fit_llama as fit_llama
 from fidia_jax.train._lm_task import LmTask as LmTask
@@ -55,6 +56,7 @@ __all__ = [
     "LmTask",
     "TrainState",
     "append_metrics",
+    "config_fingerprint",
     "fit",
     "fit_llama",
     "init_train_state",

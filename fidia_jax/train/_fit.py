@@ -239,6 +239,36 @@ def fit(
 #: The file beside a run's checkpoints that holds its ``fingerprint``.
 FINGERPRINT_FILE = "fingerprint.json"
 
+#: Config keys that a resumed run may change: the step counts (a run can be extended) and the
+#: bookkeeping periods, which do not change the trajectory.
+RESUMABLE_KEYS = ("num_steps", "steps", "iterations", "checkpoint_every", "eval_every",
+                  "log_every", "keep_checkpoints", "rank_every")  # fmt: skip
+
+
+def config_fingerprint(config: Any, *, ignore: Iterable[str] = RESUMABLE_KEYS) -> dict[str, Any]:
+    """A config (a dataclass, nested dataclasses allowed) as the ``fingerprint`` of :func:`fit`:
+    every field but those named in ``ignore`` (at any depth; default :data:`RESUMABLE_KEYS`).
+
+    Example:
+      >>> import dataclasses
+      >>> @dataclasses.dataclass(frozen=True)
+      ... class Run:
+      ...     seed: int = 0
+      ...     steps: int = 100
+      >>> config_fingerprint(Run())
+      {'seed': 0}
+    """
+    from fidia_jax.config import config_to_dict
+
+    skip = set(ignore)
+
+    def keep(d: Any) -> Any:
+        if isinstance(d, dict):
+            return {k: keep(v) for k, v in d.items() if k not in skip}
+        return d
+
+    return keep(config_to_dict(config))
+
 
 def _jsonable(value: Any) -> Any:
     """``value`` as plain JSON types (tuples as lists, numpy scalars as numbers)."""

@@ -173,6 +173,7 @@ def train_qat(
             workdir=workdir,
             run=impl,
             log_every=1,
+            fingerprint={**train.config_fingerprint(config), "impl": impl},
         )
         state, history = fitted.state, fitted.history
     except TrainingError as err:

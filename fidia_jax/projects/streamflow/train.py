@@ -200,6 +200,7 @@ def train_flow(
         checkpoint_every=config.checkpoint_every,
         log_every=1,  # every step's loss is reported (first, last, mean of the last 100)
         quiet=quiet,
+        fingerprint={**train.config_fingerprint(config), "seed": seed},
     )
     return res.state.params, [r["loss"] for r in res.history if "loss" in r]
 
