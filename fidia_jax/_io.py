@@ -190,17 +190,31 @@ def make_console(*, stderr: bool = False):
     return console
 
 
+def is_smoke_run() -> bool:
+    """Whether this is a smoke run whose numbers are not results: ``$FIDIA_SMOKE`` (set by the
+    command line for ``--config tiny``) or ``$FIDIA_NOTEBOOK_TINY`` is set and not ``0``."""
+    return any(
+        os.environ.get(k, "0") not in ("", "0") for k in ("FIDIA_SMOKE", "FIDIA_NOTEBOOK_TINY")
+    )
+
+
 def print_table(console, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Prints a ``rich`` table on ``console`` (``None``: prints nothing, the quiet mode).
 
     Floats are shown with 3 decimals; anything else with ``str`` (format a value yourself for
-    another precision).
+    another precision). In a smoke run (:func:`is_smoke_run`: the ``tiny`` preset from the
+    command line, or a notebook in tiny mode) the table's title says that its numbers are not
+    results.
     """
     if console is None:
         return
     from rich.markup import escape
     from rich.table import Table
 
+    if is_smoke_run():
+        console.print(
+            f"smoke test (tiny settings): the numbers of '{escape(title)}' are not results"
+        )
     table = Table(title=escape(title))
     for c in columns:  # headers and cells wrap, never cut ("kl_divergenc"); brackets are text
         table.add_column(escape(str(c)), overflow="fold", min_width=min(len(str(c)), 24))

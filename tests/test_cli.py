@@ -439,3 +439,20 @@ def test_help_works_without_the_projects_extra(registered, monkeypatch, capsys):
     assert code == 0 and "--config" in out and "presets:" in out
     assert cli.main(["toy", "train"]) == 2
     assert "fidia_jax[lm]" in _one_error_line(capsys)
+
+
+def test_a_tiny_run_says_its_tables_are_not_results(registered, monkeypatch, tmp_path, capsys):
+    from fidia_jax import train
+
+    monkeypatch.delenv("FIDIA_SMOKE", raising=False)
+    monkeypatch.delenv("FIDIA_NOTEBOOK_TINY", raising=False)
+    module = __import__("cli_toy_project.train", fromlist=["train_and_evaluate"])
+    monkeypatch.setattr(module, "train_and_evaluate",
+                        lambda config, workdir: train.print_table("scores", ["m"], [(0.5,)]))  # fmt: skip
+    assert cli.main(["toy", "train", "--config", "tiny", "--workdir", str(tmp_path)]) == 0
+    assert "smoke test (tiny settings): the numbers of 'scores' are not results" in (
+        capsys.readouterr().out
+    )
+    assert "FIDIA_SMOKE" not in os.environ  # restored after the run
+    assert cli.main(["toy", "train", "--config", "demo", "--workdir", str(tmp_path)]) == 0
+    assert "smoke test" not in capsys.readouterr().out
