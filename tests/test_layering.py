@@ -34,6 +34,7 @@ LEVELS: dict[str, int] = {
     "projects": 7,
     "cli": 8,
     "__init__": 8,  # fidia_jax/__init__.py imports subpackages lazily, by name
+    "__main__": 9,  # python -m fidia_jax: the command line
 }  # fmt: skip
 
 #: Pairs of different packages on one level that may not import each other either.

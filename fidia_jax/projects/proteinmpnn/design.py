@@ -506,7 +506,7 @@ def _sample_fasta(summary: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- score
-def _tokens_from_fasta(setup: DesignSetup, header: str, seq: str, path) -> np.ndarray:
+def tokens_from_sequence(setup: DesignSetup, header: str, seq: str, path) -> np.ndarray:
     """Native tokens with the designed chains replaced by ``seq``.
 
     ``seq`` holds the designed chains (or all loaded chains) in order; with ``/`` separators each
@@ -628,7 +628,7 @@ def run_score(
         with rep.stage("loading structure and sequences"):
             setup = prepare_structure(pdb, chains, design_chains, fixed, variant)
             records = read_fasta(fasta)
-            toks = np.stack([_tokens_from_fasta(setup, h, s, fasta) for h, s in records])
+            toks = np.stack([tokens_from_sequence(setup, h, s, fasta) for h, s in records])
             tied = tied_groups(tie, homo_oligomer, setup.protein)
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):

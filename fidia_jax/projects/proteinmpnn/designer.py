@@ -165,14 +165,14 @@ class Designer:
           DataError: a letter outside the alphabet or a length that fits no chain.
         """
         from fidia_jax.projects.proteinmpnn.constraints import tied_groups
-        from fidia_jax.projects.proteinmpnn.design import _tokens_from_fasta, score_tokens
+        from fidia_jax.projects.proteinmpnn.design import tokens_from_sequence, score_tokens
 
         seqs = [sequences] if isinstance(sequences, str) else list(sequences)
         if not seqs:
             raise DataError("Designer.score: no sequences given")
         toks = np.stack(
             [
-                _tokens_from_fasta(self.setup, f"sequence {i}", s, "Designer.score")
+                tokens_from_sequence(self.setup, f"sequence {i}", s, "Designer.score")
                 for i, s in enumerate(seqs)
             ]
         )
@@ -192,13 +192,13 @@ class Designer:
         import jax
 
         from fidia_jax.models import MPNNInputs, random_decoding_order, score
-        from fidia_jax.projects.proteinmpnn.design import _tokens_from_fasta
+        from fidia_jax.projects.proteinmpnn.design import tokens_from_sequence
 
         s = self.setup
         toks = (
             s.protein.S
             if sequence is None
-            else _tokens_from_fasta(s, "sequence", sequence, "Designer")
+            else tokens_from_sequence(s, "sequence", sequence, "Designer")
         )
         inputs = MPNNInputs.from_protein(s.protein, s.design_chains)
         order = random_decoding_order(jax.random.split(jax.random.key(seed), 1)[0],
