@@ -165,7 +165,7 @@ class Designer:
           DataError: a letter outside the alphabet or a length that fits no chain.
         """
         from fidia_jax.projects.proteinmpnn.constraints import tied_groups
-        from fidia_jax.projects.proteinmpnn.design import tokens_from_sequence, score_tokens
+        from fidia_jax.projects.proteinmpnn.design import score_tokens, tokens_from_sequence
 
         seqs = [sequences] if isinstance(sequences, str) else list(sequences)
         if not seqs:
