@@ -22,7 +22,9 @@ The method's own modules (used by no other method):
   ``init_teamwork`` (:func:`fidia_jax.models.init_without_compile` with ``teamwork_draw``);
 - :mod:`~fidia_jax.projects.teamwork.losses`: ``gaussian_nll``, ``masked_mse``;
 - :mod:`~fidia_jax.projects.teamwork.data`: SKAB loading, the synthetic generator,
-  ``dominant_period``, ``validate_series``.
+  ``dominant_period``, ``validate_series``;
+- :mod:`~fidia_jax.projects.teamwork.skab`: SKAB's evaluation protocol (``skab_ucl``,
+  ``skab_binary_metrics``, ``skab_window_labels``), checked against SKAB's code.
 
 Shared primitives used: :func:`fidia_jax.metrics.point_f1`, :func:`fidia_jax.metrics.point_adjust`,
 :func:`fidia_jax.metrics.affiliation_metrics`, :func:`fidia_jax.metrics.auc_pr` and the

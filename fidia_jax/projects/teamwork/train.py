@@ -7,9 +7,11 @@ Thresholds (all labelled in the table):
 * ``oracle``: the threshold maximising point-wise F1 on the test labels (uses the labels: an
   upper bound, not a deployable detector);
 * ``skab_ucl`` (SKAB only, SKAB's protocol): ``UCL = 4/3 * quantile_0.999(training scores)`` per
-  run, the rule of SKAB's Conv-AE notebook; predictions of all runs are pooled and
-  ``F1 = TP / (TP + (FN + FP) / 2)``, ``FAR = FP / (FP + TN)``, ``MAR = FN / (FN + TP)`` as in
-  ``core/metrics.py`` (``chp_score(..., metric="binary")``) of github.com/waico/SKAB.
+  run, the rule of SKAB's Conv-AE notebook, a step flagged when its score is strictly above it;
+  predictions of all runs are pooled and ``F1 = TP / (TP + (FN + FP) / 2)``, ``FAR = FP / (FP +
+  TN)``, ``MAR = FN / (FN + TP)`` as in ``core/metrics.py`` (``chp_score(...,
+  metric="binary")``) of github.com/waico/SKAB (:mod:`~fidia_jax.projects.teamwork.skab`, checked
+  against a fixture made from their code).
 
 Neural methods (all variants of :class:`fidia_jax.projects.teamwork.model.TeamWork`): each is
 trained with Adam on windows of the standardised training series (every step
@@ -43,7 +45,7 @@ from fidia_jax import config as config_lib
 from fidia_jax import metrics, train
 from fidia_jax._io import atomic_path
 from fidia_jax.errors import DataError
-from fidia_jax.projects.teamwork import data, losses, model
+from fidia_jax.projects.teamwork import data, losses, model, skab
 from fidia_jax.projects.teamwork._detector import Detector, _adam, _moving_average
 from fidia_jax.projects.teamwork._peers import _fit_convae, _fit_iforest, _fit_pca
 from fidia_jax.projects.teamwork._peers import covering_minimum as covering_minimum
@@ -237,13 +239,22 @@ def fit_detector(
 
 
 def evaluate_scores(
-    runs: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]], anomaly_ratio: float
+    runs: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+    anomaly_ratio: float,
+    *,
+    ucl_quantile: float = 0.999,
+    ucl_factor: float = 4.0 / 3.0,
+    ucl_strict: bool = True,
 ) -> dict[str, dict[str, float]]:
     """Metrics of one method over one or more test series.
 
     Args:
       runs: ``(test_scores (T,), test_labels (T,), train_scores (T',) or None)`` per series.
       anomaly_ratio: for the ``ratio`` threshold.
+      ucl_quantile, ucl_factor: the ``skab_ucl`` rule (:func:`~.skab.skab_ucl`; default SKAB's
+        Conv-AE notebook: 0.999, 4/3; :data:`~.skab.SKAB_UCL_RULES` lists the others).
+      ucl_strict: ``skab_ucl`` flags scores ``> UCL`` (SKAB); ``False`` flags ``>= UCL`` (our
+        earlier rule, as the other two rules do).
 
     Returns:
       ``{"ratio": m, "oracle": m, "skab_ucl"?: m}`` with ``m`` holding ``f1`` and ``pa_f1``
@@ -251,7 +262,9 @@ def evaluate_scores(
       and recall over the series that hold an anomaly; a series where nothing is flagged counts
       with affiliation precision 0), ``auc_pr`` (mean over the series that hold both classes,
       threshold-free; ``None`` when no series does: undefined, not a number), ``far`` and
-      ``mar`` (%, pooled); ``skab_ucl`` is present when every run has training scores. The
+      ``mar`` (%, pooled); ``skab_ucl`` is present when every run has training scores, its
+      ``f1``, ``far``, ``mar`` are SKAB's (:func:`~.skab.skab_binary_metrics`, unrounded: SKAB
+      prints them to 2 decimals; NaN where SKAB divides 0 by 0). The
       oracle threshold of a series with one class only (where the best-F1 search is undefined)
       flags nothing on an all-normal series and everything on an all-anomalous one (the
       choices that add no error to the pooled counts).
@@ -261,14 +274,19 @@ def evaluate_scores(
         "oracle": lambda s, y, tr: _oracle_threshold(s, y),
     }
     if all(r[2] is not None for r in runs):
-        rules["skab_ucl"] = lambda s, y, tr: float(np.quantile(tr, 0.999)) * 4.0 / 3.0
+        rules["skab_ucl"] = lambda s, y, tr: skab.skab_ucl(
+            tr, quantile=ucl_quantile, factor=ucl_factor
+        )
     out: dict[str, dict[str, float]] = {}
     for name, rule in rules.items():
         counts = np.zeros(4)  # tp, fp, fn, tn
         pa = np.zeros(3)
         aff_p, aff_r, aps = [], [], []
+        preds = []
         for s, y, tr in runs:
-            pred = s >= rule(s, y, tr)
+            thr = rule(s, y, tr)
+            pred = s > thr if name == "skab_ucl" and ucl_strict else s >= thr
+            preds.append(pred.astype(np.int8))
             f = metrics.point_f1(pred, y)
             counts += [f["tp"], f["fp"], f["fn"], f["tn"]]
             fa = metrics.point_f1(pred, y, adjust=True)
@@ -289,6 +307,11 @@ def evaluate_scores(
             "far": 100.0 * fp / max(fp + tn, 1.0),
             "mar": 100.0 * fn / max(fn + tp, 1.0),
         }
+        if name == "skab_ucl":
+            sk = skab.skab_binary_metrics(
+                [np.asarray(r[1]) for r in runs], preds, decimals=None
+            )  # fmt: skip
+            out[name].update(f1=sk["f1"], far=sk["far"], mar=sk["mar"])
     return out
 
 

@@ -40,13 +40,20 @@ class VarJepaConfig:
       context_fraction, target_fraction: share of a row's features in the context / target view
         (disjoint; at least one feature each).
       steps, batch_size, learning_rate, weight_decay: AdamW pretraining.
-      ema_decay: T-JEPA target-encoder EMA decay at step 0; ema_end: at the last step (linear
-        ramp; the T-JEPA authors' 0.996 -> 1.0; ``ema_end = ema_decay`` is a fixed decay).
-      tjepa_views: ``"authors"``: per batch a context size and a target size drawn uniformly
-        in ``[round(0.2 F), round(0.4 F)]`` (``min_share``, ``max_share``), per row one context
+      ema_decay: T-JEPA target-encoder EMA decay at step 0; ema_end: the end of its linear
+        ramp over ``steps`` (the T-JEPA authors' 0.996 -> 1.0; ``ema_end = ema_decay`` is a
+        fixed decay); ema_ramp: ``"authors"`` (step ``t`` uses ``ema_decay + t (ema_end -
+        ema_decay) / steps``, the authors' ``momentum_scheduler``) or ``"reach_end"`` (``t + 1``:
+        the last step uses ``ema_end``; our earlier reading), see :func:`~.losses.ema_momentum`.
+      tjepa_views: ``"authors"``: per batch one context size and one target size in
+        ``[round(0.2 F), round(0.4 F)]`` (``min_share``, ``max_share``), per row one context
         and ``n_target_masks`` target masks drawn from the remaining features (the T-JEPA
         authors' ``MaskCollator``); ``"fixed"``: one disjoint split of ``context_fraction`` /
         ``target_fraction`` (our earlier reading).
+      mask_size_rule: how ``"authors"`` views draw the two sizes: ``"authors"`` (their rule:
+        ``lo + round((hi - lo) u)``, end points half as likely, pairs redrawn until they fit in
+        the row) or ``"uniform"`` (uniform integers, ``hi`` clamped to ``F // 2``; our earlier
+        reading), see :func:`~.model.multi_target_masks`.
       normalize_targets: T-JEPA regresses LayerNorm-ed target tokens (I-JEPA's choice) instead
         of the raw target-encoder outputs (the T-JEPA authors' code: raw).
       beta: Var-T-JEPA KL weight (1 = the ELBO); kl_warmup_steps: linear warm-up of beta from 0
@@ -83,7 +90,9 @@ class VarJepaConfig:
     weight_decay: float = 1e-4
     ema_decay: float = 0.996
     ema_end: float = 1.0
+    ema_ramp: str = "authors"
     tjepa_views: str = "authors"
+    mask_size_rule: str = "authors"
     n_target_masks: int = 4
     min_share: float = 0.2
     max_share: float = 0.4
@@ -114,10 +123,17 @@ class VarJepaConfig:
             )
         if self.tjepa_views not in ("authors", "fixed"):
             raise ConfigError(f"tjepa_views must be 'authors' or 'fixed', got {self.tjepa_views!r}")
-        if not 0 < self.min_share <= self.max_share < 1 or 2 * self.max_share > 1:
+        if self.mask_size_rule not in ("authors", "uniform"):
             raise ConfigError(
-                "need 0 < min_share <= max_share < 1 and 2 * max_share <= 1 (context and target "
-                f"fit in a row), got {self.min_share}, {self.max_share}"
+                f"mask_size_rule must be 'authors' or 'uniform', got {self.mask_size_rule!r}"
+            )
+        if self.ema_ramp not in ("authors", "reach_end"):
+            raise ConfigError(f"ema_ramp must be 'authors' or 'reach_end', got {self.ema_ramp!r}")
+        if not 0 < self.min_share <= self.max_share < 1 or 2 * self.min_share > 1:
+            raise ConfigError(
+                "need 0 < min_share <= max_share < 1 and 2 * min_share <= 1 (a context and a "
+                f"target of the smallest size fit in a row), got {self.min_share}, "
+                f"{self.max_share}"
             )
         if self.n_target_masks < 1 or not 0 < self.test_fraction < 1:
             raise ConfigError("need n_target_masks >= 1 and 0 < test_fraction < 1")

@@ -4,7 +4,10 @@
 T-JEPA (Thimonier et al., ICLR 2025): a context encoder sees a random subset of a row's
 features, a predictor fills in the latent tokens of a disjoint target subset, and the loss is the
 squared error to the tokens of a target encoder, an EMA copy of the context encoder that sees the
-full row (gradient stopped). The EMA update itself is :func:`optax.incremental_update`.
+full row (gradient stopped). The EMA update itself is :func:`optax.incremental_update`, its decay
+:func:`ema_momentum`. Defaults follow the authors' code (github jose-melo/t-jepa @ 98dda99:
+``src/mask.py``, ``src/train.py``, ``run.py``); the fixture ``tests/data/tjepa/`` made from it by
+``tools/tjepa_make_fixture.py`` checks the mask sizes, the loss reduction and the EMA ramp.
 
 Var-T-JEPA (Gögl & Yau, ICML 2026; only the abstract was available, so the ELBO below is **our
 reconstruction**, term by term). Generative model per row, with per-token latents:
@@ -37,6 +40,8 @@ from fidia_jax.projects.varjepa.model import (
 )
 
 __all__ = [
+    "EMA_RAMPS",
+    "ema_momentum",
     "tjepa_latent_loss",
     "tjepa_objective",
     "var_tjepa_elbo",
@@ -49,18 +54,20 @@ def _masked_mean(values_BxF, mask_BxF):
     return jnp.sum(values_BxF * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
-def tjepa_latent_loss(pred_BxFxD, target_BxFxD, target_mask_BxF, *, normalize: bool = True):
+def tjepa_latent_loss(pred_BxFxD, target_BxFxD, target_mask_BxF, *, normalize: bool = False):
     """T-JEPA's latent regression: mean squared error over the target tokens.
 
-    The target's gradient is stopped; with ``normalize`` the target tokens are first
-    layer-normalised (no parameters; I-JEPA's choice), without it they are regressed raw (the
-    T-JEPA authors' code: ``MSELoss`` on the target encoder's outputs). The error is averaged
-    over the ``D`` channels and then over the target tokens of the batch.
+    The target's gradient is stopped. By default the target tokens are regressed raw (the
+    T-JEPA authors' code: ``torch.nn.MSELoss()`` on the gathered target-encoder outputs); with
+    ``normalize`` they are first layer-normalised (no parameters; I-JEPA's choice). The error is
+    averaged over the ``D`` channels and then over the target tokens of the batch: with the same
+    number of target tokens in every row (as the authors' masks have) this is their
+    ``MSELoss`` mean over all ``B x n_t x D`` elements.
 
     Args:
       pred_BxFxD: predictor outputs; target_BxFxD: target-encoder outputs (same shape);
       target_mask_BxF: boolean, which tokens are targets.
-      normalize: layer-normalise the targets.
+      normalize: layer-normalise the targets (not the authors').
 
     Returns:
       Scalar loss.
@@ -89,11 +96,12 @@ def tjepa_objective(
     *,
     n_context: int = 0,
     n_target: int = 0,
-    views: str = "fixed",
+    views: str = "authors",
     n_target_masks: int = 4,
     min_share: float = 0.2,
     max_share: float = 0.4,
-    normalize_targets: bool = True,
+    normalize_targets: bool = False,
+    size_rule: str = "authors",
 ):
     """One T-JEPA loss evaluation on a batch (differentiate w.r.t. ``model``).
 
@@ -104,16 +112,22 @@ def tjepa_objective(
       key: PRNG key of the context/target masks.
       n_context, n_target: features per row of the ``"fixed"`` views
         (:func:`~.model.random_feature_masks`: one disjoint split).
-      views: ``"fixed"`` or ``"authors"`` (:func:`~.model.multi_target_masks` with
-        ``n_target_masks``, ``min_share``, ``max_share``: one context and several target masks
-        per row; the loss is the mean over the target masks).
-      normalize_targets: layer-normalise the target tokens (:func:`tjepa_latent_loss`).
+      views: ``"authors"`` (default; :func:`~.model.multi_target_masks` with
+        ``n_target_masks``, ``min_share``, ``max_share``, ``size_rule``: one context and several
+        target masks per row, all of one size per batch; the loss is the mean over the target
+        masks of each mask's mean, which, the masks being of equal size, is the authors'
+        ``MSELoss`` mean over every gathered element of all masks) or ``"fixed"`` (one disjoint
+        split of ``n_context`` / ``n_target`` features, our earlier reading).
+      normalize_targets: layer-normalise the target tokens (:func:`tjepa_latent_loss`; the
+        authors: no).
+      size_rule: how ``"authors"`` views draw their sizes (``"authors"`` or ``"uniform"``, see
+        :func:`~.model.multi_target_masks`).
 
     Returns:
       ``(loss, aux)`` with ``aux = {"latent_mse": loss}``.
 
     Raises:
-      ValueError: an unknown ``views``.
+      ValueError: an unknown ``views`` or ``size_rule``, or sizes that do not fit the row.
     """
     b, f = x_num.shape[0], model.n_features
     if views == "fixed":
@@ -121,8 +135,9 @@ def tjepa_objective(
         targets = target[None]
     elif views == "authors":
         context, targets = multi_target_masks(
-            key, b, f, min_share=min_share, max_share=max_share, n_targets=n_target_masks
-        )
+            key, b, f, min_share=min_share, max_share=max_share, n_targets=n_target_masks,
+            size_rule=size_rule,
+        )  # fmt: skip
     else:
         raise ValueError(f"tjepa_objective: views must be 'fixed' or 'authors', got {views!r}")
     z_ctx = model.encode(x_num, x_cat, context).mean
@@ -138,6 +153,42 @@ def tjepa_objective(
     ]
     loss = sum(per_mask) / len(per_mask)
     return loss, {"latent_mse": loss}
+
+
+#: Schedules of :func:`ema_momentum`.
+EMA_RAMPS: tuple[str, ...] = ("authors", "reach_end")
+
+
+def ema_momentum(step, start: float, end: float, total_steps: float, *, ramp: str = "authors"):
+    """The EMA decay of T-JEPA's target encoder at (0-based) optimisation step ``step``.
+
+    ``ramp="authors"`` (default): ``start + step (end - start) / total_steps``, the T-JEPA
+    authors' ``momentum_scheduler`` (``run.py`` of jose-melo/t-jepa @ 98dda99, ``total_steps =
+    ipe * epochs * ipe_scale``), whose value ``step`` is taken right after optimisation step
+    ``step`` (``src/train.py``): step 0 uses ``start`` and the last of ``total_steps`` steps
+    ``start + (1 - 1 / total_steps)(end - start)``, just short of ``end``.
+    ``ramp="reach_end"`` (our earlier reading): ``step + 1`` in place of ``step``, so the last
+    step uses ``end``.
+
+    Args:
+      step: int or float scalar / array (traced values are fine).
+      start, end: the decay at step 0 and (the authors) at step ``total_steps``.
+      total_steps: the ramp length ``> 0`` (may be fractional, as ``ipe * epochs * ipe_scale``).
+      ramp: ``"authors"`` or ``"reach_end"``.
+
+    Returns:
+      The decay, of ``step``'s float type (float64 for a numpy float64 ``step``). Steps past
+      ``total_steps`` extrapolate (the authors' generator would be exhausted there).
+
+    Raises:
+      ValueError: an unknown ``ramp`` or ``total_steps <= 0``.
+    """
+    if ramp not in EMA_RAMPS:
+        raise ValueError(f"ema_momentum: ramp must be one of {EMA_RAMPS}, got {ramp!r}")
+    if not total_steps > 0:
+        raise ValueError(f"ema_momentum: total_steps must be > 0, got {total_steps}")
+    t = step + 1 if ramp == "reach_end" else step
+    return start + t * (end - start) / total_steps
 
 
 def var_tjepa_elbo(

@@ -26,6 +26,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -41,8 +42,11 @@ __all__ = [
     "GaussianTokens",
     "TabularJepa",
     "TabularTransformer",
+    "MASK_SIZE_RULES",
     "multi_target_masks",
     "random_feature_masks",
+    "tjepa_mask_size_range",
+    "tjepa_mask_sizes",
 ]
 
 
@@ -234,40 +238,140 @@ def random_feature_masks(key, batch: int, n_features: int, n_context: int, n_tar
     return rank_BxF < n_context, (rank_BxF >= n_context) & (rank_BxF < n_context + n_target)
 
 
+#: Rules for the per-batch mask sizes of :func:`multi_target_masks`.
+MASK_SIZE_RULES: tuple[str, ...] = ("authors", "uniform")
+
+
+def tjepa_mask_size_range(
+    n_features: int, *, min_share: float = 0.2, max_share: float = 0.4
+) -> tuple[int, int]:
+    """The size bounds of the T-JEPA authors' ``MaskCollator``: ``(round(min_share F),
+    round(max_share F))`` (Python's ``round``: halves to even, as theirs).
+
+    Args:
+      n_features: ``F``; min_share, max_share: shares of ``F`` (``0 < min_share <= max_share``).
+
+    Returns:
+      ``(lo, hi)``, the bounds of both the context size and the target size.
+
+    Raises:
+      ValueError: ``lo < 1`` (the authors assert ``min > 0``), ``hi < lo``, or ``2 lo > F`` (no
+        context and target fit in a row: the authors' sampler would loop for ever). The authors
+        also assert ``hi > lo``; we accept ``hi == lo`` (a fixed size), which tables of three
+        features need.
+    """
+    lo, hi = round(n_features * min_share), round(n_features * max_share)
+    if lo < 1 or hi < lo or 2 * lo > n_features:
+        raise ValueError(
+            f"tjepa_mask_size_range: F={n_features} feature(s) with shares [{min_share}, "
+            f"{max_share}] give sizes [{lo}, {hi}]; need 1 <= lo <= hi and 2 lo <= F"
+        )
+    return lo, hi
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _first_fitting_pair(u_c, u_t, lo: int, hi: int, n_features: int):
+    n_c = (lo + jnp.round(jnp.float32(hi - lo) * u_c)).astype(jnp.int32)
+    n_t = (lo + jnp.round(jnp.float32(hi - lo) * u_t)).astype(jnp.int32)
+    ok = n_c + n_t <= n_features
+    any_ok = jnp.any(ok, axis=-1)
+    first = jnp.where(any_ok, jnp.argmax(ok, axis=-1), ok.shape[-1] - 1)[..., None]
+    pick = lambda n: jnp.take_along_axis(n, first, axis=-1)[..., 0]  # noqa: E731
+    return pick(n_c), pick(n_t), any_ok
+
+
+def tjepa_mask_sizes(u_context, u_target, n_features: int, *, min_share=0.2, max_share=0.4):
+    """The T-JEPA authors' size rule (``MaskCollator._sample_num_mask`` and its rejection loop,
+    ``src/mask.py`` of jose-melo/t-jepa @ 98dda99) applied to given uniforms.
+
+    Each candidate size is ``lo + round((hi - lo) u)`` (float32, halves to even, as
+    ``np.round`` on their float32 ``torch.rand``), so the end points are half as likely as the
+    inner sizes; a candidate pair ``(n_c, n_t)`` is accepted when ``n_c + n_t <= F`` (one context
+    mask, their default ``num_encs = 1``), else the next pair is tried.
+
+    Args:
+      u_context, u_target: ``(..., K)`` float uniforms in ``[0, 1)``, the ``K`` candidate pairs
+        in order along the last axis (the authors draw ``u_context`` then ``u_target`` per try).
+      n_features, min_share, max_share: as :func:`tjepa_mask_size_range`.
+
+    Returns:
+      ``(n_c, n_t, accepted)`` of shape ``(...)``: int32 sizes of the first accepted pair (of the
+      last pair when none is) and bool, whether one was accepted.
+    """
+    lo, hi = tjepa_mask_size_range(n_features, min_share=min_share, max_share=max_share)
+    u_c = jnp.atleast_1d(jnp.asarray(u_context, jnp.float32))
+    u_t = jnp.atleast_1d(jnp.asarray(u_target, jnp.float32))
+    return _first_fitting_pair(u_c, u_t, lo, hi, n_features)
+
+
 def multi_target_masks(
     key, batch: int, n_features: int, *, min_share: float = 0.2, max_share: float = 0.4,
-    n_targets: int = 4,
+    n_targets: int = 4, size_rule: str = "authors",
 ):  # fmt: skip
-    """T-JEPA's view sampling (the authors' ``MaskCollator``, re-implemented): one context and
-    ``n_targets`` target masks per row.
+    """T-JEPA's view sampling (the authors' ``MaskCollator``, ``src/mask.py`` of jose-melo/t-jepa
+    @ 98dda99, re-implemented): one context and ``n_targets`` target masks per row.
 
-    Per batch, a context size ``n_c`` and a target size ``n_t`` are drawn independently and
-    uniformly from ``[lo, hi]``, ``lo = max(1, round(min_share F))``, ``hi = min(max(lo,
-    round(max_share F)), F // 2)`` (the same for every row of the batch; so ``n_c + n_t <= F``;
-    the clamps only matter for tables of a few features). Per row, the context is ``n_c`` random features; each target
-    mask is ``n_t`` random features among the other ``F - n_c`` (target masks may overlap one
-    another, never the context).
+    Per batch one context size ``n_c`` and one target size ``n_t`` (the same for every row and
+    every target mask). ``size_rule="authors"`` (default): :func:`tjepa_mask_sizes` on fresh
+    uniforms, candidate pairs drawn until ``n_c + n_t <= F``, bounds from
+    :func:`tjepa_mask_size_range` (checked against the authors' code on their own uniforms,
+    ``tests/projects/varjepa/test_tjepa_fidelity.py``). ``size_rule="uniform"`` (our earlier
+    reading): both sizes uniform integers in ``[lo, hi]`` with ``lo = max(1, round(min_share
+    F))``, ``hi = min(max(lo, round(max_share F)), F // 2)`` (no rejection needed; works for
+    ``F = 2``). Per row, the context is ``n_c`` random features; each target mask is ``n_t``
+    random features among the other ``F - n_c`` (target masks may overlap one another, never the
+    context), as the authors' (their masks come from numpy's global RNG, ours from ``key``: the
+    same distribution, not the same draws).
 
     Args:
       key: PRNG key; batch: rows ``B``; n_features: ``F``.
       min_share, max_share: the share range of both sizes; n_targets: target masks per row.
+      size_rule: ``"authors"`` or ``"uniform"``.
 
     Returns:
       ``(context_BxF, targets_MxBxF)`` boolean.
 
     Raises:
-      ValueError: ``F < 2`` (or ``lo > F // 2``), or ``n_targets < 1``.
+      ValueError: an unknown ``size_rule``, ``n_targets < 1``, or sizes that cannot fit
+        (:func:`tjepa_mask_size_range`; for ``"uniform"``: ``F < 2``).
     """
-    lo = max(1, round(min_share * n_features))
-    hi = min(max(lo, round(max_share * n_features)), n_features // 2)
-    if hi < lo or n_targets < 1:
+    if size_rule not in MASK_SIZE_RULES:
         raise ValueError(
-            f"multi_target_masks: a row of F={n_features} feature(s) cannot hold a context and "
-            f"a target of >= {lo} feature(s) each (n_targets={n_targets})"
+            f"multi_target_masks: size_rule must be one of {MASK_SIZE_RULES}, got {size_rule!r}"
         )
+    if n_targets < 1:
+        raise ValueError(f"multi_target_masks: n_targets must be >= 1, got {n_targets}")
+    if size_rule == "authors":
+        lo, hi = tjepa_mask_size_range(n_features, min_share=min_share, max_share=max_share)
+    else:
+        lo = max(1, round(min_share * n_features))
+        hi = min(max(lo, round(max_share * n_features)), n_features // 2)
+        if hi < lo:
+            raise ValueError(
+                f"multi_target_masks: a row of F={n_features} feature(s) cannot hold a context "
+                f"and a target of >= {lo} feature(s) each"
+            )
+    return _multi_target_masks(key, batch, n_features, lo, hi, n_targets, size_rule)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
+def _multi_target_masks(key, batch, n_features, lo, hi, n_targets, size_rule):
     k_nc, k_nt, k_ctx, k_tgt = jax.random.split(key, 4)
-    n_c = jax.random.randint(k_nc, (), lo, hi + 1)
-    n_t = jax.random.randint(k_nt, (), lo, hi + 1)
+    if size_rule == "authors":
+
+        def draw(carry):
+            i, _, _, _ = carry
+            u = jax.random.uniform(jax.random.fold_in(k_nc, i), (2,))
+            n_c, n_t, ok = _first_fitting_pair(u[:1], u[1:], lo, hi, n_features)
+            return i + 1, n_c, n_t, ok
+
+        zero = jnp.zeros((), jnp.int32)
+        _, n_c, n_t, _ = jax.lax.while_loop(
+            lambda c: ~c[3], draw, (zero, zero, zero, jnp.zeros((), bool))
+        )
+    else:
+        n_c = jax.random.randint(k_nc, (), lo, hi + 1)
+        n_t = jax.random.randint(k_nt, (), lo, hi + 1)
     rank_BxF = jnp.argsort(jnp.argsort(jax.random.uniform(k_ctx, (batch, n_features)), 1), 1)
     context_BxF = rank_BxF < n_c
     u_MxBxF = jax.random.uniform(k_tgt, (n_targets, batch, n_features))

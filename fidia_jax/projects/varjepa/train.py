@@ -58,7 +58,9 @@ def _view_sizes(config: VarJepaConfig, n_features: int) -> tuple[int, int]:
 def _train_step(graphdef, method: str, n_ctx: int, n_tgt: int, config: VarJepaConfig):
     """``(tx, step)``: the AdamW step (:func:`fidia_jax.train.make_train_step`), then for T-JEPA
     the EMA of the target encoder (the state's ``model_state``) towards the updated parameters,
-    its decay ramped linearly from ``ema_decay`` (step 0) to ``ema_end`` (step ``steps``).
+    its decay ramped linearly from ``ema_decay`` towards ``ema_end`` over ``steps``
+    (:func:`~.losses.ema_momentum` with ``config.ema_ramp``: by default the authors' ramp, whose
+    step ``t`` uses ``ema_decay + t (ema_end - ema_decay) / steps``).
     Cached on (model graph, views, config) so seeds with equal settings share the compile."""
     tx = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
     beta, warmup = config.beta, config.kl_warmup_steps
@@ -79,6 +81,7 @@ def _train_step(graphdef, method: str, n_ctx: int, n_tgt: int, config: VarJepaCo
                 min_share=config.min_share,
                 max_share=config.max_share,
                 normalize_targets=config.normalize_targets,
+                size_rule=config.mask_size_rule,
             )
             return loss, (target_params, aux)
         step = batch["step"]
@@ -93,8 +96,9 @@ def _train_step(graphdef, method: str, n_ctx: int, n_tgt: int, config: VarJepaCo
 
     @functools.partial(jax.jit, donate_argnums=1)
     def ema(params, target_params, step):
-        frac = (step + 1.0) / config.steps
-        decay = config.ema_decay + (config.ema_end - config.ema_decay) * frac
+        decay = losses.ema_momentum(
+            step, config.ema_decay, config.ema_end, config.steps, ramp=config.ema_ramp
+        )
         return optax.incremental_update(params, target_params, 1.0 - decay)
 
     def step(state: train.TrainState, batch):

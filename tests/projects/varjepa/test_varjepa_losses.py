@@ -18,8 +18,15 @@ def test_tjepa_latent_loss_brute_force():
     expected = np.mean(
         [np.mean((pred[b, f] - norm[b, f]) ** 2) for b, f in zip(*np.nonzero(mask), strict=True)]
     )
-    got = losses.tjepa_latent_loss(jnp.asarray(pred), jnp.asarray(tgt), jnp.asarray(mask))
+    got = losses.tjepa_latent_loss(
+        jnp.asarray(pred), jnp.asarray(tgt), jnp.asarray(mask), normalize=True
+    )
     assert float(got) == pytest.approx(expected, rel=1e-5)
+    raw = np.mean(
+        [np.mean((pred[b, f] - tgt[b, f]) ** 2) for b, f in zip(*np.nonzero(mask), strict=True)]
+    )
+    got_raw = losses.tjepa_latent_loss(jnp.asarray(pred), jnp.asarray(tgt), jnp.asarray(mask))
+    assert float(got_raw) == pytest.approx(raw, rel=1e-5)  # default: raw targets (the authors')
     # the target gets no gradient
     g = jax.grad(lambda t: losses.tjepa_latent_loss(jnp.asarray(pred), t, jnp.asarray(mask)))(
         jnp.asarray(tgt)
@@ -93,16 +100,15 @@ def test_objectives_run_and_differentiate():
     det = models.TabularJepa(2, (3,), dim=8, heads=2, rngs=nnx.Rngs(0))
     # target model == online model: the loss equals the hand-composed latent MSE
     loss_t, _ = losses.tjepa_objective(
-        det, det, x_num, x_cat, jax.random.key(1), n_context=1, n_target=2
-    )
+        det, det, x_num, x_cat, jax.random.key(1), n_context=1, n_target=2, views="fixed",
+        normalize_targets=True,
+    )  # fmt: skip
     ctx, tgt = models.random_feature_masks(jax.random.key(1), 4, 3, 1, 2)
     pred = det.predict(det.encode(x_num, x_cat, ctx).mean, ctx, tgt).mean
-    ref = losses.tjepa_latent_loss(pred, det.encode(x_num, x_cat).mean, tgt)
+    ref = losses.tjepa_latent_loss(pred, det.encode(x_num, x_cat).mean, tgt, normalize=True)
     assert float(loss_t) == pytest.approx(float(ref), rel=1e-6)
     # the authors' views: the mean over the 4 target masks of the raw-target MSE
-    loss_a, _ = losses.tjepa_objective(
-        det, det, x_num, x_cat, jax.random.key(2), views="authors", normalize_targets=False
-    )
+    loss_a, _ = losses.tjepa_objective(det, det, x_num, x_cat, jax.random.key(2))  # defaults
     ctx, tgts = models.multi_target_masks(jax.random.key(2), 4, 3)
     z, full = det.encode(x_num, x_cat, ctx).mean, np.asarray(det.encode(x_num, x_cat).mean)
     ref = []
