@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import warnings
 from typing import Any
 
 import numpy as np
@@ -80,22 +81,33 @@ def validate_series(values: Any, *, window: int | None = None, name: str = "seri
     return x.astype(np.float32)
 
 
-def dominant_period(x: Any, *, min_period: int = 2, max_period: int | None = None) -> int:
+def dominant_period(
+    x: Any, *, min_period: int = 2, max_period: int | None = None, beyond: str = "raise"
+) -> int:
     """Dominant period of a 1-D signal: the period of the largest FFT amplitude.
 
-    The mean is removed; frequencies ``k / T`` with period ``T / k`` in ``[min_period,
-    max_period]`` (default ``T // 2``) are searched; the result is ``round(T / k*)``.
+    The mean is removed and every frequency ``k / T`` (``k >= 1``, period ``T / k >= 2``) is
+    looked at. When the largest amplitude lies at a period inside ``[min_period, max_period]``
+    (default ``max_period = T // 2``) the result is ``round(T / k*)``. When it lies outside, the
+    best period *inside* the range would be an alias or a weaker component, so it is never
+    returned silently: ``beyond="raise"`` raises, ``beyond="clip"`` returns the bound on the
+    side of the true period with a ``UserWarning`` that names both.
 
     Args:
       x: ``(T,)`` finite floats, ``T >= 2 * min_period``.
+      min_period, max_period: the searched range of periods (steps).
+      beyond: ``"raise"`` (default) or ``"clip"``, when the strongest period is out of range.
 
     Returns:
       The period in steps (int). A signal with no oscillation (flat spectrum) returns the
       smallest-frequency candidate's period.
 
     Raises:
-      ValueError: not 1-D, too short, non-finite.
+      ValueError: not 1-D, too short, non-finite, an empty range, an unknown ``beyond``, or
+        (``beyond="raise"``) the strongest period outside ``[min_period, max_period]``.
     """
+    if beyond not in ("raise", "clip"):
+        raise ValueError(f"beyond must be 'raise' or 'clip', got {beyond!r}")
     s = np.asarray(x, dtype=np.float64)
     if s.ndim != 1 or s.size < 2 * min_period or not np.isfinite(s).all():
         raise ValueError(
@@ -111,6 +123,21 @@ def dominant_period(x: Any, *, min_period: int = 2, max_period: int | None = Non
     if not ok.any():
         raise ValueError(f"no frequency with period in [{min_period}, {max_period}] for T={n}")
     best = int(np.flatnonzero(ok)[np.argmax(amp[ok])])
+    every = (k > 0) & (period >= 2)
+    top = int(np.flatnonzero(every)[np.argmax(amp[every])])
+    # out of range only when strictly stronger (a tie keeps the in-range period)
+    if amp[top] > amp[best] * (1 + 1e-9) and not ok[top]:
+        true_p = n / top
+        bound = max_period if true_p > max_period else min_period
+        msg = (
+            f"dominant_period: the strongest period ({true_p:.1f} steps) lies outside the "
+            f"searched range [{min_period}, {max_period}]; the best period inside it "
+            f"({n / best:.1f}) would be an alias or a weaker component"
+        )
+        if beyond == "raise":
+            raise ValueError(msg + " (widen the range, or pass beyond='clip')")
+        warnings.warn(msg + f"; returning the bound {bound}", UserWarning, stacklevel=2)
+        return int(bound)
     return int(round(n / best))
 
 

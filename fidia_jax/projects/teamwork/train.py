@@ -29,10 +29,12 @@ and the fits' ``metrics.jsonl``, ``curves.png`` and checkpoints (a rerun in the 
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import pathlib
 import time
+import warnings
 from functools import partial
 from typing import Any
 
@@ -100,6 +102,27 @@ def _score_windows(graphdef, state, x_NxLxC, masks_KxLxC, edges, prior):
     return jnp.mean(jnp.sum(err_NxKxLxC, axis=1), axis=-1)
 
 
+def _channel_periods(z: np.ndarray, window: int) -> np.ndarray:
+    """Each channel's dominant period, searched up to the window; a channel whose strongest
+    period lies beyond the window gets the window (never an in-range alias), and one log line
+    names those channels."""
+    periods, beyond = [], []
+    for ch in range(z.shape[1]):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            periods.append(data.dominant_period(z[:, ch], max_period=window, beyond="clip"))
+        if caught:
+            beyond.append(ch)
+    if beyond:
+        logging.getLogger(__name__).warning(
+            "period-aware spans: channels %s have their strongest period beyond the window "
+            "(%d steps); their period is taken as the window",
+            beyond,
+            window,
+        )
+    return np.array(periods)
+
+
 def _window_starts(t_len: int, window: int) -> np.ndarray:
     starts = list(range(0, t_len - window + 1, window))
     if starts[-1] != t_len - window:
@@ -159,9 +182,7 @@ def fit_detector(
     infl = model.channel_influence(z, lags=config.lags)
     dominant = model.channel_roles(infl)
     edges, prior = model.role_edges(dominant, infl, use_roles=use_roles)
-    periods = np.array(
-        [data.dominant_period(z[:, ch], max_period=config.window) for ch in range(c)]
-    )
+    periods = _channel_periods(z, config.window)
     spans = np.maximum(periods // 2, 1) if period_aware else np.ones(c, np.int64)
     net = model.init_teamwork(
         c,

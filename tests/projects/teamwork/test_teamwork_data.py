@@ -18,7 +18,10 @@ def test_dominant_period_of_a_sinusoid(period):
 def test_dominant_period_exact_bin_and_range():
     x = np.sin(2 * np.pi * np.arange(480) / 24)  # 480 / 24 = bin 20 exactly
     assert data.dominant_period(x) == 24
-    assert data.dominant_period(x, max_period=12) <= 12  # range respected
+    with pytest.raises(ValueError, match=r"strongest period \(24.0 steps\) lies outside"):
+        data.dominant_period(x, max_period=12)  # never an in-range alias
+    with pytest.warns(UserWarning, match="returning the bound 12"):
+        assert data.dominant_period(x, max_period=12, beyond="clip") == 12
     with pytest.raises(ValueError, match="1-D"):
         data.dominant_period(np.ones((4, 4)))
 
@@ -125,3 +128,20 @@ def test_load_skab_shared(shared_data_dir):
     k = data.SKAB_TRAIN_SIZE
     frac = sum(r.anomaly[k:].sum() for r in runs) / sum(len(r.anomaly) - k for r in runs)
     assert frac == pytest.approx(0.5366, abs=1e-3)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e4])
+def test_a_period_beyond_the_bound_is_said_not_replaced_by_its_harmonic(scale):
+    """Issue 42: a fundamental of 40 steps with a weaker harmonic at 20 and a bound of 30: the
+    search used to return 20 (the best inside the bound); now it says the true period is out of
+    range, at any scale of the data (float32 input)."""
+    t = np.arange(960)
+    x = (np.sin(2 * np.pi * t / 40) + 0.4 * np.sin(2 * np.pi * t / 20)) * scale
+    x = x.astype(np.float32)
+    assert data.dominant_period(x) == 40
+    with pytest.raises(ValueError, match=r"strongest period \(40.0 steps\).*\[2, 30\]"):
+        data.dominant_period(x, max_period=30)
+    with pytest.warns(UserWarning, match="best period inside it \\(20.0\\)"):
+        assert data.dominant_period(x, max_period=30, beyond="clip") == 30
+    with pytest.raises(ValueError, match="beyond"):
+        data.dominant_period(x, beyond="alias")
