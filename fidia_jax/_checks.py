@@ -211,3 +211,29 @@ def assert_attention_dims(
             f"{_prefix(where)}query heads {hq} must be a multiple of kv heads {hkv} "
             f"(q {qs}, k {ks})."
         )
+
+
+def note_grid_edge(where: str, name: str, grid: Sequence[float], chosen: float) -> bool:
+    """Says (a WARNING of the ``fidia_jax`` logger) when a value chosen by a search over
+    ``grid`` is at the grid's smallest or largest value, where the best value may lie beyond
+    the searched range; returns whether it is. A one-point grid is never "at the edge".
+
+    Example:
+      >>> note_grid_edge("ridge", "alpha", [0.1, 1.0, 10.0], 1.0)
+      False
+    """
+    values = sorted({float(g) for g in grid})
+    if len(values) < 2 or float(chosen) not in (values[0], values[-1]):
+        return False
+    import logging
+
+    logging.getLogger("fidia_jax").warning(
+        "%s: the selected %s = %g is at the edge of the searched grid [%g, %g]; the best "
+        "value may lie beyond it (widen the grid)",
+        where,
+        name,
+        float(chosen),
+        values[0],
+        values[-1],
+    )
+    return True

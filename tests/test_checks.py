@@ -50,3 +50,16 @@ def test_checks_work_on_tracers():
     assert float(f(jnp.ones(3))[0]) == 2.0
     with pytest.raises(ValueError, match="rank 1"):
         f(jnp.ones((2, 2)))
+
+
+def test_a_choice_at_the_edge_of_its_grid_is_said(caplog):
+    """Issue 42: a search that picks the smallest or largest value of its grid says so."""
+    from fidia_jax._checks import note_grid_edge
+
+    with caplog.at_level("WARNING", logger="fidia_jax"):
+        assert note_grid_edge("ridge", "alpha", [1e-2, 1.0, 1e4], 1e4)
+        assert note_grid_edge("ridge", "alpha", [1e-2, 1.0, 1e4], 1e-2)
+        assert not note_grid_edge("ridge", "alpha", [1e-2, 1.0, 1e4], 1.0)
+        assert not note_grid_edge("one", "lam", [0.5], 0.5)
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["ridge", "ridge"]
+    assert "edge of the searched grid [0.01, 10000]" in caplog.records[0].getMessage()

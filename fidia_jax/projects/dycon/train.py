@@ -30,6 +30,7 @@ from flax import nnx
 
 from fidia_jax import metrics, models
 from fidia_jax import train as train_lib
+from fidia_jax._checks import note_grid_edge
 from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.config import write_summary
 from fidia_jax.projects.dycon.configs import DyconConfig
@@ -436,6 +437,7 @@ def select_control(config, model, probes, layer, dev, base_records, method, key)
             )
     ok = [g for g in grid if g["accuracy"] >= acc_b - (se_b if np.isfinite(se_b) else 0.0)]
     best = min(ok, key=lambda g: g["tokens"]) if ok else max(grid, key=lambda g: g["accuracy"])
+    note_grid_edge(f"DyCon {method} control", "lambda", config.lam_grid, best["lam"])
     return best["lam"], best["tau"], grid
 
 

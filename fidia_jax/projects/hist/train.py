@@ -32,6 +32,7 @@ from flax import nnx
 
 from fidia_jax import config as config_lib
 from fidia_jax import metrics, models, train
+from fidia_jax._checks import note_grid_edge
 from fidia_jax._io import atomic_path
 from fidia_jax.projects.hist import data, lattice
 from fidia_jax.projects.hist.configs import METHODS, HistConfig
@@ -398,7 +399,9 @@ def _fit_ridge(prep, train_idx, test_idx, neighbours: bool = False):
     X = np.concatenate([feats(i) for i in train_idx])
     Y = np.concatenate([prep.y[i] for i in train_idx])
     t0 = time.perf_counter()
-    r = RidgeCV(alphas=np.logspace(-2, 4, 13)).fit(X, Y)
+    alphas = np.logspace(-2, 4, 13)
+    r = RidgeCV(alphas=alphas).fit(X, Y)
+    note_grid_edge("HiST ridge baseline", "alpha", alphas, r.alpha_)
     return r.predict(feats(test_idx)).astype(np.float32), {
         "alpha": float(r.alpha_),
         "train_s": time.perf_counter() - t0,
