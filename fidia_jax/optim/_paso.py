@@ -9,27 +9,44 @@ steps and repeats:
 2. a sequential sweep from the exact ``(x_b, s_b)`` that applies the optimiser with those
    gradients, giving new iterates ``x'_{b+1} .. x'_{b+P}`` and the optimiser states;
 3. per-step errors ``e_i = dist(x'_{b+i+1}, x_{b+i+1})``; the window slides to the first step
-   whose error exceeds the tolerance or is not finite (its new iterate was computed from an
-   accepted guess, so it is exact) -- at least one and at most ``P`` steps. A guess that
-   wandered where the loss or its gradient is NaN/inf is therefore never accepted: such
-   windows advance one exact step at a time, as sequential training does;
-4. the new guesses are the sweep's iterates, padded with the last one.
+   whose error exceeds the tolerance, is not finite, or *overflows* (its new iterate was
+   computed from an accepted guess, so it is exact) -- at least one and at most ``P`` steps.
+   A guess overflows when its distance to the recomputed iterate,
+   ``||x'_{b+i+1} - x_{b+i+1}||``, exceeds ``overflow_ratio`` (default 100) times
+   ``max(||x_b||, ||x'_{b+1}||)``, the size of the window's two exact iterates. A guess that
+   wandered where the loss or its gradient is NaN/inf, or that diverged, is therefore never
+   accepted: such windows advance one exact step at a time, as sequential training does;
+4. the new guesses are the sweep's iterates, padded with the last one; the next window starts
+   from the optimiser state of the accepted step (``state_clone="copy"``) or, as the authors'
+   loop does when run with torch >= 2.1, from the state at the end of the sweep
+   (``state_clone="shared"``).
 
 This is the ParaDiGMS sliding-window Picard iteration applied to the optimiser's update map,
-as in the PASO reference code (``PASO_CV.py``: ``train_loop_parallel``). Modes:
+as in the PASO authors' code (``optex_cmp.py::run_paso_synthetic_core``, the same loop as
+``cv_v1.py::train_loop_parallel``). Modes:
 
 * ``"exact"``: fixed tolerance on the relative error ``||x' - x|| / ||x'||`` (default 1e-7);
   the result equals sequential training to float32 round-off (tested to rel 1e-5).
 * ``"adaptive"``: the reference's error ``mean((x' - x)**2) * 1e6`` and tolerance
   ``tol <- ema * tol + (1 - ema) * agg(e)`` after every iteration, ``agg`` the mean of the
-  window's errors or the middle one (the reference's ``"median"``).
+  window's errors or the middle one (the reference's ``"median"``). Errors of non-finite or
+  overflowed guesses never enter ``agg`` (the authors' loop lets them in, so that huge errors
+  inflate the tolerance until diverged guesses are accepted and the run ends NaN).
+
+Fidelity: with ``mode="adaptive"``, ``adaptivity="median"``, ``tol=1e-5`` and the
+``state_clone`` matching the authors' clone semantics, K, the gradient count, the final
+tolerance and the final parameters equal those of the authors' loop on sphere and Rosenbrock
+with SGD, SGD + momentum and Adam (fixture ``tests/data/paso/``, made by
+``tools/paso_make_fixture.py`` from commit ``31f368c``; test
+``tests/optim/test_paso_fidelity.py``).
 
 Every step of the window costs one gradient; ``num_grad_evals`` counts them (valid steps only).
 The speed-up comes from ``num_iterations`` (K) being much smaller than ``num_steps`` (T)
 while the ``P`` gradients of an iteration run concurrently.
 
 References:
-  Lu et al., "PASO: step-parallel optimisation" (ICML 2026); code github.com/Jianrong-Lu/PASO.
+  Lu et al., "PASO: step-parallel optimisation" (ICML 2026); code github.com/Jianrong-Lu/PASO
+  @ 31f368c5ab001c14d90f17640905b09479fae5ac (``optex_cmp.py``, ``cv_v1.py``).
   Shih, Belkhale, Ermon, Sadigh, Anari, "Parallel Sampling of Diffusion Models" (ParaDiGMS),
   NeurIPS 2023.
 """
@@ -85,6 +102,10 @@ def _sq_norm(tree):
 
 def _size(tree):
     return sum(x.size for x in jax.tree.leaves(tree))
+
+
+def _tree_sub(new, old):
+    return jax.tree.map(lambda a, b: a.astype(jnp.float32) - b.astype(jnp.float32), new, old)
 
 
 def _relative_error(new, old):
@@ -156,11 +177,13 @@ def paso(
     mode: Literal["exact", "adaptive"] = "exact",
     tol: float | None = None,
     ema_decay: float = 0.999,
-    adaptivity: Literal["mean", "median"] = "mean",
+    adaptivity: Literal["mean", "median"] = "median",
     error_metric: Literal["relative", "reference"] | None = None,
     opt_state: Any = None,
     mesh: jax.sharding.Mesh | None = None,
     mesh_axis: str | None = None,
+    state_clone: Literal["copy", "shared"] = "copy",
+    overflow_ratio: float = 100.0,
 ) -> PasoResult:
     """Runs ``num_steps`` optimiser steps by sliding-window Picard iteration (see module doc).
 
@@ -178,18 +201,32 @@ def paso(
       mode: ``"exact"`` or ``"adaptive"``.
       tol: tolerance (default 1e-7 relative in exact mode, 1e-5 reference units adaptively).
       ema_decay: adaptive tolerance EMA coefficient (reference 0.999).
-      adaptivity: ``"mean"`` or ``"median"`` (the middle window error, as the reference).
+      adaptivity: ``"median"`` (default: the middle window error, as the authors' loop) or
+        ``"mean"`` (ours: the mean of the window's errors; ``benchmarks/paso.py``'s published
+        adaptive row uses it).
       error_metric: override ``"relative"`` (exact default) / ``"reference"`` (adaptive).
       opt_state: initial optimiser state (default ``optimizer.init(params)``).
       mesh: optional mesh; the window's guesses and batches are sharded along ``mesh_axis``
         (``window`` must be a multiple of that axis' size).
       mesh_axis: mesh axis name (default: the mesh's first axis).
+      state_clone: optimiser state the next window starts from. ``"copy"`` (default): the
+        state after the last accepted step, so the window's parameters and state belong to
+        the same step (exact mode then equals sequential training). ``"shared"``: the state
+        at the end of the sweep, several steps ahead of the parameters: what the authors'
+        loop computes with torch >= 2.1, whose ``load_state_dict`` (their
+        ``optimizer_state_clone``) shares the state tensors instead of copying them; a bug,
+        kept to reproduce their runs (same results as ``"copy"`` for stateless optimisers).
+      overflow_ratio: a guess whose distance to its recomputed iterate exceeds
+        ``overflow_ratio * max(||x_b||, ||x'_{b+1}||)`` (or whose error is not finite) is
+        rejected and its error is left out of the adaptive tolerance. ``inf`` keeps only the
+        non-finite rule.
 
     Returns:
       :class:`PasoResult`.
 
     Raises:
-      ConfigError: invalid window, steps, mode, tolerance or mesh.
+      ConfigError: invalid window, steps, mode, tolerance, mesh, ``state_clone`` or
+        ``overflow_ratio``.
 
     Example (the problem of :func:`sequential_optimize`'s example: 64 steps in 38 sequential
     rounds of a window of 8, equal to sequential training)::
@@ -219,6 +256,10 @@ def paso(
         tol = 1e-7 if mode == "exact" else 1e-5
     if not tol >= 0:
         raise ConfigError(f"tol must be >= 0, got {tol}")
+    if state_clone not in ("copy", "shared"):
+        raise ConfigError(f"state_clone must be 'copy' or 'shared', got {state_clone!r}")
+    if not overflow_ratio > 0:
+        raise ConfigError(f"overflow_ratio must be > 0, got {overflow_ratio}")
     num_steps, p = int(num_steps), int(window)
     err_fn = _relative_error if error_metric == "relative" else _reference_error
 
@@ -263,7 +304,7 @@ def paso(
         old_next = jax.tree.map(lambda b: b[1:], buf)
 
         def sweep(c, inp):
-            x, s, found, ind, saved = c
+            x, s, found, ind, saved, scale = c
             g, x_old, i, ok = inp
             u, s_new = optimizer.update(g, s, x)
             s_new = _same_dtypes(s_new, s)
@@ -271,17 +312,28 @@ def paso(
             x_new = _tree_where(ok, x_new, x)
             s_new = _tree_where(ok, s_new, s)
             err = jnp.where(ok, err_fn(x_new, x_old), 0.0)
+            # Overflow: the guess is farther from its recomputed iterate than overflow_ratio
+            # times the size of the exact parameters (max of |x_b| and |x_{b+1}|, both exact).
+            scale = jnp.where(i == 0, jnp.maximum(x_begin_norm, jnp.sqrt(_sq_norm(x_new))), scale)
+            gap = jnp.sqrt(_sq_norm(_tree_sub(x_new, x_old)))
+            bad = ok & ~(jnp.isfinite(err) & (gap <= overflow_ratio * scale))
             # `~(err <= tol)`, not `err > tol`: a NaN error (a guess or an iterate that left
-            # the loss' domain) is "not converged", so a non-finite guess is never accepted.
-            trigger = ok & ~found & (~(err <= tol_k) | (i == n_valid - 1))
+            # the loss' domain) is "not converged", so a non-finite guess is never accepted;
+            # nor is an overflowed one, whatever the tolerance.
+            trigger = ok & ~found & (~(err <= tol_k) | bad | (i == n_valid - 1))
             saved = _tree_where(trigger, s_new, saved)
             ind = jnp.where(trigger, i + 1, ind)
-            return (x_new, s_new, found | trigger, ind, saved), (x_new, err)
+            return (x_new, s_new, found | trigger, ind, saved, scale), (x_new, err, bad)
 
-        init = (x_begin, state, jnp.bool_(False), jnp.int32(0), state)
-        (_, _, _, ind, saved), (rollout, errs) = jax.lax.scan(
+        x_begin_norm = jnp.sqrt(_sq_norm(x_begin))
+        init = (x_begin, state, jnp.bool_(False), jnp.int32(0), state, jnp.float32(0.0))
+        (_, s_end, _, ind, saved, _), (rollout, errs, bads) = jax.lax.scan(
             sweep, init, (grads, old_next, slots, valid)
         )
+        if state_clone == "shared":
+            # The authors' loop as run with torch >= 2.1: the accepted step's optimiser shares
+            # the sweep's state tensors, so the next window starts from the end-of-sweep state.
+            saved = s_end
         # rollout_full[j] = x'_{begin + j}, j = 0..P (j = 0 is the exact x_begin).
         full = jax.tree.map(lambda a, r: jnp.concatenate([a[None], r]), x_begin, rollout)
         take = jnp.minimum(jnp.arange(p + 1) + ind, p)
@@ -289,16 +341,17 @@ def paso(
         accepted = slots < ind - 1
         max_err = jnp.maximum(max_err, jnp.max(jnp.where(accepted, errs, 0.0)))
         if mode == "adaptive":
-            # Non-finite errors stay out of the tolerance (a NaN tolerance would stop every
-            # later window from accepting anything); all-finite windows: the reference's rule.
-            finite = valid & jnp.isfinite(errs)
+            # Errors of non-finite or overflowed guesses stay out of the tolerance: a NaN
+            # tolerance would stop every later window from accepting anything, and a huge one
+            # would accept diverged guesses. Windows without such guesses: the reference's rule.
+            good = valid & ~bads
             if adaptivity == "mean":
-                n_finite = jnp.sum(finite.astype(jnp.int32))
-                agg = jnp.sum(jnp.where(finite, errs, 0.0)) / jnp.maximum(n_finite, 1)
-                use = n_finite > 0
+                n_good = jnp.sum(good.astype(jnp.int32))
+                agg = jnp.sum(jnp.where(good, errs, 0.0)) / jnp.maximum(n_good, 1)
+                use = n_good > 0
             else:
                 agg = errs[n_valid // 2]
-                use = jnp.isfinite(agg)
+                use = ~bads[n_valid // 2]
             tol_k = jnp.where(use, tol_k * ema_decay + agg * (1.0 - ema_decay), tol_k)
         return begin + ind, new_buf, saved, tol_k, k + 1, n_grad + n_valid, max_err
 

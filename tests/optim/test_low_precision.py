@@ -148,8 +148,11 @@ def test_zero_and_tiny_gradients_give_finite_updates(dtype, g):
         for u in jax.tree.leaves(updates):
             u = np.asarray(u, np.float32)
             # constant gradients: the normalised matrices and the head's normalised momentum
-            # are sign(g), AdamW's m_hat / (sqrt(v_hat) + eps) is g / (|g| + 1e-8); times lr.
-            want = -0.1 * (gd / (abs(gd) + 1e-8) if u.ndim == 1 else np.sign(gd))
+            # are sign(g); AdamW with the authors' eps placement (eps added to sqrt(v) before
+            # the bias correction) is g / (|g| + 1e-8 / sqrt(1 - 0.999**3)) at step 3; times lr.
+            eps_t = 1e-8 / np.sqrt(1 - 0.999**3)
+            want = -0.1 * (gd / (abs(gd) + eps_t) if u.ndim == 1 else np.sign(gd))
+            want = float(jnp.asarray(want, dtype))  # the update is rounded to `dtype`
             np.testing.assert_allclose(u, np.full(u.shape, want, np.float32), rtol=2e-3, atol=0)
 
 

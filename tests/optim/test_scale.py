@@ -1,4 +1,5 @@
-"""SCALE against a direct NumPy transcription of the authors' PyTorch update."""
+"""SCALE against a direct NumPy transcription of the authors' PyTorch update (the fixture
+from the authors' code itself is tests/optim/test_scale_fidelity.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -27,14 +28,17 @@ def make_params(rng):
     }
 
 
-def numpy_reference(params, grads_seq, lr_fn, *, wd, beta, adam_lr_fn, b1, b2, eps):
+def numpy_reference(
+    params, grads_seq, lr_fn, *, wd, beta, adam_lr_fn, b1, b2, eps, placement="before_correction"
+):
     """The reference's per-step update, written in PyTorch layout (weights transposed).
 
     main params: u = g / clamp(sqrt(mean(g^2, col_dim)), 1e-8); p = p*(1 - lr*wd) - lr*u,
       col_dim = 1 for linear weights (out, in), 0 for the embedding (vocab, features),
       ndim > 2 viewed as (out, -1);
     secondary (lm_head): buf = lerp(buf, g, 1 - beta), then as main;
-    1-D: AdamW with bias corrections (eps added after bias correction, as in optax).
+    1-D: AdamW with bias corrections, eps added to sqrt(v) before the bias correction (the
+      authors' code; ``placement="before_correction"``) or after it (optax.adamw).
     """
     p = {k: {kk: vv.astype(np.float64).copy() for kk, vv in v.items()} for k, v in params.items()}
     buf = np.zeros((V, C))
@@ -70,17 +74,26 @@ def numpy_reference(params, grads_seq, lr_fn, *, wd, beta, adam_lr_fn, b1, b2, e
             gg = g[n][k]
             m1[n] = m1[n] + (1 - b1) * (gg - m1[n])
             m2[n] = m2[n] + (1 - b2) * (gg**2 - m2[n])
-            mh = m1[n] / (1 - b1 ** (t + 1))
-            vh = m2[n] / (1 - b2 ** (t + 1))
-            p[n][k] = p[n][k] * (1 - alr * wd) - alr * mh / (np.sqrt(vh) + eps)
+            bc1, bc2 = 1 - b1 ** (t + 1), 1 - b2 ** (t + 1)
+            if placement == "before_correction":
+                direction = m1[n] / (eps + np.sqrt(m2[n])) * np.sqrt(bc2) / bc1
+            else:
+                direction = (m1[n] / bc1) / (np.sqrt(m2[n] / bc2) + eps)
+            p[n][k] = p[n][k] * (1 - alr * wd) - alr * direction
     return p
 
 
-def test_matches_numpy_transcription():
+@pytest.mark.parametrize(
+    ("placement", "grad_scale"),
+    [("before_correction", 1.0), ("after_correction", 1.0), ("before_correction", 1e-6)],
+)
+def test_matches_numpy_transcription(placement, grad_scale):
     rng = np.random.default_rng(0)
     params = make_params(rng)
     grads_seq = [
-        jax.tree.map(lambda x: rng.standard_normal(x.shape).astype(np.float32), params)
+        jax.tree.map(
+            lambda x: (grad_scale * rng.standard_normal(x.shape)).astype(np.float32), params
+        )
         for _ in range(4)
     ]
     sched = optax.linear_schedule(0.05, 0.01, 4)
@@ -92,6 +105,7 @@ def test_matches_numpy_transcription():
         adam_learning_rate=adam_sched,
         adam_b1=0.85,
         adam_b2=0.99,
+        adam_eps_placement=placement,
     )
     p = jax.tree.map(jnp.asarray, params)
     state = opt.init(p)
@@ -109,8 +123,29 @@ def test_matches_numpy_transcription():
         b1=0.85,
         b2=0.99,
         eps=1e-8,
+        placement=placement,
     )
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), p, ref)
+    if grad_scale < 1e-3:  # there the two placements differ visibly (1e-8 vs ~1e-6 gradients)
+        other = numpy_reference(
+            params,
+            grads_seq,
+            lambda t: float(sched(t)),
+            wd=0.1,
+            beta=0.8,
+            adam_lr_fn=lambda t: float(adam_sched(t)),
+            b1=0.85,
+            b2=0.99,
+            eps=1e-8,
+            placement="after_correction",
+        )
+        diff = np.max(np.abs(other["mlp"]["bias"] - ref["mlp"]["bias"]))
+        assert diff > 1e-4, diff  # far above the 2e-6 tolerance the match above used
+
+
+def test_unknown_eps_placement():
+    with pytest.raises(ConfigError, match="adam_eps_placement"):
+        optim.scale(1e-3, adam_eps_placement="torch")
 
 
 def test_labels_and_state_only_on_last_layer():

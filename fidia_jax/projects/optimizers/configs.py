@@ -38,6 +38,12 @@ OPTIMIZERS = ("adamw", "scale", "muon", "sgd")
 #: Default peak learning rate per optimiser (not tuned; those of docs/benchmarks.md).
 PEAK_LEARNING_RATES: dict[str, float] = {"adamw": 3e-3, "scale": 3e-3, "muon": 2e-2, "sgd": 0.1}
 
+#: Default peak rate of the Adam(W) part, per optimiser. SCALE: the authors' training script's
+#: ``--adam_lr`` default, 2e-2 (github OptimAI-Lab/Minimalist_LLM_Pretraining @ f5bd4e7,
+#: ``mem_eff_pt/utils/args.py``; their 60M-350M scripts keep it, with ``--lr 1e-3``). Muon:
+#: 3e-3 (not tuned). Others have no Adam part.
+_ADAM_LEARNING_RATES: dict[str, float] = {"scale": 2e-2, "muon": 3e-3}
+
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
@@ -71,7 +77,10 @@ class OptimizerConfig:
       name: one of :data:`OPTIMIZERS`.
       learning_rate: peak learning rate (``None``: :data:`PEAK_LEARNING_RATES` of ``name``).
       adam_learning_rate: peak rate of the AdamW that SCALE applies to 1-D parameters and of
-        the Adam that Muon applies to non-matrices (same schedule shape).
+        the Adam that Muon applies to non-matrices, on the same schedule shape: the rate at
+        step ``t`` is ``adam_learning_rate / learning_rate * lr(t)``, the authors' rule for
+        SCALE (``adam_lr / max_lr * lr``). ``None``: 2e-2 for SCALE (the authors' default
+        ``--adam_lr``), 3e-3 for Muon.
       warmup_steps: linear warm-up length (``None``: ``max(1, steps // 10)``).
       end_fraction: final learning rate as a fraction of the peak.
       weight_decay: decoupled weight decay (AdamW, SCALE).
@@ -80,7 +89,7 @@ class OptimizerConfig:
 
     name: str = "scale"
     learning_rate: float | None = None
-    adam_learning_rate: float = 3e-3
+    adam_learning_rate: float | None = None
     warmup_steps: int | None = None
     end_fraction: float = 0.1
     weight_decay: float = 0.0
@@ -92,6 +101,13 @@ class OptimizerConfig:
         if self.learning_rate is not None:
             return self.learning_rate
         return PEAK_LEARNING_RATES[self.name]
+
+    @property
+    def peak_adam_learning_rate(self) -> float:
+        """``adam_learning_rate``, or the default of ``name`` (2e-2 SCALE, 3e-3 otherwise)."""
+        if self.adam_learning_rate is not None:
+            return self.adam_learning_rate
+        return _ADAM_LEARNING_RATES.get(self.name, 3e-3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +142,7 @@ def validate_config(config: LmConfig) -> None:
         raise ConfigError(f"checkpoint_every must be >= 0, got {config.checkpoint_every}")
     if o.name not in OPTIMIZERS:
         raise ConfigError(f"optimizer.name must be one of {OPTIMIZERS}, got {o.name!r}")
-    if o.peak_learning_rate <= 0 or o.adam_learning_rate <= 0:
+    if o.peak_learning_rate <= 0 or o.peak_adam_learning_rate <= 0:
         raise ConfigError("optimizer.learning_rate and optimizer.adam_learning_rate must be > 0")
     if o.warmup_steps is not None and not 0 <= o.warmup_steps <= config.steps:
         raise ConfigError(f"optimizer.warmup_steps must be in [0, steps], got {o.warmup_steps}")

@@ -138,7 +138,9 @@ def make_optimizer(config: LmConfig) -> optax.GradientTransformation:
     """``config.optimizer.name`` with its schedule over ``config.steps`` steps.
 
     * ``adamw``: ``optax.adamw(lr, weight_decay=wd)``;
-    * ``scale``: :func:`fidia_jax.optim.scale` (1-D parameters: AdamW at ``adam_learning_rate``);
+    * ``scale``: :func:`fidia_jax.optim.scale` (1-D parameters: AdamW at
+      ``peak_adam_learning_rate``, default 2e-2 as in the authors' script, on the same schedule
+      shape, i.e. ``adam_lr / max_lr * lr(t)`` as in the authors' optimiser);
     * ``muon``: ``optax.contrib.muon`` (non-matrices: Adam at ``adam_learning_rate``);
     * ``sgd``: ``optax.sgd(lr, momentum)``.
 
@@ -147,7 +149,7 @@ def make_optimizer(config: LmConfig) -> optax.GradientTransformation:
     """
     o = config.optimizer
     lr = make_schedule(o.peak_learning_rate, config.steps, config)
-    adam_lr = make_schedule(o.adam_learning_rate, config.steps, config)
+    adam_lr = make_schedule(o.peak_adam_learning_rate, config.steps, config)
     if o.name == "adamw":
         return optax.adamw(lr, weight_decay=o.weight_decay)
     if o.name == "scale":
