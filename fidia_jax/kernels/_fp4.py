@@ -3,16 +3,20 @@
 Both roundings are written out with explicit arithmetic (round-to-nearest-even on the
 element grid) instead of ``astype(float4_e2m1fn)``, so that
 
-* the result is bit-exact against ``ml_dtypes.float4_e2m1fn`` / ``float8_e4m3fn`` for every
-  finite input (tested, including ties and the saturating largest values),
+* ``round_to_e2m1``, ``round_to_e4m3`` and ``fake_quant_nvfp4(..., rounding="exact")`` are
+  bit-exact against ``ml_dtypes.float4_e2m1fn`` / ``float8_e4m3fn`` for every finite input, and
+  the default ``fake_quant_nvfp4(..., rounding="reciprocal")`` is bit-exact against the
+  authors' torch quantiser (fixture ``tests/data/attn_qat/``) and against a numpy emulation
+  (tested, including ties, subnormal and saturating scales and signed zeros),
 * it lowers everywhere (also inside Pallas kernels, where 4-bit dtypes are not available), and
 * XLA cannot fold a pair of converts away.
 
 Divisions are avoided on purpose: XLA's vectorised float32 division on CPU is not correctly
 rounded (``4.6875 / 0.9375`` comes out one ulp above 5), which flips ties. The block quantiser
-therefore compares ``|x|`` against the exact products ``midpoint * scale`` (a few significant bits
-each, so exact in float32), and the scale ``e4m3(amax / 6)`` is corrected with exact midpoint
-comparisons against ``amax``.
+therefore compares ``|x|`` (``"exact"``) or ``|x| * float32(1/scale)`` (``"reciprocal"``, the
+reciprocal from a table) against exact midpoints (``midpoint * scale`` has a few significant
+bits, so it is exact in float32), and the scale ``e4m3(amax / 6)`` is corrected with exact
+midpoint comparisons against ``amax``.
 
 Non-finite inputs (NaN, +-Inf) are never hidden: all three functions return them unchanged at
 their position. In :func:`fake_quant_nvfp4` a non-finite element also does not take part in its
@@ -22,13 +26,37 @@ not zero its block, and an Inf does not flush its neighbours to 0). ``ml_dtypes`
 Inf (Inf becomes NaN); the bit-exact contract covers finite inputs.
 
 The NVFP4 format of NVIDIA Blackwell also carries a per-tensor FP32 second-level scale; it is
-omitted here (the block scale is ``e4m3(amax / 6)`` directly), as the Attn-QAT issue specifies.
+omitted here (the block scale is ``e4m3(amax / 6)`` directly), as the Attn-QAT issue specifies
+and as the authors' training backend runs (``use_global_sf_qkv=False``, ``use_global_sf_p=False``
+in hao-ai-lab/FastVideo ``fastvideo/attention/backends/attn_qat_train.py``).
+
+Element rounding (``fake_quant_nvfp4(..., rounding=...)``):
+
+* ``"reciprocal"`` (default, the authors' rule): ``y = x * float32(1 / scale)`` is rounded to
+  E2M1, as the authors' torch reference ``fp4_fake_quantize``
+  (``fastvideo-kernel/tests/qat_forward_reference.py``) and their Triton quantiser
+  (``nvfp4_utils._compute_quant_and_scale``: ``x * (1 / scale)``, then an RNE convert) do. The
+  float32 reciprocal is taken from a table of the eight E4M3 mantissas (correctly rounded,
+  times an exact power of two), so no platform division is involved. When ``1 / scale`` is not
+  exact (scale mantissa not a power of two), ``x * float32(1/scale)`` can land on the other side
+  of an E2M1 midpoint than the exact quotient ``x / scale``, so ties round differently from
+  ``"exact"``; bf16 inputs hit such ties often.
+* ``"exact"`` (our earlier choice, kept as an option): ``e2m1(x / scale)`` rounded from the
+  exact quotient (compared against the exact products ``midpoint * scale``), which is what a
+  bit-exact ``ml_dtypes`` ``x / scale`` then ``float4_e2m1fn`` convert gives.
+
+Both rules give the block scale ``e4m3(amax / 6)`` rounded from the exact quotient; for float32
+``amax`` that equals rounding the correctly rounded float32 quotient (as torch does), because a
+float32 quotient can only fall on an E4M3 midpoint when the exact one does. Signed zeros: the
+result carries the sign bit of ``x`` (``-0.0 -> -0.0``; a negative value that rounds to 0, or
+any negative value of a block whose scale is 0, gives ``-0.0``), as in the authors' reference.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "E2M1_MAX",
@@ -36,6 +64,7 @@ __all__ = [
     "round_to_e2m1",
     "round_to_e4m3",
     "fake_quant_nvfp4",
+    "ROUNDINGS",
 ]
 
 E2M1_MAX = 6.0
@@ -110,6 +139,24 @@ def round_to_e4m3(x: jax.Array) -> jax.Array:
     return jnp.where(_is_finite(x), jnp.where(x < 0, -q, q), x)
 
 
+ROUNDINGS: tuple[str, ...] = ("reciprocal", "exact")
+
+# float32(1 / m) for the E4M3 mantissas m = (8 + i) / 8, i = 0..7 (numpy float32 division is
+# IEEE correctly rounded); 1 / (m * 2**e) = float32(1 / m) * 2**-e exactly.
+_E4M3_MANT_RECIP = tuple(float(np.float32(1.0) / np.float32((8 + i) / 8.0)) for i in range(8))
+
+
+def _e4m3_reciprocal(scale: jax.Array) -> jax.Array:
+    """``float32(1 / scale)`` (correctly rounded) for E4M3 values ``scale > 0``; 1 where 0."""
+    m, e = jnp.frexp(scale)  # scale = m * 2**e, m in [0.5, 1): m * 16 in {8, ..., 15}
+    idx = m * 16.0 - 8.0
+    r = jnp.zeros_like(scale)
+    for i, c in enumerate(_E4M3_MANT_RECIP):
+        r = r + jnp.where(idx == float(i), c, 0.0)
+    inv = jnp.ldexp(r, 1 - e)  # 1 / (2m * 2**(e-1)) = r * 2**(1-e)
+    return jnp.where(scale > 0, inv, 1.0)
+
+
 _E2M1_MIDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 _E2M1_GAPS = (0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 2.0)
 _E2M1_NEXT_EVEN = (False, True, False, True, False, True, False)  # codes 1..7: even mantissa?
@@ -146,28 +193,43 @@ def _e4m3_of_sixth(amax: jax.Array) -> jax.Array:
     return jnp.where(up, nxt, jnp.where(dn, prv, q0))
 
 
-def fake_quant_nvfp4(x: jax.Array, *, axis: int = -1, block: int = 16) -> jax.Array:
+def fake_quant_nvfp4(
+    x: jax.Array, *, axis: int = -1, block: int = 16, rounding: str = "reciprocal"
+) -> jax.Array:
     """NVFP4 fake quantisation: E2M1 values times an E4M3 scale per ``block`` elements.
 
-    For each contiguous block of ``block`` elements along ``axis``: ``scale = e4m3(amax / 6)``,
-    ``y = e2m1(x / scale) * scale`` (``y = 0`` where the scale rounds to 0). Values slightly
-    above ``6 * scale`` (because the scale rounded down) saturate at ``+-6 * scale``.
+    For each contiguous block of ``block`` elements along ``axis``: ``scale = e4m3(amax / 6)``
+    (saturating at 448), then ``y = e2m1(x * float32(1 / scale)) * scale`` (``rounding=
+    "reciprocal"``, the authors' rule) or ``y = e2m1(x / scale) * scale`` from the exact quotient
+    (``rounding="exact"``); see the module docstring for where the two differ (ties). Values
+    beyond ``6 * scale`` (because the scale rounded down) saturate at ``+-6 * scale``. Where the
+    scale rounds to 0 the block becomes zeros. The result carries the sign bit of ``x`` (signed
+    zeros preserved, as in the authors' ``fp4_fake_quantize``).
 
     Non-finite elements (NaN, +-Inf) are returned unchanged and are left out of their block's
     ``amax``: the block's other elements quantise as if they were absent (so one NaN neither
-    zeroes nor hides its block).
+    zeroes nor hides its block). The authors' torch reference instead lets a NaN or Inf poison
+    its whole block; this is a deliberate deviation (issue 17.14), outside the fixture.
 
     Args:
       x: float array; ``x.shape[axis]`` must be a multiple of ``block``.
       axis: the axis that is grouped into blocks.
       block: block length (16 for NVFP4).
+      rounding: ``"reciprocal"`` (default) or ``"exact"``.
 
     Returns:
       Array of ``x.dtype`` and shape, holding the dequantised values (computed in float32).
 
     Raises:
-      ValueError: if ``x.shape[axis]`` is not a multiple of ``block``.
+      ValueError: if ``x.shape[axis]`` is not a multiple of ``block``, or ``rounding`` is unknown.
+
+    Source: hao-ai-lab/FastVideo ``fastvideo-kernel/tests/qat_forward_reference.py``
+    (``fp4_fake_quantize``, commit 20e4f7d3) and
+    ``fastvideo-kernel/python/fastvideo_kernel/triton_kernels/nvfp4_utils.py``; fixture
+    ``tests/data/attn_qat/``.
     """
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"fake_quant_nvfp4: rounding={rounding!r}; expected one of {ROUNDINGS}")
     axis = axis % x.ndim
     n = x.shape[axis]
     if n % block:
@@ -179,7 +241,11 @@ def fake_quant_nvfp4(x: jax.Array, *, axis: int = -1, block: int = 16) -> jax.Ar
     a = jnp.where(finite, jnp.abs(xb), 0.0)  # non-finite elements take no part in the scale
     amax = jnp.max(a, axis=-1, keepdims=True)
     scale = _e4m3_of_sixth(amax)
-    units = _e2m1_units(a, scale)
-    y = jnp.where(scale > 0, jnp.where(xb < 0, -units, units) * scale, 0.0)
+    if rounding == "exact":
+        units = _e2m1_units(a, scale)
+    else:  # |x| * float32(1/scale) (one correctly rounded product), then RNE on the E2M1 grid
+        units = _e2m1_units(a * _e4m3_reciprocal(scale), jnp.ones_like(scale))
+    mag = jnp.where(scale > 0, units * scale, 0.0)
+    y = jnp.where(jnp.signbit(xb), -mag, mag)
     y = jnp.where(finite, y, xb)
     return jnp.moveaxis(y.reshape(shape), -1, axis).astype(x.dtype)

@@ -70,6 +70,10 @@ def grads(inputs):
             R.attn_qat_reference(q, k, v, causal=True, block_k=BK, variant=variant) * do
         )
         out[variant] = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(q, k, v)
+    f = lambda q, k, v: jnp.sum(  # noqa: E731
+        R.attn_qat_reference(q, k, v, causal=True, block_k=BK, dv_weights="requantized") * do
+    )
+    out["requantized"] = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(q, k, v)
     hp = lambda q, k, v: jnp.sum(R.hp_path_reference(q, k, v, causal=True) * do)  # noqa: E731
     out["hp"] = jax.jit(jax.grad(hp, argnums=(0, 1, 2)))(q, k, v)
     return out
@@ -85,21 +89,69 @@ def test_dq_dk_equal_autodiff_of_hp_path(grads):
     assert 1e-4 < diff < 0.2 * float(jnp.max(jnp.abs(dv_hp)))
 
 
-def test_dv_is_quantised_p_transpose_do(inputs, grads):
+def test_requantized_dv_is_quantised_normalised_p_transpose_do(inputs, grads):
+    """dv_weights="requantized" (our earlier rule, the authors' legacy Triton backward)."""
     q, k, v, do = inputs
     _, _, lse = R.attn_qat_forward_reference(q, k, v, causal=True, block_k=BK)
     s = _np_scores(q, k, True)
     p = np.exp(s - np.asarray(lse, np.float64)[..., None])
     pq = np.asarray(fake_quant_nvfp4(jnp.asarray(p, jnp.float32)), np.float64)
-    np.testing.assert_allclose(
-        grads["attn_qat"][2], np.einsum("bhts,bthd->bshd", pq, np.asarray(do)), atol=2e-5
-    )
+    want = np.einsum("bhts,bthd->bshd", pq, np.asarray(do))
+    np.testing.assert_allclose(grads["requantized"][2], want, atol=2e-5)
+    np.testing.assert_array_equal(grads["requantized"][0], grads["attn_qat"][0])  # dQ unchanged
+    assert float(np.max(np.abs(grads["attn_qat"][2] - want))) > 1e-3  # the default differs
+
+
+def _np_forward_weights(q, k, causal, block_k):
+    """W[t, s] = FQ(exp(S - m_j(t))) exp(m_j(t) - lse(t)), the running max m_j after tile j
+    recomputed in numpy from the scores (float64), so that O = W V̂ and dV = Wᵀ dO."""
+    s = _np_scores(q, k, causal)
+    nb = S // block_k
+    tile_max = s.reshape(*s.shape[:-1], nb, block_k).max(-1)
+    m = np.maximum.accumulate(tile_max, axis=-1)  # (B, H, T, nb)
+    m_full = np.repeat(m, block_k, axis=-1)
+    ok = np.isfinite(m_full)
+    p = np.where(ok & np.isfinite(s), np.exp(s - np.where(ok, m_full, 0.0)), 0.0)
+    pq = np.asarray(fake_quant_nvfp4(jnp.asarray(p, jnp.float32)), np.float64)
+    ps = np.exp(s - s.max(-1, keepdims=True))
+    lse = s.max(-1) + np.log(ps.sum(-1))
+    return np.where(ok, pq * np.exp(np.where(ok, m_full, 0.0) - lse[..., None]), 0.0)
+
+
+def test_default_dv_uses_the_forwards_own_fp4_weights(inputs, grads):
+    """dv_weights="forward": the matrix W with O = W V̂ (the forward's output) is the one whose
+    transpose makes dV; brute force in numpy from the tiles' running maxima."""
+    q, k, v, do = inputs
+    w = _np_forward_weights(q, k, True, BK)
+    vh = np.asarray(fake_quant_nvfp4(v), np.float64)
+    o = R.attn_qat_forward_reference(q, k, v, causal=True, block_k=BK)[0]
+    np.testing.assert_allclose(o, np.einsum("bhts,bshd->bthd", w, vh), atol=2e-5)
+    dv = np.einsum("bhts,bthd->bshd", w, np.asarray(do, np.float64))
+    np.testing.assert_allclose(grads["attn_qat"][2], dv, atol=2e-5)
+
+
+def test_uniform_attention_over_256_keys_keeps_dv():
+    """All scores equal, S = 256: normalised P = 1/256 puts every 16-key group's E4M3 scale at 0,
+    so the requantized rule gives dV = 0; the forward's weights FQ(1)/256 do not."""
+    s_len = 256
+    v = jax.random.normal(jax.random.key(5), (1, s_len, 1, 16))
+    q, k = jnp.zeros((1, 32, 1, 16)), jnp.ones((1, s_len, 1, 16))
+    do = jax.random.normal(jax.random.key(6), (1, 32, 1, 16))
+
+    def dv(rule):
+        f = lambda v: jnp.sum(R.attn_qat_reference(q, k, v, causal=False, dv_weights=rule) * do)  # noqa: E731
+        return np.asarray(jax.grad(f)(v))
+
+    np.testing.assert_array_equal(dv("requantized"), 0.0)
+    # FQ(1) = 6 * e4m3(1/6) = 6 * 0.171875 = 1.03125, identical for every query and key
+    want = np.broadcast_to(1.03125 / s_len * np.asarray(do).sum(1, keepdims=True), v.shape)
+    np.testing.assert_allclose(dv("forward"), want, rtol=1e-6, atol=1e-7)
 
 
 def test_rowsum_ds_zero_with_hp_delta_only(inputs):
     q, k, v, do = inputs
     o, o_hp, lse = R.attn_qat_forward_reference(q, k, v, causal=True, block_k=BK)
-    kw = dict(causal=True, return_ds=True)
+    kw = dict(causal=True, return_ds=True, dv_weights="requantized")  # dS does not use dV's rule
     ds_fix = R.attn_qat_backward_reference(q, k, v, o, o_hp, lse, do, variant="attn_qat", **kw)[3]
     ds_fp4 = R.attn_qat_backward_reference(
         q, k, v, o, o_hp, lse, do, variant="attn_qat_fp4_delta", **kw
@@ -135,3 +187,7 @@ def test_validation(inputs):
         R.attn_qat_reference(q, k, v, causal=True, block_k=BK, variant="nope")
     with pytest.raises(ValueError, match="multiple of 16"):
         R.attn_qat_reference(q[..., :8], k[..., :8], v[..., :8], causal=True, block_k=BK)
+    with pytest.raises(ValueError, match="rounding"):
+        R.attn_qat_reference(q, k, v, causal=True, block_k=BK, rounding="nearest")
+    with pytest.raises(ValueError, match="dv_weights"):
+        R.attn_qat_reference(q, k, v, causal=True, block_k=BK, dv_weights="normalised")

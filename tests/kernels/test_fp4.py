@@ -1,5 +1,7 @@
 """Bit-exactness of the NVFP4 fake quantiser against ml_dtypes."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -49,12 +51,65 @@ def test_e4m3_bit_exact_including_subnormals_ties_and_max():
     assert float(round_to_e4m3(jnp.float32(1000.0))) == 448.0
 
 
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
-def test_fake_quant_matches_ml_dtypes_blockwise(dtype):
+def _blocks(dtype):
     x = np.asarray(jax.random.normal(jax.random.key(0), (3, 5, 64)) * 4).astype(np.float32)
     x[0, 0, :16] = 0.0  # all-zero block
     x[1, 1, 16:32] *= 1e-4  # tiny block (scale in the e4m3 subnormal range)
-    x = np.asarray(jnp.asarray(x, dtype).astype(jnp.float32))
+    return np.asarray(jnp.asarray(x, dtype).astype(jnp.float32))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_reciprocal_rounding_equals_numpy_multiply_by_float32_reciprocal(dtype):
+    """Default rule: e2m1(x * float32(1/scale)) * scale, emulated with numpy + ml_dtypes; for
+    bf16 it differs from the exact-quotient rule on some ties (so the two rules are distinct)."""
+    x = _blocks(dtype)
+    xb = x.reshape(3, 5, 4, 16)
+    scale = (
+        (np.abs(xb).max(-1, keepdims=True) / 6).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    )
+    inv = np.where(scale > 0, np.float32(1) / np.where(scale > 0, scale, 1), np.float32(1))
+    y = (xb * inv).astype(np.float32)
+    want = np.minimum(np.abs(y), 6).astype(ml_dtypes.float4_e2m1fn).astype(np.float32) * scale
+    want = np.where(np.signbit(xb), -want, want).reshape(x.shape)
+    got = np.asarray(jax.jit(fake_quant_nvfp4)(jnp.asarray(x, dtype)).astype(jnp.float32))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    exact = np.asarray(fake_quant_nvfp4(jnp.asarray(x, dtype), rounding="exact"), np.float32)
+    if dtype == jnp.bfloat16:
+        assert np.count_nonzero(exact != got) > 0  # ties of bf16 inputs round differently
+    with pytest.raises(ValueError, match="rounding"):
+        fake_quant_nvfp4(jnp.asarray(x), rounding="nearest")
+
+
+def test_reciprocal_table_is_correctly_rounded():
+    from fidia_jax.kernels._fp4 import _e4m3_reciprocal
+
+    vals = np.float32(
+        [i * 2.0**-9 for i in range(1, 8)]
+        + [2.0**e * (1 + m / 8) for e in range(-6, 9) for m in range(8)]
+    )
+    vals = vals[vals <= 448]
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(_e4m3_reciprocal)(jnp.asarray(vals))), np.float32(1) / vals
+    )
+
+
+def test_signed_zeros_follow_the_input():
+    x = np.zeros((3, 16), np.float32)
+    x[0, :2] = [-0.0, 0.0]  # all-zero block: -0 stays -0
+    x[1] = 1e-30  # scale rounds to 0: the block is zeros with the sign of x
+    x[1, 3] = -1e-30
+    x[2, 0], x[2, 1] = 6.0, -0.01  # -0.01 rounds to 0 within its block: -0
+    for rounding in ("reciprocal", "exact"):
+        got = np.asarray(fake_quant_nvfp4(jnp.asarray(x), rounding=rounding))
+        np.testing.assert_array_equal(got[:2], 0.0)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(x))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_fake_quant_matches_ml_dtypes_blockwise(dtype):
+    """rounding="exact": e2m1 of the exact quotient x / scale, bit-exact against ml_dtypes."""
+    x = _blocks(dtype)
     xb = x.reshape(3, 5, 4, 16)
     scale = (
         (np.abs(xb).max(-1, keepdims=True) / 6).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
@@ -63,7 +118,7 @@ def test_fake_quant_matches_ml_dtypes_blockwise(dtype):
     want = np.where(
         scale > 0, (xb / safe).astype(ml_dtypes.float4_e2m1fn).astype(np.float32) * scale, 0
     )
-    got = jax.jit(fake_quant_nvfp4)(jnp.asarray(x, dtype))
+    got = jax.jit(functools.partial(fake_quant_nvfp4, rounding="exact"))(jnp.asarray(x, dtype))
     assert got.dtype == dtype
     np.testing.assert_array_equal(
         np.asarray(got.astype(jnp.float32)),

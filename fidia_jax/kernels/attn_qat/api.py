@@ -40,6 +40,8 @@ def attn_qat(
     block_k: int | None = None,
     scale: float | None = None,
     backend: str = "auto",
+    rounding: str = "reciprocal",
+    dv_weights: str = "forward",
 ) -> jax.Array:
     """FP4 attention with the Attn-QAT (or ``"dropin"``) backward; GQA by repeating kv heads.
 
@@ -48,16 +50,23 @@ def attn_qat(
         ``T`` and ``S`` multiples of 16.
       causal: bottom-right aligned causal mask.
       variant: ``"attn_qat"`` or ``"dropin"``.
-      block_q, block_k: tile sizes (default: largest of 64/32/16 dividing ``T`` / ``S``).
+      block_q, block_k: tile sizes (default: the largest of 64/32/16 dividing ``T`` for
+        ``block_q``, and of 32/16 dividing ``S`` for ``block_k``: 32 is the authors' key tile;
+        the key tile changes the output because each ``P`` group is quantised with its tile's
+        running max; ``block_q`` only changes the speed).
       scale: softmax scale (default ``D ** -0.5``).
       backend: ``"auto"``, ``"pallas"``, ``"pallas_interpret"`` or ``"reference"``.
+      rounding: quantiser rounding, ``"reciprocal"`` (default, the authors') or ``"exact"``.
+      dv_weights: ``"forward"`` (default, the authors' forward-consistent dV) or
+        ``"requantized"`` (FQ of the normalised ``P``); see
+        :func:`fidia_jax.kernels.attn_qat.reference.attn_qat_reference`.
 
     Returns:
       ``(B, T, Hq, D)`` in ``q.dtype``; differentiable (custom VJP).
 
     Raises:
       ValueError: incompatible shapes (the message names the batch sizes, head counts or head
-        dims that disagree), unknown variant/backend.
+        dims that disagree), unknown variant/backend/rounding/dv_weights.
     """
     _ref.check_qkv(q, k, v, where="attn_qat", heads="gqa")
     hq, hkv = q.shape[2], k.shape[2]
@@ -65,11 +74,19 @@ def attn_qat(
         k = jnp.repeat(k, hq // hkv, axis=2)
         v = jnp.repeat(v, hq // hkv, axis=2)
     bq = block_q or pick_block(q.shape[1])
-    bk = block_k or pick_block(k.shape[1])
+    bk = block_k or pick_block(k.shape[1], preferred=32)
     be = resolve_backend(backend)
     if be == "reference":
         return _ref.attn_qat_reference(
-            q, k, v, causal=causal, block_k=bk, scale=scale, variant=variant
+            q,
+            k,
+            v,
+            causal=causal,
+            block_k=bk,
+            scale=scale,
+            variant=variant,
+            rounding=rounding,
+            dv_weights=dv_weights,
         )
     return _pallas.attn_qat_pallas(
         q,
@@ -80,6 +97,8 @@ def attn_qat(
         block_sizes=_pallas.BlockSizes(bq, bk),
         scale=scale,
         interpret=be == "pallas_interpret",
+        rounding=rounding,
+        dv_weights=dv_weights,
     )
 
 

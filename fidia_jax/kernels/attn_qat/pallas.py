@@ -4,12 +4,16 @@ Same semantics as :mod:`fidia_jax.kernels.attn_qat.reference` (see its docstring
 
 * forward (grid ``(B, H, T / block_q)``): online softmax over key tiles of ``block_k``; ``P``
   fake-quantised per query row in 16-key groups; denominator from the high-precision ``P``;
-  writes ``O`` (FP4 ``P``), ``O_hp`` and ``lse``;
+  writes ``O`` (FP4 ``P``), ``O_hp``, ``lse`` and the running max after each key tile
+  (``(B, H, S / block_k, T)``, the authors' saved "dV statistics");
 * ``D`` preprocessing (grid ``(B, H, T / block_q)``): ``D = rowsum(dO ∘ O_hp)`` (Attn-QAT) or
   ``rowsum(dO ∘ O)`` (drop-in);
 * dK/dV (grid ``(B, H, S / block_k)``, loop over query tiles) and dQ (grid
   ``(B, H, T / block_q)``, loop over key tiles), FlashAttention-2 style, recomputing ``P`` from
-  the (quantised, for Attn-QAT) ``Q, K`` and ``lse``; ``dV`` uses ``FQ(P)`` for Attn-QAT.
+  the (quantised, for Attn-QAT) ``Q, K`` and ``lse``; for Attn-QAT ``dV`` uses the forward's own
+  FP4 weights ``FQ(exp(S - m_j))·exp(m_j - lse)`` (``dv_weights="forward"``, default; the dK/dV
+  kernel's key tile is the forward's tile ``j``) or ``FQ(P)`` of the normalised ``P``
+  (``dv_weights="requantized"``).
 
 Q, K, V are fake-quantised by a jnp pass before the kernels (one elementwise pass; a fused
 kernel would quantise on load). Causal masking is applied elementwise on every tile (fully
@@ -33,6 +37,7 @@ from fidia_jax.kernels._dispatch import triton_params
 from fidia_jax.kernels._fp4 import fake_quant_nvfp4
 from fidia_jax.kernels.attn_qat.reference import (
     VARIANTS,
+    check_options,
     check_qkv,
     quantize_qkv,
     safe_operands,
@@ -50,11 +55,13 @@ class BlockSizes:
 
     Attributes:
       block_q: query rows per program (multiple of 16).
-      block_k: keys per inner tile (multiple of 16: P is quantised in 16-key groups).
+      block_k: keys per inner tile (multiple of 16: P is quantised in 16-key groups). Default 32,
+        the authors' ``BLOCK_N``: it sets which running max each ``P`` group is quantised with,
+        so it changes the output (not only the speed).
     """
 
     block_q: int = 64
-    block_k: int = 64
+    block_k: int = 32
 
     def __post_init__(self):
         for name in ("block_q", "block_k"):
@@ -68,7 +75,20 @@ def _iota(n):
 
 
 def _fwd_kernel(
-    q_ref, k_ref, v_ref, o_ref, ohp_ref, lse_ref, *, block_k, scale, causal, offset, quantize_p
+    q_ref,
+    k_ref,
+    v_ref,
+    o_ref,
+    ohp_ref,
+    lse_ref,
+    mx_ref,
+    *,
+    block_k,
+    scale,
+    causal,
+    offset,
+    quantize_p,
+    rounding,
 ):
     i = pl.program_id(2)
     q = q_ref[0, :, 0, :].astype(jnp.float32)
@@ -90,10 +110,11 @@ def _fwd_kernel(
         m_safe = jnp.where(jnp.isfinite(m_new), m_new, 0.0)
         alpha = jnp.exp(jnp.where(jnp.isfinite(m), m, -jnp.inf) - m_safe)
         p = jnp.where(mask, jnp.exp(s - m_safe[:, None]), 0.0)
-        p_q = fake_quant_nvfp4(p, axis=-1) if quantize_p else p
+        p_q = fake_quant_nvfp4(p, axis=-1, rounding=rounding) if quantize_p else p
         ell = alpha * ell + jnp.sum(p, axis=-1)
         acc = alpha[:, None] * acc + jnp.dot(p_q, v, precision=_HI)
         acc_hp = alpha[:, None] * acc_hp + jnp.dot(p, v, precision=_HI)
+        mx_ref[0, 0, j, :] = m_new
         return m_new, ell, acc, acc_hp
 
     init = (
@@ -110,24 +131,43 @@ def _fwd_kernel(
 
 
 def attn_qat_forward_pallas(
-    qh, kh, vh, *, causal, block_sizes: BlockSizes, scale, interpret, quantize_p=True
+    qh,
+    kh,
+    vh,
+    *,
+    causal,
+    block_sizes: BlockSizes,
+    scale,
+    interpret,
+    quantize_p=True,
+    rounding="reciprocal",
+    return_maxima=False,
 ):
     """Forward kernel on already quantised ``qh (B,T,H,D)``, ``kh, vh (B,S,H,D)`` (float32).
 
-    Returns ``(o, o_hp, lse)`` like ``reference.attn_qat_forward_reference``.
+    Returns ``(o, o_hp, lse)`` like ``reference.attn_qat_forward_reference`` (and, with
+    ``return_maxima``, the running maxima ``(S / block_k, B, H, T)`` in the reference's layout).
     """
     b, t, h, d = qh.shape
     s_len = kh.shape[1]
     bq, bk = block_sizes.block_q, block_sizes.block_k
+    nk = s_len // bk
     kernel = functools.partial(
-        _fwd_kernel, block_k=bk, scale=scale, causal=causal, offset=s_len - t, quantize_p=quantize_p
+        _fwd_kernel,
+        block_k=bk,
+        scale=scale,
+        causal=causal,
+        offset=s_len - t,
+        quantize_p=quantize_p,
+        rounding=rounding,
     )
-    return pl.pallas_call(
+    o, o_hp, lse, mx = pl.pallas_call(
         kernel,
         out_shape=(
             jax.ShapeDtypeStruct((b, t, h, d), jnp.float32),
             jax.ShapeDtypeStruct((b, t, h, d), jnp.float32),
             jax.ShapeDtypeStruct((b, h, t), jnp.float32),
+            jax.ShapeDtypeStruct((b, h, nk, t), jnp.float32),
         ),
         grid=(b, h, t // bq),
         in_specs=[
@@ -139,11 +179,15 @@ def attn_qat_forward_pallas(
             pl.BlockSpec((1, bq, 1, d), lambda i, j, n: (i, n, j, 0)),
             pl.BlockSpec((1, bq, 1, d), lambda i, j, n: (i, n, j, 0)),
             pl.BlockSpec((1, 1, bq), lambda i, j, n: (i, j, n)),
+            pl.BlockSpec((1, 1, nk, bq), lambda i, j, n: (i, j, 0, n)),
         ),
         interpret=interpret,
         compiler_params=triton_params(),
         name="attn_qat_fwd",
     )(qh, kh, vh)
+    if return_maxima:
+        return o, o_hp, lse, mx.transpose(2, 0, 1, 3)
+    return o, o_hp, lse
 
 
 def _delta_kernel(do_ref, o_ref, delta_ref):
@@ -168,6 +212,7 @@ def _dkdv_kernel(
     do_ref,
     lse_ref,
     delta_ref,
+    mx_ref,
     dk_ref,
     dv_ref,
     *,
@@ -175,7 +220,8 @@ def _dkdv_kernel(
     scale,
     causal,
     offset,
-    quantize_p,
+    dv_mode,
+    rounding,
 ):
     n = pl.program_id(2)
     k = k_ref[0, :, 0, :].astype(jnp.float32)
@@ -193,7 +239,18 @@ def _dkdv_kernel(
         delta = delta_ref[0, 0, sl]
         q_pos = j * block_q + _iota(block_q) + offset
         p = _p_tile(q, k, lse, q_pos, k_pos, scale, causal)
-        p_v = fake_quant_nvfp4(p, axis=-1) if quantize_p else p
+        if dv_mode == "plain":
+            p_v = p
+        elif dv_mode == "requantized":
+            p_v = fake_quant_nvfp4(p, axis=-1, rounding=rounding)
+        else:  # the forward's own weights: P of this tile with the forward's running max
+            m = mx_ref[0, 0, 0, sl]
+            fin = jnp.isfinite(m)
+            m_safe = jnp.where(fin, m, 0.0)
+            p_f = _p_tile(q, k, m_safe, q_pos, k_pos, scale, causal)
+            ok = fin & jnp.isfinite(lse)
+            factor = jnp.where(ok, jnp.exp(jnp.where(ok, m_safe - lse, 0.0)), 0.0)
+            p_v = fake_quant_nvfp4(p_f, axis=-1, rounding=rounding) * factor[:, None]
         dv = dv + jnp.dot(p_v.T, do, precision=_HI)
         dp = jnp.dot(do, v.T, precision=_HI)
         ds = p * (dp - delta[:, None])
@@ -229,7 +286,9 @@ def _dq_kernel(
     dq_ref[0, :, 0, :] = jax.lax.fori_loop(0, nk, body, jnp.zeros((bq, d), jnp.float32))
 
 
-def _backward(qx, kx, vx, o_delta, lse, do, *, causal, block_sizes, scale, interpret, quantize_p):
+def _backward(
+    qx, kx, vx, o_delta, lse, mx, do, *, causal, block_sizes, scale, interpret, dv_mode, rounding
+):
     b, t, h, d = qx.shape
     s_len = kx.shape[1]
     bq, bk = block_sizes.block_q, block_sizes.block_k
@@ -240,6 +299,7 @@ def _backward(qx, kx, vx, o_delta, lse, do, *, causal, block_sizes, scale, inter
     row_k = pl.BlockSpec((1, bk, 1, d), lambda i, j, n: (i, n, j, 0))
     vec_q = pl.BlockSpec((1, 1, bq), lambda i, j, n: (i, j, n))
     vec_full = pl.BlockSpec((1, 1, t), lambda i, j, n: (i, j, 0))
+    mx_tile = pl.BlockSpec((1, 1, 1, t), lambda i, j, n: (i, j, n, 0))
     delta = pl.pallas_call(
         _delta_kernel,
         out_shape=jax.ShapeDtypeStruct((b, h, t), jnp.float32),
@@ -257,19 +317,20 @@ def _backward(qx, kx, vx, o_delta, lse, do, *, causal, block_sizes, scale, inter
             scale=scale,
             causal=causal,
             offset=offset,
-            quantize_p=quantize_p,
+            dv_mode=dv_mode,
+            rounding=rounding,
         ),
         out_shape=(
             jax.ShapeDtypeStruct((b, s_len, h, d), jnp.float32),
             jax.ShapeDtypeStruct((b, s_len, h, d), jnp.float32),
         ),
         grid=(b, h, s_len // bk),
-        in_specs=[full_q, row_k, row_k, full_q, vec_full, vec_full],
+        in_specs=[full_q, row_k, row_k, full_q, vec_full, vec_full, mx_tile],
         out_specs=(row_k, row_k),
         interpret=interpret,
         compiler_params=triton_params(),
         name="attn_qat_bwd_dkdv",
-    )(qx, kx, vx, do, lse, delta)
+    )(qx, kx, vx, do, lse, delta, mx)
     dq = pl.pallas_call(
         functools.partial(_dq_kernel, block_k=bk, scale=scale, causal=causal, offset=offset),
         out_shape=jax.ShapeDtypeStruct((b, t, h, d), jnp.float32),
@@ -283,32 +344,40 @@ def _backward(qx, kx, vx, o_delta, lse, do, *, causal, block_sizes, scale, inter
     return dq, dk, dv
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6, 7))
-def _attn_qat_pallas(q, k, v, causal, variant, block_sizes, scale, interpret):
-    return _fwd(q, k, v, causal, variant, block_sizes, scale, interpret)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6, 7, 8, 9))
+def _attn_qat_pallas(q, k, v, causal, variant, block_sizes, scale, interpret, rounding, dv_weights):
+    return _fwd(q, k, v, causal, variant, block_sizes, scale, interpret, rounding, dv_weights)[0]
 
 
-def _fwd(q, k, v, causal, variant, block_sizes, scale, interpret):
-    qh, kh, vh = quantize_qkv(q, k, v)
+def _fwd(q, k, v, causal, variant, block_sizes, scale, interpret, rounding, dv_weights):
+    qh, kh, vh = quantize_qkv(q, k, v, rounding)
     if causal:  # masked slots are never read (as the reference): drop non-finite V, re-mark
         bad = visible_nonfinite(vh, q.shape[1], causal)
         (vh,) = safe_operands(vh)
-    o, o_hp, lse = attn_qat_forward_pallas(
-        qh, kh, vh, causal=causal, block_sizes=block_sizes, scale=scale, interpret=interpret
+    o, o_hp, lse, mx = attn_qat_forward_pallas(
+        qh,
+        kh,
+        vh,
+        causal=causal,
+        block_sizes=block_sizes,
+        scale=scale,
+        interpret=interpret,
+        rounding=rounding,
+        return_maxima=True,
     )
     if causal:
         o, o_hp = (jnp.where(bad, jnp.nan, x) for x in (o, o_hp))
-    return o.astype(q.dtype), (q, k, v, o, o_hp, lse)
+    return o.astype(q.dtype), (q, k, v, o, o_hp, lse, mx.transpose(1, 2, 0, 3))
 
 
-def _bwd(causal, variant, block_sizes, scale, interpret, res, do):
-    q, k, v, o, o_hp, lse = res
+def _bwd(causal, variant, block_sizes, scale, interpret, rounding, dv_weights, res, do):
+    q, k, v, o, o_hp, lse, mx = res
     if variant == "attn_qat":
-        qx, kx, vx = quantize_qkv(q, k, v)
-        o_delta, quantize_p = o_hp, True
+        qx, kx, vx = quantize_qkv(q, k, v, rounding)
+        o_delta, dv_mode = o_hp, dv_weights
     else:
         qx, kx, vx = (x.astype(jnp.float32) for x in (q, k, v))
-        o_delta, quantize_p = o, False
+        o_delta, dv_mode = o, "plain"
     if causal:  # masked (query, key) pairs are never read (as the reference)
         qx, kx, vx = safe_operands(qx, kx, vx)
     dq, dk, dv = _backward(
@@ -317,12 +386,14 @@ def _bwd(causal, variant, block_sizes, scale, interpret, res, do):
         vx,
         o_delta,
         lse,
+        mx,
         do.astype(jnp.float32),
         causal=causal,
         block_sizes=block_sizes,
         scale=scale,
         interpret=interpret,
-        quantize_p=quantize_p,
+        dv_mode=dv_mode,
+        rounding=rounding,
     )
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
 
@@ -331,7 +402,16 @@ _attn_qat_pallas.defvjp(_fwd, _bwd)
 
 
 @functools.partial(
-    jax.jit, static_argnames=("causal", "variant", "block_sizes", "scale", "interpret")
+    jax.jit,
+    static_argnames=(
+        "causal",
+        "variant",
+        "block_sizes",
+        "scale",
+        "interpret",
+        "rounding",
+        "dv_weights",
+    ),
 )
 def attn_qat_pallas(
     q: jax.Array,
@@ -343,15 +423,18 @@ def attn_qat_pallas(
     block_sizes: BlockSizes = BlockSizes(),
     scale: float | None = None,
     interpret: bool = False,
+    rounding: str = "reciprocal",
+    dv_weights: str = "forward",
 ) -> jax.Array:
     """FP4 attention (Pallas forward + Pallas backward) as a ``jax.custom_vjp``.
 
-    Same contract as ``reference.attn_qat_reference``; ``T % block_q == 0``,
-    ``S % block_k == 0``, ``D % 16 == 0``.
+    Same contract as ``reference.attn_qat_reference`` (``rounding`` and ``dv_weights`` as
+    there); ``T % block_q == 0``, ``S % block_k == 0``, ``D % 16 == 0``.
 
     Raises:
       ValueError: bad shapes (each mismatch named: batch, query/kv head counts, which must be
-        equal here, head dim, head dim not a multiple of 16, blocks) or unknown variant.
+        equal here, head dim, head dim not a multiple of 16, blocks), unknown variant, rounding
+        or dv_weights.
     """
     check_qkv(q, k, v, where="attn_qat_pallas")
     b, t, h, d = q.shape
@@ -362,5 +445,8 @@ def attn_qat_pallas(
         )
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+    check_options(rounding, dv_weights)
     scale = d**-0.5 if scale is None else scale
-    return _attn_qat_pallas(q, k, v, causal, variant, block_sizes, scale, interpret)
+    return _attn_qat_pallas(
+        q, k, v, causal, variant, block_sizes, scale, interpret, rounding, dv_weights
+    )
