@@ -18,14 +18,18 @@ Papers (the references the sources gave; authors and arXiv numbers were not avai
   Code: https://github.com/OPUSLab/SANTA (the CUDA kernel
   ``flash_style_fused_santa_fixed_tile_budgets``, read for its semantics, no code copied).
   Attn-QAT: 4-bit attention quantisation-aware training. ICML 2026.
-  Code: hao-ai-lab/FastVideo (Triton training kernels; not read, semantics from the issue text).
+  Code: hao-ai-lab/FastVideo (the torch reference ``fastvideo-kernel/tests/qat_forward_reference.py``
+  at commit 20e4f7d3, run for the fixture ``tests/data/attn_qat/``; the Triton training kernels
+  ``attn_qat_train.py`` / ``nvfp4_utils.py`` read, not run: they need a GPU).
 
-What is **reconstructed** rather than taken from the papers (see ``docs/kernels.md``): in SANTA,
-the Bernoulli ternary queries (:func:`fidia_jax.kernels.santa.ternary_query`, not used here);
-in Attn-QAT, the drop-in baseline's backward (``P`` recomputed from the unquantised ``Q, K``,
-``D = rowsum(dO ∘ O_fp4)``), the quantisation of ``P`` groups with the running max of their
-tile, ``FQ(P)`` in the backward taken on the normalised ``P``, and the omitted NVFP4 per-tensor
-FP32 scale. The bf16 baseline (softmax attention on bf16-rounded ``q, k, v``) and the
+What follows the authors' code and what is **reconstructed** (see ``docs/kernels.md`` and
+``docs/fidelity.md``): in SANTA, the Bernoulli ternary queries
+(:func:`fidia_jax.kernels.santa.ternary_query`, not used here) are reconstructed; in Attn-QAT,
+the quantiser (``x * float32(1/scale)``), the 32-key tiles with their running max, and ``dV``
+from the forward's own FP4 weights follow the authors' reference (fixture-tested); the
+drop-in baseline's backward (``P`` recomputed from the unquantised ``Q, K``,
+``D = rowsum(dO ∘ O_fp4)``) and the omitted NVFP4 per-tensor FP32 scale follow their Triton
+kernels as read, and dQ / dK are checked against autodiff of our high-precision path only. The bf16 baseline (softmax attention on bf16-rounded ``q, k, v``) and the
 experiment design (model size, steps, teacher-forced decoding, top-1 agreement) are ours, at a
 small CPU scale, not the papers' setups.
 
