@@ -7,7 +7,7 @@ PYTEST_ARGS ?= -n 2
 # The docstring examples of these modules run as written (--doctest-modules).
 DOCTEST_PATHS := fidia_jax/config.py fidia_jax/rl fidia_jax/optim fidia_jax/train
 
-.PHONY: demo test test-integration test-slow bench lint clean
+.PHONY: demo test test-integration test-slow bench lint docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,5 +44,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
+# The API reference from the docstrings (pdoc), warnings as errors; every public name of
+# tests/public_api.json must be in it (tools/build_api_docs.py). Open site/api/index.html.
+docs: $(STAMP)
+	$(PY) -m pip install --quiet 'pdoc>=15'
+	$(PY) tools/build_api_docs.py --out site/api
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) site
