@@ -40,7 +40,6 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.util
-import json
 import logging
 import os
 import sys
@@ -160,6 +159,7 @@ def _add_convention_verbs(verbs, name: str, module: str, *, guarded: bool = Fals
 
 def _config_listing(module: str, *, guarded: bool) -> str | None:
     """The presets and the config keys with the defaults of ``default`` (a ``--help`` epilog)."""
+    from fidia_jax._io import json_text
     from fidia_jax.config import config_to_dict
 
     try:
@@ -178,7 +178,7 @@ def _config_listing(module: str, *, guarded: bool) -> str | None:
             if isinstance(v, dict):
                 walk(v, f"{prefix}{k}.")
             else:
-                flat.append(f"  {prefix}{k} = {json.dumps(v)}")
+                flat.append(f"  {prefix}{k} = {json_text(v)}")
 
     walk(config_to_dict(configs.get_config("default")), "")
     return (f"presets: {', '.join(names)}\n\nconfig keys (--set KEY=VALUE), with the "
@@ -187,13 +187,14 @@ def _config_listing(module: str, *, guarded: bool) -> str | None:
 
 def _print_config(module: str):
     def run(args: argparse.Namespace):
+        from fidia_jax._io import json_text
         from fidia_jax.config import config_to_dict
 
         data_dir, args.data_dir = args.data_dir, None
         config = _load_config(module, args)
         if data_dir:
             config = _with_data_dir(config, data_dir)
-        print(json.dumps(config_to_dict(config), indent=2))
+        print(json_text(config_to_dict(config), indent=2))
 
     return run
 
