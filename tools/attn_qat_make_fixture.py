@@ -41,6 +41,8 @@ import pathlib
 import subprocess
 import sys
 
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
+
 VENV = pathlib.Path("/tmp/peer_attn_qat")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "tests" / "data" / "attn_qat"
@@ -57,13 +59,7 @@ E2M1_MIDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run(
-            [str(py), "-m", "pip", "install", "-q", "torch==2.13.0", "numpy"], check=True
-        )
-    return py
+    return _peer.make_venv(VENV, ["torch==2.13.0", "numpy"])
 
 
 def _quantiser_blocks(rng):

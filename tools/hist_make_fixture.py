@@ -55,6 +55,8 @@ import subprocess
 import sys
 import types
 
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
+
 VENV = pathlib.Path("/tmp/peer_hist")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "tests" / "data" / "hist"
@@ -104,13 +106,7 @@ PIPE = [("grid7x5", (3,)), ("blob13x9", (3, 2)), ("blob20x15", (3,)), ("lshape10
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run(
-            [str(py), "-m", "pip", "install", "-q", "torch==2.13.0", "numpy"], check=True
-        )
-    return py
+    return _peer.make_venv(VENV, ["torch==2.13.0", "numpy"])
 
 
 def _load(name: str, path: pathlib.Path, package: str | None = None):

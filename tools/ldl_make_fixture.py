@@ -28,7 +28,8 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
+
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
 
 VENV = pathlib.Path("/tmp/peer_ldl")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -50,14 +51,12 @@ ALPHA = 0.1
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        pip = [str(py), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "torch==2.13.0"], check=True)
-        subprocess.run([*pip, "--no-deps", "python-ldl==0.1.2"], check=True)
-        subprocess.run([*pip, "keras", "numpy", "scipy", "scikit-learn"], check=True)
-    return py
+    return _peer.make_venv(
+        VENV,
+        ["torch==2.13.0"],
+        ["--no-deps", "python-ldl==0.1.2"],
+        ["keras", "numpy", "scipy", "scikit-learn"],
+    )
 
 
 def _inputs(rng, c):

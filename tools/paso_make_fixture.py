@@ -52,6 +52,8 @@ import subprocess
 import sys
 import types
 
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
+
 VENV = pathlib.Path("/tmp/peer_scale_paso")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "tests" / "data" / "paso"
@@ -87,12 +89,7 @@ if os.environ.get("PASO_FIXTURE_AUTHORS"):  # peer process and its spawned worke
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        pip = [str(py), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "torch==2.13.0", "numpy", "matplotlib", "tqdm"], check=True)
-    return py
+    return _peer.make_venv(VENV, ["torch==2.13.0", "numpy", "matplotlib", "tqdm"])
 
 
 def _shares(torch) -> bool:

@@ -45,6 +45,8 @@ import pathlib
 import subprocess
 import sys
 
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
+
 VENV = pathlib.Path("/tmp/peer_rg")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "tests" / "data" / "residual_geometry"
@@ -64,13 +66,7 @@ DTYPES = ("float32", "float64")
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run(
-            [str(py), "-m", "pip", "install", "-q", "torch==2.13.0", "numpy"], check=True
-        )
-    return py
+    return _peer.make_venv(VENV, ["torch==2.13.0", "numpy"])
 
 
 def _layer(rng, s, h, rank, scale, name):

@@ -41,11 +41,11 @@ a dependency of fidia_jax: only this script and its venv use it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
-import subprocess
 import sys
+
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
 
 VENV = pathlib.Path("/tmp/peer_scale_paso")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -74,12 +74,7 @@ V, C, H = 11, 6, 9
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        pip = [str(py), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "torch==2.13.0", "numpy"], check=True)
-    return py
+    return _peer.make_venv(VENV, ["torch==2.13.0", "numpy"])
 
 
 def _load(name: str, path: pathlib.Path):
@@ -248,20 +243,13 @@ def peer(authors: pathlib.Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--authors-dir", type=pathlib.Path, required=True)
-    parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    authors = args.authors_dir.resolve()
-    if not (authors / "mem_eff_pt/pt_scale/scale_optimizer.py").exists():
-        raise SystemExit(f"{authors} is not a checkout of Minimalist_LLM_Pretraining")
-    if args.peer:
-        peer(authors)
-        return
-    py = make_venv()
-    subprocess.run(
-        [str(py), str(pathlib.Path(__file__).resolve()), "--peer", "--authors-dir", str(authors)],
-        check=True,
+    _peer.authors_main(
+        __doc__,
+        __file__,
+        repo="OptimAI-Lab/Minimalist_LLM_Pretraining",
+        marker="mem_eff_pt/pt_scale/scale_optimizer.py",
+        peer=peer,
+        venv=make_venv,
     )
 
 

@@ -31,13 +31,13 @@ seed, the cases and SKAB's metric values).
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import pathlib
-import subprocess
 import sys
 import types
+
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
 
 VENV = pathlib.Path("/tmp/peer_skab")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -60,11 +60,7 @@ CP_CASES = (
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "numpy", "pandas"], check=True)
-    return py
+    return _peer.make_venv(VENV, ["numpy", "pandas"])
 
 
 def _cells(path: pathlib.Path) -> list[ast.Module]:
@@ -241,20 +237,9 @@ def peer(authors: pathlib.Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--authors-dir", required=True, type=pathlib.Path)
-    ap.add_argument("--peer", action="store_true", help="(internal) run inside the venv")
-    args = ap.parse_args()
-    authors = args.authors_dir.resolve()
-    if not (authors / "core" / "metrics.py").exists():
-        raise SystemExit(f"{authors} is not a checkout of waico/SKAB (no core/metrics.py)")
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    if args.peer:
-        peer(authors)
-        return
-    py = make_venv()
-    subprocess.run(
-        [str(py), __file__, "--peer", "--authors-dir", str(authors)], check=True, cwd=ROOT
+    _peer.authors_main(
+        __doc__, __file__, repo="waico/SKAB", marker="core/metrics.py", peer=peer, venv=make_venv
     )
 
 

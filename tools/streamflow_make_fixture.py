@@ -49,6 +49,8 @@ import pathlib
 import subprocess
 import sys
 
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
+
 VENV = pathlib.Path("/tmp/peer_streamflow")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "tests" / "data" / "streamflow"
@@ -85,13 +87,7 @@ SHAPE = (2, 3, 2, 2)  # (B, C, H, W)
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        pip = [str(py), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "torch==2.13.0"], check=True)
-        subprocess.run([*pip, "diffusers==0.31.0", "numpy==1.26.4"], check=True)
-    return py
+    return _peer.make_venv(VENV, ["torch==2.13.0"], ["diffusers==0.31.0", "numpy==1.26.4"])
 
 
 def _probes(k: int, n: int):

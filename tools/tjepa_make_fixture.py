@@ -32,13 +32,13 @@ seeds, cases). torch is never a dependency of fidia_jax: only this script and it
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import pathlib
-import subprocess
 import sys
 import types
+
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
 
 VENV = pathlib.Path("/tmp/peer_tjepa")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -73,13 +73,7 @@ LOSS_SHAPE = {"B": 5, "F": 9, "D": 6, "M": 4, "n_t": 3}
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run(
-            [str(py), "-m", "pip", "install", "-q", "torch==2.13.0", "numpy"], check=True
-        )
-    return py
+    return _peer.make_venv(VENV, ["torch==2.13.0", "numpy"])
 
 
 def _expression(path: pathlib.Path, target: str) -> ast.expr:
@@ -251,20 +245,9 @@ def peer(authors: pathlib.Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--authors-dir", required=True, type=pathlib.Path)
-    ap.add_argument("--peer", action="store_true", help="(internal) run inside the venv")
-    args = ap.parse_args()
-    authors = args.authors_dir.resolve()
-    if not (authors / "src" / "mask.py").exists():
-        raise SystemExit(f"{authors} is not a checkout of jose-melo/t-jepa (no src/mask.py)")
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    if args.peer:
-        peer(authors)
-        return
-    py = make_venv()
-    subprocess.run(
-        [str(py), __file__, "--peer", "--authors-dir", str(authors)], check=True, cwd=ROOT
+    _peer.authors_main(
+        __doc__, __file__, repo="jose-melo/t-jepa", marker="src/mask.py", peer=peer, venv=make_venv
     )
 
 

@@ -63,6 +63,8 @@ import pathlib
 import subprocess
 import sys
 
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
+
 VENV = pathlib.Path("/tmp/peer_varsr")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "tests" / "data" / "varsr"
@@ -83,13 +85,7 @@ BICUBIC_CASES = [(1, 4), (2, 4), (3, 4), (3, 8), (5, 16), (13, 16), (2, 3)]
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run(
-            [str(py), "-m", "pip", "install", "-q", "torch==2.13.0", "numpy"], check=True
-        )
-    return py
+    return _peer.make_venv(VENV, ["torch==2.13.0", "numpy"])
 
 
 def _import_quant(authors_dir: pathlib.Path):
