@@ -113,6 +113,7 @@ def _fit(
         run=run,
         checkpoint_every=config.checkpoint_every,
         log_every=1,  # every step's loss is reported (the curves of the results file)
+        fingerprint={**train.config_fingerprint(config), "seed": int(seed)},
     )
     curve = [r["loss"] for r in res.history if "loss" in r]
     return train.merge_model(graphdef, res.state.params, res.state.model_state), curve

@@ -417,6 +417,7 @@ def train_and_evaluate(
         run=name,
         checkpoint_every=config.checkpoint_every,
         log_every=1,
+        fingerprint=train.config_fingerprint(config),
     )
     records = [r for r in result.history if "loss" in r]
     times = [r["step_time_s"] for r in records[1:]]  # step 1 includes compilation

@@ -126,6 +126,7 @@ def _fit_convae(
         num_steps=config.convae_steps,
         workdir=workdir,
         run=run,
+        fingerprint=train.config_fingerprint(config, ignore=("convae_steps", "steps")),
     )
     params = res.state.params
     chunk = 64

@@ -217,6 +217,7 @@ def fit_detector(
         num_steps=config.steps,
         workdir=workdir,
         run=run,
+        fingerprint=train.config_fingerprint(config),
     )
     params = res.state.params
     step_losses = [r["loss"] for r in res.history if "loss" in r]

@@ -227,6 +227,7 @@ def pretrain(
         train.init_train_state(params, tx, model_state=target), step_and_rank, batches(),
         num_steps=config.steps, workdir=workdir, run=method,
         checkpoint_every=config.checkpoint_every, show=("loss", "effective_rank"),
+        fingerprint=train.config_fingerprint(config),
     )  # fmt: skip
     history: dict[str, list] = {"step": [], "loss": [], "effective_rank": [], "terms": []}
     bookkeeping = ("step", "loss", "grad_norm", "nonfinite", "effective_rank")
