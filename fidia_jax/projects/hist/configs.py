@@ -47,7 +47,11 @@ class HistConfig:
       data_dir: shared data folder (``--data-dir``).
       sections: HER2ST sections used (all of one patient; the held-out one is never trained on).
       folds: how many sections are held out in turn (``0``: all; fewer to save time).
-      num_genes: genes predicted (the most expressed by mean log1p over the sections used).
+      num_genes: genes predicted (the most expressed by mean log1p, see ``gene_selection``).
+      gene_selection: which sections rank the genes: ``"all_sections"`` (default: every loaded
+        section, the held-out one included, as the HiST code's precomputed ``heg_indices``
+        and many spatial-transcriptomics benchmarks do) or ``"training_sections"`` (per fold,
+        the training sections only: nothing about the held-out section is used).
       eval_genes: the per-gene PCC averages over the first ``eval_genes`` of them.
       methods: keys of :data:`METHODS`.
       dim, heads, enc_depths, dec_depths, window, dropout: HiST (and dense transformer) sizes;
@@ -83,6 +87,7 @@ class HistConfig:
     sections: tuple[str, ...] = ("C2", "C3", "C4", "C5", "C6")
     folds: int = 0
     num_genes: int = 250
+    gene_selection: str = "all_sections"
     eval_genes: int = 50
     methods: tuple[str, ...] = ("hist", "dense", "mlp", "ridge")
     dim: int = 64
@@ -152,6 +157,11 @@ class HistConfig:
             raise ConfigError(f"need 0 <= shear_deg < 90, got {self.shear_deg}")
         if self.epochs < 1 or self.lr <= 0 or not 0 <= self.drop_p < 1:
             raise ConfigError("need epochs >= 1, lr > 0, 0 <= drop_p < 1")
+        if self.gene_selection not in ("all_sections", "training_sections"):
+            raise ConfigError(
+                "gene_selection must be 'all_sections' or 'training_sections', got "
+                f"{self.gene_selection!r}"
+            )
         if self.eval_genes < 1 or self.num_genes < self.eval_genes:
             raise ConfigError(
                 f"need 1 <= eval_genes <= num_genes, got {self.eval_genes}, {self.num_genes}"

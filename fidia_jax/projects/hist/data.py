@@ -199,6 +199,23 @@ def load_her2st(
     return out
 
 
+def her2st_files(root: pathlib.Path, name: str) -> list[pathlib.Path]:
+    """The files a HER2ST section is read from (counts, spot selection, H&E image) under
+    ``root`` (the ``her2st/`` folder); a cache of anything made from them is keyed by them."""
+    return [root / "cnts" / f"{name}.tsv.gz", root / "spots" / f"{name}_selection.tsv",
+            _image_path(root, name)]  # fmt: skip
+
+
+def files_key(paths: list[pathlib.Path]) -> str:
+    """``path:size:mtime_ns`` of each file (resolved), joined: what a cache built from them is
+    keyed by, so another data folder or a changed file never reuses it."""
+    parts = []
+    for p in paths:
+        st = p.stat()
+        parts.append(f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}")
+    return "|".join(parts)
+
+
 def _image_path(root: pathlib.Path, name: str) -> pathlib.Path:
     hits = sorted((root / "imgs").glob(f"{name}_*.jpg"))
     if not hits:
@@ -280,16 +297,21 @@ def her2st_image_features(
     if section.pixels is None:
         raise DataError(f"section {section.name} has no pixel coordinates")
     key = np.concatenate([section.coords.ravel(), [patch, context]]).astype(np.int64)
+    path = _image_path(resolve_data_dir(data_dir) / "her2st", section.name)
+    source = files_key([path])  # another folder's image, or a changed one, is not reused
     cache = None
     if cache_dir is not None:
         cache = pathlib.Path(cache_dir) / f"her2st_{section.name}_features.npz"
         if cache.is_file():
             with np.load(cache) as z:
-                if np.array_equal(z["key"], key):
+                if (
+                    np.array_equal(z["key"], key)
+                    and "source" in z.files
+                    and str(z["source"]) == source
+                ):
                     return section.with_features(z["features"])
     from PIL import Image
 
-    path = _image_path(resolve_data_dir(data_dir) / "her2st", section.name)
     Image.MAX_IMAGE_PIXELS = None
     img = np.asarray(Image.open(path).convert("RGB"))
     H, W = img.shape[:2]
@@ -310,7 +332,7 @@ def her2st_image_features(
         cache.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(cache) as tmp:
             with open(tmp, "wb") as fh:
-                np.savez(fh, features=feats, key=key)
+                np.savez(fh, features=feats, key=key, source=np.asarray(source))
     return section.with_features(feats)
 
 

@@ -33,7 +33,7 @@ from flax import nnx
 from fidia_jax import config as config_lib
 from fidia_jax import metrics, models, train
 from fidia_jax._checks import note_grid_edge
-from fidia_jax._io import atomic_path
+from fidia_jax._io import atomic_path, json_text, resolve_data_dir
 from fidia_jax.projects.hist import data, lattice
 from fidia_jax.projects.hist.configs import METHODS, HistConfig
 from fidia_jax.projects.hist.losses import masked_mse
@@ -56,13 +56,30 @@ SUMMARY_FILE = "hist_results.json"
 @dataclasses.dataclass(frozen=True)
 class Prepared:
     """Sections ready for training: ``feats[i]`` ``(n_i, F)`` float32 (z-scored per section),
-    ``y[i]`` ``(n_i, G)`` float32 log1p counts, ``coords[i]`` ``(n_i, 2)`` int32."""
+    ``y[i]`` ``(n_i, G)`` float32 log1p counts, ``coords[i]`` ``(n_i, 2)`` int32.
+
+    With ``gene_selection="training_sections"``, ``y`` holds the union of the folds' genes and
+    ``fold_genes[t]`` the columns of fold ``t`` (held-out section ``t``), most expressed in its
+    training sections first; :meth:`for_fold` gives that fold's view."""
 
     names: tuple[str, ...]
     coords: tuple[np.ndarray, ...]
     feats: tuple[np.ndarray, ...]
     y: tuple[np.ndarray, ...]
     genes: tuple[str, ...]
+    fold_genes: tuple[np.ndarray, ...] | None = None
+
+    def for_fold(self, t: int) -> Prepared:
+        """The sections with the genes of fold ``t`` (``self`` when one gene set serves all)."""
+        if self.fold_genes is None:
+            return self
+        cols = self.fold_genes[t]
+        return dataclasses.replace(
+            self,
+            y=tuple(y[:, cols] for y in self.y),
+            genes=tuple(self.genes[c] for c in cols),
+            fold_genes=None,
+        )
 
 
 def _zscore(f: np.ndarray) -> np.ndarray:
@@ -70,18 +87,41 @@ def _zscore(f: np.ndarray) -> np.ndarray:
     return ((f - f.mean(axis=0, keepdims=True)) / np.where(sd > 0, sd, 1.0)).astype(np.float32)
 
 
-def _prepare(secs: list[data.SpotSection], num_genes: int) -> Prepared:
+def _top_genes(logs: list[np.ndarray], num_genes: int) -> np.ndarray:
+    """The ``num_genes`` genes of largest mean log1p count over the spots of ``logs``."""
+    mean = np.mean(np.concatenate(logs, axis=0), axis=0)
+    return np.argsort(-mean, kind="stable")[:num_genes]
+
+
+def _prepare(
+    secs: list[data.SpotSection],
+    num_genes: int,
+    gene_selection: str = "all_sections",
+    folds: int = 0,
+) -> Prepared:
+    """Features and targets; the genes ranked over every section (``"all_sections"``) or,
+    for each of the first ``folds`` held-out sections (all when ``0``), over the others."""
     for sec in secs:
         check_finite_features(sec.features, name=f"section {sec.name}")
     logs = [np.log1p(s.counts) for s in secs]
-    mean = np.mean(np.concatenate(logs, axis=0), axis=0)
-    top = np.argsort(-mean, kind="stable")[:num_genes]
+    fold_genes = None
+    if gene_selection == "all_sections":
+        top = _top_genes(logs, num_genes)
+    else:
+        per_fold = [
+            _top_genes([lg for i, lg in enumerate(logs) if i != t], num_genes)
+            for t in range(folds or len(secs))
+        ]
+        top = np.unique(np.concatenate(per_fold))
+        where = {g: j for j, g in enumerate(top)}
+        fold_genes = tuple(np.array([where[g] for g in f], np.int64) for f in per_fold)
     return Prepared(
         tuple(s.name for s in secs),
         tuple(s.coords.astype(np.int32) for s in secs),
         tuple(_zscore(s.features) for s in secs),
         tuple(lg[:, top].astype(np.float32) for lg in logs),
         tuple(secs[0].genes[i] for i in top),
+        fold_genes,
     )
 
 
@@ -90,7 +130,9 @@ def prepare_sections(config: HistConfig, workdir: str | pathlib.Path | None = No
 
     HER2ST image features are cached in ``workdir`` (``her2st_<S>_features.npz``) and the
     prepared arrays in ``workdir/her2st_prepared.npz`` (reading the 15k-gene count tables is
-    the slow part).
+    the slow part); each cache is keyed by everything it depends on: the sections, the gene
+    count and selection, the folds, and the path, size and modification time of every file
+    read, so another data folder or a changed file is never served from it.
     """
     if config.data == "synthetic":
         secs = data.synthetic_sections(
@@ -101,29 +143,40 @@ def prepare_sections(config: HistConfig, workdir: str | pathlib.Path | None = No
             noise=config.syn_noise,
             seed=config.seed,
         )
-        return _prepare(secs, config.num_genes)
+        return _prepare(secs, config.num_genes, config.gene_selection, config.folds)
     cache = None
+    k = len(config.sections)
     if workdir is not None:
         cache = pathlib.Path(workdir) / "her2st_prepared.npz"
-        tag = f"{','.join(config.sections)}|{config.num_genes}"
+        root = resolve_data_dir(config.data_dir or None) / "her2st"
+        tag = json_text({
+            "sections": list(config.sections), "num_genes": config.num_genes,
+            "gene_selection": config.gene_selection, "folds": config.folds,
+            "files": data.files_key([f for s in config.sections for f in data.her2st_files(root, s)]),
+        })  # fmt: skip
         if cache.is_file():
             with np.load(cache, allow_pickle=False) as z:
                 if str(z["tag"]) == tag:
-                    k = len(config.sections)
+                    n_folds = int(z["n_folds"])
                     return Prepared(
                         tuple(config.sections),
                         tuple(z[f"coords{i}"] for i in range(k)),
                         tuple(z[f"feats{i}"] for i in range(k)),
                         tuple(z[f"y{i}"] for i in range(k)),
                         tuple(z["genes"].tolist()),
+                        tuple(z[f"fold{t}"] for t in range(n_folds)) if n_folds else None,
                     )
     secs = data.load_her2st(
         config.data_dir or None, tuple(config.sections), drop_spots_without_counts=True
     )
     secs = [data.her2st_image_features(s, config.data_dir or None, cache_dir=workdir) for s in secs]
-    prep = _prepare(secs, config.num_genes)
+    prep = _prepare(secs, config.num_genes, config.gene_selection, config.folds)
     if cache is not None:
-        arrays = {"tag": np.asarray(tag), "genes": np.asarray(prep.genes)}
+        n_folds = len(prep.fold_genes or ())
+        arrays = {"tag": np.asarray(tag), "genes": np.asarray(prep.genes),
+                  "n_folds": np.asarray(n_folds)}  # fmt: skip
+        for t in range(n_folds):
+            arrays[f"fold{t}"] = prep.fold_genes[t]
         for i in range(len(secs)):
             arrays.update(
                 {f"coords{i}": prep.coords[i], f"feats{i}": prep.feats[i], f"y{i}": prep.y[i]}
@@ -237,7 +290,8 @@ def _fit(model, loss_fn, config, steps, batches, *, workdir, run):
     )
     state = train.init_train_state(params, tx, model_state=model_state)
     t0 = time.perf_counter()
-    res = train.fit(state, step, batches, num_steps=steps, workdir=workdir, run=run)
+    res = train.fit(state, step, batches, num_steps=steps, workdir=workdir, run=run,
+                    fingerprint=train.config_fingerprint(config))  # fmt: skip
     train_s = time.perf_counter() - t0
     losses = [r["loss"] for r in res.history if "loss" in r]
     return train.merge_model(graphdef, res.state.params, res.state.model_state), losses, train_s
@@ -560,17 +614,19 @@ def train_and_evaluate(config: HistConfig, workdir: str | pathlib.Path) -> dict[
     out: dict[str, Any] = {
         "sections": list(prep.names),
         "n_spots": [len(c) for c in prep.coords],
-        "genes": len(prep.genes),
+        "genes": config.num_genes,
+        "gene_selection": config.gene_selection,
         "folds": [],
     }
     preds: dict[str, dict[str, np.ndarray]] = {m: {} for m in config.methods}
     for t in folds:
         train_idx = [i for i in range(k) if i != t]
-        fold = {"test": prep.names[t]}
+        view = prep.for_fold(t)  # the genes of this fold (the same for all with all_sections)
+        fold = {"test": prep.names[t], "genes": list(view.genes)}
         for m in config.methods:
-            pred, info = fit_predict(m, prep, train_idx, t, config, workdir=workdir)
+            pred, info = fit_predict(m, view, train_idx, t, config, workdir=workdir)
             preds[m][prep.names[t]] = pred
-            fold[m] = {**section_metrics(prep.y[t], pred, config.eval_genes), **info}
+            fold[m] = {**section_metrics(view.y[t], pred, config.eval_genes), **info}
         out["folds"].append(fold)
     out["mean"] = {
         m: {key: float(np.mean([f[m][key] for f in out["folds"]])) for key in _KEYS}
@@ -611,7 +667,7 @@ def train_and_evaluate(config: HistConfig, workdir: str | pathlib.Path) -> dict[
         higher_is_better=dict.fromkeys(_COLUMNS, True),
         title=f"HiST: held-out sections {tests}",
     )
-    _plot_maps(out, preds, prep, workdir / "hist_maps.png")
+    _plot_maps(out, preds, prep.for_fold(folds[0]), workdir / "hist_maps.png")
     out["predictions"] = preds
     out["prepared"] = prep
     return out

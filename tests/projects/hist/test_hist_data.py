@@ -66,20 +66,31 @@ def test_load_her2st_miniature_and_spot_without_counts(tmp_path):
         data.load_her2st(root, ("S9",))
 
 
-def test_image_features_white_vs_tissue_and_cache(tmp_path):
+def test_image_features_white_vs_tissue_and_cache(tmp_path, monkeypatch):
     root = _mini_her2st(tmp_path)
     (s,) = data.load_her2st(root, ("S1",))
     out = data.her2st_image_features(s, root, cache_dir=tmp_path / "w", patch=16, context=32)
     assert out.features.shape == (3, 33) and np.all(np.isfinite(out.features))
     tissue = 31  # "tissue_frac": fraction of pixels darker than 0.85 luminance
     assert out.features[0, tissue] == 0.0 and out.features[2, tissue] == 1.0
-    # the cache is read back (the image is no longer needed)
-    for p in (root / "her2st" / "imgs").iterdir():
-        p.unlink()
-    again = data.her2st_image_features(s, root, cache_dir=tmp_path / "w", patch=16, context=32)
+    # the cache is read back for the same files (nothing is computed)
+    with monkeypatch.context() as m:
+        m.setattr(data, "_patch_features", lambda *a: pytest.fail("recomputed"))
+        again = data.her2st_image_features(s, root, cache_dir=tmp_path / "w", patch=16, context=32)
     np.testing.assert_array_equal(again.features, out.features)
+    # issue 41: another data folder with the same spots but another image is never served from
+    # that cache (it used to be keyed by the spots alone)
+    other = _mini_her2st(tmp_path / "elsewhere")
+    from PIL import Image
+
+    (img,) = (other / "her2st" / "imgs").iterdir()
+    Image.fromarray(np.full((80, 80, 3), 255, np.uint8)).save(img)  # all white: no tissue
+    fresh = data.her2st_image_features(s, other, cache_dir=tmp_path / "w", patch=16, context=32)
+    assert fresh.features[2, tissue] == 0.0
+    for p in (other / "her2st" / "imgs").iterdir():
+        p.unlink()
     with pytest.raises(DataError, match="no H&E image"):
-        data.her2st_image_features(s, root, cache_dir=tmp_path / "other", patch=16, context=32)
+        data.her2st_image_features(s, other, cache_dir=tmp_path / "w", patch=16, context=32)
 
 
 def test_augment_lattice_distinct_points_and_identity_at_zero_strength():
