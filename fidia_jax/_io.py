@@ -212,9 +212,7 @@ def print_table(console, title: str, columns: Sequence[str], rows: Sequence[Sequ
     from rich.table import Table
 
     if is_smoke_run():
-        console.print(
-            f"smoke test (tiny settings): the numbers of '{escape(title)}' are not results"
-        )
+        console.print("smoke test (tiny settings): the numbers below are not results")
     table = Table(title=escape(title))
     for c in columns:  # headers and cells wrap, never cut ("kl_divergenc"); brackets are text
         table.add_column(escape(str(c)), overflow="fold", min_width=min(len(str(c)), 24))

@@ -450,7 +450,7 @@ def test_a_tiny_run_says_its_tables_are_not_results(registered, monkeypatch, tmp
     monkeypatch.setattr(module, "train_and_evaluate",
                         lambda config, workdir: train.print_table("scores", ["m"], [(0.5,)]))  # fmt: skip
     assert cli.main(["toy", "train", "--config", "tiny", "--workdir", str(tmp_path)]) == 0
-    assert "smoke test (tiny settings): the numbers of 'scores' are not results" in (
+    assert "smoke test (tiny settings): the numbers below are not results" in (
         capsys.readouterr().out
     )
     assert "FIDIA_SMOKE" not in os.environ  # restored after the run
