@@ -39,10 +39,15 @@ test-slow: $(STAMP)
 RUFF_VERSION := 0.17.6
 LINT_PATHS := fidia_jax tests benchmarks tools
 
+MYPY_VERSION := 2.4.1
+
+# ruff, then mypy on what users write: the README and docs/ snippets and tests/typing/ against
+# the installed, typed package (tools/typecheck.py).
 lint: $(STAMP)
-	$(PY) -m pip install --quiet ruff==$(RUFF_VERSION)
+	$(PY) -m pip install --quiet ruff==$(RUFF_VERSION) mypy==$(MYPY_VERSION)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(PY) tools/typecheck.py
 
 # The API reference from the docstrings (pdoc), warnings as errors; every public name of
 # tests/public_api.json must be in it (tools/build_api_docs.py). Open site/api/index.html.

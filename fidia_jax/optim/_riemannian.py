@@ -52,6 +52,7 @@ from fidia_jax.layers import (
     parallel_transport,
     project_to_ball,
 )
+from fidia_jax.optim._schedules import ScalarOrSchedule
 
 __all__ = [
     "RiemannianAdamState",
@@ -154,7 +155,7 @@ def poincare_retract(c=1.0, retraction: str = "expmap") -> optax.GradientTransfo
 
 
 def riemannian_sgd(
-    learning_rate: optax.ScalarOrSchedule, c=1.0, retraction: str = "expmap"
+    learning_rate: ScalarOrSchedule, c=1.0, retraction: str = "expmap"
 ) -> optax.GradientTransformation:
     """Riemannian SGD on the Poincaré ball: ``x <- R_x(-lr * grad_E f(x) / lambda_x^2)``.
 
@@ -188,7 +189,7 @@ class RiemannianAdamState(NamedTuple):
 
 
 def riemannian_adam(
-    learning_rate: optax.ScalarOrSchedule,
+    learning_rate: ScalarOrSchedule,
     c=1.0,
     b1: float = 0.9,
     b2: float = 0.999,

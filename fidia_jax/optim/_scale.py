@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import optax
 
 from fidia_jax.errors import ConfigError
+from fidia_jax.optim._schedules import ScalarOrSchedule
 
 __all__ = [
     "DEFAULT_LAST_LAYER_NAMES",
@@ -381,11 +382,11 @@ def _scale_by_adam_eps_before_correction(
 
 
 def scale(
-    learning_rate: optax.ScalarOrSchedule,
+    learning_rate: ScalarOrSchedule,
     momentum: float | jax.Array = 0.9,
     weight_decay: float | jax.Array = 0.0,
     eps: float | jax.Array = 1e-8,
-    adam_learning_rate: optax.ScalarOrSchedule | None = None,
+    adam_learning_rate: ScalarOrSchedule | None = None,
     adam_b1: float | jax.Array = 0.9,
     adam_b2: float | jax.Array = 0.999,
     adam_eps: float | jax.Array = 1e-8,

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+import jax
 import jax.numpy as jnp
 import optax
 
 from fidia_jax.errors import ConfigError
 
 __all__ = ["exponential_horizon_schedule", "inverse_time_schedule"]
+
+#: A step size or a schedule (``count -> step size``): what ``optax.ScalarOrSchedule`` means,
+#: spelled with typed names so that a type checker flags ``scale(learning_rate="oops")``
+#: (optax itself ships no type information, so its alias reads as ``Any``).
+ScalarOrSchedule = float | int | jax.Array | Callable[[jax.Array], jax.Array | float]
 
 
 def exponential_horizon_schedule(

@@ -32,7 +32,7 @@ import json
 import os
 import pathlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -222,6 +222,18 @@ def read_chain_assignments(
             raise DataError(f"{path}: entry {name!r} must be [[designed chains], [fixed chains]]")
         out[name] = (tuple(v[0]), tuple(v[1]))
     return out
+
+
+@overload
+def read_fixed_positions(
+    path: str | os.PathLike, proteins: None = None
+) -> dict[str, dict[str, list[int]]]: ...
+
+
+@overload
+def read_fixed_positions(
+    path: str | os.PathLike, proteins: Mapping[str, Protein]
+) -> dict[str, np.ndarray]: ...
 
 
 def read_fixed_positions(

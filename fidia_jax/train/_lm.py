@@ -10,7 +10,7 @@ and loop (progress, ``metrics.jsonl``, checkpoints and resume when given a workd
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -27,8 +27,12 @@ from fidia_jax.train._step import init_train_state, make_train_step, merge_model
 __all__ = ["fit_llama"]
 
 
+#: The model type ``fit_llama`` returns: the one it was given.
+_LlamaT = TypeVar("_LlamaT", Llama, LlamaVL)
+
+
 def fit_llama(
-    model: Llama | LlamaVL,
+    model: _LlamaT,
     tokens: Any,
     *,
     weights: Any = None,
@@ -40,7 +44,7 @@ def fit_llama(
     workdir: str | os.PathLike | None = None,
     run: str = "llama",
     quiet: bool = False,
-) -> tuple[Llama | LlamaVL, np.ndarray]:
+) -> tuple[_LlamaT, np.ndarray]:
     """Trains ``model`` in place on ``tokens`` with the next-token loss; returns it and the losses.
 
     Step ``t`` draws ``batch_size`` rows uniformly with replacement with

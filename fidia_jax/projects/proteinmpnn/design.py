@@ -89,7 +89,7 @@ def _short(seq: str, n: int = 60) -> str:
 
 # ----------------------------------------------------------------------------- constraints
 def run_sample(
-    out: str | os.PathLike,
+    out: str | os.PathLike | None,
     *,
     pdb: str | os.PathLike | None = None,
     chains: str | Sequence[str] | None = None,
@@ -150,7 +150,7 @@ def run_sample(
     of a sequence are joined by ``/``.
 
     Args:
-      out: output directory (created when writing).
+      out: output directory (created when writing; ``None`` with ``write=False``).
       pdb, chains, design_chains, fixed: see :func:`fidia_jax.protein.prepare_design`.
       num_samples: sequences to draw (per temperature).
       temperature: sampling temperature ``T > 0``, or several (a sequence, or a string

@@ -51,7 +51,8 @@ __all__ = [
 #: Batch sizes the stream batcher compiles by default.
 STREAM_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16)
 
-ApplyFn = Callable[[Any, jax.Array, jax.Array], jax.Array]
+#: ``apply_fn(params, x, t)``, or ``apply_fn(params, x, t, cond)`` with ``cond_shape``.
+ApplyFn = Callable[..., jax.Array]
 
 
 def linear_timesteps(num_steps: int) -> np.ndarray:
