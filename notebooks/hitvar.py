@@ -31,6 +31,25 @@
 # `FIDIA_NOTEBOOK_TINY=1` runs the `tiny` preset (32x32 crops, x2, a few steps: the numbers are
 # meaningless, the code path is the real one); otherwise the `demo` preset (minutes on 2 cores).
 
+# %% [markdown]
+# ## Install
+#
+# In a fresh Colab or Jupyter kernel the next cell installs fidia_jax with this notebook's extra
+# (`vision`). The package has no PyPI release yet: set `FIDIA_JAX_SOURCE` to a
+# clone's folder or to the repository's git URL first. Where fidia_jax is already importable
+# (the repository's `.venv`), the cell installs nothing.
+
+# %%
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("fidia_jax") is None:
+    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[vision] @ {source}" if "://" in source else f"{source}[vision]"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
+
 # %%
 import os
 import tempfile

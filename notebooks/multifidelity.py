@@ -34,6 +34,25 @@
 # FreeSolv is in the benchmark (`benchmarks/multifidelity.py`). `FIDIA_NOTEBOOK_TINY=1` shrinks
 # the run to a few training steps.
 
+# %% [markdown]
+# ## Install
+#
+# In a fresh Colab or Jupyter kernel the next cell installs fidia_jax with this notebook's extra
+# (`sciml`). The package has no PyPI release yet: set `FIDIA_JAX_SOURCE` to a
+# clone's folder or to the repository's git URL first. Where fidia_jax is already importable
+# (the repository's `.venv`), the cell installs nothing.
+
+# %%
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("fidia_jax") is None:
+    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[sciml] @ {source}" if "://" in source else f"{source}[sciml]"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
+
 # %%
 import os
 

@@ -29,6 +29,25 @@
 # `../shared/data/README.md`), else a small built-in text (the package's docstrings), so the
 # notebook runs without any data. `FIDIA_NOTEBOOK_TINY=1` shrinks everything to a few steps.
 
+# %% [markdown]
+# ## Install
+#
+# In a fresh Colab or Jupyter kernel the next cell installs fidia_jax with this notebook's extra
+# (`plot`). The package has no PyPI release yet: set `FIDIA_JAX_SOURCE` to a
+# clone's folder or to the repository's git URL first. Where fidia_jax is already importable
+# (the repository's `.venv`), the cell installs nothing.
+
+# %%
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("fidia_jax") is None:
+    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[plot] @ {source}" if "://" in source else f"{source}[plot]"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
+
 # %%
 import functools
 import os

