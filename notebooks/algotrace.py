@@ -47,8 +47,8 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("fidia_jax") is None:
-    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
-    req = f"fidia_jax[lm] @ {source}" if "://" in source else f"{source}[lm]"
+    fidia_source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[lm] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[lm]"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
 
 # %%

