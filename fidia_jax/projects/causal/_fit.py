@@ -72,7 +72,29 @@ class CfrSettings:
 
 @dataclasses.dataclass(frozen=True)
 class EgmSettings:
-    """CausalEGM training: the package's CLI defaults except ``n_iter`` (30000 there)."""
+    """CausalEGM training: the package's CLI defaults except ``n_iter`` (30000 there).
+
+    ``stream_seed``: the seed of the batch order and of the ``N(0, I)`` draws. The package's
+    ``Base_sampler`` reseeds numpy's global generator with 123 whatever the model's
+    ``random_seed``, and both streams come from that generator, so a package run varies with
+    its seed only through the TensorFlow draws (initialisation, gradient-penalty mixing
+    weights). ``123`` (default) reproduces the package's two streams exactly (same batches,
+    same ``z``; fixture-tested); ``None`` seeds them with the ``seed`` of
+    :func:`fit_causalegm` (our option: the seed then varies every random draw).
+
+    ``adam``: ``"keras"`` (default, the package's Keras Adam: ``eps`` added to ``sqrt(v)``
+    before the bias correction, ``lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)``) or ``"optax"``
+    (``optax.adam``: ``eps`` added after the bias correction; differs when ``sqrt(v_hat)`` is
+    near ``eps``). Both with ``beta1 = 0.5``, ``beta2 = 0.9``, ``eps = 1e-7``, one optimiser
+    state per group (critics; encoder, generator, ``f``, ``h``) as the package.
+
+    ``critic_tf_moments``: the critics' batch-norm variance with TensorFlow's stop-gradient on
+    the mean (default, the package; changes the gradient-penalty's parameter gradient), or
+    the exact variance (``False``); see :class:`~.model.WganCritic`.
+
+    ``alpha``, ``beta``, ``gamma``: the package's loss weights (reconstruction, treatment +
+    outcome MSE, gradient penalty; :class:`~.losses.EGMWeights`).
+    """
 
     n_iter: int = 3000
     batches_per_eval: int = 500
@@ -87,6 +109,12 @@ class EgmSettings:
     dz_units: tuple[int, ...] = (64, 32, 8)
     dv_units: tuple[int, ...] = (64, 32, 8)
     embed_dim: int = 3  # multi-arm only: W2 arm embedding size (0: one-hot only)
+    stream_seed: int | None = 123
+    adam: str = "keras"
+    critic_tf_moments: bool = True
+    alpha: float = 1.0
+    beta: float = 1.0
+    gamma: float = 10.0
 
 
 def _standardise(y):
@@ -379,48 +407,88 @@ def _labels(params):
     )
 
 
-def _package_batches(n, batch_size, count, rng):
-    """The package's ``Base_sampler`` index stream: a shuffled order walked in batches; the last
-    batch of a pass wraps around to the start of the order, then the order is reshuffled."""
-    order = rng.permutation(n)
-    out = []
-    while len(out) < count:
-        for step in range(-(-n // batch_size)):
-            if (step + 1) * batch_size <= n:
-                out.append(order[step * batch_size : (step + 1) * batch_size])
-            else:
-                out.append(
-                    np.concatenate(
-                        [order[step * batch_size :], order[: (step + 1) * batch_size - n]]
-                    )
-                )
-                rng.shuffle(order)
-            if len(out) == count:
-                break
-    return np.stack(out).astype(np.int32)
+def keras_adam(
+    learning_rate: float, b1: float = 0.5, b2: float = 0.9, eps: float = 1e-7
+) -> optax.GradientTransformation:
+    """Adam as Keras 3 (``keras.optimizers.Adam.update_step``, the package's optimiser) computes
+    it: ``m += (g - m)(1 - b1)``, ``v += (g^2 - v)(1 - b2)``,
+    ``p -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)`` (``eps`` on the raw
+    ``sqrt(v)``; ``optax.adam`` adds it after the bias correction). Defaults: the package's
+    ``beta_1 = 0.5``, ``beta_2 = 0.9`` and Keras' ``epsilon = 1e-7``."""
+
+    def init(params):
+        return (
+            jnp.zeros([], jnp.int32),
+            jax.tree.map(jnp.zeros_like, params),
+            jax.tree.map(jnp.zeros_like, params),
+        )
+
+    def update(grads, state, params=None):
+        del params
+        count, m, v = state
+        count = count + 1
+        m = jax.tree.map(lambda m_, g: m_ + (g - m_) * (1 - b1), m, grads)
+        v = jax.tree.map(lambda v_, g: v_ + (g * g - v_) * (1 - b2), v, grads)
+        t = count.astype(jnp.float32)
+        rate = learning_rate * jnp.sqrt(1 - b2**t) / (1 - b1**t)
+        updates = jax.tree.map(lambda m_, v_: -(m_ * rate) / (jnp.sqrt(v_) + eps), m, v)
+        return updates, (count, m, v)
+
+    return optax.GradientTransformation(init, update)
 
 
-def _egm_steps(graphdef, s: EgmSettings, tx_crit, tx_gen, x, t, y, weights):
+class _PackageStream:
+    """The package's batch order and ``N(0, I)`` draws (``util.Base_sampler`` and
+    ``Gaussian_sampler.get_batch``), from one legacy numpy generator as the package draws them
+    from numpy's global one: ``seed``, a shuffled order of the ``n`` rows, then per batch
+    ``batch_size`` consecutive rows of the order (the last batch of a pass wraps around to the
+    start and the order is reshuffled at the *next* batch request, as the package's generator
+    resumes), each batch followed by its ``(batch_size, z_dim)`` draw.
+
+    ``next() -> (rows_B int32, z_BxZ float32)``.
+    """
+
+    def __init__(self, n: int, batch_size: int, z_dim: int, seed: int):
+        if not 1 <= batch_size <= n:
+            raise ValueError(f"causalegm: batch_size must be in [1, {n}] (units), got {batch_size}")
+        self._rs = np.random.RandomState(seed)
+        self._order = np.arange(n)
+        self._rs.shuffle(self._order)
+        self._n, self._b, self._z = n, batch_size, z_dim
+        self._step, self._batches = 0, -(-n // batch_size)
+        self._reshuffle = False
+
+    def next(self):
+        if self._reshuffle:
+            self._rs.shuffle(self._order)
+            self._reshuffle = False
+        lo, hi = self._step * self._b, (self._step + 1) * self._b
+        if hi <= self._n:
+            rows = self._order[lo:hi]
+        else:
+            rows = np.concatenate([self._order[lo:], self._order[: hi - self._n]])
+            self._reshuffle = True
+        self._step = (self._step + 1) % self._batches
+        z = self._rs.normal(np.zeros(self._z), 1.0, (self._b, self._z)).astype(np.float32)
+        return rows.astype(np.int32), z
+
+
+def _egm_steps(graphdef, tx_crit, tx_gen, x, t, y, weights):
     """CausalEGM's two steps (:func:`fidia_jax.train.make_train_step`, the model's non-parameter
     state -- the arm embedding -- as the state's ``model_state``): the WGAN critic step on a
-    batch ``{"idx", "key"}`` (fresh ``N(0, I)`` draws and gradient-penalty mixing weights from
-    the key) and the encoder/generator step on ``{"idx", "key"}``."""
-    z_dim = sum(s.z_dims)
+    batch ``{"idx", "z", "eps"}`` (rows, ``N(0, I)`` draw, the two gradient-penalty mixing
+    weights) and the encoder/generator step on ``{"idx", "z"}``."""
 
     def crit_loss(params, rest, batch):
-        k_z, k_eps = jax.random.split(batch["key"])
-        z = jax.random.normal(k_z, (batch["idx"].shape[0], z_dim))
-        eps = jax.random.uniform(k_eps, (2,))
         m = train_lib.merge_model(graphdef, params, rest)
-        loss = losses.causalegm_critic_loss(m, z, x[batch["idx"]], eps[0], eps[1], weights)[0]
-        return loss, rest
+        v = x[batch["idx"]]
+        eps = batch["eps"]
+        return losses.causalegm_critic_loss(m, batch["z"], v, eps[0], eps[1], weights)[0], rest
 
     def gen_loss(params, rest, batch):
         b = batch["idx"]
-        z = jax.random.normal(batch["key"], (b.shape[0], z_dim))
         m = train_lib.merge_model(graphdef, params, rest)
-        loss = losses.causalegm_generator_loss(m, z, x[b], t[b], y[b], weights)[0]
-        return loss, rest
+        return losses.causalegm_generator_loss(m, batch["z"], x[b], t[b], y[b], weights)[0], rest
 
     # not donated: the two steps share one parameter tree, and the best iteration's is kept
     return (
@@ -443,48 +511,97 @@ def _check_finite(flags: list[tuple[int, str, jax.Array]]) -> None:
     flags.clear()
 
 
-def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0, *, run: str = "causalegm"):
+def _egm_model(train: CausalData, s: EgmSettings, seed: int, init):
+    k = train.num_arms
+    if init is None:
+        return nets.CausalEGM(
+            train.x.shape[1],
+            k,
+            z_dims=s.z_dims,
+            g_units=s.g_units,
+            e_units=s.e_units,
+            f_units=s.f_units,
+            h_units=s.h_units,
+            dz_units=s.dz_units,
+            dv_units=s.dv_units,
+            embed_dim=s.embed_dim,
+            critic_tf_moments=s.critic_tf_moments,
+            rngs=nnx.Rngs(seed),
+        )
+    if not isinstance(init, nets.CausalEGM):
+        raise TypeError(f"fit_causalegm: init must be a CausalEGM, got {type(init).__name__}")
+    if (init.v_dim, init.num_arms) != (train.x.shape[1], k):
+        raise ValueError(
+            f"fit_causalegm: init has v_dim={init.v_dim}, num_arms={init.num_arms}; the data "
+            f"has {train.x.shape[1]} covariates and {k} arms"
+        )
+    return init
+
+
+def fit_causalegm(
+    train: CausalData,
+    s: EgmSettings,
+    seed: int = 0,
+    *,
+    run: str = "causalegm",
+    init: nets.CausalEGM | None = None,
+):
     """Trains CausalEGM as the authors' ``CausalEGM.train``: per iteration ``g_d_freq`` critic
-    steps then one encoder/generator step, each on a fresh batch and fresh ``N(0, I)`` draws;
-    Adam(lr, beta1=0.5, beta2=0.9, eps=1e-7) for both groups; every ``batches_per_eval``
-    iterations the training-set outcome MSE is measured and the predictions of the best
-    iteration are kept (the package's model selection). With ``K > 2`` arms the arm embedding is
-    refreshed from the encoder's latents at every evaluation (:func:`~.model.arm_embedding_w2`).
+    steps then one encoder/generator step, each on the next batch of the package's stream
+    (:class:`EgmSettings` ``stream_seed``) with its ``N(0, I)`` draw; Adam(lr, beta1=0.5,
+    beta2=0.9, eps=1e-7) for each group (``s.adam``); every ``batches_per_eval`` iterations
+    (from iteration 0) the training-set outcome MSE is measured and the predictions of the best
+    iteration are kept (the package's model selection). With ``K > 2`` arms the arm embedding
+    is refreshed from the encoder's latents at every evaluation (:func:`~.model.arm_embedding_w2`).
 
     The driver keeps this outer loop (alternating critic and generator updates, model
     selection); each update is a :func:`fidia_jax.train.make_train_step` step, and progress is
     :class:`fidia_jax.train.FitProgress` (named ``run``) at every evaluation.
 
+    Random draws: ``seed`` sets the initialisation (``nnx.Rngs(seed)``; the package: TF's
+    Glorot-uniform under ``random_seed``, same distribution) and the gradient-penalty mixing
+    weights (numpy ``default_rng(seed)``; the package: ``tf.random.uniform``); the batches and
+    ``z`` follow ``s.stream_seed``. Fixture: tests/projects/causal/test_causalegm_fidelity.py.
+
+    Args:
+      train: the training units (the package's workflow uses all of them).
+      s: settings; seed: see above; run: the progress name.
+      init: start from these networks (e.g. weights copied from the package with
+        :meth:`~.model.CausalEGM.load_package_weights`) instead of a fresh initialisation;
+        its widths are used, not those of ``s``.
+
     Returns:
-      ``(predict, info)``; ``predict(x) -> (N, K)``; ``info``: ``wall_s``, ``best_iter``.
+      ``(predict, info)``; ``predict(x) -> (N, K)``; ``info``: ``wall_s``, ``best_iter``,
+      ``best_train_mse_y``, ``evals`` (``[(iteration, train MSE(y))]``).
 
     Raises:
       TrainingError: a non-finite loss or gradient (the first such step, found at the next
         evaluation).
+      ValueError: ``s.batch_size`` outside ``[1, N]``, an unknown ``s.adam``, or an ``init``
+        whose covariate width or arm count differs from the data's.
     """
+    return _fit_egm(train, s, seed, _egm_model(train, s, seed, init), run=run)
+
+
+def _fit_egm(train: CausalData, s: EgmSettings, seed: int, model, *, run: str, eps=None):
+    """:func:`fit_causalegm`'s loop; ``eps`` (``(n_iter + 1, g_d_freq, 2)``) replaces our
+    mixing-weight draws (replaying a package run)."""
+    if s.adam not in ("keras", "optax"):
+        raise ValueError(f"EgmSettings.adam must be 'keras' or 'optax', got {s.adam!r}")
     k = train.num_arms
-    model = nets.CausalEGM(
-        train.x.shape[1],
-        k,
-        z_dims=s.z_dims,
-        g_units=s.g_units,
-        e_units=s.e_units,
-        f_units=s.f_units,
-        h_units=s.h_units,
-        dz_units=s.dz_units,
-        dv_units=s.dv_units,
-        embed_dim=s.embed_dim,
-        rngs=nnx.Rngs(seed),
-    )
     graphdef, params, rest = train_lib.split_model(model)
-    adam = optax.adam(s.learning_rate, b1=0.5, b2=0.9, eps=1e-7)
+    if s.adam == "keras":
+        adam = keras_adam(s.learning_rate)
+    else:
+        adam = optax.adam(s.learning_rate, b1=0.5, b2=0.9, eps=1e-7)
     labels = _labels(params)
     tx_gen = optax.multi_transform({"gen": adam, "critic": optax.set_to_zero()}, labels)
     tx_crit = optax.multi_transform({"gen": optax.set_to_zero(), "critic": adam}, labels)
-    x = jnp.asarray(train.x)
+    x = jnp.asarray(train.x, jnp.float32)
     t = jnp.asarray(train.t)
-    y = jnp.asarray(train.y)
-    crit_step, gen_step = _egm_steps(graphdef, s, tx_crit, tx_gen, x, t, y, losses.EGMWeights())
+    y = jnp.asarray(train.y, jnp.float32)
+    weights = losses.EGMWeights(alpha=s.alpha, beta=s.beta, gamma=s.gamma)
+    crit_step, gen_step = _egm_steps(graphdef, tx_crit, tx_gen, x, t, y, weights)
 
     @jax.jit
     def evaluate(params, rest_):
@@ -493,27 +610,33 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0, *, run: str 
         pred = m.outcome(z, t)
         return jnp.mean((pred - y) ** 2), z
 
-    split_keys = jax.jit(lambda key: jax.random.split(key, s.g_d_freq + 1))
-    rng = np.random.default_rng(seed)
     n_steps = s.n_iter + 1  # the package loops range(n_iter + 1)
-    stream = _package_batches(len(train), s.batch_size, n_steps * (s.g_d_freq + 1), rng)
-    stream = stream.reshape(n_steps, s.g_d_freq + 1, -1)
-    keys = jax.random.split(jax.random.key(seed + 7), n_steps)
+    stream = _PackageStream(
+        len(train),
+        s.batch_size,
+        sum(model.z_dims),
+        seed if s.stream_seed is None else s.stream_seed,
+    )
+    if eps is None:
+        eps = np.random.default_rng(seed).uniform(size=(n_steps, s.g_d_freq, 2))
+    eps = np.asarray(eps, np.float32)
     # one parameter tree, two optimiser states: each step hands its parameters to the other
     state_c = train_lib.init_train_state(params, tx_crit, model_state=rest)
     state_g = train_lib.init_train_state(params, tx_gen, model_state=rest)
     best = (np.inf, None, -1)
+    evals: list[tuple[int, float]] = []
     flags: list[tuple[int, str, jax.Array]] = []
     progress = train_lib.FitProgress(run, n_steps, show=("train_mse_y",))
     t0 = time.perf_counter()
     try:
         for it in range(n_steps):
-            it_keys = split_keys(keys[it])
             for j in range(s.g_d_freq):
-                state_c, m = crit_step(state_c, {"idx": stream[it, j], "key": it_keys[j]})
+                rows, z = stream.next()
+                state_c, m = crit_step(state_c, {"idx": rows, "z": z, "eps": eps[it, j]})
                 flags.append((it, "critic", m["nonfinite"]))
             state_g = state_g._replace(params=state_c.params)
-            state_g, m = gen_step(state_g, {"idx": stream[it, -1], "key": it_keys[-1]})
+            rows, z = stream.next()
+            state_g, m = gen_step(state_g, {"idx": rows, "z": z})
             flags.append((it, "generator", m["nonfinite"]))
             state_c = state_c._replace(params=state_g.params)
             if it == 0:
@@ -523,15 +646,16 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0, *, run: str 
                 continue  # the package evaluates when batch_idx % batches_per_eval == 0
             _check_finite(flags)
             params = state_g.params
-            mse, z = evaluate(params, rest)
+            mse, z_all = evaluate(params, rest)
             mse = float(mse)
+            evals.append((it, mse))
             progress.update(it + 1, {"train_mse_y": mse})
             if mse < best[0]:
                 best = (mse, nnx.merge(graphdef, params, rest), it)
             if k > 2 and s.embed_dim > 0:
                 current = nnx.merge(graphdef, params, rest)
                 emb = nets.arm_embedding_w2(
-                    np.asarray(z),
+                    np.asarray(z_all),
                     train.t,
                     k,
                     s.embed_dim,
@@ -545,7 +669,13 @@ def fit_causalegm(train: CausalData, s: EgmSettings, seed: int = 0, *, run: str 
     finally:
         progress.close(f"best train MSE(y) {best[0]:.4g} at iteration {best[2]}")
     fitted = best[1]
-    info = {"wall_s": time.perf_counter() - t0, "best_iter": best[2], "best_train_mse_y": best[0]}
+    info = {
+        "wall_s": time.perf_counter() - t0,
+        "best_iter": best[2],
+        "best_train_mse_y": best[0],
+        "evals": evals,
+        "_final_params": state_g.params,
+    }
 
     def predict(x_new):
         return np.asarray(fitted.potential_outcomes(jnp.asarray(x_new, jnp.float32)), np.float64)

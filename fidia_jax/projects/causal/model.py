@@ -119,10 +119,26 @@ class WganCritic(nnx.Module):
     layer does when the model is called in training mode, as the package's training and
     gradient-penalty steps do); learnable scale and offset, ``epsilon = 1e-3`` (Keras default).
 
+    ``tf_moments`` (default ``True``, the package's behaviour): the batch variance is computed
+    as TensorFlow's ``tf.nn.moments`` (which Keras' ``BatchNormalization`` calls) computes it,
+    ``mean((h - stop_gradient(mean(h)))^2)``. Values and first derivatives are the same as
+    without the stop-gradient (the derivative through the mean is zero there), but second
+    derivatives differ, and the WGAN gradient penalty differentiates the critic's input
+    gradient with respect to its parameters: the package's critic update omits those terms.
+    ``False``: the exact variance (our option).
+
     Call: ``critic(x_BxI) -> score_Bx1``.
     """
 
-    def __init__(self, in_features: int, hidden: Sequence[int], *, rngs: nnx.Rngs):
+    def __init__(
+        self,
+        in_features: int,
+        hidden: Sequence[int],
+        *,
+        tf_moments: bool = True,
+        rngs: nnx.Rngs,
+    ):
+        self.tf_moments = bool(tf_moments)
         widths = [in_features, *hidden, 1]
         self.layers = nnx.List(
             [
@@ -138,7 +154,8 @@ class WganCritic(nnx.Module):
         for layer, scale, offset in zip(hidden, self.scales, self.offsets, strict=True):
             h = layer(x)
             mean = jnp.mean(h, axis=0, keepdims=True)
-            var = jnp.var(h, axis=0, keepdims=True)
+            centre = jax.lax.stop_gradient(mean) if self.tf_moments else mean
+            var = jnp.mean((h - centre) ** 2, axis=0, keepdims=True)
             h = (h - mean) * jax.lax.rsqrt(var + 1e-3) * scale[...][None] + offset[...][None]
             x = jnp.tanh(h)
         return last(x)
@@ -166,6 +183,8 @@ class CausalEGM(nnx.Module):
     Args:
       v_dim: covariate width; num_arms: ``K >= 2``.
       z_dims: the four latent sizes; *_units: hidden widths; embed_dim: ``m`` (multi-arm only).
+      critic_tf_moments: the critics' batch variance as TensorFlow computes it (default, the
+        package; see :class:`WganCritic`), or the exact one (``False``).
       rngs: ``nnx.Rngs`` with ``params``.
 
     Raises:
@@ -185,6 +204,7 @@ class CausalEGM(nnx.Module):
         dz_units: Sequence[int] = (64, 32, 8),
         dv_units: Sequence[int] = (64, 32, 8),
         embed_dim: int = 0,
+        critic_tf_moments: bool = True,
         rngs: nnx.Rngs,
     ):
         if num_arms < 2:
@@ -201,11 +221,50 @@ class CausalEGM(nnx.Module):
         z0, z1, z2, _ = self.z_dims
         self.g_net = DenseStack(z_total, g_units, v_dim, rngs=rngs)
         self.e_net = DenseStack(v_dim, e_units, z_total, rngs=rngs)
-        self.dz_net = WganCritic(z_total, dz_units, rngs=rngs)
-        self.dv_net = WganCritic(v_dim, dv_units, rngs=rngs)
+        self.dz_net = WganCritic(z_total, dz_units, tf_moments=critic_tf_moments, rngs=rngs)
+        self.dv_net = WganCritic(v_dim, dv_units, tf_moments=critic_tf_moments, rngs=rngs)
         self.f_net = DenseStack(z0 + z1 + code, f_units, 1, rngs=rngs)
         self.h_net = DenseStack(z0 + z2, h_units, 1 if num_arms == 2 else num_arms, rngs=rngs)
         self.embedding = nnx.Variable(jnp.zeros((num_arms, self.embed_dim)))
+
+    _NETS = ("g_net", "e_net", "f_net", "h_net", "dz_net", "dv_net")
+
+    def load_package_weights(self, weights) -> None:
+        """Sets every network's parameters from the package's Keras weights, in place.
+
+        Args:
+          weights: a mapping with, for each network ``<net>`` of ``g_net, e_net, f_net, h_net,
+            dz_net, dv_net`` and each of its dense layers ``i`` (input side first),
+            ``"<net>/<i>/kernel"`` (``(in, out)``, Keras' layout, as ours) and
+            ``"<net>/<i>/bias"``, and for each hidden layer of the critics
+            ``"<net>/<i>/gamma"`` and ``"<net>/<i>/beta"`` (batch norm scale and offset);
+            e.g. what ``tools/causalegm_make_fixture.py`` stores from the package's
+            ``all_layers``.
+
+        Raises:
+          ValueError: a missing key or a shape that differs from this model's.
+        """
+
+        def put(var, key):
+            if key not in weights:
+                raise ValueError(f"load_package_weights: weights has no {key!r}")
+            value = jnp.asarray(weights[key], var[...].dtype)
+            if value.shape != var[...].shape:
+                raise ValueError(
+                    f"load_package_weights: {key} has shape {value.shape}, "
+                    f"this model's is {var[...].shape}"
+                )
+            var[...] = value
+
+        for name in self._NETS:
+            net = getattr(self, name)
+            for i, layer in enumerate(net.layers):
+                put(layer.kernel, f"{name}/{i}/kernel")
+                put(layer.bias, f"{name}/{i}/bias")
+            if isinstance(net, WganCritic):
+                for i, (scale, offset) in enumerate(zip(net.scales, net.offsets, strict=True)):
+                    put(scale, f"{name}/{i}/gamma")
+                    put(offset, f"{name}/{i}/beta")
 
     def split(self, z_BxZ):
         """``(z0, z1, z2, z3)`` slices of a latent batch."""
