@@ -40,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 
+import _peer  # tools/_peer.py (this script's folder is on sys.path)
+
 VENV = pathlib.Path("/tmp/peer_causalegm/venv")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "tests" / "data" / "causalegm"
@@ -70,13 +72,7 @@ NETS = ("g_net", "e_net", "f_net", "h_net", "dz_net", "dv_net")
 
 
 def make_venv() -> pathlib.Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        pip = [str(py), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "tensorflow-cpu", "scikit-learn", "pandas", "python-dateutil"],
-                       check=True)  # fmt: skip
-    return py
+    return _peer.make_venv(VENV, ["tensorflow-cpu", "scikit-learn", "pandas", "python-dateutil"])
 
 
 def _weights(model) -> dict:
