@@ -70,6 +70,16 @@ __all__ = [
 ]
 
 
+def check_feature_width(feats_NxF, in_features: int, *, name: str) -> None:
+    """Raises :class:`~fidia_jax.errors.DataError` unless ``feats_NxF`` is ``(n, in_features)``
+    (a raw shape error from inside the first layer otherwise)."""
+    shape = tuple(np.shape(feats_NxF))
+    if len(shape) != 2 or shape[1] != in_features:
+        raise DataError(
+            f"{name}: feats_NxF must be (n, {in_features}) (the model's in_features), got {shape}"
+        )
+
+
 def check_finite_features(feats_NxF, mask_N=None, *, name: str = "features") -> None:
     """Raises :class:`~fidia_jax.errors.DataError` if a concrete feature of an active spot is
     NaN or infinite, naming how many and the first spot indices; traced arrays pass.
@@ -353,6 +363,7 @@ class HiST(nnx.Module):
             raise ValueError(f"HiST: window must be >= 2, got {window}")
         self.window = window
         self.levels = len(enc_depths)
+        self.in_features = int(in_features)
         self.input_proj = input_proj
         self.token_path = token_path
         self.skip_order = skip_order
@@ -428,6 +439,7 @@ class HiST(nnx.Module):
     ):
         if len(plan) != self.levels:
             raise ValueError(f"HiST: the plan has {len(plan)} levels, the model {self.levels}")
+        check_feature_width(feats_NxF, self.in_features, name="HiST")
         check_finite_features(feats_NxF, plan[0].mask, name="HiST")
         mask0 = jnp.asarray(plan[0].mask, bool)
         x = self._project(feats_NxF, deterministic)
@@ -516,6 +528,7 @@ class DenseSpotTransformer(nnx.Module):
         init_head_bias(self.head, mean_log1p_G)
 
     def __call__(self, feats_NxF, coords_Nx2, mask_N, *, deterministic: bool = True):
+        check_feature_width(feats_NxF, self.inp.in_features, name="DenseSpotTransformer")
         check_finite_features(feats_NxF, mask_N, name="DenseSpotTransformer")
         m = jnp.asarray(mask_N, bool)
         x = self.inp(feats_NxF) + sinusoidal_lattice_embedding(coords_Nx2, self.dim)

@@ -54,3 +54,23 @@ def test_the_fields_protocol_takes_the_held_out_section_in():
 def test_gene_selection_is_validated():
     with pytest.raises(ValueError, match="gene_selection"):
         get_config("tiny", gene_selection="held_out")
+
+
+def test_a_wrong_feature_width_is_one_clear_error():
+    """Issue 41: HiST / the dense transformer given features of another width name it (a raw
+    TypeError from inside the first layer before)."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from fidia_jax.errors import DataError
+    from fidia_jax.projects.hist import lattice
+    from fidia_jax.projects.hist.model import DenseSpotTransformer, HiST
+
+    coords = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.int32)
+    model = HiST(6, 3, dim=8, heads=2, enc_depths=(1,), dec_depths=(), window=2, rngs=nnx.Rngs(0))
+    plan = lattice.plan_hierarchy(coords, levels=1, window=2)
+    with pytest.raises(DataError, match=r"HiST: feats_NxF must be \(n, 6\).*got \(4, 5\)"):
+        model(jnp.zeros((4, 5)), plan)
+    dense = DenseSpotTransformer(6, 3, dim=8, heads=2, depth=1, rngs=nnx.Rngs(0))
+    with pytest.raises(DataError, match=r"DenseSpotTransformer: feats_NxF must be \(n, 6\)"):
+        dense(jnp.zeros((4, 7)), coords, np.ones(4, bool))
