@@ -27,6 +27,7 @@ import importlib
 import json
 import math
 import os
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,8 +36,10 @@ import numpy as np
 
 from fidia_jax.errors import CheckpointError, ConfigError, needs_extra
 from fidia_jax.layers import RopeScaling
+from fidia_jax.models._checkpoint_files import check_gguf, safetensors_layout
 from fidia_jax.models._init import init_without_compile
 from fidia_jax.models._llama import Llama, LlamaConfig
+from fidia_jax.models._lm_tokenizer import gguf_byte_level_bpe, gguf_sentencepiece
 
 __all__ = [
     "LMTokenizer",
@@ -266,7 +269,11 @@ def load_hf_checkpoint(
 
     Raises:
       CheckpointError: a missing file, a missing tensor, a tensor of the wrong shape, or
-        unexpected tensors (named; e.g. a vision tower).
+        unexpected tensors (named; e.g. a vision tower). Before any tensor is read (headers and
+        sizes only, see ``_checkpoint_files.safetensors_layout``): a tensor in two shards; an
+        index that puts a tensor in a shard that does not hold it, or omits one a shard holds;
+        a ``model*.safetensors`` file beside the index that it does not list; a truncated or
+        corrupt safetensors file (each named with the file and the tensor).
       ConfigError: an unsupported family or option (see :func:`hf_llama_config`).
     """
     where = "load_hf_checkpoint"
@@ -284,23 +291,14 @@ def load_hf_checkpoint(
         param_dtype=param_dtype,
         attention_impl=attention_impl,
     )
-    index = os.path.join(root, "model.safetensors.index.json")
-    single = os.path.join(root, "model.safetensors")
-    if os.path.isfile(index):
-        with open(index) as f:
-            shard_of = json.load(f)["weight_map"]
-    elif os.path.isfile(single):
-        shard_of = None
-    else:
-        raise CheckpointError(
-            f"{where}: neither model.safetensors nor model.safetensors.index.json in {root!r}"
-        )
+    holder = safetensors_layout(root, where)  # headers, sizes, index and shards checked
     tensors: dict[str, np.ndarray] = {}
-    for shard in sorted(set(shard_of.values())) if shard_of else ["model.safetensors"]:
+    for shard in sorted(set(holder.values())):
         file = os.path.join(root, shard)
-        if not os.path.isfile(file):
-            raise CheckpointError(f"{where}: shard {shard!r} named by the index is missing")
-        tensors.update(st.load_file(file))
+        try:
+            tensors.update(st.load_file(file))
+        except Exception as err:  # safetensors raises its own error types
+            raise CheckpointError(f"{where}: {file!r} could not be read: {err}") from err
     names = _our_names(cfg)
     wanted = {hf_name for hf_name, _ in names.values()}
     if hf.get("tie_word_embeddings") and "lm_head.weight" in tensors:
@@ -337,6 +335,15 @@ def _field(reader, key: str, default=None):
     if f is None:
         return default
     return f.contents()
+
+
+def _gguf_reader(gguf, file: str, where: str):
+    """``gguf.GGUFReader`` of ``file`` after :func:`check_gguf` (errors as CheckpointError)."""
+    check_gguf(file, where, gguf.GGML_QUANT_SIZES)
+    try:
+        return gguf.GGUFReader(file)
+    except (ValueError, OSError, IndexError, KeyError, struct.error) as err:
+        raise CheckpointError(f"{where}: {file!r} is not a readable GGUF file: {err}") from err
 
 
 def _unpermute_qk(w_OxI: np.ndarray, heads: int) -> np.ndarray:
@@ -435,7 +442,9 @@ def load_gguf(
 
     Raises:
       CheckpointError: not a file, a missing or unexpected tensor (named), a wrong shape; a
-        ``rope_freqs`` tensor (per-frequency RoPE factors, Llama 3.1 GGUFs: not supported).
+        file that is not GGUF, whose header runs past its end, or whose tensor data is cut short
+        (checked from the tensor table before anything is read, naming the file and the first
+        tensor that does not fit); a ``rope_freqs`` tensor (per-frequency RoPE factors, Llama 3.1 GGUFs: not supported).
       ConfigError: another architecture, or an unsupported option (named).
     """
     where = "load_gguf"
@@ -443,7 +452,7 @@ def load_gguf(
     file = os.fspath(path)
     if not os.path.isfile(file):
         raise CheckpointError(f"{where}: no file {file!r}")
-    reader = gguf.GGUFReader(file)
+    reader = _gguf_reader(gguf, file, where)
     arch = _field(reader, "general.architecture")
     if arch not in _GGUF_ARCHS:
         raise ConfigError(
@@ -569,18 +578,27 @@ def load_tokenizer(path: str | os.PathLike) -> LMTokenizer:
     """The tokenizer of a checkpoint: a Hugging Face directory or a GGUF file.
 
     Args:
-      path: a directory with ``tokenizer.json`` (read by ``tokenizers``; BOS/EOS from
-        ``tokenizer_config.json`` / ``config.json`` when present), or a ``.gguf`` file whose
-        ``tokenizer.ggml.model`` is ``llama`` (a SentencePiece vocabulary with scores and token
-        types, rebuilt as a ``sentencepiece`` BPE model: pieces, scores, types, byte fallback,
-        no dummy prefix unless ``tokenizer.ggml.add_space_prefix`` says so).
+      path: a directory with ``tokenizer.json`` (read by ``tokenizers``; BOS/EOS and
+        ``add_bos_token`` from ``tokenizer_config.json`` / ``config.json`` when present, else a
+        post-processor that puts a token first, as Llama 3's ``TemplateProcessing`` does, gives
+        the BOS id and ``add_bos``), or a ``.gguf`` file whose ``tokenizer.ggml.model`` is
+        ``llama`` (SentencePiece: pieces, scores, types, byte fallback; control and user-defined
+        tokens such as Gemma's runs of spaces matched whole; space prefix from
+        ``tokenizer.ggml.add_space_prefix``, **true when absent**, the reference's default) or
+        ``gpt2`` (byte-level BPE with ``tokenizer.ggml.merges`` and the pre-tokenizer expression
+        of ``tokenizer.ggml.pre``: ``llama-bpe`` / ``llama3``, ``qwen2``, ``default``, ...). See
+        ``fidia_jax/models/_lm_tokenizer.py``. BOS, EOS from ``tokenizer.ggml.bos_token_id`` /
+        ``eos_token_id``; ``add_bos`` from ``tokenizer.ggml.add_bos_token`` (when absent: true
+        for SentencePiece, false for BPE, the reference's defaults).
 
     Returns:
-      An :class:`LMTokenizer`.
+      An :class:`LMTokenizer`. Its ids equal those of ``transformers``' tokenizer of the same
+      file (``tests/models/test_lm_tokenizer_reference.py``).
 
     Raises:
-      CheckpointError: no tokenizer in the directory; a GGUF vocabulary of another kind
-        (``gpt2`` BPE: use the model's ``tokenizer.json``).
+      CheckpointError: no tokenizer in the directory; a broken GGUF file (named, see
+        :func:`load_gguf`); a GGUF vocabulary of another kind, or a BPE pre-tokenizer not in
+        ``_lm_tokenizer.BPE_SPLITS`` (use the model's ``tokenizer.json``).
     """
     where = "load_tokenizer"
     p = os.fspath(path)
@@ -605,54 +623,42 @@ def load_tokenizer(path: str | os.PathLike) -> LMTokenizer:
             return meta.get(key + "_id") if isinstance(meta.get(key + "_id"), int) else None
 
         bos, eos = special("bos_token"), special("eos_token")
-        return LMTokenizer(tok, bos, eos, bool(meta.get("add_bos_token", False)))
+        # a post-processor that puts a token first (Llama 3's TemplateProcessing) is the file's
+        # own BOS rule: taken when tokenizer_config.json does not say otherwise
+        plain = tok.encode("a", add_special_tokens=False).ids
+        full = tok.encode("a", add_special_tokens=True).ids
+        first = full[0] if len(full) > len(plain) and full[1 : 1 + len(plain)] == plain else None
+        if first is not None and (bos is None or bos == first):
+            bos = first
+        add_bos = meta.get("add_bos_token")
+        if not isinstance(add_bos, bool):
+            add_bos = first is not None and first == bos
+        return LMTokenizer(tok, bos, eos, add_bos)
     if not os.path.isfile(p):
         raise CheckpointError(f"{where}: {p!r} is neither a directory nor a file")
     gguf = _import("gguf")
-    reader = gguf.GGUFReader(p)
+    reader = _gguf_reader(gguf, p, where)
     kind = _field(reader, "tokenizer.ggml.model")
-    if kind != "llama":
-        raise CheckpointError(
-            f"{where}: GGUF tokenizer {kind!r} is not supported (only 'llama', SentencePiece); "
-            "use the model's tokenizer.json"
+    if kind == "llama":
+        backend, ids = gguf_sentencepiece(
+            reader,
+            _field,
+            where,
+            _import("sentencepiece"),
+            _import("sentencepiece.sentencepiece_model_pb2"),
         )
-    spm = _import("sentencepiece")
-    pb = _import("sentencepiece.sentencepiece_model_pb2")
-    tokens = _field(reader, "tokenizer.ggml.tokens")
-    scores = _field(reader, "tokenizer.ggml.scores") or [0.0] * len(tokens)
-    types = _field(reader, "tokenizer.ggml.token_type") or [1] * len(tokens)
-    model = pb.ModelProto()
-    for piece, score, typ in zip(tokens, scores, types, strict=True):
-        sp = model.pieces.add()
-        sp.piece, sp.score, sp.type = piece, float(score), int(typ)  # same enum as GGUF's
-    ts = model.trainer_spec
-    ts.model_type = pb.TrainerSpec.BPE
-    ts.byte_fallback = any(int(t) == 6 for t in types)
-    ids = {
-        "unk": _field(reader, "tokenizer.ggml.unknown_token_id"),
-        "bos": _field(reader, "tokenizer.ggml.bos_token_id"),
-        "eos": _field(reader, "tokenizer.ggml.eos_token_id"),
-        "pad": _field(reader, "tokenizer.ggml.padding_token_id"),
-    }
-    ts.unk_id = int(ids["unk"]) if ids["unk"] is not None else -1
-    ts.bos_id = int(ids["bos"]) if ids["bos"] is not None else -1
-    ts.eos_id = int(ids["eos"]) if ids["eos"] is not None else -1
-    ts.pad_id = int(ids["pad"]) if ids["pad"] is not None else -1
-    ns = model.normalizer_spec
-    ns.name = "identity"
-    ns.add_dummy_prefix = bool(_field(reader, "tokenizer.ggml.add_space_prefix", False))
-    ns.remove_extra_whitespaces = False
-    ns.escape_whitespaces = True
-    proc = spm.SentencePieceProcessor()
-    try:
-        proc.LoadFromSerializedProto(model.SerializeToString())
-    except RuntimeError as err:
+    elif kind == "gpt2":
+        backend, ids = gguf_byte_level_bpe(reader, _field, where, _import("tokenizers"))
+    else:
         raise CheckpointError(
-            f"{where}: the GGUF vocabulary is not a valid SentencePiece one: {err}"
-        ) from err
-    add_bos = bool(_field(reader, "tokenizer.ggml.add_bos_token", True))
+            f"{where}: GGUF tokenizer {kind!r} of {p!r} is not supported (only 'llama', "
+            "SentencePiece, and 'gpt2', byte-level BPE); use the model's tokenizer.json"
+        )
+    # without tokenizer.ggml.add_bos_token, transformers (the reference) adds BOS to a
+    # SentencePiece vocabulary and none to a byte-level BPE one
+    add_bos = bool(_field(reader, "tokenizer.ggml.add_bos_token", kind == "llama"))
     return LMTokenizer(
-        proc,
+        backend,
         None if ids["bos"] is None else int(ids["bos"]),
         None if ids["eos"] is None else int(ids["eos"]),
         add_bos,
