@@ -99,9 +99,13 @@ def _convention_verb(module: str, file: str, function: str):
     def run(args: argparse.Namespace):
         data_dir, args.data_dir = args.data_dir, None
         config = _load_config(module, args)  # a bad config: one error line and nothing else
+        from fidia_jax import parallel
+
+        primary = (parallel.launcher_process() or (0, 1))[0] == 0  # only process 0 speaks
         # the first line within seconds of the start: the driver, JAX and the data load longer
-        print(f"{_PROG} {args.project} {args.verb}: config {args.config}, workdir {args.workdir}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        if primary:
+            print(f"{_PROG} {args.project} {args.verb}: config {args.config}, "
+                  f"workdir {args.workdir}", file=sys.stderr, flush=True)  # fmt: skip
         if data_dir:  # after the first line: a note when the project reads no data directory
             config = _with_data_dir(config, data_dir)
         smoke = args.config == "tiny" and "FIDIA_SMOKE" not in os.environ
@@ -114,7 +118,8 @@ def _convention_verb(module: str, file: str, function: str):
         finally:
             if smoke:
                 os.environ.pop("FIDIA_SMOKE", None)
-        print(f"{_PROG} {args.project} {args.verb}: outputs in {args.workdir}", file=sys.stderr)
+        if primary:
+            print(f"{_PROG} {args.project} {args.verb}: outputs in {args.workdir}", file=sys.stderr)
         return result
 
     return run

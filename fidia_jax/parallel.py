@@ -48,6 +48,8 @@ __all__ = [
     "distributed_env",
     "initialize_distributed",
     "is_primary",
+    "launcher_process",
+    "single_process_driver",
     "param_shardings",
     "place_params",
     "put",
@@ -139,9 +141,68 @@ def initialize_distributed(environ: Mapping[str, str] | None = None) -> bool:
     return True
 
 
+def launcher_process(environ: Mapping[str, str] | None = None) -> tuple[int, int] | None:
+    """``(index, count)`` of this process when a launcher started several, else ``None``.
+
+    Read from the environment alone (no JAX call), in :func:`distributed_env`'s order:
+    ``JAX_PROCESS_ID`` / ``JAX_NUM_PROCESSES``, ``SLURM_PROCID`` / ``SLURM_NTASKS``,
+    ``OMPI_COMM_WORLD_RANK`` / ``OMPI_COMM_WORLD_SIZE``, ``TPU_WORKER_ID`` and the host list.
+    ``None`` also when the launcher's variables do not name this process's index.
+
+    Example:
+      >>> launcher_process({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_PROCESS_ID": "1",
+      ...                   "JAX_NUM_PROCESSES": "2"})
+      (1, 2)
+      >>> launcher_process({}) is None
+      True
+    """
+    env = os.environ if environ is None else environ
+    try:
+        if distributed_env(env) is None:
+            return None
+    except ConfigError:
+        return None
+    hosts = env.get("TPU_PROCESS_ADDRESSES") or env.get("TPU_WORKER_HOSTNAMES") or ""
+    n_hosts = str(len([h for h in hosts.split(",") if h.strip()]))
+    pairs = (
+        ("JAX_PROCESS_ID", "JAX_NUM_PROCESSES"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("TPU_WORKER_ID", None),
+    )
+    for rank, size in pairs:
+        count = env.get(size) if size else n_hosts
+        try:
+            if env.get(rank) is not None and count is not None:
+                return int(env[rank]), int(count)
+        except ValueError:
+            return None
+    return None
+
+
 def is_primary() -> bool:
-    """``True`` on the process that writes files (process 0; always on a single host)."""
-    return jax.process_index() == 0
+    """``True`` on the process that writes files and prints (process 0; always on one host).
+
+    A process that a launcher started as index ``i > 0`` (:func:`launcher_process`) but whose
+    driver never called :func:`initialize_distributed` is not primary either: JAX sees it as a
+    lone process 0, yet only the launcher's process 0 may write the shared workdir.
+    """
+    if jax.process_index() != 0:
+        return False
+    if jax.process_count() > 1:
+        return True
+    launched = launcher_process()
+    return launched is None or launched[0] == 0
+
+
+def single_process_driver() -> bool:
+    """``True`` on a launcher's process ``i > 0`` whose driver did not join the distributed
+    runtime (:func:`initialize_distributed` not called, so it cannot share the work): such a
+    process must not repeat process 0's run (:func:`fidia_jax.train.fit` exits it)."""
+    if jax.process_count() > 1:
+        return False
+    launched = launcher_process()
+    return launched is not None and launched[0] != 0
 
 
 def data_mesh(

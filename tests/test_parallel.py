@@ -126,3 +126,38 @@ def test_initialize_distributed_runs_once_and_only_when_asked(monkeypatch):
     assert calls == [{"coordinator_address": "h:1", "num_processes": 2, "process_id": 0}]
     assert parallel.is_primary()
     parallel.sync("no-op on one process")
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, None),
+        ({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_PROCESS_ID": "1", "JAX_NUM_PROCESSES": "2"},
+         (1, 2)),
+        ({"JAX_COORDINATOR_ADDRESS": "h:1"}, None),  # JAX detects the index: unknown here
+        ({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_PROCESS_ID": "x", "JAX_NUM_PROCESSES": "2"},
+         None),
+        ({"SLURM_JOB_ID": "1", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_PROCID": "3",
+          "SLURM_LOCALID": "1", "SLURM_NTASKS": "4"}, (3, 4)),
+        ({"SLURM_JOB_ID": "1", "SLURM_STEP_NODELIST": "n1", "SLURM_PROCID": "0",
+          "SLURM_LOCALID": "0", "SLURM_NTASKS": "1"}, None),  # one task: not a launch
+        ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"}, (1, 2)),
+        ({"TPU_WORKER_HOSTNAMES": "a,b,c,d", "TPU_WORKER_ID": "2"}, (2, 4)),
+    ],
+)  # fmt: skip
+def test_launcher_process(env, expected):
+    assert parallel.launcher_process(env) == expected
+
+
+def test_a_launched_process_that_did_not_join_is_not_primary(monkeypatch):
+    for var in ("SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "TPU_WORKER_HOSTNAMES",
+                "TPU_PROCESS_ADDRESSES"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "localhost:1")
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "2")
+    monkeypatch.setenv("JAX_PROCESS_ID", "1")
+    assert not parallel.is_primary() and parallel.single_process_driver()
+    monkeypatch.setenv("JAX_PROCESS_ID", "0")
+    assert parallel.is_primary() and not parallel.single_process_driver()
+    monkeypatch.delenv("JAX_COORDINATOR_ADDRESS")
+    assert parallel.is_primary() and not parallel.single_process_driver()

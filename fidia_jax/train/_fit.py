@@ -13,6 +13,7 @@ import math
 import os
 import pathlib
 import shutil
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -110,6 +111,13 @@ def fit(
     at ``num_steps`` when there is one and refuses otherwise. ``metrics.jsonl`` is never cut
     below the newest checkpoint, and a resumed run never retrains from scratch.
 
+    Several processes (see ``docs/distributed.md``): when the driver joined the distributed
+    runtime (:func:`fidia_jax.parallel.initialize_distributed`), every process runs the loop on
+    the global mesh of its ``step_fn`` and only process 0 writes files and shows progress. When
+    a launcher started several processes but the driver did not join, the driver cannot share
+    the work: process 0 runs it alone and every other process leaves here at once
+    (``SystemExit(0)`` after a one-line status), so the run is never done twice.
+
     Returns:
       A :class:`FitResult`.
 
@@ -118,6 +126,8 @@ def fit(
         loss are named; the error's ``state`` attribute holds the state reached, whose
         parameters are the last finite ones); the files written so far stay consistent.
       ValueError: ``num_steps < 0`` or a negative period.
+      SystemExit: (code 0) on a launcher's process other than 0 when the driver did not join
+        the distributed runtime (see above).
       CheckpointError: resuming a run whose saved ``fingerprint`` differs, whose newest
         checkpoint lies beyond ``num_steps`` with none kept at ``num_steps``, or whose saved
         tree does not fit ``state`` (another model size: the differing leaves are named).
@@ -127,6 +137,14 @@ def fit(
             f"fit: num_steps, checkpoint_every, eval_every and max_nonfinite must be >= 0, got "
             f"{num_steps}, {checkpoint_every}, {eval_every}, {max_nonfinite}"
         )
+    if parallel.single_process_driver():
+        index, count = parallel.launcher_process()
+        print(
+            f"{run}: process {index}/{count}: this driver runs on process 0 only; exiting",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(0)
     log_every = max(1, num_steps // 100) if log_every is None else max(1, int(log_every))
     workdir = None if workdir is None else pathlib.Path(workdir)
     metrics_path = None if workdir is None else workdir / "metrics.jsonl"

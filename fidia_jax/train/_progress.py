@@ -4,6 +4,10 @@ Everything goes to stderr except tables (stdout). On a terminal a fit shows a ``
 bar (a compile phase first, then steps/s, loss and ETA); in a log or a pipe it prints one plain
 line at the start, one when compilation is done and about ten while it runs, so CI logs and
 ``nohup`` files show progress too. ``FIDIA_QUIET=1`` (or ``quiet=True``) silences all of it.
+
+In a multi-process run (:func:`fidia_jax.parallel.initialize_distributed`) only process 0 shows
+stages, bars and tables; every other process prints one status line per fit when it ends
+(``<run>: process i/n done``), so n processes do not print n copies of the same display.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from fidia_jax import parallel
 from fidia_jax._io import make_console
 from fidia_jax._io import print_table as _print_table
 
@@ -28,7 +33,7 @@ def is_quiet() -> bool:
 
 
 def _err_console():
-    return None if is_quiet() else make_console(stderr=True)
+    return None if is_quiet() or not parallel.is_primary() else make_console(stderr=True)
 
 
 @contextlib.contextmanager
@@ -52,11 +57,13 @@ def stage(description: str) -> Iterator[None]:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A labelled table on stdout (nothing when quiet); no cell or header is cut.
+    """A labelled table on stdout (nothing when quiet, nor on a process other than 0); no cell or
+    header is cut.
 
     Floats are shown with 3 decimals (format a value yourself for another precision).
     """
-    _print_table(None if is_quiet() else make_console(), title, columns, rows)
+    show = not is_quiet() and parallel.is_primary()
+    _print_table(make_console() if show else None, title, columns, rows)
 
 
 def _fmt(metrics: Mapping[str, float], keys: Sequence[str]) -> str:
@@ -72,6 +79,9 @@ class FitProgress:
       start: steps already done (a resumed run).
       show: the metric names shown beside the bar (those present).
       quiet: print nothing (also when ``$FIDIA_QUIET`` is set).
+
+    On a process other than 0 of a multi-process run nothing is shown but one line at
+    :meth:`close` (``<name>: process i/n done``, on stderr; none when quiet).
     """
 
     def __init__(
@@ -85,6 +95,7 @@ class FitProgress:
     ):
         self.name, self.total, self.start, self.show = name, int(total), int(start), tuple(show)
         self.console = None if quiet else _err_console()
+        self._status = not quiet and not is_quiet() and not parallel.is_primary()
         self._bar = None
         self._t0 = time.perf_counter()
         self._t_compiled: float | None = None
@@ -169,3 +180,15 @@ class FitProgress:
             self._bar = None
         if self.console is not None and message:
             self.console.print(f"{self.name}: {message}", highlight=False, markup=False)
+        if self._status:
+            import jax
+
+            self._status = False
+            index, count = jax.process_index(), jax.process_count()
+            if count == 1:  # a launcher's process that did not join the runtime
+                index, count = parallel.launcher_process() or (index, count)
+            make_console(stderr=True).print(
+                f"{self.name}: process {index}/{count} done",
+                highlight=False,
+                markup=False,
+            )
