@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from fidia_jax.errors import DataError
+
 __all__ = ["Degradation", "degrade", "make_sr_pairs"]
 
 
@@ -49,6 +51,21 @@ class Degradation:
             )
 
 
+_RANGE_TOL = 1e-6  # float slack on the [0, 1] range (an 8-bit image is off by ~255)
+
+
+def _check_range(x: np.ndarray, where: str, name: str) -> None:
+    """Raise :class:`DataError` naming ``name`` for non-finite values or values off ``[0, 1]``."""
+    x = np.asarray(x)
+    if not np.all(np.isfinite(x)):
+        raise DataError(f"{where}: {name} has non-finite values (NaN or inf)")
+    if x.size and (float(x.min()) < -_RANGE_TOL or float(x.max()) > 1.0 + _RANGE_TOL):
+        raise DataError(
+            f"{where}: {name} must be float in [0, 1], got values in "
+            f"[{float(x.min()):.4g}, {float(x.max()):.4g}] (an 8-bit image? divide by 255)"
+        )
+
+
 def _check_image(hr: np.ndarray, scale: int, where: str) -> None:
     if hr.ndim != 3 or hr.shape[-1] != 3:
         raise ValueError(
@@ -58,8 +75,7 @@ def _check_image(hr: np.ndarray, scale: int, where: str) -> None:
         raise ValueError(
             f"{where}: scale {scale} must divide the image size {hr.shape[0]}x{hr.shape[1]}"
         )
-    if not np.all(np.isfinite(hr)):
-        raise ValueError(f"{where}: the image has non-finite values")
+    _check_range(hr, where, "hr")
 
 
 def degrade(
@@ -76,8 +92,9 @@ def degrade(
       ``(H / scale, W / scale, 3)`` float32 in ``[0, 1]``.
 
     Raises:
-      ValueError: an image that is not ``(H, W, 3)``, a scale that does not divide its size, or
-        non-finite pixels.
+      ValueError: an image that is not ``(H, W, 3)`` or a scale that does not divide its size.
+      DataError: (a ``ValueError``) non-finite pixels, or pixels outside ``[0, 1]`` (beyond
+        ``1e-6``), e.g. an 8-bit image in ``0..255``; nothing is clipped silently.
     """
     import scipy.ndimage  # jax's dependency
     from PIL import Image  # matplotlib's dependency (a core one here)
@@ -142,6 +159,7 @@ def make_sr_pairs(
 
     Raises:
       ValueError: no images, ``n < 1``, or a scale that does not divide ``hr_size``.
+      DataError: an image (``images[i]``) with non-finite values or values outside ``[0, 1]``.
     """
     from fidia_jax.data import random_crops  # the shared crop sampler (another module)
 
@@ -152,6 +170,8 @@ def make_sr_pairs(
         raise ValueError(f"make_sr_pairs: n must be >= 1, got {n}")
     if hr_size % degradation.scale:
         raise ValueError(f"make_sr_pairs: scale {degradation.scale} must divide hr_size {hr_size}")
+    for i, im in enumerate(imgs):
+        _check_range(np.asarray(im, np.float32), "make_sr_pairs", f"images[{i}]")
     hr = np.asarray(random_crops(imgs, hr_size, n, seed=seed), np.float32)
     lr = np.stack([degrade(h, degradation, seed=seed * 1_000_003 + i) for i, h in enumerate(hr)])
     return hr, lr

@@ -22,10 +22,16 @@ all tasks seen so far, predicting among all seen classes (class-incremental, no 
   frozen prototypes (lower bound).
 * ``joint_*``: after task ``t``, a fresh model trained on the pooled data of tasks ``0..t``
   (upper bound; ``steps_per_task`` steps on the pool).
-* ``ncm``: nearest class mean of the standardised frozen features (no training).
+* ``ncm``: nearest class mean of the frozen features (no training); ``config.ncm_features``
+  picks raw features (default), running statistics of the tasks seen so far, or the trained
+  methods' first-task standardisation.
 
-Features are standardised with the mean and standard deviation of the *first task's* training
-data only (no statistic of a future task leaks into the stream).
+For the trained methods, features are standardised with the mean and standard deviation of the
+*first task's* training data only (no statistic of a future task leaks into the stream); each
+standard deviation is floored at ``STD_FLOOR_FRACTION`` times the mean over features, so a
+feature (nearly) constant in the first task is scaled at most ``1 / STD_FLOOR_FRACTION`` times
+more than a typical one when it varies later (the floor was ``1e-3`` before issue 41: a
+feature constant in task 1 then blew up by ~1000x).
 """
 
 from __future__ import annotations
@@ -43,19 +49,35 @@ from fidia_jax.errors import TrainingError
 from fidia_jax.projects.hypcl.losses import embedding_distillation, masked_cross_entropy
 from fidia_jax.projects.hypcl.model import BallParam, PrototypeAdapter
 
-__all__ = ["ContinualData", "run_method", "standardize_like_first_task", "stratified_split"]
+__all__ = [
+    "STD_FLOOR_FRACTION",
+    "ContinualData",
+    "run_method",
+    "standardize_like_first_task",
+    "stratified_split",
+]
+
+STD_FLOOR_FRACTION = 0.1  # a std below this fraction of the mean std over features is floored
+
+
+def _floored_std(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std of ``x`` over rows, the std floored (:data:`STD_FLOOR_FRACTION`)."""
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    return mu, np.maximum(sd, STD_FLOOR_FRACTION * max(float(sd.mean()), 1e-12))
 
 
 class ContinualData:
-    """Train/test features and labels plus the task list (label tuples)."""
+    """Train/test features and labels plus the task list (label tuples); ``raw``: the same data
+    before standardisation (``None`` when these are the raw features)."""
 
-    def __init__(self, x_tr, y_tr, x_te, y_te, tasks):
+    def __init__(self, x_tr, y_tr, x_te, y_te, tasks, raw: ContinualData | None = None):
         self.x_tr = np.asarray(x_tr, np.float32)
         self.y_tr = np.asarray(y_tr, np.int32)
         self.x_te = np.asarray(x_te, np.float32)
         self.y_te = np.asarray(y_te, np.int32)
         self.tasks = [tuple(int(c) for c in t) for t in tasks]
         self.num_classes = int(max(max(t) for t in self.tasks)) + 1
+        self.raw = raw
 
 
 def stratified_split(y, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -72,13 +94,13 @@ def stratified_split(y, test_fraction: float, seed: int) -> tuple[np.ndarray, np
 
 
 def standardize_like_first_task(data: ContinualData) -> ContinualData:
-    """Standardises features with the statistics of task 0's training data."""
+    """Standardises features with the statistics of task 0's training data (std floored at
+    :data:`STD_FLOOR_FRACTION` times its mean over features); ``raw`` keeps the input."""
     first = np.isin(data.y_tr, data.tasks[0])
-    mu = data.x_tr[first].mean(axis=0)
-    sd = data.x_tr[first].std(axis=0)
-    sd = np.maximum(sd, 1e-3 * max(float(sd.mean()), 1e-12))
+    mu, sd = _floored_std(data.x_tr[first])
+    raw = data.raw if data.raw is not None else data
     return ContinualData(
-        (data.x_tr - mu) / sd, data.y_tr, (data.x_te - mu) / sd, data.y_te, data.tasks
+        (data.x_tr - mu) / sd, data.y_tr, (data.x_te - mu) / sd, data.y_te, data.tasks, raw
     )
 
 
@@ -100,12 +122,18 @@ def _seen_mask(data: ContinualData, upto: int) -> np.ndarray:
     return seen
 
 
-def _ncm(data: ContinualData) -> np.ndarray:
+def _ncm(data: ContinualData, features: str = "raw") -> np.ndarray:
+    """Nearest-class-mean accuracy matrix; ``features`` as ``HypclConfig.ncm_features``."""
+    base = data if features == "first_task" or data.raw is None else data.raw
     acc = []
     for t in range(len(data.tasks)):
         seen = np.flatnonzero(_seen_mask(data, t))
-        means = np.stack([data.x_tr[data.y_tr == k].mean(axis=0) for k in seen])
-        d2 = ((data.x_te[:, None, :] - means[None, :, :]) ** 2).sum(-1)
+        x_tr, x_te = base.x_tr, base.x_te
+        if features == "running":
+            mu, sd = _floored_std(x_tr[np.isin(base.y_tr, seen)])
+            x_tr, x_te = (x_tr - mu) / sd, (x_te - mu) / sd
+        means = np.stack([x_tr[base.y_tr == k].mean(axis=0) for k in seen])
+        d2 = ((x_te[:, None, :] - means[None, :, :]) ** 2).sum(-1)
         acc.append(_accuracy_row(seen[np.argmin(d2, axis=1)], data, t))
     return np.asarray(acc)
 
@@ -307,7 +335,7 @@ def run_method(
       TrainingError: a non-finite loss or gradient (the step is named).
     """
     if method == "ncm":
-        return _ncm(data)
+        return _ncm(data, getattr(config, "ncm_features", "raw"))
     geometry = "poincare" if method in ("hypcl", "joint_hypcl") else "euclidean"
     dim = config.dim if dim is None else dim
     trainers = {} if trainers is None else trainers

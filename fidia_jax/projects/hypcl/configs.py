@@ -13,7 +13,7 @@ from typing import Any
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
 
-__all__ = ["METHODS", "PRESETS", "HypclConfig", "get_config", "load_config"]
+__all__ = ["METHODS", "NCM_FEATURES", "PRESETS", "HypclConfig", "get_config", "load_config"]
 
 #: Methods compared (config key -> row name).
 METHODS: dict[str, str] = {
@@ -24,6 +24,9 @@ METHODS: dict[str, str] = {
     "joint_euclidean": "joint training, Euclidean (upper bound)",
     "joint_hypcl": "joint training, hyperbolic (upper bound)",
 }
+
+
+NCM_FEATURES = ("raw", "running", "first_task")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +65,11 @@ class HypclConfig:
       methods: keys of :data:`METHODS` to run (``hypcl`` and ``euclidean`` required).
       synth_depth, synth_branching, synth_dim, synth_n_per_class, synth_decay, synth_noise:
         the synthetic task (``task="synthetic"``).
+      ncm_features: features of the ``ncm`` baseline: ``"raw"`` (default: the frozen features
+        as they are; its distances need no scaling and this is its strongest fair form),
+        ``"running"`` (standardised at task ``t`` with the mean and std of the training data
+        of tasks ``0..t``, floored) or ``"first_task"`` (the trained methods' standardisation,
+        the pre-issue-41 behaviour).
       sweep_depths: tree depths of the depth sweep on the synthetic task (HypCL vs Euclidean;
         ``()`` skips it); sweep_dim: embedding width in the sweep.
     """
@@ -93,10 +101,15 @@ class HypclConfig:
     synth_noise: float = 0.35
     sweep_depths: tuple[int, ...] = (2, 3, 4)
     sweep_dim: int = 4
+    ncm_features: str = "raw"
 
     def __post_init__(self) -> None:
         if self.task not in ("digits", "synthetic"):
             raise ConfigError(f"task must be 'digits' or 'synthetic', got {self.task!r}")
+        if self.ncm_features not in NCM_FEATURES:
+            raise ConfigError(
+                f"ncm_features must be one of {NCM_FEATURES}, got {self.ncm_features!r}"
+            )
         if self.num_orders < 1 or self.classes_per_task < 1:
             raise ConfigError("num_orders and classes_per_task must be >= 1")
         if not 0.0 < self.test_fraction < 1.0:

@@ -225,18 +225,19 @@ def run_stream(
 
 
 def format_table(rows: dict[str, Any], title: str) -> str:
-    """Markdown table: a row per method, mean ± std over orders."""
+    """Markdown table: a row per method, mean ± std over orders (``(one run)`` instead of a
+    spread when there is a single class order)."""
     lines = [title, "| method | average acc. | last acc. | avg. forgetting |", "|---|---|---|---|"]
     for m, r in rows.items():
-        cells = [
-            f"{r[k]:.3f} ± {r[k + '_std']:.3f}"
-            for k in ("average_accuracy", "last_accuracy", "average_forgetting")
-        ]
+        cells = [_fmt(r, k) for k in ("average_accuracy", "last_accuracy", "average_forgetting")]
         lines.append(f"| {METHODS[m]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _fmt(row: dict[str, Any], key: str) -> str:
+    """``mean ± std`` over class orders; ``mean (one run)`` with one order (no spread)."""
+    if len(row.get("orders", ())) == 1:
+        return f"{row[key]:.3f} (one run)"
     return f"{row[key]:.3f} ± {row[key + '_std']:.3f}"
 
 
@@ -265,7 +266,12 @@ def _report(results: dict[str, Any], config: HypclConfig, workdir: pathlib.Path)
     """The console tables, ``summary.json`` and the charts."""
     rows = results["methods"]
     train.print_table(
-        f"HypCL, {config.task}: {len(results['orders'])} class orders, mean ± std over orders",
+        f"HypCL, {config.task}: "
+        + (
+            "one class order (one run, no spread)"
+            if len(results["orders"]) == 1
+            else f"{len(results['orders'])} class orders, mean ± std over orders"
+        ),
         ["method", "average accuracy", "last accuracy", "average forgetting"],
         [
             [

@@ -42,7 +42,7 @@ class LdlConfig:
       folds_per_repeat: run only the first this many folds of each repeat (``0`` = all); a
         declared reduction for slow machines.
       max_features: reduce the features to this many principal components (``0`` = keep all);
-        fitted on all rows without labels (transductive, unsupervised).
+        the PCA is fitted on each fold's training rows only and applied to its test rows.
       baselines: simple baselines scored on the same folds (:data:`BASELINES`): ``aa_knn``
         (mean label distribution of the ``knn_k`` nearest training rows, PyLDL's AA-kNN) and
         ``ridge`` (multi-output ridge regression on the features, penalty by leave-one-out,

@@ -1,8 +1,9 @@
 """Cross-validated LDL-DVS: one model per (fold, alpha), KL-only (alpha = 0) as the reference.
 
 For each repeat the rows are shuffled (``numpy`` generator seeded ``seed + repeat``) and cut into
-``n_folds`` folds. Features are z-scored with the training rows' mean and standard deviation of
-each fold (constant features: std 1). For every fold, one model per ``alpha`` in
+``n_folds`` folds. Every fitted preprocessing step is fitted on each fold's training rows only
+and applied to its test rows: the optional PCA to ``max_features`` components, then z-scoring
+with the training rows' mean and standard deviation (constant features: std 1). For every fold, one model per ``alpha`` in
 ``config.alphas`` starts from the same initial weights (paired comparison) and is trained by
 full-batch Adam on ``ldl_kl_loss + alpha * divisiveness_loss`` (``losses.py``) over the
 training rows (a 0/1 row weight, so all folds and alphas of a repeat run in one ``vmap``, one
@@ -28,6 +29,7 @@ from fidia_jax.config import write_summary
 from fidia_jax.errors import DataError
 from fidia_jax.projects.ldl import data, losses
 from fidia_jax.projects.ldl.configs import LdlConfig
+from fidia_jax.train._threads import cpu_stage
 
 __all__ = [
     "METRICS",
@@ -65,26 +67,42 @@ def kfold_splits(n: int, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.n
 
 
 def load_config_data(config: LdlConfig) -> data.LdlDataset:
-    """The data set a config names, PCA-reduced to ``max_features`` when set."""
+    """The data set a config names, features as loaded (no fitted step here).
+
+    ``config.max_features`` is applied inside :func:`cross_validate`, by a PCA fitted on each
+    fold's training rows only (:func:`_fold_features`), never on the held-out rows.
+    """
     if config.dataset == "synthetic":
-        ds = data.synthetic_ldl_dataset(
+        return data.synthetic_ldl_dataset(
             config.n_samples, config.n_features, config.n_labels, seed=config.seed
         )
-    else:
-        ds = data.load_ldl_dataset(config.dataset, config.data_dir or None)
-    if 0 < config.max_features < ds.features.shape[1]:
-        x = ds.features.astype(np.float64)
-        x = x - x.mean(axis=0)
-        _, _, vt = np.linalg.svd(x, full_matrices=False)
-        ds = data.LdlDataset(
-            ds.name, (x @ vt[: config.max_features].T).astype(np.float32), ds.labels, ds.pos, ds.neg
-        )
-    return ds
+    return data.load_ldl_dataset(config.dataset, config.data_dir or None)
 
 
-def _standardize(x: np.ndarray, train_idx: np.ndarray) -> np.ndarray:
-    mu = x[train_idx].mean(axis=0)
-    sd = x[train_idx].std(axis=0)
+def _fold_features(x: np.ndarray, train_idx: np.ndarray, max_features: int = 0) -> np.ndarray:
+    """Every row's features as the fold's model sees them; every step fitted on ``train_idx``.
+
+    When ``0 < max_features < F``: project on the top ``max_features`` principal components of
+    the training rows (centred with their mean; the sign of each component fixed so that its
+    largest-magnitude loading is positive, so the result does not depend on the SVD's sign
+    choice). Then z-score with the training rows' mean and standard deviation (std below
+    ``1e-8``: 1). The held-out rows are only transformed, never used in a fit.
+
+    Returns:
+      ``(N, F')`` float32, ``F' = max_features`` or ``F``.
+    """
+    x = np.asarray(x, np.float64)
+    xt = x[train_idx]
+    if 0 < max_features < x.shape[1]:
+        mu = xt.mean(axis=0)
+        _, _, vt = np.linalg.svd(xt - mu, full_matrices=False)
+        vt = vt[:max_features]
+        big = np.argmax(np.abs(vt), axis=1)
+        vt = vt * np.sign(vt[np.arange(len(vt)), big])[:, None]
+        x = (x - mu) @ vt.T
+        xt = x[train_idx]
+    mu = xt.mean(axis=0)
+    sd = xt.std(axis=0)
     sd = np.where(sd > 1e-8, sd, 1.0)
     return ((x - mu) / sd).astype(np.float32)
 
@@ -347,14 +365,15 @@ def cross_validate(
     rows: list[dict[str, Any]] = []
     base_rows: list[dict[str, Any]] = []
     curves_sum = None
-    graphdef = _graphdef(x.shape[1], c, config)
+    d_in = min(config.max_features, x.shape[1]) if config.max_features else x.shape[1]
+    graphdef = _graphdef(d_in, c, config)
     key = jax.random.key(config.seed)
     alphas = jnp.asarray(config.alphas, jnp.float32)
     for repeat in range(1, config.n_repeats + 1):
         splits = kfold_splits(n, config.n_folds, config.seed + repeat)
         if config.folds_per_repeat:
             splits = splits[: config.folds_per_repeat]
-        xs = np.stack([_standardize(x, tr) for tr, _ in splits])
+        xs = np.stack([_fold_features(x, tr, config.max_features) for tr, _ in splits])
         w = np.zeros((len(splits), n), np.float32)
         for f, (tr, _) in enumerate(splits):
             w[f, tr] = 1.0
@@ -370,20 +389,26 @@ def cross_validate(
             graphdef=graphdef,
             config=config,
             c=c,
-            d_in=x.shape[1],
+            d_in=d_in,
             workdir=workdir,
             run=f"repeat{repeat}",
         )
         preds, curves = np.asarray(preds), np.asarray(curves)
         curves_sum = curves.sum(0) if curves_sum is None else curves_sum + curves.sum(0)
-        for f, (tr, te) in enumerate(splits):
+        for f, (_, te) in enumerate(splits):
             for a, alpha in enumerate(config.alphas):
                 vals = metrics.ldl_metrics(d[te], preds[f, a, te], ds.pos, ds.neg)
                 rows.append({"repeat": repeat, "fold": f + 1, "alpha": float(alpha), **vals})
-            for name in config.baselines:
-                p = baseline_predict(name, xs[f, tr], d[tr], xs[f, te], k=config.knn_k)
-                vals = metrics.ldl_metrics(d[te], p, ds.pos, ds.neg)
-                base_rows.append({"repeat": repeat, "fold": f + 1, "baseline": name, **vals})
+        if not config.baselines:
+            continue
+        with cpu_stage(
+            f"repeat {repeat}: baselines {', '.join(config.baselines)} on {len(splits)} folds"
+        ):
+            for f, (tr, te) in enumerate(splits):
+                for name in config.baselines:
+                    p = baseline_predict(name, xs[f, tr], d[tr], xs[f, te], k=config.knn_k)
+                    vals = metrics.ldl_metrics(d[te], p, ds.pos, ds.neg)
+                    base_rows.append({"repeat": repeat, "fold": f + 1, "baseline": name, **vals})
     n_runs = len(rows) // len(config.alphas)
     summary: dict[str, dict[str, dict[str, float]]] = {}
     for alpha in config.alphas:
@@ -430,6 +455,7 @@ def cross_validate(
         "dataset": ds.name,
         "n_samples": int(n),
         "n_features": int(x.shape[1]),
+        "n_model_features": int(d_in),
         "n_labels": int(c),
         "alphas": [float(a) for a in config.alphas],
         "runs_per_alpha": n_runs,

@@ -65,6 +65,8 @@ class MultiFidelityConfig:
         radius_penalty, temperature, ranking_form, margin_scale:
         :class:`~.losses.TrustedSubsetWeights`.
       gp_restarts: extra random restarts of each GP baseline's hyper-parameter fit.
+      baseline_threads: native threads (BLAS/OpenMP) of the scikit-learn baselines (``0``: the
+        cores this process may use, :func:`fidia_jax.train._threads.available_cores`).
       methods: keys of :data:`METHODS` to run; ``hf_only`` is required (the reference).
       checkpoint_every: with a workdir, each fit also saves a checkpoint every so many steps
         (``0``: only at its end); a run resumes from them.
@@ -97,6 +99,7 @@ class MultiFidelityConfig:
     ranking_form: str = "hinge"
     margin_scale: float = 0.0
     gp_restarts: int = 3
+    baseline_threads: int = 0
     methods: tuple[str, ...] = tuple(METHODS)
     checkpoint_every: int = 0
 
@@ -128,6 +131,8 @@ class MultiFidelityConfig:
             )
         if self.steps < 1 or self.learning_rate <= 0 or self.weight_decay < 0:
             raise ConfigError("steps >= 1, learning_rate > 0 and weight_decay >= 0 are required")
+        if self.baseline_threads < 0:
+            raise ConfigError(f"baseline_threads must be >= 0, got {self.baseline_threads}")
         if self.gp_restarts < 0:
             raise ConfigError(f"gp_restarts must be >= 0, got {self.gp_restarts}")
         if self.checkpoint_every < 0:

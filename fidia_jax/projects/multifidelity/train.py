@@ -29,6 +29,7 @@ from fidia_jax.config import write_summary
 from fidia_jax.projects.multifidelity import baselines, losses
 from fidia_jax.projects.multifidelity import data as data_lib
 from fidia_jax.projects.multifidelity.configs import GP_METHODS, METHODS, MultiFidelityConfig
+from fidia_jax.train._threads import cpu_stage
 
 __all__ = ["SUMMARY_FILE", "format_table", "make_task", "make_tasks", "run_methods",
            "train_and_evaluate"]  # fmt: skip
@@ -325,11 +326,17 @@ def run_methods(
     for method in config.methods:
         t = time.perf_counter()
         if method in GP_METHODS:
-            with train.stage(f"{method}: {len(tasks)} run(s) (scikit-learn)"):
-                pred = np.stack([_GP_FUNCTIONS[method](
-                    tk.x_train, tk.y_train, tk.fidelity_train, tk.x_test,
-                    restarts=config.gp_restarts, seed=config.seed + r,
-                ) for r, tk in enumerate(tasks)])  # fmt: skip
+            preds = []
+            for r, tk in enumerate(tasks):
+                with cpu_stage(
+                    f"{method}: run {r + 1}/{len(tasks)} (scikit-learn)",
+                    threads=config.baseline_threads,
+                ):
+                    preds.append(_GP_FUNCTIONS[method](
+                        tk.x_train, tk.y_train, tk.fidelity_train, tk.x_test,
+                        restarts=config.gp_restarts, seed=config.seed + r,
+                    ))  # fmt: skip
+            pred = np.stack(preds)
             rows[method] = _row(method, batch["y_test"], pred, None, t, keep_predictions)
             continue
         w = jnp.asarray(_method_weights(config, method))
