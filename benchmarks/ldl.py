@@ -37,6 +37,7 @@ from fidia_jax._io import atomic_write_text, resolve_data_dir
 from fidia_jax.metrics import LDL_METRICS, LDL_METRICS_HIGHER_BETTER
 from fidia_jax.projects import ldl
 from fidia_jax.projects.ldl import data
+from fidia_jax.projects.ldl import train as ldl_train
 
 PEER = pathlib.Path(__file__).with_name("_ldl_pyldl_peer.py")
 PYLDL_ALGOS = ("SA_BFGS", "PT_Bayes", "BD_LDL")
@@ -56,8 +57,8 @@ def _pyldl_rows(res, ds, config, python: str) -> list[dict]:
     splits = ldl.kfold_splits(n, config.n_folds, config.seed + 1)
     xs, train = [], np.zeros((len(splits), n), np.uint8)
     for f, (tr, _) in enumerate(splits):
-        mu, sd = ds.features[tr].mean(0), ds.features[tr].std(0)
-        xs.append((ds.features - mu) / np.where(sd > 1e-8, sd, 1.0))
+        # the fold's own PCA and z-scoring, fitted on its training rows (as the driver's models)
+        xs.append(ldl_train.fold_features(ds.features, tr, config.max_features))
         train[f, tr] = 1
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = pathlib.Path(tmp) / "in.npz", pathlib.Path(tmp) / "out.npz"

@@ -70,7 +70,7 @@ def load_config_data(config: LdlConfig) -> data.LdlDataset:
     """The data set a config names, features as loaded (no fitted step here).
 
     ``config.max_features`` is applied inside :func:`cross_validate`, by a PCA fitted on each
-    fold's training rows only (:func:`_fold_features`), never on the held-out rows.
+    fold's training rows only (:func:`fold_features`), never on the held-out rows.
     """
     if config.dataset == "synthetic":
         return data.synthetic_ldl_dataset(
@@ -79,7 +79,7 @@ def load_config_data(config: LdlConfig) -> data.LdlDataset:
     return data.load_ldl_dataset(config.dataset, config.data_dir or None)
 
 
-def _fold_features(x: np.ndarray, train_idx: np.ndarray, max_features: int = 0) -> np.ndarray:
+def fold_features(x: np.ndarray, train_idx: np.ndarray, max_features: int = 0) -> np.ndarray:
     """Every row's features as the fold's model sees them; every step fitted on ``train_idx``.
 
     When ``0 < max_features < F``: project on the top ``max_features`` principal components of
@@ -373,7 +373,7 @@ def cross_validate(
         splits = kfold_splits(n, config.n_folds, config.seed + repeat)
         if config.folds_per_repeat:
             splits = splits[: config.folds_per_repeat]
-        xs = np.stack([_fold_features(x, tr, config.max_features) for tr, _ in splits])
+        xs = np.stack([fold_features(x, tr, config.max_features) for tr, _ in splits])
         w = np.zeros((len(splits), n), np.float32)
         for f, (tr, _) in enumerate(splits):
             w[f, tr] = 1.0
