@@ -48,6 +48,9 @@ from fidia_jax.train._step import init_train_state as init_train_state
 from fidia_jax.train._step import make_train_step as make_train_step
 from fidia_jax.train._step import merge_model as merge_model
 from fidia_jax.train._step import split_model as split_model
+from fidia_jax.train._threads import available_cores as available_cores
+from fidia_jax.train._threads import cpu_stage as cpu_stage
+from fidia_jax.train._threads import limit_threads as limit_threads
 
 __all__ = [
     "Checkpointer",
@@ -56,12 +59,15 @@ __all__ = [
     "LmTask",
     "TrainState",
     "append_metrics",
+    "available_cores",
     "config_fingerprint",
+    "cpu_stage",
     "fit",
     "fit_llama",
     "init_train_state",
     "is_complete",
     "is_quiet",
+    "limit_threads",
     "lm_data_mesh",
     "make_lm_batch_fn",
     "make_lm_task",

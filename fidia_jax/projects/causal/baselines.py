@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fidia_jax import train as train_lib
 from fidia_jax.errors import DataError
 from fidia_jax.projects.causal.data import CausalData
 
@@ -70,7 +71,8 @@ def _regressor(base: str, seed: int):
 
 def _fit(base, x, y, seed):
     model = _regressor(base, seed)
-    model.fit(np.asarray(x, np.float64), np.asarray(y, np.float64))
+    with train_lib.limit_threads():  # the run's cores, not every core of a shared machine
+        model.fit(np.asarray(x, np.float64), np.asarray(y, np.float64))
     return model
 
 
@@ -145,7 +147,8 @@ def fit_meta_learner(
         tau0 = _fit(base, x[control], d0, seed)
         pair = control | arm
         prop = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
-        prop.fit(np.asarray(x[pair], np.float64), arm[pair].astype(int))
+        with train_lib.limit_threads():
+            prop.fit(np.asarray(x[pair], np.float64), arm[pair].astype(int))
         effects.append((tau0, tau1, prop))
 
     def predict(x_new):

@@ -454,7 +454,8 @@ def _fit_ridge(prep, train_idx, test_idx, neighbours: bool = False):
     Y = np.concatenate([prep.y[i] for i in train_idx])
     t0 = time.perf_counter()
     alphas = np.logspace(-2, 4, 13)
-    r = RidgeCV(alphas=alphas).fit(X, Y)
+    with train.limit_threads():  # the run's cores, not every core of a shared machine
+        r = RidgeCV(alphas=alphas).fit(X, Y)
     note_grid_edge("HiST ridge baseline", "alpha", alphas, r.alpha_)
     return r.predict(feats(test_idx)).astype(np.float32), {
         "alpha": float(r.alpha_),

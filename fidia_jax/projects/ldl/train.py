@@ -29,7 +29,6 @@ from fidia_jax.config import write_summary
 from fidia_jax.errors import DataError
 from fidia_jax.projects.ldl import data, losses
 from fidia_jax.projects.ldl.configs import LdlConfig
-from fidia_jax.train._threads import cpu_stage
 
 __all__ = [
     "METRICS",
@@ -401,7 +400,7 @@ def cross_validate(
                 rows.append({"repeat": repeat, "fold": f + 1, "alpha": float(alpha), **vals})
         if not config.baselines:
             continue
-        with cpu_stage(
+        with train.cpu_stage(
             f"repeat {repeat}: baselines {', '.join(config.baselines)} on {len(splits)} folds"
         ):
             for f, (tr, te) in enumerate(splits):

@@ -66,7 +66,7 @@ class MultiFidelityConfig:
         :class:`~.losses.TrustedSubsetWeights`.
       gp_restarts: extra random restarts of each GP baseline's hyper-parameter fit.
       baseline_threads: native threads (BLAS/OpenMP) of the scikit-learn baselines (``0``: the
-        cores this process may use, :func:`fidia_jax.train._threads.available_cores`).
+        cores this process may use, :func:`fidia_jax.train.available_cores`).
       methods: keys of :data:`METHODS` to run; ``hf_only`` is required (the reference).
       checkpoint_every: with a workdir, each fit also saves a checkpoint every so many steps
         (``0``: only at its end); a run resumes from them.

@@ -29,7 +29,6 @@ from fidia_jax.config import write_summary
 from fidia_jax.projects.multifidelity import baselines, losses
 from fidia_jax.projects.multifidelity import data as data_lib
 from fidia_jax.projects.multifidelity.configs import GP_METHODS, METHODS, MultiFidelityConfig
-from fidia_jax.train._threads import cpu_stage
 
 __all__ = ["SUMMARY_FILE", "format_table", "make_task", "make_tasks", "run_methods",
            "train_and_evaluate"]  # fmt: skip
@@ -328,7 +327,7 @@ def run_methods(
         if method in GP_METHODS:
             preds = []
             for r, tk in enumerate(tasks):
-                with cpu_stage(
+                with train.cpu_stage(
                     f"{method}: run {r + 1}/{len(tasks)} (scikit-learn)",
                     threads=config.baseline_threads,
                 ):

@@ -161,7 +161,8 @@ def _fit_iforest(z: np.ndarray, standardise, config: TeamWorkConfig, t0: float) 
     """scikit-learn Isolation Forest (100 trees) on standardised points; score = -score_samples."""
     from sklearn.ensemble import IsolationForest
 
-    forest = IsolationForest(n_estimators=100, random_state=config.seed).fit(z)
+    with train.limit_threads():  # the run's cores, not every core of a shared machine
+        forest = IsolationForest(n_estimators=100, random_state=config.seed).fit(z)
 
     def score(v: Any) -> np.ndarray:
         return _moving_average(

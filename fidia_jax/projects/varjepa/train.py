@@ -265,7 +265,8 @@ def probe(config: VarJepaConfig, z_train, y_train, z_test, y_test) -> dict[str, 
 
     scaler = StandardScaler().fit(z_train)
     a, b = scaler.transform(z_train), scaler.transform(z_test)
-    lr = LogisticRegression(max_iter=2000).fit(a, y_train)
+    with train.limit_threads():  # the run's cores, not every core of a shared machine
+        lr = LogisticRegression(max_iter=2000).fit(a, y_train)
     proba = lr.predict_proba(b)
     pred = lr.classes_[np.argmax(proba, axis=1)]
     out: dict[str, Any] = {
@@ -274,7 +275,8 @@ def probe(config: VarJepaConfig, z_train, y_train, z_test, y_test) -> dict[str, 
         "linear_conf": proba.max(axis=1),
     }
     if config.probe_mlp:
-        out["mlp_acc"] = float(_mlp(config).fit(a, y_train).score(b, y_test))
+        with train.limit_threads():
+            out["mlp_acc"] = float(_mlp(config).fit(a, y_train).score(b, y_test))
     return out
 
 
@@ -312,11 +314,12 @@ def raw_baselines(config: VarJepaConfig, splits: data.TabularSplits) -> dict[str
             out[f"{name}_mlp_acc"] = p["mlp_acc"]
     n_num = splits.train.x_num.shape[1]
     gbm = lightgbm.LGBMClassifier(random_state=config.seed, verbose=-1)
-    gbm.fit(
-        np.concatenate([splits.train.x_num, splits.train.x_cat], axis=1),
-        splits.train.y,
-        categorical_feature=list(range(n_num, n_num + len(cards))) or "auto",
-    )
+    with train.limit_threads():
+        gbm.fit(
+            np.concatenate([splits.train.x_num, splits.train.x_cat], axis=1),
+            splits.train.y,
+            categorical_feature=list(range(n_num, n_num + len(cards))) or "auto",
+        )
     gbm_pred = gbm.predict(np.concatenate([splits.test.x_num, splits.test.x_cat], axis=1))
     out["lightgbm_acc"] = float(np.mean(gbm_pred == splits.test.y))
     return out
