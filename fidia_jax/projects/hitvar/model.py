@@ -33,6 +33,7 @@ import numpy as np
 from flax import nnx
 
 from fidia_jax import _checks
+from fidia_jax.errors import DataError
 from fidia_jax.layers import (
     multiscale_residual_quantize,
     resize_grid,
@@ -464,7 +465,11 @@ def generate_tokens(
 
     Raises:
       ValueError: a negative temperature, or a positive one without a key.
+      DataError: a concrete ``lr`` with NaN or infinite values (they would become token 0).
     """
+    if not isinstance(lr, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(lr))):
+        bad = int(np.size(lr) - np.isfinite(np.asarray(lr)).sum())
+        raise DataError(f"generate_tokens: lr has {bad} non-finite value(s) (NaN or infinity)")
     if temperature < 0 or (temperature > 0 and key is None):
         raise ValueError(
             f"generate_tokens: temperature must be >= 0 (and >0 needs a key), got {temperature}"

@@ -6,6 +6,7 @@ import pytest
 from flax import nnx
 
 from fidia_jax import layers, models
+from fidia_jax.errors import DataError
 from fidia_jax.projects.hitvar import model as hv
 from fidia_jax.projects.hitvar.schedule import hierarchical_scale_schedule
 
@@ -170,6 +171,9 @@ def test_bad_inputs_name_the_problem(run):
         )
     with pytest.raises(ValueError, match="temperature"):
         hv.generate_tokens(var, tok.codebook[...], lr, temperature=1.0)
+    # issue 41: a NaN in the low-resolution input is refused (it became token 0 silently)
+    with pytest.raises(DataError, match="lr has 1 non-finite"):
+        hv.generate_tokens(var, tok.codebook[...], jnp.asarray(lr).at[0, 0, 0, 0].set(jnp.nan))
 
 
 def test_conv_sr_parameter_count_closed_form():
