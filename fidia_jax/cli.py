@@ -118,8 +118,6 @@ def _convention_verb(module: str, file: str, function: str):
         finally:
             if smoke:
                 os.environ.pop("FIDIA_SMOKE", None)
-        if primary:
-            print(f"{_PROG} {args.project} {args.verb}: outputs in {args.workdir}", file=sys.stderr)
         return result
 
     return run
@@ -441,6 +439,18 @@ def _library_of(e: BaseException) -> str | None:
     return found
 
 
+def _say_where_outputs_are(args: argparse.Namespace) -> None:
+    """Every command that wrote files ends by saying where (process 0 only, not when quiet)."""
+    from fidia_jax import parallel
+
+    out = getattr(args, "workdir", None) or getattr(args, "out", None)
+    if out is None or getattr(args, "quiet", False) or os.environ.get("FIDIA_QUIET", "0") != "0":
+        return
+    if (parallel.launcher_process() or (0, 1))[0] != 0 or not os.path.exists(out):
+        return
+    print(f"{_PROG} {args.project} {getattr(args, 'verb', '')}: outputs in {out}", file=sys.stderr)
+
+
 def _take_debug(argv: Sequence[str] | None) -> tuple[list[str], bool]:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("FIDIA_DEBUG", "") not in ("", "0")
@@ -456,6 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _use_compilation_cache()
         with _cli_output():
             args.run(args)
+        _say_where_outputs_are(args)
     except FidiaError as e:
         if debug:
             traceback.print_exc()

@@ -456,3 +456,16 @@ def test_a_tiny_run_says_its_tables_are_not_results(registered, monkeypatch, tmp
     assert "FIDIA_SMOKE" not in os.environ  # restored after the run
     assert cli.main(["toy", "train", "--config", "demo", "--workdir", str(tmp_path)]) == 0
     assert "smoke test" not in capsys.readouterr().out
+
+
+def test_every_command_that_writes_says_where(registered, tmp_path, capsys, monkeypatch):
+    """Issue 43: a command ends by naming its output folder (not when quiet, not when nothing
+    was written there)."""
+    monkeypatch.delenv("FIDIA_QUIET", raising=False)
+    out = tmp_path / "w"
+    assert cli.main(["toy", "train", "--config", "tiny", "--workdir", str(out)]) == 0
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1] == f"fidia-jax toy train: outputs in {out}"
+    )
+    assert cli.main(["toy", "config"]) == 0  # writes nothing: says nothing about outputs
+    assert "outputs in" not in capsys.readouterr().err
