@@ -7,8 +7,10 @@ of two classes arrive one by one; the driver compares HypCL with the same adapte
 space, nearest-class-mean on the frozen features, sequential fine-tuning (lower bound) and joint
 training (upper bound), on several class orders, and sweeps the depth of a synthetic class tree.
 
-Paper: "HypCL: hyperbolic adapters for continual learning", ICML 2026 (only the abstract was
-available). **The method is a reconstruction from the abstract**: the adapter architecture, the
+Paper: "HypCL: Adapting CLIP in Hyperbolic Space for Continual Learning", ICML 2026 (poster
+61473; no code released). That paper adapts CLIP with task-specific hyperbolic transformations,
+a task-weighting step and class prototypes; **this driver is a reconstruction of a different
+method, built from a summary** (one hyperbolic adapter on frozen features): the adapter, the
 frozen old prototypes, the embedding-distillation term, the Riemannian Adam on the prototypes and
 the whole protocol are our choices (``docs/hypcl.md`` marks each formula).
 
