@@ -43,7 +43,12 @@ import os
 import subprocess
 import sys
 
-if importlib.util.find_spec("fidia_jax") is None:
+needs_install = importlib.util.find_spec("fidia_jax") is None
+if not needs_install:  # installed: does it have this notebook's extra?
+    from fidia_jax.projects import missing_extras
+
+    needs_install = bool(missing_extras("hypcl"))
+if needs_install:
     fidia_source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
     req = f"fidia_jax[vision] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[vision]"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)

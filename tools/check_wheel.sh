@@ -44,4 +44,15 @@ if [[ $code -ne 2 || $msg != *"pip install 'fidia_jax[sciml]'"* ]]; then
   exit 1
 fi
 echo "missing extra: $msg"
+# A notebook as a user runs it: in this fresh venv (not the repository's .venv), from its own
+# install cell (FIDIA_JAX_SOURCE = the wheel, with the notebook's extra), in tiny mode.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+env -u PYTHONPATH FIDIA_JAX_SOURCE="$wheel" FIDIA_NOTEBOOK_TINY=1 MPLBACKEND=Agg \
+  "$tmp/venv/bin/python" - "$root/notebooks/ldl.py" <<'PY'
+import runpy, sys
+import importlib.util
+assert importlib.util.find_spec("matplotlib") is None  # the install cell must bring the extra
+runpy.run_path(sys.argv[1], run_name="__main__")
+print("notebook ldl: ran in a fresh venv from its install cell")
+PY
 echo "check_wheel: ok in $((SECONDS - start)) s"
