@@ -92,6 +92,7 @@ PROJECTS: dict[str, Project] = {
 #: ``dependencies`` of pyproject.toml and what jax itself requires (scipy, opt_einsum).
 CORE_MODULES: tuple[str, ...] = (
     "jax", "jaxlib", "flax", "optax", "orbax", "numpy", "ml_dtypes", "rich", "scipy", "opt_einsum",
+    "threadpoolctl",
 )  # fmt: skip
 
 #: pip extra -> the top-level modules it installs (import names), as in pyproject.toml.

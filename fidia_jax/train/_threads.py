@@ -37,8 +37,6 @@ def available_cores() -> int:
 def limit_threads(threads: int | None = None) -> Iterator[int]:
     """Limits the native thread pools (BLAS, OpenMP: scikit-learn, lightgbm, numpy) inside the
     block to ``threads`` (``None`` or ``0``: :func:`available_cores`); yields the limit.
-    Without ``threadpoolctl`` (it comes with scikit-learn, which every extra that fits a
-    scikit-learn baseline brings) the block runs unlimited.
 
     Raises:
       ValueError: ``threads < 0``.
@@ -46,11 +44,8 @@ def limit_threads(threads: int | None = None) -> Iterator[int]:
     if threads is not None and threads < 0:
         raise ValueError(f"limit_threads: threads must be >= 0, got {threads}")
     n = threads or available_cores()
-    try:
-        from threadpoolctl import threadpool_limits  # comes with scikit-learn
-    except ModuleNotFoundError:  # no scikit-learn installed (the plot extra): nothing to limit
-        yield n
-        return
+    from threadpoolctl import threadpool_limits  # a core dependency (small, pure Python)
+
     with threadpool_limits(limits=n):
         yield n
 

@@ -98,3 +98,8 @@ def multiprocess(tmp_path):
         return procs
 
     return run
+
+
+#: Worker scripts the tests run in subprocesses (they read sys.argv): never imported by pytest,
+#: also not by --doctest-modules.
+collect_ignore = ["ckpt_worker.py", "die_worker.py"]
