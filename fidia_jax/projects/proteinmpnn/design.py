@@ -558,6 +558,18 @@ DECODING_ORDER = (
 )
 
 
+def score_orders(setup: DesignSetup, num_orders: int = 1, seed: int = 0) -> list[np.ndarray]:
+    """The ``(L,)`` decoding orders ``score`` uses for ``seed``: ``num_orders`` random orders
+    with the fixed and visible positions first (:data:`DECODING_ORDER`)."""
+    import jax
+
+    from fidia_jax.models import random_decoding_order
+
+    design = setup.designed.astype(np.float32)
+    keys = jax.random.split(jax.random.key(seed), int(num_orders))
+    return [np.asarray(random_decoding_order(k, design)) for k in keys]
+
+
 def score_tokens(
     model, setup: DesignSetup, toks_NxL: np.ndarray, *, num_orders: int = 1, seed: int = 0,
     tied=None, bucket: int | None = None,
@@ -568,17 +580,17 @@ def score_tokens(
     ``Designer.score``; returns ``(N,)`` float64."""
     import jax
 
-    from fidia_jax.models import MPNNInputs, random_decoding_order, score
+    from fidia_jax.models import MPNNInputs, score
 
     if bucket is not None:  # one compilation per padded length
         _, score = bucketed(bucket)
     inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
     design = setup.designed.astype(np.float32)
     nll = np.zeros(toks_NxL.shape[0])
-    for k in jax.random.split(jax.random.key(seed), int(num_orders)):
+    for order_L in score_orders(setup, num_orders, seed):
         # one order shared by every record (drawing an (N, L) order gave each record its
         # own order, so identical records scored differently)
-        order = np.broadcast_to(np.asarray(random_decoding_order(k, design)), toks_NxL.shape)
+        order = np.broadcast_to(order_L, toks_NxL.shape)
         res = score(model, inputs, toks_NxL, order, **({"tied": tied} if tied else {}))
         tok = np.asarray(jax.device_get(res.token_log_probs))
         nll += -(tok * design).sum(-1) / design.sum()

@@ -189,10 +189,8 @@ class Designer:
         """Teacher-forced log-probabilities ``(L, 21)`` of ``sequence`` (``None``: the native)
         in the decoding order ``score`` uses for ``seed`` (fixed and visible positions first);
         ``softmax`` of ColabDesign's ``get_logits``."""
-        import jax
-
-        from fidia_jax.models import MPNNInputs, random_decoding_order, score
-        from fidia_jax.projects.proteinmpnn.design import tokens_from_sequence
+        from fidia_jax.models import MPNNInputs, score
+        from fidia_jax.projects.proteinmpnn.design import score_orders, tokens_from_sequence
 
         s = self.setup
         toks = (
@@ -201,8 +199,7 @@ class Designer:
             else tokens_from_sequence(s, "sequence", sequence, "Designer")
         )
         inputs = MPNNInputs.from_protein(s.protein, s.design_chains)
-        order = random_decoding_order(jax.random.split(jax.random.key(seed), 1)[0],
-                                      s.designed.astype(np.float32))  # fmt: skip
+        (order,) = score_orders(s, 1, seed)  # the order score() uses for this seed
         res = score(self.model, inputs, np.asarray(toks)[None], np.asarray(order)[None])
         return np.asarray(res.log_probs)[0]
 
