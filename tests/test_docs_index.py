@@ -17,11 +17,20 @@ def _links(path: pathlib.Path) -> set[str]:
 
 
 def test_the_index_lists_every_page_and_each_link_exists():
-    pages = {p.name for p in DOCS.glob("*.md")} - {"index.md"}
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")} - {"index.md"}
     linked = _links(DOCS / "index.md")
     assert pages - linked == set()
     for target in linked:
         assert (DOCS / target).resolve().exists(), target
+
+
+def test_every_relative_link_in_docs_resolves():
+    """Pages moved into docs/notes/ keep working links (relative to their own folder)."""
+    for page in DOCS.rglob("*.md"):
+        for target in _links(page):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            assert (page.parent / target).resolve().exists(), f"{page.relative_to(REPO)}: {target}"
 
 
 def test_the_readme_links_the_index_and_every_projects_page():
