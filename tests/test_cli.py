@@ -335,6 +335,21 @@ def test_cli_turns_on_the_persistent_cache(monkeypatch, tmp_path):
         jax.config.update("jax_compilation_cache_dir", saved)
 
 
+def test_cli_cache_keeps_small_programs(tmp_path):
+    """Issue 44: programs that compile in well under a second (slices, PRNG seeds, the small
+    jitted helpers of every run) are stored too, so a warm CLI process compiles nothing; JAX's
+    default threshold (1 s) would skip them."""
+    code = (
+        "import jax, jax.numpy as jnp\n"
+        "from fidia_jax import cli\n"
+        "cli._use_compilation_cache()\n"
+        "jax.jit(lambda x: x * 2 + 1)(jnp.arange(3.0)).block_until_ready()\n"
+    )
+    env = {**os.environ, "FIDIA_COMPILATION_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    assert list((tmp_path / "cache").iterdir()), "the tiny program was not cached"
+
+
 def _library_failure(kind: str, tmp_path: pathlib.Path):
     """A real exception raised inside a library, as a driver would meet it."""
     if kind == "gguf":
