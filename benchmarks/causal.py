@@ -14,6 +14,14 @@ C. K-arm semi-synthetic data on IHDP covariates, K in {2, 4, 8, 16}: sqrt(PEHE),
    seconds per epoch of TARNet and CFR with the Pairwise / One-vs-All / Treatment-Aggregation
    schemes at the plug-in alpha_hat; multi-treatment CausalEGM at K = 8.
 D. alpha_hat vs the best alpha of a grid (CFR-pairwise, K = 4).
+R. IHDP (``--ihdp-reps``), the driver's splits: the predictors that ignore x (a constant
+   effect, the difference of the training arms' mean outcomes; the training mean outcome for
+   every arm, zero effect; :func:`fidia_jax.projects.causal.baselines.fit_reference`) next to
+   the T- and S-learner with ridge, and the boosted T-learners with library defaults and with
+   their learning rate chosen on the networks' validation split with the networks' budget
+   (``t_gbm@val``, ``t_lgbm@val``; :func:`~fidia_jax.projects.causal.baselines.tune_meta_learner`).
+   A minute; ``--parts R``. The driver adds the same two rows
+   to every IHDP table (part H too).
 H. The headline table: IHDP replications (``--ihdp-reps``), held-out sqrt(PEHE) of TARNet,
    CFR-pairwise with alpha from the plug-in bound estimator (alpha_hat) and from a validation
    split over ``--alpha-grid``, CFR at each grid alpha, and the meta-learner baselines
@@ -281,6 +289,36 @@ def main(argv=None):
         res_h["patience"], res_h["eval_every"] = cfg_h.patience, cfg_h.eval_every
         results["ihdp_headline"] = res_h
 
+    # ---- R. predictors that ignore x (issue 41) with the ridge meta-learners, IHDP, seconds ----
+    if "R" in parts:
+        from fidia_jax.projects.causal import baselines
+
+        cfg_r = causal.get_config(
+            "default", replications=reps, alpha=1.0, **smoke_data,
+            methods=("t_ridge", "s_ridge", "t_gbm", "t_lgbm"),
+        )  # fmt: skip
+        res_r = causal.run_experiment(cfg_r)
+        # the boosted T-learners with the learning rate chosen on the networks' validation
+        # split (fraction --val-fraction), the networks' budget (3 values), same splits
+        for k, r, d in causal.instances(cfg_r):
+            seed = cfg_r.seed + r
+            train, test = data_lib.split_causal(d, cfg_r.test_fraction, seed)
+            for base in ("gbm", "lgbm"):
+                predict, info = baselines.tune_meta_learner(
+                    train, "t", base, seed, validation_fraction=args.val_fraction
+                )
+                mu_hat = predict(test.x)
+                res_r["runs"].append({
+                    "K": k, "replication": r, "method": f"t_{base}@val", "alpha": None,
+                    "sqrt_pehe": metrics.sqrt_pehe(test.mu, mu_hat),
+                    "ate_error": metrics.ate_error(test.mu, mu_hat),
+                    "wall_s": info["wall_s"], "chosen": info["chosen"], "grid": info["grid"],
+                })  # fmt: skip
+        res_r["summary"] = _summarise(res_r["runs"])
+        res_r["test_fraction"] = cfg_r.test_fraction
+        res_r["validation_fraction"] = args.val_fraction
+        results["ihdp_reference"] = res_r
+
     # ---- T. cost of one balancing term (value + gradient) vs K, batch 128 x 32 ---------------
     if "T" in parts:
         import jax
@@ -325,6 +363,22 @@ def main(argv=None):
     atomic_write_text(out, json_text(merged, indent=2))
     print(format_report(merged))
     print(f"wrote {args.out}")
+
+
+def _summarise(runs) -> dict:
+    """``str(K)`` -> method -> mean / std of sqrt(PEHE) and ATE error over replications (the
+    driver's summary, for runs this script adds)."""
+    out: dict = {}
+    for row in runs:
+        out.setdefault(str(row["K"]), {}).setdefault(row["method"], []).append(row)
+    for by_method in out.values():
+        for name, rows in by_method.items():
+            p = np.array([x["sqrt_pehe"] for x in rows])
+            a = np.array([x["ate_error"] for x in rows])
+            by_method[name] = {"sqrt_pehe_mean": float(p.mean()), "sqrt_pehe_std": float(p.std()),
+                               "ate_error_mean": float(a.mean()), "ate_error_std": float(a.std()),
+                               "n": len(rows)}  # fmt: skip
+    return out
 
 
 def _ms(values):
@@ -409,6 +463,22 @@ def format_report(r) -> str:
             )
     if "alpha_grid" in r:
         lines += ["", "alpha_hat vs grid (CFR pairwise, K=4)", format_table(r["alpha_grid"])]
+    if "ihdp_reference" in r:
+        ref = r["ihdp_reference"]
+        lines += [
+            "",
+            f"IHDP held-out ({ref.get('test_fraction', 0.3):g} held out), predictors that ignore "
+            "x (fitted on the training units) and the ridge meta-learners, the driver's splits",
+            format_table(ref),
+            "",
+            "per replication, sqrt(PEHE): " + " | ".join(
+                sorted({x["method"] for x in ref["runs"]})),
+        ]  # fmt: skip
+        by_rep = {}
+        for x in ref["runs"]:
+            by_rep.setdefault(x["replication"], {})[x["method"]] = x["sqrt_pehe"]
+        for rep, cells in sorted(by_rep.items()):
+            lines.append(f"rep {rep}: " + " | ".join(f"{cells[m]:.3f}" for m in sorted(cells)))
     if "ihdp_headline" in r:
         lines += ["", *headline_report(r["ihdp_headline"])]
     return "\n".join(lines)
@@ -489,6 +559,9 @@ def headline_report(h) -> list[str]:
             ("cfr_pairwise@val_es_oracle", "cfr_pairwise@val_es"),
             ("cfr_pairwise@val_es_oracle", best_base),
         ]
+    # issue 41: the predictors that ignore x (train rows only); absent in runs made before them
+    pairs += [(m, ref) for ref in ("constant_effect", "mean_outcome") if ref in by
+              for m in ("tarnet", "cfr_pairwise", best_net)]  # fmt: skip
     for m1, m2 in pairs:
         d, pw, pt, wins = _paired(
             [by[m1][r]["sqrt_pehe"] for r in reps], [by[m2][r]["sqrt_pehe"] for r in reps]
