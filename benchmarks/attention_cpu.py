@@ -15,15 +15,14 @@ benchmarks/results/attention_cpu.json.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import platform
 
 import jax
 import jax.numpy as jnp
+from _results import load_average, write_results
 from _timing import median_seconds
 
-from fidia_jax._io import atomic_write_text
 from fidia_jax.kernels.santa import reference as R
 from fidia_jax.kernels.santa.api import samples_per_tile_for
 
@@ -36,6 +35,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="benchmarks/results/attention_cpu.json")
     args = ap.parse_args(argv)
+    load_start = load_average()
     b, hq, hkv, d = 1, 8, 2, 64
     rows = []
     print(
@@ -98,7 +98,17 @@ def main(argv=None):
         block_k=args.block_k,
         method="systematic",
     )
-    atomic_write_text(out, json.dumps(dict(meta=meta, rows=rows), indent=1))
+    table = {
+        "columns": ["n_k", "dense ms", "SANTA ms", "dense / SANTA", "distinct V rows sampled",
+                    "max abs err vs dense"],
+        "rows": [[f"{r['n_k']:,}".replace(",", "\u2009"), r["dense_ms"], r["santa_ms"],
+                  r["ratio"], f"{r['v_rows_read']:,} / {r['v_rows_total']:,}".replace(",", "\u2009"),
+                  r["max_abs_err"]] for r in rows],
+        "formats": [None, ".2f", ".2f", ".2f", None, ".3f"],
+    }  # fmt: skip
+    write_results(out.stem, {"decode": table}, load_start=load_start,
+                  extra={"meta": meta, "rows": rows}, out=out)  # fmt: skip
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ Usage::
   python benchmarks/hist.py --smoke         # seconds-long check on synthetic data
   python benchmarks/hist.py --folds 0 --epochs 100   # full leave-one-section-out protocol
 
-Writes ``benchmarks/results/hist.json``.
+Writes ``benchmarks/results/hist.json`` (``--out``) with the command, date, machine, commit
+and load average, and the tables ``scaling`` / ``slopes`` / ``accuracy`` that docs/hist.md
+renders from it (``benchmarks/_results.py``, ``tools/render_tables.py``).
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.projects import hist
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _results import load_average, write_results  # noqa: E402
 
 
 def lattice(n_spots: int, seed: int = 0) -> np.ndarray:
@@ -122,7 +125,72 @@ def slope(rows, key):
     return float(np.polyfit(x, y, 1)[0])
 
 
+def _fmt_int(n) -> str:
+    return f"{n:,}".replace(",", "\u2009")  # thin space: 100 000
+
+
+def tables(out: dict) -> dict:
+    """The tables docs/hist.md renders: ``scaling`` (one row per size), ``slopes`` (log-log
+    slopes over the sizes run), ``accuracy`` (one row per method, when part 1 ran)."""
+    t = {}
+    if "scaling" in out:
+        rows = out["scaling"]["rows"]
+        dense = any(r.get("dense_bytes") for r in rows)
+        cols = ["spots", "median ms", "min ms", "min µs / spot", "XLA flops",
+                "XLA bytes accessed", "compiled MiB"]  # fmt: skip
+        fmts = [None, ".4g", ".4g", ".3g", ".3g", ".3g", ".4g"]
+        if dense:
+            cols += ["dense median ms", "dense compiled MiB", "dense / sparse memory"]
+            fmts += [".4g", ".4g", ".0f"]
+        body = []
+        for r in rows:
+            b = r.get("sparse_bytes")
+            row = [_fmt_int(r["spots"]), 1e3 * r["sparse_s"], 1e3 * r["sparse_min_s"],
+                   1e6 * r["sparse_min_s"] / r["spots"], r.get("sparse_flops"),
+                   r.get("sparse_bytes_accessed"), None if b is None else b / 2**20]  # fmt: skip
+            if dense:
+                db = r.get("dense_bytes")
+                row += [None if r.get("dense_s") is None else 1e3 * r["dense_s"],
+                        None if db is None else db / 2**20,
+                        None if not (db and b) else db / b]  # fmt: skip
+            body.append(row)
+        t["scaling"] = {"columns": cols, "rows": body, "formats": fmts}
+        s = out["scaling"]
+        names = [("time (median)", "sparse_time_slope"), ("time (minimum)", "sparse_min_time_slope"),
+                 ("XLA flops", "sparse_flops_slope"),
+                 ("XLA bytes accessed", "sparse_bytes_accessed_slope"),
+                 ("compiled memory", "sparse_bytes_slope")]  # fmt: skip
+        if dense:
+            names += [("dense time (median)", "dense_time_slope"),
+                      ("dense compiled memory", "dense_bytes_slope")]  # fmt: skip
+        lo, hi = rows[0]["spots"], rows[-1]["spots"]
+        cols, fmts = (
+            ["log-log slope vs spots", f"{_fmt_int(lo)}–{_fmt_int(hi)} spots"],
+            [None, ".3f"],
+        )
+        body = [[n, s.get(k)] for n, k in names]
+        big = [r for r in rows if r["spots"] >= 10_000]  # out of a 32 MiB L3 cache (62 MiB)
+        if 2 <= len(big) < len(rows):
+            cols.append(f"{_fmt_int(big[0]['spots'])}–{_fmt_int(hi)} spots")
+            fmts.append(".3f")
+            raw = [k.removeprefix("sparse_").removesuffix("_slope") for _, k in names]
+            keys = {"time": "sparse_s", "min_time": "sparse_min_s", "flops": "sparse_flops",
+                    "bytes_accessed": "sparse_bytes_accessed", "bytes": "sparse_bytes",
+                    "dense_time": "dense_s", "dense_bytes": "dense_bytes"}  # fmt: skip
+            for row, k in zip(body, raw, strict=True):
+                row.append(slope(big, keys[k]))
+        t["slopes"] = {"columns": cols, "rows": body, "formats": fmts}
+    if "accuracy" in out:
+        mean = out["accuracy"]["mean"]
+        keys = sorted({k for m in mean.values() for k in m if isinstance(m[k], (int, float))})
+        t["accuracy"] = {"columns": ["method", *keys],
+                         "rows": [[m, *[mean[m].get(k) for k in keys]] for m in mean],
+                         "formats": [None, *[".3f"] * len(keys)]}  # fmt: skip
+    return t
+
+
 def main(argv=None) -> int:
+    load_start = load_average()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--data-dir", default="")
@@ -155,12 +223,7 @@ def main(argv=None) -> int:
     if args.data_dir:
         over["data_dir"] = args.data_dir
     cfg = dataclasses.replace(cfg, **over)
-    out = {
-        "machine": "2-core CPU sandbox, shared with other jobs, no GPU",
-        "date": "2026-11-30",
-        "jax": jax.__version__,
-        "config": dataclasses.asdict(cfg),
-    }
+    out = {"jax": jax.__version__, "config": dataclasses.asdict(cfg)}
     t0 = time.perf_counter()
     if args.accuracy_json:
         res = json.loads(pathlib.Path(args.accuracy_json).read_text())
@@ -224,7 +287,9 @@ def main(argv=None) -> int:
         )
     out["wall_s"] = time.perf_counter() - t0
     if not args.smoke:
-        atomic_write_text(args.out, json_text(out, indent=2))
+        path = pathlib.Path(args.out)
+        write_results(path.stem, tables(out), load_start=load_start, extra=out, out=path)
+        print(f"wrote {path}")
     return 0
 
 

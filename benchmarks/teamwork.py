@@ -18,6 +18,8 @@ point-wise AUC-PR stands in as the threshold-free column.
 
 Usage: python benchmarks/teamwork.py [--smoke] [--full] [--data-dir DIR] [--skab-every 4]
 ``--full`` runs the issue's protocol (default presets, all 34 runs for every method).
+The results file has one table per part run (``tables.<part>``), with the command, date,
+machine, commit and load average; docs/teamwork.md renders them (``tools/render_tables.py``).
 """
 
 from __future__ import annotations
@@ -26,17 +28,46 @@ import argparse
 import json
 import os
 import pathlib
+import sys
 import time
 
-from fidia_jax._io import atomic_write_text
 from fidia_jax.projects import teamwork
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _results import RESERVED, load_average, write_results  # noqa: E402
 
 ALL = tuple(teamwork.METHODS)
 # Reduced protocol that fits the shared 2-core CPU sandbox (declared in docs/teamwork.md).
 REDUCED = {"dim": 16, "heads": 2, "batch_size": 16}
 
 
+def results_table(res: dict) -> dict:
+    """``res`` (:func:`teamwork.compare_methods`) as a results-file table: the columns of
+    :func:`teamwork.format_table`, numbers kept as numbers."""
+    rows = res["rows"]
+    ref_name = next(iter(rows))
+    ref = rows[ref_name]
+    rules = [r for r in ("ratio", "oracle", "skab_ucl") if r in ref]
+    keys = ("f1", "pa_f1", "affiliation_f1")
+    cols = ["method", "AUC-PR"] + [f"{k} [{r}]" for r in rules for k in keys]
+    fmts = [None] + [".3f"] * (len(cols) - 1)
+    if "skab_ucl" in rules:
+        cols += ["FAR % [skab_ucl]", "MAR % [skab_ucl]"]
+        fmts += [".1f", ".1f"]
+    cols.append(f"F1[oracle] / {ref_name.split(' (')[0]}'s")
+    fmts.append(".2f")
+    body = []
+    for name, row in rows.items():
+        cells = [name, row["oracle"]["auc_pr"], *(row[r][k] for r in rules for k in keys)]
+        if "skab_ucl" in rules:
+            cells += [row["skab_ucl"]["far"], row["skab_ucl"]["mar"]]
+        cells.append(row["oracle"]["f1"] / max(ref["oracle"]["f1"], 1e-12))
+        body.append(cells)
+    return {"columns": cols, "rows": body, "formats": fmts}
+
+
 def main():
+    load_start = load_average()
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true", help="seconds-long run, numbers meaningless")
     ap.add_argument("--full", action="store_true", help="the issue's protocol (hours on 2 CPUs)")
@@ -76,6 +107,9 @@ def main():
     parts = [p for p in args.parts.split(",") if p]
     out = pathlib.Path(args.out)
     results = json.loads(out.read_text()) if out.is_file() and len(parts) < 3 else {}
+    # the parts of an earlier run stay as raw results; only this run's parts are tables
+    results = {k: v for k, v in results.items() if k not in RESERVED}
+    tables = {}
     for part in parts:
         cfg = configs[part]
         if cfg.dataset == "skab":
@@ -96,7 +130,9 @@ def main():
             "wall_s": time.time() - t0,
             "smoke": args.smoke,
         }
-        atomic_write_text(out, json.dumps(results, indent=2, default=list))
+        tables[part] = results_table(res)
+        extra = json.loads(json.dumps(results, default=list))
+        write_results(out.stem, tables, load_start=load_start, extra=extra, out=out)
     print(f"\nwrote {out}")
 
 

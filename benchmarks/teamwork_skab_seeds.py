@@ -19,7 +19,10 @@ accumulate in its file; ``--report`` merges the seeds):
         [--steps 50] [--convae-steps 150]
     python benchmarks/teamwork_skab_seeds.py --report [--seeds 0,1,2]
     python benchmarks/teamwork_skab_seeds.py --diagnose   # what roles / period masks see
-Writes ``benchmarks/results/teamwork_skab_seed<k>.json`` and ``teamwork_skab_seeds.json``.
+Writes ``benchmarks/results/teamwork_skab_seed<k>.json`` (each method's rows with the command
+that ran them) and ``teamwork_skab_seeds.json``: the tables ``skab_seeds`` and ``per_seed`` that
+docs/teamwork.md renders (``tools/render_tables.py``), whose ``command`` lists every command
+that made the seed files and the report.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import argparse
 import json
 import os
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -36,6 +40,9 @@ from fidia_jax import metrics
 from fidia_jax._io import atomic_write_text
 from fidia_jax.projects import teamwork
 from fidia_jax.projects.teamwork import train as tw
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _results import command_line, load_average, write_results  # noqa: E402
 
 NEURAL = ("teamwork", "no_roles", "random_mask", "convae")
 ROWS = {**{m: teamwork.METHODS[m] for m in (*NEURAL, "pca")}, "all": "flag everything"}
@@ -81,7 +88,8 @@ def run_seed(args) -> None:
             s, s_tr = det.score(x_te), det.score(x_tr)
             ucl = float(np.quantile(s_tr, 0.999)) * 4.0 / 3.0
             rows.append({"ucl": _counts(s >= ucl, y), "auc_pr": metrics.auc_pr(s, y)})
-        out[method] = {"per_run": rows, "wall_s": time.time() - t0}
+        out[method] = {"per_run": rows, "wall_s": time.time() - t0, "command": command_line(),
+                       "load_average": load_average()}  # fmt: skip
         print(f"{method}: {time.time() - t0:.0f} s", flush=True)
         atomic_write_text(path, json.dumps(out, indent=1))
 
@@ -156,10 +164,32 @@ def report(args) -> None:
         )
     text = "\n".join(lines)
     print(text)
-    atomic_write_text(
-        OUT / "teamwork_skab_seeds.json",
-        json.dumps({"table": table, "tests": tests, "markdown": text, "seeds": seeds}, indent=1),
-    )
+    cols = ["method", "F1 (pooled)", "FAR %", "MAR %", "AUC-PR",
+            "TeamWork - row: per-run F1 (Wilcoxon p, wins/losses)",
+            "TeamWork - row: AUC-PR (p)"]  # fmt: skip
+    body, per_seed = [], []
+    for m, row in table.items():
+        t = tests.get(m)
+        c1 = None if t is None else (
+            f"{t['f1_mean_diff']:+.3f} (p={t['f1_p']:.2g}, {t['f1_wins']}/{t['f1_losses']})"
+        )  # fmt: skip
+        c2 = None if t is None or "auc_pr_p" not in t else (
+            f"{t['auc_pr_mean_diff']:+.3f} (p={t['auc_pr_p']:.2g})"
+        )  # fmt: skip
+        body.append([row["name"], [row["f1_pooled_mean"], row["f1_pooled_sd"]], row["far"],
+                     row["mar"], row["auc_pr_mean"], c1, c2])  # fmt: skip
+        per_seed.append([row["name"], row["seeds"],
+                         ", ".join(f"{v:.3f}" for v in row["f1_pooled_per_seed"])])  # fmt: skip
+    made = list(dict.fromkeys(r[m]["command"] for r in res for m in ROWS
+                              if m in r and r[m].get("command")))  # fmt: skip
+    write_results(
+        "teamwork_skab_seeds",
+        {"skab_seeds": {"columns": cols, "rows": body,
+                        "formats": [None, ".3f", ".1f", ".1f", ".3f", None, None]},
+         "per_seed": {"columns": ["method", "seeds", "pooled F1 per seed"], "rows": per_seed}},
+        command=" ; ".join([*made, command_line()]), load_start=args.load_start,
+        extra={"table": table, "tests": tests, "markdown": text, "seeds": seeds},
+    )  # fmt: skip
 
 
 def diagnose(args) -> None:
@@ -202,6 +232,7 @@ def main():
     ap.add_argument("--diagnose", action="store_true", help="roles / periods on SKAB, no fit")
     ap.add_argument("--seeds", default="0,1,2")
     args = ap.parse_args()
+    args.load_start = load_average()
     if args.diagnose:
         diagnose(args)
     elif args.report:

@@ -43,6 +43,11 @@ class TdConfig:
         reference of every ratio, is required).
       markovian: also run the Markovian rows (one trajectory per MRP, exponential schedule, plain
         and regularised with ``lambda = 1/sqrt(T)``).
+      tuning: where ``eta_0`` is chosen. ``"separate"`` (default): on other MRPs
+        (``key(seed + 2)``) with other transitions (``key(seed + 3)``), so the reported error
+        is measured on MRPs and samples the choice never saw. ``"same"``: on the reported MRPs
+        and transitions themselves (the behaviour before 2026-12-04; every tuned row's error is
+        then the minimum over the grid, an optimistic number).
     """
 
     seed: int = 0
@@ -54,8 +59,11 @@ class TdConfig:
     eta_grid: tuple[float, ...] = (0.03, 0.1, 0.3, 1.0)
     schedules: tuple[str, ...] = tuple(SCHEDULES)
     markovian: bool = True
+    tuning: str = "separate"
 
     def __post_init__(self) -> None:
+        if self.tuning not in ("separate", "same"):
+            raise ConfigError(f"tuning must be 'separate' or 'same', got {self.tuning!r}")
         if self.num_mrps < 1:
             raise ConfigError(f"num_mrps must be >= 1, got {self.num_mrps}")
         if not 1 <= self.n_features <= self.n_states:
