@@ -75,6 +75,13 @@ def safetensors_names(file: str, where: str) -> list[str]:
     return names
 
 
+def safetensors_header_len(file: str) -> int:
+    """Bytes of a safetensors file's length prefix and JSON header (call after
+    :func:`safetensors_names` has checked the file)."""
+    with open(file, "rb") as f:
+        return 8 + struct.unpack("<Q", f.read(8))[0]
+
+
 _SHARD = re.compile(r"^model(-\d+-of-\d+)?\.safetensors$")
 
 
@@ -184,13 +191,18 @@ class _Cursor:
             )
 
 
-def check_gguf(file: str, where: str, quant_sizes) -> None:
+def check_gguf(file: str, where: str, quant_sizes) -> int | None:
     """Checks a GGUF file's header and that every tensor's data lies inside the file.
 
     Args:
       file: the path.
       where: the caller's name, for messages.
       quant_sizes: ``gguf.GGML_QUANT_SIZES`` (type -> (block size, bytes per block)).
+
+    Returns:
+      The length in bytes of the header (magic, counts, key-values and tensor infos: what the
+      conversion cache hashes), or ``None`` for a GGUF v1 / other-byte-order file, which is
+      left to the gguf reader.
 
     Raises:
       CheckpointError: not a GGUF v2/v3 file, a header that runs past the end of the file, an
@@ -209,7 +221,7 @@ def check_gguf(file: str, where: str, quant_sizes) -> None:
                 raise CheckpointError(f"{where}: {file!r} is not a GGUF file (bad magic)")
             version = c.u32()
             if version not in (2, 3):
-                return  # v1 or another byte order: left to the gguf reader
+                return None  # v1 or another byte order: left to the gguf reader
             n_tensors, n_kv = c.u64(), c.u64()
             alignment = 32
             for _ in range(n_kv):
@@ -225,6 +237,7 @@ def check_gguf(file: str, where: str, quant_sizes) -> None:
                 dims = [c.u64() for _ in range(c.u32())]
                 ttype, offset = c.u32(), c.u64()
                 infos.append((name, dims, ttype, offset))
+            header_len = c.pos
             start = c.pos + (-c.pos) % max(alignment, 1)
         finally:
             buf.close()
@@ -243,3 +256,4 @@ def check_gguf(file: str, where: str, quant_sizes) -> None:
                 f"{where}: tensor {name!r} of {file!r} needs bytes up to {end}, the file has "
                 f"{size} (truncated)"
             )
+    return header_len

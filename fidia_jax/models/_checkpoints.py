@@ -16,6 +16,11 @@ the rows of the query and key projections of the ``llama`` architecture into the
 RoPE layout (per head, output row ``2 i + r`` of GGUF is row ``r * D/2 + i`` of the original),
 and stores Gemma's RMSNorm weights with the ``+ 1`` already added.
 
+Conversion cache: what a loader converts (the model's arrays in the parameter dtype and its
+config; a GGUF file's rebuilt tokenizer) is written once to a cache directory and read back by
+the next load of the same file (``fidia_jax/models/_convert_cache.py``; ``cache=`` /
+``cache_dir=`` on every loader, ``FIDIA_LM_CACHE=0`` turns the default off).
+
 The optional packages (``safetensors``, ``gguf``, ``tokenizers``, ``sentencepiece``) are the
 ``lm`` extra and imported inside the functions.
 """
@@ -23,11 +28,14 @@ The optional packages (``safetensors``, ``gguf``, ``tokenizers``, ``sentencepiec
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
+import importlib.metadata
 import json
 import math
 import os
 import struct
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,10 +44,19 @@ import numpy as np
 
 from fidia_jax.errors import CheckpointError, ConfigError, needs_extra
 from fidia_jax.layers import RopeScaling
-from fidia_jax.models._checkpoint_files import check_gguf, safetensors_layout
+from fidia_jax.models import _convert_cache as cc
+from fidia_jax.models._checkpoint_files import (
+    check_gguf,
+    safetensors_header_len,
+    safetensors_layout,
+)
 from fidia_jax.models._init import init_without_compile
 from fidia_jax.models._llama import Llama, LlamaConfig
-from fidia_jax.models._lm_tokenizer import gguf_byte_level_bpe, gguf_sentencepiece
+from fidia_jax.models._lm_tokenizer import (
+    GGUFSentencePiece,
+    gguf_byte_level_bpe,
+    gguf_sentencepiece,
+)
 
 __all__ = [
     "LMTokenizer",
@@ -243,6 +260,115 @@ def _to_param(x: np.ndarray, cfg: LlamaConfig) -> np.ndarray:
     return np.asarray(x).astype(np.dtype(cfg.param_dtype))
 
 
+# ----------------------------------------------------------------------------- conversion cache
+_WEIGHTS = "weights.safetensors"
+_CALL_FIELDS = ("max_seq_len", "attention_impl", "dtype", "param_dtype")
+
+
+def _lib_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _config_fields_digest() -> str:
+    """Changes whenever :class:`LlamaConfig` gains or loses a field (cached configs then miss)."""
+    names = ",".join(f.name for f in dataclasses.fields(LlamaConfig))
+    return hashlib.sha256(names.encode()).hexdigest()[:16]
+
+
+def _config_json(cfg: LlamaConfig, default_max_seq_len: int) -> dict:
+    """The checkpoint's part of ``cfg`` as JSON (the call's options left out)."""
+    out: dict[str, Any] = {"default_max_seq_len": int(default_max_seq_len)}
+    for f in dataclasses.fields(cfg):
+        if f.name not in _CALL_FIELDS:
+            value = getattr(cfg, f.name)
+            out[f.name] = dataclasses.asdict(value) if isinstance(value, RopeScaling) else value
+    return out
+
+
+def _config_from_json(d: dict, *, max_seq_len, dtype, param_dtype, attention_impl) -> LlamaConfig:
+    kw = dict(d)
+    default = kw.pop("default_max_seq_len")
+    if kw.get("rope_scaling") is not None:
+        kw["rope_scaling"] = RopeScaling(**kw["rope_scaling"])
+    return LlamaConfig(
+        **kw,
+        max_seq_len=int(max_seq_len or default),
+        attention_impl=attention_impl,
+        dtype=dtype,
+        param_dtype=param_dtype or dtype,
+    )
+
+
+def _say(message: str) -> None:
+    """One line on stderr (not when ``FIDIA_QUIET`` is set, nor on a process other than 0)."""
+    from fidia_jax import parallel
+    from fidia_jax._io import make_console
+    from fidia_jax.train import is_quiet
+
+    if not is_quiet() and parallel.is_primary():
+        make_console(stderr=True).print(message, highlight=False, markup=False, soft_wrap=True)
+
+
+def _stage(description: str, show: bool):
+    """The project's stage message (``fidia_jax.train.stage``) when ``show``, else nothing."""
+    if not show:
+        import contextlib
+
+        return contextlib.nullcontext()
+    from fidia_jax.train import stage
+
+    return stage(description)
+
+
+def _model_from_cache(
+    entry: cc.Entry,
+    make_cfg: Callable[[dict], LlamaConfig],
+    names_of: Callable[[LlamaConfig], dict],
+    where: str,
+) -> Llama | None:
+    """The model of a whole cache entry, or ``None`` (a miss; a broken entry is one warning)."""
+    t0 = time.perf_counter()
+    info = entry.read()
+    if info is None:
+        return None
+    cfg = make_cfg(info)  # the entry's config is sealed by its manifest: errors are the call's
+    sft = _import("safetensors")
+    try:
+        with sft.safe_open(entry.file(_WEIGHTS), framework="numpy") as f:
+            held, want = set(f.keys()), set(names_of(cfg))
+            if held != want:
+                raise ValueError(
+                    f"it holds {len(held)} arrays, the model needs {len(want)} (e.g. "
+                    f"{sorted(held ^ want)[:2]})"
+                )
+            pdt = np.dtype(cfg.param_dtype)
+
+            def get(name):
+                x = f.get_tensor(name)
+                if x.dtype != pdt:
+                    raise ValueError(f"array {name} is {x.dtype}, not {pdt}")
+                return x
+
+            model = _build(cfg, get, where)
+    except ConfigError:
+        raise  # the call's options (e.g. attention_impl), not the entry
+    except Exception as err:  # anything unreadable in the entry: rebuild it
+        entry.corrupt(f"{type(err).__name__}: {err}")
+        return None
+    _say(f"{where}: loaded from cache {entry.path} in {time.perf_counter() - t0:.1f} s")
+    return model
+
+
+def _store_model(entry: cc.Entry, arrays: dict[str, np.ndarray], info: dict) -> None:
+    st = _import("safetensors.numpy")
+    dense = {k: np.ascontiguousarray(v) for k, v in arrays.items()}  # safetensors: C order
+    if entry.write({_WEIGHTS: lambda path: st.save_file(dense, path)}, info):
+        _say(f"{entry.where}: conversion cached in {entry.path}")
+
+
 def load_hf_checkpoint(
     path: str | os.PathLike,
     *,
@@ -250,6 +376,8 @@ def load_hf_checkpoint(
     param_dtype=None,
     max_seq_len: int | None = None,
     attention_impl: str = "xla",
+    cache: bool | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> Llama:
     """Loads a Hugging Face safetensors checkpoint directory into a :class:`Llama`.
 
@@ -261,6 +389,17 @@ def load_hf_checkpoint(
       param_dtype: parameter dtype (default ``dtype``); stored tensors (bf16 / f16 / f32) are
         cast to it.
       max_seq_len, attention_impl: see :func:`hf_llama_config`.
+      cache: the conversion cache (``fidia_jax/models/_convert_cache.py``): ``None`` (default)
+        uses it unless ``$FIDIA_LM_CACHE`` is ``0`` / ``off``, for checkpoints of at least
+        16 MiB; ``True`` uses it whatever the size; ``False`` neither reads nor writes it.
+        Cached: our arrays (transposed, in ``param_dtype``), keyed by each shard's size,
+        ``st_mtime_ns`` and the sha256 of its JSON header and of sampled data blocks, the
+        sha256 of ``config.json`` and of the index, ``param_dtype`` and the cache's format
+        version (``max_seq_len``, ``dtype`` and ``attention_impl`` change no array and share
+        the entry). A broken entry is rebuilt with one warning; a cache that cannot be
+        written is one warning and the load goes on.
+      cache_dir: the cache directory (default ``$FIDIA_CACHE_DIR/lm_convert``, else the user
+        cache directory, ``~/.cache/fidia_jax/lm_convert`` on Linux).
 
     Returns:
       The model; ``model.config`` holds the options read from ``config.json``. Tensor names
@@ -274,7 +413,8 @@ def load_hf_checkpoint(
         index that puts a tensor in a shard that does not hold it, or omits one a shard holds;
         a ``model*.safetensors`` file beside the index that it does not list; a truncated or
         corrupt safetensors file (each named with the file and the tensor).
-      ConfigError: an unsupported family or option (see :func:`hf_llama_config`).
+      ConfigError: an unsupported family or option (see :func:`hf_llama_config`); ``cache``
+        not a bool / ``None``; ``cache_dir`` an existing file.
     """
     where = "load_hf_checkpoint"
     st = _import("safetensors.numpy")
@@ -282,8 +422,9 @@ def load_hf_checkpoint(
     cfg_path = os.path.join(root, "config.json")
     if not os.path.isfile(cfg_path):
         raise CheckpointError(f"{where}: no config.json in {root!r}")
-    with open(cfg_path) as f:
-        hf = json.load(f)
+    with open(cfg_path, "rb") as f:
+        cfg_bytes = f.read()
+    hf = json.loads(cfg_bytes)
     cfg = hf_llama_config(
         hf,
         max_seq_len=max_seq_len,
@@ -292,41 +433,73 @@ def load_hf_checkpoint(
         attention_impl=attention_impl,
     )
     holder = safetensors_layout(root, where)  # headers, sizes, index and shards checked
-    tensors: dict[str, np.ndarray] = {}
-    for shard in sorted(set(holder.values())):
-        file = os.path.join(root, shard)
-        try:
-            tensors.update(st.load_file(file))
-        except Exception as err:  # safetensors raises its own error types
-            raise CheckpointError(f"{where}: {file!r} could not be read: {err}") from err
-    names = _our_names(cfg)
-    wanted = {hf_name for hf_name, _ in names.values()}
-    if hf.get("tie_word_embeddings") and "lm_head.weight" in tensors:
-        wanted.add("lm_head.weight")  # some tied checkpoints store the copy; it must agree
-        if not np.array_equal(tensors["lm_head.weight"], tensors["model.embed_tokens.weight"]):
-            raise CheckpointError(
-                f"{where}: tie_word_embeddings is set but lm_head.weight differs from the "
-                "embeddings"
-            )
-    extra = sorted(
-        set(tensors) - wanted - {k for k in tensors if k.endswith("rotary_emb.inv_freq")}
-    )
-    if extra:
-        raise CheckpointError(
-            f"{where}: {len(extra)} tensors the {hf['model_type']} model does not use, "
-            f"e.g. {extra[:3]}"
+    shards = sorted(set(holder.values()))
+    files = [os.path.join(root, shard) for shard in shards]
+    total = sum(os.path.getsize(file) for file in files)
+    cache_root = cc.resolve_cache_dir(cache, cache_dir, source_bytes=total, where=where)
+    entry = None
+    if cache_root is not None:
+        index = os.path.join(root, "model.safetensors.index.json")
+        key = {
+            "format": cc.FORMAT_VERSION,
+            "source": [
+                {"name": shard, **cc.fingerprint(file, safetensors_header_len(file))}
+                for shard, file in zip(shards, files, strict=True)
+            ],
+            "config_json": hashlib.sha256(cfg_bytes).hexdigest(),
+            "index_json": cc.fingerprint(index, None)["sha256"] if os.path.isfile(index) else None,
+            "param_dtype": np.dtype(cfg.param_dtype).name,
+            "config_fields": _config_fields_digest(),
+        }
+        entry = cc.Entry(cache_root, "hf-model", key, where=where, sources=[root])
+        model = _model_from_cache(entry, lambda info: cfg, _our_names, where)
+        if model is not None:
+            return model
+    show = entry is not None or total >= cc.MIN_DEFAULT_BYTES
+    note = ", then caching it" if entry is not None else ""
+    name = os.path.basename(os.path.abspath(root))
+    with _stage(f"{where}: converting {name} ({total / 2**20:.1f} MiB{note})", show):
+        tensors: dict[str, np.ndarray] = {}
+        for file in files:
+            try:
+                tensors.update(st.load_file(file))
+            except Exception as err:  # safetensors raises its own error types
+                raise CheckpointError(f"{where}: {file!r} could not be read: {err}") from err
+        names = _our_names(cfg)
+        wanted = {hf_name for hf_name, _ in names.values()}
+        if hf.get("tie_word_embeddings") and "lm_head.weight" in tensors:
+            wanted.add("lm_head.weight")  # some tied checkpoints store the copy; it must agree
+            if not np.array_equal(tensors["lm_head.weight"], tensors["model.embed_tokens.weight"]):
+                raise CheckpointError(
+                    f"{where}: tie_word_embeddings is set but lm_head.weight differs from the "
+                    "embeddings"
+                )
+        extra = sorted(
+            set(tensors) - wanted - {k for k in tensors if k.endswith("rotary_emb.inv_freq")}
         )
+        if extra:
+            raise CheckpointError(
+                f"{where}: {len(extra)} tensors the {hf['model_type']} model does not use, "
+                f"e.g. {extra[:3]}"
+            )
+        held: dict[str, np.ndarray] = {}
 
-    def get(name):
-        if name not in names:
-            raise CheckpointError(f"{where}: no rule for the model leaf {name}")
-        hf_name, transpose = names[name]
-        if hf_name not in tensors:
-            raise CheckpointError(f"{where}: tensor {hf_name!r} is missing from {root!r}")
-        x = tensors[hf_name]
-        return _to_param(x.T if transpose else x, cfg)
+        def get(name):
+            if name not in names:
+                raise CheckpointError(f"{where}: no rule for the model leaf {name}")
+            hf_name, transpose = names[name]
+            if hf_name not in tensors:
+                raise CheckpointError(f"{where}: tensor {hf_name!r} is missing from {root!r}")
+            x = tensors[hf_name]
+            out = _to_param(x.T if transpose else x, cfg)
+            if entry is not None:
+                held[name] = out
+            return out
 
-    return _build(cfg, get, where)
+        model = _build(cfg, get, where)
+        if entry is not None:
+            _store_model(entry, held, {})
+    return model
 
 
 # ----------------------------------------------------------------------------- GGUF
@@ -337,13 +510,41 @@ def _field(reader, key: str, default=None):
     return f.contents()
 
 
-def _gguf_reader(gguf, file: str, where: str):
-    """``gguf.GGUFReader`` of ``file`` after :func:`check_gguf` (errors as CheckpointError)."""
-    check_gguf(file, where, gguf.GGML_QUANT_SIZES)
-    try:
-        return gguf.GGUFReader(file)
-    except (ValueError, OSError, IndexError, KeyError, struct.error) as err:
-        raise CheckpointError(f"{where}: {file!r} is not a readable GGUF file: {err}") from err
+class _GGUFSource:
+    """One GGUF file: checked on opening (:func:`check_gguf`), its cache-key fingerprint and
+    its ``gguf.GGUFReader`` made once on demand (``load_lm_checkpoint`` shares them between the
+    model and the tokenizer; parsing Gemma 3's 262144-token vocabulary takes 10 s or more)."""
+
+    def __init__(self, path, where: str):
+        self.gguf = _import("gguf")
+        self.file = os.fspath(path)
+        if not os.path.isfile(self.file):
+            raise CheckpointError(f"{where}: no file {self.file!r}")
+        self.header_len = check_gguf(self.file, where, self.gguf.GGML_QUANT_SIZES)
+        self.size = os.path.getsize(self.file)
+        self._reader = None
+        self._key: dict | None = None
+
+    def reader(self, where: str):
+        """``gguf.GGUFReader`` of the file (errors as CheckpointError)."""
+        if self._reader is None:
+            try:
+                self._reader = self.gguf.GGUFReader(self.file)
+            except (ValueError, OSError, IndexError, KeyError, struct.error) as err:
+                raise CheckpointError(
+                    f"{where}: {self.file!r} is not a readable GGUF file: {err}"
+                ) from err
+        return self._reader
+
+    def key(self) -> dict:
+        """The file's part of a cache key (fingerprint, cache format, gguf version)."""
+        if self._key is None:
+            self._key = {
+                "format": cc.FORMAT_VERSION,
+                "source": [cc.fingerprint(self.file, self.header_len)],
+                "gguf": _lib_version("gguf"),
+            }
+        return self._key
 
 
 def _unpermute_qk(w_OxI: np.ndarray, heads: int) -> np.ndarray:
@@ -423,6 +624,8 @@ def load_gguf(
     param_dtype=None,
     max_seq_len: int | None = None,
     attention_impl: str = "xla",
+    cache: bool | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> Llama:
     """Loads a GGUF file (llama.cpp) into a :class:`Llama`, dequantising every tensor.
 
@@ -434,71 +637,127 @@ def load_gguf(
       param_dtype: parameter dtype (default ``dtype``).
       max_seq_len: default KV-cache length (default the file's context length, capped at 8192).
       attention_impl: attention implementation of the global layers.
+      cache: the conversion cache (``fidia_jax/models/_convert_cache.py``): ``None`` (default)
+        uses it unless ``$FIDIA_LM_CACHE`` is ``0`` / ``off``, for files of at least 16 MiB;
+        ``True`` uses it whatever the size; ``False`` neither reads nor writes it. Cached: the
+        dequantised arrays as the model takes them (in ``param_dtype``) and the file's part of
+        the config, keyed by the file's size, ``st_mtime_ns`` and the sha256 of its header
+        (key-values and tensor infos) and of sampled data blocks, ``param_dtype``, the gguf
+        package's version and the cache's format version (``max_seq_len``, ``dtype`` and
+        ``attention_impl`` change no array and share the entry). A hit prints ``loaded from
+        cache <entry> in N s``; a conversion prints a stage line before and after. A broken
+        entry is rebuilt with one warning; a cache that cannot be written is one warning and
+        the load goes on.
+      cache_dir: the cache directory (default ``$FIDIA_CACHE_DIR/lm_convert``, else the user
+        cache directory, ``~/.cache/fidia_jax/lm_convert`` on Linux).
 
     Returns:
       The model. For ``llama`` the query/key rows are put back from llama.cpp's interleaved
       RoPE layout; for ``gemma3`` the stored ``1 + w`` norm weights become ``w`` (the model
-      adds the 1); a missing ``output.weight`` means tied embeddings.
+      adds the 1); a missing ``output.weight`` means tied embeddings. A model from the cache
+      is bit-identical to a fresh conversion.
 
     Raises:
       CheckpointError: not a file, a missing or unexpected tensor (named), a wrong shape; a
         file that is not GGUF, whose header runs past its end, or whose tensor data is cut short
         (checked from the tensor table before anything is read, naming the file and the first
         tensor that does not fit); a ``rope_freqs`` tensor (per-frequency RoPE factors, Llama 3.1 GGUFs: not supported).
-      ConfigError: another architecture, or an unsupported option (named).
+      ConfigError: another architecture, or an unsupported option (named); ``cache`` not a
+        bool / ``None``; ``cache_dir`` an existing file.
     """
     where = "load_gguf"
-    gguf = _import("gguf")
-    file = os.fspath(path)
-    if not os.path.isfile(file):
-        raise CheckpointError(f"{where}: no file {file!r}")
-    reader = _gguf_reader(gguf, file, where)
-    arch = _field(reader, "general.architecture")
-    if arch not in _GGUF_ARCHS:
-        raise ConfigError(
-            f"{where}: architecture {arch!r} is not supported (one of {', '.join(_GGUF_ARCHS)})"
-        )
-    by_name = {t.name: t for t in reader.tensors}
-    if "rope_freqs.weight" in by_name:
-        raise CheckpointError(f"{where}: rope_freqs (per-frequency RoPE factors) not supported")
-    if "token_embd.weight" not in by_name:
-        raise CheckpointError(f"{where}: token_embd.weight is missing")
-    emb = by_name["token_embd.weight"]
-    n_vocab = int(emb.shape[-1])  # ggml order: (dim, vocab)
-    cfg = _gguf_config(
-        reader,
-        arch,
-        n_vocab,
-        has_output="output.weight" in by_name,
-        max_seq_len=max_seq_len,
+    return _gguf_model(
+        _GGUFSource(path, where),
         dtype=dtype,
         param_dtype=param_dtype,
-        impl=attention_impl,
+        max_seq_len=max_seq_len,
+        attention_impl=attention_impl,
+        cache=cache,
+        cache_dir=cache_dir,
+        where=where,
     )
-    names = _gguf_names(cfg)
-    extra = sorted(set(by_name) - {n for n, _ in names.values()})
-    if extra:
-        raise CheckpointError(
-            f"{where}: {len(extra)} tensors the {arch} model does not use, e.g. {extra[:3]}"
+
+
+def _gguf_model(
+    src: _GGUFSource, *, dtype, param_dtype, max_seq_len, attention_impl, cache, cache_dir, where
+) -> Llama:
+    cache_root = cc.resolve_cache_dir(cache, cache_dir, source_bytes=src.size, where=where)
+    call = dict(
+        max_seq_len=max_seq_len, dtype=dtype, param_dtype=param_dtype, attention_impl=attention_impl
+    )
+    entry = None
+    if cache_root is not None:
+        key = {
+            **src.key(),
+            "param_dtype": np.dtype(param_dtype or dtype).name,
+            "config_fields": _config_fields_digest(),
+        }
+        entry = cc.Entry(cache_root, "gguf-model", key, where=where, sources=[src.file])
+        model = _model_from_cache(
+            entry, lambda info: _config_from_json(info["config"], **call), _gguf_names, where
         )
+        if model is not None:
+            return model
+    show = entry is not None or src.size >= cc.MIN_DEFAULT_BYTES
+    note = ", then caching it" if entry is not None else ""
+    name = os.path.basename(src.file)
+    with _stage(f"{where}: converting {name} ({src.size / 2**20:.1f} MiB{note})", show):
+        gguf, file = src.gguf, src.file
+        reader = src.reader(where)
+        arch = _field(reader, "general.architecture")
+        if arch not in _GGUF_ARCHS:
+            raise ConfigError(
+                f"{where}: architecture {arch!r} is not supported (one of {', '.join(_GGUF_ARCHS)})"
+            )
+        by_name = {t.name: t for t in reader.tensors}
+        if "rope_freqs.weight" in by_name:
+            raise CheckpointError(f"{where}: rope_freqs (per-frequency RoPE factors) not supported")
+        if "token_embd.weight" not in by_name:
+            raise CheckpointError(f"{where}: token_embd.weight is missing")
+        emb = by_name["token_embd.weight"]
+        n_vocab = int(emb.shape[-1])  # ggml order: (dim, vocab)
+        cfg0 = _gguf_config(
+            reader,
+            arch,
+            n_vocab,
+            has_output="output.weight" in by_name,
+            max_seq_len=None,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            impl=attention_impl,
+        )
+        cfg = dataclasses.replace(cfg0, max_seq_len=int(max_seq_len)) if max_seq_len else cfg0
+        names = _gguf_names(cfg)
+        extra = sorted(set(by_name) - {n for n, _ in names.values()})
+        if extra:
+            raise CheckpointError(
+                f"{where}: {len(extra)} tensors the {arch} model does not use, e.g. {extra[:3]}"
+            )
+        held: dict[str, np.ndarray] = {}
 
-    def get(name):
-        if name not in names:
-            raise CheckpointError(f"{where}: no rule for the model leaf {name}")
-        gname, transpose = names[name]
-        if gname not in by_name:
-            raise CheckpointError(f"{where}: tensor {gname!r} is missing from {file!r}")
-        t = by_name[gname]
-        x = gguf.quants.dequantize(t.data, t.tensor_type)
-        x = np.asarray(x, np.float32).reshape(tuple(int(n) for n in reversed(t.shape)))
-        if arch == "gemma3" and gname.endswith("norm.weight"):
-            x = x - 1.0
-        if arch == "llama" and gname.endswith(("attn_q.weight", "attn_k.weight")):
-            heads = cfg.n_heads if gname.endswith("attn_q.weight") else cfg.n_kv_heads
-            x = _unpermute_qk(x, heads)
-        return _to_param(x.T if transpose else x, cfg)
+        def get(name):
+            if name not in names:
+                raise CheckpointError(f"{where}: no rule for the model leaf {name}")
+            gname, transpose = names[name]
+            if gname not in by_name:
+                raise CheckpointError(f"{where}: tensor {gname!r} is missing from {file!r}")
+            t = by_name[gname]
+            x = gguf.quants.dequantize(t.data, t.tensor_type)
+            x = np.asarray(x, np.float32).reshape(tuple(int(n) for n in reversed(t.shape)))
+            if arch == "gemma3" and gname.endswith("norm.weight"):
+                x = x - 1.0
+            if arch == "llama" and gname.endswith(("attn_q.weight", "attn_k.weight")):
+                heads = cfg.n_heads if gname.endswith("attn_q.weight") else cfg.n_kv_heads
+                x = _unpermute_qk(x, heads)
+            out = _to_param(x.T if transpose else x, cfg)
+            if entry is not None:
+                held[name] = out
+            return out
 
-    return _build(cfg, get, where)
+        model = _build(cfg, get, where)
+        if entry is not None:
+            _store_model(entry, held, {"config": _config_json(cfg, cfg0.max_seq_len)})
+    return model
 
 
 def _gguf_names(cfg: LlamaConfig) -> dict[str, tuple[str, bool]]:
@@ -574,7 +833,12 @@ class LMTokenizer:
         return b.decode(ids, skip_special_tokens=skip_special)
 
 
-def load_tokenizer(path: str | os.PathLike) -> LMTokenizer:
+def load_tokenizer(
+    path: str | os.PathLike,
+    *,
+    cache: bool | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> LMTokenizer:
     """The tokenizer of a checkpoint: a Hugging Face directory or a GGUF file.
 
     Args:
@@ -590,6 +854,11 @@ def load_tokenizer(path: str | os.PathLike) -> LMTokenizer:
         ``fidia_jax/models/_lm_tokenizer.py``. BOS, EOS from ``tokenizer.ggml.bos_token_id`` /
         ``eos_token_id``; ``add_bos`` from ``tokenizer.ggml.add_bos_token`` (when absent: true
         for SentencePiece, false for BPE, the reference's defaults).
+      cache, cache_dir: the conversion cache of a GGUF file's tokenizer (as in
+        :func:`load_gguf`; a directory's ``tokenizer.json`` is read directly): the rebuilt
+        tokenizer (the serialised ``sentencepiece`` model or the ``tokenizers`` JSON, the
+        special tokens, BOS / EOS / ``add_bos``), keyed by the file's fingerprint, the cache's
+        format version and the versions of gguf, sentencepiece and tokenizers.
 
     Returns:
       An :class:`LMTokenizer`. Its ids equal those of ``transformers``' tokenizer of the same
@@ -599,6 +868,7 @@ def load_tokenizer(path: str | os.PathLike) -> LMTokenizer:
       CheckpointError: no tokenizer in the directory; a broken GGUF file (named, see
         :func:`load_gguf`); a GGUF vocabulary of another kind, or a BPE pre-tokenizer not in
         ``_lm_tokenizer.BPE_SPLITS`` (use the model's ``tokenizer.json``).
+      ConfigError: ``cache`` not a bool / ``None``; ``cache_dir`` an existing file.
     """
     where = "load_tokenizer"
     p = os.fspath(path)
@@ -636,47 +906,123 @@ def load_tokenizer(path: str | os.PathLike) -> LMTokenizer:
         return LMTokenizer(tok, bos, eos, add_bos)
     if not os.path.isfile(p):
         raise CheckpointError(f"{where}: {p!r} is neither a directory nor a file")
-    gguf = _import("gguf")
-    reader = _gguf_reader(gguf, p, where)
-    kind = _field(reader, "tokenizer.ggml.model")
-    if kind == "llama":
-        backend, ids = gguf_sentencepiece(
-            reader,
-            _field,
-            where,
-            _import("sentencepiece"),
-            _import("sentencepiece.sentencepiece_model_pb2"),
+    return _gguf_tokenizer(_GGUFSource(p, where), cache=cache, cache_dir=cache_dir, where=where)
+
+
+def _gguf_tokenizer(src: _GGUFSource, *, cache, cache_dir, where) -> LMTokenizer:
+    cache_root = cc.resolve_cache_dir(cache, cache_dir, source_bytes=src.size, where=where)
+    entry = None
+    if cache_root is not None:
+        key = {
+            **src.key(),
+            "sentencepiece": _lib_version("sentencepiece"),
+            "tokenizers": _lib_version("tokenizers"),
+        }
+        entry = cc.Entry(cache_root, "gguf-tokenizer", key, where=where, sources=[src.file])
+        tok = _tokenizer_from_cache(entry, where)
+        if tok is not None:
+            return tok
+    show = entry is not None or src.size >= cc.MIN_DEFAULT_BYTES
+    name = os.path.basename(src.file)
+    with _stage(f"{where}: rebuilding the tokenizer of {name}", show):
+        reader = src.reader(where)
+        kind = _field(reader, "tokenizer.ggml.model")
+        if kind == "llama":
+            backend, ids = gguf_sentencepiece(
+                reader,
+                _field,
+                where,
+                _import("sentencepiece"),
+                _import("sentencepiece.sentencepiece_model_pb2"),
+            )
+        elif kind == "gpt2":
+            backend, ids = gguf_byte_level_bpe(reader, _field, where, _import("tokenizers"))
+        else:
+            raise CheckpointError(
+                f"{where}: GGUF tokenizer {kind!r} of {src.file!r} is not supported (only "
+                "'llama', SentencePiece, and 'gpt2', byte-level BPE); use the model's "
+                "tokenizer.json"
+            )
+        # without tokenizer.ggml.add_bos_token, transformers (the reference) adds BOS to a
+        # SentencePiece vocabulary and none to a byte-level BPE one
+        add_bos = bool(_field(reader, "tokenizer.ggml.add_bos_token", kind == "llama"))
+        tok = LMTokenizer(
+            backend,
+            None if ids["bos"] is None else int(ids["bos"]),
+            None if ids["eos"] is None else int(ids["eos"]),
+            add_bos,
         )
-    elif kind == "gpt2":
-        backend, ids = gguf_byte_level_bpe(reader, _field, where, _import("tokenizers"))
+        if entry is not None:
+            _store_tokenizer(entry, tok)
+    return tok
+
+
+def _store_tokenizer(entry: cc.Entry, tok: LMTokenizer) -> None:
+    b = tok.backend
+    info: dict[str, Any] = {"bos": tok.bos_id, "eos": tok.eos_id, "add_bos": tok.add_bos}
+    if isinstance(b, GGUFSentencePiece):
+        blob = b.processor.serialized_model_proto()
+        info.update(kind="sentencepiece", specials=b.specials, add_space_prefix=b.add_space_prefix)
+        name = "tokenizer.model"
     else:
-        raise CheckpointError(
-            f"{where}: GGUF tokenizer {kind!r} of {p!r} is not supported (only 'llama', "
-            "SentencePiece, and 'gpt2', byte-level BPE); use the model's tokenizer.json"
-        )
-    # without tokenizer.ggml.add_bos_token, transformers (the reference) adds BOS to a
-    # SentencePiece vocabulary and none to a byte-level BPE one
-    add_bos = bool(_field(reader, "tokenizer.ggml.add_bos_token", kind == "llama"))
-    return LMTokenizer(
-        backend,
-        None if ids["bos"] is None else int(ids["bos"]),
-        None if ids["eos"] is None else int(ids["eos"]),
-        add_bos,
-    )
+        blob = b.to_str().encode()
+        info["kind"] = "tokenizers"
+        name = "tokenizer.json"
+
+    def write(path):
+        with open(path, "wb") as f:
+            f.write(blob)
+
+    if entry.write({name: write}, info):
+        _say(f"{entry.where}: tokenizer cached in {entry.path}")
+
+
+def _tokenizer_from_cache(entry: cc.Entry, where: str) -> LMTokenizer | None:
+    t0 = time.perf_counter()
+    info = entry.read()
+    if info is None:
+        return None
+    try:
+        if info["kind"] == "sentencepiece":
+            spm = _import("sentencepiece")
+            with open(entry.file("tokenizer.model"), "rb") as f:
+                proc = spm.SentencePieceProcessor()
+                proc.LoadFromSerializedProto(f.read())
+            backend = GGUFSentencePiece(proc, info["specials"], info["add_space_prefix"])
+        else:
+            tk = _import("tokenizers")
+            with open(entry.file("tokenizer.json"), encoding="utf-8") as f:
+                backend = tk.Tokenizer.from_str(f.read())
+        tok = LMTokenizer(backend, info["bos"], info["eos"], bool(info["add_bos"]))
+    except Exception as err:  # anything unreadable in the entry: rebuild it
+        entry.corrupt(f"{type(err).__name__}: {err}")
+        return None
+    _say(f"{where}: loaded from cache {entry.path} in {time.perf_counter() - t0:.1f} s")
+    return tok
 
 
 def load_lm_checkpoint(
-    path: str | os.PathLike, *, max_seq_len: int | None = None, dtype=jnp.float32
+    path: str | os.PathLike,
+    *,
+    max_seq_len: int | None = None,
+    dtype=jnp.float32,
+    cache: bool | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> tuple[Llama, LMTokenizer]:
     """A released model and its tokenizer from one path: what a method's ``checkpoint=`` reads.
 
     A path ending in ``.gguf`` goes to :func:`load_gguf`, any other to
-    :func:`load_hf_checkpoint`; the tokenizer comes from :func:`load_tokenizer`.
+    :func:`load_hf_checkpoint`; the tokenizer comes from :func:`load_tokenizer`. A GGUF file is
+    checked and parsed once for both.
 
     Args:
       path: a GGUF file or a Hugging Face model directory.
       max_seq_len: the loaded model's default KV-cache / position limit.
       dtype: compute (and parameter) dtype.
+      cache, cache_dir: the conversion cache (see :func:`load_gguf`): on by default for
+        checkpoints of at least 16 MiB; ``FIDIA_LM_CACHE=0`` in the environment turns the
+        default off (e.g. for every method's ``checkpoint=`` run); a later load of the same
+        file reads the converted model and tokenizer back in seconds.
 
     Returns:
       ``(model, tokenizer)``.
@@ -684,7 +1030,7 @@ def load_lm_checkpoint(
     Raises:
       CheckpointError: ``path`` does not exist (one message naming it), or what the loaders
         raise (a missing tensor, no tokenizer, ...).
-      ConfigError: an unsupported family or option.
+      ConfigError: an unsupported family or option; a bad ``cache`` / ``cache_dir``.
     """
     p = os.fspath(path)
     if not os.path.exists(p):
@@ -693,7 +1039,19 @@ def load_lm_checkpoint(
             "directory)"
         )
     if p.endswith(".gguf"):
-        model = load_gguf(p, max_seq_len=max_seq_len, dtype=dtype)
-    else:
-        model = load_hf_checkpoint(p, max_seq_len=max_seq_len, dtype=dtype)
+        src = _GGUFSource(p, "load_gguf")
+        model = _gguf_model(
+            src,
+            dtype=dtype,
+            param_dtype=None,
+            max_seq_len=max_seq_len,
+            attention_impl="xla",
+            cache=cache,
+            cache_dir=cache_dir,
+            where="load_gguf",
+        )
+        return model, _gguf_tokenizer(src, cache=cache, cache_dir=cache_dir, where="load_tokenizer")
+    model = load_hf_checkpoint(
+        p, max_seq_len=max_seq_len, dtype=dtype, cache=cache, cache_dir=cache_dir
+    )
     return model, load_tokenizer(p)
