@@ -32,8 +32,9 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+import pickle
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
@@ -46,6 +47,7 @@ __all__ = [
     "PARAM_SHARDING_MODES",
     "data_mesh",
     "distributed_env",
+    "gather_in_order",
     "initialize_distributed",
     "is_primary",
     "launcher_process",
@@ -55,6 +57,7 @@ __all__ = [
     "put",
     "replicate",
     "shard_batch",
+    "split_map",
     "sync",
     "to_host",
 ]
@@ -64,6 +67,8 @@ __all__ = [
 PARAM_SHARDING_MODES = ("replicated", "fsdp")
 
 _initialized_here = False
+
+_T = TypeVar("_T")
 
 
 def _int_above_one(value: str | None) -> bool:
@@ -344,3 +349,48 @@ def sync(name: str) -> None:
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices(name)
+
+
+# Host-side work beside the mesh (rewards, one backbone per item): each process computes the
+# items i with i % count == index and every process gets all results back in input order, so
+# the outcome equals a one-process run's. On one process both are a plain loop.
+
+
+def gather_in_order(local: Sequence[Any], total: int) -> list[Any]:
+    """Every process's ``local`` results (items ``index::count`` of ``total``), interleaved back
+    into input order, on every process.
+
+    Args:
+      local: this process's results, for items ``jax.process_index() + k * jax.process_count()``
+        in increasing ``k`` (picklable; the processes belong to one job, so their bytes are
+        trusted).
+      total: number of items.
+
+    Raises:
+      ValueError: ``local`` has not the length this process's share of ``total`` items has.
+    """
+    n, p = jax.process_count(), jax.process_index()
+    if len(local) != len(range(p, total, n)):
+        raise ValueError(f"process {p}/{n}: {len(local)} results for {total} items")
+    if n == 1:
+        return list(local)
+    from jax.experimental import multihost_utils
+
+    blob = np.frombuffer(pickle.dumps(list(local)), np.uint8)
+    sizes = np.asarray(multihost_utils.process_allgather(np.asarray([blob.size], np.int64)))
+    sizes = sizes.reshape(n)
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[: blob.size] = blob
+    blobs = np.asarray(multihost_utils.process_allgather(padded)).reshape(n, -1)
+    parts = [pickle.loads(blobs[q, : int(sizes[q])].tobytes()) for q in range(n)]  # noqa: S301
+    out: list[Any] = [None] * total
+    for q, part in enumerate(parts):
+        out[q::n] = part
+    return out
+
+
+def split_map(fn: Callable[[int], _T], total: int) -> list[_T]:
+    """``[fn(i) for i in range(total)]`` with each process computing its own items
+    (``i % count == index``) and every process receiving all results in order."""
+    n, p = jax.process_count(), jax.process_index()
+    return gather_in_order([fn(i) for i in range(p, total, n)], total)

@@ -4,7 +4,8 @@ The synthetic-task drivers (DyCon, AlgoTrace, residual-update geometry, SafeSci'
 model) each train a tiny model on sequences whose ground truth they know: padded ``(N, T)``
 token arrays with a per-token loss weight (0 on padding, or 1 only on answer tokens), optionally
 with image patches before the text. :func:`fit_llama` is that run, once, on the package's step
-and loop (progress, ``metrics.jsonl``, checkpoints and resume when given a workdir).
+and loop (progress, ``metrics.jsonl``, checkpoints and resume when given a workdir), on one
+device or data-parallel on a :func:`fidia_jax.parallel.data_mesh` (also across processes).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
+from fidia_jax import parallel
 from fidia_jax.errors import TrainingError
 from fidia_jax.losses import next_token_loss
 from fidia_jax.models import Llama, LlamaVL
@@ -44,6 +48,7 @@ def fit_llama(
     workdir: str | os.PathLike | None = None,
     run: str = "llama",
     quiet: bool = False,
+    mesh: Mesh | None = None,
 ) -> tuple[_LlamaT, np.ndarray]:
     """Trains ``model`` in place on ``tokens`` with the next-token loss; returns it and the losses.
 
@@ -67,6 +72,16 @@ def fit_llama(
         a rerun resumes); ``None``: no files.
       run: the run's name (display and files).
       quiet: no progress display.
+      mesh: train data-parallel on this :func:`fidia_jax.parallel.data_mesh` (axis ``"data"``;
+        ``batch_size`` a multiple of its size): the step's rows (the same draws as without a
+        mesh) are gathered on the devices and split along the batch over ``"data"``, the
+        parameters and optimiser state replicated, gradients averaged across devices by GSPMD
+        (``make_train_step(mesh=)``). Across processes (a driver that called
+        :func:`fidia_jax.parallel.initialize_distributed`) every process runs this with the
+        same arguments, each feeds the rows of its own devices, and only process 0 writes
+        files. The losses equal a one-device run's up to the summation order of the
+        cross-device mean (float32 ulps). The returned model's parameters are ordinary
+        single-device arrays again. ``None``: one device, as before.
 
     Returns:
       ``(model, losses)``: the trained model (the same object) and ``(steps,)`` float32 training
@@ -74,7 +89,8 @@ def fit_llama(
 
     Raises:
       ValueError: shapes that do not agree, ``patches`` given (or missing) for the wrong model
-        kind, ``steps`` or ``batch_size`` below 1.
+        kind, ``steps`` or ``batch_size`` below 1, or ``batch_size`` not a multiple of the
+        ``mesh``'s ``"data"`` size.
       TrainingError: a non-finite loss or update (the step is named; the model keeps its last
         finite parameters).
     """
@@ -106,30 +122,52 @@ def fit_llama(
 
     graphdef, params, rest = split_model(model)
     n_text = tokens.shape[1]
+    data = {"tokens": tokens, "weights": weights}
+    if vision:
+        data["patches"] = patches
 
-    def loss_fn(p, idx):
+    def loss_fn(p, rows):
         m = merge_model(graphdef, p, rest)
-        tok = tokens[idx]
-        logits = m(patches[idx], tok)[:, -n_text:] if vision else m(tok)
-        return next_token_loss(logits, tok, weights[idx])
+        tok = rows["tokens"]
+        logits = m(rows["patches"], tok)[:, -n_text:] if vision else m(tok)
+        return next_token_loss(logits, tok, rows["weights"])
 
-    @jax.jit
-    def batch(t):
-        return jax.random.randint(jax.random.fold_in(key, t), (batch_size,), 0, tokens.shape[0])
+    def draw(t, table):  # the rows of step t: the same draws with or without a mesh
+        idx = jax.random.randint(jax.random.fold_in(key, t), (batch_size,), 0, tokens.shape[0])
+        return jax.tree.map(lambda a: a[idx], table)
+
+    if mesh is None:
+        step_fn = make_train_step(loss_fn, tx)
+        state = init_train_state(params, tx)
+        rows = jax.jit(draw)
+    else:
+        size = mesh.shape["data"]
+        if int(batch_size) % size:
+            raise ValueError(
+                f"fit_llama: batch_size {batch_size} must be a multiple of the mesh's data "
+                f"axis ({size} devices)"
+            )
+        data = parallel.replicate(data, mesh)  # every process holds the same table
+        step_fn = make_train_step(loss_fn, tx, mesh=mesh)
+        state = init_train_state(params, tx, mesh=mesh)
+        rows = jax.jit(draw, out_shardings=NamedSharding(mesh, P("data")))
+
+    def local(tree):  # single-device arrays again (a mesh's arrays may span processes)
+        return tree if mesh is None else jax.tree.map(jnp.asarray, parallel.to_host(tree))
 
     try:
         result = fit(
-            init_train_state(params, tx),
-            make_train_step(loss_fn, tx),
-            lambda t: batch(jnp.int32(t)),
+            state,
+            step_fn,
+            lambda t: rows(jnp.int32(t), data),
             num_steps=int(steps),
             workdir=workdir,
             run=run,
             quiet=quiet,
         )
     except TrainingError as err:
-        nnx.update(model, err.state.params)  # the last finite parameters
+        nnx.update(model, local(err.state.params))  # the last finite parameters
         raise
-    nnx.update(model, result.state.params)
+    nnx.update(model, local(result.state.params))
     losses = np.asarray([r["loss"] for r in result.history if "loss" in r], np.float32)
     return model, losses

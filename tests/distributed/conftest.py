@@ -102,4 +102,4 @@ def multiprocess(tmp_path):
 
 #: Worker scripts the tests run in subprocesses (they read sys.argv): never imported by pytest,
 #: also not by --doctest-modules.
-collect_ignore = ["ckpt_worker.py", "die_worker.py"]
+collect_ignore = ["ckpt_worker.py", "die_worker.py", "fidia_worker.py", "lm_worker.py"]

@@ -90,18 +90,31 @@ def _eval_title(config, n: int) -> str:
 
 
 # ----------------------------------------------------------------------------- train
-def run_train(config, workdir: str | os.PathLike, *, resume: bool = True, quiet: bool = False):
-    """Trains and evaluates ``config`` in ``workdir``; prints the before/after table."""
+def run_train(
+    config,
+    workdir: str | os.PathLike,
+    *,
+    resume: bool = True,
+    quiet: bool = False,
+    trainer=None,
+):
+    """Trains and evaluates ``config`` in ``workdir``; prints the before/after table.
+
+    ``trainer``: a prepared :class:`~fidia_jax.projects.fidia.Trainer` (built from ``config``
+    otherwise). Across processes only process 0 prints the table and writes the files; the
+    others print one status line (``<method>: process i/n done``).
+    """
+    from fidia_jax import parallel
     from fidia_jax.projects.fidia.train import train_and_evaluate
 
     workdir = pathlib.Path(workdir)
-    result = train_and_evaluate(config, workdir, resume=resume, progress=not quiet)
+    result = train_and_evaluate(config, workdir, resume=resume, progress=not quiet, trainer=trainer)
     cols, rows = summary_rows(
         {"before (reference)": result["before"], config.method: result["after"]},
         config.eval.ns,
         config.eval.bon_n,
     )
-    console = _console(quiet)
+    console = _console(quiet or not parallel.is_primary())
     if console is not None:
         console.print(
             f"* {criteria_note(config.reward.criteria)}.\nOutputs in {workdir}: summary.json, eval_after.json, "
@@ -116,6 +129,7 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
     """Held-out metrics of a run directory's policy (or of ProteinMPNN weights) under ``config``.
 
     Writes ``out/eval.json`` and ``out/max_at_n.png``; ``config`` ``None`` = the run's config.
+    Across processes the evaluation is split as in training; process 0 writes and prints.
 
     Raises:
       ConfigError: ``config`` is ``None`` and ``checkpoint`` names ProteinMPNN weights.
@@ -123,8 +137,12 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
     """
     from flax import nnx
 
+    from fidia_jax import parallel
     from fidia_jax.projects.fidia.train import Trainer, load_policy, plot_max_at_n
 
+    parallel.initialize_distributed()  # before the policy's arrays exist
+    primary = parallel.is_primary()
+    quiet = quiet or not primary
     model, run_config, step = load_policy(checkpoint)
     if config is None:
         if run_config is None:
@@ -151,7 +169,8 @@ def run_evaluate(checkpoint: str, config, out: str | os.PathLike, *, quiet: bool
     )
     out = pathlib.Path(out)
     train.write_json(out / "eval.json", res)
-    plot_max_at_n({str(checkpoint): res["summary"]}, config.eval.ns, out / "max_at_n.png")
+    if primary:
+        plot_max_at_n({str(checkpoint): res["summary"]}, config.eval.ns, out / "max_at_n.png")
     cols, rows = summary_rows({str(checkpoint): res}, config.eval.ns, config.eval.bon_n)
     if not quiet:
         train.print_table(_eval_title(config, len(res["per_backbone"])), cols, rows)
@@ -175,8 +194,11 @@ def _policy(args: argparse.Namespace) -> str:
 
 
 def _train(args: argparse.Namespace):
+    from fidia_jax import parallel
+
     config = _config_from_args(args)  # a bad config: one error line and nothing else
-    if not args.quiet:  # the first line as every project's train prints it
+    parallel.initialize_distributed()  # before anything asks JAX for the process index
+    if not args.quiet and parallel.is_primary():  # the first line as every project prints it
         print(f"fidia-jax fidia train: config {args.config}, workdir {args.workdir}",
               file=sys.stderr, flush=True)  # fmt: skip
     return run_train(config, args.workdir, resume=not args.no_resume, quiet=args.quiet)
@@ -211,6 +233,7 @@ def _design(args: argparse.Namespace):
         seed=args.seed,
         quiet=args.quiet,
         fold_sets=_fold_sets(args),
+        sample_blocks=args.sample_blocks,
     )
 
 
@@ -282,6 +305,9 @@ def add_commands(subparsers) -> None:
     pd.add_argument("--num-samples", type=int, default=32)
     pd.add_argument("--temperature", type=float, default=None)
     pd.add_argument("--seed", type=int, default=0)
+    pd.add_argument("--sample-blocks", type=int, default=None,
+                    help="draw the samples in this many blocks, split over devices and "
+                         "processes (default: 1; the global device count across processes)")  # fmt: skip
     pd.add_argument("--out", "--workdir", dest="out", default="out/design")
     _add_fold_args(pd)
     pd.add_argument("--quiet", action="store_true")

@@ -4,6 +4,12 @@ Every sample is written as FASTA with the Best-of-N pick, a JSON report and a pl
 the *proxy* thresholds of :class:`fidia_jax.projects.fidia.ProxyThresholds`, or with
 ``--fold-params DIR`` the structure criteria on AlphaFold2 folds; the report says which
 (``"criteria": "proxy"`` or ``"structure"``).
+
+Several processes (``docs/distributed.md``): the ``N`` samples are drawn as ``sample_blocks``
+blocks of ``N / sample_blocks`` (block ``i`` with ``fold_in(key, i)``), the blocks split over
+the devices of every process (the ``data`` mesh), their rewards split over the processes
+(:meth:`~fidia_jax.projects.fidia.Trainer.rewards`) and gathered in order; process 0 writes the
+files. The samples depend on ``(seed, N, sample_blocks)`` only, not on the devices or processes.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from fidia_jax import train
 from fidia_jax._io import atomic_path, atomic_write_text, make_console
 from fidia_jax.projects.fidia._report import criteria_note
 
-__all__ = ["run_design", "write_design_outputs"]
+__all__ = ["best_of_n", "run_design", "write_design_outputs"]
 
 
 def write_design_outputs(
@@ -136,6 +142,62 @@ def write_design_outputs(
     return report
 
 
+def best_of_n(trainer, params, backbone, *, num_samples: int, seed: int, blocks: int = 1):
+    """Best-of-N samples of one backbone from ``params`` and from the trainer's reference.
+
+    The ``num_samples`` samples are drawn as ``blocks`` copies of ``backbone`` with
+    ``num_samples // blocks`` samples each (copy ``i`` keyed by ``fold_in(fold_in(key(seed),
+    2), i)``; the reference's by ``fold_in(key, 1)``), split over ``trainer``'s mesh; the rewards
+    are split over the processes and gathered in order (every process gets every array).
+    ``blocks = 1`` is the one-block draw of earlier versions.
+
+    Args:
+      trainer: a :class:`~fidia_jax.projects.fidia.Trainer` whose ``data.batch_backbones`` is
+        ``blocks`` (its mesh divides it).
+      params: the policy's (placed) parameters.
+      backbone: a calibrated :class:`~fidia_jax.projects.fidia.Backbone`.
+      num_samples: ``N``, a multiple of ``blocks``.
+      seed: the sampling seed.
+      blocks: number of sample blocks.
+
+    Returns:
+      ``(seqs, rewards, passes, ref_rewards)``: ``(N, L_pad)`` int tokens, ``(N,)`` float32
+      rewards and bool verdicts of the policy's samples (block-major order), ``(N,)`` rewards
+      of the reference's samples.
+
+    Raises:
+      ConfigError: ``blocks < 1``, ``num_samples`` not a multiple of it, or a trainer built for
+        another batch size.
+    """
+    import jax
+
+    from fidia_jax.errors import ConfigError
+
+    if blocks < 1 or num_samples % blocks:
+        raise ConfigError(
+            f"sample_blocks must be >= 1 and divide --num-samples {num_samples}, got {blocks}"
+        )
+    if trainer.config.data.batch_backbones != blocks:
+        raise ConfigError(
+            f"best_of_n: the trainer's data.batch_backbones ({trainer.config.data.batch_backbones})"
+            f" must equal sample_blocks ({blocks})"
+        )
+    from fidia_jax import parallel
+
+    key = jax.random.PRNGKey(seed)
+    copies, per = [backbone] * blocks, num_samples // blocks
+
+    def draw(p, salt):
+        _, res = trainer.rollout(p, copies, jax.random.fold_in(key, salt), per)
+        seqs = parallel.to_host(res.sequences)  # (blocks, per, L)
+        rewards, passes = trainer.rewards(copies, seqs)
+        return seqs.reshape(num_samples, -1), rewards.reshape(-1), passes.reshape(-1)
+
+    _, ref_rewards, _ = draw(trainer.ref_params, 1)
+    seqs, rewards, passes = draw(params, 2)
+    return seqs, rewards, passes, ref_rewards
+
+
 def run_design(
     checkpoint: str,
     pdb: str | None,
@@ -149,20 +211,29 @@ def run_design(
     quiet: bool = False,
     fold_sets: list[str] | None = None,
     predictor: Any = None,
-) -> dict[str, Any]:
+    sample_blocks: int | None = None,
+) -> dict[str, Any] | None:
     """Best-of-N design of one backbone with a trained policy (or ProteinMPNN weights).
 
     The composite reward is standardised on ``num_samples`` samples of the frozen reference
     (the checkpoint's starting weights), drawn with a different key. ``fold_sets`` (config
     overrides such as ``reward.criteria=structure``, ``reward.fold_params=DIR``) or a
-    ``predictor`` switch success to the structure criteria.
+    ``predictor`` switch success to the structure criteria. The samples are drawn by
+    :func:`best_of_n` in ``sample_blocks`` blocks (``None``: 1 on one process, the global
+    device count across processes); only process 0 writes the files and prints, the others
+    print one status line and return ``None``.
 
     Raises:
       StructureError / MotifSpecError / CheckpointError: bad inputs.
+      ConfigError: ``num_samples < 2``, or ``sample_blocks`` that does not divide it (across
+        processes it must also be a multiple of the global device count).
     """
+    import sys
+
     import jax
     from flax import nnx
 
+    from fidia_jax import parallel
     from fidia_jax.errors import ConfigError
     from fidia_jax.projects.fidia._tasks_bridge import unfitted_backbone
     from fidia_jax.projects.fidia.configs import get_config, override_config
@@ -171,6 +242,19 @@ def run_design(
 
     if num_samples < 2:
         raise ConfigError(f"--num-samples must be >= 2, got {num_samples}")
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
+    blocks = sample_blocks
+    if blocks is None:
+        blocks = 1 if jax.process_count() == 1 else jax.device_count()
+    if blocks < 1 or num_samples % blocks:
+        raise ConfigError(
+            f"--sample-blocks {blocks} must be >= 1 and divide --num-samples {num_samples}"
+            + (
+                f" (several processes: a multiple of the {jax.device_count()} devices)"
+                if jax.process_count() > 1
+                else ""
+            )
+        )
     model, run_config, step = load_policy(checkpoint)
     config = run_config or dataclasses.replace(
         get_config("default"),
@@ -182,7 +266,7 @@ def run_design(
     sets = [
         f"seed={seed}",
         f"data.max_length={length}",
-        "data.batch_backbones=1",
+        f"data.batch_backbones={blocks}",
         f"reward.calibration_samples={num_samples}",
         f"eval.n_samples={num_samples}",
         f"eval.ns={[k for k in (1, 4, 8, 16, 32) if k <= num_samples] or [1]}",
@@ -197,13 +281,14 @@ def run_design(
     trainer = Trainer(config, train_backbones=[], eval_backbones=[], predictor=predictor)
     bb = unfitted_backbone(task, config, trainer.predictor)
     (bb,) = trainer.calibrate([bb], salt=1)
-    key = jax.random.PRNGKey(seed)
-    _, ref = trainer.rollout(trainer.ref_params, [bb], jax.random.fold_in(key, 1), num_samples)
-    ref_rewards, _ = trainer.rewards([bb], np.asarray(ref.sequences))
     params = trainer.place(nnx.to_pure_dict(nnx.state(model)))
-    _, res = trainer.rollout(params, [bb], jax.random.fold_in(key, 2), num_samples)
-    seqs = np.asarray(res.sequences)[0]
-    rewards, passes = trainer.rewards([bb], seqs[None])
+    seqs, rewards, passes, ref_rewards = best_of_n(
+        trainer, params, bb, num_samples=num_samples, seed=seed, blocks=blocks
+    )
+    if not parallel.is_primary():
+        print(f"fidia design: process {jax.process_index()}/{jax.process_count()} done",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return None
     meta = {
         "checkpoint": str(checkpoint),
         "step": step,
@@ -211,15 +296,16 @@ def run_design(
         "fixed": fixed or "",
         "temperature": config.model.temperature,
         "seed": seed,
+        "sample_blocks": blocks,
     }
     report = write_design_outputs(
         pathlib.Path(out),
         bb,
         seqs,
-        rewards[0],
-        passes[0],
+        rewards,
+        passes,
         meta=meta,
-        ref_rewards=ref_rewards[0],
+        ref_rewards=ref_rewards,
         criteria=config.reward.criteria,
     )
     console = None if quiet else make_console()

@@ -20,7 +20,9 @@ parameters and the optimiser state, a run killed at any point and resumed from i
 checkpoint ends with the same parameters as an uninterrupted run (tested with SIGKILL).
 For the same reason every process of a multi-host run (launched under ``jax.distributed``,
 initialised from the launcher's environment by :func:`fidia_jax.parallel.initialize_distributed`)
-builds the same global batch; process 0 writes the files.
+builds the same global batch and feeds the rows of its own devices; the host-side rewards of
+the samples are split over the processes by backbone and gathered in order
+(:meth:`Trainer.rewards`); process 0 writes the files.
 
 The pieces live beside this file: ``_step.py`` (train state, schedule, jitted rollout, the
 update as a :func:`fidia_jax.train.make_train_step` step), ``_checkpoints.py`` (checkpoints,
@@ -156,9 +158,12 @@ class Trainer:
         ref_model = reference or models.ProteinMPNN.from_checkpoint(m.checkpoint, variant=m.variant)
         self.graphdef, ref_state = nnx.split(ref_model)
         ref_params = jax.tree.map(jnp.asarray, nnx.to_pure_dict(ref_state))
-        self.mesh = parallel.data_mesh(
-            config.data.batch_backbones, num_devices=num_devices or config.data.num_devices
-        )
+        try:
+            self.mesh = parallel.data_mesh(
+                config.data.batch_backbones, num_devices=num_devices or config.data.num_devices
+            )
+        except ConfigError as err:  # name the config fields
+            raise ConfigError(f"data.batch_backbones / data.num_devices: {err}") from err
         self.batch_sharding = NamedSharding(self.mesh, P("data"))
         self.replicated = NamedSharding(self.mesh, P())
         self.tx = make_optimizer(config)
@@ -253,13 +258,26 @@ class Trainer:
 
     @staticmethod
     def rewards(backbones: Sequence[Backbone], seqs_BxNxL: np.ndarray):
-        """Host-side composite rewards and success verdicts (proxy or structure), ``(B, N)``."""
-        rewards, passes = [], []
-        for bb, seqs in zip(backbones, np.asarray(seqs_BxNxL), strict=True):
-            r, ok = bb.reward(seqs[:, : bb.length])
-            rewards.append(np.asarray(r, np.float32))
-            passes.append(np.asarray(ok, bool))
-        return np.stack(rewards), np.stack(passes)
+        """Host-side composite rewards and success verdicts (proxy or structure), ``(B, N)``.
+
+        Across processes the backbones are split (process ``p`` of ``n`` scores rows
+        ``p::n``, :func:`fidia_jax.parallel.split_map`) and the results gathered
+        on every process in order: the same arrays as one process, each judged or folded once.
+
+        Raises:
+          ValueError: ``seqs_BxNxL`` has not one row per backbone.
+        """
+        seqs_BxNxL = np.asarray(seqs_BxNxL)
+        if len(seqs_BxNxL) != len(backbones):
+            raise ValueError(f"{len(backbones)} backbones but {len(seqs_BxNxL)} rows of samples")
+
+        def one(j):
+            bb = backbones[j]
+            r, ok = bb.reward(seqs_BxNxL[j][:, : bb.length])
+            return np.asarray(r, np.float32), np.asarray(ok, bool)
+
+        pairs = parallel.split_map(one, len(backbones))
+        return np.stack([r for r, _ in pairs]), np.stack([ok for _, ok in pairs])
 
     # ---- one step ----------------------------------------------------------------------------
 
@@ -291,7 +309,11 @@ class Trainer:
         }
         if folds_before is not None:  # predictor time and work of this step's rewards
             now = self.predictor.counters()
-            metrics.update({k: now[k] - folds_before[k] for k in now})
+            mine = {k: now[k] - folds_before[k] for k in now}
+            every = parallel.gather_in_order(
+                [mine], jax.process_count()
+            )  # summed over the processes
+            metrics.update({k: float(sum(c[k] for c in every)) for k in mine})
         # log pi_old (or log pi_ref for DPO) of the sampled tokens: the sampler's own T=1
         # log-softmax, tempered and token-masked like the loss (equal to teacher forcing ~1e-5).
         sample_logp = np.asarray(
@@ -626,7 +648,7 @@ def train_and_evaluate(
                     num_steps,
                     start,
                     show=("reward_mean", f"max@{t.k_bon}", "kl", "rewards_missing"),
-                    quiet=not show,
+                    quiet=not progress,  # process i > 0: one status line at the end
                 )
             try:
                 while state.step < num_steps:

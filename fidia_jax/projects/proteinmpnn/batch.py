@@ -5,22 +5,30 @@ folder ``out/<name>/``; the model is loaded once, and lengths are padded into bu
 of ``bucket``) so the jitted sampler and scorer compile once per bucket, not once per length.
 
 Padding and buckets: :mod:`.buckets` (padded slots never change a real position's result).
+
+Several processes (a launcher's environment, :func:`fidia_jax.parallel.initialize_distributed`;
+``docs/distributed.md``): process ``p`` of ``n`` samples the backbones ``p, p + n, ...`` on its
+own device, the summaries are gathered on process 0 in input order
+(:func:`fidia_jax.parallel.gather_in_order`), and process 0 alone writes every file -- the same files as
+one process (only the timings differ); the others print one status line.
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from fidia_jax import parallel
 from fidia_jax._io import Reporter, atomic_write_text, json_text
 from fidia_jax.errors import ConfigError, DataError, FidiaError
 from fidia_jax.projects.proteinmpnn.buckets import bucket_length, run_by_bucket
-from fidia_jax.projects.proteinmpnn.design import run_sample
+from fidia_jax.projects.proteinmpnn.design import run_sample, write_sample_files
 
 __all__ = ["find_structures", "run_sample_jsonl", "run_sample_many", "run_score_only"]
 
@@ -337,10 +345,23 @@ def _sample_jobs(
         workers = min(2, os.cpu_count() or 1)
     if not (isinstance(workers, int) and workers >= 1):
         raise ConfigError(f"--workers must be a positive integer, got {workers!r}")
+
+    parallel.initialize_distributed()  # no-op without a launcher (or when already joined)
+    import jax
+
+    count, index = jax.process_count(), jax.process_index()
+    if count > 1:
+        extra = [k for k in ("save_probs", "probs_dir", "probs_only") if options.get(k)]
+        if extra:
+            raise ConfigError(
+                f"{', '.join(extra)}: not supported with several processes (the arrays are "
+                "not gathered); run it as one process"
+            )
+    primary = parallel.is_primary()
     out = pathlib.Path(out)
     t0 = time.perf_counter()
     seen: dict[str, int] = {}
-    with Reporter(quiet) as rep:
+    with Reporter(quiet or not primary) as rep:
         if model is None:
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
                 from fidia_jax.projects.proteinmpnn.design import load_model
@@ -354,6 +375,9 @@ def _sample_jobs(
             _prepare_job(fn, options, variant, bucket, model.k_neighbors) for _, _, fn in jobs
         ]
 
+        mine = list(range(index, len(jobs), count))  # this process's backbones
+        sampled: dict[int, dict] = {}  # with several processes: summaries for process 0
+
         def run_one(i):
             (_, label, _), name, (kwargs, _, error) = jobs[i], names[i], prepared[i]
             row: dict[str, Any] = dict.fromkeys(_TSV_COLUMNS)
@@ -364,8 +388,10 @@ def _sample_jobs(
                         raise error
                     s = run_sample(
                         out / name, checkpoint=checkpoint, variant=variant, model=model,
-                        quiet=True, bucket=bucket, **kwargs, **options,
+                        quiet=True, bucket=bucket, write=count == 1, **kwargs, **options,
                     )  # fmt: skip
+                    if count > 1:
+                        sampled[i] = s
                 except (FidiaError, OSError, ValueError) as e:
                     row.update(status="error", error=" ".join(f"{type(e).__name__}: {e}".split()))
                 else:
@@ -378,7 +404,21 @@ def _sample_jobs(
                     )  # fmt: skip
             return row
 
-        rows = run_by_bucket(run_one, [b for _, b, _ in prepared], workers)
+        local = run_by_bucket(lambda j: run_one(mine[j]), [prepared[i][1] for i in mine], workers)
+        if count == 1:
+            rows = local
+        else:
+            both = parallel.gather_in_order(
+                [(r, sampled.get(i)) for r, i in zip(local, mine, strict=True)], len(jobs)
+            )
+            rows = [r for r, _ in both]
+            if primary:  # the files of every backbone, as run_sample writes them
+                for (_, smp), name in zip(both, names, strict=True):
+                    if smp is not None:
+                        write_sample_files(out / name, smp, options.get("seqs_dir"))
+            else:
+                print(f"proteinmpnn sample: process {index}/{count} done ({len(mine)} of "
+                      f"{len(jobs)} backbones)", file=sys.stderr, flush=True)  # fmt: skip
         ok = [r for r in rows if r["status"] == "ok"]
         buckets: dict[str, int] = {}
         for r in ok:
@@ -395,8 +435,9 @@ def _sample_jobs(
             "timing_s": {"total": round(time.perf_counter() - t0, 3)},
             "files": {"tsv": str(tsv), "summary": str(js)},
         }  # fmt: skip
-        atomic_write_text(tsv, _tsv(rows))
-        atomic_write_text(js, json_text(summary, indent=2) + "\n")
+        if primary:
+            atomic_write_text(tsv, _tsv(rows))
+            atomic_write_text(js, json_text(summary, indent=2) + "\n")
         rep.table(
             f"{len(ok)} of {len(rows)} backbones sampled ({out})",
             ["name", "status", "length", "score (NLL)", "recovery / error"],

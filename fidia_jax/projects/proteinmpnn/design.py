@@ -353,11 +353,7 @@ def run_sample(
             write_original_probs(path, sp, lp, seqs, setup)
             summary["files"] = {**summary.get("files", {}), "original_probs": str(path)}
         if write:
-            write_sample_files(out, summary)
-            if seqs_dir is not None:
-                fa = pathlib.Path(seqs_dir) / f"{structure_stem(setup.protein.source)}.fa"
-                atomic_write_text(fa, _sample_fasta(summary))
-                summary["files"]["seqs"] = str(fa)
+            write_sample_files(out, summary, seqs_dir)
         rep.table(
             f"{setup.protein.source}: {int(setup.designed.sum())} designed positions, "
             f"mean recovery {summary['mean_recovery']:.3f}",
@@ -400,16 +396,25 @@ def _mean_nll(tok_lp: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return -(tok_lp * mask).sum(-1) / max(float(mask.sum()), 1.0)
 
 
-def write_sample_files(out: str | os.PathLike, summary: dict) -> None:
+def write_sample_files(
+    out: str | os.PathLike, summary: dict, seqs_dir: str | os.PathLike | None = None
+) -> None:
     """Writes ``out/samples.fasta`` and ``out/summary.json`` (atomically) for one sample summary.
 
     Adds their paths to ``summary["files"]`` (also for :mod:`.batch`, one folder per backbone).
+    With ``seqs_dir``, then also the FASTA as ``seqs_dir/<structure file stem>.fa`` (the
+    original's ``seqs/`` layout), its path added to ``summary["files"]["seqs"]`` after
+    ``summary.json`` was written.
     """
     out = pathlib.Path(out)
     fasta, js = out / "samples.fasta", out / "summary.json"
     summary["files"] = {**summary.get("files", {}), "fasta": str(fasta), "summary": str(js)}
     atomic_write_text(fasta, _sample_fasta(summary))
     atomic_write_text(js, json_text(summary, indent=2) + "\n")
+    if seqs_dir is not None:
+        fa = pathlib.Path(seqs_dir) / f"{structure_stem(summary['inputs']['pdb'])}.fa"
+        atomic_write_text(fa, _sample_fasta(summary))
+        summary["files"]["seqs"] = str(fa)
 
 
 def parse_temperatures(temperature) -> list[float]:
