@@ -5,6 +5,14 @@ dict of training facts (wall time, time per epoch, the alpha used). Every gradie
 :func:`fidia_jax.train.make_train_step` step: CFR / TARNet run through
 :func:`fidia_jax.train.fit`; CausalEGM keeps its own loop (alternating critic and generator
 steps, model selection at evaluations).
+
+Data parallel (:mod:`fidia_jax.parallel`): with more than one device (``num_devices`` of the
+settings: the most devices that divide the minibatch), each gradient step's minibatch is split
+along ``"data"`` (a sharding constraint on the rows drawn inside the step), the parameters and
+optimiser states are placed as ``param_sharding`` says and the training units replicated. The
+minibatch draws are those of one device, so the losses equal one device's up to the summation
+order of the cross-device reductions. Prediction and scoring use host copies of the trained
+parameters on one device.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from fidia_jax import parallel
 from fidia_jax import train as train_lib
 from fidia_jax.errors import TrainingError
 from fidia_jax.projects.causal import losses
@@ -59,6 +68,10 @@ class CfrSettings:
     val_fraction: float = 0.0
     eval_every: int = 10
     patience: int = 10
+    # data parallelism (module docstring): devices of the mesh (0: all that divide the
+    # minibatch) and how the parameters sit on it ("replicated" or "fsdp")
+    num_devices: int = 0
+    param_sharding: str = "replicated"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.val_fraction < 1.0:
@@ -115,6 +128,32 @@ class EgmSettings:
     alpha: float = 1.0
     beta: float = 1.0
     gamma: float = 10.0
+    num_devices: int = 0  # data parallelism, as CfrSettings
+    param_sharding: str = "replicated"
+
+
+def _mesh(batch_size: int, num_devices: int) -> jax.sharding.Mesh | None:
+    """The ``data`` mesh of a fit's steps (``None``: one device in one process)."""
+    mesh = parallel.data_mesh(batch_size, num_devices=num_devices)
+    return mesh if mesh.size > 1 or jax.process_count() > 1 else None
+
+
+def _split_rows(tree, mesh):
+    """Inside a step: the minibatch rows split along ``"data"`` (as they are without a mesh)."""
+    if mesh is None:
+        return tree
+    return jax.lax.with_sharding_constraint(
+        tree, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+    )
+
+
+def _replicated(tree, mesh):
+    return tree if mesh is None else parallel.replicate(tree, mesh)
+
+
+def _on_host_device(tree):
+    """Host copies of (possibly sharded) arrays, as arrays of this process's default device."""
+    return jax.tree.map(jnp.asarray, parallel.to_host(tree))
 
 
 def _standardise(y):
@@ -154,7 +193,7 @@ def _weight_decay_mask(params):
     )
 
 
-def _cfr_train_step(graphdef, rest, s: CfrSettings, num_arms, tx):
+def _cfr_train_step(graphdef, rest, s: CfrSettings, num_arms, tx, mesh=None):
     """The CFR step on a batch ``{"key", "x", "t", "y", "w", "alpha"}`` (all training units,
     ``alpha`` a scalar): a minibatch of ``batch_size`` units drawn from the key; metrics
     ``loss`` and ``factual`` (standardised). The data and alpha are arguments, not constants,
@@ -168,9 +207,8 @@ def _cfr_train_step(graphdef, rest, s: CfrSettings, num_arms, tx):
         k_batch, k_loss = jax.random.split(batch["key"])
         idx = jax.random.permutation(k_batch, n)[:b]
         model = train_lib.merge_model(graphdef, params, rest)
-        loss, factual = _cfr_loss(
-            model, x[idx], t[idx], y[idx], w[idx], k_loss, s, num_arms, batch["alpha"]
-        )
+        xb, tb, yb, wb = _split_rows((x[idx], t[idx], y[idx], w[idx]), mesh)
+        loss, factual = _cfr_loss(model, xb, tb, yb, wb, k_loss, s, num_arms, batch["alpha"])
         return loss, {"factual": factual}
 
     return train_lib.make_train_step(loss_fn, tx, has_aux=True)
@@ -181,7 +219,7 @@ def _cfr_train_step(graphdef, rest, s: CfrSettings, num_arms, tx):
 _STEP_CACHE: dict[Any, Any] = {}
 
 
-def _cached_cfr_step(s: CfrSettings, x_dim: int, num_arms: int, n: int, model_params):
+def _cached_cfr_step(s: CfrSettings, x_dim: int, num_arms: int, n: int, model_params, mesh=None):
     # early stopping does not change the step: those fields are left out of the key
     plain = dataclasses.replace(s, alpha=float(_balanced(s)), val_fraction=0.0, eval_every=10,
                                 patience=10)  # fmt: skip
@@ -194,7 +232,8 @@ def _cached_cfr_step(s: CfrSettings, x_dim: int, num_arms: int, n: int, model_pa
         )
         if len(_STEP_CACHE) > 32:
             _STEP_CACHE.clear()
-        _STEP_CACHE[key] = (graphdef, rest, tx, _cfr_train_step(graphdef, rest, s, num_arms, tx))
+        step = _cfr_train_step(graphdef, rest, s, num_arms, tx, mesh)
+        _STEP_CACHE[key] = (graphdef, rest, tx, step)
     return _STEP_CACHE[key]
 
 
@@ -202,29 +241,41 @@ def _cfr_problem(data: CausalData, s: CfrSettings, seed: int):
     """What a CFR fit on ``data`` trains with: the initial parameters, the model's graph and
     non-trained state, the optimiser, the (cached) compiled step, ``batch(i)`` (the whole data
     set with step ``i``'s key; outcomes standardised, units weighted by the inverse of their
-    arm's share) and the outcome's ``(mean, sd)``."""
+    arm's share), the outcome's ``(mean, sd)`` and ``fresh()``, a new train state (a copy of
+    the initial parameters, placed on the mesh of ``s.num_devices`` with the data)."""
     k = data.num_arms
     mean, sd = _standardise(data.y)
+    mesh = _mesh(min(s.batch_size, len(data)), s.num_devices)
     x = jnp.asarray(data.x)
     t = jnp.asarray(data.t)
     y = jnp.asarray((data.y - mean) / sd)
     p_k = np.bincount(data.t, minlength=k) / len(data)
     w = jnp.asarray(1.0 / (k * p_k[data.t]), jnp.float32)
     split = train_lib.split_model(_make_cfr(s, x.shape[1], k, seed))
-    graphdef, rest, tx, step = _cached_cfr_step(s, x.shape[1], k, x.shape[0], split)
-    keys = jax.random.split(jax.random.key(seed + 1), s.iterations)
+    graphdef, rest, tx, step = _cached_cfr_step(s, x.shape[1], k, x.shape[0], split, mesh)
     alpha = jnp.asarray(s.alpha, jnp.float32)
+    if mesh is None:
+        keys = jax.random.split(jax.random.key(seed + 1), s.iterations)
+    else:  # drawn on the mesh, replicated: the same keys on every process
+        rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+        keys = jax.jit(lambda: jax.random.split(jax.random.key(seed + 1), s.iterations),
+                       out_shardings=rep)()  # fmt: skip
+        x, t, y, w, alpha = parallel.replicate((x, t, y, w, alpha), mesh)
 
     def batch(i):
         return {"key": keys[i], "x": x, "t": t, "y": y, "w": w, "alpha": alpha}
 
-    return split[1], graphdef, rest, tx, step, batch, (mean, sd)
+    def fresh():  # the step donates its state: a new copy of the initial parameters each time
+        params = jax.tree.map(jnp.copy, split[1])
+        return train_lib.init_train_state(params, tx, mesh=mesh, param_sharding=s.param_sharding)
+
+    return split[1], graphdef, rest, tx, step, batch, (mean, sd), fresh
 
 
 def _predictor(graphdef, params, rest, mean: float, sd: float):
     """``(predict, model)``: ``predict(x)`` gives ``(n, K)`` float64 potential outcomes in the
-    outcome's units."""
-    fitted = train_lib.merge_model(graphdef, params, rest)
+    outcome's units (host copies of ``params`` on this process's default device)."""
+    fitted = train_lib.merge_model(graphdef, _on_host_device(params), rest)
 
     def predict(x_new):
         mu_hat, _ = fitted(jnp.asarray(x_new, jnp.float32))
@@ -269,11 +320,7 @@ def fit_cfr(
         raise ValueError(f"unknown scheme {s.scheme!r}")
     if s.val_fraction > 0:
         return _fit_cfr_early_stopped(train, s, seed, workdir=workdir, run=run)
-    params, graphdef, rest, tx, step, batch, (mean, sd) = _cfr_problem(train, s, seed)
-
-    def fresh():  # the step donates its state: a new copy of the initial parameters each time
-        return train_lib.init_train_state(jax.tree.map(jnp.copy, params), tx)
-
+    _, graphdef, rest, tx, step, batch, (mean, sd), fresh = _cfr_problem(train, s, seed)
     t0 = time.perf_counter()
     res = train_lib.fit(fresh(), step, batch, num_steps=s.iterations, workdir=workdir,
                     run=run, show=("loss", "factual"))  # fmt: skip
@@ -306,16 +353,20 @@ def _fit_cfr_early_stopped(train: CausalData, s: CfrSettings, seed: int, *, work
     step donates its state)."""
     fit_index, val_index = split_rows(train, s.val_fraction, seed + VAL_SEED_OFFSET)
     fit_part, val = train.subset(fit_index), train.subset(val_index)
-    params, graphdef, rest, tx, step, batch, (mean, sd) = _cfr_problem(fit_part, s, seed)
-    x_val, t_val, y_val = jnp.asarray(val.x), jnp.asarray(val.t), jnp.asarray(val.y)
+    _, graphdef, rest, tx, step, batch, (mean, sd), fresh = _cfr_problem(fit_part, s, seed)
+    state = fresh()
+    mesh = getattr(jax.tree.leaves(state.params)[0].sharding, "mesh", None)  # fresh()'s mesh
+    val_data = _replicated((jnp.asarray(val.x), jnp.asarray(val.t), jnp.asarray(val.y)), mesh)
 
     @jax.jit
-    def val_mse(params):
+    def _val_mse(params, x_val, t_val, y_val):
         mu_hat, _ = train_lib.merge_model(graphdef, params, rest)(x_val)
         pred = jnp.take_along_axis(mu_hat, t_val[:, None], axis=1)[:, 0] * sd + mean
         return jnp.mean((pred - y_val) ** 2)
 
-    state = train_lib.init_train_state(jax.tree.map(jnp.copy, params), tx)
+    def val_mse(params):
+        return parallel.to_host(_val_mse(params, *val_data))
+
     t0 = time.perf_counter()
     best = (float(val_mse(state.params)), 0, jax.tree.map(jnp.copy, state.params))
     history, records, factual = [(0, best[0])], [], []
@@ -473,22 +524,24 @@ class _PackageStream:
         return rows.astype(np.int32), z
 
 
-def _egm_steps(graphdef, tx_crit, tx_gen, x, t, y, weights):
+def _egm_steps(graphdef, tx_crit, tx_gen, weights, mesh=None):
     """CausalEGM's two steps (:func:`fidia_jax.train.make_train_step`, the model's non-parameter
     state -- the arm embedding -- as the state's ``model_state``): the WGAN critic step on a
-    batch ``{"idx", "z", "eps"}`` (rows, ``N(0, I)`` draw, the two gradient-penalty mixing
-    weights) and the encoder/generator step on ``{"idx", "z"}``."""
+    batch ``{"idx", "z", "eps", "x", "t", "y"}`` (rows, ``N(0, I)`` draw, the two
+    gradient-penalty mixing weights, all training units) and the encoder/generator step on
+    ``{"idx", "z", "x", "t", "y"}``; with ``mesh`` the drawn rows are split along ``"data"``."""
 
     def crit_loss(params, rest, batch):
         m = train_lib.merge_model(graphdef, params, rest)
-        v = x[batch["idx"]]
+        z, v = _split_rows((batch["z"], batch["x"][batch["idx"]]), mesh)
         eps = batch["eps"]
-        return losses.causalegm_critic_loss(m, batch["z"], v, eps[0], eps[1], weights)[0], rest
+        return losses.causalegm_critic_loss(m, z, v, eps[0], eps[1], weights)[0], rest
 
     def gen_loss(params, rest, batch):
         b = batch["idx"]
         m = train_lib.merge_model(graphdef, params, rest)
-        return losses.causalegm_generator_loss(m, batch["z"], x[b], t[b], y[b], weights)[0], rest
+        z, xb, tb, yb = _split_rows((batch["z"], batch["x"][b], batch["t"][b], batch["y"][b]), mesh)
+        return losses.causalegm_generator_loss(m, z, xb, tb, yb, weights)[0], rest
 
     # not donated: the two steps share one parameter tree, and the best iteration's is kept
     return (
@@ -501,7 +554,7 @@ def _check_finite(flags: list[tuple[int, str, jax.Array]]) -> None:
     """The package's non-finite policy in CausalEGM's own loop: a skipped step (its
     ``nonfinite`` metric) stops the run with a :class:`~fidia_jax.errors.TrainingError` naming
     the first such iteration and step. Empties ``flags``."""
-    values = jax.device_get([f for *_, f in flags])
+    values = parallel.to_host([f for *_, f in flags])
     for (it, which, _), bad in zip(flags, values, strict=True):
         if bad:
             raise TrainingError(
@@ -597,18 +650,27 @@ def _fit_egm(train: CausalData, s: EgmSettings, seed: int, model, *, run: str, e
     labels = _labels(params)
     tx_gen = optax.multi_transform({"gen": adam, "critic": optax.set_to_zero()}, labels)
     tx_crit = optax.multi_transform({"gen": optax.set_to_zero(), "critic": adam}, labels)
-    x = jnp.asarray(train.x, jnp.float32)
-    t = jnp.asarray(train.t)
-    y = jnp.asarray(train.y, jnp.float32)
+    mesh = _mesh(s.batch_size, s.num_devices)
+    data = _replicated(
+        {
+            "x": jnp.asarray(train.x, jnp.float32),
+            "t": jnp.asarray(train.t),
+            "y": jnp.asarray(train.y, jnp.float32),
+        },
+        mesh,
+    )
     weights = losses.EGMWeights(alpha=s.alpha, beta=s.beta, gamma=s.gamma)
-    crit_step, gen_step = _egm_steps(graphdef, tx_crit, tx_gen, x, t, y, weights)
+    crit_step, gen_step = _egm_steps(graphdef, tx_crit, tx_gen, weights, mesh)
 
     @jax.jit
-    def evaluate(params, rest_):
+    def _evaluate(params, rest_, data):
         m = nnx.merge(graphdef, params, rest_)
-        z = m.e_net(x)
-        pred = m.outcome(z, t)
-        return jnp.mean((pred - y) ** 2), z
+        z = m.e_net(data["x"])
+        pred = m.outcome(z, data["t"])
+        return jnp.mean((pred - data["y"]) ** 2), z
+
+    def evaluate(params, rest_):
+        return parallel.to_host(_evaluate(params, rest_, data))
 
     n_steps = s.n_iter + 1  # the package loops range(n_iter + 1)
     stream = _PackageStream(
@@ -621,8 +683,10 @@ def _fit_egm(train: CausalData, s: EgmSettings, seed: int, model, *, run: str, e
         eps = np.random.default_rng(seed).uniform(size=(n_steps, s.g_d_freq, 2))
     eps = np.asarray(eps, np.float32)
     # one parameter tree, two optimiser states: each step hands its parameters to the other
-    state_c = train_lib.init_train_state(params, tx_crit, model_state=rest)
-    state_g = train_lib.init_train_state(params, tx_gen, model_state=rest)
+    place = {"mesh": mesh, "param_sharding": s.param_sharding}
+    rest = _replicated(rest, mesh)
+    state_c = train_lib.init_train_state(params, tx_crit, model_state=rest, **place)
+    state_g = train_lib.init_train_state(state_c.params, tx_gen, model_state=rest, **place)
     best = (np.inf, None, -1)
     evals: list[tuple[int, float]] = []
     flags: list[tuple[int, str, jax.Array]] = []
@@ -632,11 +696,12 @@ def _fit_egm(train: CausalData, s: EgmSettings, seed: int, model, *, run: str, e
         for it in range(n_steps):
             for j in range(s.g_d_freq):
                 rows, z = stream.next()
-                state_c, m = crit_step(state_c, {"idx": rows, "z": z, "eps": eps[it, j]})
+                drawn = _replicated({"idx": rows, "z": z, "eps": eps[it, j]}, mesh)
+                state_c, m = crit_step(state_c, {**drawn, **data})
                 flags.append((it, "critic", m["nonfinite"]))
             state_g = state_g._replace(params=state_c.params)
             rows, z = stream.next()
-            state_g, m = gen_step(state_g, {"idx": rows, "z": z})
+            state_g, m = gen_step(state_g, {**_replicated({"idx": rows, "z": z}, mesh), **data})
             flags.append((it, "generator", m["nonfinite"]))
             state_c = state_c._replace(params=state_g.params)
             if it == 0:
@@ -651,7 +716,7 @@ def _fit_egm(train: CausalData, s: EgmSettings, seed: int, model, *, run: str, e
             evals.append((it, mse))
             progress.update(it + 1, {"train_mse_y": mse})
             if mse < best[0]:
-                best = (mse, nnx.merge(graphdef, params, rest), it)
+                best = (mse, (params, rest), it)
             if k > 2 and s.embed_dim > 0:
                 current = nnx.merge(graphdef, params, rest)
                 emb = nets.arm_embedding_w2(
@@ -659,16 +724,17 @@ def _fit_egm(train: CausalData, s: EgmSettings, seed: int, model, *, run: str, e
                     train.t,
                     k,
                     s.embed_dim,
-                    previous=np.asarray(current.embedding[...]) if it > 0 else None,
+                    previous=parallel.to_host(current.embedding[...]) if it > 0 else None,
                 )
                 current.embedding[...] = jnp.asarray(emb)
                 _, _, rest = train_lib.split_model(current)
+                rest = _replicated(rest, mesh)
                 state_c = state_c._replace(model_state=rest)
                 state_g = state_g._replace(model_state=rest)
         _check_finite(flags)
     finally:
         progress.close(f"best train MSE(y) {best[0]:.4g} at iteration {best[2]}")
-    fitted = best[1]
+    fitted = nnx.merge(graphdef, *_on_host_device(best[1]))
     info = {
         "wall_s": time.perf_counter() - t0,
         "best_iter": best[2],

@@ -12,6 +12,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 
 __all__ = ["DATASETS", "METHODS", "PRESETS", "CausalConfig", "get_config", "load_config"]
 
@@ -63,6 +64,12 @@ class CausalConfig:
       egm_small: CausalEGM with two 16/8-wide layers per network instead of the package's
         widths (tests and notebooks only: compiles in a fraction of the time).
       time_epochs: if > 0, time this many epochs per CFR scheme (per-epoch cost vs K).
+      num_devices: the gradient steps of TARNet, CFR and CausalEGM run data-parallel on a
+        :func:`fidia_jax.parallel.data_mesh` of the most devices ``<= num_devices`` (``0``:
+        all) that divide the minibatch (each minibatch split along ``"data"``); one device:
+        the plain single-device program.
+      param_sharding: ``"replicated"`` (default) or ``"fsdp"``: how the networks and their
+        optimiser states sit on that mesh (:func:`fidia_jax.parallel.param_shardings`).
     """
 
     seed: int = 0
@@ -90,6 +97,8 @@ class CausalConfig:
     egm_embed_dim: int = 3
     egm_small: bool = False
     time_epochs: int = 0
+    num_devices: int = 0
+    param_sharding: str = "replicated"
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -130,6 +139,12 @@ class CausalConfig:
             raise ConfigError(f"test_fraction must be in (0, 1), got {self.test_fraction}")
         if min(self.iterations, self.batch_size, self.egm_iterations) < 1:
             raise ConfigError("iterations, batch_size and egm_iterations must be >= 1")
+        if self.num_devices < 0:
+            raise ConfigError(f"num_devices must be >= 0, got {self.num_devices}")
+        if self.param_sharding not in PARAM_SHARDING_MODES:
+            raise ConfigError(
+                f"param_sharding must be one of {PARAM_SHARDING_MODES}, got {self.param_sharding!r}"
+            )
         if self.imbalance < 0:
             raise ConfigError(f"imbalance must be >= 0, got {self.imbalance}")
 

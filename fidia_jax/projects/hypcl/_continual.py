@@ -32,6 +32,14 @@ standard deviation is floored at ``STD_FLOOR_FRACTION`` times the mean over feat
 feature (nearly) constant in the first task is scaled at most ``1 / STD_FLOOR_FRACTION`` times
 more than a typical one when it varies later (the floor was ``1e-3`` before issue 41: a
 feature constant in task 1 then blew up by ~1000x).
+
+Data parallel (:mod:`fidia_jax.parallel`): with more than one device (``config.num_devices``,
+the most that divide ``batch_size``), every gradient step's minibatch -- real and replayed rows
+-- is split along ``"data"`` (a sharding constraint inside the jitted scan), the parameters and
+optimiser state are replicated or FSDP-split (``config.param_sharding``) and the training data
+replicated; the class orders, seeds and minibatch draws are the same as on one device, so the
+results equal one device's up to the summation order of the cross-device reductions. On one
+device the program is the plain single-device one.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import optim, train
+from fidia_jax import optim, parallel, train
 from fidia_jax.errors import TrainingError
 from fidia_jax.projects.hypcl.losses import embedding_distillation, masked_cross_entropy
 from fidia_jax.projects.hypcl.model import BallParam, PrototypeAdapter
@@ -138,6 +146,12 @@ def _ncm(data: ContinualData, features: str = "raw") -> np.ndarray:
     return np.asarray(acc)
 
 
+def _mesh(config) -> jax.sharding.Mesh | None:
+    """The ``data`` mesh of the gradient steps (``None``: one device, one process)."""
+    mesh = parallel.data_mesh(config.batch_size, num_devices=getattr(config, "num_devices", 0))
+    return mesh if mesh.size > 1 or jax.process_count() > 1 else None
+
+
 def _class_gaussians(data: ContinualData) -> tuple[np.ndarray, np.ndarray]:
     """Per-class mean and standard deviation ``(K, F)`` of the frozen training features (what
     a method stores of a class when its task ends: two vectors, no exemplar)."""
@@ -155,6 +169,8 @@ class _Trainer:
     def __init__(self, data: ContinualData, config, geometry: str, dim: int):
         self.data, self.config, self.geometry = data, config, geometry
         self.dim = dim
+        self.mesh = _mesh(config)
+        self.param_sharding = getattr(config, "param_sharding", "replicated")
         model = self.fresh(0)
         self.graphdef, _, _ = nnx.split(model, BallParam, ...)
         lr = config.learning_rate
@@ -198,15 +214,24 @@ class _Trainer:
         seen,
         trainable,
         distill_w,
-        key,
+        key_data,
         mu_KxF,
         sd_KxF,
         replay_K,
         replay_w,
     ):
+        key = jax.random.wrap_key_data(key_data)  # raw key data: placeable on any mesh
         gd, geometry, c = self.graphdef, self.geometry, self.config.curvature
         use_distill = self.config.distill_weight > 0
         bsz = self.config.batch_size
+        mesh = self.mesh
+
+        def split_rows(batch):  # data parallel: the minibatch split along "data"
+            if mesh is None:
+                return batch
+            return jax.lax.with_sharding_constraint(
+                batch, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+            )
 
         def loss_fn(params, batch):
             x, y, x_old, y_old = batch
@@ -238,7 +263,7 @@ class _Trainer:
             pool = jnp.where(jnp.any(replay_K), replay_K, seen)
             y_old = jax.random.categorical(k_cls, jnp.where(pool, 0.0, -jnp.inf), shape=(bsz,))
             x_old = mu_KxF[y_old] + sd_KxF[y_old] * jax.random.normal(k_eps, (bsz, mu_KxF.shape[1]))
-            state, metrics = train_step(state, (x_tr[ii], y_tr[ii], x_old, y_old))
+            state, metrics = train_step(state, split_rows((x_tr[ii], y_tr[ii], x_old, y_old)))
             return state, (metrics["loss"], metrics["nonfinite"])
 
         init = train.init_train_state((ball, rest), self.tx)
@@ -279,26 +304,30 @@ class _Trainer:
         mu, sd = _class_gaussians(data)
         replay_k = np.zeros(data.num_classes, bool)
         replay_k[old_classes] = True
-        (ball, rest), losses, nonfinite = self._train(
-            num_steps,
+        params = (ball, rest, old[0], old[1])
+        inputs = (
             jnp.asarray(data.x_tr),
             jnp.asarray(data.y_tr),
-            ball,
-            rest,
-            old[0],
-            old[1],
             jnp.asarray(idx),
             jnp.asarray(sel.size, jnp.int32),
             seen,
             jnp.asarray(trainable),
             jnp.asarray(distill_w, jnp.float32),
-            key,
+            jax.random.key_data(key),
             jnp.asarray(mu),
             jnp.asarray(sd),
             jnp.asarray(replay_k),
             jnp.asarray(float(bool(old_classes)), jnp.float32),
         )
-        nonfinite = np.asarray(nonfinite)
+        if self.mesh is not None:  # parameters as configured, the rest replicated
+            params = parallel.place_params(params, self.mesh, self.param_sharding)
+            inputs = parallel.replicate(inputs, self.mesh)
+        x_tr, y_tr, idx_, n_valid, seen, trainable_, distill_, key, mu_, sd_, rk, rw = inputs
+        (ball, rest), losses, nonfinite = self._train(
+            num_steps, x_tr, y_tr, *params, idx_, n_valid, seen, trainable_, distill_, key,
+            mu_, sd_, rk, rw,
+        )  # fmt: skip
+        losses, nonfinite = parallel.to_host((losses, nonfinite))
         if losses_out is not None:
             losses_out.extend(float(v) for v in np.asarray(losses))
         if nonfinite.any():  # the library's policy: the step was skipped, training stops
@@ -311,7 +340,10 @@ class _Trainer:
         return ball, rest
 
     def predict(self, ball, rest, upto: int) -> np.ndarray:
-        logits = np.asarray(self._logits(ball, rest, jnp.asarray(self.data.x_te)))
+        x_te = jnp.asarray(self.data.x_te)
+        if self.mesh is not None:
+            x_te = parallel.replicate(x_te, self.mesh)
+        logits = np.asarray(parallel.to_host(self._logits(ball, rest, x_te)))
         seen = _seen_mask(self.data, upto)
         return np.argmax(np.where(seen[None, :], logits, -np.inf), axis=1)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 
 __all__ = ["METHODS", "NCM_FEATURES", "PRESETS", "HypclConfig", "get_config", "load_config"]
 
@@ -72,6 +73,13 @@ class HypclConfig:
         the pre-issue-41 behaviour).
       sweep_depths: tree depths of the depth sweep on the synthetic task (HypCL vs Euclidean;
         ``()`` skips it); sweep_dim: embedding width in the sweep.
+      num_devices: the gradient steps run data-parallel on a
+        :func:`fidia_jax.parallel.data_mesh` of the most devices ``<= num_devices`` (``0``:
+        all) that divide ``batch_size``: each minibatch (real and replayed rows) is split along
+        ``"data"``. One device: the plain single-device program.
+      param_sharding: ``"replicated"`` (default) or ``"fsdp"``: how the adapter, the
+        prototypes and the optimiser state sit on that mesh
+        (:func:`fidia_jax.parallel.param_shardings`).
     """
 
     seed: int = 0
@@ -102,6 +110,8 @@ class HypclConfig:
     sweep_depths: tuple[int, ...] = (2, 3, 4)
     sweep_dim: int = 4
     ncm_features: str = "raw"
+    num_devices: int = 0
+    param_sharding: str = "replicated"
 
     def __post_init__(self) -> None:
         if self.task not in ("digits", "synthetic"):
@@ -138,6 +148,12 @@ class HypclConfig:
             )
         if any(d < 1 for d in self.sweep_depths) or self.synth_depth < 1:
             raise ConfigError("tree depths must be >= 1")
+        if self.num_devices < 0:
+            raise ConfigError(f"num_devices must be >= 0, got {self.num_devices}")
+        if self.param_sharding not in PARAM_SHARDING_MODES:
+            raise ConfigError(
+                f"param_sharding must be one of {PARAM_SHARDING_MODES}, got {self.param_sharding!r}"
+            )
 
 
 PRESETS: dict[str, dict[str, Any]] = {

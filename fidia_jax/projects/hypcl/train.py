@@ -5,6 +5,12 @@ synthetic hierarchical mixture), runs every configured method on ``num_orders`` 
 reports average accuracy / last accuracy / average forgetting (:func:`fidia_jax.metrics.
 continual_metrics`), then (``sweep_depths``) runs HypCL and the Euclidean adapter on synthetic
 trees of growing depth. Writes ``workdir/hypcl.json`` (atomically) and prints the tables.
+
+Several devices or processes (:mod:`fidia_jax.parallel`): the gradient steps of every trained
+method run data-parallel (``config.num_devices``, ``config.param_sharding``; see
+:mod:`fidia_jax.projects.hypcl._continual`); under a multi-host launcher every process runs the
+same stream (same class orders and seeds) and process 0 writes the files. The nearest-class-mean
+baseline has nothing to split: it runs on process 0 only (the other processes leave its row out).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fidia_jax import data as data_lib
-from fidia_jax import metrics, models, train
+from fidia_jax import metrics, models, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.hypcl._continual import (
     ContinualData,
@@ -66,7 +72,7 @@ def digit_features(workdir: str | pathlib.Path | None = None, batch: int = 128):
             b = np.concatenate([b, np.zeros((pad, *b.shape[1:]), b.dtype)])
         out.append(np.asarray(embed(b))[: batch - pad])
     feats = np.concatenate(out).astype(np.float32)
-    if cache is not None:
+    if cache is not None and parallel.is_primary():
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(".tmp.npz")
         np.savez(tmp, features=feats, labels=labels)
@@ -198,6 +204,8 @@ def run_stream(
     for o, stream in enumerate(_streams(x, y, config, orders, classes_per_task)):
         sizes = [int(np.isin(stream.y_te, t).sum()) for t in stream.tasks]
         for m in methods:
+            if m == "ncm" and not parallel.is_primary():
+                continue  # closed form, nothing to split: process 0 only
             curve: list[float] = []
             with train.stage(f"{label}class order {o + 1}/{len(orders)}: {METHODS[m]}"):
                 cfg = (method_configs or {}).get(m, config)
@@ -215,6 +223,8 @@ def run_stream(
             per[m].append({"acc": acc.tolist(), **metrics.continual_metrics(acc, sizes)})
     out = {}
     for m, runs in per.items():
+        if not runs:
+            continue
         row = {"orders": runs}
         for key in ("average_accuracy", "last_accuracy", "average_forgetting"):
             vals = [r[key] for r in runs]
@@ -263,7 +273,9 @@ def _plot_depth_sweep(sweep: list[dict[str, Any]], path: pathlib.Path) -> None:
 
 
 def _report(results: dict[str, Any], config: HypclConfig, workdir: pathlib.Path) -> None:
-    """The console tables, ``summary.json`` and the charts."""
+    """The console tables, ``summary.json`` and the charts (process 0 only)."""
+    if not parallel.is_primary():
+        return
     rows = results["methods"]
     train.print_table(
         f"HypCL, {config.task}: "
@@ -352,11 +364,13 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
     Raises:
       TrainingError: a non-finite loss or gradient in a training step.
     """
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     metrics_path = workdir / "metrics.jsonl"
-    metrics_path.unlink(missing_ok=True)  # a rerun writes its own curves (no resume here)
+    if parallel.is_primary():
+        metrics_path.unlink(missing_ok=True)  # a rerun writes its own curves (no resume here)
     if config.task == "digits":
         with train.stage("frozen AlexNet conv5 features of the digits (cached in the workdir)"):
             x, y = digit_features(workdir)
@@ -444,6 +458,7 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
             all(b >= a for a, b in zip(gaps, gaps[1:], strict=False))
         )
     results["wall_s"] = time.time() - t0
-    write_summary(workdir / SUMMARY_FILE, results, config)
+    if parallel.is_primary():
+        write_summary(workdir / SUMMARY_FILE, results, config)
     _report(results, config, workdir)
     return results

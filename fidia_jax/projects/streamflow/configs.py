@@ -13,6 +13,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 
 __all__ = ["PRESETS", "StreamFlowConfig", "get_config", "load_config"]
 
@@ -46,6 +47,14 @@ class StreamFlowConfig:
         :func:`fidia_jax.projects.streamflow.perflow.perflow_apply`, the authors' scheduler;
         the loss is the same rectified-flow loss on the converted velocity).
       perflow_windows: ``K``, PeRFlow's number of time windows (the authors' 4).
+      num_devices: the training steps run data-parallel on a
+        :func:`fidia_jax.parallel.data_mesh` of the most devices ``<= num_devices`` (``0``:
+        all) that divide the batch: each batch is split along ``"data"``. One device: the plain
+        single-device program. Not part of a run's resume fingerprint (a checkpoint restores
+        onto any mesh).
+      param_sharding: ``"replicated"`` (default) or ``"fsdp"``: how the parameters and the Adam
+        state sit on that mesh (:func:`fidia_jax.parallel.param_shardings`); not part of the
+        resume fingerprint either.
     """
 
     seed: int = 0
@@ -70,6 +79,8 @@ class StreamFlowConfig:
     checkpoint_every: int = 0
     parameterisation: str = "velocity"
     perflow_windows: int = 4
+    num_devices: int = 0
+    param_sharding: str = "replicated"
 
     def __post_init__(self) -> None:
         if self.parameterisation not in ("velocity", "perflow_eps"):
@@ -117,6 +128,12 @@ class StreamFlowConfig:
             or list(self.buckets) != sorted(set(self.buckets))
         ):
             raise ConfigError(f"buckets must be increasing ints >= 1, got {self.buckets}")
+        if self.num_devices < 0:
+            raise ConfigError(f"num_devices must be >= 0, got {self.num_devices}")
+        if self.param_sharding not in PARAM_SHARDING_MODES:
+            raise ConfigError(
+                f"param_sharding must be one of {PARAM_SHARDING_MODES}, got {self.param_sharding!r}"
+            )
 
 
 PRESETS: dict[str, dict[str, Any]] = {

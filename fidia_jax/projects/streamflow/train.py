@@ -18,6 +18,14 @@
    distance (:func:`fidia_jax.metrics.alexnet_frechet_distance`, a **proxy, not FID**) between
    samples and held-out digits (both nearest-upsampled to at least 32 px, gray replicated to RGB),
    with the same proxy between training and held-out digits as the floor.
+
+Several devices or processes (:mod:`fidia_jax.parallel`): the gradient steps of both fits run
+data-parallel (``config.num_devices``, ``config.param_sharding``: each batch split along
+``"data"``, the same seeded batches as on one device); under a multi-host launcher every process
+runs them (and draws the same reflow pairs, an input of the reflow fit) and process 0 writes the
+files. Evaluation -- the stream batch, the sequential check, the Fréchet proxy -- has nothing to
+split: it runs on one device of process 0 only, never twice (the other processes return without
+``eval``).
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, losses, metrics, models, train
+from fidia_jax import data, losses, metrics, models, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.streamflow import perflow
 from fidia_jax.projects.streamflow.configs import StreamFlowConfig
@@ -58,6 +66,8 @@ __all__ = [
 ]
 
 SUMMARY_FILE = "streamflow_summary.json"
+#: Config fields that only place the run on devices: left out of a fit's resume fingerprint.
+_LAYOUT_KEYS = ("num_devices", "param_sharding")
 #: Smallest side the AlexNet proxy accepts (:func:`fidia_jax.metrics.alexnet_frechet_distance`).
 _PROXY_MIN_SIDE = 32
 
@@ -159,7 +169,11 @@ def train_flow(
     The step is :func:`fidia_jax.train.make_train_step` (``scale_by_adam`` then the
     cosine-decayed step size, a float32 table); the loop is :func:`fidia_jax.train.fit`
     (progress, and with ``workdir`` ``metrics.jsonl``, checkpoints every
-    ``config.checkpoint_every`` steps and at the end, and resume).
+    ``config.checkpoint_every`` steps and at the end, and resume). With more than one device
+    (``config.num_devices``, the most that divide the batch) the step is data-parallel: each
+    batch split along ``"data"`` (:func:`fidia_jax.parallel.shard_batch`), parameters and Adam
+    state placed as ``config.param_sharding``; the losses equal one device's up to the
+    summation order of the cross-device reductions.
 
     Args:
       apply_fn, params: the velocity model (:func:`velocity_apply`); ``params`` is not
@@ -174,7 +188,8 @@ def train_flow(
       quiet: no progress display.
 
     Returns:
-      ``(params, losses_per_step)``.
+      ``(params, losses_per_step)``; ``params`` on the mesh (see
+      :func:`fidia_jax.parallel.to_host` for host copies).
 
     Raises:
       TrainingError: a non-finite loss or gradient (the library's policy).
@@ -188,21 +203,36 @@ def train_flow(
         x, z, t = batch
         return losses.rectified_flow_loss(lambda xt, tt: apply_fn(p, xt, tt), x, z, t)
 
-    state = train.init_train_state(jax.tree.map(jnp.copy, params), tx)
     b = min(config.batch_size, images.shape[0])
+    mesh = parallel.data_mesh(b, num_devices=config.num_devices)
+    if mesh.size == 1 and jax.process_count() == 1:
+        mesh = None  # one device: the plain program
+    place = {"mesh": mesh, "param_sharding": config.param_sharding}
+    state = train.init_train_state(jax.tree.map(jnp.copy, params), tx, **place)
+    batches = _batches(images, b, noise_pairs, seed)
+    if mesh is not None:
+        batches = (parallel.shard_batch(batch, mesh) for batch in batches)
+    fingerprint = {k: v for k, v in train.config_fingerprint(config).items()
+                   if k not in _LAYOUT_KEYS}  # fmt: skip
     res = train.fit(
         state,
-        train.make_train_step(loss_fn, tx),
-        _batches(images, b, noise_pairs, seed),
+        train.make_train_step(loss_fn, tx, **place),
+        batches,
         num_steps=num_steps,
         workdir=workdir,
         run=run,
         checkpoint_every=config.checkpoint_every,
         log_every=1,  # every step's loss is reported (first, last, mean of the last 100)
         quiet=quiet,
-        fingerprint={**train.config_fingerprint(config), "seed": seed},
+        fingerprint={**fingerprint, "seed": seed},
     )
     return res.state.params, [r["loss"] for r in res.history if "loss" in r]
+
+
+def _on_host_device(params):
+    """Trained parameters as arrays of this process's default device (host copies first):
+    the stream batcher and the sequential sampler compile for one device."""
+    return jax.tree.map(jnp.asarray, parallel.to_host(params))
 
 
 def stream_generate(apply_fn, params, noise, schedules, buckets) -> tuple[np.ndarray, dict]:
@@ -380,6 +410,7 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
     Raises:
       TrainingError: a non-finite loss or gradient during training.
     """
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -398,6 +429,7 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
         workdir=workdir,
         run="flow",
     )
+    params = _on_host_device(params)
     results: dict[str, Any] = {
         "data": {
             "train": int(digits.shape[0]),
@@ -444,6 +476,7 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
             workdir=workdir,
             run="reflow",
         )
+        reflowed = _on_host_device(reflowed)
         results["reflow"] = {
             "pairs": int(len(z)),
             "sample_steps": config.reflow_sample_steps,
@@ -452,6 +485,10 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
             "seconds": time.perf_counter() - t0,
         }
         stages["reflow"] = reflowed
+    results["final_params"] = "reflow" if config.reflow_rounds else "base"
+    out = {"params": stages[results["final_params"]], "apply_fn": apply_fn}
+    if not parallel.is_primary():  # evaluation has nothing to split: process 0 only
+        return {**results, "wall_s": time.perf_counter() - t_start, **out}
     grid = {}
     for stage, p in stages.items():
         with train.stage(
@@ -473,8 +510,7 @@ def train_and_evaluate(config: StreamFlowConfig, workdir: str | pathlib.Path) ->
     if config.sample_grid:
         grid["held-out digits"] = holdout
         save_sample_grid(workdir / "samples.png", grid)
-    results["final_params"] = "reflow" if config.reflow_rounds else "base"
     results["wall_s"] = time.perf_counter() - t_start
     write_summary(workdir / SUMMARY_FILE, results, config)
     _report(results, config, workdir)
-    return {**results, "params": stages[results["final_params"]], "apply_fn": apply_fn}
+    return {**results, **out}
