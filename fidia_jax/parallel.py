@@ -282,6 +282,11 @@ def param_shardings(
 def _global_put(x: Any, sharding: NamedSharding) -> jax.Array:
     if isinstance(x, jax.Array) and x.sharding == sharding:
         return x
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        # typed PRNG keys have no NumPy form: place their key data (trailing dims replicated)
+        # and wrap it again with the same implementation
+        impl = jax.random.key_impl(x)
+        return jax.random.wrap_key_data(_global_put(jax.random.key_data(x), sharding), impl=impl)
     value = to_host(x)
     return jax.make_array_from_callback(value.shape, sharding, lambda idx: value[idx])
 

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from fidia_jax import parallel
@@ -161,3 +162,16 @@ def test_a_launched_process_that_did_not_join_is_not_primary(monkeypatch):
     assert parallel.is_primary() and not parallel.single_process_driver()
     monkeypatch.delenv("JAX_COORDINATOR_ADDRESS")
     assert parallel.is_primary() and not parallel.single_process_driver()
+
+
+def test_global_put_places_typed_prng_keys():
+    """Across processes ``put`` builds every leaf from host slices; a typed PRNG key has no
+    NumPy form, so its key data is placed and wrapped again (same keys, same implementation)."""
+    mesh = parallel.data_mesh(4)
+    keys = jax.random.split(jax.random.key(3), 4)
+    for spec in (P(), P("data")):
+        placed = parallel._global_put(keys, NamedSharding(mesh, spec))
+        assert jax.dtypes.issubdtype(placed.dtype, jax.dtypes.prng_key)
+        assert placed.sharding.is_equivalent_to(NamedSharding(mesh, spec), placed.ndim)
+        np.testing.assert_array_equal(jax.random.key_data(placed), jax.random.key_data(keys))
+        np.testing.assert_array_equal(jax.random.uniform(placed[1]), jax.random.uniform(keys[1]))
