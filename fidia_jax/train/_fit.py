@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import jax
 import numpy as np
+from jax.sharding import Mesh, NamedSharding
 
 from fidia_jax import parallel
 from fidia_jax._io import atomic_write_text, json_text
@@ -26,6 +27,7 @@ from fidia_jax.errors import CheckpointError, TrainingError
 from fidia_jax.train._checkpoint import Checkpointer
 from fidia_jax.train._progress import FitProgress
 from fidia_jax.train._report import append_metrics, plot_curves, read_metrics, truncate_metrics
+from fidia_jax.train._step import _BATCH_SPEC, TrainState, _is_spec_leaf, _state_shardings
 
 __all__ = ["FitResult", "fit"]
 
@@ -70,6 +72,9 @@ def fit(
     quiet: bool = False,
     show: tuple[str, ...] = ("loss",),
     fingerprint: Mapping[str, Any] | None = None,
+    mesh: Mesh | None = None,
+    param_sharding: str = "replicated",
+    batch_spec: Any = _BATCH_SPEC,
 ) -> FitResult:
     """Runs ``num_steps`` steps of ``step_fn`` with progress, files and resume.
 
@@ -105,6 +110,25 @@ def fit(
         config as a dict, its step count left out; JSON-able values). Saved beside the
         checkpoints of a fresh run; a resume whose fingerprint differs from the saved one is
         refused, naming the keys that differ.
+      mesh: run data-parallel on this :func:`fidia_jax.parallel.data_mesh` (axis ``"data"``):
+        the state is placed on it (a :class:`~fidia_jax.train.TrainState` as
+        :func:`~fidia_jax.train.init_train_state` places it, any other pytree by
+        ``param_sharding``; leaves already placed so stay where they are), every batch is put on
+        it by ``batch_spec`` (by default split along its leading axis over ``"data"``, as
+        :func:`fidia_jax.parallel.shard_batch`; a batch already placed so is not copied), and a
+        resume restores the checkpoint onto the state's shardings. ``step_fn`` must accept such
+        state and batch (e.g.
+        ``make_train_step(..., mesh=mesh)``). The results equal one device's up to the
+        summation order of the cross-device reductions (float32: relative ``~1e-6`` per step).
+        ``None`` (default): nothing is placed, the state and batches go to ``step_fn`` as given.
+      param_sharding: with ``mesh``, ``"replicated"`` or ``"fsdp"``
+        (:data:`fidia_jax.parallel.PARAM_SHARDING_MODES`); use the step's own value.
+      batch_spec: with ``mesh``, the batch's layout, as in
+        :func:`~fidia_jax.train.make_train_step` (use the step's own value): a
+        :class:`~jax.sharding.PartitionSpec` or a pytree prefix of the batch with one per
+        subtree; default ``P("data")`` (every leaf split along its leading axis). A ``None``
+        there leaves that part of the batch as it comes (a Python value that ``step_fn``
+        reads outside its jitted part, such as the step index).
 
     Resuming against another config: ``num_steps`` above the newest checkpoint continues from
     it; equal returns the saved state (nothing trained); below it returns the kept checkpoint
@@ -125,7 +149,10 @@ def fit(
       TrainingError: more than ``max_nonfinite`` non-finite steps (the first such step and its
         loss are named; the error's ``state`` attribute holds the state reached, whose
         parameters are the last finite ones); the files written so far stay consistent.
-      ValueError: ``num_steps < 0`` or a negative period.
+      ValueError: ``num_steps < 0`` or a negative period; with ``mesh``, a batch leaf that
+        ``batch_spec`` splits but that is a scalar or whose size along a split axis is not a
+        multiple of the mesh's size there (the leaf's path and shape are named).
+      ConfigError: with ``mesh``, an unknown ``param_sharding``.
       SystemExit: (code 0) on a launcher's process other than 0 when the driver did not join
         the distributed runtime (see above).
       CheckpointError: resuming a run whose saved ``fingerprint`` differs, whose newest
@@ -145,6 +172,8 @@ def fit(
             flush=True,
         )
         raise SystemExit(0)
+    if mesh is not None:
+        state = _place_state(state, mesh, param_sharding)
     log_every = max(1, num_steps // 100) if log_every is None else max(1, int(log_every))
     workdir = None if workdir is None else pathlib.Path(workdir)
     metrics_path = None if workdir is None else workdir / "metrics.jsonl"
@@ -178,6 +207,9 @@ def fit(
         for _ in itertools.islice(iterator, start):
             pass
         get_batch = lambda _step: next(iterator)  # noqa: E731
+    if mesh is not None:
+        unsharded = get_batch
+        get_batch = lambda t: _place_batch(unsharded(t), mesh, batch_spec, run, t)  # noqa: E731
 
     progress = FitProgress(run, num_steps, start, show=show, quiet=quiet)
     pending: list[tuple[int, Mapping[str, Any]]] = []
@@ -254,13 +286,50 @@ def fit(
     return FitResult(state, history, start)
 
 
+def _place_state(state: Any, mesh: Mesh, param_sharding: str) -> Any:
+    """``state`` on ``mesh``: a TrainState as init_train_state places it, else by mode."""
+    if isinstance(state, TrainState):
+        shardings = _state_shardings(state, mesh, param_sharding)
+    else:
+        shardings = parallel.param_shardings(state, mesh, param_sharding)
+    return parallel.put(state, shardings)
+
+
+def _place_batch(batch: Any, mesh: Mesh, batch_spec: Any, run: str, step: int) -> Any:
+    """``batch`` placed on ``mesh`` by ``batch_spec``, or a ValueError naming a leaf the mesh
+    cannot split."""
+
+    def place(spec_path, spec, sub):
+        if spec is None:
+            return sub
+        for path, leaf in jax.tree_util.tree_leaves_with_path(sub):
+            shape = np.shape(leaf)
+            for dim, names in enumerate(spec):
+                if names is None:
+                    continue
+                size = math.prod(mesh.shape[n] for n in ((names,) if isinstance(names, str)
+                                                         else names))  # fmt: skip
+                if dim >= len(shape) or shape[dim] % size:
+                    name = jax.tree_util.keystr((*spec_path, *path)) or "(the batch)"
+                    raise ValueError(
+                        f"{run}: batch of step {step}: leaf {name} of shape {shape} cannot be "
+                        f"split over the mesh's {size} devices along axis {dim} (its size there "
+                        f"must be a multiple of {size}); choose a batch size that the device "
+                        "count divides, or build the mesh with parallel.data_mesh(batch_size)"
+                    )
+        return parallel.put(sub, NamedSharding(mesh, spec))
+
+    return jax.tree_util.tree_map_with_path(place, batch_spec, batch, is_leaf=_is_spec_leaf)
+
+
 #: The file beside a run's checkpoints that holds its ``fingerprint``.
 FINGERPRINT_FILE = "fingerprint.json"
 
-#: Config keys that a resumed run may change: the step counts (a run can be extended) and the
-#: bookkeeping periods, which do not change the trajectory.
+#: Config keys that a resumed run may change: the step counts (a run can be extended), the
+#: bookkeeping periods, which do not change the trajectory, and the device count of the mesh
+#: (``num_devices``: it changes only the summation order of cross-device reductions).
 RESUMABLE_KEYS = ("num_steps", "steps", "iterations", "checkpoint_every", "eval_every",
-                  "log_every", "keep_checkpoints", "rank_every")  # fmt: skip
+                  "log_every", "keep_checkpoints", "rank_every", "num_devices")  # fmt: skip
 
 
 def config_fingerprint(config: Any, *, ignore: Iterable[str] = RESUMABLE_KEYS) -> dict[str, Any]:

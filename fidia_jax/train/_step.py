@@ -77,6 +77,21 @@ def _state_shardings(state: TrainState, mesh: Mesh, param_sharding: str) -> Trai
     )
 
 
+#: The default batch layout: every leaf split along its leading axis over ``"data"``.
+_BATCH_SPEC = P("data")
+
+
+def _is_spec_leaf(x: Any) -> bool:
+    return x is None or isinstance(x, P)
+
+
+def _batch_shardings(batch_spec: Any, mesh: Mesh) -> Any:
+    """The :class:`NamedSharding` pytree (prefix) of a ``batch_spec`` (``None``: replicated)."""
+    return jax.tree.map(
+        lambda s: NamedSharding(mesh, P() if s is None else s), batch_spec, is_leaf=_is_spec_leaf
+    )
+
+
 def init_train_state(
     params: Any,
     tx: optax.GradientTransformation,
@@ -121,6 +136,7 @@ def make_train_step(
     mesh: Mesh | None = None,
     param_sharding: str = "replicated",
     donate: bool = True,
+    batch_spec: Any = _BATCH_SPEC,
 ) -> Callable[[TrainState, Any], tuple[TrainState, dict[str, jax.Array]]]:
     """``step(state, batch) -> (state, metrics)``: one jitted gradient step.
 
@@ -137,6 +153,10 @@ def make_train_step(
         :func:`init_train_state` placed it. ``None``: plain ``jax.jit``.
       param_sharding: with ``mesh``, ``"replicated"`` or ``"fsdp"``.
       donate: donate the input state (do not reuse it after the call).
+      batch_spec: with ``mesh``, how the batch is laid out: a :class:`PartitionSpec`, or a
+        pytree prefix of the batch with one per subtree (``None`` there: replicated). Default
+        ``P("data")``: every leaf split along its leading axis. A leaf that is the same for
+        every example (a PRNG key, a step count, a graph shared by the batch) takes ``P()``.
 
     Returns:
       The step. ``metrics`` holds ``loss`` (before the update), ``grad_norm`` (global L2 norm
@@ -188,7 +208,7 @@ def make_train_step(
     donate_argnums = (0,) if donate else ()
     if mesh is None:
         return jax.jit(step, donate_argnums=donate_argnums)
-    data, rep = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
+    data, rep = _batch_shardings(batch_spec, mesh), NamedSharding(mesh, P())
     jitted: dict[Any, Callable] = {}  # one compiled step per state structure
 
     def sharded_step(state: TrainState, batch: Any):

@@ -18,6 +18,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 
 __all__ = ["INPUT_PROJECTIONS", "METHODS", "PRESETS", "HistConfig", "get_config", "load_config"]
 
@@ -79,6 +80,12 @@ class HistConfig:
         ``coord_aug.drop.p`` 0.75).
       shear_deg: maximum shear angle of the augmentation (the authors' ``shear.max_angle`` 30).
       syn_sections, syn_shape, syn_features, syn_genes, syn_noise: the synthetic data.
+      param_sharding: how the trained parameters sit on the device mesh: ``"replicated"``
+        (every device holds all) or ``"fsdp"`` (each split along one axis;
+        :data:`fidia_jax.parallel.PARAM_SHARDING_MODES`).
+      num_devices: the most devices a training batch (a section's spots, or the MLP's rows) is split over
+        (``0``: every visible device; :func:`fidia_jax.parallel.data_mesh` takes the most that
+        divide it); not part of a checkpoint's fingerprint (it changes only the summation order).
     """
 
     seed: int = 0
@@ -116,8 +123,16 @@ class HistConfig:
     syn_features: int = 16
     syn_genes: int = 32
     syn_noise: float = 1.0
+    param_sharding: str = "replicated"
+    num_devices: int = 0
 
     def __post_init__(self) -> None:
+        if self.param_sharding not in PARAM_SHARDING_MODES:
+            raise ConfigError(
+                f"param_sharding must be one of {PARAM_SHARDING_MODES}, got {self.param_sharding!r}"
+            )
+        if self.num_devices < 0:
+            raise ConfigError(f"num_devices must be >= 0, got {self.num_devices}")
         if self.data not in ("her2st", "synthetic"):
             raise ConfigError(f"data must be 'her2st' or 'synthetic', got {self.data!r}")
         unknown = [m for m in self.methods if m not in METHODS]

@@ -29,9 +29,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import PartitionSpec as P
 
 from fidia_jax import config as config_lib
-from fidia_jax import metrics, models, train
+from fidia_jax import metrics, models, parallel, train
 from fidia_jax._checks import note_grid_edge
 from fidia_jax._io import atomic_path, json_text, resolve_data_dir
 from fidia_jax.projects.hist import data, lattice
@@ -51,6 +52,10 @@ __all__ = [
 ]
 
 SUMMARY_FILE = "hist_results.json"
+#: The methods trained by gradient steps, data-parallel over the visible devices (the others,
+#: ridge regressions, run on process 0 only in a multi-process run).
+_MESH_METHODS = ("hist", "dense", "mlp")
+_ROWS = P("data")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,25 +278,33 @@ def _adamw(
 
 
 @functools.cache
-def _train_step(loss_fn, graphdef, lr: float, weight_decay: float, steps: int, clip: float):
+def _train_step(loss_fn, graphdef, lr: float, weight_decay: float, steps: int, clip: float,
+                mesh=None, param_sharding="replicated", batch_spec=_ROWS):  # fmt: skip
     """The jitted step of one model structure and optimiser (cached: the folds of a run share
-    one compilation, as the module-level ``nnx.jit`` step did)."""
+    one compilation, as the module-level ``nnx.jit`` step did); with ``mesh`` data-parallel."""
     tx = _adamw(lr, weight_decay, steps, clip)
-    return tx, train.make_train_step(loss_fn(graphdef), tx, has_state=True)
+    step = train.make_train_step(loss_fn(graphdef), tx, has_state=True, mesh=mesh,
+                                 param_sharding=param_sharding, batch_spec=batch_spec)  # fmt: skip
+    return tx, step
 
 
-def _fit(model, loss_fn, config, steps, batches, *, workdir, run):
+def _fit(model, loss_fn, config, steps, batches, *, workdir, run, mesh, batch_spec):
     """Trains ``model`` for ``steps`` steps of ``make_train_step(has_state=True)`` (AdamW of
-    ``config``) with :func:`fidia_jax.train.fit`; returns ``(model, losses of every step,
-    seconds)``."""
+    ``config``) with :func:`fidia_jax.train.fit`, data-parallel on ``mesh`` (the batch laid out
+    by ``batch_spec``, the parameters by ``config.param_sharding``); returns ``(model, losses of
+    every step, seconds)``."""
     graphdef, params, model_state = train.split_model(model)
+    ps = config.param_sharding
     tx, step = _train_step(
-        loss_fn, graphdef, config.lr, config.weight_decay, steps, config.clip_norm
-    )
-    state = train.init_train_state(params, tx, model_state=model_state)
+        loss_fn, graphdef, config.lr, config.weight_decay, steps, config.clip_norm, mesh, ps,
+        batch_spec,
+    )  # fmt: skip
+    state = train.init_train_state(params, tx, model_state=model_state, mesh=mesh,
+                                   param_sharding=ps)  # fmt: skip
     t0 = time.perf_counter()
     res = train.fit(state, step, batches, num_steps=steps, workdir=workdir, run=run,
-                    fingerprint=train.config_fingerprint(config))  # fmt: skip
+                    fingerprint=train.config_fingerprint(config), mesh=mesh, param_sharding=ps,
+                    batch_spec=batch_spec)  # fmt: skip
     train_s = time.perf_counter() - t0
     losses = [r["loss"] for r in res.history if "loss" in r]
     return train.merge_model(graphdef, res.state.params, res.state.model_state), losses, train_s
@@ -368,11 +381,15 @@ def _fit_spatial(kind, prep, train_idx, test_idx, config, rng, workdir=None):
                 yield fp, plan, cp, mask, yp
 
     run = f"{kind}_{prep.names[test_idx]}"
+    # one section a step: its spots are split over the mesh, the lattice plan replicated
+    mesh = parallel.data_mesh(n_pad, num_devices=config.num_devices)
+    spec = (P("data"), P(), P("data"), P("data"), P("data"))
     model, losses, train_s = _fit(
-        model, _spatial_loss, config, steps, batches(), workdir=workdir, run=run
-    )
+        model, _spatial_loss, config, steps, batches(), workdir=workdir, run=run, mesh=mesh,
+        batch_spec=spec,
+    )  # fmt: skip
     cp, fp, _, mask = padded[test_idx]
-    pred = np.asarray(_predict(model, fp, base_plan[test_idx], cp, mask))[
+    pred = parallel.to_host(_predict(model, fp, base_plan[test_idx], cp, mask))[
         : len(prep.coords[test_idx])
     ]
     return pred, {
@@ -411,10 +428,12 @@ def _fit_mlp(prep, train_idx, test_idx, config, workdir=None):
     steps = config.epochs * len(train_idx)
     X, Y = jnp.asarray(X), jnp.asarray(Y)
     run = f"mlp_{prep.names[test_idx]}"
+    mesh = parallel.data_mesh(len(X), num_devices=config.num_devices)  # the rows split
     model, losses, train_s = _fit(
-        model, _mlp_loss, config, steps, lambda _: (X, Y), workdir=workdir, run=run
-    )
-    pred = np.asarray(nnx.jit(lambda m, x: m(x))(model, jnp.asarray(prep.feats[test_idx])))
+        model, _mlp_loss, config, steps, lambda _: (X, Y), workdir=workdir, run=run, mesh=mesh,
+        batch_spec=_ROWS,
+    )  # fmt: skip
+    pred = parallel.to_host(nnx.jit(lambda m, x: m(x))(model, jnp.asarray(prep.feats[test_idx])))
     return pred, {"final_train_loss": float(losses[-1]), "train_s": train_s, "steps": steps}
 
 
@@ -602,6 +621,7 @@ def train_and_evaluate(config: HistConfig, workdir: str | pathlib.Path) -> dict[
     Raises:
       DataError: missing or malformed HER2ST files. TrainingError: a non-finite loss.
     """
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     workdir = pathlib.Path(workdir)
     what = (
         "HER2ST sections " + ",".join(config.sections)
@@ -619,16 +639,21 @@ def train_and_evaluate(config: HistConfig, workdir: str | pathlib.Path) -> dict[
         "gene_selection": config.gene_selection,
         "folds": [],
     }
-    preds: dict[str, dict[str, np.ndarray]] = {m: {} for m in config.methods}
+    # the ridge peers (scikit-learn) have nothing to split: process 0 alone runs them, prints
+    # and writes; another process of a multi-process run trains the neural methods with it
+    methods = [m for m in config.methods if parallel.is_primary() or m in _MESH_METHODS]
+    preds: dict[str, dict[str, np.ndarray]] = {m: {} for m in methods}
     for t in folds:
         train_idx = [i for i in range(k) if i != t]
         view = prep.for_fold(t)  # the genes of this fold (the same for all with all_sections)
         fold = {"test": prep.names[t], "genes": list(view.genes)}
-        for m in config.methods:
+        for m in methods:
             pred, info = fit_predict(m, view, train_idx, t, config, workdir=workdir)
             preds[m][prep.names[t]] = pred
             fold[m] = {**section_metrics(view.y[t], pred, config.eval_genes), **info}
         out["folds"].append(fold)
+    if not parallel.is_primary():
+        return out
     out["mean"] = {
         m: {key: float(np.mean([f[m][key] for f in out["folds"]])) for key in _KEYS}
         for m in config.methods

@@ -18,8 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import PartitionSpec as P
 
-from fidia_jax import metrics, train
+from fidia_jax import metrics, parallel, train
 from fidia_jax.projects.hitvar.configs import HitVarConfig
 from fidia_jax.projects.hitvar.model import (
     HitVarTokenizer,
@@ -68,7 +69,14 @@ def _fit(
     non-finite step leaves that state as it was. ``model`` itself is not changed (the fit
     starts from a copy). ``steps_cache`` (a dict) lends the compiled step to a later fit of the
     same module structure and step size (the second VAR transformer: one compile, not two).
+
+    Data-parallel: the batch's rows are split over a :func:`fidia_jax.parallel.data_mesh` of
+    ``config.num_devices`` devices (the most that divide ``config.batch_size``; the step's PRNG
+    key replicated), the parameters placed by ``config.param_sharding``. The returned module
+    holds this process's copy of the trained state (evaluation runs on each process).
     """
+    mesh = parallel.data_mesh(config.batch_size, num_devices=config.num_devices)
+    ps = config.param_sharding
     # the step donates its state: train copies, so that ``model`` stays usable
     graphdef, params, rest = train.split_model(model)
     params, rest = jax.tree.map(jnp.copy, (params, rest))
@@ -79,13 +87,14 @@ def _fit(
         loss, aux = loss_fn(train.merge_model(graphdef, p, model_state), inputs)
         return loss, (model_state, {} if post is None else {"post": aux})
 
-    cache_key = (graphdef, lr)
+    cache_key = (graphdef, lr, mesh, ps)
     if steps_cache is not None and cache_key in steps_cache:
         step = steps_cache[cache_key]
     else:
         step = train.make_train_step(
-            objective, tx, has_aux=True, has_state=True, donate=post is None
-        )
+            objective, tx, has_aux=True, has_state=True, donate=post is None, mesh=mesh,
+            param_sharding=ps, batch_spec=_BATCH_SPEC,
+        )  # fmt: skip
     if steps_cache is not None:
         steps_cache[cache_key] = step
     if post is not None:
@@ -105,7 +114,7 @@ def _fit(
 
     key = jax.random.key(seed)
     res = train.fit(
-        train.init_train_state(params, tx, model_state=rest),
+        train.init_train_state(params, tx, model_state=rest, mesh=mesh, param_sharding=ps),
         step,
         lambda t: (batch_fn(t), jax.random.fold_in(key, t)),
         num_steps=steps,
@@ -114,9 +123,33 @@ def _fit(
         checkpoint_every=config.checkpoint_every,
         log_every=1,  # every step's loss is reported (the curves of the results file)
         fingerprint={**train.config_fingerprint(config), "seed": int(seed)},
+        mesh=mesh,
+        param_sharding=ps,
+        batch_spec=_BATCH_SPEC,
     )
     curve = [r["loss"] for r in res.history if "loss" in r]
-    return train.merge_model(graphdef, res.state.params, res.state.model_state), curve
+    state = _local(res.state)
+    return train.merge_model(graphdef, state.params, state.model_state), curve
+
+
+#: A phase's batch ``(arrays, key)`` on the mesh: every array split along its leading (row)
+#: axis over ``"data"``, the step's PRNG key replicated.
+_BATCH_SPEC = (P("data"), P())
+
+
+def _local(tree: Any) -> Any:
+    """``tree`` with every leaf this process cannot address whole (a multi-process mesh)
+    replaced by a local copy: a replicated leaf by its own shard (PRNG keys too), another one
+    gathered (:func:`fidia_jax.parallel.to_host`). On one process: ``tree`` unchanged."""
+
+    def one(x):
+        if not isinstance(x, jax.Array) or x.is_fully_addressable:
+            return x
+        if x.is_fully_replicated:
+            return x.addressable_shards[0].data
+        return jnp.asarray(parallel.to_host(x))
+
+    return jax.tree.map(one, tree)
 
 
 def _batch_order(n: int, batch: int, seed: int, steps: int) -> np.ndarray:

@@ -13,6 +13,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 
 __all__ = ["HitVarConfig", "PRESETS", "get_config", "load_config"]
 
@@ -51,6 +52,12 @@ class HitVarConfig:
       png: write ``hitvar_samples.png``.
       checkpoint_every: save each training phase's state every so many steps (``0``: only at
         the phase's end); a rerun in the same work directory resumes from the newest one.
+      param_sharding: how the trained parameters sit on the device mesh: ``"replicated"``
+        (every device holds all) or ``"fsdp"`` (each split along one axis;
+        :data:`fidia_jax.parallel.PARAM_SHARDING_MODES`).
+      num_devices: the most devices each phase's batch (batch_size crops) is split over
+        (``0``: every visible device; :func:`fidia_jax.parallel.data_mesh` takes the most that
+        divide it); not part of a checkpoint's fingerprint (it changes only the summation order).
     """
 
     seed: int = 0
@@ -91,8 +98,16 @@ class HitVarConfig:
     eval_temperature: float = 0.0
     png: bool = True
     checkpoint_every: int = 0
+    param_sharding: str = "replicated"
+    num_devices: int = 0
 
     def __post_init__(self) -> None:
+        if self.param_sharding not in PARAM_SHARDING_MODES:
+            raise ConfigError(
+                f"param_sharding must be one of {PARAM_SHARDING_MODES}, got {self.param_sharding!r}"
+            )
+        if self.num_devices < 0:
+            raise ConfigError(f"num_devices must be >= 0, got {self.num_devices}")
         hr = self.lr_size * self.max_scale
         if self.lr_size < 1 or self.max_scale < 1:
             raise ConfigError(

@@ -1,9 +1,11 @@
 """The HIT-VAR experiment: x4 SR of degraded crops of the bundled photos, scored at every scale
 x1..x4 on crops of held-out photos, with paired tests over the crops.
 
-Phases (all Adam, one device; every gradient step is :func:`fidia_jax.train.make_train_step`,
-every phase a :func:`fidia_jax.train.fit` with its own run name: progress, ``metrics.jsonl``,
-checkpoints under ``checkpoints/<phase>`` and resume of an interrupted run):
+Phases (all Adam, data-parallel over the visible devices: each batch's crops are split over a
+:func:`fidia_jax.parallel.data_mesh`; every gradient step is
+:func:`fidia_jax.train.make_train_step`, every phase a :func:`fidia_jax.train.fit` with its own
+run name: progress, ``metrics.jsonl``, checkpoints under ``checkpoints/<phase>`` and resume of
+an interrupted run; the evaluation runs on process 0 only):
 
 1. Tokenizers: the HIT tokenizer (every token prefix decodes to its scale; loss = mean over
    scales of the pixel MSE to the HR image resized to that scale) and the plain RQ tokenizer
@@ -43,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from fidia_jax import data, layers, metrics, models, train
+from fidia_jax import data, layers, metrics, models, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects.hitvar._common import (
@@ -437,6 +439,7 @@ def train_and_evaluate(config: HitVarConfig, workdir: str | pathlib.Path) -> dic
       ConfigError: a held-out name that is not a bundled photo.
       TrainingError: a non-finite loss or gradient in a training phase.
     """
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -446,6 +449,8 @@ def train_and_evaluate(config: HitVarConfig, workdir: str | pathlib.Path) -> dic
     ):
         d = make_data(config)
     trained = train_models(config, d, workdir)
+    if not parallel.is_primary():  # the evaluation has nothing to split: process 0 alone
+        return {"curves": trained["curves"], "wall_s": {**trained["wall_s"]}}
     sch = _schedule(config)
     top = max(sch.scales)
     with train.stage(f"predicting the {len(d['lr_eval'])} held-out crops with every method"):

@@ -12,6 +12,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 from fidia_jax.projects.ldl.losses import DIVISIVENESS_MODES
 
 __all__ = ["ACTIVATIONS", "BASELINES", "PRESETS", "LdlConfig", "get_config", "load_config"]
@@ -50,6 +51,11 @@ class LdlConfig:
       knn_k: neighbours of ``aa_knn``.
       seed: fold shuffling uses ``seed + repeat``; model initialisation ``key(seed)``.
       n_samples, n_features, n_labels: size of the ``synthetic`` set.
+      param_sharding: how the models sit on the device mesh: ``"replicated"`` (every device
+        holds all) or ``"fsdp"`` (:data:`fidia_jax.parallel.PARAM_SHARDING_MODES`).
+      num_devices: how many devices the rows are split over (``0``: every visible device; the
+        rows are padded with weight-0 rows to a multiple of it); not part of a checkpoint's
+        fingerprint (it changes only the summation order).
     """
 
     dataset: str = "SJAFFE"
@@ -71,6 +77,8 @@ class LdlConfig:
     n_samples: int = 400
     n_features: int = 16
     n_labels: int = 6
+    param_sharding: str = "replicated"
+    num_devices: int = 0
 
     def __post_init__(self) -> None:
         if not self.alphas or 0.0 not in self.alphas or min(self.alphas) < 0:
@@ -103,6 +111,12 @@ class LdlConfig:
             raise ConfigError(f"knn_k must be >= 1, got {self.knn_k}")
         if self.max_features < 0:
             raise ConfigError(f"max_features must be >= 0, got {self.max_features}")
+        if self.param_sharding not in PARAM_SHARDING_MODES:
+            raise ConfigError(
+                f"param_sharding must be one of {PARAM_SHARDING_MODES}, got {self.param_sharding!r}"
+            )
+        if self.num_devices < 0:
+            raise ConfigError(f"num_devices must be >= 0, got {self.num_devices}")
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -23,8 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
-from fidia_jax import metrics, models, train
+from fidia_jax import metrics, models, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.errors import DataError
 from fidia_jax.projects.ldl import data, losses
@@ -189,9 +191,16 @@ def _graphdef(d_in: int, c: int, config: LdlConfig):
     return nnx.split(model)[0]
 
 
+#: The batch's layout on the mesh: the rows (axis 1 of the per-fold features and weights, axis 0
+#: of the targets) split over ``"data"``; the label poles and the alphas replicated.
+_BATCH_SPEC = {"x": P(None, "data"), "w": P(None, "data"), "d": P("data"),
+               "pos": P(), "neg": P(), "alphas": P()}  # fmt: skip
+
+
 @functools.lru_cache(maxsize=8)
-def _train_step(graphdef, config: LdlConfig):
-    """Full-batch Adam on every (fold, alpha) model at once (cached per model graph and config).
+def _train_step(graphdef, config: LdlConfig, mesh=None):
+    """Full-batch Adam on every (fold, alpha) model at once (cached per model graph, config and
+    mesh; with ``mesh`` the rows are split over its ``"data"`` axis, :data:`_BATCH_SPEC`).
 
     The state's parameters have leading axes ``(F, A)``; the loss is the sum of the models'
     ``ldl_dvs_loss`` (independent models: each gets its own gradient). The state's
@@ -214,7 +223,10 @@ def _train_step(graphdef, config: LdlConfig):
         record = {"t": t + 1, "loss_FxAxE": record["loss_FxAxE"].at[:, :, t].set(loss_fxa)}
         return jnp.sum(loss_fxa), record
 
-    return tx, train.make_train_step(loss_fn, tx, has_state=True)
+    return tx, train.make_train_step(
+        loss_fn, tx, has_state=True, mesh=mesh, param_sharding=config.param_sharding,
+        batch_spec=_BATCH_SPEC,
+    )  # fmt: skip
 
 
 def _predict(graphdef, params, x):
@@ -243,24 +255,29 @@ def _predict_folds(params_fxa, xs_fxnxd, *, graphdef):
 
 def _fit_predict_folds(
     xs_fxnxd, d_nxc, w_fxn, pos, neg, alphas_a, keys_f, *, graphdef, config, c, d_in,
-    workdir=None, run="train",
+    workdir=None, run="train", mesh=None,
 ):  # fmt: skip
     """Trains one model per (fold, alpha) (:func:`fidia_jax.train.fit`, ``config.epochs``
-    full-batch steps); returns predictions ``(F, A, N, c)`` on every row and the training-loss
-    curves ``(F, A, epochs)``."""
-    tx, step = _train_step(graphdef, config)
+    full-batch steps; with ``mesh`` the rows split over its devices); returns predictions
+    ``(F, A, N, c)`` on every row and the training-loss curves ``(F, A, epochs)`` (numpy)."""
+    tx, step = _train_step(graphdef, config, mesh)
     params = _init_folds(keys_f, alphas_a, graphdef=graphdef, config=config, c=c, d_in=d_in)
     num_f, num_a = xs_fxnxd.shape[0], alphas_a.shape[0]
     record = {"t": jnp.zeros((), jnp.int32),
               "loss_FxAxE": jnp.zeros((num_f, num_a, config.epochs), jnp.float32)}  # fmt: skip
     batch = {"x": jnp.asarray(xs_fxnxd), "w": jnp.asarray(w_fxn), "d": jnp.asarray(d_nxc),
              "pos": jnp.asarray(pos), "neg": jnp.asarray(neg), "alphas": jnp.asarray(alphas_a)}  # fmt: skip
+    state = train.init_train_state(
+        params, tx, model_state=record, mesh=mesh, param_sharding=config.param_sharding
+    )
+    if mesh is not None:  # placed once: fit passes an already placed batch on without a copy
+        batch = parallel.put(batch, {k: NamedSharding(mesh, v) for k, v in _BATCH_SPEC.items()})
     res = train.fit(
-        train.init_train_state(params, tx, model_state=record), step, lambda _t: batch,
-        num_steps=config.epochs, workdir=workdir, run=run,
+        state, step, lambda _t: batch, num_steps=config.epochs, workdir=workdir, run=run,
+        mesh=mesh, param_sharding=config.param_sharding, batch_spec=_BATCH_SPEC,
     )  # fmt: skip
     preds = _predict_folds(res.state.params, batch["x"], graphdef=graphdef)
-    return preds, res.state.model_state["loss_FxAxE"]
+    return parallel.to_host((preds, res.state.model_state["loss_FxAxE"]))
 
 
 def fit_predict(
@@ -330,7 +347,12 @@ def cross_validate(
     """Runs the repeated K-fold comparison of ``config.alphas`` on one data set.
 
     Each repeat is one :func:`fidia_jax.train.fit` of all its (fold, alpha) models at once
-    (``run="repeat<r>"``; its loss is the sum over those models).
+    (``run="repeat<r>"``; its loss is the sum over those models), data-parallel: the rows are
+    split over a :func:`fidia_jax.parallel.data_mesh` of ``config.num_devices`` devices (``0``:
+    all; the rows padded to a multiple of the device count with rows of weight 0, which change
+    no loss), the models placed by ``config.param_sharding``. The
+    closed-form baselines run on process 0 only (on another process of a multi-process run the
+    result has no baseline entries; only process 0 writes files).
 
     Args:
       config: the run.
@@ -360,6 +382,14 @@ def cross_validate(
         )
     x, d = ds.features, ds.labels
     n, c = d.shape
+    # the rows are split over the devices: pad them to a multiple of the device count with
+    # rows of weight 0 (uniform targets, zero features), which add nothing to any loss
+    n_dev = jax.device_count() if config.num_devices <= 0 else config.num_devices
+    pad = -n % min(n_dev, jax.device_count())
+    mesh = parallel.data_mesh(n + pad, num_devices=config.num_devices)
+    d_pad = np.concatenate([d, np.full((pad, c), 1.0 / c, d.dtype)])
+    # closed-form baselines have nothing to split: process 0 alone (it writes the results)
+    baselines = config.baselines if parallel.is_primary() else ()
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     base_rows: list[dict[str, Any]] = []
@@ -378,9 +408,9 @@ def cross_validate(
             w[f, tr] = 1.0
         keys = jax.random.split(jax.random.fold_in(key, repeat), len(splits))
         preds, curves = _fit_predict_folds(
-            xs,
-            d,
-            w,
+            np.pad(xs, ((0, 0), (0, pad), (0, 0))),
+            d_pad,
+            np.pad(w, ((0, 0), (0, pad))),
             ds.pos,
             ds.neg,
             alphas,
@@ -391,20 +421,21 @@ def cross_validate(
             d_in=d_in,
             workdir=workdir,
             run=f"repeat{repeat}",
+            mesh=mesh,
         )
-        preds, curves = np.asarray(preds), np.asarray(curves)
+        preds = preds[:, :, :n]
         curves_sum = curves.sum(0) if curves_sum is None else curves_sum + curves.sum(0)
         for f, (_, te) in enumerate(splits):
             for a, alpha in enumerate(config.alphas):
                 vals = metrics.ldl_metrics(d[te], preds[f, a, te], ds.pos, ds.neg)
                 rows.append({"repeat": repeat, "fold": f + 1, "alpha": float(alpha), **vals})
-        if not config.baselines:
+        if not baselines:
             continue
         with train.cpu_stage(
-            f"repeat {repeat}: baselines {', '.join(config.baselines)} on {len(splits)} folds"
+            f"repeat {repeat}: baselines {', '.join(baselines)} on {len(splits)} folds"
         ):
             for f, (tr, te) in enumerate(splits):
-                for name in config.baselines:
+                for name in baselines:
                     p = baseline_predict(name, xs[f, tr], d[tr], xs[f, te], k=config.knn_k)
                     vals = metrics.ldl_metrics(d[te], p, ds.pos, ds.neg)
                     base_rows.append({"repeat": repeat, "fold": f + 1, "baseline": name, **vals})
@@ -432,7 +463,7 @@ def cross_validate(
             }
             for m in METRICS
         }
-        for name in config.baselines
+        for name in baselines
     }
     paired: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     if n_runs >= 2:
@@ -446,7 +477,7 @@ def cross_validate(
                     )
                     for m in METRICS
                 }
-                for name in config.baselines
+                for name in baselines
             }
     stride = max(1, config.epochs // 100)
     mean_curves = curves_sum / n_runs
@@ -550,6 +581,7 @@ def train_and_evaluate(config: LdlConfig, workdir: str | pathlib.Path) -> dict[s
     Raises:
       DataError: as :func:`cross_validate`.
     """
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     with train.stage(f"data: {config.dataset}"):
@@ -572,7 +604,8 @@ def train_and_evaluate(config: LdlConfig, workdir: str | pathlib.Path) -> dict[s
          *results["baseline_summary"]],
         rows,
     )  # fmt: skip
-    write_summary(workdir / SUMMARY_FILE, results, config)
+    if parallel.is_primary():
+        write_summary(workdir / SUMMARY_FILE, results, config)
     train.write_summary(
         workdir,
         {
@@ -584,5 +617,6 @@ def train_and_evaluate(config: LdlConfig, workdir: str | pathlib.Path) -> dict[s
             "paired_vs_baselines": results["paired_vs_baselines"],
         },
     )
-    plot_comparison(results, workdir / "comparison.png")
+    if parallel.is_primary():
+        plot_comparison(results, workdir / "comparison.png")
     return results

@@ -13,6 +13,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 from fidia_jax.projects.multifidelity.losses import TrustedSubsetWeights
 
 __all__ = ["ACTIVATIONS", "GP_METHODS", "METHODS", "MultiFidelityConfig", "PRESETS", "TASKS",
@@ -70,6 +71,12 @@ class MultiFidelityConfig:
       methods: keys of :data:`METHODS` to run; ``hf_only`` is required (the reference).
       checkpoint_every: with a workdir, each fit also saves a checkpoint every so many steps
         (``0``: only at its end); a run resumes from them.
+      param_sharding: how the trained parameters sit on the device mesh: ``"replicated"``
+        (every device holds all) or ``"fsdp"`` (each split along one axis;
+        :data:`fidia_jax.parallel.PARAM_SHARDING_MODES`).
+      num_devices: the most devices the runs (num_seeds) is split over
+        (``0``: every visible device; :func:`fidia_jax.parallel.data_mesh` takes the most that
+        divide it); not part of a checkpoint's fingerprint (it changes only the summation order).
     """
 
     task: str = "forrester"
@@ -102,8 +109,16 @@ class MultiFidelityConfig:
     baseline_threads: int = 0
     methods: tuple[str, ...] = tuple(METHODS)
     checkpoint_every: int = 0
+    param_sharding: str = "replicated"
+    num_devices: int = 0
 
     def __post_init__(self) -> None:
+        if self.param_sharding not in PARAM_SHARDING_MODES:
+            raise ConfigError(
+                f"param_sharding must be one of {PARAM_SHARDING_MODES}, got {self.param_sharding!r}"
+            )
+        if self.num_devices < 0:
+            raise ConfigError(f"num_devices must be >= 0, got {self.num_devices}")
         if self.task not in TASKS:
             raise ConfigError(f"task must be one of {TASKS}, got {self.task!r}")
         if self.n_hf < 1 or self.n_mf < 0 or self.n_test < 1:

@@ -23,8 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
-from fidia_jax import metrics, models, train
+from fidia_jax import metrics, models, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.multifidelity import baselines, losses
 from fidia_jax.projects.multifidelity import data as data_lib
@@ -216,15 +218,22 @@ def _objective_runs(params, batch, st: _Statics):
     return jnp.sum(loss_R), {"mean_loss": jnp.mean(loss_R)}
 
 
+#: The fit batch on the mesh: the runs (leading axis of every per-run leaf) split over
+#: ``"data"``, the method's loss weights (shared by the runs) replicated.
+_BATCH_SPEC = {"x": P("data"), "y_fit": P("data"), "member_fit": P("data"), "w_6": P()}
+
+
 @functools.lru_cache(maxsize=8)
-def _train_step(st: _Statics):
-    """The AdamW step of every method and run (cached: one compilation serves all methods)."""
+def _train_step(st: _Statics, mesh=None, param_sharding: str = "replicated"):
+    """The AdamW step of every method and run (cached: one compilation serves all methods);
+    with ``mesh`` the runs are split over its devices (:data:`_BATCH_SPEC`)."""
     tx = optax.adamw(st.learning_rate, weight_decay=st.weight_decay,
                      mask=lambda p: {"net": jax.tree.map(lambda _: True, p["net"]),
                                      "calib": jax.tree.map(lambda _: False, p["calib"])})  # fmt: skip
     step = train.make_train_step(
-        functools.partial(_objective_runs, st=st), tx, has_aux=True, donate=False
-    )
+        functools.partial(_objective_runs, st=st), tx, has_aux=True, donate=False, mesh=mesh,
+        param_sharding=param_sharding, batch_spec=_BATCH_SPEC,
+    )  # fmt: skip
     return tx, step
 
 
@@ -234,20 +243,30 @@ def _predict(net, x_test, *, graph):
     return jax.vmap(lambda p, x: nnx.merge(graph, p)(x)[:, 0])(net, x_test)
 
 
-def _fit(params, batch, w_6, st: _Statics, *, run: str, workdir, checkpoint_every: int):
-    """Trains every run for ``st.steps`` full-batch AdamW steps (:func:`fidia_jax.train.fit`);
-    returns ``(params, test predictions (R, M), final mean loss)``."""
-    tx, step = _train_step(st)
+def _fit(
+    params, batch, w_6, st: _Statics, *, run: str, workdir, checkpoint_every: int, mesh=None,
+    param_sharding: str = "replicated",
+):  # fmt: skip
+    """Trains every run for ``st.steps`` full-batch AdamW steps (:func:`fidia_jax.train.fit`;
+    with ``mesh`` the runs split over its devices); returns ``(params, test predictions (R, M)
+    (numpy), final mean loss)``."""
+    tx, step = _train_step(st, mesh, param_sharding)
     fit_batch = {k: v for k, v in batch.items() if k != "x_test"}
     fit_batch["w_6"] = w_6
+    state = train.init_train_state(params, tx, mesh=mesh, param_sharding=param_sharding)
+    if mesh is not None:  # placed once: fit passes an already placed batch on without a copy
+        fit_batch = parallel.put(
+            fit_batch, {k: NamedSharding(mesh, _BATCH_SPEC[k]) for k in fit_batch}
+        )
     res = train.fit(
-        train.init_train_state(params, tx), step, lambda _t: fit_batch, num_steps=st.steps,
+        state, step, lambda _t: fit_batch, num_steps=st.steps,
         workdir=workdir, run=run, checkpoint_every=checkpoint_every, show=("mean_loss",),
+        mesh=mesh, param_sharding=param_sharding, batch_spec=_BATCH_SPEC,
     )  # fmt: skip
     final = [r["mean_loss"] for r in res.history if "mean_loss" in r][-1]
     return (
         res.state.params,
-        _predict(res.state.params["net"], batch["x_test"], graph=st.graph),
+        parallel.to_host(_predict(res.state.params["net"], batch["x_test"], graph=st.graph)),
         final,
     )
 
@@ -321,9 +340,17 @@ def run_methods(
     fit_keys = ("x", "x_test")
     plain = {**{n: batch[n] for n in fit_keys}, "y_fit": batch["y"], "member_fit": batch["member"]}
     rows: dict[str, dict[str, Any]] = {}
-    fit = functools.partial(_fit, st=st, workdir=workdir, checkpoint_every=config.checkpoint_every)
+    mesh = (  # the runs split over the devices (only the trained methods need it)
+        parallel.data_mesh(len(tasks), num_devices=config.num_devices)
+        if any(m not in GP_METHODS for m in config.methods)
+        else None
+    )
+    fit = functools.partial(_fit, st=st, workdir=workdir, checkpoint_every=config.checkpoint_every,
+                            mesh=mesh, param_sharding=config.param_sharding)  # fmt: skip
     for method in config.methods:
         t = time.perf_counter()
+        if method in GP_METHODS and not parallel.is_primary():
+            continue  # scikit-learn peers: nothing to split, process 0 alone (it writes)
         if method in GP_METHODS:
             preds = []
             for r, tk in enumerate(tasks):
@@ -416,6 +443,7 @@ def train_and_evaluate(config: MultiFidelityConfig, workdir: str | pathlib.Path)
     Returns:
       The results of :func:`run_methods` (as written, without ``config``).
     """
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     with train.stage(f"data: {config.task}, {config.num_seeds} run(s)"):
@@ -423,6 +451,8 @@ def train_and_evaluate(config: MultiFidelityConfig, workdir: str | pathlib.Path)
     results = run_methods(config, tasks, keep_predictions=True, workdir=workdir)
     predictions = {k: row.pop("pred_test") for k, row in results["methods"].items()}
     rows = results["methods"]
+    if not parallel.is_primary():
+        return results  # process 0 prints and writes (and alone ran the GP peers)
     train.print_table(
         f"{config.task}: HF test RMSE over {results['num_runs']} runs, training rows "
         f"{results['fidelities']}",

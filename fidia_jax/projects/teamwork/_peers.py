@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from fidia_jax import train
+from fidia_jax import parallel, train
 from fidia_jax.errors import DataError
 from fidia_jax.projects.teamwork import model
 from fidia_jax.projects.teamwork._detector import Detector, _adam, _moving_average
@@ -68,15 +68,16 @@ def covering_minimum(window_scores: np.ndarray, window: int) -> np.ndarray:
 
 
 @functools.cache
-def _convae_step(graphdef: nnx.GraphDef):
-    """Conv-AE's jitted step (MSE, Adam 1e-3 as in SKAB's notebook), one compile per shape."""
+def _convae_step(graphdef: nnx.GraphDef, mesh=None, param_sharding: str = "replicated"):
+    """Conv-AE's jitted step (MSE, Adam 1e-3 as in SKAB's notebook), one compile per shape;
+    with ``mesh`` data-parallel (every batch leaf split along its leading axis)."""
 
     def loss_fn(params, batch):
         x_BxLxC, keep1, keep2 = batch
         recon = train.merge_model(graphdef, params)(x_BxLxC, keep1, keep2)
         return jnp.mean((recon - x_BxLxC) ** 2)
 
-    return train.make_train_step(loss_fn, _adam(1e-3))
+    return train.make_train_step(loss_fn, _adam(1e-3), mesh=mesh, param_sharding=param_sharding)
 
 
 @partial(jax.jit, static_argnums=0)
@@ -87,8 +88,9 @@ def _convae_window_scores(graphdef, params, x_NxLxC):
 
 
 def _fit_convae(
-    z: np.ndarray, standardise, config: TeamWorkConfig, t0: float, *, workdir, run: str
-) -> Detector:
+    z: np.ndarray, standardise, config: TeamWorkConfig, t0: float, *, workdir, run: str,
+    mesh=None,
+) -> Detector:  # fmt: skip
     """SKAB's Conv-AE baseline: windows of ``convae_window`` steps (stride 1), fixed Adam steps.
 
     Score of a step: the smallest residual of the windows that cover it, so that a threshold
@@ -102,7 +104,9 @@ def _fit_convae(
         raise DataError(f"Conv-AE window {win} is longer than the series ({z.shape[0]} steps)")
     net = model.init_convae(z.shape[1], win, seed=config.seed)
     graphdef, params, _ = train.split_model(net)
-    state = train.init_train_state(params, _adam(1e-3))
+    state = train.init_train_state(
+        params, _adam(1e-3), mesh=mesh, param_sharding=config.param_sharding
+    )
     offsets = np.arange(win)
     n_win = z.shape[0] - win + 1
 
@@ -121,14 +125,18 @@ def _fit_convae(
 
     res = train.fit(
         state,
-        _convae_step(graphdef),
+        _convae_step(graphdef, mesh, config.param_sharding),
         batches(),
         num_steps=config.convae_steps,
         workdir=workdir,
         run=run,
-        fingerprint=train.config_fingerprint(config, ignore=("convae_steps", "steps")),
+        fingerprint=train.config_fingerprint(
+            config, ignore=("convae_steps", "steps", "num_devices")
+        ),
+        mesh=mesh,
+        param_sharding=config.param_sharding,
     )
-    params = res.state.params
+    params = parallel.to_host(res.state.params)  # scoring: every process, from a host copy
     chunk = 64
 
     def score(v: Any) -> np.ndarray:

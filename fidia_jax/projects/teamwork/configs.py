@@ -12,6 +12,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 
 __all__ = ["METHODS", "PRESETS", "TeamWorkConfig", "get_config", "load_config"]
 
@@ -52,6 +53,12 @@ class TeamWorkConfig:
         and Adam steps (batch ``batch_size``, learning rate 1e-3 as in SKAB's notebook).
       methods: keys of :data:`METHODS` to run; the first is the reference of the ratios
         (default: all but ``convae``, which the ``skab`` preset adds).
+      param_sharding: how the trained parameters sit on the device mesh: ``"replicated"``
+        (every device holds all) or ``"fsdp"`` (each split along one axis;
+        :data:`fidia_jax.parallel.PARAM_SHARDING_MODES`).
+      num_devices: the most devices each neural method's batch of windows is split over
+        (``0``: every visible device; :func:`fidia_jax.parallel.data_mesh` takes the most that
+        divide it); not part of a checkpoint's fingerprint (it changes only the summation order).
     """
 
     dataset: str = "synthetic"
@@ -75,8 +82,16 @@ class TeamWorkConfig:
     convae_window: int = 60
     convae_steps: int = 300
     methods: tuple[str, ...] = tuple(m for m in METHODS if m != "convae")
+    param_sharding: str = "replicated"
+    num_devices: int = 0
 
     def __post_init__(self) -> None:
+        if self.param_sharding not in PARAM_SHARDING_MODES:
+            raise ConfigError(
+                f"param_sharding must be one of {PARAM_SHARDING_MODES}, got {self.param_sharding!r}"
+            )
+        if self.num_devices < 0:
+            raise ConfigError(f"num_devices must be >= 0, got {self.num_devices}")
         if self.dataset not in ("synthetic", "skab"):
             raise ConfigError(f"dataset must be 'synthetic' or 'skab', got {self.dataset!r}")
         unknown = [m for m in self.methods if m not in METHODS]

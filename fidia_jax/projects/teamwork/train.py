@@ -42,9 +42,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import PartitionSpec as P
 
 from fidia_jax import config as config_lib
-from fidia_jax import metrics, train
+from fidia_jax import metrics, parallel, train
 from fidia_jax._io import atomic_path
 from fidia_jax.errors import DataError
 from fidia_jax.projects.teamwork import data, losses, model, skab
@@ -63,6 +64,8 @@ __all__ = [
 ]
 
 SUMMARY_FILE = "teamwork.json"
+#: Methods fitted on the host (scikit-learn, numpy): process 0 only in a multi-process run.
+_HOST_METHODS = ("pca", "iforest")
 #: Neural variants: (use_roles, use_gate, period-aware masking, predict variance).
 _VARIANTS: dict[str, tuple[bool, bool, bool, bool]] = {
     "teamwork": (True, True, True, True),
@@ -73,10 +76,18 @@ _VARIANTS: dict[str, tuple[bool, bool, bool, bool]] = {
 }
 
 
+#: The batch ``(windows, masks, edges, prior)`` on the mesh: windows and masks split over
+#: ``"data"``, the role graph and its prior (shared by the batch) replicated.
+_BATCH_SPEC = (P("data"), P("data"), P(), P())
+
+
 @functools.cache
-def _train_step(graphdef: nnx.GraphDef, learning_rate: float):
+def _train_step(
+    graphdef: nnx.GraphDef, learning_rate: float, mesh=None, param_sharding="replicated"
+):
     """The jitted step of one model structure and learning rate (cached: one compilation per
-    shape however many detectors are fitted, e.g. one per SKAB run)."""
+    shape however many detectors are fitted, e.g. one per SKAB run); with ``mesh``
+    data-parallel (:data:`_BATCH_SPEC`)."""
 
     def loss_fn(params, batch):
         x_BxLxC, mask_BxLxC, edges, prior = batch
@@ -85,7 +96,10 @@ def _train_step(graphdef: nnx.GraphDef, learning_rate: float):
             return losses.masked_mse(x_BxLxC, mean, mask_BxLxC)
         return losses.gaussian_nll(x_BxLxC, mean, var, mask_BxLxC)
 
-    return train.make_train_step(loss_fn, _adam(learning_rate))
+    return train.make_train_step(
+        loss_fn, _adam(learning_rate), mesh=mesh, param_sharding=param_sharding,
+        batch_spec=_BATCH_SPEC,
+    )  # fmt: skip
 
 
 @partial(jax.jit, static_argnums=0)
@@ -175,8 +189,10 @@ def fit_detector(
     if method == "iforest":
         with train.stage(f"{run}: Isolation Forest"):
             return _fit_iforest(z, standardise, config, t0)
+    # the gradient-trained methods: data-parallel, each batch's windows split over the mesh
+    mesh = parallel.data_mesh(config.batch_size, num_devices=config.num_devices)
     if method == "convae":
-        return _fit_convae(z, standardise, config, t0, workdir=workdir, run=run)
+        return _fit_convae(z, standardise, config, t0, workdir=workdir, run=run, mesh=mesh)
     use_roles, use_gate, period_aware, predict_var = _VARIANTS[method]
     c = z.shape[1]
     infl = model.channel_influence(z, lags=config.lags)
@@ -194,7 +210,9 @@ def fit_detector(
         predict_variance=predict_var,
     )
     graphdef, params, _ = train.split_model(net)
-    state = train.init_train_state(params, _adam(config.learning_rate))
+    state = train.init_train_state(
+        params, _adam(config.learning_rate), mesh=mesh, param_sharding=config.param_sharding
+    )
     n_win = z.shape[0] - config.window + 1
     edges_j, prior_j = jnp.asarray(edges), jnp.asarray(prior)
     offsets = np.arange(config.window)
@@ -212,14 +230,17 @@ def fit_detector(
 
     res = train.fit(
         state,
-        _train_step(graphdef, config.learning_rate),
+        _train_step(graphdef, config.learning_rate, mesh, config.param_sharding),
         batches(),
         num_steps=config.steps,
         workdir=workdir,
         run=run,
         fingerprint=train.config_fingerprint(config),
+        mesh=mesh,
+        param_sharding=config.param_sharding,
+        batch_spec=_BATCH_SPEC,
     )
-    params = res.state.params
+    params = parallel.to_host(res.state.params)  # scoring: every process, from a host copy
     step_losses = [r["loss"] for r in res.history if "loss" in r]
     final_loss = float(np.mean(np.asarray(step_losses[-10:], np.float32)))
     n_passes = max(2, round(1.0 / config.mask_ratio))
@@ -404,6 +425,8 @@ def compare_methods(
         "truth": truth,
     }
     for method in config.methods:
+        if method in _HOST_METHODS and not parallel.is_primary():
+            continue  # host-side peers: nothing to split, process 0 alone (it writes the results)
         t_method = time.time()
         per_run = []
         for i, (name, train_x, test, labels) in enumerate(series):
@@ -544,9 +567,12 @@ def train_and_evaluate(config: TeamWorkConfig, workdir: str | pathlib.Path) -> d
     Raises:
       DataError: bad or missing data (nothing written). TrainingError: a non-finite loss.
     """
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     workdir = pathlib.Path(workdir)
     scores: dict[str, Any] = {}
     results = compare_methods(config, workdir=workdir, scores=scores)
+    if not parallel.is_primary():
+        return results  # process 0 prints and writes (and alone ran the host-side peers)
     _print_tables(results, config.anomaly_ratio)
     summary = _summary_rows(results)
     config_lib.write_summary(workdir / SUMMARY_FILE, results, config)

@@ -12,6 +12,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.parallel import PARAM_SHARDING_MODES
 from fidia_jax.projects.varjepa.data import CSV_DATASET, TABULAR_DATASETS
 
 __all__ = ["METHODS", "PRESETS", "VarJepaConfig", "get_config", "load_config"]
@@ -65,6 +66,12 @@ class VarJepaConfig:
       mlp_hidden: hidden widths of every MLP (probe and raw baseline).
       checkpoint_every: with a workdir, pretraining also saves a checkpoint every so many steps
         (``0``: only at its end); a run resumes from them.
+      param_sharding: how the trained parameters sit on the device mesh: ``"replicated"``
+        (every device holds all) or ``"fsdp"`` (each split along one axis;
+        :data:`fidia_jax.parallel.PARAM_SHARDING_MODES`).
+      num_devices: the most devices each pretraining batch (batch_size rows) is split over
+        (``0``: every visible device; :func:`fidia_jax.parallel.data_mesh` takes the most that
+        divide it); not part of a checkpoint's fingerprint (it changes only the summation order).
     """
 
     dataset: str = "breast_cancer"
@@ -105,8 +112,16 @@ class VarJepaConfig:
     baselines: bool = True
     mlp_hidden: tuple[int, ...] = (128,)
     checkpoint_every: int = 0
+    param_sharding: str = "replicated"
+    num_devices: int = 0
 
     def __post_init__(self) -> None:
+        if self.param_sharding not in PARAM_SHARDING_MODES:
+            raise ConfigError(
+                f"param_sharding must be one of {PARAM_SHARDING_MODES}, got {self.param_sharding!r}"
+            )
+        if self.num_devices < 0:
+            raise ConfigError(f"num_devices must be >= 0, got {self.num_devices}")
         if self.dataset not in (*TABULAR_DATASETS, CSV_DATASET):
             raise ConfigError(
                 f"dataset must be one of {(*TABULAR_DATASETS, CSV_DATASET)}, got {self.dataset!r}"

