@@ -32,6 +32,14 @@ test: $(STAMP)
 test-integration: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS) -q -m integration --durations=10 tests
 
+# Every speed comparison the docs cite, interleaved rounds, one results file
+# (benchmarks/results/bench.json); `make bench BENCH_ARGS=--quick` for the short version
+# (8 backbones). Peers run in throwaway venvs (tools/mpnn_make_peer_venvs.sh); a missing one is
+# skipped with its reason.
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
