@@ -262,3 +262,41 @@ class Reporter:
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """:func:`print_table` on stdout (nothing when quiet)."""
         print_table(self.out, title, columns, rows)
+
+
+def is_quiet() -> bool:
+    """``True`` when ``$FIDIA_QUIET`` is set to something other than ``0`` / empty."""
+    return os.environ.get("FIDIA_QUIET", "0") not in ("", "0")
+
+
+def _err_console():
+    from fidia_jax import parallel
+
+    return None if is_quiet() or not parallel.is_primary() else make_console(stderr=True)
+
+
+@contextlib.contextmanager
+def stage(description: str) -> Iterator[None]:
+    """Prints ``description …`` when the block starts and ``done in N s`` when it ends (on
+    stderr; nothing when quiet, nor on a process other than 0). Public as
+    :func:`fidia_jax.train.stage`; here so that every layer (the model loaders too) can say
+    what it is doing.
+
+    Example::
+
+      with train.stage("loading HER2ST"):
+          sections = load_her2st(data_dir)
+    """
+    import time
+
+    from rich.markup import escape
+
+    console = _err_console()
+    t0 = time.perf_counter()
+    if console is not None:
+        console.print(f"[bold]{escape(description)}[/] …", highlight=False)
+    yield
+    if console is not None:
+        console.print(
+            f"  {escape(description)}: done in {time.perf_counter() - t0:.1f} s", highlight=False
+        )

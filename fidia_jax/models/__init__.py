@@ -15,6 +15,10 @@ from fidia_jax.models._checkpoints import load_gguf as load_gguf
 from fidia_jax.models._checkpoints import load_hf_checkpoint as load_hf_checkpoint
 from fidia_jax.models._checkpoints import load_lm_checkpoint as load_lm_checkpoint
 from fidia_jax.models._checkpoints import load_tokenizer as load_tokenizer
+from fidia_jax.models._context_check import check_prompt_lengths as check_prompt_lengths
+from fidia_jax.models._context_check import (
+    checkpoint_context_length as checkpoint_context_length,
+)
 from fidia_jax.models._domain import check_token_ids as check_token_ids
 from fidia_jax.models._frame2seq import Frame2seq as Frame2seq
 from fidia_jax.models._frame2seq import frame2seq_checkpoint_path as frame2seq_checkpoint_path
@@ -111,4 +115,6 @@ __all__ = [
     "load_lm_checkpoint",
     "load_hf_checkpoint",
     "load_tokenizer",
+    "check_prompt_lengths",
+    "checkpoint_context_length",
 ]

@@ -305,8 +305,7 @@ def _config_from_json(d: dict, *, max_seq_len, dtype, param_dtype, attention_imp
 def _say(message: str) -> None:
     """One line on stderr (not when ``FIDIA_QUIET`` is set, nor on a process other than 0)."""
     from fidia_jax import parallel
-    from fidia_jax._io import make_console
-    from fidia_jax.train import is_quiet
+    from fidia_jax._io import is_quiet, make_console
 
     if not is_quiet() and parallel.is_primary():
         make_console(stderr=True).print(message, highlight=False, markup=False, soft_wrap=True)
@@ -318,7 +317,7 @@ def _stage(description: str, show: bool):
         import contextlib
 
         return contextlib.nullcontext()
-    from fidia_jax.train import stage
+    from fidia_jax._io import stage
 
     return stage(description)
 

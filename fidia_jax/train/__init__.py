@@ -16,6 +16,9 @@ only where its method needs one (alternating updates, several models in one run)
 - :func:`stage`, :func:`print_table`, :func:`write_summary`, :func:`write_json`,
   :func:`plot_curves`, :func:`plot_bars`, :func:`read_metrics`: what a run shows and leaves.
 - :func:`fit_llama`: a small LLaMA trained on token sequences (the language-model drivers' run).
+- :func:`load_checked`, :func:`loop_progress`, :class:`LoopProgress`, :func:`heartbeat`: the
+  stages of a run on a released checkpoint (length check before the weights load, progress with
+  an ETA over batches and layers, a line whenever a long step is silent).
 - :class:`LmTask`, :func:`make_lm_task`, :func:`make_lm_batch_fn`, :func:`lm_data_mesh`,
   :func:`place_lm_batch`: a byte-level LLaMA on a token stream as pure functions (loss, batch of
   step ``t`` sampled on the devices) for :func:`make_train_step` (SCALE / PASO, Attn-QAT).
@@ -27,6 +30,10 @@ from fidia_jax.train._fit import FitResult as FitResult
 from fidia_jax.train._fit import config_fingerprint as config_fingerprint
 from fidia_jax.train._fit import fit as fit
 from fidia_jax.train._lm import fit_llama as fit_llama
+from fidia_jax.train._lm_run import LoopProgress as LoopProgress
+from fidia_jax.train._lm_run import heartbeat as heartbeat
+from fidia_jax.train._lm_run import load_checked as load_checked
+from fidia_jax.train._lm_run import loop_progress as loop_progress
 from fidia_jax.train._lm_task import LmTask as LmTask
 from fidia_jax.train._lm_task import lm_data_mesh as lm_data_mesh
 from fidia_jax.train._lm_task import make_lm_batch_fn as make_lm_batch_fn
@@ -57,6 +64,7 @@ __all__ = [
     "FitProgress",
     "FitResult",
     "LmTask",
+    "LoopProgress",
     "TrainState",
     "append_metrics",
     "available_cores",
@@ -64,10 +72,13 @@ __all__ = [
     "cpu_stage",
     "fit",
     "fit_llama",
+    "heartbeat",
     "init_train_state",
     "is_complete",
     "is_quiet",
     "limit_threads",
+    "load_checked",
+    "loop_progress",
     "lm_data_mesh",
     "make_lm_batch_fn",
     "make_lm_task",

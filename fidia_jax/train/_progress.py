@@ -12,48 +12,17 @@ stages, bars and tables; every other process prints one status line per fit when
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.markup import escape
 
 from fidia_jax import parallel
-from fidia_jax._io import make_console
+from fidia_jax._io import _err_console, is_quiet, make_console, stage
 from fidia_jax._io import print_table as _print_table
 
 __all__ = ["FitProgress", "is_quiet", "print_table", "stage"]
-
-
-def is_quiet() -> bool:
-    """``True`` when ``$FIDIA_QUIET`` is set to something other than ``0`` / empty."""
-    return os.environ.get("FIDIA_QUIET", "0") not in ("", "0")
-
-
-def _err_console():
-    return None if is_quiet() or not parallel.is_primary() else make_console(stderr=True)
-
-
-@contextlib.contextmanager
-def stage(description: str) -> Iterator[None]:
-    """Prints ``description …`` when the block starts and ``done in N s`` when it ends.
-
-    Example::
-
-      with train.stage("loading HER2ST"):
-          sections = load_her2st(data_dir)
-    """
-    console = _err_console()
-    t0 = time.perf_counter()
-    if console is not None:
-        console.print(f"[bold]{escape(description)}[/] …", highlight=False)
-    yield
-    if console is not None:
-        console.print(
-            f"  {escape(description)}: done in {time.perf_counter() - t0:.1f} s", highlight=False
-        )
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -45,6 +45,8 @@ tasks.
 
 from __future__ import annotations
 
+import pathlib
+import time
 from typing import Any
 
 import jax
@@ -53,15 +55,21 @@ import numpy as np
 from flax import nnx
 
 from fidia_jax import metrics, models
+from fidia_jax import train as train_lib
+from fidia_jax.config import write_summary
 from fidia_jax.projects.algotrace import traces
+from fidia_jax.projects.algotrace.plots import plot_clustering, plot_injection
 from fidia_jax.projects.algotrace.vectors import (
     function_vector,
     head_attribution_effects,
     top_heads,
 )
+from fidia_jax.train import load_checked, loop_progress
 
 __all__ = [
     "checkpoint_algotrace",
+    "checkpoint_and_evaluate",
+    "checkpoint_texts",
     "render_example",
     "text_documents",
 ]
@@ -139,19 +147,43 @@ def text_documents(n: int, *, shots: int, seed: int, n_nodes: int = 4, n_edges: 
     return docs
 
 
+def _doc_pieces(doc) -> list[tuple[str, int]]:
+    """``(text, primitive or -1)`` pieces of one document, in order (BOS not included)."""
+    pieces = []
+    for j, (header, lines, _) in enumerate(doc):
+        pieces += ([("\n", -1)] if j else []) + [(header, -1)] + list(lines)
+    return pieces
+
+
+def checkpoint_texts(config) -> tuple[list, list[str], list[str]]:
+    """The documents of a checkpoint run and their texts, from the config alone (no tokenizer):
+    ``(docs, document_texts, prompt_texts)``; the first ``checkpoint_docs`` documents are read
+    whole, the prompts (one solved example, a blank line, a new problem's header) are continued
+    by ``checkpoint_new_tokens`` tokens. The texts are what the lengths are checked on before the
+    weights load (:func:`fidia_jax.models.check_prompt_lengths`)."""
+    n_docs = config.checkpoint_docs
+    docs = text_documents(
+        n_docs + config.checkpoint_prompts, shots=config.checkpoint_shots, seed=config.seed,
+        n_nodes=config.n_nodes, n_edges=config.n_edges,
+    )  # fmt: skip
+    doc_texts = ["".join(t for t, _ in _doc_pieces(d)) for d in docs[:n_docs]]
+    prompt_texts = [
+        "".join(t for t, _ in _doc_pieces([d[0]])) + "\n" + d[-1][0] for d in docs[n_docs:]
+    ]
+    return docs, doc_texts, prompt_texts
+
+
 def _encode_doc(tok, doc) -> tuple[list[int], list[int], list[int]]:
     """Ids, labels and line starts (index of each trace line's first token) of one document."""
     ids = [tok.bos_id] if tok.bos_id is not None else []
     labels = [-1] * len(ids)
     starts = []
-    for j, (header, lines, _) in enumerate(doc):
-        pieces = ([("\n", -1)] if j else []) + [(header, -1)] + list(lines)
-        for text, lab in pieces:
-            piece = tok.encode(text, add_bos=False)
-            if lab >= 0:
-                starts.append(len(ids))
-            ids += piece
-            labels += [lab] * len(piece)
+    for text, lab in _doc_pieces(doc):
+        piece = tok.encode(text, add_bos=False)
+        if lab >= 0:
+            starts.append(len(ids))
+        ids += piece
+        labels += [lab] * len(piece)
     return ids, labels, starts
 
 
@@ -222,10 +254,7 @@ def checkpoint_algotrace(model: models.Llama, tok, config) -> dict[str, Any]:
     rng = np.random.default_rng(config.seed)
     key = jax.random.key(config.seed)
     n_docs = config.checkpoint_docs
-    docs = text_documents(
-        n_docs + config.checkpoint_prompts, shots=config.checkpoint_shots, seed=config.seed,
-        n_nodes=config.n_nodes, n_edges=config.n_edges,
-    )  # fmt: skip
+    docs, _, _ = checkpoint_texts(config)
     enc = [_encode_doc(tok, d) for d in docs[:n_docs]]
     width = max(len(e[0]) for e in enc)
     if width > cfg.max_seq_len:
@@ -252,15 +281,20 @@ def checkpoint_algotrace(model: models.Llama, tok, config) -> dict[str, Any]:
     sel = labels >= 0
     feats = [[] for _ in range(cfg.n_layers)]
     head_sum = np.zeros((len(PRIMS), cfg.n_layers, cfg.n_heads, cfg.head_dim))
-    for s, arr in _batches([e[0] for e in enc], batch, width):
-        resid, heads = _capture(model, jnp.asarray(arr))
-        resid, heads = np.asarray(resid, np.float32), np.asarray(heads, np.float32)
-        n = min(batch, n_docs - s)
-        m = sel[s : s + n]
-        for li in range(cfg.n_layers):
-            feats[li].append(resid[li, :n][m])
-        for p in range(len(PRIMS)):
-            head_sum[p] += np.einsum("lbthd,bt->lhd", heads[:, :n], onset[p, s : s + n])
+    with loop_progress(
+        f"AlgoTrace: residual stream and head outputs of {n_docs} documents",
+        -(-n_docs // batch), unit="batch",
+    ) as bar:  # fmt: skip
+        for s, arr in _batches([e[0] for e in enc], batch, width):
+            resid, heads = _capture(model, jnp.asarray(arr))
+            resid, heads = np.asarray(resid, np.float32), np.asarray(heads, np.float32)
+            n = min(batch, n_docs - s)
+            m = sel[s : s + n]
+            for li in range(cfg.n_layers):
+                feats[li].append(resid[li, :n][m])
+            for p in range(len(PRIMS)):
+                head_sum[p] += np.einsum("lbthd,bt->lhd", heads[:, :n], onset[p, s : s + n])
+            bar.advance()
     true = labels[sel]
     n_points = int(true.size)
     if config.n_clusters > n_points:
@@ -270,13 +304,18 @@ def checkpoint_algotrace(model: models.Llama, tok, config) -> dict[str, Any]:
     per_layer, pred = [], None
     layer = cfg.n_layers // 2 if config.cluster_layer == -1 else config.cluster_layer
     layer %= cfg.n_layers
-    for li in range(cfg.n_layers):
-        x = jnp.asarray(np.concatenate(feats[li]), jnp.float32)
-        km = metrics.kmeans(x, config.n_clusters, key=jax.random.fold_in(key, li))
-        lab = np.asarray(km.labels, np.int64)
-        per_layer.append(metrics.cluster_agreement(true, lab))
-        if li == layer:
-            pred = lab
+    with loop_progress(
+        f"AlgoTrace: k-means (k = {config.n_clusters}) of {n_points} trace tokens per layer",
+        cfg.n_layers, unit="layer",
+    ) as bar:  # fmt: skip
+        for li in range(cfg.n_layers):
+            x = jnp.asarray(np.concatenate(feats[li]), jnp.float32)
+            km = metrics.kmeans(x, config.n_clusters, key=jax.random.fold_in(key, li))
+            lab = np.asarray(km.labels, np.int64)
+            per_layer.append(metrics.cluster_agreement(true, lab))
+            if li == layer:
+                pred = lab
+            bar.advance()
     rand = [metrics.cluster_agreement(true, rng.permutation(pred)) for _ in range(config.n_random)]
     clustering = {
         "n_points": n_points,
@@ -291,20 +330,25 @@ def checkpoint_algotrace(model: models.Llama, tok, config) -> dict[str, Any]:
     ie_docs = min(config.checkpoint_ie_docs, n_docs)
     ie_tok = jnp.asarray(ids[:ie_docs], jnp.int32)
     vectors, vec_info = {}, {}
-    for p, prim in enumerate(PRIMS):
-        mean = head_sum[p] / max(onset[p].sum(), 1)
-        other = (labels[:ie_docs] >= 0) & (labels[:ie_docs] != p)
-        ie = np.asarray(head_attribution_effects(model, ie_tok, other, mean, keyword[p]))
-        chosen = top_heads(ie, config.top_k_heads)
-        v = np.asarray(function_vector(model, mean, chosen), np.float32)
-        vectors[prim] = v
-        vec_info[prim] = {
-            "norm": float(np.linalg.norm(v)),
-            "heads": np.argwhere(chosen).tolist(),
-            "keyword_id": keyword[p],
-            "keyword": tok.decode([keyword[p]]),
-            "onsets": int(onset[p].sum()),
-        }
+    with loop_progress(
+        f"AlgoTrace: primitive vectors (heads ranked by attribution on {ie_docs} documents)",
+        len(PRIMS), unit="primitive",
+    ) as bar:  # fmt: skip
+        for p, prim in enumerate(PRIMS):
+            mean = head_sum[p] / max(onset[p].sum(), 1)
+            other = (labels[:ie_docs] >= 0) & (labels[:ie_docs] != p)
+            ie = np.asarray(head_attribution_effects(model, ie_tok, other, mean, keyword[p]))
+            chosen = top_heads(ie, config.top_k_heads)
+            v = np.asarray(function_vector(model, mean, chosen), np.float32)
+            vectors[prim] = v
+            vec_info[prim] = {
+                "norm": float(np.linalg.norm(v)),
+                "heads": np.argwhere(chosen).tolist(),
+                "keyword_id": keyword[p],
+                "keyword": tok.decode([keyword[p]]),
+                "onsets": int(onset[p].sum()),
+            }
+            bar.advance()
     mean_norm = float(np.mean([vec_info[p]["norm"] for p in PRIMS]))
     r = rng.standard_normal(cfg.dim)
     conditions = {"none": np.zeros(cfg.dim, np.float32)}
@@ -342,23 +386,29 @@ def checkpoint_algotrace(model: models.Llama, tok, config) -> dict[str, Any]:
         )
     words = tuple(PRIMS)
     counts, solved, samples = {}, {}, {}
-    for name, vec in conditions.items():
-        hook = models.AddToResidual(inject, jnp.asarray(vec), positions=positions, site="pre")
-        out = models.sample_llama(
-            model, jnp.asarray(parr), max_new_tokens=n_new, lengths=jnp.asarray(plen),
-            hooks=(hook,),
-        )  # fmt: skip
-        gen = np.asarray(out.tokens)
-        c, ok = [], []
-        for i in range(len(prompts)):
-            text = tok.decode([int(t) for t in gen[i]])
-            ci, path = _line_counts(text, words)
-            c.append(ci)
-            ok.append(path == truth[i])
-            if i == 0:
-                samples[name] = text
-        counts[name] = np.stack(c)
-        solved[name] = float(np.mean(ok))
+    with loop_progress(
+        f"AlgoTrace: {len(conditions)} injections (none, 5 primitives, random), greedy "
+        f"{len(prompts)} prompts x {n_new} tokens",
+        len(conditions), unit="injection",
+    ) as bar:  # fmt: skip
+        for name, vec in conditions.items():
+            hook = models.AddToResidual(inject, jnp.asarray(vec), positions=positions, site="pre")
+            out = models.sample_llama(
+                model, jnp.asarray(parr), max_new_tokens=n_new, lengths=jnp.asarray(plen),
+                hooks=(hook,),
+            )  # fmt: skip
+            gen = np.asarray(out.tokens)
+            c, ok = [], []
+            for i in range(len(prompts)):
+                text = tok.decode([int(t) for t in gen[i]])
+                ci, path = _line_counts(text, words)
+                c.append(ci)
+                ok.append(path == truth[i])
+                if i == 0:
+                    samples[name] = text
+            counts[name] = np.stack(c)
+            solved[name] = float(np.mean(ok))
+            bar.advance()
 
     def rates(c):
         tot = c.sum(1, keepdims=True)
@@ -406,3 +456,77 @@ def checkpoint_algotrace(model: models.Llama, tok, config) -> dict[str, Any]:
         "doc_tokens": int(width),
         "prompt_tokens": pw,
     }
+
+
+def checkpoint_and_evaluate(config, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """``fidia-jax algotrace train --set checkpoint=PATH``: the method on a released model.
+
+    Stages, each announced before it starts, with a progress bar (ETA) over each loop: the
+    tokenizer; the documents' and prompts' lengths (a prompt plus ``checkpoint_new_tokens``)
+    against the smaller of ``checkpoint_max_seq_len`` and the checkpoint's trained context
+    (:func:`fidia_jax.models.check_prompt_lengths`, before any weight is read); the weights;
+    then :func:`checkpoint_algotrace` (captures over the document batches, k-means over the
+    layers, vectors over the primitives, injections over the conditions). Prints the tables and
+    writes into ``workdir``: ``algotrace_checkpoint.json`` (results and config),
+    ``summary.json``, and the synthetic run's two figures, ``algotrace_clusters.png`` (no
+    spectral meta-clusters here: that bar is left out) and ``algotrace_injection.png`` (the
+    mean change of each primitive's line share; the 95 % intervals are in the JSON).
+
+    Args:
+      config: an :class:`.configs.AlgoTraceConfig` with ``checkpoint`` set.
+      workdir: the output directory.
+
+    Returns:
+      :func:`checkpoint_algotrace`'s results with ``checkpoint``, ``load_s``, ``wall_s`` and
+      ``figures`` (the two paths).
+
+    Raises:
+      CheckpointError: a missing path (one message naming it, before anything loads) or what
+        the loaders raise.
+      DataError: a document, or a prompt plus the new tokens, longer than the limit (before the
+        weights load).
+      ConfigError: an unsupported family.
+    """
+    from fidia_jax.projects.algotrace.train import print_checkpoint_tables
+
+    t0 = time.time()
+    workdir = pathlib.Path(workdir)
+    _, doc_texts, prompt_texts = checkpoint_texts(config)
+    model, tok = load_checked(
+        config.checkpoint, read=doc_texts, generate=prompt_texts,
+        max_new_tokens=config.checkpoint_new_tokens, max_seq_len=config.checkpoint_max_seq_len,
+        where="algotrace checkpoint", what="AlgoTrace", labels=("document", "prompt"),
+        hint="raise checkpoint_max_seq_len, or lower checkpoint_shots / checkpoint_new_tokens",
+    )  # fmt: skip
+    load_s = time.time() - t0
+    res = checkpoint_algotrace(model, tok, config)
+    name = pathlib.Path(str(config.checkpoint)).name
+    results = {"checkpoint": str(config.checkpoint), "load_s": load_s, **res,
+               "wall_s": time.time() - t0}  # fmt: skip
+    inj = res["injection"]
+    figures = [
+        plot_clustering(
+            res["clustering"], workdir / "algotrace_clusters.png",
+            title=f"AlgoTrace on {name}: clusters of {res['clustering']['n_points']} trace-token "
+            f"activations vs the true primitives (layer {res['clustering']['layer']}; no "
+            "meta-clusters in checkpoint mode)",
+        ),
+        plot_injection(
+            inj, PRIMS, workdir / "algotrace_injection.png",
+            title=f"{name}: layer {inj['layer']}, scale {inj['scale']:g}, {inj['n_prompts']} "
+            "prompts, greedy",
+        ),
+    ]  # fmt: skip
+    results["figures"] = [str(f) for f in figures]
+    write_summary(workdir / "algotrace_checkpoint.json", results, config)
+    cl = res["clustering"]
+    train_lib.write_summary(
+        workdir,
+        {"checkpoint": results["checkpoint"], "n_points": cl["n_points"], "layer": cl["layer"],
+         "agreement": {k: cl[k] for k in ("kmeans", "random", "token_identity")},
+         "diagonal_vs_random": inj["diagonal_vs_random"], "wall_s": results["wall_s"]},
+        config=config,
+    )  # fmt: skip
+    print_checkpoint_tables(results)
+    print("figures: " + ", ".join(results["figures"]))
+    return results

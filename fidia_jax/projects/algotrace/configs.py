@@ -54,7 +54,9 @@ class AlgoTraceConfig:
         small-model fields above are then unused except ``seed``, ``n_nodes``, ``n_edges``,
         ``n_clusters``, ``n_random``, ``top_k_heads`` and ``cluster_layer`` (``-1``: the
         middle layer).
-      checkpoint_max_seq_len: the loaded model's ``max_seq_len``.
+      checkpoint_max_seq_len: the loaded model's ``max_seq_len``; a document, or a prompt plus
+        ``checkpoint_new_tokens``, longer than it (or than the checkpoint's trained context) is
+        a ``DataError`` before the weights load.
       checkpoint_docs, checkpoint_shots: teacher-forced documents (clusters and vectors) and
         the solved examples in each.
       checkpoint_ie_docs: documents on which heads are ranked (attribution patching).
@@ -79,6 +81,9 @@ class AlgoTraceConfig:
     steps: int = 2000
     batch_size: int = 32
     learning_rate: float = 3e-3
+    # data parallelism of the training steps (fit_llama(mesh=)): the most devices <= num_devices
+    # (0: all) that divide batch_size; parameters replicated (issue 40)
+    num_devices: int = 0
     cluster_layer: int = -1
     n_clusters: int = 50
     n_meta: int = 5

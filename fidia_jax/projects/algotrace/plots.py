@@ -22,13 +22,18 @@ PARTITIONS = {
 }
 
 
-def plot_clustering(clustering: dict[str, Any], out_png: str | os.PathLike) -> pathlib.Path:
+def plot_clustering(
+    clustering: dict[str, Any], out_png: str | os.PathLike, *, title: str = ""
+) -> pathlib.Path:
     """Agreement of each partition of the trace tokens with the true primitives (purity, NMI,
     ARI; one panel each, higher is better), then k-means' NMI per layer.
 
     Args:
-      clustering: :func:`fidia_jax.projects.algotrace.cluster_analysis`'s output.
+      clustering: :func:`fidia_jax.projects.algotrace.cluster_analysis`'s output (or a
+        checkpoint run's ``clustering``, which has no spectral meta-clusters: partitions absent
+        from it are left out of the bars).
       out_png: the file to write.
+      title: the figure's title (default: the number of points and the layer).
 
     Returns:
       The PNG written.
@@ -36,7 +41,7 @@ def plot_clustering(clustering: dict[str, Any], out_png: str | os.PathLike) -> p
     plt = train.pyplot()
     metrics = ("purity", "nmi", "ari")
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.9))
-    names = list(PARTITIONS)
+    names = [n for n in PARTITIONS if n in clustering]
     for ax, m in zip(axes[:3], metrics, strict=True):
         ys = [float(clustering[n][m]) for n in names]
         bars = ax.bar(range(len(names)), ys, color=[f"C{i}" for i in range(len(names))])
@@ -50,12 +55,15 @@ def plot_clustering(clustering: dict[str, Any], out_png: str | os.PathLike) -> p
     layers = np.arange(len(per_layer))
     for m, style in (("purity", "o-"), ("nmi", "s-"), ("ari", "^-")):
         axes[3].plot(layers, [p[m] for p in per_layer], style, label=m)
-    axes[3].set_xticks(layers, [f"block {i}" for i in layers])
+    step = max(1, -(-len(layers) // 9))  # at most 9 labels (a released model: 18 blocks)
+    axes[3].set_xticks(layers[::step], [str(i) for i in layers[::step]], fontsize=8)
+    axes[3].set_xlabel("block")
     axes[3].set_title("k-means agreement per layer (resid_post)", fontsize=10)
     axes[3].legend(fontsize=8)
     axes[3].grid(alpha=0.3)
     fig.suptitle(
-        f"AlgoTrace: clusters of {clustering['n_points']} trace-token activations vs the true "
+        title
+        or f"AlgoTrace: clusters of {clustering['n_points']} trace-token activations vs the true "
         f"primitives (layer {clustering['layer']})"
     )
     fig.tight_layout()
@@ -73,7 +81,8 @@ def plot_injection(
     primitive vector that works raises its own rate most (the diagonal).
 
     Args:
-      injection: the ``injection`` entry of the results (``table``: row -> deltas).
+      injection: the ``injection`` entry of the results (``table``: row -> deltas, or, from a
+        checkpoint run, row -> ``{"delta", "ci95"}`` cells: the mean change is shown).
       primitives: the primitive names (columns).
       out_png: the file to write.
       title: appended to the figure's title (e.g. the variant).
@@ -83,7 +92,10 @@ def plot_injection(
     """
     plt = train.pyplot()
     rows = list(injection["table"])
-    m = np.asarray([injection["table"][r] for r in rows], float)
+    m = np.asarray(
+        [[c["delta"] if isinstance(c, dict) else c for c in injection["table"][r]] for r in rows],
+        float,
+    )
     lim = max(float(np.nanmax(np.abs(m))) if m.size else 0.0, 1e-3)
     fig, ax = plt.subplots(figsize=(1.2 * len(primitives) + 2.5, 0.55 * len(rows) + 1.8))
     im = ax.imshow(m, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")

@@ -18,6 +18,12 @@
    against the uninjected run with the same sampling key: the injection table (cf. the paper's
    Table 1), a random vector of the same norm as control, sums of two vectors (composition),
    and vectors built on one task injected on the other (transfer).
+
+Several devices or processes (:mod:`fidia_jax.parallel`): step 1's gradient steps run
+data-parallel (``fit_llama(mesh=)`` on a :func:`fidia_jax.parallel.data_mesh` of the most
+devices ``<= config.num_devices`` that divide ``batch_size``; parameters replicated); under a
+multi-host launcher every process trains and steps 2-4 -- clustering, vectors, sampling, with
+nothing to split -- run on process 0 only (the other processes return the training numbers).
 """
 
 from __future__ import annotations
@@ -32,11 +38,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import metrics, models
+from fidia_jax import metrics, models, parallel
 from fidia_jax import train as train_lib
 from fidia_jax.config import write_summary
+from fidia_jax.projects.algotrace import checkpoint as checkpoint_lib
 from fidia_jax.projects.algotrace import traces
-from fidia_jax.projects.algotrace.checkpoint import checkpoint_algotrace
 from fidia_jax.projects.algotrace.configs import AlgoTraceConfig
 from fidia_jax.projects.algotrace.plots import PARTITIONS, plot_clustering, plot_injection
 from fidia_jax.projects.algotrace.vectors import (
@@ -84,6 +90,13 @@ def _data(config: AlgoTraceConfig, n: int, seed: int) -> traces.AlgoTraceData:
     )
 
 
+def _train_mesh(config: AlgoTraceConfig) -> jax.sharding.Mesh | None:
+    """The ``data`` mesh of the training steps: the most devices ``<= config.num_devices``
+    (``0``: all) that divide ``config.batch_size``; ``None`` on one device in one process."""
+    mesh = parallel.data_mesh(config.batch_size, num_devices=config.num_devices)
+    return mesh if mesh.size > 1 or jax.process_count() > 1 else None
+
+
 def train_model(
     config: AlgoTraceConfig, workdir: str | pathlib.Path | None = None
 ) -> tuple[models.Llama, np.ndarray]:
@@ -100,7 +113,7 @@ def train_model(
     return train_lib.fit_llama(
         model, train.tokens, weights=weights, steps=config.steps, batch_size=config.batch_size,
         tx=optax.adam(config.learning_rate), key=jax.random.fold_in(jax.random.key(config.seed), 1),
-        workdir=workdir, run="algotrace_lm",
+        workdir=workdir, run="algotrace_lm", mesh=_train_mesh(config),
     )  # fmt: skip
 
 
@@ -432,11 +445,14 @@ def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> 
     """
     if config.checkpoint:
         return checkpoint_and_evaluate(config, workdir)
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     key = jax.random.key(config.seed)
     model, losses = train_model(config, workdir)
     t_train = time.time() - t0
+    if not parallel.is_primary():  # the analysis has nothing to split: process 0 only
+        return {"train": {"final_loss": float(np.mean(losses[-20:])), "wall_s": t_train}}
     ev = _data(config, config.n_eval, config.seed + 1)
     half = config.n_eval // 2
     with train_lib.stage(f"clustering trace-token activations (k = {config.n_clusters})"):
@@ -508,44 +524,9 @@ def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> 
 
 
 def checkpoint_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """``fidia-jax algotrace train --set checkpoint=PATH``: the method on a released model.
-
-    Loads the model and its tokenizer (:func:`fidia_jax.models.load_lm_checkpoint`), runs
-    :func:`.checkpoint.checkpoint_algotrace` (clusters, primitive vectors, injection with
-    bootstrap intervals and the random-vector control), prints the tables and writes
-    ``algotrace_checkpoint.json`` (results and config) and ``summary.json`` into ``workdir``.
-
-    Raises:
-      CheckpointError: a missing path (one message naming it) or what the loaders raise.
-      ConfigError: an unsupported family.
-      ValueError: documents or prompts longer than ``checkpoint_max_seq_len``.
-    """
-    t0 = time.time()
-    workdir = pathlib.Path(workdir)
-    with train_lib.stage(f"AlgoTrace: loading {config.checkpoint}"):
-        model, tok = models.load_lm_checkpoint(
-            config.checkpoint, max_seq_len=config.checkpoint_max_seq_len
-        )
-    load_s = time.time() - t0
-    with train_lib.stage(
-        f"clusters, vectors and injection on {config.checkpoint_docs} documents and "
-        f"{config.checkpoint_prompts} prompts"
-    ):
-        res = checkpoint_algotrace(model, tok, config)
-    results = {"checkpoint": str(config.checkpoint), "load_s": load_s, **res,
-               "wall_s": time.time() - t0}  # fmt: skip
-    write_summary(workdir / "algotrace_checkpoint.json", results, config)
-    cl = res["clustering"]
-    train_lib.write_summary(
-        workdir,
-        {"checkpoint": results["checkpoint"], "n_points": cl["n_points"], "layer": cl["layer"],
-         "agreement": {k: cl[k] for k in ("kmeans", "random", "token_identity")},
-         "diagonal_vs_random": res["injection"]["diagonal_vs_random"],
-         "wall_s": results["wall_s"]},
-        config=config,
-    )  # fmt: skip
-    print_checkpoint_tables(results)
-    return results
+    """``fidia-jax algotrace train --set checkpoint=PATH``: the method on a released model, with
+    progress and its figures (:func:`.checkpoint.checkpoint_and_evaluate`)."""
+    return checkpoint_lib.checkpoint_and_evaluate(config, workdir)
 
 
 def print_checkpoint_tables(results: dict[str, Any]) -> None:

@@ -46,9 +46,11 @@ class DyconConfig:
         (0 = reflection tokens only).
       checkpoint: a released model (GGUF file or Hugging Face directory, see
         ``docs/lm_checkpoints.md``); when set, ``train`` runs the probe analysis on that model
-        (:func:`.lm_probe.checkpoint_probe`) instead of training the small one.
+        (:func:`.lm_probe.checkpoint_and_evaluate`: progress per stage, the probe panel of
+        ``dycon_tradeoff.png``) instead of training the small one.
       checkpoint_traces, checkpoint_max_seq_len: traces of the checkpoint probe, and the
-        loaded model's ``max_seq_len``.
+        loaded model's ``max_seq_len``; a trace longer than it (or than the checkpoint's
+        trained context) is a ``DataError`` before the weights load.
       temperature: sampling temperature (> 0: the model imitates its training data, errors and
         redundant reflections included, so greedy decoding would never err).
       bucket_ends: the largest ``k`` of each difficulty bucket, increasing, the last equal to
@@ -76,6 +78,9 @@ class DyconConfig:
     learning_rate: float = 3e-3
     warmup_steps: int = 100
     weight_decay: float = 0.01
+    # data parallelism of the training steps (fit_llama(mesh=)): the most devices <= num_devices
+    # (0: all) that divide batch_size; parameters replicated (issue 40)
+    num_devices: int = 0
     probe_alpha: float = 1.0
     lam_grid: tuple[float, ...] = (2.0, 4.0, 8.0)
     tau_grid: tuple[float, ...] = (0.3, 0.45, 0.6)

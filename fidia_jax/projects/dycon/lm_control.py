@@ -48,6 +48,7 @@ from fidia_jax.metrics import ridge_fit
 from fidia_jax.projects.dycon import control as control_lib
 from fidia_jax.projects.dycon.lm_probe import residual_stack, text_traces
 from fidia_jax.projects.dycon.probes import layer_probe_r2
+from fidia_jax.train import loop_progress
 
 __all__ = ["checkpoint_control", "control_traces", "parse_answer"]
 
@@ -112,13 +113,18 @@ def _fit_probe(model, tokenizer, prefix, *, traces, seed, alpha, batch_size):
     rows = _encode_traces(tokenizer, prefix, traces)
     width = max(len(r["ids"]) for r in rows)
     feats = []
-    for s in range(0, len(rows), batch_size):
-        chunk = rows[s : s + batch_size]
-        toks = np.zeros((batch_size, width), np.int32)
-        for i, r in enumerate(chunk):
-            toks[i, : len(r["ids"])] = r["ids"]
-        h = np.moveaxis(np.asarray(residual_stack(model, jnp.asarray(toks)), np.float32), 0, 2)
-        feats += [h[i, r["bounds"]] for i, r in enumerate(chunk)]
+    with loop_progress(
+        f"DyCon control: residual stream of {num_traces} probe traces",
+        -(-len(rows) // batch_size), unit="batch",
+    ) as bar:  # fmt: skip
+        for s in range(0, len(rows), batch_size):
+            chunk = rows[s : s + batch_size]
+            toks = np.zeros((batch_size, width), np.int32)
+            for i, r in enumerate(chunk):
+                toks[i, : len(r["ids"])] = r["ids"]
+            h = np.moveaxis(np.asarray(residual_stack(model, jnp.asarray(toks)), np.float32), 0, 2)
+            feats += [h[i, r["bounds"]] for i, r in enumerate(chunk)]
+            bar.advance()
     x = np.concatenate(feats).astype(np.float64)
     rem = [r["end"] - r["bounds"] for r in rows]
     big = max(int(v.max()) for v in rem)
@@ -323,32 +329,38 @@ def checkpoint_control(
     arms += [(f"constant c={c:g}", float(c), 1.0, 0.0) for c in const_grid]
     rows = [(a, i) for a in range(len(arms)) for i in range(num_items)]
     out_tok = np.zeros((len(rows), max_new_tokens), np.int64)
-    for s in range(0, len(rows), batch_size):
-        chunk = rows[s : s + batch_size]
-        chunk = chunk + [chunk[-1]] * (batch_size - len(chunk))  # pad: one compiled shape
-        toks = np.zeros((batch_size, width), np.int32)
-        lens = np.zeros(batch_size, np.int32)
-        for j, (_, i) in enumerate(chunk):
-            toks[j, : len(prompts[i])] = prompts[i]
-            lens[j] = len(prompts[i])
-        args = (
-            ctl._replace(
-                lam=jnp.asarray([arms[a][1] for a, _ in chunk], jnp.float32),
-                tau=jnp.asarray([arms[a][2] for a, _ in chunk], jnp.float32),
-            ),
-            jnp.asarray([arms[a][3] for a, _ in chunk], jnp.float32),
-        )
-        res = models.sample_llama(
-            model,
-            jnp.asarray(toks),
-            lengths=jnp.asarray(lens),
-            max_new_tokens=max_new_tokens,
-            logit_bias=_rowwise_bias,
-            logit_bias_args=args,
-        )
-        got = np.asarray(jax.device_get(res.tokens))
-        for j in range(min(batch_size, len(rows) - s)):
-            out_tok[s + j] = got[j]
+    with loop_progress(
+        f"DyCon control: greedy decoding, {num_items} items x {len(arms)} arms x "
+        f"{max_new_tokens} tokens",
+        -(-len(rows) // batch_size), unit="batch",
+    ) as bar:  # fmt: skip
+        for s in range(0, len(rows), batch_size):
+            chunk = rows[s : s + batch_size]
+            chunk = chunk + [chunk[-1]] * (batch_size - len(chunk))  # pad: one compiled shape
+            toks = np.zeros((batch_size, width), np.int32)
+            lens = np.zeros(batch_size, np.int32)
+            for j, (_, i) in enumerate(chunk):
+                toks[j, : len(prompts[i])] = prompts[i]
+                lens[j] = len(prompts[i])
+            args = (
+                ctl._replace(
+                    lam=jnp.asarray([arms[a][1] for a, _ in chunk], jnp.float32),
+                    tau=jnp.asarray([arms[a][2] for a, _ in chunk], jnp.float32),
+                ),
+                jnp.asarray([arms[a][3] for a, _ in chunk], jnp.float32),
+            )
+            res = models.sample_llama(
+                model,
+                jnp.asarray(toks),
+                lengths=jnp.asarray(lens),
+                max_new_tokens=max_new_tokens,
+                logit_bias=_rowwise_bias,
+                logit_bias_args=args,
+            )
+            got = np.asarray(jax.device_get(res.tokens))
+            for j in range(min(batch_size, len(rows) - s)):
+                out_tok[s + j] = got[j]
+            bar.advance()
     results = []
     for a, (name, lam_a, tau_a, use_a) in enumerate(arms):
         toks_used, correct, checks, texts = [], [], [], []

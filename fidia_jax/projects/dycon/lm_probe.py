@@ -20,6 +20,7 @@ counts the text states (``k``, steps done and left, tokens done).
 
 from __future__ import annotations
 
+import pathlib
 import time
 from typing import Any
 
@@ -27,10 +28,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from fidia_jax import train as train_lib
+from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.metrics import r2_score, ridge_fit, ridge_predict
+from fidia_jax.projects.dycon.plots import plot_tradeoff
 from fidia_jax.projects.dycon.probes import layer_probe_r2
+from fidia_jax.train import load_checked, loop_progress
 
-__all__ = ["checkpoint_probe", "text_traces"]
+__all__ = ["checkpoint_and_evaluate", "checkpoint_probe", "text_traces"]
 
 
 def text_traces(
@@ -109,14 +114,19 @@ def _states(model, rows, batch_size):
             f"checkpoint_probe: a trace of {width} tokens exceeds the model's max_seq_len "
             f"{model.config.max_seq_len}; load the model with a larger max_seq_len"
         )
-    for s in range(0, len(rows), batch_size):
-        chunk = rows[s : s + batch_size]
-        toks = np.zeros((batch_size, width), np.int32)
-        for i, r in enumerate(chunk):
-            toks[i, : len(r["ids"])] = r["ids"]  # right padding: causal, never read
-        h = np.moveaxis(np.asarray(residual_stack(model, jnp.asarray(toks)), np.float32), 0, 2)
-        for i, r in enumerate(chunk):
-            feats.append(h[i, r["bounds"]])
+    n_batches = -(-len(rows) // batch_size)
+    with loop_progress(
+        f"DyCon: residual stream of {len(rows)} teacher-forced traces", n_batches, unit="batch"
+    ) as bar:
+        for s in range(0, len(rows), batch_size):
+            chunk = rows[s : s + batch_size]
+            toks = np.zeros((batch_size, width), np.int32)
+            for i, r in enumerate(chunk):
+                toks[i, : len(r["ids"])] = r["ids"]  # right padding: causal, never read
+            h = np.moveaxis(np.asarray(residual_stack(model, jnp.asarray(toks)), np.float32), 0, 2)
+            for i, r in enumerate(chunk):
+                feats.append(h[i, r["bounds"]])
+            bar.advance()
     return np.concatenate(feats)
 
 
@@ -184,9 +194,12 @@ def checkpoint_probe(
     # stream has a few very large coordinates; ridge on raw values would penalise unevenly)
     mu, sd = x[fit].mean(0), x[fit].std(0)
     x = (x - mu) / np.where(sd > 0, sd, 1.0)
-    on_val = layer_probe_r2(x[fit | val], y[fit | val], fit[fit | val], alpha=alpha, seed=seed)
-    layer = int(on_val.best_layer)
-    on_test = layer_probe_r2(x[fit | test], y[fit | test], fit[fit | test], alpha=alpha, seed=seed)
+    with train_lib.stage(f"DyCon: ridge probes of {x.shape[1]} layers (layer choice, test)"):
+        on_val = layer_probe_r2(x[fit | val], y[fit | val], fit[fit | val], alpha=alpha, seed=seed)
+        layer = int(on_val.best_layer)
+        on_test = layer_probe_r2(
+            x[fit | test], y[fit | test], fit[fit | test], alpha=alpha, seed=seed
+        )
     pos = np.stack([done, np.log1p(done)], 1)
     base = ridge_fit(pos[fit], y[fit], alpha=1e-6)
     base_pred = ridge_predict(base, pos[test])
@@ -218,3 +231,94 @@ def checkpoint_probe(
         },
         "seconds": time.time() - t0,
     }
+
+
+def _checkpoint_operands(config) -> tuple[int, int]:
+    """``(min_operands, max_operands)`` of the checkpoint traces: ``k`` up to one more than the
+    synthetic task's (at most 9)."""
+    return 2, min(config.max_operands + 1, 9)
+
+
+def checkpoint_and_evaluate(config, workdir: str | pathlib.Path) -> dict[str, Any]:
+    """``fidia-jax dycon train --set checkpoint=PATH``: the probe analysis on a released model.
+
+    Stages, each announced before it starts: the tokenizer; the traces' lengths against the
+    smaller of ``checkpoint_max_seq_len`` and the checkpoint's trained context
+    (:func:`fidia_jax.models.check_prompt_lengths`: a ``DataError`` before any weight is read);
+    the weights (a ``.gguf`` file or a Hugging Face directory); the residual stream of
+    ``config.checkpoint_traces`` teacher-forced traces (a progress bar over the batches, with
+    its ETA); the probes (:func:`checkpoint_probe`). Prints the table (held-out R² per layer,
+    the shuffled control, the position-only and counter baselines and the paired test) and
+    writes into ``workdir``: ``dycon_checkpoint.json``, ``summary.json`` and
+    ``dycon_tradeoff.png`` (the synthetic run's figure, :func:`.plots.plot_tradeoff`: here the
+    probe panel only, with the two baselines, since no decoder is run in this mode; the decoding
+    comparison on a checkpoint is ``benchmarks/dycon_checkpoint_control.py``).
+
+    Args:
+      config: a :class:`.configs.DyconConfig` with ``checkpoint`` set (``checkpoint_traces``,
+        ``checkpoint_max_seq_len``, ``max_operands``, ``seed`` are read).
+      workdir: the output directory.
+
+    Returns:
+      ``{"checkpoint", "load_s", "probe", "wall_s", "figure"}``.
+
+    Raises:
+      CheckpointError: a missing path (one message naming it, before anything loads), or what
+        the loaders raise.
+      DataError: a trace longer than the limit (before the weights load).
+      ConfigError: an unsupported family.
+    """
+    t0 = time.time()
+    workdir = pathlib.Path(workdir)
+    path = str(config.checkpoint)
+    lo, hi = _checkpoint_operands(config)
+    traces = text_traces(config.checkpoint_traces, seed=config.seed, min_operands=lo,
+                         max_operands=hi)  # fmt: skip
+    model, tokenizer = load_checked(
+        path, read=["".join(tr["segments"]) for tr in traces],
+        max_seq_len=config.checkpoint_max_seq_len, where="dycon checkpoint", what="DyCon",
+        labels=("trace", "prompt"), hint="raise checkpoint_max_seq_len or lower max_operands",
+    )  # fmt: skip
+    load_s = time.time() - t0
+    probe = checkpoint_probe(
+        model, tokenizer, num_traces=config.checkpoint_traces, seed=config.seed,
+        min_operands=lo, max_operands=hi,
+    )  # fmt: skip
+    results = {"checkpoint": path, "load_s": load_s, "probe": probe, "wall_s": time.time() - t0}
+    workdir.mkdir(parents=True, exist_ok=True)
+    figure = plot_tradeoff(
+        None,
+        {"r2": probe["r2_test"], "r2_shuffled": probe["r2_shuffled_test"]},
+        config.buckets,
+        workdir / "dycon_tradeoff.png",
+        baselines={
+            "position-only ridge": probe["r2_position_baseline"],
+            "counter ridge (k, steps done / left)": probe["r2_counter_baseline"],
+        },
+        title=f"DyCon probe on {pathlib.Path(path).name} ({probe['num_traces']} teacher-forced "
+        "traces; checkpoint mode: no decoders are run, so the accuracy-vs-tokens panels are "
+        "omitted)",
+    )  # fmt: skip
+    results["figure"] = str(figure)
+    atomic_write_text(workdir / "dycon_checkpoint.json", json_text(results, indent=1))
+    train_lib.write_summary(workdir, results, config=config)
+    rows = [
+        [str(k), f"{r:.3f}", f"{s:.3f}"]
+        for k, (r, s) in enumerate(zip(probe["r2_test"], probe["r2_shuffled_test"], strict=True))
+    ]
+    train_lib.print_table(
+        f"DyCon probe on {path}: held-out R² of the log-normalised remaining length per layer "
+        "(0: embeddings)",
+        ["layer", "probe R²", "shuffled control R²"],
+        rows,
+    )
+    p = probe["paired"]
+    print(
+        f"chosen layer {probe['layer']} (validation examples): test R² {probe['r2_layer']:.3f}; "
+        f"position-only baseline {probe['r2_position_baseline']:.3f}; counter baseline "
+        f"{probe['r2_counter_baseline']:.3f}; vs position: MSE difference "
+        f"{p['mse_difference']:.4f} (95% CI {p['ci95'][0]:.4f}..{p['ci95'][1]:.4f}, "
+        f"P(probe not better) {p['p_probe_not_better']:.3f}; {p['test']})"
+    )
+    print(f"figure: {figure}")
+    return results

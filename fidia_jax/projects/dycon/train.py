@@ -14,6 +14,12 @@
    tokens among settings whose accuracy is at least the baseline's minus one standard error.
 4. Report accuracy and tokens per difficulty bucket with standard errors, reflections by kind,
    and the goals of the issue, met or not.
+
+Several devices or processes (:mod:`fidia_jax.parallel`): step 1's gradient steps run
+data-parallel (``fit_llama(mesh=)`` on a :func:`fidia_jax.parallel.data_mesh` of the most
+devices ``<= config.num_devices`` that divide ``batch_size``; parameters replicated); under a
+multi-host launcher every process trains and steps 2-4 -- probing, sampling, scoring, with
+nothing to split -- run on process 0 only (the other processes return the training numbers).
 """
 
 from __future__ import annotations
@@ -28,11 +34,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import metrics, models
+from fidia_jax import metrics, models, parallel
 from fidia_jax import train as train_lib
 from fidia_jax._checks import note_grid_edge
-from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.config import write_summary
+from fidia_jax.projects.dycon import lm_probe
 from fidia_jax.projects.dycon.configs import DyconConfig
 from fidia_jax.projects.dycon.control import (
     DyconControl,
@@ -42,7 +48,6 @@ from fidia_jax.projects.dycon.control import (
     dycon_static_bias,
     probe_difficulty,
 )
-from fidia_jax.projects.dycon.lm_probe import checkpoint_probe
 from fidia_jax.projects.dycon.plots import plot_tradeoff
 from fidia_jax.projects.dycon.probes import LayerProbes, layer_probe_r2
 from fidia_jax.projects.dycon.task import (
@@ -67,6 +72,7 @@ __all__ = [
     "print_tables",
     "summarize",
     "train_and_evaluate",
+    "train_model",
     "vocab_of",
 ]
 
@@ -441,6 +447,49 @@ def select_control(config, model, probes, layer, dev, base_records, method, key)
     return best["lam"], best["tau"], grid
 
 
+def train_model(
+    config: DyconConfig, workdir: str | pathlib.Path | None = None
+) -> tuple[models.Llama, np.ndarray]:
+    """Step 1: the model trained on ``num_train`` solutions; returns ``(model, losses)``.
+
+    AdamW with linear warm-up and cosine decay (:func:`fidia_jax.train.fit_llama`), keys from
+    ``jax.random.split(jax.random.key(config.seed), 4)`` (initialisation, minibatches); data
+    parallel over the devices of :func:`_train_mesh`. With ``workdir``, the run ``dycon_lm``
+    leaves ``metrics.jsonl``, ``curves.png`` and checkpoints there (a rerun resumes).
+    """
+    k_init, k_batch, _, _ = jax.random.split(jax.random.key(config.seed), 4)
+    with train_lib.stage(f"DyCon: building the model and {config.num_train} training solutions"):
+        model = build_model(config, nnx.Rngs(k_init))
+        train = _task(config, config.num_train, config.seed)
+    schedule = optax.warmup_cosine_decay_schedule(
+        0.0,
+        config.learning_rate,
+        min(config.warmup_steps, config.steps - 1),
+        config.steps,
+        config.learning_rate * 0.03,
+    )
+    tx = optax.adamw(schedule, weight_decay=config.weight_decay)
+    return train_lib.fit_llama(
+        model,
+        train.tokens,
+        weights=train.loss_weights,
+        steps=config.steps,
+        batch_size=config.batch_size,
+        tx=tx,
+        key=k_batch,
+        workdir=workdir,
+        run="dycon_lm",
+        mesh=_train_mesh(config),
+    )
+
+
+def _train_mesh(config) -> jax.sharding.Mesh | None:
+    """The ``data`` mesh of the training steps: the most devices ``<= config.num_devices``
+    (``0``: all) that divide ``config.batch_size``; ``None`` on one device in one process."""
+    mesh = parallel.data_mesh(config.batch_size, num_devices=config.num_devices)
+    return mesh if mesh.size > 1 or jax.process_count() > 1 else None
+
+
 def _chunk(config: DyconConfig) -> int:
     return min(256, max(config.num_dev, config.num_test))
 
@@ -461,34 +510,16 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
     """
     if config.checkpoint:
         return checkpoint_and_evaluate(config, workdir)
+    parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     vocab = vocab_of(config)
     key = jax.random.key(config.seed)
-    k_init, k_batch, k_dev, k_test = jax.random.split(key, 4)
-    with train_lib.stage(f"DyCon: building the model and {config.num_train} training solutions"):
-        model = build_model(config, nnx.Rngs(k_init))
-        train = _task(config, config.num_train, config.seed)
-    schedule = optax.warmup_cosine_decay_schedule(
-        0.0,
-        config.learning_rate,
-        min(config.warmup_steps, config.steps - 1),
-        config.steps,
-        config.learning_rate * 0.03,
-    )
-    tx = optax.adamw(schedule, weight_decay=config.weight_decay)
-    model, losses = train_lib.fit_llama(
-        model,
-        train.tokens,
-        weights=train.loss_weights,
-        steps=config.steps,
-        batch_size=config.batch_size,
-        tx=tx,
-        key=k_batch,
-        workdir=workdir,
-        run="dycon_lm",
-    )
+    _, _, k_dev, k_test = jax.random.split(key, 4)
+    model, losses = train_model(config, workdir)
     t_train = time.time() - t0
+    if not parallel.is_primary():  # probing and sampling have nothing to split: process 0 only
+        return {"train": {"final_loss": float(np.mean(losses[-20:])), "seconds": t_train}}
     with train_lib.stage(f"probing the residual stream ({config.num_probe} solutions)"):
         probes, probe_report = fit_probe(config, model)
     layer = probes.best_layer
@@ -566,57 +597,9 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
 
 
 def checkpoint_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
-    """``fidia-jax dycon train --set checkpoint=PATH``: the probe analysis on a released model.
-
-    Loads the checkpoint and its tokenizer (:func:`fidia_jax.models.load_lm_checkpoint`: a
-    ``.gguf`` file or a Hugging Face directory), runs :func:`.lm_probe.checkpoint_probe`
-    with ``config.checkpoint_traces`` traces, prints the table (held-out R² per layer, the
-    shuffled control, the position-only baseline and the paired test) and writes
-    ``dycon_checkpoint.json`` and ``summary.json`` into ``workdir``.
-
-    Raises:
-      CheckpointError / ConfigError: from ``load_lm_checkpoint`` (a missing path, an unsupported
-        family).
-    """
-    t0 = time.time()
-    workdir = pathlib.Path(workdir)
-    path = str(config.checkpoint)
-    with train_lib.stage(f"DyCon: loading {path}"):
-        model, tokenizer = models.load_lm_checkpoint(
-            path, max_seq_len=config.checkpoint_max_seq_len
-        )
-    load_s = time.time() - t0
-    with train_lib.stage(f"probing {config.checkpoint_traces} teacher-forced traces"):
-        probe = checkpoint_probe(
-            model,
-            tokenizer,
-            num_traces=config.checkpoint_traces,
-            seed=config.seed,
-            max_operands=min(config.max_operands + 1, 9),
-        )
-    results = {"checkpoint": path, "load_s": load_s, "probe": probe, "wall_s": time.time() - t0}
-    workdir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(workdir / "dycon_checkpoint.json", json_text(results, indent=1))
-    train_lib.write_summary(workdir, results, config=config)
-    rows = [
-        [str(k), f"{r:.3f}", f"{s:.3f}"]
-        for k, (r, s) in enumerate(zip(probe["r2_test"], probe["r2_shuffled_test"], strict=True))
-    ]
-    train_lib.print_table(
-        f"DyCon probe on {path}: held-out R² of the log-normalised remaining length per layer "
-        "(0: embeddings)",
-        ["layer", "probe R²", "shuffled control R²"],
-        rows,
-    )
-    p = probe["paired"]
-    print(
-        f"chosen layer {probe['layer']} (validation examples): test R² {probe['r2_layer']:.3f}; "
-        f"position-only baseline {probe['r2_position_baseline']:.3f}; counter baseline "
-        f"{probe['r2_counter_baseline']:.3f}; vs position: MSE difference "
-        f"{p['mse_difference']:.4f} (95% CI {p['ci95'][0]:.4f}..{p['ci95'][1]:.4f}, "
-        f"P(probe not better) {p['p_probe_not_better']:.3f}; {p['test']})"
-    )
-    return results
+    """``fidia-jax dycon train --set checkpoint=PATH``: the probe analysis on a released model,
+    with progress and its figure (:func:`.lm_probe.checkpoint_and_evaluate`)."""
+    return lm_probe.checkpoint_and_evaluate(config, workdir)
 
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:

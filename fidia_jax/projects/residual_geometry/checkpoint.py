@@ -45,6 +45,7 @@ from fidia_jax.projects.residual_geometry.geometry import (
     subspace_innovation,
     token_mixing_entropy,
 )
+from fidia_jax.train import loop_progress
 
 __all__ = ["checkpoint_geometry", "text_sequences"]
 
@@ -113,62 +114,30 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
     tokens = text_sequences(tok, n, t, seed=config.seed)
     caps = {k: [] for k in _CAPTURE}
     bs = config.checkpoint_batch
-    for s in range(0, n, bs):
-        chunk = np.zeros((bs, t), np.int32)
-        part = tokens[s : s + bs]
-        chunk[: len(part)] = part
-        c = _capture(model, jnp.asarray(chunk))
-        for k in _CAPTURE:
-            # float32, as the authors' hidden states (it sets the default rank cutoff)
-            caps[k].append(np.asarray(c[k], np.float32)[:, : len(part)])
+    n_batches = -(-n // bs)
+    with loop_progress(
+        f"residual geometry: capturing {n} sequences x {t} tokens", n_batches, unit="batch"
+    ) as bar:
+        for s in range(0, n, bs):
+            chunk = np.zeros((bs, t), np.int32)
+            part = tokens[s : s + bs]
+            chunk[: len(part)] = part
+            c = _capture(model, jnp.asarray(chunk))
+            for k in _CAPTURE:
+                # float32, as the authors' hidden states (it sets the default rank cutoff)
+                caps[k].append(np.asarray(c[k], np.float32)[:, : len(part)])
+            bar.advance()
     cap = {k: np.concatenate(v, axis=1) for k, v in caps.items()}  # (L, N, ...)
     rng = np.random.default_rng(config.seed + 1)
     rows = {"attention": [], "ffn": [], "noise": []}
     wilcoxon, failures = [], []
-    for layer in layers:
-        w = np.asarray(cap["attn_weights"][layer][:, :, 1:, 1:], np.float64)  # BOS left out
-        w = w / np.maximum(w.sum(-1, keepdims=True), 1e-300)
-        x_att = cap["resid_pre"][layer][:, 1:]
-        d_att = np.asarray(cap["attn_out"][layer][:, 1:], np.float64)
-        z = rng.standard_normal(d_att.shape)
-        rms = lambda a: np.sqrt(np.mean(a * a, axis=-1, keepdims=True))  # noqa: E731
-        d_noise = z * rms(d_att) / np.maximum(rms(z), 1e-300)
-        x_mid = cap["resid_mid"][layer][:, 1:]
-        d_ffn = np.asarray(cap["ffn_out"][layer][:, 1:], np.float64)
-        pairs = {"attention": (x_att, d_att), "ffn": (x_mid, d_ffn), "noise": (x_att, d_noise)}
-        if config.delta_d_form == "authors":  # the FFN's X' against the layer input
-            dd_pairs = {**pairs, "ffn": (x_att, np.asarray(x_mid, np.float64) + d_ffn - x_att)}
-        else:
-            dd_pairs = pairs
-        kw = {"form": config.delta_d_form, "rtol": config.rtol}
-        per_seq = {}
-        for name, (x, dx) in pairs.items():
-            xd, dxd = dd_pairs[name]
-            seq = []
-            for b in range(n):
-                try:
-                    ds = spectral_change(x[b], dx[b])
-                    dd = subspace_innovation(xd[b], dxd[b], **kw)
-                    seq.append({"rid": abs(ds) + dd, "delta_s": ds, "delta_d": dd})
-                except ValueError as err:  # counted and reported, never silently dropped
-                    failures.append({"layer": layer, "update": name, "sequence": b,
-                                     "error": str(err)})  # fmt: skip
-                    seq.append({"rid": np.nan, "delta_s": np.nan, "delta_d": np.nan})
-            per_seq[name] = np.asarray([r["rid"] for r in seq])
-            flat = lambda a: a.reshape(-1, a.shape[-1])  # noqa: E731
-            ds_pooled = spectral_change(flat(x), flat(dx))
-            dd_pooled = subspace_innovation(flat(xd), flat(dxd), **kw)
-            row = {k: float(np.nanmean([r[k] for r in seq])) for k in ("rid", "delta_s", "delta_d")}
-            row["rid_pooled"], row["delta_d_pooled"] = abs(ds_pooled) + dd_pooled, dd_pooled
-            row.update(mixing_information_gain(np.asarray(x, np.float64), dx, w, seed=layer))
-            row["tme"] = float(np.mean([cosine_mixing_entropy(dx[b]) for b in range(n)]))
-            if name == "attention":
-                row["tme_attention"] = token_mixing_entropy(w)
-            rows[name].append(row)
-        diff = per_seq["attention"] - per_seq["ffn"]
-        diff = diff[np.isfinite(diff)]
-        p = float(stats.wilcoxon(diff).pvalue) if np.any(diff != 0) else 1.0
-        wilcoxon.append({"median_difference": float(np.median(diff)), "p": p})
+    with loop_progress(
+        f"residual geometry: RID / MixIG / TME of {len(layers)} layers",
+        len(layers), unit="layer", compiles=False,
+    ) as bar:  # fmt: skip
+        for layer in layers:
+            _layer_rows(cap, layer, n, config, rng, rows, wilcoxon, failures)
+            bar.advance()
     geometry = {
         name: {k: [r[k] for r in per_layer] for k in per_layer[0]}
         for name, per_layer in rows.items()
@@ -195,3 +164,51 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
         "n_sequences": n,
         "n_tokens": t,
     }
+
+
+def _layer_rows(cap, layer, n, config, rng, rows, wilcoxon, failures) -> None:
+    """One layer's rows (attention, FFN, noise) appended to ``rows``, its Wilcoxon test to
+    ``wilcoxon`` and the per-sequence failures to ``failures``."""
+    w = np.asarray(cap["attn_weights"][layer][:, :, 1:, 1:], np.float64)  # BOS left out
+    w = w / np.maximum(w.sum(-1, keepdims=True), 1e-300)
+    x_att = cap["resid_pre"][layer][:, 1:]
+    d_att = np.asarray(cap["attn_out"][layer][:, 1:], np.float64)
+    z = rng.standard_normal(d_att.shape)
+    rms = lambda a: np.sqrt(np.mean(a * a, axis=-1, keepdims=True))  # noqa: E731
+    d_noise = z * rms(d_att) / np.maximum(rms(z), 1e-300)
+    x_mid = cap["resid_mid"][layer][:, 1:]
+    d_ffn = np.asarray(cap["ffn_out"][layer][:, 1:], np.float64)
+    pairs = {"attention": (x_att, d_att), "ffn": (x_mid, d_ffn), "noise": (x_att, d_noise)}
+    if config.delta_d_form == "authors":  # the FFN's X' against the layer input
+        dd_pairs = {**pairs, "ffn": (x_att, np.asarray(x_mid, np.float64) + d_ffn - x_att)}
+    else:
+        dd_pairs = pairs
+    kw = {"form": config.delta_d_form, "rtol": config.rtol}
+    per_seq = {}
+    for name, (x, dx) in pairs.items():
+        xd, dxd = dd_pairs[name]
+        seq = []
+        for b in range(n):
+            try:
+                ds = spectral_change(x[b], dx[b])
+                dd = subspace_innovation(xd[b], dxd[b], **kw)
+                seq.append({"rid": abs(ds) + dd, "delta_s": ds, "delta_d": dd})
+            except ValueError as err:  # counted and reported, never silently dropped
+                failures.append({"layer": layer, "update": name, "sequence": b,
+                                 "error": str(err)})  # fmt: skip
+                seq.append({"rid": np.nan, "delta_s": np.nan, "delta_d": np.nan})
+        per_seq[name] = np.asarray([r["rid"] for r in seq])
+        flat = lambda a: a.reshape(-1, a.shape[-1])  # noqa: E731
+        ds_pooled = spectral_change(flat(x), flat(dx))
+        dd_pooled = subspace_innovation(flat(xd), flat(dxd), **kw)
+        row = {k: float(np.nanmean([r[k] for r in seq])) for k in ("rid", "delta_s", "delta_d")}
+        row["rid_pooled"], row["delta_d_pooled"] = abs(ds_pooled) + dd_pooled, dd_pooled
+        row.update(mixing_information_gain(np.asarray(x, np.float64), dx, w, seed=layer))
+        row["tme"] = float(np.mean([cosine_mixing_entropy(dx[b]) for b in range(n)]))
+        if name == "attention":
+            row["tme_attention"] = token_mixing_entropy(w)
+        rows[name].append(row)
+    diff = per_seq["attention"] - per_seq["ffn"]
+    diff = diff[np.isfinite(diff)]
+    p = float(stats.wilcoxon(diff).pvalue) if np.any(diff != 0) else 1.0
+    wilcoxon.append({"median_difference": float(np.median(diff)), "p": p})

@@ -54,7 +54,9 @@ class ResidualGeometryConfig:
         of that model on text (:func:`.checkpoint.checkpoint_geometry`, a text-only check)
         instead of training the small vision-language model; of the fields above only
         ``seed``, ``rtol`` and ``delta_d_form`` are used.
-      checkpoint_max_seq_len: the loaded model's ``max_seq_len``.
+      checkpoint_max_seq_len: the loaded model's ``max_seq_len`` (``checkpoint_tokens`` above
+        it is a ConfigError here; above the checkpoint's trained context, a ``DataError``
+        before the weights load).
       checkpoint_sequences, checkpoint_tokens, checkpoint_batch: text sequences analysed, tokens
         per sequence (BOS included), sequences per forward pass.
       checkpoint_layers: the layers measured (empty: every layer).

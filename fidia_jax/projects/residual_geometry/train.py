@@ -32,7 +32,7 @@ from flax import nnx
 from fidia_jax import data, models, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.residual_geometry import questions
-from fidia_jax.projects.residual_geometry.checkpoint import checkpoint_geometry
+from fidia_jax.projects.residual_geometry.checkpoint import checkpoint_geometry, text_sequences
 from fidia_jax.projects.residual_geometry.configs import INTERVENTIONS, ResidualGeometryConfig
 from fidia_jax.projects.residual_geometry.geometry import (
     cosine_mixing_entropy,
@@ -44,6 +44,7 @@ from fidia_jax.projects.residual_geometry.geometry import (
     token_mixing_entropy,
 )
 from fidia_jax.projects.residual_geometry.plots import ROW_NAMES, accuracy_rows, plot_geometry
+from fidia_jax.train import load_checked
 
 __all__ = [
     "checkpoint_and_evaluate",
@@ -400,30 +401,50 @@ def checkpoint_and_evaluate(
 ) -> dict[str, Any]:
     """``fidia-jax residual_geometry train --set checkpoint=PATH``: the text-only check.
 
-    Loads the model and its tokenizer (:func:`fidia_jax.models.load_lm_checkpoint`), runs
-    :func:`.checkpoint.checkpoint_geometry`, prints the table and writes
-    ``residual_geometry_checkpoint.json`` (results and config) and ``summary.json``.
+    Stages, each announced before it starts, with a progress bar (ETA) over the loops: the
+    tokenizer; the sequences' lengths against the smaller of ``checkpoint_max_seq_len`` and the
+    checkpoint's trained context (:func:`fidia_jax.models.check_prompt_lengths`, before any
+    weight is read; ``checkpoint_tokens > checkpoint_max_seq_len`` is already a ConfigError of
+    the config); the weights; the captures (one bar over the batches); the measures (one bar
+    over the layers). Then :func:`.checkpoint.checkpoint_geometry`'s table is printed and
+    ``residual_geometry_checkpoint.json`` (results and config), ``summary.json`` and
+    ``residual_geometry.png`` (the synthetic run's figure: RID, MixIG, ΔS, ΔD per layer of the
+    attention and FFN updates and of the noise control) are written into ``workdir``. The
+    synthetic run's ``accuracy.png`` (interventions on visual tokens) does not apply to a text
+    model and is not written.
 
     Raises:
       CheckpointError: a missing path (one message naming it) or what the loaders raise.
+      DataError: a sequence longer than the checkpoint's context (before the weights load).
       ConfigError: an unsupported family.
     """
     t0 = time.time()
     workdir = pathlib.Path(workdir)
-    with train.stage(f"residual geometry: loading {config.checkpoint}"):
-        model, tok = models.load_lm_checkpoint(
-            config.checkpoint, max_seq_len=config.checkpoint_max_seq_len
+
+    def texts(tok):  # the rows the model reads, as text (BOS added back by the check)
+        seqs = text_sequences(
+            tok, config.checkpoint_sequences, config.checkpoint_tokens, seed=config.seed
         )
+        start = 1 if tok.bos_id is not None else 0
+        return [tok.decode([int(i) for i in row[start:]]) for row in seqs]
+
+    model, tok = load_checked(
+        config.checkpoint, read=texts, max_seq_len=config.checkpoint_max_seq_len,
+        where="residual_geometry checkpoint", what="residual geometry", labels=("sequence", ""),
+        hint="lower checkpoint_tokens",
+    )  # fmt: skip
     load_s = time.time() - t0
-    with train.stage(
-        f"RID / MixIG / TME of {config.checkpoint_sequences} text sequences x "
-        f"{model.config.n_layers} layers"
-    ):
-        res = checkpoint_geometry(model, tok, config)
+    res = checkpoint_geometry(model, tok, config)
     results = {"checkpoint": str(config.checkpoint), "load_s": load_s, **res,
                "wall_s": time.time() - t0}  # fmt: skip
-    write_summary(workdir / "residual_geometry_checkpoint.json", results, config)
     g = res["geometry"]
+    figure = plot_geometry(
+        g, workdir / "residual_geometry.png", layers=res["layers"],
+        title=f"Residual-update geometry per layer of {pathlib.Path(results['checkpoint']).name} "
+        f"(text only: {res['n_sequences']} sequences x {res['n_tokens']} tokens, BOS left out)",
+    )  # fmt: skip
+    results["figure"] = str(figure)
+    write_summary(workdir / "residual_geometry_checkpoint.json", results, config)
     train.write_summary(
         workdir,
         {"checkpoint": results["checkpoint"],
@@ -463,6 +484,7 @@ def checkpoint_and_evaluate(
             f=len(res["rid_failures"]),
         )
     )
+    print(f"figure: {figure} (no accuracy.png: no visual tokens to intervene on in a text model)")
     return results
 
 
