@@ -85,21 +85,26 @@ def test_launcher_reports_the_failure(multiprocess):
     assert "process 0 exited with killed by the launcher" in res.stderr
 
 
-def test_driver_off_the_mesh_runs_once_on_process_0(multiprocess, single_process_env, tmp_path):
-    # `fidia-jax ldl train` (flax NNX through train.fit) does not join the distributed runtime:
-    # process 0 runs it exactly as one process would, process 1 leaves at its first fit
+def test_ldl_two_processes_match_one(multiprocess, single_process_env, tmp_path):
+    # `fidia-jax ldl train` (flax NNX through train.fit(mesh=)) joins the distributed runtime:
+    # 2 processes x 2 devices train together and equal 1 process x 4 devices (same global
+    # batch); process 0 alone writes metrics.jsonl and prints the table, the baselines run once
     two, one = tmp_path / "two", tmp_path / "one"
     cli = ["-m", "fidia_jax", "ldl", "train", "--config", "tiny"]
-    p0, p1 = multiprocess([*cli, "--workdir", two], n=2, devices=2, timeout=90)
-    assert "this driver runs on process 0 only; exiting" in p1.stderr
+    p0, p1 = multiprocess([*cli, "--workdir", two], n=2, devices=2, timeout=240)
     assert "final loss" not in p1.stderr and "smoke test" not in p1.stdout
     assert "final loss" in p0.stderr and "smoke test" in p0.stdout
-    env = {**single_process_env, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    subprocess.run([sys.executable, *cli, "--workdir", str(one)], env=env, check=True,
-                   timeout=90, capture_output=True)  # fmt: skip
+    subprocess.run([sys.executable, *cli, "--workdir", str(one)], env=single_process_env,
+                   check=True, timeout=240, capture_output=True)  # fmt: skip
     a, b = _losses(two), _losses(one)
     assert len(a) == len(b) > 0  # written once, not once per process
-    assert a == b  # the same program on one process: bit-identical
+    for ra, rb in zip(a, b, strict=True):
+        assert ra.keys() == rb.keys()
+        for k, va in ra.items():
+            if isinstance(va, float):  # float32 sums over 4 devices in another order
+                assert va == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (k, ra, rb)
+            else:
+                assert va == rb[k], (k, ra, rb)
 
 
 def test_a_hanging_run_is_stopped_at_the_timeout(multiprocess):
