@@ -40,6 +40,12 @@ class SafeSciConfig:
       checkpoint, checkpoint_max_seq_len: for ``model="checkpoint"``: a GGUF file or Hugging
         Face directory (``docs/lm_checkpoints.md``) and the loaded model's ``max_seq_len``;
         ``llm_max_new_tokens`` tokens are generated greedily.
+      checkpoint_batch_size: prompts per generation call of ``model="checkpoint"`` (sorted by
+        token count, outputs in the input order; the answers do not depend on it). It bounds
+        the memory of generation: the prefill of a batch holds ``(batch, width, vocab)`` float32
+        logits, 1 MiB per prompt token for Gemma 3's 262 k vocabulary. Default 1, the smallest
+        peak (Gemma 3 270M on the fixture: batch 1 vs 4 in
+        ``benchmarks/results/safesci_checkpoint_memory.json``, ``docs/safesci.md``, *Memory*).
       shuffle: ``"seeded"`` (ours), ``"unseeded"`` (official) or ``"none"``.
       max_options: options kept per item before shuffling (0 = all; official 4).
       parser: ``"lenient"`` (default: our strict reading, the last committed answer) or
@@ -70,6 +76,7 @@ class SafeSciConfig:
     responses_path: str = ""
     checkpoint: str = ""
     checkpoint_max_seq_len: int = 512
+    checkpoint_batch_size: int = 1
     shuffle: str = "seeded"
     max_options: int = 0
     parser: str = "lenient"
@@ -113,6 +120,10 @@ class SafeSciConfig:
         if self.checkpoint_max_seq_len < 64:
             raise ConfigError(
                 f"checkpoint_max_seq_len must be >= 64, got {self.checkpoint_max_seq_len}"
+            )
+        if self.checkpoint_batch_size < 1:
+            raise ConfigError(
+                f"checkpoint_batch_size must be >= 1, got {self.checkpoint_batch_size}"
             )
         if self.batch_size < 0:
             raise ConfigError(f"batch_size must be >= 0, got {self.batch_size}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -199,16 +200,12 @@ def evaluate(
     """
     if not records:
         raise DataError("evaluate: no records")
-    prompts = [
-        safesci_prompt(
-            r, shuffle=config.shuffle, seed=config.seed, max_options=config.max_options or None
-        )
-        for r in records
-    ]
+    prompts = _prompts(records, config)
     texts = [p.prompt for p in prompts]
     responses = call_generate(generate, texts, config.batch_size)
-    report = score_responses(records, [p.gold for p in prompts], [len(p.options) for p in prompts],
-                             responses, config)  # fmt: skip
+    with train.stage(f"SafeSci: scoring {len(responses)} responses"):
+        report = score_responses(records, [p.gold for p in prompts],
+                                 [len(p.options) for p in prompts], responses, config)  # fmt: skip
     for item, text in zip(report["items"], texts, strict=True):
         item["prompt"] = text
     counts: dict[str, int] = {}
@@ -217,6 +214,15 @@ def evaluate(
     settings = {k: getattr(config, k) for k in ("seed", "shuffle", "max_options", "parser", "subset_credit",
                                                "skip_empty", "refusal_markers", "num_subsamples", "fraction")}  # fmt: skip
     return {"settings": settings, "counts": counts, **report}
+
+
+def _prompts(records: Sequence[SafeSciRecord], config: SafeSciConfig):
+    return [
+        safesci_prompt(
+            r, shuffle=config.shuffle, seed=config.seed, max_options=config.max_options or None
+        )
+        for r in records
+    ]
 
 
 def _build(
@@ -234,11 +240,23 @@ def _build(
     if name == "checkpoint":
         if not config.checkpoint:
             raise DataError("model=checkpoint needs --set checkpoint=PATH (GGUF file or HF dir)")
+        # the prompts evaluate() will ask, for the context check before the weights load; the
+        # global random state (the official unseeded shuffle) is put back, so evaluate() draws
+        # the same option orders as without this look-ahead
+        state = random.getstate()
+        try:
+            texts = [p.prompt for p in _prompts(records, config)]
+        finally:
+            random.setstate(state)
+        where = os.path.basename(config.data_path) if config.data_path else "the fixture"
         with train.stage(f"SafeSci: loading {config.checkpoint}"):
             return models.checkpoint_generate(
                 config.checkpoint,
                 max_new_tokens=config.llm_max_new_tokens,
                 max_seq_len=config.checkpoint_max_seq_len,
+                batch_size=config.checkpoint_batch_size,
+                prompts=texts,
+                names=[f"{where} record {i + 1} ({r.type})" for i, r in enumerate(records)],
             )
     trained = models.train_safesci_llama(records, config, workdir=workdir)
     return trained.generate, trained.info

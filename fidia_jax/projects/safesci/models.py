@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -327,44 +328,155 @@ def train_safesci_llama(
     return SafeSciLlama(model, vocab, config.llm_max_new_tokens, info, losses)
 
 
-def checkpoint_generate(path: str, *, max_new_tokens: int = 16, max_seq_len: int = 512):
+#: Prompts per ``sample_llama`` call in checkpoint mode (``checkpoint_batch_size``'s default).
+CHECKPOINT_BATCH_SIZE = 1
+
+
+def _pad_width(longest: int, multiple: int, cap: int) -> int:
+    """``longest`` rounded up to a multiple of ``multiple`` (fewer shapes, fewer compiles),
+    never above ``cap`` (the room left for the new tokens)."""
+    return min(-(-longest // multiple) * multiple, cap) if multiple > 1 else longest
+
+
+def checkpoint_generate(
+    path: str,
+    *,
+    max_new_tokens: int = 16,
+    max_seq_len: int = 512,
+    batch_size: int = CHECKPOINT_BATCH_SIZE,
+    prompts: Sequence[str] | None = None,
+    names: Sequence[str] | None = None,
+    pad_multiple: int = 32,
+):
     """A released checkpoint (GGUF file or Hugging Face directory) as ``generate``.
 
     The prompt is the harness's text as it is (no chat template), encoded with the checkpoint's
     tokenizer (BOS first when it asks for one); greedy :func:`fidia_jax.models.sample_llama`,
-    one call per batch (right padding), stopped at the tokenizer's EOS; the text is decoded
-    without special tokens.
+    stopped at the tokenizer's EOS; the text is decoded without special tokens.
+
+    Order of work, each a stage on stderr (a ``still running`` line every 10 s while it runs):
+    the tokenizer, then (with ``prompts``) the context check
+    (:func:`fidia_jax.models.check_prompt_lengths`: every prompt plus ``max_new_tokens`` within
+    ``max_seq_len`` and the checkpoint's trained context), **before** the weights load; then the
+    weights. While a batch runs (the first one compiles), a ``still running`` line every 10 s.
+
+    Memory: the prompts are generated ``batch_size`` at a time, sorted by token count (less
+    padding), each batch right-padded to a multiple of ``pad_multiple`` tokens and, for the last
+    one, to ``batch_size`` rows (repeating a prompt), so that a run compiles few shapes; the
+    responses come back in the input order. The prefill of a batch holds ``(batch, width,
+    vocab)`` float32 logits (Gemma 3 270M: 1 MiB per position: 4 prompts of 224 tokens, 0.9
+    GiB), which is what ``batch_size`` bounds (the whole fixture in one batch: ~8 GiB); the
+    compiled program adds a fixed cost on top (``docs/safesci.md``, *Memory*).
+    Each prompt's response does not depend on its batch (right padding, causal attention;
+    ``tests/projects/safesci/test_safesci_checkpoint_batches.py``: batch 1, 3 and all give the
+    same texts). A progress line per batch shows the batches done, the rate and the ETA.
+
+    Args:
+      path: a ``.gguf`` file or a Hugging Face model directory.
+      max_new_tokens: tokens generated per prompt (greedy).
+      max_seq_len: the loaded model's position limit (KV cache).
+      batch_size: prompts per :func:`~fidia_jax.models.sample_llama` call (``>= 1``).
+      prompts: the prompts that will be asked, for the context check before the weights load
+        (the check runs again on every ``generate`` call, from the token ids).
+      names: a label per prompt for the context check's message (default ``"prompt i"``).
+      pad_multiple: batch widths are rounded up to a multiple of this (``1``: no rounding).
 
     Returns:
-      ``(generate, info)``: ``info`` holds the path and the load time in seconds.
+      ``(generate, info)``: ``info`` holds the path, ``tokenizer_s`` and ``load_s`` (seconds),
+      ``batch_size``, and after each ``generate`` call ``generate_s``, ``batches`` and
+      ``widths`` (the padded width of each batch).
 
     Raises:
-      CheckpointError / ConfigError: from the loaders; ValueError from ``sample_llama`` when a
-        prompt plus ``max_new_tokens`` exceeds ``max_seq_len``.
+      CheckpointError: ``path`` does not exist (one message naming it), or what the loaders
+        raise. ConfigError: an unsupported family; ``batch_size`` or ``pad_multiple`` below 1.
+      DataError: a prompt whose token count plus ``max_new_tokens`` exceeds ``max_seq_len`` or
+        the checkpoint's context (it names the prompt, its length and the limit), before the
+        weights load when ``prompts`` are given, else on the ``generate`` call.
     """
-    import time
+    from fidia_jax import train
+    from fidia_jax.errors import CheckpointError, ConfigError
 
+    if batch_size < 1 or pad_multiple < 1:
+        raise ConfigError(
+            f"checkpoint_generate: batch_size and pad_multiple must be >= 1, got {batch_size}, "
+            f"{pad_multiple}"
+        )
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise CheckpointError(
+            f"load_lm_checkpoint: {p!r} does not exist (give a .gguf file or a Hugging Face model "
+            "directory)"
+        )
+    where = "SafeSci checkpoint"
     t0 = time.time()
-    model, tok = models_lib.load_lm_checkpoint(path, max_seq_len=max_seq_len)
-    info = {"checkpoint": str(path), "load_s": time.time() - t0}
+    with train.cpu_stage(f"SafeSci: reading the tokenizer of {os.path.basename(p)}"):
+        tok = models_lib.load_tokenizer(p)
+    context = models_lib.checkpoint_context_length(p)
+    info: dict[str, Any] = {"checkpoint": str(path), "tokenizer_s": time.time() - t0,
+                            "batch_size": int(batch_size)}  # fmt: skip
 
-    def generate(prompts: list[str]) -> list[str]:
-        if not prompts:
-            return []
-        rows = [tok.encode(p) for p in prompts]
-        width = max(len(r) for r in rows)
-        tokens = np.zeros((len(rows), width), np.int32)
-        for i, r in enumerate(rows):
-            tokens[i, : len(r)] = r
-        out = sample_llama(
-            model, jnp.asarray(tokens), max_new_tokens=max_new_tokens,
-            lengths=jnp.asarray([len(r) for r in rows], jnp.int32),
-            stop_token=tok.eos_id,
+    def check(texts, labels):
+        return models_lib.check_prompt_lengths(
+            tok, texts, max_new_tokens=max_new_tokens, max_seq_len=max_seq_len,
+            context_length=context, where=where, names=labels,
         )  # fmt: skip
-        texts = []
-        for row, n in zip(np.asarray(out.tokens), np.asarray(out.num_tokens), strict=True):
-            ids = [int(t) for t in row[: int(n)] if int(t) != tok.eos_id]
-            texts.append(tok.decode(ids))
-        return texts
+
+    if prompts is not None:
+        with train.stage(f"SafeSci: context check of {len(prompts)} prompts"):
+            counts = check(list(prompts), names)
+        info["prompt_tokens_max"] = max(counts, default=0)
+    t1 = time.time()
+    with train.cpu_stage(f"SafeSci: loading the weights of {os.path.basename(p)}"):
+        if p.endswith(".gguf"):
+            model = models_lib.load_gguf(p, max_seq_len=max_seq_len)
+        else:
+            model = models_lib.load_hf_checkpoint(p, max_seq_len=max_seq_len)
+    info["load_s"] = time.time() - t1
+
+    def generate(batch_prompts: list[str]) -> list[str]:
+        if not batch_prompts:
+            return []
+        t2 = time.time()
+        rows = [tok.encode(q) for q in batch_prompts]
+        check(batch_prompts, names if names is not None and len(names) == len(rows) else None)
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # stable: ties keep order
+        size = min(int(batch_size), len(rows))
+        chunks = [order[s : s + size] for s in range(0, len(order), size)]
+        texts: list[str | None] = [None] * len(rows)
+        widths = []
+        bar = train.FitProgress(
+            f"SafeSci: generating {len(rows)} prompts in {len(chunks)} batches of {size}",
+            len(chunks), show=("width",),
+        )  # fmt: skip
+        try:
+            for step, chunk in enumerate(chunks, start=1):
+                idx = chunk + [chunk[-1]] * (size - len(chunk))  # same shape as the others
+                longest = max(len(rows[i]) for i in idx)
+                width = _pad_width(longest, pad_multiple, max_seq_len - max_new_tokens)
+                tokens = np.zeros((size, width), np.int32)
+                for r, i in enumerate(idx):
+                    tokens[r, : len(rows[i])] = rows[i]
+                new_shape = width not in widths  # a new width compiles a new program
+                phase = "compiling and generating" if new_shape else "generating"
+                with train.heartbeat(
+                    f"SafeSci: batch {step}/{len(chunks)} ({phase})", every_s=10.0
+                ):
+                    out = sample_llama(
+                        model, jnp.asarray(tokens), max_new_tokens=max_new_tokens,
+                        lengths=jnp.asarray([len(rows[i]) for i in idx], jnp.int32),
+                        stop_token=tok.eos_id,
+                    )  # fmt: skip
+                    gen, num = np.asarray(out.tokens), np.asarray(out.num_tokens)
+                for r, i in enumerate(chunk):
+                    ids = [int(t) for t in gen[r, : int(num[r])] if int(t) != tok.eos_id]
+                    texts[i] = tok.decode(ids)
+                widths.append(width)
+                if step == 1:
+                    bar.compiled()
+                bar.update(step, {"width": float(width)})
+        finally:
+            bar.close(f"{len(rows)} responses in {time.time() - t2:.1f} s")
+        info.update(generate_s=time.time() - t2, batches=len(chunks), widths=widths)
+        return [t if t is not None else "" for t in texts]
 
     return generate, info
