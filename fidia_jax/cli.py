@@ -108,17 +108,7 @@ def _convention_verb(module: str, file: str, function: str):
                   f"workdir {args.workdir}", file=sys.stderr, flush=True)  # fmt: skip
         if data_dir:  # after the first line: a note when the project reads no data directory
             config = _with_data_dir(config, data_dir)
-        smoke = args.config == "tiny" and "FIDIA_SMOKE" not in os.environ
-        if smoke:  # tables of a tiny run say that their numbers are not results
-            os.environ["FIDIA_SMOKE"] = "1"
-        try:
-            result = getattr(importlib.import_module(f"{module}.{file}"), function)(
-                config, args.workdir
-            )
-        finally:
-            if smoke:
-                os.environ.pop("FIDIA_SMOKE", None)
-        return result
+        return getattr(importlib.import_module(f"{module}.{file}"), function)(config, args.workdir)
 
     return run
 
@@ -211,7 +201,8 @@ def _add_config_args(
     p.add_argument("--set", action="append", default=[], metavar="A.B=VALUE",
                    help="override a config value (repeatable), e.g. train.num_steps=20")  # fmt: skip
     if workdir:
-        p.add_argument("--workdir", default=f"out/{project}/{verb}", help="output directory")
+        p.add_argument("--workdir", default=f"out/{project}/{verb}",
+                       help="output directory (default: %(default)s, under the current one)")  # fmt: skip
     p.add_argument(
         "--data-dir",
         default=None,
@@ -306,7 +297,9 @@ def _parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         argv.insert(0, _SHORT_FORMS[argv[0]])
     selected = argv[0] if argv and argv[0] in PROJECTS else None
     help_only = any(a in ("-h", "--help") for a in argv)
-    parser = _parser(selected, help_only=help_only)
+    # `PROJECT config` only prints the resolved config: it works before the extra is installed
+    config_only = selected is not None and len(argv) > 1 and argv[1] == "config"
+    parser = _parser(selected, help_only=help_only or config_only)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the subcommand's own usage, with the closest options it knows
         sub = _subparser(parser, [a for a in (getattr(args, "project", None),
@@ -464,9 +457,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parse_args(argv)
         _use_compilation_cache()
-        with _cli_output():
-            args.run(args)
+        # a tiny run's tables (every project's, its own commands too) say that their numbers
+        # are not results
+        smoke = getattr(args, "config", None) == "tiny" and "FIDIA_SMOKE" not in os.environ
+        if smoke:
+            os.environ["FIDIA_SMOKE"] = "1"
+        try:
+            with _cli_output():
+                args.run(args)
+        finally:
+            if smoke:
+                os.environ.pop("FIDIA_SMOKE", None)
         _say_where_outputs_are(args)
+    except BrokenPipeError:  # `fidia-jax ... | head`: the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except FidiaError as e:
         if debug:
             traceback.print_exc()

@@ -454,6 +454,40 @@ def test_help_works_without_the_projects_extra(registered, monkeypatch, capsys):
     assert code == 0 and "--config" in out and "presets:" in out
     assert cli.main(["toy", "train"]) == 2
     assert "fidia_jax[lm]" in _one_error_line(capsys)
+    # `config` only prints the resolved config: it works before the extra is installed
+    assert cli.main(["toy", "config", "--config", "tiny"]) == 0
+    assert json.loads(capsys.readouterr().out)["train"]["steps"] == 2
+
+
+def test_a_project_command_of_its_own_is_labelled_in_tiny_mode(monkeypatch, capsys):
+    """Every verb run with ``--config tiny`` (a project's own commands, FIDIA's ``train`` among
+    them, not only the convention verbs) prints the smoke-test line above its tables."""
+    from fidia_jax import train
+
+    monkeypatch.delenv("FIDIA_SMOKE", raising=False)
+    monkeypatch.delenv("FIDIA_NOTEBOOK_TINY", raising=False)
+    shown = argparse.Namespace(
+        config="tiny", run=lambda a: train.print_table("scores", ["m"], [(0.5,)])
+    )
+    monkeypatch.setattr(cli, "_parse_args", lambda argv: shown)
+    assert cli.main([]) == 0
+    assert "smoke test (tiny settings)" in capsys.readouterr().out
+    assert "FIDIA_SMOKE" not in os.environ
+
+
+def test_a_closed_pipe_is_not_an_error(monkeypatch):
+    """``fidia-jax ... config | head``: the reader leaves early; no traceback, exit code 0."""
+
+    def run(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "_parse_args", lambda argv: argparse.Namespace(run=run))
+    saved = os.dup(1)
+    try:
+        assert cli.main([]) == 0
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def test_a_tiny_run_says_its_tables_are_not_results(registered, monkeypatch, tmp_path, capsys):

@@ -140,8 +140,12 @@ def test_a_workdir_holds_one_experiment(tmp_path):
     lm_train._claim_workdir(tmp_path, tiny)  # the same run again (a resume)
     lm_train._claim_workdir(tmp_path, lm.with_optimizer(tiny, "adamw", learning_rate=1e-2))
     assert sorted(p.name for p in (tmp_path / "configs").iterdir()) == ["adamw.json", "scale.json"]
-    with pytest.raises(ConfigError, match="holds the scale run with a different config"):
+    with pytest.raises(ConfigError, match=r"holds the scale run with a different config .*"
+                       r"differs in optimizer\.learning_rate"):  # fmt: skip
         lm_train._claim_workdir(tmp_path, lm.with_optimizer(tiny, "scale", learning_rate=1e-2))
+    # where the shared data lie is not the experiment: another data_dir is the same run
+    moved = dataclasses.replace(tiny, data=dataclasses.replace(tiny.data, data_dir="/elsewhere"))
+    lm_train._claim_workdir(tmp_path, moved)
     with pytest.raises(ConfigError, match="of another experiment"):
         lm_train._claim_workdir(
             tmp_path, lm.with_optimizer(dataclasses.replace(tiny, steps=3), "sgd")
