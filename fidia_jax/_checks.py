@@ -1,6 +1,7 @@
 """Argument checks shared by the library: rank, dtype, shape, choice (as rlax's ``base.py``).
 
-Every helper raises :class:`ValueError` whose message names the argument and, when ``where`` is
+Every helper raises :class:`ValueError` (the value checks :func:`assert_finite` and
+:func:`assert_value_range` its subclass :class:`~fidia_jax.errors.DataError`) whose message names the argument and, when ``where`` is
 given, the public function that was called, e.g.
 ``max_at_k: rewards_n must have rank 1 (one stream of n samples; vmap to batch), got shape (2, 3)``.
 They read only static information (shapes, dtypes, Python values), so they work unchanged on
@@ -18,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fidia_jax.errors import DataError
+
 # ``jax.core.Tracer`` is the documented base class of traced values (jit, vmap, grad, scan).
 _TRACER = getattr(jax.core, "Tracer", None)
 if _TRACER is None:  # pragma: no cover - later jax versions may move it
@@ -25,8 +28,10 @@ if _TRACER is None:  # pragma: no cover - later jax versions may move it
 
 __all__ = [
     "assert_attention_dims",
+    "assert_finite",
     "assert_floating",
     "assert_in",
+    "assert_value_range",
     "assert_lengths",
     "assert_min_length",
     "assert_rank",
@@ -160,6 +165,55 @@ def assert_lengths(lengths: Any, batch: int, maximum: int, name: str, *, where: 
         raise ValueError(
             f"{_prefix(where)}{name} must lie in [0, {maximum}] (the number of keys), "
             f"got {int(arr[i])} in row {i}."
+        )
+
+
+def assert_finite(x: Any, name: str, *, where: str = "") -> None:
+    """Raises :class:`~fidia_jax.errors.DataError` if a concrete ``x`` holds NaN or inf.
+
+    A host-side check for the input boundary of a method (drivers, data classes, fit / predict
+    functions); a traced ``x`` (inside ``jit``) passes unchecked, so call it before tracing.
+
+    Raises:
+      DataError: ``{where}: {name} holds {count} NaN/inf value(s), first at index {index}``.
+    """
+    if not is_concrete(x):
+        return
+    arr = np.asarray(x)
+    if not np.issubdtype(arr.dtype, np.inexact):
+        return
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise DataError(
+            f"{_prefix(where)}{name} holds {int(bad.sum())} NaN/inf value(s), first at index "
+            f"{first if len(first) != 1 else first[0]}."
+        )
+
+
+def assert_value_range(
+    x: Any, lo: float, hi: float, name: str, *, where: str = "", detail: str = ""
+) -> None:
+    """Raises :class:`~fidia_jax.errors.DataError` unless every value of a concrete ``x`` lies in
+    ``[lo, hi]`` (NaN is out of range). A traced ``x`` passes unchecked (as :func:`assert_finite`).
+
+    Raises:
+      DataError: ``{where}: {name} must lie in [lo, hi] ({detail}), got values in [min, max]``.
+    """
+    if not is_concrete(x):
+        return
+    arr = np.asarray(x)
+    if arr.size == 0:
+        return
+    ok = (arr >= lo) & (arr <= hi)
+    if not ok.all():
+        vals = arr.astype(np.float64)
+        finite = vals[~np.isnan(vals)]
+        shown = f"values in [{finite.min():g}, {finite.max():g}]" if finite.size else "only NaN"
+        if finite.size and finite.size < vals.size:
+            shown += " and NaN"
+        raise DataError(
+            f"{_prefix(where)}{name} must lie in [{lo:g}, {hi:g}]{_suffix(detail)}, got {shown}."
         )
 
 

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fidia_jax import layers, losses, metrics, models
+from fidia_jax import layers, losses, metrics, models, rl
+from fidia_jax.errors import DataError
 
 X = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
 XN = np.where(X > 1, np.nan, X)
@@ -114,6 +115,138 @@ def test_broken_assumption_is_a_clear_error(call, message):
         call()
 
 
+# ---------------------------------------------------------------- methods (issue 41, deliver 4)
+# One parametrized test per method: ``(case id, call, error type, the argument's name)``. The
+# projects are imported inside the calls (``_p``), so a row costs only its own package's import.
+
+
+def _p(name):
+    import importlib
+
+    return importlib.import_module(f"fidia_jax.projects.{name}")
+
+
+def _cfg(name):
+    m = _p(name)
+    return m.get_config(next(iter(m.PRESETS)))
+
+
+Y2 = np.arange(6) % 2
+D4 = np.random.default_rng(2).dirichlet(np.ones(4), size=6)
+IMG11 = np.random.default_rng(3).uniform(-1, 1, size=(4, 8, 8, 1)).astype(np.float32)
+NAN_IMG = np.where(IMG11 > 0.9, np.nan, IMG11)
+SERIES = np.random.default_rng(4).normal(size=(64, 2))
+MRP = rl.LinearMRP(
+    np.full((3, 3), 1 / 3, np.float32), np.zeros((3, 3), np.float32),
+    np.eye(3, dtype=np.float32)[:, :2], np.float32(0.9),
+)  # fmt: skip  # 3 states, d = 2 features
+
+METHOD_ROWS = {
+    "causal": [
+        ("causal: NaN covariates", lambda: _p("causal").CausalData(XN, Y2, X[:, 0], None, 2), DataError, "covariates"),
+        ("causal: covariates rank", lambda: _p("causal").CausalData(X[:, 0], Y2, X[:, 0], None, 2), DataError, "covariates"),
+        ("causal: arm id out of range", lambda: _p("causal").CausalData(X, Y2 + 3, X[:, 0], None, 2), DataError, "treatments"),
+    ],
+    "fidia": [
+        ("fidia: NaN reference component", lambda: _p("fidia").fit_standardizer({"sse": X[:, 0] * np.nan}), ValueError, "'sse'"),
+        ("fidia: passes_n length", lambda: _p("fidia").success_at_n(np.ones(4), np.ones(3, bool), 2), ValueError, "passes_n"),
+        ("fidia: passes_n not 0/1", lambda: _p("fidia").success_at_n(np.ones(4), np.full(4, 3), 2), DataError, "passes_n"),
+        ("fidia: positions_L width", lambda: _p("fidia").mean_pairwise_identity(np.zeros((3, 5), int), np.ones(7, bool)), ValueError, "positions_L"),
+    ],
+    "hist": [
+        ("hist: NaN features", lambda: _p("hist").check_finite_features(XN), DataError, "features"),
+        ("hist: NaN feats (neighbour ridge)", lambda: _p("hist").neighbour_features(np.zeros((6, 2)) + np.arange(6)[:, None], XN), DataError, "feats"),
+        ("hist: coords width", lambda: _p("hist").neighbour_features(X, X), ValueError, "coords"),
+        ("hist: NaN y_pred", lambda: _p("hist").section_metrics(X, XN, 2), DataError, "y_pred"),
+    ],
+    "hitvar": [
+        ("hitvar: hr outside [0, 1]", lambda: _p("hitvar").degrade(np.full((16, 16, 3), 200.0)), DataError, "hr"),
+        ("hitvar: NaN hr", lambda: _p("hitvar").degrade(np.full((16, 16, 3), np.nan)), DataError, "hr"),
+        ("hitvar: hr width", lambda: _p("hitvar").degrade(np.zeros((16, 16, 4))), ValueError, "image"),
+        ("hitvar: NaN paired scores", lambda: _p("hitvar").paired_test(np.arange(4.0), np.r_[np.nan, 1, 2, 3]), ValueError, "b holds"),
+    ],
+    "hypcl": [
+        ("hypcl: NaN x_tr", lambda: _p("hypcl").ContinualData(XN, Y2, X, Y2, [(0, 1)]), DataError, "x_tr"),
+        ("hypcl: x_te width", lambda: _p("hypcl").ContinualData(X, Y2, X[:, :2], Y2, [(0, 1)]), DataError, "x_te"),
+        ("hypcl: y_tr out of range", lambda: _p("hypcl").ContinualData(X, Y2 + 1, X, Y2, [(0, 1)]), DataError, "y_tr"),
+        ("hypcl: fractional y_tr", lambda: _p("hypcl").ContinualData(X, Y2 + 0.5, X, Y2, [(0, 1)]), DataError, "y_tr"),
+        ("hypcl: run_stream y rows", lambda: _p("hypcl").run_stream(X, Y2[:5], _cfg("hypcl"), ["ncm"], [[0, 1]], 1), DataError, "y"),
+        ("hypcl: labels_B out of range", lambda: _p("hypcl").masked_cross_entropy(jnp.zeros((2, 3)), jnp.array([0, -1]), jnp.ones(3, bool)), ValueError, "labels_B"),
+    ],
+    "ldl": [
+        ("ldl: NaN x_train", lambda: _p("ldl").fit_predict(XN, D4, X, np.ones(4), np.zeros(4), _cfg("ldl")), DataError, "x_train"),
+        ("ldl: x_test width", lambda: _p("ldl").baseline_predict("aa_knn", X, D4, X[:, :2], k=2), ValueError, "x_test"),
+        ("ldl: negative d_train", lambda: _p("ldl").baseline_predict("aa_knn", X, D4 - 0.5, X, k=2), DataError, "d_train"),
+    ],
+    "multifidelity": [
+        ("multifidelity: NaN x_train", lambda: _p("multifidelity").MultiFidelityData(XN, X[:, 0], Y2, X, X[:, 0], ("hf", "lf")), DataError, "x_train"),
+        ("multifidelity: x_test width", lambda: _p("multifidelity").MultiFidelityData(X, X[:, 0], Y2, X[:, :2], X[:, 0], ("hf", "lf")), DataError, "x_test"),
+        ("multifidelity: fidelity out of range", lambda: _p("multifidelity").MultiFidelityData(X, X[:, 0], Y2 + 2, X, X[:, 0], ("hf", "lf")), DataError, "fidelity_train"),
+    ],
+    "optimizers": [
+        ("optimizers: token id out of range", lambda: _p("optimizers").make_task(_cfg("optimizers"), tokens=(np.full(4096, 300), np.zeros(4096, int))), ValueError, "tokens[0]"),
+        ("optimizers: tokens rank", lambda: _p("optimizers").make_task(_cfg("optimizers"), tokens=(np.zeros(4096, int), np.zeros((2, 2048), int))), ValueError, "tokens[1]"),
+    ],
+    "streamflow": [
+        ("streamflow: NaN images_a", lambda: _p("streamflow").fd_proxy(NAN_IMG, IMG11), DataError, "images_a"),
+        ("streamflow: image shapes differ", lambda: _p("streamflow").fd_proxy(IMG11, IMG11[:, :4]), ValueError, "images_b"),
+        ("streamflow: images_b outside [-1, 1]", lambda: _p("streamflow").fd_proxy(IMG11, 255 * IMG11), DataError, "images_b"),
+    ],
+    "td": [
+        ("td: theta0 width", lambda: _p("td").run_linear_td0(jax.random.key(0), MRP, lambda t: 0.1, 4, theta0=np.zeros(5)), ValueError, "theta0"),
+        ("td: sparsity 2", lambda: _p("td").random_linear_mrp(jax.random.key(0), 6, 3, sparsity=2.0), ValueError, "sparsity"),
+    ],
+    "teamwork": [
+        ("teamwork: NaN training series", lambda: _p("teamwork").fit_detector("pca", np.where(SERIES > 2, np.nan, SERIES), _cfg("teamwork")), DataError, "training series"),
+        ("teamwork: NaN test scores", lambda: _p("teamwork").evaluate_scores([(np.r_[np.nan, np.arange(5.0)], Y2, None)], 0.1), DataError, "runs[0] test_scores"),
+        ("teamwork: anomaly_ratio 2", lambda: _p("teamwork").evaluate_scores([(np.arange(6.0), Y2, None)], 2.0), DataError, "anomaly_ratio"),
+    ],
+    "varjepa": [
+        ("varjepa: NaN z_train", lambda: _p("varjepa").probe(_cfg("varjepa"), XN, Y2, X, Y2), DataError, "z_train"),
+        ("varjepa: z_test width", lambda: _p("varjepa").probe(_cfg("varjepa"), X, Y2, X[:, :2], Y2), ValueError, "z_test"),
+        ("varjepa: y_train rows", lambda: _p("varjepa").probe(_cfg("varjepa"), X, Y2[:5], X, Y2), ValueError, "y_train"),
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("method", sorted(METHOD_ROWS))
+def test_method_bad_input_names_the_argument(method):
+    """Each method's boundary: a NaN, a wrong width / rank and an out-of-range value raise the
+    typed error (``fidia_jax.errors.DataError`` or ``ValueError``) whose message names the
+    argument, before any training starts."""
+    for case, call, error, arg in METHOD_ROWS[method]:
+        with pytest.raises(error) as info:
+            call()
+        assert arg in str(info.value), (case, str(info.value))
+
+
+def test_value_check_helpers():
+    """_checks.assert_finite / assert_value_range: concrete values are checked (DataError naming
+    the argument, the count, the first index / the range found); traced values pass."""
+    from fidia_jax import _checks
+
+    _checks.assert_finite(X, "x")
+    _checks.assert_finite(np.arange(3), "ids")  # integers cannot hold NaN
+    with pytest.raises(DataError, match=r"^f: x holds 2 NaN/inf value\(s\), first at index 1\.$"):
+        _checks.assert_finite(np.array([0.0, np.inf, np.nan]), "x", where="f")
+    _checks.assert_value_range(np.array([0.0, 1.0]), 0, 1, "p")
+    with pytest.raises(
+        DataError, match=r"^g: img must lie in \[0, 1\], got values in \[-1, 2\]\.$"
+    ):
+        _checks.assert_value_range(np.array([[-1.0, 2.0]]), 0, 1, "img", where="g")
+    with pytest.raises(DataError, match=r"got values in \[0\.5, 0\.5\] and NaN"):
+        _checks.assert_value_range(np.array([0.5, np.nan]), 0, 1, "p")
+    with pytest.raises(DataError, match="got only NaN"):
+        _checks.assert_value_range(np.array([np.nan]), 0, 1, "p")
+
+    def traced(a):
+        _checks.assert_finite(a, "a")
+        _checks.assert_value_range(a, 0, 1, "a")
+        return a
+
+    assert np.isnan(np.asarray(jax.jit(traced)(jnp.array([np.nan, 3.0])))[0])
+
+
 def test_every_row_is_in_the_docs_table():
     """docs/input_contracts.md lists each row of this file (by its id), and vice versa."""
     import pathlib
@@ -122,7 +255,7 @@ def test_every_row_is_in_the_docs_table():
     cells = {
         line.split("|")[1].strip().strip("`") for line in doc.splitlines() if line.startswith("| `")
     }
-    ids = {r[0] for r in ROWS}
+    ids = {r[0] for r in ROWS} | {r[0] for rows in METHOD_ROWS.values() for r in rows}
     assert ids <= cells, sorted(ids - cells)
 
 

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from fidia_jax import rl
+from fidia_jax import _checks, rl
+from fidia_jax.errors import DataError
 
 __all__ = [
     "backbone_metrics",
@@ -51,7 +52,18 @@ def success_at_n(rewards_n: np.ndarray, passes_n: np.ndarray, n_bon: int) -> flo
       Float in ``[0, 1]``; ``nan`` when fewer than ``n_bon`` rewards are finite. A non-finite
       reward is a missing sample (the rule of :mod:`fidia_jax.rl`): the estimate comes from the
       finite samples alone, never from ranking a NaN as the best.
+
+    Raises:
+      ValueError: ``rewards_n`` not 1-D, or ``passes_n`` not of its shape.
+      DataError: ``passes_n`` holds a value other than 0/1 (or False/True), e.g. NaN.
     """
+    _checks.assert_rank(rewards_n, 1, "rewards_n", where="success_at_n")
+    _checks.assert_shape(passes_n, np.shape(rewards_n), "passes_n", where="success_at_n")
+    if np.isin(np.asarray(passes_n, np.float64), (0.0, 1.0), invert=True).any():
+        raise DataError(
+            "success_at_n: passes_n must hold only 0/1 or False/True verdicts, got values "
+            f"{np.unique(np.asarray(passes_n, np.float64))[:5].tolist()}"
+        )
     rewards_n = np.asarray(rewards_n, np.float64)
     finite = np.isfinite(rewards_n)
     rewards_m = rewards_n[finite]
@@ -69,7 +81,14 @@ def mean_pairwise_identity(sequences_NxL: np.ndarray, positions_L: np.ndarray) -
     Args:
       sequences_NxL: ``(N, L)`` int tokens.
       positions_L: ``(L,)`` bool, positions compared.
+
+    Raises:
+      ValueError: ``sequences_NxL`` not 2-D, or ``positions_L`` not ``(L,)``.
     """
+    _checks.assert_rank(sequences_NxL, 2, "sequences_NxL", where="mean_pairwise_identity")
+    _checks.assert_shape(
+        positions_L, np.shape(sequences_NxL)[1:], "positions_L", where="mean_pairwise_identity"
+    )
     seqs = np.asarray(sequences_NxL)[:, np.asarray(positions_L, bool)]
     n = seqs.shape[0]
     if n < 2 or seqs.shape[1] == 0:

@@ -362,6 +362,9 @@ def fit_standardizer(
 def standardize(components: Mapping[str, np.ndarray], stats: Standardizer) -> dict[str, np.ndarray]:
     """``{name: (x - mean) / std}`` for every component present in both.
 
+    Values are not checked (the statistics are, by :func:`fit_standardizer`): a NaN component
+    value stays NaN in its z-score (NaN in, NaN out), never replaced.
+
     Raises:
       ValueError: a component has no statistics.
     """

@@ -31,10 +31,11 @@ import optax
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 
+from fidia_jax import _checks, metrics, models, parallel, train
 from fidia_jax import config as config_lib
-from fidia_jax import metrics, models, parallel, train
 from fidia_jax._checks import note_grid_edge
 from fidia_jax._io import atomic_path, json_text, resolve_data_dir
+from fidia_jax.errors import DataError
 from fidia_jax.projects.hist import data, lattice
 from fidia_jax.projects.hist.configs import METHODS, HistConfig
 from fidia_jax.projects.hist.losses import masked_mse
@@ -194,7 +195,14 @@ def prepare_sections(config: HistConfig, workdir: str | pathlib.Path | None = No
 def section_metrics(y_true: np.ndarray, y_pred: np.ndarray, eval_genes: int) -> dict[str, Any]:
     """Pooled PCC and R² over spots x genes, the mean per-gene PCC over the first
     ``eval_genes`` genes (genes constant in the section are left out of that mean) and the
-    per-gene PCCs themselves (``gene_pcc``, a list; NaN for a constant gene) for paired tests."""
+    per-gene PCCs themselves (``gene_pcc``, a list; NaN for a constant gene) for paired tests.
+
+    Raises:
+      ValueError: shapes that differ (``pearson_r``).
+      DataError: a NaN/inf in ``y_true`` or ``y_pred`` (naming which; a NaN gene would
+        otherwise drop silently out of ``mean_gene_pcc``)."""
+    _checks.assert_finite(y_true, "y_true", where="section_metrics")
+    _checks.assert_finite(y_pred, "y_pred", where="section_metrics")
     per_gene = np.asarray(metrics.pearson_r(y_true[:, :eval_genes], y_pred[:, :eval_genes], axis=0))
     return {
         "gene_pcc": [float(v) for v in per_gene],
@@ -443,7 +451,28 @@ def neighbour_features(coords: np.ndarray, feats: np.ndarray) -> np.ndarray:
     own features there).
 
     The "neighbour ridge" baseline: the simplest model that sees spatial context.
+
+    Args:
+      coords: ``(n, 2)`` integer lattice coordinates (whole-valued floats accepted).
+      feats: ``(n, F)`` finite features.
+
+    Raises:
+      ValueError: a wrong rank or width, or row counts that differ (naming the argument).
+      DataError: a NaN/inf in ``feats`` or a fractional coordinate.
     """
+    where = "neighbour_features"
+    _checks.assert_rank(coords, 2, "coords", where=where, detail="(n, 2) lattice positions")
+    _checks.assert_rank(feats, 2, "feats", where=where, detail="(n, F) features")
+    if np.shape(coords)[1] != 2:
+        raise ValueError(f"{where}: coords must be (n, 2), got shape {np.shape(coords)}")
+    if np.shape(feats)[0] != np.shape(coords)[0]:
+        raise ValueError(
+            f"{where}: feats has {np.shape(feats)[0]} rows but coords {np.shape(coords)[0]} spots"
+        )
+    _checks.assert_finite(feats, "feats", where=where)
+    _checks.assert_finite(coords, "coords", where=where)
+    if np.any(np.asarray(coords) != np.round(np.asarray(coords))):
+        raise DataError(f"{where}: coords must be integer lattice positions")
     c = np.asarray(coords, np.int64)
     f = np.asarray(feats, np.float32)
     c0 = c - c.min(axis=0) + 1  # a border of 1 so every offset indexes the grid

@@ -232,8 +232,12 @@ def paired_test(a: np.ndarray, b: np.ndarray, alpha: float = 0.05) -> dict[str, 
     if a.shape != b.shape or a.ndim != 1 or len(a) < 2:
         raise ValueError(f"paired_test: need two 1-D arrays of one length >= 2, got {a.shape}, "
                          f"{b.shape}")  # fmt: skip
-    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
-        raise ValueError("paired_test: scores must be finite")
+    for name, v in (("a", a), ("b", b)):
+        if not np.all(np.isfinite(v)):
+            raise ValueError(
+                f"paired_test: scores must be finite, {name} holds "
+                f"{int(np.sum(~np.isfinite(v)))} NaN/inf value(s)"
+            )
     diff = a - b
     p = 1.0 if np.all(diff == 0) else float(scipy.stats.wilcoxon(a, b).pvalue)
     return {

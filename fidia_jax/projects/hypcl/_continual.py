@@ -52,8 +52,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import optim, parallel, train
-from fidia_jax.errors import TrainingError
+from fidia_jax import _checks, optim, parallel, train
+from fidia_jax.errors import DataError, TrainingError
 from fidia_jax.projects.hypcl.losses import embedding_distillation, masked_cross_entropy
 from fidia_jax.projects.hypcl.model import BallParam, PrototypeAdapter
 
@@ -76,16 +76,72 @@ def _floored_std(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class ContinualData:
     """Train/test features and labels plus the task list (label tuples); ``raw``: the same data
-    before standardisation (``None`` when these are the raw features)."""
+    before standardisation (``None`` when these are the raw features).
+
+    Args:
+      x_tr, x_te: ``(N, D)`` / ``(M, D)`` finite features (stored float32).
+      y_tr, y_te: ``(N,)`` / ``(M,)`` integer labels in ``[0, max label of the tasks]``
+        (whole-valued floats are accepted; a fractional label is never truncated).
+      tasks: label tuples, one per task.
+
+    Raises:
+      ValueError: a wrong rank (naming the argument).
+      DataError: a NaN/inf feature, feature widths or row counts that disagree, a non-integer
+        label, or a label outside ``[0, max label of the tasks]`` (each message names the
+        argument).
+    """
 
     def __init__(self, x_tr, y_tr, x_te, y_te, tasks, raw: ContinualData | None = None):
-        self.x_tr = np.asarray(x_tr, np.float32)
-        self.y_tr = np.asarray(y_tr, np.int32)
-        self.x_te = np.asarray(x_te, np.float32)
-        self.y_te = np.asarray(y_te, np.int32)
         self.tasks = [tuple(int(c) for c in t) for t in tasks]
-        self.num_classes = int(max(max(t) for t in self.tasks)) + 1
+        num_classes = int(max(max(t) for t in self.tasks)) + 1
+        for xn, x, yn, y in (("x_tr", x_tr, "y_tr", y_tr), ("x_te", x_te, "y_te", y_te)):
+            _check_split(xn, x, yn, y, num_classes)
+        if np.shape(x_tr)[1] != np.shape(x_te)[1]:
+            raise DataError(
+                f"ContinualData: x_te has {np.shape(x_te)[1]} features but x_tr has "
+                f"{np.shape(x_tr)[1]}"
+            )
+        self.x_tr = np.asarray(x_tr, np.float32)
+        self.y_tr = np.asarray(y_tr).astype(np.int32)
+        self.x_te = np.asarray(x_te, np.float32)
+        self.y_te = np.asarray(y_te).astype(np.int32)
+        self.num_classes = num_classes
         self.raw = raw
+
+
+def check_stream_inputs(x, y, *, where: str = "run_stream") -> None:
+    """Host-side checks of the ``(x, y)`` a stream is split from (:func:`run_stream`): ``x``
+    ``(N, D)`` finite, ``y`` ``(N,)``; label values are checked per split by
+    :class:`ContinualData`.
+
+    Raises:
+      ValueError: a wrong rank; DataError: row counts that differ or a NaN/inf in ``x`` (each
+        naming the argument).
+    """
+    _checks.assert_rank(x, 2, "x", where=where, detail="(N, D) features")
+    _checks.assert_rank(y, 1, "y", where=where, detail="(N,) labels")
+    if np.shape(y)[0] != np.shape(x)[0]:
+        raise DataError(f"{where}: y has {np.shape(y)[0]} labels but x {np.shape(x)[0]} rows")
+    _checks.assert_finite(x, "x", where=where)
+
+
+def _check_split(x_name: str, x, y_name: str, y, num_classes: int) -> None:
+    """Host-side checks of one split of :class:`ContinualData` (see its ``Raises``)."""
+    where = "ContinualData"
+    _checks.assert_rank(x, 2, x_name, where=where, detail="(N, D) features")
+    _checks.assert_rank(y, 1, y_name, where=where, detail="(N,) labels")
+    _checks.assert_finite(x, x_name, where=where)
+    if np.shape(y)[0] != np.shape(x)[0]:
+        raise DataError(
+            f"{where}: {y_name} has {np.shape(y)[0]} labels but {x_name} {np.shape(x)[0]} rows"
+        )
+    lab = np.asarray(y)
+    if lab.size and not np.issubdtype(lab.dtype, np.integer):
+        if not np.issubdtype(lab.dtype, np.floating) or np.any(lab != np.round(lab)):
+            raise DataError(f"{where}: {y_name} must hold integer class labels, got {lab.dtype}")
+    _checks.assert_value_range(
+        lab, 0, num_classes - 1, y_name, where=where, detail="the classes the tasks name"
+    )
 
 
 def stratified_split(y, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -40,12 +40,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from fidia_jax import optim, parallel, train
+from fidia_jax import _checks, optim, parallel, train
 from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.config import config_to_dict
 from fidia_jax.data import load_shakespeare, sample_windows
 from fidia_jax.errors import ConfigError, TrainingError
-from fidia_jax.models import LlamaConfig
+from fidia_jax.models import LlamaConfig, check_token_ids
 from fidia_jax.projects.optimizers.configs import LmConfig
 from fidia_jax.train import LmTask, lm_data_mesh, make_lm_batch_fn, make_lm_task, place_lm_batch
 
@@ -105,12 +105,20 @@ def make_task(config: LmConfig, *, tokens: tuple[Any, Any] | None = None) -> LmT
 
     Raises:
       DataError: the Shakespeare directory is missing (when ``tokens`` is not given).
-      ValueError: a stream is not longer than ``data.seq_len``.
+      ValueError: a stream is not longer than ``data.seq_len``; a given stream that is not 1-D
+        integer ids in ``[0, vocab_size)`` (the message names ``tokens[0]`` / ``tokens[1]``).
     """
     d = config.data
     if tokens is None:
         splits = load_shakespeare(d.data_dir, max_files=d.max_files or None)
         tokens = (splits.train, splits.val)
+    else:
+        vocab = llama_config(config).vocab_size
+        for i, stream in enumerate(tokens):
+            name = f"tokens[{i}]"
+            _checks.assert_rank(stream, 1, name, where="make_task", detail="a byte stream")
+            _checks.assert_type(np.asarray(stream), (np.integer,), name, where="make_task")
+            check_token_ids(np.asarray(stream), vocab, name=name, where="make_task")
     data_key = jax.random.key(config.seed + 1000 if d.data_seed is None else d.data_seed)
     val_tokens = sample_windows(
         jax.random.key(d.val_seed), jnp.asarray(tokens[1]), d.val_windows, d.seq_len
@@ -270,6 +278,23 @@ def _without_optimizer(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k != "optimizer"}
 
 
+def _without_location(config: dict[str, Any]) -> dict[str, Any]:
+    """The config without ``data.data_dir``: where the shared data lie is not the experiment."""
+    data = {k: v for k, v in config.get("data", {}).items() if k != "data_dir"}
+    return {**config, "data": data}
+
+
+def _differing_keys(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    keys = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            keys += _differing_keys(va, vb, f"{prefix}{k}.")
+        elif va != vb:
+            keys.append(f"{prefix}{k}")
+    return keys
+
+
 def _claim_workdir(workdir: pathlib.Path, config: LmConfig) -> None:
     """Checks that ``workdir`` may hold this run, then records its config.
 
@@ -286,12 +311,14 @@ def _claim_workdir(workdir: pathlib.Path, config: LmConfig) -> None:
     for path in sorted((workdir / "configs").glob("*.json")):
         other = json.loads(path.read_text(encoding="utf-8"))
         same_run = path.stem == name
-        if (other if same_run else _without_optimizer(other)) != (
-            mine if same_run else _without_optimizer(mine)
-        ):
+        a, b = _without_location(other), _without_location(mine)
+        if not same_run:
+            a, b = _without_optimizer(a), _without_optimizer(b)
+        if a != b:
             what = f"the {name} run" if same_run else f"a run ({path.stem}) of another experiment"
             raise ConfigError(
-                f"{workdir} holds {what} with a different config ({path}); use a new workdir"
+                f"{workdir} holds {what} with a different config ({path}; differs in "
+                f"{', '.join(_differing_keys(a, b))}); use a new workdir"
             )
     train.write_json(workdir / "configs" / f"{name}.json", mine)
 
@@ -393,11 +420,11 @@ def train_and_evaluate(
     parallel.initialize_distributed()  # before any array exists; no-op without a launcher
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    _claim_workdir(workdir, config)
     mesh = parallel.data_mesh(config.data.batch_size)
     name = config.optimizer.name
     with train.stage("loading Shakespeare and building the model"):
         task = make_task(config, tokens=tokens)
+    _claim_workdir(workdir, config)  # after the data loaded: a failed start records nothing
     tx = make_optimizer(config)
     step, batch = train.make_train_step(task.loss_fn, tx, mesh=mesh), make_lm_batch_fn(task, mesh)
     state = _initial_state(task, tx, mesh)

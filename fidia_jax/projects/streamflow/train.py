@@ -41,7 +41,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, losses, metrics, models, parallel, train
+from fidia_jax import _checks, data, losses, metrics, models, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.streamflow import perflow
 from fidia_jax.projects.streamflow.configs import StreamFlowConfig
@@ -262,9 +262,36 @@ def _to_proxy_rgb(images_NxSxSx1: np.ndarray) -> np.ndarray:
     return np.repeat(x, 3, axis=-1)
 
 
-def fd_proxy(images_a: np.ndarray, images_b: np.ndarray) -> float:
+def fd_proxy(images_a: np.ndarray, images_b: np.ndarray, *, clip_a: bool = False) -> float:
     """AlexNet Fréchet distance (**proxy, not FID**) of two ``(N, S, S, 1)`` sets in ``[-1, 1]``,
-    on equal set sizes (the first ``min(N, M)`` of each)."""
+    on equal set sizes (the first ``min(N, M)`` of each).
+
+    Args:
+      images_a, images_b: ``(N, S, S, 1)`` / ``(M, S, S, 1)`` finite gray images in ``[-1, 1]``.
+      clip_a: clip ``images_a`` into ``[-1, 1]`` first instead of checking it (for generated
+        samples, which overshoot the data range a little; the driver passes ``True`` for them,
+        as pixel quantisation would). ``images_b`` is always checked.
+
+    Raises:
+      ValueError: a set not ``(N, S, S, 1)``, or the two sets' image shapes differ.
+      DataError: a NaN/inf, or a value outside ``[-1, 1]`` (of ``images_a`` unless ``clip_a``),
+        naming the argument.
+    """
+    where = "fd_proxy"
+    for name, x in (("images_a", images_a), ("images_b", images_b)):
+        _checks.assert_rank(x, 4, name, where=where, detail="(N, S, S, 1) gray images")
+        if np.shape(x)[-1] != 1:
+            raise ValueError(f"{where}: {name} must have 1 channel, got shape {np.shape(x)}")
+        _checks.assert_finite(x, name, where=where)
+    if np.shape(images_a)[1:] != np.shape(images_b)[1:]:
+        raise ValueError(
+            f"{where}: images_a {np.shape(images_a)} and images_b {np.shape(images_b)} differ in "
+            "image shape"
+        )
+    if clip_a:
+        images_a = np.clip(images_a, -1.0, 1.0)
+    _checks.assert_value_range(images_a, -1.0, 1.0, "images_a", where=where)
+    _checks.assert_value_range(images_b, -1.0, 1.0, "images_b", where=where)
     n = min(images_a.shape[0], images_b.shape[0])
     return float(
         metrics.alexnet_frechet_distance(_to_proxy_rgb(images_a[:n]), _to_proxy_rgb(images_b[:n]))
@@ -332,7 +359,7 @@ def _evaluate(apply_fn, params, config: StreamFlowConfig, holdout: np.ndarray) -
             "finite": bool(np.all(np.isfinite(samples[k]))),
         }
         if config.fd_proxy:
-            row["alexnet_fd_proxy"] = fd_proxy(samples[k], holdout)
+            row["alexnet_fd_proxy"] = fd_proxy(samples[k], holdout, clip_a=True)
         result["steps"][str(n)] = row
     result["samples"] = samples
     return result

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fidia_jax import rl
+from fidia_jax import _checks, rl
 
 __all__ = ["linear_td0_path", "random_linear_mrp", "run_linear_td0"]
 
@@ -36,12 +36,15 @@ def random_linear_mrp(
       :class:`fidia_jax.rl.LinearMRP`.
 
     Raises:
-      ValueError: ``n_features > n_states`` or discount outside ``[0, 1)``.
+      ValueError: ``n_features > n_states``, discount outside ``[0, 1)`` or sparsity outside
+        ``[0, 1)``.
     """
     if n_features > n_states:
         raise ValueError(f"n_features={n_features} must be <= n_states={n_states}")
     if not 0.0 <= discount < 1.0:
         raise ValueError(f"discount must be in [0, 1), got {discount}")
+    if not 0.0 <= sparsity < 1.0:
+        raise ValueError(f"random_linear_mrp: sparsity must be in [0, 1), got {sparsity}")
     kp, kr, kf, ks = jax.random.split(key, 4)
     p = jax.random.dirichlet(kp, jnp.ones((n_states,)), (n_states,))
     if sparsity > 0:
@@ -74,6 +77,8 @@ def _td0_step(key, mrp, schedule, mu, *, markovian, l2_reg):
 def _td0_start(key, mrp, theta0):
     """``(theta, s0, mu, key)``: the initial weights and state, the stationary distribution."""
     d = mrp.features.shape[1]
+    if theta0 is not None:
+        _checks.assert_shape(theta0, (d,), "theta0", where="run_linear_td0 / linear_td0_path")
     theta = jnp.zeros((d,), jnp.float32) if theta0 is None else theta0
     mu = rl.stationary_distribution(mrp.transition)
     k0, key = jax.random.split(key)
@@ -101,7 +106,8 @@ def run_linear_td0(
       markovian: sample one trajectory (started from the stationary distribution) instead of
         i.i.d. transitions from ``mu``.
       l2_reg: regulariser ``lambda`` of the regularised TD(0).
-      theta0: ``(d,)`` initial weights.
+      theta0: ``(d,)`` initial weights (shape checked, also under ``jit``; values are not:
+        NaN in, NaN out).
 
     Returns:
       ``(d,)`` last iterate ``theta_T``. A chain without a unique stationary distribution (so
@@ -110,7 +116,7 @@ def run_linear_td0(
 
     Raises:
       ValueError: (concrete ``mrp``) a chain without a unique stationary distribution (see
-        :func:`fidia_jax.rl.stationary_distribution`).
+        :func:`fidia_jax.rl.stationary_distribution`); ``theta0`` not of shape ``(d,)``.
     """
     theta, s0, mu, key = _td0_start(key, mrp, theta0)
     step = _td0_step(key, mrp, schedule, mu, markovian=markovian, l2_reg=l2_reg)

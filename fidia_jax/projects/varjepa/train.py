@@ -27,7 +27,7 @@ import optax
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 
-from fidia_jax import metrics, parallel, train
+from fidia_jax import _checks, metrics, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.varjepa import data, losses
 from fidia_jax.projects.varjepa import model as models
@@ -275,11 +275,29 @@ def probe(config: VarJepaConfig, z_train, y_train, z_test, y_test) -> dict[str, 
 
     Features are standardised with the training rows' statistics.
 
+    Args:
+      z_train, z_test: ``(N, D)`` / ``(M, D)`` finite features.
+      y_train, y_test: ``(N,)`` / ``(M,)`` class labels.
+
     Returns:
       ``{"linear_acc", "mlp_acc"?, "linear_errors" (N_test,) 0/1, "linear_conf" (N_test,)}``.
+
+    Raises:
+      ValueError: a wrong rank, feature widths or row counts that differ (naming the argument).
+      DataError: a NaN/inf in ``z_train`` / ``z_test``.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
+
+    for zn, z, yn, y in (("z_train", z_train, "y_train", y_train),
+                         ("z_test", z_test, "y_test", y_test)):  # fmt: skip
+        _checks.assert_rank(z, 2, zn, where="probe", detail="(N, D) features")
+        _checks.assert_shape(y, np.shape(z)[:1], yn, where="probe")
+        _checks.assert_finite(z, zn, where="probe")
+    if np.shape(z_test)[1] != np.shape(z_train)[1]:
+        raise ValueError(
+            f"probe: z_test has {np.shape(z_test)[1]} features but z_train {np.shape(z_train)[1]}"
+        )
 
     scaler = StandardScaler().fit(z_train)
     a, b = scaler.transform(z_train), scaler.transform(z_test)
