@@ -7,7 +7,7 @@ PYTEST_ARGS ?= -n 2
 # The docstring examples of these modules run as written (--doctest-modules).
 DOCTEST_PATHS := fidia_jax/config.py fidia_jax/rl fidia_jax/optim fidia_jax/train
 
-.PHONY: demo test test-integration test-slow bench lint docs clean
+.PHONY: demo test test-integration test-slow bench lint docs clean multiprocess
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ test-integration: $(STAMP)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
+# A multi-host launch rehearsed on this machine: 2 JAX processes x 2 CPU devices on localhost
+# (coordinator on a free port, gloo collectives) train LDL-DVS's tiny preset together; process 0
+# writes out/multiprocess and prints the table (tests/distributed: equal to one process).
+multiprocess: $(STAMP)
+	$(PY) -m fidia_jax.launch -n 2 --devices 2 -- $(PY) -m fidia_jax ldl train --config tiny --workdir out/multiprocess
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

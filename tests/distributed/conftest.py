@@ -1,6 +1,6 @@
 """A fixture that runs a command as N real JAX processes on localhost.
 
-It uses ``tools/localhost_multiprocess.py`` (the launcher the docs give users): a coordinator
+It uses :mod:`fidia_jax.launch` (the launcher the docs give users): a coordinator
 on a free port, gloo CPU collectives, ``devices`` host CPU devices per process. Every run has a
 timeout; nothing outlives it (the launcher kills all processes), and a failure shows every
 process's output.
@@ -8,7 +8,6 @@ process's output.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pathlib
 import sys
@@ -20,16 +19,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-def _launcher():
-    spec = importlib.util.spec_from_file_location(
-        "localhost_multiprocess", REPO_ROOT / "tools" / "localhost_multiprocess.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-launcher = _launcher()
+from fidia_jax import launch as launcher  # noqa: E402
 
 
 class Proc(NamedTuple):

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
-LAUNCHER = REPO_ROOT / "tools" / "localhost_multiprocess.py"
+LAUNCHER = ["-m", "fidia_jax.launch"]  # the documented user command (python -m fidia_jax.launch)
 
 
 def _losses(workdir):
@@ -37,8 +37,8 @@ def test_optimizers_tiny_two_processes_match_one(
     two, one = tmp_path / "two", tmp_path / "one"
     cli = ["-m", "fidia_jax", "optimizers", "train", "--config", "tiny",
            "--data-dir", shared_data_dir]  # fmt: skip
-    # the documented user command: the launcher script itself, 2 processes x 2 devices
-    procs = multiprocess([LAUNCHER, "-n", "2", "--devices", "2", "--timeout", "80", "--",
+    # the documented user command: the launcher itself, 2 processes x 2 devices
+    procs = multiprocess([*LAUNCHER, "-n", "2", "--devices", "2", "--timeout", "80", "--",
                           sys.executable, *cli, "--workdir", two], n=1, timeout=90)  # fmt: skip
     out = procs[0].stdout + procs[0].stderr
     assert "process 1/2 done" in out
@@ -78,7 +78,7 @@ def test_a_killed_process_stops_the_other(multiprocess):
 
 
 def test_launcher_reports_the_failure(multiprocess):
-    (res,) = multiprocess([LAUNCHER, "-n", "2", "--grace", "5", "--timeout", "60", "--",
+    (res,) = multiprocess([*LAUNCHER, "-n", "2", "--grace", "5", "--timeout", "60", "--",
                            sys.executable, HERE / "die_worker.py"], n=1, expect_ok=False)  # fmt: skip
     assert res.code == 3
     assert "process 1 exited with 3" in res.stderr
