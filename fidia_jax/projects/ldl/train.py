@@ -26,7 +26,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from fidia_jax import metrics, models, parallel, train
+from fidia_jax import _checks, metrics, models, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.errors import DataError
 from fidia_jax.projects.ldl import data, losses
@@ -35,6 +35,7 @@ from fidia_jax.projects.ldl.configs import LdlConfig
 __all__ = [
     "METRICS",
     "baseline_predict",
+    "choose_knn_k",
     "cross_validate",
     "fit_predict",
     "format_table",
@@ -129,7 +130,8 @@ def baseline_predict(name: str, x_train, d_train, x_test, *, k: int = 10) -> np.
 
     Raises:
       ValueError: an unknown ``name``, shapes that disagree or ``k`` not in ``[1, N]``.
-      DataError: ``d_train`` is not a set of label distributions.
+      DataError: ``d_train`` is not a set of label distributions, or a NaN/inf in ``x_train`` /
+        ``x_test`` (naming it).
     """
     from sklearn.linear_model import RidgeCV
     from sklearn.neighbors import NearestNeighbors
@@ -146,6 +148,8 @@ def baseline_predict(name: str, x_train, d_train, x_test, *, k: int = 10) -> np.
             f"baseline_predict: d_train {d_train.shape} must be (N, c), N = {x_train.shape[0]}"
         )
     data.check_label_distributions(d_train, "baseline_predict: d_train")
+    _checks.assert_finite(x_train, "x_train", where="baseline_predict")
+    _checks.assert_finite(x_test, "x_test", where="baseline_predict")
     if name == "aa_knn":
         if not 1 <= k <= len(x_train):
             raise ValueError(f"baseline_predict: need 1 <= k <= {len(x_train)}, got k={k}")
@@ -158,6 +162,74 @@ def baseline_predict(name: str, x_train, d_train, x_test, *, k: int = 10) -> np.
         c = d_train.shape[1]
         return np.where(s > 0, p / np.where(s > 0, s, 1.0), 1.0 / c)
     raise ValueError(f"baseline_predict: unknown baseline {name!r}; known: aa_knn, ridge")
+
+
+#: Fraction of a training fold held out by :func:`choose_knn_k`.
+KNN_VALIDATION_FRACTION = 0.2
+
+
+def choose_knn_k(
+    x_train,
+    d_train,
+    pos,
+    neg,
+    *,
+    grid=(3, 5, 10, 20),
+    metric: str = "divisiveness_error",
+    seed: int | list[int] = 0,
+    val_fraction: float = KNN_VALIDATION_FRACTION,
+) -> tuple[int, dict[int, float]]:
+    """``aa_knn``'s ``k``, chosen on an inner split of one fold's training rows only.
+
+    The rows are permuted by ``np.random.default_rng(seed).permutation(N)``; the first
+    ``ceil(val_fraction * N)`` are the inner validation part, the rest the inner fitting part.
+    For every ``k`` of ``grid`` with ``k <=`` the fitting part's size, :func:`baseline_predict`
+    fitted on the fitting part predicts the validation part, scored by ``metric`` (one of
+    :data:`METRICS`, from :func:`fidia_jax.metrics.ldl_metrics`; lowest wins, highest for
+    cosine and intersection; ties: the first in grid order). Nothing outside the given rows is
+    read, so the fold's test rows cannot move the choice.
+
+    Args:
+      x_train: ``(N, F)`` the fold's (standardised) training features.
+      d_train: ``(N, c)`` their label distributions.
+      pos, neg: the data set's polarity label indices (for ``divisiveness_error``).
+      grid: candidate ``k`` values (integers >= 1).
+      metric: the selection metric.
+      seed: the inner split's seed (an int or a list of ints, as ``np.random.default_rng``
+        takes).
+      val_fraction: in ``(0, 1)``.
+
+    Returns:
+      ``(k, scores)``: the chosen ``k`` and the validation score of every ``k`` tried.
+
+    Raises:
+      ValueError: an unknown ``metric``, ``val_fraction`` outside ``(0, 1)``, fewer than 2
+        rows, or no ``k`` of ``grid`` fits the inner fitting part.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"choose_knn_k: metric must be one of {METRICS}, got {metric!r}")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"choose_knn_k: val_fraction must be in (0, 1), got {val_fraction}")
+    x_train = np.asarray(x_train, np.float64)
+    d_train = np.asarray(d_train, np.float64)
+    n = len(x_train)
+    if n < 2:
+        raise ValueError(f"choose_knn_k: need at least 2 training rows, got {n}")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = min(n - 1, max(1, int(np.ceil(val_fraction * n))))
+    val, fit = perm[:n_val], perm[n_val:]
+    ks = [int(k) for k in grid if 1 <= int(k) <= len(fit)]
+    if not ks:
+        raise ValueError(
+            f"choose_knn_k: no k of grid {tuple(grid)} is in [1, {len(fit)}] (inner fitting rows)"
+        )
+    sign = -1.0 if _higher_is_better(metric) else 1.0
+    scores: dict[int, float] = {}
+    for k in ks:
+        p = baseline_predict("aa_knn", x_train[fit], d_train[fit], x_train[val], k=k)
+        scores[k] = float(metrics.ldl_metrics(d_train[val], p, pos, neg)[metric])
+    best = min(ks, key=lambda k: (sign * scores[k], ks.index(k)))
+    return best, scores
 
 
 def paired_tests(a_folds, b_folds) -> dict[str, float]:
@@ -301,7 +373,8 @@ def fit_predict(
     Raises:
       ValueError: shapes disagree.
       DataError: a row of ``d_train`` that is not a label distribution (negative, all zero, or
-        not summing to 1 within ``data.ROW_SUM_ATOL``: nothing is renormalised silently).
+        not summing to 1 within ``data.ROW_SUM_ATOL``: nothing is renormalised silently), or a
+        NaN/inf in ``x_train`` / ``x_test`` (naming it).
     """
     x_train, x_test = np.asarray(x_train, np.float32), np.asarray(x_test, np.float32)
     d_train = np.asarray(d_train, np.float32)
@@ -316,6 +389,8 @@ def fit_predict(
             f"N_train = {x_train.shape[0]}"
         )
     data.check_label_distributions(d_train, "fit_predict: d_train")
+    _checks.assert_finite(x_train, "x_train", where="fit_predict")
+    _checks.assert_finite(x_test, "x_test", where="fit_predict")
     x = np.concatenate([x_train, x_test])[None]
     d = np.concatenate(
         [d_train, np.full((len(x_test), d_train.shape[1]), 1.0 / d_train.shape[1], np.float32)]
@@ -365,7 +440,10 @@ def cross_validate(
       ``folds`` (per (repeat, fold, alpha): the metrics), ``summary`` (``str(alpha)`` -> metric
       -> ``{"mean", "std"}`` over folds), ``ratio_vs_kl`` (``str(alpha)`` -> metric -> mean /
       KL-only mean), ``baseline_folds`` / ``baseline_summary`` (the same for each of
-      ``config.baselines``, fitted on each fold's standardised training rows),
+      ``config.baselines``, fitted on each fold's standardised training rows; each ``aa_knn``
+      fold row also holds ``knn_k``, chosen by :func:`choose_knn_k` on an inner split of that
+      fold's training rows (seed ``[seed, repeat, fold index from 0]``) unless ``config.knn_k_grid`` is
+      empty),
       ``paired_vs_baselines`` (``str(alpha)`` -> baseline -> metric -> :func:`paired_tests` of
       the model's per-fold scores minus the baseline's; empty with a single fold), ``loss_curves`` (``str(alpha)`` -> mean training-loss curve, at most 100
       points), ``wall_s``.
@@ -436,9 +514,25 @@ def cross_validate(
         ):
             for f, (tr, te) in enumerate(splits):
                 for name in baselines:
-                    p = baseline_predict(name, xs[f, tr], d[tr], xs[f, te], k=config.knn_k)
+                    extra: dict[str, Any] = {}
+                    k = config.knn_k
+                    if name == "aa_knn" and config.knn_k_grid:  # training rows only
+                        k, _ = choose_knn_k(
+                            xs[f, tr],
+                            d[tr],
+                            ds.pos,
+                            ds.neg,
+                            grid=config.knn_k_grid,
+                            metric=config.knn_k_metric,
+                            seed=[config.seed, repeat, f],
+                        )
+                    if name == "aa_knn":
+                        extra["knn_k"] = int(k)
+                    p = baseline_predict(name, xs[f, tr], d[tr], xs[f, te], k=k)
                     vals = metrics.ldl_metrics(d[te], p, ds.pos, ds.neg)
-                    base_rows.append({"repeat": repeat, "fold": f + 1, "baseline": name, **vals})
+                    base_rows.append(
+                        {"repeat": repeat, "fold": f + 1, "baseline": name, **vals, **extra}
+                    )
     n_runs = len(rows) // len(config.alphas)
     summary: dict[str, dict[str, dict[str, float]]] = {}
     for alpha in config.alphas:

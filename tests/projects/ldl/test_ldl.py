@@ -173,9 +173,10 @@ def test_tiny_run_scores_the_baselines_on_the_same_folds(tiny_run):
     tr, te = ldl.kfold_splits(len(ds.labels), cfg.n_folds, cfg.seed + 1)[1]
     x = ds.features
     mu, sd = x[tr].mean(0), x[tr].std(0)
-    p = ldl.baseline_predict("aa_knn", (x[tr] - mu) / sd, ds.labels[tr], (x[te] - mu) / sd)
-    want = metrics.ldl_metrics(ds.labels[te], p, ds.pos, ds.neg)
     row = [r for r in res["baseline_folds"] if r["baseline"] == "aa_knn" and r["fold"] == 2][0]
+    k = row["knn_k"]  # chosen on an inner split of the fold's training rows (test_ldl_knn_choice)
+    p = ldl.baseline_predict("aa_knn", (x[tr] - mu) / sd, ds.labels[tr], (x[te] - mu) / sd, k=k)
+    want = metrics.ldl_metrics(ds.labels[te], p, ds.pos, ds.neg)
     for m in ldl.METRICS:
         np.testing.assert_allclose(row[m], want[m], rtol=1e-5)
     model = [r["divisiveness_error"] for r in res["folds"] if r["alpha"] == 1.0]
