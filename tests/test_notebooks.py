@@ -117,7 +117,17 @@ def notebook_python(tmp_path_factory):
     root = tmp_path_factory.mktemp("notebook_venv")
     repo = NOTEBOOK_DIR.parent
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(repo)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(root / "dist"),
+            str(repo),
+        ],
         check=True,
     )
     (wheel,) = (root / "dist").glob("fidia_jax-*.whl")
