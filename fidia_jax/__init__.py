@@ -9,7 +9,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBPACKAGES = (
-    "config", "data", "errors", "kernels", "layers", "losses", "metrics", "models", "optim",
+    "config", "data", "errors", "kernels", "launch", "layers", "losses", "metrics", "models", "optim",
     "parallel", "projects", "protein", "rl", "train",
 )  # fmt: skip
 
