@@ -244,12 +244,17 @@ axes[0].set_title("keyword model per discipline (± official bootstrap std)")
 values = [
     float(it["correct"]) for it in reports["keyword"]["items"] if it["type"] in ("scq", "mcq")
 ]
-boot = [scoring.safesci_bootstrap(values, seed=s)[0] for s in range(20 if TINY else 500)]
-axes[1].hist(boot, bins=20, color="tab:gray")
-axes[1].axvline(np.mean(values), color="tab:red", label=f"full sample {np.mean(values):.3f}")
-axes[1].set_xlabel("official 5 x 34 % estimate")
-axes[1].set_title(f"spread over bootstrap seeds (std {np.std(boot):.3f})")
-axes[1].legend()
+if len(values) >= 3:  # the official 34 % subsample needs at least one item
+    boot = [scoring.safesci_bootstrap(values, seed=s)[0] for s in range(20 if TINY else 500)]
+    axes[1].hist(boot, bins=20, color="tab:gray")
+    axes[1].axvline(np.mean(values), color="tab:red", label=f"full sample {np.mean(values):.3f}")
+    axes[1].set_xlabel("official 5 x 34 % estimate")
+    axes[1].set_title(f"spread over bootstrap seeds (std {np.std(boot):.3f})")
+    axes[1].legend()
+else:  # the four built-in records hold 2 choice items: no bootstrap to show
+    axes[1].text(0.5, 0.5, f"{len(values)} choice items: too few for the official bootstrap",
+                 ha="center", va="center", transform=axes[1].transAxes)
+    axes[1].set_axis_off()
 plt.tight_layout()
 plt.show()
 

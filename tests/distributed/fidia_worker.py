@@ -23,9 +23,9 @@ import numpy as np  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from fidia_jax import models, protein  # noqa: E402
+from fidia_jax.parallel import gather_in_order  # noqa: E402
 from fidia_jax.projects import fidia  # noqa: E402
 from fidia_jax.projects.fidia import commands, design  # noqa: E402
-from fidia_jax.projects.fidia._split import gather_in_order  # noqa: E402
 from fidia_jax.projects.fidia._step import schedule  # noqa: E402
 
 #: the reference's size (tests/distributed/test_fidia_multiprocess.py builds the same)

@@ -204,7 +204,8 @@ def tune_on_validation(
       ``(chosen, trials)``: ``chosen[method] = {"learning_rate", "distill_weight",
       "val_average_accuracy"}`` (the best; ties: the first in grid order) and every trial.
     """
-    check_stream_inputs(x, y, where="tune_on_validation")
+    # shapes here; finiteness on the fitting and validation rows (ContinualData), never the test rows
+    check_stream_inputs(x, y, where="tune_on_validation", finite=False)
     tr, _ = stratified_split(y, config.test_fraction, config.seed)
     fit_i, val_i = stratified_split(y[tr], config.validation_fraction, config.seed + 1)
     fit, val = tr[fit_i], tr[val_i]
