@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from fidia_jax import _checks
 from fidia_jax.models import AddToResidual, Llama, PatchHeads
 
 __all__ = [
@@ -170,10 +171,13 @@ def top_heads(scores, k: int) -> np.ndarray:
 
     Raises:
       ValueError: ``scores`` not 2-D or ``k`` not in ``[1, L * Hq]``.
+      DataError: ``scores`` holds a NaN or inf (a NaN would sort as the largest score and
+        select its head silently).
     """
     s = np.asarray(scores, np.float64)
     if s.ndim != 2:
         raise ValueError(f"top_heads: scores must be (L, Hq), got shape {s.shape}")
+    _checks.assert_finite(s, "scores", where="top_heads")
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= s.size:
         raise ValueError(f"top_heads: k must be an int in [1, {s.size}], got {k!r}")
     order = np.argsort(-s.ravel(), kind="stable")[:k]

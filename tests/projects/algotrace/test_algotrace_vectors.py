@@ -13,6 +13,7 @@ import pytest
 from flax import nnx
 
 from fidia_jax import models
+from fidia_jax.errors import DataError
 from fidia_jax.projects.algotrace import vectors
 from fidia_jax.projects.algotrace.vectors import _head_out
 
@@ -156,6 +157,11 @@ def test_bad_inputs_name_the_problem(setup):
         vectors.head_indirect_effects(model, tokens, other, mean, 99)
     with pytest.raises(ValueError, match="k must be"):
         vectors.top_heads(np.zeros((2, 4)), 9)
+    # a NaN score would sort as the largest and pick its head silently
+    with pytest.raises(
+        DataError, match=r"top_heads: scores holds 1 NaN/inf value\(s\), first at index \(1, 2\)"
+    ):
+        vectors.top_heads(np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, np.nan, 0.0]]), 1)
     with pytest.raises(ValueError, match="heads"):
         vectors.function_vector(model, mean, np.ones((3, 4), bool))
     with pytest.raises(ValueError, match="names layer 2, but the model has 2 layers"):
