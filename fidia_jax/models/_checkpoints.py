@@ -36,7 +36,7 @@ import math
 import os
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import jax.numpy as jnp
@@ -221,6 +221,39 @@ def _build(cfg: LlamaConfig, get: Callable[[str], np.ndarray], where: str) -> Ll
         return value
 
     return init_without_compile(lambda: Llama(cfg, rngs=_rngs()), draw, seed=0)
+
+
+def _build_mapped(
+    cfg: LlamaConfig,
+    names: dict[str, tuple[str, bool]],
+    available: Collection[str],
+    load: Callable[[str], np.ndarray],
+    where: str,
+    source: str,
+    held: dict[str, np.ndarray] | None = None,
+) -> Llama:
+    """:func:`_build` with each leaf read through ``names`` (our dotted name -> (the file's
+    tensor name, transpose)): ``load(file_name)`` gives the array, transposed when asked and
+    cast by :func:`_to_param`; ``held`` (when given) receives every leaf as built (the
+    conversion cache's arrays).
+
+    Raises:
+      CheckpointError: a leaf without a rule, or a tensor missing from ``source``.
+    """
+
+    def get(name):
+        if name not in names:
+            raise CheckpointError(f"{where}: no rule for the model leaf {name}")
+        src, transpose = names[name]
+        if src not in available:
+            raise CheckpointError(f"{where}: tensor {src!r} is missing from {source!r}")
+        x = load(src)
+        out = _to_param(x.T if transpose else x, cfg)
+        if held is not None:
+            held[name] = out
+        return out
+
+    return _build(cfg, get, where)
 
 
 def _rngs():
@@ -482,20 +515,10 @@ def load_hf_checkpoint(
                 f"e.g. {extra[:3]}"
             )
         held: dict[str, np.ndarray] = {}
-
-        def get(name):
-            if name not in names:
-                raise CheckpointError(f"{where}: no rule for the model leaf {name}")
-            hf_name, transpose = names[name]
-            if hf_name not in tensors:
-                raise CheckpointError(f"{where}: tensor {hf_name!r} is missing from {root!r}")
-            x = tensors[hf_name]
-            out = _to_param(x.T if transpose else x, cfg)
-            if entry is not None:
-                held[name] = out
-            return out
-
-        model = _build(cfg, get, where)
+        model = _build_mapped(
+            cfg, names, tensors, tensors.__getitem__, where, root,
+            held if entry is not None else None,
+        )  # fmt: skip
         if entry is not None:
             _store_model(entry, held, {})
     return model
@@ -734,12 +757,7 @@ def _gguf_model(
             )
         held: dict[str, np.ndarray] = {}
 
-        def get(name):
-            if name not in names:
-                raise CheckpointError(f"{where}: no rule for the model leaf {name}")
-            gname, transpose = names[name]
-            if gname not in by_name:
-                raise CheckpointError(f"{where}: tensor {gname!r} is missing from {file!r}")
+        def load(gname: str) -> np.ndarray:
             t = by_name[gname]
             x = gguf.quants.dequantize(t.data, t.tensor_type)
             x = np.asarray(x, np.float32).reshape(tuple(int(n) for n in reversed(t.shape)))
@@ -748,12 +766,11 @@ def _gguf_model(
             if arch == "llama" and gname.endswith(("attn_q.weight", "attn_k.weight")):
                 heads = cfg.n_heads if gname.endswith("attn_q.weight") else cfg.n_kv_heads
                 x = _unpermute_qk(x, heads)
-            out = _to_param(x.T if transpose else x, cfg)
-            if entry is not None:
-                held[name] = out
-            return out
+            return x
 
-        model = _build(cfg, get, where)
+        model = _build_mapped(
+            cfg, names, by_name, load, where, file, held if entry is not None else None
+        )
         if entry is not None:
             _store_model(entry, held, {"config": _config_json(cfg, cfg0.max_seq_len)})
     return model
