@@ -17,28 +17,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fidia_jax import train
 from fidia_jax.projects.hist import data
 from fidia_jax.projects.hist.configs import get_config
 from fidia_jax.projects.hist.train import _prepare, fit_predict
 
 
-@pytest.fixture
-def fit_runs(monkeypatch):
-    """``(mesh size, losses)`` of every ``train.fit`` call (checks the mesh is used)."""
-    runs, fit = [], train.fit
-
-    def spy(*args, **kwargs):
-        res = fit(*args, **kwargs)
-        runs.append((kwargs["mesh"].size, [r["loss"] for r in res.history if "loss" in r]))
-        return res
-
-    monkeypatch.setattr(train, "fit", spy)
-    return runs
-
-
 @pytest.mark.parametrize("method", ["hist", "mlp"])
-def test_mesh_matches_one_device(method, fit_runs):
+def test_mesh_matches_one_device(method, fit_calls):
     secs = data.synthetic_sections(3, shape=(8, 8), n_features=6, n_genes=8, seed=3)
     prep = _prepare(secs, 6, "all_sections", folds=3)
     view = prep.for_fold(2)  # trained on sections 0 and 1: 29 + 35 = 64 spots (the MLP's rows)
@@ -47,7 +32,7 @@ def test_mesh_matches_one_device(method, fit_runs):
         fit_predict(method, view, [0, 1], 2, dataclasses.replace(config, num_devices=n))[0]
         for n in (1, 0)
     ]
-    (n1, l1), (n4, l4) = fit_runs
+    (n1, l1), (n4, l4) = [(c.mesh_size, c.losses()) for c in fit_calls]
     assert (n1, n4) == (1, 4) and len(l1) == 4  # 2 epochs x 2 training sections
     np.testing.assert_allclose(l4, l1, rtol=1e-5)
     np.testing.assert_allclose(preds[1], preds[0], rtol=1e-4, atol=1e-5)

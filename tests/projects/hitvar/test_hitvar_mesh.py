@@ -19,27 +19,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from fidia_jax import parallel, train
+from fidia_jax import parallel
 from fidia_jax.projects import hitvar
 from fidia_jax.projects.hitvar._common import _schedule
 from fidia_jax.projects.hitvar.train import _train_conv_sr, _train_tokenizer
 
 
-@pytest.fixture
-def fit_meshes(monkeypatch):
-    """The device count of the mesh of every ``train.fit`` call (checks the mesh is used)."""
-    sizes, fit = [], train.fit
-
-    def spy(*args, **kwargs):
-        sizes.append(kwargs["mesh"].size)
-        return fit(*args, **kwargs)
-
-    monkeypatch.setattr(train, "fit", spy)
-    return sizes
-
-
 @pytest.mark.parametrize("phase", ["tokenizer", "conv_sr"])
-def test_mesh_matches_one_device(phase, fit_meshes):
+def test_mesh_matches_one_device(phase, fit_calls):
     config = hitvar.get_config("tiny", n_train=16)
     assert parallel.data_mesh(config.batch_size).size == 4  # tests/conftest.py: 4 devices
     rng = np.random.default_rng(0)
@@ -53,7 +40,7 @@ def test_mesh_matches_one_device(phase, fit_meshes):
             out.append(_train_tokenizer(cfg, _schedule(cfg), hr, lr, True, 0, None, "tok"))
         else:
             out.append(_train_conv_sr(cfg, hr, lr, 2000, 0, None, "sr"))
-    assert fit_meshes == [1, 4]
+    assert [c.mesh_size for c in fit_calls] == [1, 4]
     (m1, c1), (m4, c4) = out
     assert len(c1) == 3
     np.testing.assert_allclose(c4, c1, rtol=1e-5)

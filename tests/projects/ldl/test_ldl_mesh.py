@@ -15,7 +15,6 @@ import jax
 import numpy as np
 import pytest
 
-from fidia_jax import train
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects import ldl
 
@@ -25,23 +24,10 @@ def _run(num_devices):
     return ldl.cross_validate(cfg)
 
 
-@pytest.fixture
-def fit_meshes(monkeypatch):
-    """The device count of the mesh of every ``train.fit`` call (checks the mesh is used)."""
-    sizes, fit = [], train.fit
-
-    def spy(*args, **kwargs):
-        sizes.append(kwargs["mesh"].size)
-        return fit(*args, **kwargs)
-
-    monkeypatch.setattr(train, "fit", spy)
-    return sizes
-
-
-def test_mesh_matches_one_device(fit_meshes):
+def test_mesh_matches_one_device(fit_calls):
     assert jax.device_count() == 4  # tests/conftest.py forces 4 host devices
     one, four = _run(1), _run(0)
-    assert fit_meshes == [1, 4]
+    assert [c.mesh_size for c in fit_calls] == [1, 4]
     for a in one["loss_curves"]:
         np.testing.assert_allclose(four["loss_curves"][a], one["loss_curves"][a], rtol=2e-5)
     assert one["loss_curves"]["0.0"][0] > one["loss_curves"]["0.0"][-1]  # it trained

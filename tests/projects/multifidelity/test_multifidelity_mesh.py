@@ -14,33 +14,18 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import pytest
 
-from fidia_jax import parallel, train
+from fidia_jax import parallel
 from fidia_jax.projects.multifidelity import get_config, run_methods
 
 
-@pytest.fixture
-def fit_runs(monkeypatch):
-    """``(run, mesh size, losses)`` of every ``train.fit`` call (checks the mesh is used)."""
-    runs, fit = [], train.fit
-
-    def spy(*args, **kwargs):
-        res = fit(*args, **kwargs)
-        losses = [r["mean_loss"] for r in res.history if "mean_loss" in r]
-        runs.append((kwargs["run"], kwargs["mesh"].size, losses))
-        return res
-
-    monkeypatch.setattr(train, "fit", spy)
-    return runs
-
-
-def test_mesh_matches_one_device(fit_runs):
+def test_mesh_matches_one_device(fit_calls):
     assert parallel.data_mesh(4).size == 4  # tests/conftest.py forces 4 host devices
     config = get_config("tiny", num_seeds=4, steps=5,
                         methods=("trusted_subsets", "hf_only", "pretrain_finetune"))  # fmt: skip
     one = run_methods(dataclasses.replace(config, num_devices=1))
     four = run_methods(config)
+    fit_runs = [(c.run, c.mesh_size, c.losses("mean_loss")) for c in fit_calls]
     half = len(fit_runs) // 2
     assert [n for _, n, _ in fit_runs] == [1] * half + [4] * half
     for (r1, _, l1), (r4, _, l4) in zip(fit_runs[:half], fit_runs[half:], strict=True):

@@ -17,27 +17,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fidia_jax import parallel, train
+from fidia_jax import parallel
 from fidia_jax.projects import teamwork
 from fidia_jax.projects.teamwork import data
 from fidia_jax.projects.teamwork.train import fit_detector
 
 
-@pytest.fixture
-def fit_meshes(monkeypatch):
-    """The device count of the mesh of every ``train.fit`` call (checks the mesh is used)."""
-    sizes, fit = [], train.fit
-
-    def spy(*args, **kwargs):
-        sizes.append(kwargs["mesh"].size)
-        return fit(*args, **kwargs)
-
-    monkeypatch.setattr(train, "fit", spy)
-    return sizes
-
-
 @pytest.mark.parametrize("method", ["teamwork", "convae"])
-def test_mesh_matches_one_device(method, fit_meshes):
+def test_mesh_matches_one_device(method, fit_calls):
     config = dataclasses.replace(
         teamwork.get_config("tiny"), steps=5, convae_steps=5, train_length=240, test_length=160
     )
@@ -46,7 +33,7 @@ def test_mesh_matches_one_device(method, fit_meshes):
     dets = [
         fit_detector(method, syn.train, dataclasses.replace(config, num_devices=n)) for n in (1, 0)
     ]
-    assert fit_meshes == [1, 4]
+    assert [c.mesh_size for c in fit_calls] == [1, 4]
     s1, s4 = (d.score(syn.test) for d in dets)
     if method == "teamwork":
         np.testing.assert_allclose(dets[1].info["final_loss"], dets[0].info["final_loss"],

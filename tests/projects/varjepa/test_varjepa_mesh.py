@@ -17,32 +17,18 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fidia_jax import parallel, train
+from fidia_jax import parallel
 from fidia_jax.projects.varjepa import get_config
 from fidia_jax.projects.varjepa.train import load_config_data, pretrain
 
 
-@pytest.fixture
-def fit_runs(monkeypatch):
-    """``(mesh size, losses)`` of every ``train.fit`` call (checks the mesh is used)."""
-    runs, fit = [], train.fit
-
-    def spy(*args, **kwargs):
-        res = fit(*args, **kwargs)
-        runs.append((kwargs["mesh"].size, [r["loss"] for r in res.history if "loss" in r]))
-        return res
-
-    monkeypatch.setattr(train, "fit", spy)
-    return runs
-
-
 @pytest.mark.parametrize("method", ["var_tjepa", "tjepa"])
-def test_mesh_matches_one_device(method, fit_runs):
+def test_mesh_matches_one_device(method, fit_calls):
     config = get_config("tiny")
     assert parallel.data_mesh(config.batch_size).size == 4  # tests/conftest.py: 4 devices
     splits = load_config_data(config)
     hist = [pretrain(dataclasses.replace(config, num_devices=n), splits, method)[1] for n in (1, 0)]
-    (n1, l1), (n4, l4) = fit_runs
+    (n1, l1), (n4, l4) = [(c.mesh_size, c.losses()) for c in fit_calls]
     assert (n1, n4) == (1, 4) and len(l1) == config.steps
     np.testing.assert_allclose(l4, l1, rtol=1e-5)
     np.testing.assert_allclose(hist[1]["effective_rank"], hist[0]["effective_rank"], rtol=1e-4)
