@@ -53,6 +53,7 @@ __all__ = [
     "launcher_process",
     "single_process_driver",
     "param_shardings",
+    "parallel_mesh",
     "place_params",
     "put",
     "replicate",
@@ -241,6 +242,19 @@ def data_mesh(
             f"global device count {len(devices)} (and num_devices must be 0)"
         )
     return Mesh(np.asarray(devices[:n]), (axis_name,))
+
+
+def parallel_mesh(
+    batch_size: int | None = None, *, num_devices: int = 0, axis_name: str = "data"
+) -> Mesh | None:
+    """:func:`data_mesh`, or ``None`` when it would hold one device in one process.
+
+    For drivers that keep their single-device program (no sharding annotations, the same numbers
+    as before they learnt data parallelism) unless there is work to split: a mesh of more than
+    one device, or any multi-process run. Arguments and errors as :func:`data_mesh`.
+    """
+    mesh = data_mesh(batch_size, num_devices=num_devices, axis_name=axis_name)
+    return mesh if mesh.size > 1 or jax.process_count() > 1 else None
 
 
 def _fsdp_spec(shape: tuple[int, ...], size: int, axis_name: str) -> P:

@@ -175,3 +175,10 @@ def test_global_put_places_typed_prng_keys():
         assert placed.sharding.is_equivalent_to(NamedSharding(mesh, spec), placed.ndim)
         np.testing.assert_array_equal(jax.random.key_data(placed), jax.random.key_data(keys))
         np.testing.assert_array_equal(jax.random.uniform(placed[1]), jax.random.uniform(keys[1]))
+
+
+def test_parallel_mesh_is_none_on_one_device_of_one_process():
+    assert parallel.parallel_mesh(8, num_devices=1) is None
+    assert parallel.parallel_mesh(7) is None  # 7 rows over 4 devices: only one device divides 7
+    mesh = parallel.parallel_mesh(8)
+    assert mesh is not None and mesh.size == 4 and mesh.axis_names == ("data",)

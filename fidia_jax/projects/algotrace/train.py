@@ -93,8 +93,7 @@ def _data(config: AlgoTraceConfig, n: int, seed: int) -> traces.AlgoTraceData:
 def _train_mesh(config: AlgoTraceConfig) -> jax.sharding.Mesh | None:
     """The ``data`` mesh of the training steps: the most devices ``<= config.num_devices``
     (``0``: all) that divide ``config.batch_size``; ``None`` on one device in one process."""
-    mesh = parallel.data_mesh(config.batch_size, num_devices=config.num_devices)
-    return mesh if mesh.size > 1 or jax.process_count() > 1 else None
+    return parallel.parallel_mesh(config.batch_size, num_devices=config.num_devices)
 
 
 def train_model(

@@ -134,8 +134,7 @@ class EgmSettings:
 
 def _mesh(batch_size: int, num_devices: int) -> jax.sharding.Mesh | None:
     """The ``data`` mesh of a fit's steps (``None``: one device in one process)."""
-    mesh = parallel.data_mesh(batch_size, num_devices=num_devices)
-    return mesh if mesh.size > 1 or jax.process_count() > 1 else None
+    return parallel.parallel_mesh(batch_size, num_devices=num_devices)
 
 
 def _split_rows(tree, mesh):

@@ -206,8 +206,7 @@ def _ncm(data: ContinualData, features: str = "raw") -> np.ndarray:
 
 def _mesh(config) -> jax.sharding.Mesh | None:
     """The ``data`` mesh of the gradient steps (``None``: one device, one process)."""
-    mesh = parallel.data_mesh(config.batch_size, num_devices=getattr(config, "num_devices", 0))
-    return mesh if mesh.size > 1 or jax.process_count() > 1 else None
+    return parallel.parallel_mesh(config.batch_size, num_devices=getattr(config, "num_devices", 0))
 
 
 def _class_gaussians(data: ContinualData) -> tuple[np.ndarray, np.ndarray]:
