@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -35,9 +36,16 @@ def _jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+_GLOO_PREFIX = re.compile(r"\[Gloo\] Rank ")
+_GLOO_MESSAGE = re.compile(r"^\s*\d+ is connected to \d+ peer ranks\..*$|^\s*$")
+
+
 def _own_lines(text):
-    """Lines not printed by gloo's connection log."""
-    return [line for line in text.splitlines() if not line.startswith("[Gloo]")]
+    """Lines not printed by gloo's connection log. Gloo writes "[Gloo] Rank 1 is connected to 1
+    peer ranks. ..." from C++ to the same stdout, and its prefix and message can land on two
+    lines when the write interleaves with Python's, so both halves are recognised."""
+    text = _GLOO_PREFIX.sub("", text)
+    return [line for line in text.splitlines() if not _GLOO_MESSAGE.match(line)]
 
 
 def test_fidia_two_processes_match_one(multiprocess, single_process_env, tmp_path):
