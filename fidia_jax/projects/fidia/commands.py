@@ -117,7 +117,7 @@ def run_train(
     console = _console(quiet or not parallel.is_primary())
     if console is not None:
         console.print(
-            f"* {criteria_note(config.reward.criteria)}.\nOutputs in {workdir}: summary.json, eval_after.json, "
+            f"* {criteria_note(config.reward.criteria)}.\nWritten to the workdir: summary.json, eval_after.json, "
             "metrics.jsonl, training.png, max_at_n.png, checkpoints/"
         )
         train.print_table(_eval_title(config, len(result["after"]["per_backbone"])), cols, rows)
