@@ -37,6 +37,9 @@ class ResidualGeometryConfig:
       n_train, n_test: questions drawn on each split (kinds uniform over the four).
       steps, batch_size, learning_rate, warmup_steps: AdamW (weight decay 0.01) with a
         warmup-cosine schedule, answer-only loss (:func:`fidia_jax.train.fit_llama`).
+      num_devices: data parallelism of the training steps (``fit_llama(mesh=)``): the most
+        devices ``<= num_devices`` (``0``: all) that divide ``batch_size``; parameters
+        replicated. The analysis after training runs on one device.
       n_analysis: test sequences whose activations feed RID / TME / MixIG (first ``n_analysis``).
       rtol: numerical-rank rule of the subspace projectors: ``None`` (default) the authors'
         cutoff, singular values ``> max(N, C) · eps(dtype) · σ_max`` (the captures are float32);
@@ -75,6 +78,7 @@ class ResidualGeometryConfig:
     batch_size: int = 64
     learning_rate: float = 3e-3
     warmup_steps: int = 100
+    num_devices: int = 0
     n_analysis: int = 200
     rtol: float | None = None
     delta_d_form: str = "authors"

@@ -29,7 +29,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from fidia_jax import data, models, train
+from fidia_jax import data, models, parallel, train
 from fidia_jax.config import write_summary
 from fidia_jax.projects.residual_geometry import questions
 from fidia_jax.projects.residual_geometry.checkpoint import checkpoint_geometry, text_sequences
@@ -256,6 +256,45 @@ def _rank_sensitivity(cap, config: ResidualGeometryConfig, rows: dict[str, tuple
     return out
 
 
+def _train_mesh(config: ResidualGeometryConfig) -> jax.sharding.Mesh | None:
+    """The ``data`` mesh of the training steps: the most devices ``<= config.num_devices``
+    (``0``: all) that divide ``config.batch_size``; ``None`` on one device in one process."""
+    return parallel.parallel_mesh(config.batch_size, num_devices=config.num_devices)
+
+
+def fit_model(
+    vl: models.LlamaVL,
+    train_q: questions.DigitQuestions,
+    config: ResidualGeometryConfig,
+    workdir: str | pathlib.Path | None = None,
+) -> tuple[models.LlamaVL, np.ndarray]:
+    """Trains ``vl`` in place on ``train_q`` with the answer-only loss: AdamW (weight decay
+    0.01) on a warmup-cosine schedule to 5 % of ``config.learning_rate``, ``config.steps``
+    minibatches of ``config.batch_size``, data-parallel over :func:`_train_mesh`
+    (:func:`fidia_jax.train.fit_llama`; run ``residual_geometry_vl`` in ``workdir``, which a
+    rerun resumes). Returns ``(vl, losses)``, ``losses`` ``(steps,)`` float32."""
+    schedule = optax.warmup_cosine_decay_schedule(
+        0.0,
+        config.learning_rate,
+        max(config.warmup_steps, 1),
+        config.steps,
+        config.learning_rate * 0.05,
+    )
+    return train.fit_llama(
+        vl,
+        train_q.tokens,
+        weights=train_q.weights,
+        patches=train_q.patches,
+        steps=config.steps,
+        batch_size=config.batch_size,
+        tx=optax.adamw(schedule, weight_decay=0.01),
+        key=jax.random.key(config.seed + 3),
+        workdir=workdir,
+        run="residual_geometry_vl",
+        mesh=_train_mesh(config),
+    )
+
+
 def train_and_evaluate(
     config: ResidualGeometryConfig, workdir: str | pathlib.Path
 ) -> dict[str, Any]:
@@ -292,27 +331,8 @@ def train_and_evaluate(
             images[test_idx], labels[test_idx], config.n_test, seed=config.seed + 2
         )
         vl = build_model(config)
-    schedule = optax.warmup_cosine_decay_schedule(
-        0.0,
-        config.learning_rate,
-        max(config.warmup_steps, 1),
-        config.steps,
-        config.learning_rate * 0.05,
-    )
-    tx = optax.adamw(schedule, weight_decay=0.01)
     t_train = time.time()
-    _, losses = train.fit_llama(
-        vl,
-        train_q.tokens,
-        weights=train_q.weights,
-        patches=train_q.patches,
-        steps=config.steps,
-        batch_size=config.batch_size,
-        tx=tx,
-        key=jax.random.key(config.seed + 3),
-        workdir=workdir,
-        run="residual_geometry_vl",
-    )
+    _, losses = fit_model(vl, train_q, config, workdir)
     train_s = time.time() - t_train
 
     patches, tokens = jnp.asarray(test_q.patches), jnp.asarray(test_q.tokens)
