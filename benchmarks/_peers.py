@@ -156,3 +156,60 @@ def make_venv(path: str | pathlib.Path, *installs: typing.Sequence[str]) -> path
         if subprocess.run(cmd).returncode != 0:
             raise SystemExit(f"making the peer venv failed at `{' '.join(cmd)}`")
     return python
+
+
+class TimedRun(typing.NamedTuple):
+    """What :func:`run_timestamped` saw of a child process (times from ``time.monotonic``)."""
+
+    start: float  # just before the process was started
+    lines: list[tuple[float, str]]  # (arrival time, line without its newline), in order
+    end: float  # when the process had exited (after its output closed)
+    returncode: int
+    cpu_s: float  # user + system CPU seconds of the child (and its own children)
+
+
+def run_timestamped(
+    cmd: typing.Sequence[str], *, env=None, cwd=None, echo: typing.TextIO | None = None
+) -> TimedRun:
+    """Run ``cmd`` with stdout and stderr merged, timing each output line as it arrives.
+
+    The child should write unbuffered (``PYTHONUNBUFFERED=1`` in ``env`` for Python) or a line
+    arrives only when its buffer is flushed. A non-zero exit is returned, not raised (a
+    benchmark of the run records it). ``cpu_s`` is the change of
+    ``resource.getrusage(RUSAGE_CHILDREN)`` around the run, so run one at a time.
+
+    Args:
+      cmd: the command (converted with ``str``).
+      env, cwd: its environment and working directory.
+      echo: where each line is repeated as it comes, prefixed with its time since the start.
+
+    Raises:
+      SystemExit: the command cannot be started.
+    """
+    import resource
+    import time
+
+    def cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    shown = " ".join(map(str, cmd))
+    c0, t0 = cpu(), time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(map(str, cmd)), env=env, cwd=cwd, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+        )  # fmt: skip
+    except OSError as e:
+        raise SystemExit(f"cannot start `{shown}`: {e}") from None
+    lines: list[tuple[float, str]] = []
+    with proc:
+        for line in proc.stdout:
+            t = time.monotonic()
+            text = line.rstrip("\n")
+            lines.append((t, text))
+            if echo is not None:
+                echo.write(f"[{t - t0:8.1f} s] {text}\n")
+                echo.flush()
+    rc = proc.wait()
+    return TimedRun(t0, lines, time.monotonic(), rc, cpu() - c0)

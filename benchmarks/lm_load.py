@@ -15,9 +15,17 @@ and saves the logits. The parent asserts that the logits of every cached load eq
 uncached ones bit for bit, and writes ``benchmarks/results/lm_load.json`` with the command, the
 date, the machine and the git commit.
 
+The file is written through ``benchmarks/_results.py`` (table ``loads``, rendered into
+``docs/lm_checkpoints.md``); the raw runs stay under ``runs``.
+
 Usage::
 
     nice -n 10 python benchmarks/lm_load.py [PATH.gguf] [--repeats 3] [--cache-dir DIR]
+
+Re-deriving the table of an existing results file from its raw ``runs`` (no measurement; the
+file keeps its command, date, machine and commit)::
+
+    python benchmarks/lm_load.py --retable [--out FILE]
 
 With the code before the cache as a baseline (run first)::
 
@@ -36,16 +44,95 @@ import json
 import os
 import pathlib
 import platform
+import re
 import shutil
 import sys
 import tempfile
 import time
 
 import _peers
+import _results
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 PROMPT = "The capital of France is"
+MODES = {
+    "baseline": "before the cache (`--baseline-tree`: the code before it)",
+    "uncached": "`cache=False` (one GGUF parse for model and tokenizer)",
+    "cold": "cold: empty cache directory (converts and writes the entries)",
+    "warm": "warm: the same cache directory again (reads the entries back)",
+}
+CACHE_HIT = re.compile(r"loaded from cache .* in ([0-9.]+) s")
+
+
+def load_table(runs: list[dict]) -> dict:
+    """The ``loads`` table from the raw runs: per load its mode, the wall and CPU seconds of
+    the ``load_lm_checkpoint`` call, the import of ``fidia_jax.models``, the seconds the loader's
+    ``loaded from cache ... in N s`` lines report (model + tokenizer; ``None`` without a hit or
+    when the run kept no messages), the peak RSS and the 1-minute load average before it."""
+    rows = []
+    for r in runs:
+        hits = [float(m[1]) for s in r.get("messages") or [] if (m := CACHE_HIT.search(s))]
+        rows.append([
+            r["mode"], MODES.get(r["mode"].rstrip("0123456789"), ""), r["load_wall_s"],
+            r["load_cpu_s"], r["import_wall_s"], round(sum(hits), 1) if hits else None,
+            r["peak_rss_mib"], r["loadavg_before"][0],
+        ])  # fmt: skip
+    return {
+        "columns": [
+            "load",
+            "what",
+            "load wall s",
+            "load CPU s",
+            "import s",
+            "cache-reported s (model + tokenizer)",
+            "peak RSS MiB",
+            "1-min load average before",
+        ],  # fmt: skip
+        "rows": rows,
+        "formats": [None, None, ".1f", ".1f", ".1f", ".1f", ".0f", ".1f"],
+    }
+
+
+def _caption(record: dict) -> dict:
+    """The caption keys of ``write_results`` (command, date, machine, commit, load average)
+    from a raw record of this script (or from a file already written by it)."""
+    date = record["date"]
+    try:
+        date = datetime.datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        pass  # already in write_results' form
+    machine = record.get("machine_details", record.get("machine"))
+    if isinstance(machine, dict):
+        machine = (f"{machine['platform']}, {machine['cpu_count']} CPUs "
+                   f"({machine.get('affinity')} usable), python {machine['python']}")  # fmt: skip
+    commit = record.get("git_commit") or record.get("commit") or "unknown"
+    if record.get("git_uncommitted") and not commit.endswith("+dirty"):
+        commit += "+dirty"
+    runs = record["runs"]
+    load = f"{runs[0]['loadavg_before'][0]} -> {runs[-1]['loadavg_after'][0]}"
+    return {"command": record["command"], "date": date, "machine": machine, "commit": commit,
+            "load_average": load}  # fmt: skip
+
+
+def write_table(record: dict, out: str | os.PathLike) -> pathlib.Path:
+    """Writes ``record`` (this script's raw record) through ``_results.write_results`` with the
+    ``loads`` table derived from its runs; the caption keys are the record's own (its command,
+    date, machine, commit and load average), not those of the process that writes."""
+    from fidia_jax._io import atomic_write_text, json_text
+
+    caption = _caption(record)
+    extra = {k: v for k, v in record.items() if k not in _results.RESERVED}
+    if isinstance(record.get("machine"), dict):
+        extra["machine_details"] = record["machine"]
+    path = _results.write_results(
+        "lm_load", {"loads": load_table(record["runs"])}, command=caption["command"],
+        extra=extra, out=out,
+    )  # fmt: skip
+    doc = json.loads(pathlib.Path(path).read_text())
+    doc.update(caption)
+    atomic_write_text(path, json_text(doc, indent=2) + "\n")
+    return pathlib.Path(path)
 
 
 def _child(mode: str, path: str, cache_dir: str, logits_out: str) -> None:
@@ -126,18 +213,23 @@ def main(argv=None) -> int:
         help="a tree of the code before the cache (e.g. `git archive HEAD fidia_jax | tar -x "
         "-C DIR`): one more load with it, first",
     )
+    p.add_argument(
+        "--retable",
+        action="store_true",
+        help="re-derive the table of the --out file from its raw runs (no measurement)",
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--logits-out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.retable:
+        print(f"wrote {write_table(json.loads(pathlib.Path(args.out).read_text()), args.out)}")
+        return 0
     if not args.path:
         p.error("give the GGUF path or set FIDIA_GEMMA3_GGUF")
     if args.child:
         _child(args.child, args.path, args.cache_dir, args.logits_out)
         return 0
     import numpy as np
-
-    sys.path.insert(0, str(HERE))
-    from _timing import write_record
 
     command = " ".join(["python", "benchmarks/lm_load.py", *(argv or sys.argv[1:])])
     own_tmp = args.cache_dir is None
@@ -207,7 +299,7 @@ def main(argv=None) -> int:
             ],
         },
     }
-    write_record(args.out, record)
+    print(f"wrote {write_table(record, args.out)}")
     print(json.dumps(record["summary"]))
     return 0
 
