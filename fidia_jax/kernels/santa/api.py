@@ -89,10 +89,13 @@ def flash_decode(
       backend: ``"auto"``, ``"xla"``, ``"pallas"``, ``"pallas_interpret"`` or ``"reference"``.
         ``"auto"`` picks ``"xla"`` on GPU and ``"reference"`` elsewhere. ``"xla"`` is
         ``jax.nn.dot_product_attention(implementation="xla")``: on one H200 at n_k = 32768
-        (32 query / 8 KV heads, D = 128, bf16) it took 0.143 ms against 2.208 ms for our Pallas
-        flash-decoding kernel (15x; docs/benchmarks.md, ``benchmarks/gpu_attention.py``). Its
-        dots run in the inputs' dtype, so with bf16 inputs its error against the float32
-        reference is larger (2.4e-4 there, against 7.6e-6 for the Pallas kernel). Cache slots at
+        (32 query / 8 KV heads, D = 128, bf16) it is about ten times faster than our Pallas
+        flash-decoding kernel (docs/benchmarks.md, rendered from ``benchmarks/gpu_attention.py``'s
+        results). Its dots run in the inputs' dtype, so with bf16 inputs its error against the
+        float32 reference is larger than the Pallas kernel's; with float32 inputs they run at
+        JAX's default matmul precision, which on NVIDIA GPUs is TF32 (errors of about 1e-3 on
+        unit-scale values): wrap the call in ``jax.default_matmul_precision("highest")`` for
+        full float32. Cache slots at
         or past ``kv_lengths`` are zeroed with ``jnp.where`` before the call, as in every other
         backend, and a row of length 0 returns zeros.
     """
