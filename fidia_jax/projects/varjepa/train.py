@@ -434,27 +434,61 @@ def run(
     return results
 
 
+def _baseline_rows(baselines: dict[str, float]) -> list[list[Any]]:
+    """The :func:`raw_baselines` entries as table rows ``[name, linear probe acc, MLP probe
+    acc, supervised acc]``: the raw and the PCA features under the same two probes as the
+    embeddings, LightGBM (supervised, no probe) in its own column; a cell that was not run is
+    ``None``."""
+    out = []
+    for feats, label in (("raw", "raw features"), ("pca", "PCA features")):
+        if f"{feats}_linear_acc" in baselines or f"{feats}_mlp_acc" in baselines:
+            out.append([label, baselines.get(f"{feats}_linear_acc"),
+                        baselines.get(f"{feats}_mlp_acc"), None])  # fmt: skip
+    if "lightgbm_acc" in baselines:
+        out.append(["LightGBM (supervised, raw features)", None, None, baselines["lightgbm_acc"]])
+    return out
+
+
 def format_table(results: dict[str, Any]) -> str:
-    """Markdown table of one run: accuracy per method and probe, ratio to the T-JEPA linear probe."""
+    """Markdown table of one run: each method's linear / MLP probe accuracy (ratio to T-JEPA's
+    accuracy under the same probe), effective rank and AURCs; then the baselines of
+    :func:`_baseline_rows` in the same probe columns, LightGBM in a column of its own. A probe
+    that was not run shows ``not run``."""
     rows = results["methods"]
-    ref = rows.get(METHODS["tjepa"], next(iter(rows.values())))["linear_acc"]
+    ref = rows.get(METHODS["tjepa"], next(iter(rows.values())))
+
+    def acc(value, ref_value=None) -> str:
+        if value is None:
+            return "not run"
+        if ref_value is None:
+            return f"{value:.4f}"
+        return f"{value:.4f} ({value / ref_value:.3f})"
+
     lines = [
         f"{results['dataset']} (seed {results['seed']}, {results['n_train']} train / "
-        f"{results['n_test']} test rows); ratio = accuracy / T-JEPA linear probe",
-        "| model | linear probe acc (ratio) | MLP probe acc | eff. rank | AURC (post. var / conf / random) |",
-        "|---|---|---|---|---|",
+        f"{results['n_test']} test rows); (ratio) = accuracy / T-JEPA's with the same probe",
+        "| model | linear probe acc (ratio) | MLP probe acc (ratio) | supervised acc | eff. rank "
+        "| AURC (post. var / conf / random) |",
+        "|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
+        post = r.get("aurc_posterior_variance")
         aurc = (
-            f"{r.get('aurc_posterior_variance', float('nan')):.3f} / "
+            f"{'n/a' if post is None else f'{post:.3f}'} / "
             f"{r['aurc_probe_confidence']:.3f} / {r['aurc_random']:.3f}"
         )
         lines.append(
-            f"| {name} | {r['linear_acc']:.4f} ({r['linear_acc'] / ref:.3f}) | "
-            f"{r.get('mlp_acc', float('nan')):.4f} | {r['final_effective_rank']:.1f} | {aurc} |"
+            f"| {name} | {acc(r['linear_acc'], ref['linear_acc'])} | "
+            f"{acc(r.get('mlp_acc'), ref.get('mlp_acc'))} | | "
+            f"{r['final_effective_rank']:.1f} | {aurc} |"
         )
-    for name, acc in results.get("baselines", {}).items():
-        lines.append(f"| {name.removesuffix('_acc')} | {acc:.4f} ({acc / ref:.3f}) | | | |")
+    for name, lin, mlp, sup in _baseline_rows(results.get("baselines", {})):
+        cells = [
+            "" if lin is None else acc(lin, ref["linear_acc"]),
+            "" if mlp is None else acc(mlp, ref.get("mlp_acc")),
+            "" if sup is None else acc(sup),
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " | | |")
     return "\n".join(lines)
 
 
@@ -498,16 +532,6 @@ def plot_comparison(results: dict[str, Any], out_png: str | pathlib.Path) -> pat
     return pathlib.Path(out_png)
 
 
-#: Readable names of the :func:`raw_baselines` entries in the printed table.
-_BASELINE_NAMES = {
-    "raw_linear_acc": "logistic regression (raw features)",
-    "raw_mlp_acc": "MLP (raw features)",
-    "pca_linear_acc": "logistic regression (PCA of the features)",
-    "pca_mlp_acc": "MLP (PCA of the features)",
-    "lightgbm_acc": "LightGBM (raw features)",
-}
-
-
 def train_and_evaluate(config: VarJepaConfig, workdir: str | pathlib.Path) -> dict[str, Any]:
     """Runs :func:`run` with ``workdir`` (pretraining resumes from it), prints a table and
     writes, in ``workdir``: ``varjepa.json`` (results + config, atomically), ``summary.json``
@@ -546,12 +570,12 @@ def train_and_evaluate(config: VarJepaConfig, workdir: str | pathlib.Path) -> di
     )  # fmt: skip
     if results.get("baselines"):
         train.print_table(
-            f"{results['dataset']}: baselines on the raw features, same split (test accuracy; "
-            "÷ T-JEPA: against the T-JEPA embeddings' linear probe)",
-            ["baseline", "test acc", "÷ T-JEPA"],
+            f"{results['dataset']}: baselines, same split (test accuracy): the raw and the PCA "
+            "features under the same two probes as the embeddings; LightGBM is supervised",
+            ["baseline", "linear probe acc", "MLP probe acc", "supervised acc"],
             [
-                [_BASELINE_NAMES.get(k, k), acc, acc / ref]
-                for k, acc in results["baselines"].items()
+                [name, *("—" if v is None else v for v in vals)]
+                for name, *vals in _baseline_rows(results["baselines"])
             ],
         )
     write_summary(workdir / SUMMARY_FILE, results, config)
