@@ -39,8 +39,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
+import struct
 import sys
 import tempfile
 import time
@@ -53,7 +55,9 @@ __all__ = [
     "Entry",
     "default_cache_dir",
     "fingerprint",
+    "read_into",
     "resolve_cache_dir",
+    "safetensors_table",
 ]
 
 #: Bumped whenever the converted arrays or the manifest's contents change meaning (every
@@ -148,6 +152,87 @@ def fingerprint(file: str, header_len: int | None) -> dict:
             f.seek(size - _BLOCK)
             h.update(f.read(_BLOCK))
     return {"size": size, "mtime_ns": st.st_mtime_ns, "sha256": h.hexdigest()}
+
+
+#: Bytes per element of the safetensors dtype codes.
+_ST_ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2,
+                "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8,
+                "F64": 8}  # fmt: skip
+
+
+def safetensors_table(path: str) -> dict[str, tuple[str, tuple[int, ...], int, int]]:
+    """The tensors of a safetensors file, from its header alone (no data read, no ``mmap``).
+
+    For reading the conversion cache's arrays one at a time with plain reads
+    (:func:`read_into`) instead of ``safetensors.safe_open``, whose memory map keeps every page
+    read so far resident until the file is closed: reading back Gemma 3 270M's 1.1 GB of
+    float32 weights that way peaked at 2.4 GB resident (1.1 GB of it the mapped file),
+    ``docs/safesci.md``, *Memory*.
+
+    Returns:
+      ``{name: (dtype code, shape, offset, nbytes)}``: the safetensors dtype code (``"F32"``,
+      ``"BF16"``, ...), the shape, and the absolute byte offset and size of the data in the
+      file (``__metadata__`` left out).
+
+    Raises:
+      ValueError: not a safetensors file (a header length past the end, an unreadable JSON
+        header), an unknown dtype code, a shape whose size disagrees with the data offsets, or
+        data outside the file.
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError(f"{path!r} is too short for a safetensors header")
+        (n,) = struct.unpack("<Q", head)
+        if 8 + n > size:
+            raise ValueError(f"{path!r}: header length {n} runs past the end ({size} bytes)")
+        try:
+            header = json.loads(f.read(n))
+        except ValueError as err:
+            raise ValueError(f"{path!r}: unreadable safetensors header ({err})") from err
+    if not isinstance(header, dict):
+        raise ValueError(f"{path!r}: the safetensors header is not a JSON object")
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            code, shape = meta["dtype"], tuple(int(d) for d in meta["shape"])
+            begin, end = (int(x) for x in meta["data_offsets"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"{path!r}: bad header entry for {name!r} ({err})") from err
+        if code not in _ST_ITEMSIZE:
+            raise ValueError(f"{path!r}: tensor {name!r} has the unknown dtype {code!r}")
+        nbytes = math.prod(shape) * _ST_ITEMSIZE[code]
+        if end - begin != nbytes or begin < 0 or 8 + n + end > size:
+            raise ValueError(
+                f"{path!r}: tensor {name!r} ({code} {list(shape)}, {nbytes} bytes) has data "
+                f"offsets [{begin}, {end}) in a file of {size} bytes"
+            )
+        out[str(name)] = (code, shape, 8 + n + begin, nbytes)
+    return out
+
+
+def read_into(path: str, offset: int, buffer) -> None:
+    """Fills the writable byte buffer ``buffer`` (e.g. ``memoryview(numpy_array).cast("B")``)
+    from ``path`` at ``offset`` with plain reads (no memory map: only the buffer is resident).
+
+    Raises:
+      ValueError: the file ends before the buffer is full.
+    """
+    view = memoryview(buffer).cast("B")
+    with open(path, "rb", buffering=0) as f:
+        f.seek(offset)
+        got = 0
+        while got < len(view):
+            n = f.readinto(view[got:])
+            if not n:
+                raise ValueError(
+                    f"{path!r} ends {len(view) - got} bytes short of the {len(view)} bytes "
+                    f"read at offset {offset}"
+                )
+            got += n
 
 
 def _sha_file(path: str) -> str:

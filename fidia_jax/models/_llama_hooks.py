@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -421,6 +422,7 @@ def sample_llama(
     prefix_embeds: jax.Array | None = None,
     stop_token: int | None = None,
     cache_len: int | None = None,
+    prefill_logits: str = "all",
 ) -> LlamaSamples:
     """Jitted autoregressive sampling with the KV cache, interventions and a state-based logit bias.
 
@@ -428,7 +430,9 @@ def sample_llama(
     steps, all under one ``nnx.jit`` (compiled once per shapes / static options). ``hooks`` apply
     at every position, prompt and generated alike (restrict them with ``positions``). With
     ``hooks=()`` and ``logit_bias=None`` it is exactly ``prefill`` + repeated ``decode`` +
-    argmax / categorical sampling (tested bit for bit).
+    argmax / categorical sampling (tested bit for bit). The model is only read: the program
+    takes its weights as inputs and hands none back (``nnx.jit(graph_updates=False)``; nnx's
+    default would return a fresh copy of every weight on each call).
 
     Args:
       model: a :class:`fidia_jax.models.Llama`.
@@ -453,6 +457,16 @@ def sample_llama(
         never stops but compiles the same program as a real id): once a row emits it, its
         later tokens are ``stop_token``.
       cache_len: KV-cache length (default ``P + T + N - 1``, the most positions written).
+      prefill_logits: ``"all"`` (default): the prefill computes the logits of every position,
+        ``(B, P + T, V)`` in ``config.dtype``, and the first token is drawn from those of each
+        row's last valid position (exactly ``prefill`` + argmax, the reference above).
+        ``"last"``: the final hidden state of each row's last valid position is gathered first
+        and only its ``(B, V)`` logits are computed (the output head applied to ``(B, 1, C)``
+        instead of ``(B, P + T, C)``; Gemma 3's 262 144-token vocabulary: 1 MiB of float32
+        per prompt position less, and that many fewer head multiplications). The values are the
+        same up to float rounding (a matrix product of another shape may sum in another order;
+        ``tests/models/test_llama_greedy_cache.py`` checks tokens equal and logits within
+        ``1e-5 * max|logit|``). Static: each value compiles its own program.
 
     Returns:
       :class:`LlamaSamples`.
@@ -462,11 +476,15 @@ def sample_llama(
         a concrete prompt id outside ``[0, vocab_size)`` (the message names the first one; a
         traced one reads a NaN embedding, as in ``Llama``); prefix + prompt + ``max_new_tokens``
         longer than ``config.max_seq_len``; a concrete ``stop_token`` outside the vocabulary
-        (other than ``-1``);
+        (other than ``-1``); ``prefill_logits`` not ``"all"`` / ``"last"``;
         bad hooks (a layer that does not exist, ...) or lengths (see ``prefill``).
     """
     where = "sample_llama"
     cfg = model.config
+    if prefill_logits not in _PREFILL_LOGITS:
+        raise ValueError(
+            f"{where}: prefill_logits must be one of {_PREFILL_LOGITS}, got {prefill_logits!r}"
+        )
     hooks = check_hooks(hooks, cfg.n_layers, cfg.n_heads, where=where)
     if (
         isinstance(max_new_tokens, bool)
@@ -531,7 +549,11 @@ def sample_llama(
         max_new_tokens=max_new_tokens,
         logit_bias=logit_bias,
         cache_len=cache_len,
+        prefill_logits=prefill_logits,
     )
+
+
+_PREFILL_LOGITS = ("all", "last")
 
 
 def _hidden_stack(cap):
@@ -554,20 +576,37 @@ def _sample_impl(
     max_new_tokens,
     logit_bias,
     cache_len,
+    prefill_logits="all",
 ):
     b = prompt.shape[0]
     capture = frozenset({"resid_pre", "resid_post"}) if logit_bias is not None else frozenset()
     cache = model.init_cache(b, cache_len)
+    last_only = prefill_logits == "last"
     logits, cache, cap = model._prefill_impl(
-        prompt, cache, lengths=lengths, hooks=hooks, capture=capture, embeds=prefix
+        prompt,
+        cache,
+        lengths=lengths,
+        hooks=hooks,
+        capture=capture | {"final_hidden"} if last_only else capture,
+        embeds=prefix,
     )
-    total = logits.shape[1]
+    total = prompt.shape[1] + (0 if prefix is None else prefix.shape[1])
     last_B = (
         jnp.full((b,), total - 1, jnp.int32)
         if lengths is None
         else jnp.asarray(lengths, jnp.int32) - 1
     )
-    lg_BxV = jnp.take_along_axis(logits, last_B[:, None, None], axis=1)[:, 0]
+    if last_only:  # the head on each row's last valid position only (the full logits unused)
+        hn = jnp.take_along_axis(cap["final_hidden"], last_B[:, None, None], axis=1)
+        if model.config.tie_embeddings:  # the head of ``Llama._run``
+            lg_BxV = model.tok_embeddings.attend(hn)[:, 0]
+        else:
+            lg_BxV = model.lm_head(hn)[:, 0]
+        if lengths is not None:  # a traced invalid length: NaN, as ``prefill`` gives it
+            ok_B = cache.lengths >= 0
+            lg_BxV = jnp.where(ok_B[:, None], lg_BxV, jnp.asarray(jnp.nan, lg_BxV.dtype))
+    else:
+        lg_BxV = jnp.take_along_axis(logits, last_B[:, None, None], axis=1)[:, 0]
     hid = None
     if logit_bias is not None:
         hid = jnp.take_along_axis(_hidden_stack(cap), last_B[:, None, None, None], axis=1)[:, 0]
@@ -612,4 +651,15 @@ def _sample_impl(
     return LlamaSamples(tokens, all_lg, n)
 
 
-_sample_jit = nnx.jit(_sample_impl, static_argnames=("max_new_tokens", "logit_bias", "cache_len"))
+# ``graph_updates=False``: sampling changes no variable of the model, and nnx's default (graph
+# updates) hands every variable back out of the program, i.e. a fresh copy of all the weights per
+# call: Gemma 3 270M, 1.1 GB more at the peak of each call (measured, docs/safesci.md *Memory*).
+# A flax whose ``nnx.jit`` lacks the keyword keeps its default (same tokens, more memory).
+_NO_GRAPH_UPDATES = (
+    {"graph_updates": False} if "graph_updates" in inspect.signature(nnx.jit).parameters else {}
+)
+_sample_jit = nnx.jit(
+    _sample_impl,
+    static_argnames=("max_new_tokens", "logit_bias", "cache_len", "prefill_logits"),
+    **_NO_GRAPH_UPDATES,
+)

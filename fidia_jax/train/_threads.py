@@ -77,7 +77,7 @@ def _heartbeat(description: str, every_s: float) -> Iterator[None]:
 
 @contextlib.contextmanager
 def cpu_stage(
-    description: str, *, threads: int | None = None, every_s: float = 10.0
+    description: str, *, threads: int | None = None, every_s: float = 8.0
 ) -> Iterator[int]:
     """A :func:`~fidia_jax.train.stage` for a CPU-bound step: native thread pools limited
     (:func:`limit_threads`) and a ``still running, N s`` line every ``every_s`` seconds

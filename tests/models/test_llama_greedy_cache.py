@@ -201,3 +201,45 @@ def test_gemma3_270m_greedy_with_and_without_cache_matches_transformers():
         np.testing.assert_allclose(np.asarray(out.logits)[b, np.arange(n), want[:n]], top1,
                                    rtol=0, atol=atol)  # fmt: skip
         np.testing.assert_allclose(recompute[b][1][np.arange(n), want[:n]], top1, rtol=0, atol=atol)
+
+
+# ------------------------------------------------ batched, padded, last-position head (issue 39)
+def test_padded_batch_with_last_position_head_equals_the_prompts_decoded_alone(setup):
+    """SafeSci's memory settings: the batch right-padded to a width past its longest prompt (one
+    width for every batch: one compiled program) and ``prefill_logits="last"`` (the head on each
+    row's last prompt token only) give the tokens of a prompt decoded alone (no padding, the
+    all-position head), and logits within the module's tolerance."""
+    model, prompts = setup
+    width = max(LENGTHS) + 4  # padding the real rows never see (causal, masked by lengths)
+    tokens = np.full((len(prompts), width), 7, np.int32)  # a real token id as the pad value
+    for i, p in enumerate(prompts):
+        tokens[i, : len(p)] = p
+    lengths = jnp.asarray(LENGTHS, jnp.int32)
+    out = models.sample_llama(
+        model, jnp.asarray(tokens), lengths=lengths, max_new_tokens=N_NEW, stop_token=-1,
+        prefill_logits="last",
+    )  # fmt: skip
+    for b in (0, 2):  # the shortest prompt (most padding) and the longest: one compile each
+        alone = models.sample_llama(model, jnp.asarray(prompts[b][None]), max_new_tokens=N_NEW)
+        want_lg = np.asarray(alone.logits)[0]
+        np.testing.assert_array_equal(np.asarray(out.tokens)[b], np.asarray(alone.tokens)[0])
+        atol = 1e-5 * np.abs(want_lg).max()
+        np.testing.assert_allclose(np.asarray(out.logits)[b], want_lg, rtol=0, atol=atol)
+
+
+def test_last_position_head_equals_the_all_position_head(setup):
+    """``prefill_logits="last"`` against the default ``"all"`` on the same ragged batch: the
+    same tokens, the first step's logits (the only ones the option touches) to rounding, the
+    later ones bit for bit (the same decode program)."""
+    model, prompts = setup
+    tokens, lengths = _batch(prompts)
+    kw = dict(lengths=lengths, max_new_tokens=N_NEW, stop_token=-1)
+    full = models.sample_llama(model, tokens, **kw)
+    last = models.sample_llama(model, tokens, prefill_logits="last", **kw)
+    np.testing.assert_array_equal(np.asarray(last.tokens), np.asarray(full.tokens))
+    lg_full, lg_last = np.asarray(full.logits), np.asarray(last.logits)
+    atol = 1e-5 * np.abs(lg_full).max()
+    np.testing.assert_allclose(lg_last[:, 0], lg_full[:, 0], rtol=0, atol=atol)
+    np.testing.assert_array_equal(lg_last[:, 1:], lg_full[:, 1:])
+    with pytest.raises(ValueError, match="prefill_logits must be one of"):
+        models.sample_llama(model, tokens, prefill_logits="first", **kw)

@@ -30,24 +30,16 @@ def _config(args: argparse.Namespace):
     return config
 
 
-def _done(args: argparse.Namespace) -> None:
-    print(f"{_PROG} safesci {args.verb}: outputs in {args.workdir}", file=sys.stderr)
-
-
 def _evaluate(args: argparse.Namespace):
     from fidia_jax.projects.safesci.evaluate import run_evaluate
 
-    result = run_evaluate(_config(args), args.workdir)
-    _done(args)
-    return result
+    return run_evaluate(_config(args), args.workdir)
 
 
 def _demo(args: argparse.Namespace):
     from fidia_jax.projects.safesci.evaluate import run_demo
 
-    result = run_demo(_config(args), args.workdir)
-    _done(args)
-    return result
+    return run_demo(_config(args), args.workdir)
 
 
 def add_commands(verbs) -> None:

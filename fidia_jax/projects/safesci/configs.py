@@ -41,10 +41,8 @@ class SafeSciConfig:
         Face directory (``docs/lm_checkpoints.md``) and the loaded model's ``max_seq_len``;
         ``llm_max_new_tokens`` tokens are generated greedily.
       checkpoint_batch_size: prompts per generation call of ``model="checkpoint"`` (sorted by
-        token count, outputs in the input order; the answers do not depend on it). It bounds
-        the memory of generation: the prefill of a batch holds ``(batch, width, vocab)`` float32
-        logits, 1 MiB per prompt token for Gemma 3's 262 k vocabulary. Default 1, the smallest
-        peak (Gemma 3 270M on the fixture: batch 1 vs 4 in
+        token count, outputs in the input order, every batch padded to one width; the answers
+        do not depend on it). Default 1, the smallest peak memory (Gemma 3 270M on the fixture:
         ``benchmarks/results/safesci_checkpoint_memory.json``, ``docs/safesci.md``, *Memory*).
       shuffle: ``"seeded"`` (ours), ``"unseeded"`` (official) or ``"none"``.
       max_options: options kept per item before shuffling (0 = all; official 4).

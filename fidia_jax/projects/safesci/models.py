@@ -347,6 +347,8 @@ def checkpoint_generate(
     prompts: Sequence[str] | None = None,
     names: Sequence[str] | None = None,
     pad_multiple: int = 32,
+    same_width: bool = True,
+    prefill_logits: str = "last",
 ):
     """A released checkpoint (GGUF file or Hugging Face directory) as ``generate``.
 
@@ -354,22 +356,27 @@ def checkpoint_generate(
     tokenizer (BOS first when it asks for one); greedy :func:`fidia_jax.models.sample_llama`,
     stopped at the tokenizer's EOS; the text is decoded without special tokens.
 
-    Order of work, each a stage on stderr (a ``still running`` line every 10 s while it runs):
+    Order of work, each a stage on stderr (a ``still running`` line every 8 s while it runs):
     the tokenizer, then (with ``prompts``) the context check
     (:func:`fidia_jax.models.check_prompt_lengths`: every prompt plus ``max_new_tokens`` within
     ``max_seq_len`` and the checkpoint's trained context), **before** the weights load; then the
-    weights. While a batch runs (the first one compiles), a ``still running`` line every 10 s.
+    weights. While the batches run (the first one compiles), a ``still running`` line every
+    8 s (one heartbeat over all the batches).
 
     Memory: the prompts are generated ``batch_size`` at a time, sorted by token count (less
-    padding), each batch right-padded to a multiple of ``pad_multiple`` tokens and, for the last
-    one, to ``batch_size`` rows (repeating a prompt), so that a run compiles few shapes; the
-    responses come back in the input order. The prefill of a batch holds ``(batch, width,
-    vocab)`` float32 logits (Gemma 3 270M: 1 MiB per position: 4 prompts of 224 tokens, 0.9
-    GiB), which is what ``batch_size`` bounds (the whole fixture in one batch: ~8 GiB); the
-    compiled program adds a fixed cost on top (``docs/safesci.md``, *Memory*).
-    Each prompt's response does not depend on its batch (right padding, causal attention;
-    ``tests/projects/safesci/test_safesci_checkpoint_batches.py``: batch 1, 3 and all give the
-    same texts). A progress line per batch shows the batches done, the rate and the ETA.
+    padding), responses returned in the input order. With ``same_width`` (default) every batch
+    of a call is right-padded to the call's longest prompt rounded up to a multiple of
+    ``pad_multiple`` (and the last batch to ``batch_size`` rows, repeating a prompt), so a call
+    compiles **one** program (each new shape is one more compilation); without it each batch is
+    padded to its own longest prompt (fewer padded tokens, one program per width). The prefill
+    computes the logits of each row's last prompt token only (``prefill_logits="last"`` of
+    :func:`~fidia_jax.models.sample_llama`; ``"all"`` computes ``(batch, width, vocab)``
+    float32 logits, Gemma 3 270M: 1 MiB per position, of which greedy decoding reads one row).
+    Measured peaks: ``docs/safesci.md``, *Memory*. Each prompt's response does not depend on
+    its batch (right padding, causal attention;
+    ``tests/projects/safesci/test_safesci_checkpoint_batches.py``: batch 1, 3 and all, one
+    width or one per batch, either ``prefill_logits``, give the same texts). Progress lines
+    show the batches done, the rate and the ETA.
 
     Args:
       path: a ``.gguf`` file or a Hugging Face model directory.
@@ -380,6 +387,10 @@ def checkpoint_generate(
         (the check runs again on every ``generate`` call, from the token ids).
       names: a label per prompt for the context check's message (default ``"prompt i"``).
       pad_multiple: batch widths are rounded up to a multiple of this (``1``: no rounding).
+      same_width: pad every batch of a ``generate`` call to one width (see *Memory*).
+      prefill_logits: ``"last"`` (default) or ``"all"``, passed to ``sample_llama`` (the same
+        greedy tokens up to float rounding; ``"all"`` is the behaviour before issue 39's
+        memory work).
 
     Returns:
       ``(generate, info)``: ``info`` holds the path, ``tokenizer_s`` and ``load_s`` (seconds),
@@ -388,7 +399,8 @@ def checkpoint_generate(
 
     Raises:
       CheckpointError: ``path`` does not exist (one message naming it), or what the loaders
-        raise. ConfigError: an unsupported family; ``batch_size`` or ``pad_multiple`` below 1.
+        raise. ConfigError: an unsupported family; ``batch_size`` or ``pad_multiple`` below 1;
+        an unknown ``prefill_logits``.
       DataError: a prompt whose token count plus ``max_new_tokens`` exceeds ``max_seq_len`` or
         the checkpoint's context (it names the prompt, its length and the limit), before the
         weights load when ``prompts`` are given, else on the ``generate`` call.
@@ -400,6 +412,10 @@ def checkpoint_generate(
         raise ConfigError(
             f"checkpoint_generate: batch_size and pad_multiple must be >= 1, got {batch_size}, "
             f"{pad_multiple}"
+        )
+    if prefill_logits not in ("all", "last"):
+        raise ConfigError(
+            f"checkpoint_generate: prefill_logits must be 'all' or 'last', got {prefill_logits!r}"
         )
     p = os.fspath(path)
     if not os.path.exists(p):
@@ -441,6 +457,8 @@ def checkpoint_generate(
         check(batch_prompts, names if names is not None and len(names) == len(rows) else None)
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # stable: ties keep order
         size = min(int(batch_size), len(rows))
+        cap = max_seq_len - max_new_tokens
+        one = _pad_width(max(len(r) for r in rows), pad_multiple, cap) if same_width else None
         chunks = [order[s : s + size] for s in range(0, len(order), size)]
         texts: list[str | None] = [None] * len(rows)
         widths = []
@@ -448,32 +466,34 @@ def checkpoint_generate(
             f"SafeSci: generating {len(rows)} prompts in {len(chunks)} batches of {size}",
             len(chunks), show=("width",),
         )  # fmt: skip
+        # one heartbeat over all the batches: a line every 8 s, also across batch boundaries
+        # (with a heartbeat per batch, batches just under 10 s each left a run silent for
+        # longer: benchmarks/results/safesci_checkpoint_memory.json, "longest silence")
+        beat = train.heartbeat(
+            f"SafeSci: generating {len(rows)} prompts in {len(chunks)} batches", every_s=8.0
+        )
         try:
-            for step, chunk in enumerate(chunks, start=1):
-                idx = chunk + [chunk[-1]] * (size - len(chunk))  # same shape as the others
-                longest = max(len(rows[i]) for i in idx)
-                width = _pad_width(longest, pad_multiple, max_seq_len - max_new_tokens)
-                tokens = np.zeros((size, width), np.int32)
-                for r, i in enumerate(idx):
-                    tokens[r, : len(rows[i])] = rows[i]
-                new_shape = width not in widths  # a new width compiles a new program
-                phase = "compiling and generating" if new_shape else "generating"
-                with train.heartbeat(
-                    f"SafeSci: batch {step}/{len(chunks)} ({phase})", every_s=10.0
-                ):
+            with beat:
+                for step, chunk in enumerate(chunks, start=1):
+                    idx = chunk + [chunk[-1]] * (size - len(chunk))  # same shape as the others
+                    longest = max(len(rows[i]) for i in idx)
+                    width = one if one is not None else _pad_width(longest, pad_multiple, cap)
+                    tokens = np.zeros((size, width), np.int32)
+                    for r, i in enumerate(idx):
+                        tokens[r, : len(rows[i])] = rows[i]
                     out = sample_llama(
                         model, jnp.asarray(tokens), max_new_tokens=max_new_tokens,
                         lengths=jnp.asarray([len(rows[i]) for i in idx], jnp.int32),
-                        stop_token=tok.eos_id,
+                        stop_token=tok.eos_id, prefill_logits=prefill_logits,
                     )  # fmt: skip
                     gen, num = np.asarray(out.tokens), np.asarray(out.num_tokens)
-                for r, i in enumerate(chunk):
-                    ids = [int(t) for t in gen[r, : int(num[r])] if int(t) != tok.eos_id]
-                    texts[i] = tok.decode(ids)
-                widths.append(width)
-                if step == 1:
-                    bar.compiled()
-                bar.update(step, {"width": float(width)})
+                    for r, i in enumerate(chunk):
+                        ids = [int(t) for t in gen[r, : int(num[r])] if int(t) != tok.eos_id]
+                        texts[i] = tok.decode(ids)
+                    widths.append(width)
+                    if step == 1:
+                        bar.compiled()
+                    bar.update(step, {"width": float(width)})
         finally:
             bar.close(f"{len(rows)} responses in {time.time() - t2:.1f} s")
         info.update(generate_s=time.time() - t2, batches=len(chunks), widths=widths)

@@ -37,8 +37,9 @@ def no_weights(monkeypatch):
 
 @pytest.mark.integration
 def test_batched_generation_equals_unbatched_in_input_order(tiny_gemma3_checkpoint):
-    """Batches of 1, 3 and all, widths rounded or not: the same texts, in the input order,
-    and each one the text of its prompt decoded alone (no padding, no batch)."""
+    """Batches of 1, 3 and all, one width for all batches or one per batch, rounded or not,
+    the head at the last prompt position or at all: the same texts, in the input order, and
+    each one the text of its prompt decoded alone (no padding, no batch)."""
     import jax.numpy as jnp
 
     from fidia_jax.projects.safesci.models import checkpoint_generate
@@ -60,13 +61,23 @@ def test_batched_generation_equals_unbatched_in_input_order(tiny_gemma3_checkpoi
         alone.append(tok.decode([t for t in ids if t != tok.eos_id]))
     assert one == alone
     assert len(set(one)) > 1  # the prompts get different answers: an order mix-up would show
-    for size, multiple in ((1, 32), (3, 32), (len(PROMPTS), 1)):
+    longest = max(len(tok.encode(p)) for p in PROMPTS)
+    cases = (  # batch size, pad multiple, options, the widths padded to
+        (1, 32, {}, [32] * 4),  # the default: every batch at one width (one program)
+        (3, 32, {"same_width": False}, None),  # each batch at its own rounded width
+        (3, 1, {"prefill_logits": "all"}, [longest] * 2),  # the head at every prompt position
+        (len(PROMPTS), 1, {}, [longest]),  # one batch, unrounded
+    )
+    for size, multiple, kw, widths in cases:
         gen, info = checkpoint_generate(
-            path, max_new_tokens=4, max_seq_len=80, batch_size=size, pad_multiple=multiple
+            path, max_new_tokens=4, max_seq_len=80, batch_size=size, pad_multiple=multiple, **kw
         )
-        assert gen(PROMPTS) == one, (size, multiple)
+        assert gen(PROMPTS) == one, (size, multiple, kw)
         assert info["batches"] == -(-len(PROMPTS) // size)
-    assert info["widths"] == [max(len(tok.encode(p)) for p in PROMPTS)]  # one batch, unrounded
+        if widths is not None:
+            assert info["widths"] == widths, (size, multiple, kw)
+    with pytest.raises(ConfigError, match="prefill_logits must be 'all' or 'last'"):
+        checkpoint_generate(path, prefill_logits="none")
 
 
 def test_a_prompt_over_the_context_fails_before_the_weights_load(
