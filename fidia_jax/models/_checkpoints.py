@@ -18,7 +18,7 @@ and stores Gemma's RMSNorm weights with the ``+ 1`` already added.
 
 Conversion cache: what a loader converts (the model's arrays in the parameter dtype and its
 config; a GGUF file's rebuilt tokenizer) is written once to a cache directory and read back by
-the next load of the same file (``fidia_jax/models/_convert_cache.py``; ``cache=`` /
+the next load of the same file (``fidia_jax/_disk_cache.py``; ``cache=`` /
 ``cache_dir=`` on every loader, ``FIDIA_LM_CACHE=0`` turns the default off).
 
 The optional packages (``safetensors``, ``gguf``, ``tokenizers``, ``sentencepiece``) are the
@@ -44,7 +44,7 @@ import numpy as np
 
 from fidia_jax.errors import CheckpointError, ConfigError, needs_extra
 from fidia_jax.layers import RopeScaling
-from fidia_jax.models import _convert_cache as cc
+from fidia_jax import _disk_cache as cc
 from fidia_jax.models._checkpoint_files import (
     check_gguf,
     safetensors_header_len,
@@ -429,7 +429,7 @@ def load_hf_checkpoint(
       param_dtype: parameter dtype (default ``dtype``); stored tensors (bf16 / f16 / f32) are
         cast to it.
       max_seq_len, attention_impl: see :func:`hf_llama_config`.
-      cache: the conversion cache (``fidia_jax/models/_convert_cache.py``): ``None`` (default)
+      cache: the conversion cache (``fidia_jax/_disk_cache.py``): ``None`` (default)
         uses it unless ``$FIDIA_LM_CACHE`` is ``0`` / ``off``, for checkpoints of at least
         16 MiB; ``True`` uses it whatever the size; ``False`` neither reads nor writes it.
         Cached: our arrays (transposed, in ``param_dtype``), keyed by each shard's size,
@@ -667,7 +667,7 @@ def load_gguf(
       param_dtype: parameter dtype (default ``dtype``).
       max_seq_len: default KV-cache length (default the file's context length, capped at 8192).
       attention_impl: attention implementation of the global layers.
-      cache: the conversion cache (``fidia_jax/models/_convert_cache.py``): ``None`` (default)
+      cache: the conversion cache (``fidia_jax/_disk_cache.py``): ``None`` (default)
         uses it unless ``$FIDIA_LM_CACHE`` is ``0`` / ``off``, for files of at least 16 MiB;
         ``True`` uses it whatever the size; ``False`` neither reads nor writes it. Cached: the
         dequantised arrays as the model takes them (in ``param_dtype``) and the file's part of

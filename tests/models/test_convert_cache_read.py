@@ -1,5 +1,5 @@
 """Reading the conversion cache's safetensors file without a memory map (issue 39, Deliver 4):
-``_convert_cache.safetensors_table`` + ``read_into`` give back every array that
+``fidia_jax._disk_cache.safetensors_table`` + ``read_into`` give back every array that
 ``safetensors.numpy`` wrote, bit for bit, and refuse a damaged file with a ``ValueError``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import struct
 import numpy as np
 import pytest
 
-from fidia_jax.models import _convert_cache as cc
+from fidia_jax import _disk_cache as cc
 
 st = pytest.importorskip("safetensors.numpy")
 

@@ -1,4 +1,4 @@
-"""The conversion cache of the language-model loaders (``fidia_jax/models/_convert_cache.py``).
+"""The conversion cache of the language-model loaders (``fidia_jax/_disk_cache.py``).
 
 Tiny random checkpoints in the real layouts (the writers of ``test_checkpoints.py``: safetensors
 shards + index, GGUF by ``gguf.GGUFWriter`` with Q8_0 tensors; the tokenizer vocabularies of
@@ -26,7 +26,7 @@ from flax import nnx
 
 from fidia_jax import models
 from fidia_jax.errors import ConfigError
-from fidia_jax.models import _convert_cache as cc
+from fidia_jax import _disk_cache as cc
 
 st = pytest.importorskip("safetensors.numpy")
 gguf = pytest.importorskip("gguf")
@@ -313,7 +313,7 @@ print(entry.write({"blob": write}, {"tag": tag}), entry.read() is not None)
 
 
 def test_two_processes_racing_leave_one_valid_entry(tmp_path):
-    module = importlib.util.find_spec("fidia_jax.models._convert_cache").origin
+    module = importlib.util.find_spec("fidia_jax._disk_cache").origin
     root, go = tmp_path / "cache", tmp_path / "go"
     procs = [
         subprocess.Popen(

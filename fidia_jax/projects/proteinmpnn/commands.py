@@ -210,6 +210,8 @@ def _sample(args: argparse.Namespace):
         )
     if args.pdb_dir is not None or args.pdb_list is not None:
         return _sample_many(args)
+    from fidia_jax.projects.proteinmpnn._startup import cache_dir_from_env
+
     return run_sample(
         args.out, pdb=args.pdb, chains=args.chains, design_chains=args.design_chains,
         fixed=args.fixed, num_samples=args.num_samples, temperature=args.temperature,
@@ -218,7 +220,7 @@ def _sample(args: argparse.Namespace):
         tie=args.tie, homo_oligomer=args.homo_oligomer, omit_by_res=args.omit_aa_by_res,
         save_probs=args.save_probs, unconditional_probs=args.unconditional_probs,
         bucket=args.bucket, max_length=args.max_length, backbone_noise=args.backbone_noise,
-        seqs_dir=_seqs_dir(args), **_pssm_kwargs(args),
+        seqs_dir=_seqs_dir(args), **_pssm_kwargs(args), cache_dir=cache_dir_from_env(),
     )  # fmt: skip
 
 

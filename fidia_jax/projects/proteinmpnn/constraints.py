@@ -233,6 +233,8 @@ def load_omit_by_res(
 def tied_groups(tie, homo_oligomer: bool, protein) -> list[list[int]] | None:
     """Slot groups of ``--tie`` specs (or of slot-index lists, e.g. from
     ``protein.read_tied_positions``) and/or ``--homo-oligomer`` (``None`` when neither)."""
+    if not tie and not homo_oligomer:  # no model import (flax) for an untied run
+        return None
     from fidia_jax.models.proteinmpnn import homo_oligomer_groups, tied_groups_from_spec
 
     groups = homo_oligomer_groups(protein) if homo_oligomer else []

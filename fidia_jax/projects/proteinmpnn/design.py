@@ -65,13 +65,21 @@ def load_model(checkpoint: str, variant: str):
     return model
 
 
-def prepare_structure(pdb, chains, design_chains, fixed, variant: str) -> DesignSetup:
+def prepare_structure(
+    pdb, chains, design_chains, fixed, variant: str, cache_dir=None
+) -> DesignSetup:
     """:func:`prepare_design`; for the CA-only model (``variant="ca"``) a structure file is read
-    with ``load_structure(..., ca_only=True)`` (``mask`` = the residue has a CA)."""
-    from fidia_jax.protein import Protein, default_backbone_path, load_structure
+    with ``load_structure(..., ca_only=True)`` (``mask`` = the residue has a CA). With
+    ``cache_dir`` the parsed file is kept there and read back on the next run
+    (:func:`fidia_jax.projects.proteinmpnn._structure_cache.load_structure_cached`)."""
+    from fidia_jax.projects.proteinmpnn._structure_cache import load_structure_cached
+    from fidia_jax.protein import Protein, default_backbone_path
 
-    if variant == "ca" and not isinstance(pdb, Protein):
-        pdb = load_structure(default_backbone_path() if pdb is None else pdb, chains, ca_only=True)
+    if not isinstance(pdb, Protein) and (variant == "ca" or cache_dir is not None):
+        pdb = load_structure_cached(
+            default_backbone_path() if pdb is None else pdb, chains, ca_only=variant == "ca",
+            cache_dir=cache_dir,
+        )  # fmt: skip
         chains = None
     return prepare_design(pdb, chains, design_chains, fixed)
 
@@ -123,6 +131,7 @@ def run_sample(
     probs_dir: str | os.PathLike | None = None,
     probs_only: str | None = None,
     probs_only_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Samples sequences with ProteinMPNN and writes ``samples.fasta`` + ``summary.json``.
 
@@ -216,6 +225,13 @@ def run_sample(
         ``mean_score`` is the mean ``-log_p`` of the native residue over the designed
         positions and rows, ``mean_recovery`` the fraction of designed positions whose most
         likely letter is the native one.
+      cache_dir: the start-up cache (the CLI's default, see
+        :func:`~fidia_jax.projects.proteinmpnn._startup.cache_dir_from_env`): the parsed
+        structure, the weights as arrays and the compiled sampler are kept there and read back
+        by the next run (:mod:`~fidia_jax.projects.proteinmpnn._startup`; same draws, bitwise).
+        The weights and the compiled sampler only for a plain sampling run (no ``tie`` /
+        ``homo_oligomer``, no PSSM, no ``unconditional_probs``, no ``probs_only``) when
+        ``model`` is not given. ``None`` (default): nothing is cached.
 
     Returns:
       The JSON summary as a dict (``samples`` with ``sequence``, ``score``, ``recovery``;
@@ -236,7 +252,7 @@ def run_sample(
     timing: dict[str, float] = {}
     with Reporter(quiet) as rep:
         with rep.stage("loading structure"):
-            setup = prepare_structure(pdb, chains, design_chains, fixed, variant)
+            setup = prepare_structure(pdb, chains, design_chains, fixed, variant, cache_dir)
             if max_length is not None and setup.protein.length > max_length:
                 raise DataError(
                     f"{setup.protein.source}: {setup.protein.length} residues, more than "
@@ -262,10 +278,22 @@ def run_sample(
                 mix, pprobs, scale = pssm_rows
                 pssm_rows = (mix, pprobs, scale * ~omit_Lx21)
         timing["load_structure"] = time.perf_counter() - t0
+        fast = None  # the start-up cache's sampler: no model object, no flax
         if model is None:
             t = time.perf_counter()
             with rep.stage(f"loading ProteinMPNN {variant}/{checkpoint}"):
-                model = load_model(checkpoint, variant)
+                if (
+                    cache_dir is not None
+                    and not tied
+                    and pssm_rows is None
+                    and probs_only is None
+                    and not unconditional_probs
+                ):
+                    from fidia_jax.projects.proteinmpnn._startup import open_sampler
+
+                    fast = open_sampler(cache_dir, checkpoint, variant, load_model)
+                if fast is None:
+                    model = load_model(checkpoint, variant)
             timing["load_model"] = time.perf_counter() - t
         if probs_only is not None:
             return run_probs_only(
@@ -274,16 +302,22 @@ def run_sample(
             )  # fmt: skip
         import jax
 
-        from fidia_jax.models import MPNNInputs, sample, score
+        if fast is None:
+            from fidia_jax.models import MPNNInputs, sample, score
 
-        if bucket is not None:  # many backbones per run: one compilation per padded length
-            sample, score = bucketed(bucket)
+            if bucket is not None:  # many backbones per run: one compilation per padded length
+                sample, score = bucketed(bucket)
         t = time.perf_counter()
         with rep.stage(
             f"sampling {num_samples} sequences at T={','.join(f'{x:g}' for x in temps)} and "
             "scoring the native one (first call compiles)"
         ):
-            inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
+            if fast is None:
+                inputs = MPNNInputs.from_protein(setup.protein, setup.design_chains)
+            else:
+                from fidia_jax.projects.proteinmpnn._startup import host_inputs
+
+                inputs = host_inputs(setup.protein, setup.design_chains)
             if backbone_noise > 0:
                 eps = jax.random.normal(
                     jax.random.fold_in(jax.random.key(seed), 2**30), np.shape(inputs.X)
@@ -294,6 +328,14 @@ def run_sample(
             runs = []
             for k, temp in enumerate(temps):
                 key = jax.random.key(seed)
+                if fast is not None:  # the same program as below, read from the cache
+                    runs.append(fast.sample(
+                        key if k == 0 else jax.random.fold_in(key, k), inputs,
+                        num_samples=int(num_samples), temperature=temp, fixed=setup.fixed,
+                        omit_aas=omit,
+                        bias=None if not bias_Lx21.any() else bias_Lx21, bucket=bucket,
+                    ))  # fmt: skip
+                    continue
                 runs.append(sample(
                     model, key if k == 0 else jax.random.fold_in(key, k), inputs,
                     num_samples=int(num_samples), temperature=temp, fixed_mask=setup.fixed,

@@ -1,4 +1,7 @@
-"""The conversion cache of the language-model loaders: converted arrays kept on disk, by source.
+"""Converted arrays kept on disk, by source: the conversion cache of the language-model loaders,
+whose entries (:class:`Entry`) and keys (:func:`fingerprint`) the ProteinMPNN start-up cache
+(``fidia_jax/projects/proteinmpnn/_startup.py``, ``_structure_cache.py``) uses too. A shared
+foundation (standard library only), so that a command that needs it imports no model.
 
 Converting a checkpoint (reading a GGUF file's tables, dequantising every tensor, transposing,
 casting; rebuilding its tokenizer) costs about a minute for Gemma 3 270M on a loaded 2-core
