@@ -77,8 +77,8 @@ def probe(checkpoint: str, width: int, new_tokens: int) -> tuple[list, dict]:
     import numpy as np
     from flax import nnx
 
-    from fidia_jax import models
     from fidia_jax import _disk_cache as cc
+    from fidia_jax import models
     from fidia_jax.models import _llama_hooks as hk
 
     rows, raw = [], {}

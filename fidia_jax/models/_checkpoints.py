@@ -42,9 +42,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from fidia_jax import _disk_cache as cc
 from fidia_jax.errors import CheckpointError, ConfigError, needs_extra
 from fidia_jax.layers import RopeScaling
-from fidia_jax import _disk_cache as cc
 from fidia_jax.models._checkpoint_files import (
     check_gguf,
     safetensors_header_len,

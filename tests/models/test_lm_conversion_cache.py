@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from fidia_jax import _disk_cache as cc
 from fidia_jax import models
 from fidia_jax.errors import ConfigError
-from fidia_jax import _disk_cache as cc
 
 st = pytest.importorskip("safetensors.numpy")
 gguf = pytest.importorskip("gguf")
