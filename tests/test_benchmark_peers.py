@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from _scripts import load_script
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks"
@@ -46,10 +47,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 def _load_peers_module():
-    spec = importlib.util.spec_from_file_location("_bench_peers", BENCH / "_peers.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/_peers.py")
 
 
 def _fake_python(tmp_path, body: str) -> pathlib.Path:

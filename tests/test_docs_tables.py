@@ -6,26 +6,17 @@ git-ignored fails here, so CI fails. The rest tests the renderer on a temporary 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
-import sys
 
 import pytest
+from _scripts import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def _load(name: str, path: pathlib.Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-rt = _load("_render_tables", ROOT / "tools" / "render_tables.py")
-results_lib = _load("_bench_results", ROOT / "benchmarks" / "_results.py")
+rt = load_script("tools/render_tables.py")
+results_lib = load_script("benchmarks/_results.py")
 
 
 def test_repository_pages_agree_with_their_results_files(capsys):

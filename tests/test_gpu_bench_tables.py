@@ -5,34 +5,21 @@ measured, failed and cut-off cells, written by ``benchmarks/_gpu_results.py`` an
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import sys
 
 import pytest
+from _scripts import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
 
 
-def _load(name: str, path: pathlib.Path):
-    saved = list(sys.path)
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
-    return module
-
-
-ga = _load("_gpu_attention_bench", BENCH / "gpu_attention.py")
-gp = _load("_gpu_paso_bench", BENCH / "gpu_paso.py")
+ga = load_script("benchmarks/gpu_attention.py")
+gp = load_script("benchmarks/gpu_paso.py")
 gr = sys.modules["_gpu_results"]
-rt = _load("_render_tables_gpu", ROOT / "tools" / "render_tables.py")
+rt = load_script("tools/render_tables.py")
 
 DECODE = [
     {"name": "copy_bandwidth", "status": "ok", "buffer_bytes": 2**30, "ms": 0.8, "GBps": 2684.0},

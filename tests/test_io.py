@@ -123,12 +123,11 @@ def test_one_data_directory_rule(tmp_path, monkeypatch):
 
 
 def test_reward_judge_benchmark_takes_out(tmp_path):
-    import importlib.util
     import pathlib
 
+    from _scripts import load_script
+
     path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "fidia_reward_judge.py"
-    spec = importlib.util.spec_from_file_location("fidia_reward_judge", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("benchmarks/fidia_reward_judge.py")
     assert bench.parser().parse_args(["--out", str(tmp_path / "r.json")]).out == tmp_path / "r.json"
     assert bench.parser().parse_args([]).out == path.parent / "results" / "fidia_reward_judge.json"

@@ -2,26 +2,19 @@
 silence and load-time parsers on synthetic timestamped logs, the goal verdict, the table of
 ``lm_load.py --retable``, and ``_peers.run_timestamped`` timing lines as they arrive."""
 
-import importlib.util
 import json
 import os
 import pathlib
 import sys
 
 import pytest
+from _scripts import load_script
 
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def _load(name):
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCH / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(BENCH))
-    return mod
+    return load_script(f"benchmarks/{name}.py")
 
 
 @pytest.fixture(scope="module")

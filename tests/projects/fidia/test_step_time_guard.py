@@ -1,20 +1,16 @@
 """``benchmarks/fidia_step_time.py`` checks what it measures by the sources' digest, not their
 path: an installed copy of the same sources passes, a changed copy does not."""
 
-import importlib.util
 import pathlib
 import shutil
+
+from _scripts import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "fidia_step_time", ROOT / "benchmarks" / "fidia_step_time.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/fidia_step_time.py")
 
 
 def test_digest_follows_contents_not_paths(tmp_path):

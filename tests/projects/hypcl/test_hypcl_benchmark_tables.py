@@ -3,27 +3,18 @@ whose means, spreads and pairings are known."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
-import sys
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
-def _load(name: str, path: pathlib.Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load("_bench_hypcl", ROOT / "benchmarks" / "hypcl.py")
-render = _load("_render_tables_hypcl", ROOT / "tools" / "render_tables.py")
+bench = load_script("benchmarks/hypcl.py")
+render = load_script("tools/render_tables.py")
 
 
 def _run(aa, la=0.5, fg=0.1):
@@ -109,7 +100,7 @@ def test_validation_and_depth_tables():
 
 def test_tables_render_through_the_results_file(tmp_path):
     """The tables survive write_results and render_tables (a page region made from them)."""
-    results = _load("_bench_results_hypcl", ROOT / "benchmarks" / "_results.py")
+    results = load_script("benchmarks/_results.py")
     path = results.write_results(
         "hypcl",
         bench.tables(PER_SEED, METHODS),
@@ -131,7 +122,7 @@ def test_tables_render_through_the_results_file(tmp_path):
 def test_report_rebuilds_the_tables_from_the_per_seed_results(tmp_path):
     """``--report`` retabulates a finished run's file without training, keeping the run's own
     command, date and machine under ``"run"``."""
-    results = _load("_bench_results_hypcl2", ROOT / "benchmarks" / "_results.py")
+    results = load_script("benchmarks/_results.py")
     path = results.write_results(
         "hypcl",
         {"methods": {"columns": ["stale"], "rows": [[1.0]]}},

@@ -3,13 +3,12 @@ whose means, spreads, paired tests and goal counts are known."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
-import sys
 
 import numpy as np
 import pytest
+from _scripts import load_script
 from scipy import stats
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -24,16 +23,8 @@ METRICS = (
 )
 
 
-def _load(name: str, path: pathlib.Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load("_bench_ldl", ROOT / "benchmarks" / "ldl.py")
-render = _load("_render_tables_ldl", ROOT / "tools" / "render_tables.py")
+bench = load_script("benchmarks/ldl.py")
+render = load_script("tools/render_tables.py")
 
 
 def _row(de, kl, clark=1.0, intersection=0.8):
@@ -148,7 +139,7 @@ def test_missing_kl_only_is_an_error():
 
 def test_tables_render_through_the_results_file(tmp_path):
     """The tables survive write_results and render_tables (a page region made from them)."""
-    results = _load("_bench_results_ldl", ROOT / "benchmarks" / "_results.py")
+    results = load_script("benchmarks/_results.py")
     path = results.write_results(
         "ldl",
         bench.build_tables(PER_SET, "0.1"),
@@ -169,7 +160,7 @@ def test_tables_render_through_the_results_file(tmp_path):
 def test_combine_retabulates_a_finished_file_keeping_its_command(tmp_path):
     """``--combine FILE`` rebuilds the tables from a run's file without training; one file's
     own command stays the caption's command."""
-    results = _load("_bench_results_ldl2", ROOT / "benchmarks" / "_results.py")
+    results = load_script("benchmarks/_results.py")
     src = results.write_results(
         "ldl",
         {"de": {"columns": ["stale"], "rows": [[1.0]]}},

@@ -9,12 +9,11 @@ that match a direct computation.
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
-import sys
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 from fidia_jax.projects import varjepa
 from fidia_jax.projects.varjepa.train import _baseline_rows
@@ -23,16 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def _bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "_bench_varjepa", ROOT / "benchmarks" / "varjepa.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
+    return load_script("benchmarks/varjepa.py")
 
 
 BASELINES = {
