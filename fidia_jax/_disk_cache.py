@@ -178,24 +178,33 @@ def safetensors_table(path: str) -> dict[str, tuple[str, tuple[int, ...], int, i
       file (``__metadata__`` left out).
 
     Raises:
-      ValueError: not a safetensors file (a header length past the end, an unreadable JSON
-        header), an unknown dtype code, a shape whose size disagrees with the data offsets, or
-        data outside the file.
+      ValueError: not a safetensors file (too short, a header length past the end, an
+        unreadable JSON header), a corrupt entry (an unknown dtype code included), data past
+        the end of the file ("truncated"), or a shape whose size disagrees with the data
+        offsets; each message names the file and the tensor. The loaders
+        (:func:`fidia_jax.models._checkpoint_files.safetensors_names`) turn it into a
+        ``CheckpointError``.
     """
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) < 8:
-            raise ValueError(f"{path!r} is too short for a safetensors header")
+            raise ValueError(f"{path!r} is not a safetensors file (too short)")
         (n,) = struct.unpack("<Q", head)
         if 8 + n > size:
-            raise ValueError(f"{path!r}: header length {n} runs past the end ({size} bytes)")
+            raise ValueError(
+                f"{path!r} is truncated or not safetensors: its header claims {n} bytes, which "
+                f"runs past the end of the file ({size} bytes)"
+            )
         try:
             header = json.loads(f.read(n))
-        except ValueError as err:
-            raise ValueError(f"{path!r}: unreadable safetensors header ({err})") from err
+        except ValueError as err:  # UnicodeDecodeError included
+            raise ValueError(
+                f"{path!r} has a corrupt, unreadable safetensors header ({err})"
+            ) from err
     if not isinstance(header, dict):
-        raise ValueError(f"{path!r}: the safetensors header is not a JSON object")
+        raise ValueError(f"{path!r} has a corrupt safetensors header (not a JSON object)")
+    data = size - 8 - n
     out = {}
     for name, meta in header.items():
         if name == "__metadata__":
@@ -204,14 +213,23 @@ def safetensors_table(path: str) -> dict[str, tuple[str, tuple[int, ...], int, i
             code, shape = meta["dtype"], tuple(int(d) for d in meta["shape"])
             begin, end = (int(x) for x in meta["data_offsets"])
         except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"{path!r}: bad header entry for {name!r} ({err})") from err
-        if code not in _ST_ITEMSIZE:
-            raise ValueError(f"{path!r}: tensor {name!r} has the unknown dtype {code!r}")
-        nbytes = math.prod(shape) * _ST_ITEMSIZE[code]
-        if end - begin != nbytes or begin < 0 or 8 + n + end > size:
             raise ValueError(
-                f"{path!r}: tensor {name!r} ({code} {list(shape)}, {nbytes} bytes) has data "
-                f"offsets [{begin}, {end}) in a file of {size} bytes"
+                f"tensor {name!r} of {path!r} has a corrupt header entry ({err!r})"
+            ) from err
+        if code not in _ST_ITEMSIZE:
+            raise ValueError(
+                f"tensor {name!r} of {path!r} has a corrupt header entry: unknown dtype {code!r}"
+            )
+        nbytes = math.prod(shape) * _ST_ITEMSIZE[code]
+        if end > data:
+            raise ValueError(
+                f"tensor {name!r} of {path!r} has data offsets [{begin}, {end}), but the file "
+                f"holds {data} bytes of data (truncated)"
+            )
+        if end - begin != nbytes or begin < 0:
+            raise ValueError(
+                f"tensor {name!r} of {path!r} has data offsets [{begin}, {end}) "
+                f"({end - begin} bytes), its dtype and shape need {nbytes} ({code} {list(shape)})"
             )
         out[str(name)] = (code, shape, 8 + n + begin, nbytes)
     return out

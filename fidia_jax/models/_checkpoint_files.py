@@ -17,62 +17,22 @@ import os
 import re
 import struct
 
+from fidia_jax import _disk_cache
 from fidia_jax.errors import CheckpointError
-
-_ST_ITEMSIZE = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2,
-    "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
-}  # fmt: skip
 
 
 def safetensors_names(file: str, where: str) -> list[str]:
-    """Tensor names of a safetensors file whose header and sizes are consistent.
+    """Tensor names of a safetensors file whose header and sizes are consistent
+    (:func:`fidia_jax._disk_cache.safetensors_table`, which reads the header alone).
 
     Raises:
       CheckpointError: the file is shorter than its header says, the header is not JSON, or a
         tensor's byte range is outside the file or does not fit its dtype and shape (named).
     """
-    size = os.path.getsize(file)
-    with open(file, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise CheckpointError(f"{where}: {file!r} is not a safetensors file (too short)")
-        (n,) = struct.unpack("<Q", head)
-        if n > size - 8:
-            raise CheckpointError(
-                f"{where}: {file!r} is truncated or not safetensors: its header claims {n} bytes, "
-                f"the file has {size}"
-            )
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, ValueError) as err:
-            raise CheckpointError(f"{where}: {file!r} has a corrupt safetensors header") from err
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{where}: {file!r} has a corrupt safetensors header")
-    data = size - 8 - n
-    names = []
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            begin, end = (int(v) for v in info["data_offsets"])
-            need = math.prod(int(d) for d in info["shape"]) * _ST_ITEMSIZE[info["dtype"]]
-        except (KeyError, TypeError, ValueError) as err:
-            raise CheckpointError(
-                f"{where}: tensor {name!r} of {file!r} has a corrupt header entry"
-            ) from err
-        if end > data:
-            raise CheckpointError(
-                f"{where}: tensor {name!r} of {file!r} ends at byte {end} of the data, but the "
-                f"file holds {data} bytes of data (truncated)"
-            )
-        if end - begin != need or begin < 0:
-            raise CheckpointError(
-                f"{where}: tensor {name!r} of {file!r} spans {end - begin} bytes, its dtype and "
-                f"shape need {need}"
-            )
-        names.append(name)
-    return names
+    try:
+        return list(_disk_cache.safetensors_table(file))
+    except ValueError as err:
+        raise CheckpointError(f"{where}: {err}") from err
 
 
 def safetensors_header_len(file: str) -> int:
