@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from flax import nnx
 from lm_numpy_reference import forward as numpy_forward
+from tiny_configs import GEMMA3_LIKE
 
 from fidia_jax import layers, models
 from fidia_jax.errors import ConfigError
@@ -118,24 +119,7 @@ CASES = {
     "gelu_tanh": ({"mlp_activation": "gelu_tanh"}, {"act": "gelu_tanh"}),
     "query_scalar": ({"query_pre_attn_scalar": 12.0}, {"qscalar": 12.0}),
     "gemma3": (
-        dict(
-            n_layers=3,
-            head_size=16,
-            n_kv_heads=1,
-            qk_norm=True,
-            tie_embeddings=True,
-            sliding_window=4,
-            sliding_window_pattern=3,
-            rope_theta=1e6,
-            rope_local_theta=1e4,
-            rope_scaling=layers.RopeScaling("linear", factor=8.0),
-            norm_offset=1.0,
-            post_norms=True,
-            embed_scale=math.sqrt(32),
-            mlp_activation="gelu_tanh",
-            query_pre_attn_scalar=16.0,
-            norm_eps=1e-6,
-        ),
+        dict(GEMMA3_LIKE),
         dict(
             qk_norm=True,
             tied=True,

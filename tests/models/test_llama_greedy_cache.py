@@ -16,7 +16,6 @@ below, so a wrong mask or a wrong cache position (errors of order the logits the
 from __future__ import annotations
 
 import json
-import math
 import os
 import pathlib
 
@@ -25,8 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from tiny_configs import GEMMA3_LIKE
 
-from fidia_jax import layers, models
+from fidia_jax import models
 
 N_NEW = 8
 LENGTHS = [3, 7, 12, 5]  # ragged: right-padded to 12 in the batch; 12 + 8 <= max_seq_len 32
@@ -52,24 +52,7 @@ def _randomize(model, seed):
 # tokens run past it, so the window changes what a query sees) with one global layer every 3rd.
 CONFIGS = {
     "llama": dict(),
-    "gemma3_sliding": dict(
-        n_layers=3,
-        head_size=16,
-        n_kv_heads=1,
-        qk_norm=True,
-        tie_embeddings=True,
-        sliding_window=4,
-        sliding_window_pattern=3,
-        rope_theta=1e6,
-        rope_local_theta=1e4,
-        rope_scaling=layers.RopeScaling("linear", factor=8.0),
-        norm_offset=1.0,
-        post_norms=True,
-        embed_scale=math.sqrt(32),
-        mlp_activation="gelu_tanh",
-        query_pre_attn_scalar=16.0,
-        norm_eps=1e-6,
-    ),
+    "gemma3_sliding": dict(GEMMA3_LIKE),
 }
 
 
