@@ -58,7 +58,8 @@ def _cpu_model() -> str | None:
 
 def machine() -> str:
     """``"<OS> <arch>, <n> CPUs (<cpu model>)"``, plus jax's version and backend when jax is
-    already imported (a benchmark that used it)."""
+    already imported (a benchmark that used it), and on an accelerator backend the devices'
+    count and kind (``..., jax 0.11.2 gpu, 1 x NVIDIA H200``)."""
     text = f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
     model = _cpu_model()
     if model:
@@ -66,16 +67,25 @@ def machine() -> str:
     jax = sys.modules.get("jax")
     if jax is not None:
         try:
-            text += f", jax {jax.__version__} {jax.default_backend()}"
+            backend = jax.default_backend()
+            text += f", jax {jax.__version__} {backend}"
+            if backend != "cpu":
+                devices = jax.devices()
+                text += f", {len(devices)} x {devices[0].device_kind}"
         except Exception:  # noqa: BLE001 - a broken backend must not lose the results
             pass
     return text
 
 
 def commit() -> str:
-    """``git rev-parse HEAD`` of the repository, with ``+dirty`` when tracked files differ from
-    it (``"unknown"`` outside a git checkout); git runs in ``tools/render_tables.py``, since
+    """``$FIDIA_COMMIT`` when set (a copy of the tree without ``.git``, e.g. on a device
+    machine: the commit it was copied from, ``+dirty`` when it had changes); else ``git
+    rev-parse HEAD`` of the repository, with ``+dirty`` when tracked files differ from it
+    (``"unknown"`` outside a git checkout); git runs in ``tools/render_tables.py``, since
     benchmarks start no processes but their peers (``benchmarks/_peers.py``)."""
+    env_commit = os.environ.get("FIDIA_COMMIT", "").strip()
+    if env_commit:
+        return env_commit
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         from render_tables import git_commit

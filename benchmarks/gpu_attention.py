@@ -39,8 +39,8 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _gpu_results import NOT_FINISHED, cell_error, write_gpu_results  # noqa: E402
-from _results import command_line, load_average  # noqa: E402
+from _gpu_results import NOT_FINISHED, cell_error  # noqa: E402
+from _results import command_line, load_average, write_results  # noqa: E402
 from _timing import median_seconds  # noqa: E402
 
 from fidia_jax.kernels.attn_qat import BlockSizes as QatBlocks  # noqa: E402
@@ -102,7 +102,7 @@ class Run:
     def save(self):
         """Writes the file; a failure to write is printed, and the next save tries again."""
         try:
-            write_gpu_results(
+            write_results(
                 "gpu_attention",
                 tables(self.decode, self.train),
                 command=self.command,

@@ -39,8 +39,8 @@ import optax
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import paso as cpu_bench  # noqa: E402  (tasks of benchmarks/paso.py; LLaMA from the lm driver)
-from _gpu_results import NOT_FINISHED, cell_error, write_gpu_results  # noqa: E402
-from _results import load_average  # noqa: E402
+from _gpu_results import NOT_FINISHED, cell_error  # noqa: E402
+from _results import load_average, write_results  # noqa: E402
 
 COLUMNS = ["task", "optimizer", "window", "T", "K", "T/K", "grad evals / T", "final loss seq",
            "final loss PASO", "param rel diff", "wall seq (s)", "wall PASO (s)",
@@ -107,7 +107,7 @@ def main(argv=None):
     def save():
         paso_table = {"columns": COLUMNS, "rows": [table_row(r) for r in rows], "formats": FORMATS}
         try:
-            write_gpu_results(
+            write_results(
                 "gpu_paso",
                 {"paso": paso_table},
                 load_start=load_start,

@@ -1,6 +1,6 @@
 """The GPU benchmarks' results files (issues 41 and 44): the tables that docs/benchmarks.md renders
 from ``benchmarks/gpu_attention.py`` and ``benchmarks/gpu_paso.py``, built from raw rows with
-measured, failed and cut-off cells, written by ``benchmarks/_gpu_results.py`` and rendered by
+measured, failed and cut-off cells, written by ``benchmarks/_results.py`` and rendered by
 ``tools/render_tables.py``. No GPU and no measurement: the rows are made up."""
 
 from __future__ import annotations
@@ -90,10 +90,9 @@ def test_paso_rows():
 def test_written_file_renders_and_names_commit_and_append(tmp_path, monkeypatch):
     out = tmp_path / "benchmarks" / "results" / "gpu_attention.json"
     monkeypatch.setenv("FIDIA_COMMIT", "abc123+dirty")
-    saved = gr._results.machine, gr._results.commit
-    gr.write_gpu_results("gpu_attention", ga.tables(DECODE, TRAIN), command="python x.py",
-                         extra={"raw": {"decode": DECODE, "train": TRAIN}}, out=out)  # fmt: skip
-    assert (gr._results.machine, gr._results.commit) == saved  # restored
+    results = load_script("benchmarks/_results.py")
+    results.write_results("gpu_attention", ga.tables(DECODE, TRAIN), command="python x.py",
+                          extra={"raw": {"decode": DECODE, "train": TRAIN}}, out=out)  # fmt: skip
     doc = json.loads(out.read_text())
     assert doc["commit"] == "abc123+dirty" and " CPUs" in doc["machine"]
     page = tmp_path / "docs" / "p.md"
