@@ -79,6 +79,12 @@ _STALE_TMP_SECONDS = 6 * 3600
 _OFF = ("0", "off", "false", "no", "none")
 
 
+def is_off(value: str) -> bool:
+    """Whether an environment switch says off: ``0`` / ``off`` / ``false`` / ``no`` / ``none``
+    (any case, surrounding spaces ignored)."""
+    return value.strip().lower() in _OFF
+
+
 def default_cache_dir(environ=None) -> str:
     """The default cache directory (see the module docstring for the order)."""
     env = os.environ if environ is None else environ
@@ -116,7 +122,7 @@ def resolve_cache_dir(cache, cache_dir, *, source_bytes: int, where: str) -> str
     if cache is False:
         return None
     if cache is None:
-        if os.environ.get("FIDIA_LM_CACHE", "1").strip().lower() in _OFF:
+        if is_off(os.environ.get("FIDIA_LM_CACHE", "1")):
             return None
         if source_bytes < MIN_DEFAULT_BYTES:
             return None

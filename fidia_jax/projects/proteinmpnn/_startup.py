@@ -45,7 +45,6 @@ __all__ = ["FastSampler", "SampleArrays", "cache_dir_from_env", "open_sampler"]
 #: Bumped when an entry's contents change meaning (older entries are then misses).
 FORMAT_VERSION = 1
 
-_OFF = ("", "0", "off", "none", "false", "no")
 _VARIANT_DIRS = {
     "vanilla": "vanilla_model_weights",
     "soluble": "soluble_model_weights",
@@ -67,10 +66,11 @@ def cache_dir_from_env(environ=None) -> str | None:
     env = os.environ if environ is None else environ
     mine = env.get("FIDIA_MPNN_CACHE")
     if mine is not None:
-        return None if mine.strip().lower() in _OFF else mine
+        return None if not mine.strip() or _disk_cache.is_off(mine) else mine
     jax_dir = env.get("FIDIA_COMPILATION_CACHE")
     if jax_dir is not None:
-        return None if jax_dir.strip().lower() in _OFF else os.path.join(jax_dir, "proteinmpnn")
+        off = not jax_dir.strip() or _disk_cache.is_off(jax_dir)
+        return None if off else os.path.join(jax_dir, "proteinmpnn")
     return os.path.join(os.path.dirname(_disk_cache.default_cache_dir(env)), "proteinmpnn")
 
 
