@@ -132,6 +132,7 @@ def write_results(
     load_start: float | None = None,
     extra: Mapping[str, Any] | None = None,
     out: str | os.PathLike | None = None,
+    caption: Mapping[str, Any] | None = None,
 ) -> pathlib.Path:
     """Writes ``benchmarks/results/<name>.json`` (or ``out``) atomically: ``tables`` with the
     command, date, machine, commit and load average filled in.
@@ -145,13 +146,16 @@ def write_results(
       extra: more keys kept in the file (raw results, config); they may not replace the ones
         above.
       out: another path (e.g. a scratch file).
+      caption: the run's own ``date`` / ``machine`` / ``commit`` / ``load_average`` (and
+        ``command``), for a file re-derived from a raw record after the run (``--retable``):
+        they replace what this process would write.
 
     Returns:
       The path written.
 
     Raises:
       ValueError: a row's length differs from its columns', a float cell is not finite, or
-        ``extra`` reuses a reserved key.
+        ``extra`` reuses a reserved key, or ``caption`` names a key that is not a caption key.
     """
     end = load_average()
     load = end if load_start is None else f"{load_start} -> {end}"
@@ -163,6 +167,10 @@ def write_results(
         "load_average": load,
         "tables": {k: _check_table(k, t) for k, t in tables.items()},
     }
+    for k, v in (caption or {}).items():
+        if k not in RESERVED or k == "tables":
+            raise ValueError(f"caption key {k!r} is not one of {RESERVED[:-1]}")
+        doc[k] = v
     for k, v in (extra or {}).items():
         if k in doc:
             raise ValueError(f"extra key {k!r} is reserved")

@@ -119,20 +119,13 @@ def write_table(record: dict, out: str | os.PathLike) -> pathlib.Path:
     """Writes ``record`` (this script's raw record) through ``_results.write_results`` with the
     ``loads`` table derived from its runs; the caption keys are the record's own (its command,
     date, machine, commit and load average), not those of the process that writes."""
-    from fidia_jax._io import atomic_write_text, json_text
-
-    caption = _caption(record)
     extra = {k: v for k, v in record.items() if k not in _results.RESERVED}
     if isinstance(record.get("machine"), dict):
         extra["machine_details"] = record["machine"]
-    path = _results.write_results(
-        "lm_load", {"loads": load_table(record["runs"])}, command=caption["command"],
-        extra=extra, out=out,
+    return _results.write_results(
+        "lm_load", {"loads": load_table(record["runs"])}, extra=extra, out=out,
+        caption=_caption(record),
     )  # fmt: skip
-    doc = json.loads(pathlib.Path(path).read_text())
-    doc.update(caption)
-    atomic_write_text(path, json_text(doc, indent=2) + "\n")
-    return pathlib.Path(path)
 
 
 def _child(mode: str, path: str, cache_dir: str, logits_out: str) -> None:

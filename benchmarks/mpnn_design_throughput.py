@@ -21,7 +21,9 @@ averaged over samples, then over backbones). The venvs: ``tools/mpnn_make_peer_v
     python benchmarks/mpnn_design_throughput.py --smoke          # 2 backbones
     python benchmarks/mpnn_design_throughput.py                  # the full protocol (~80 backbones)
 
-Prints one table and writes ``benchmarks/results/mpnn_design_throughput.json``.
+Each tool's wall time and the CPU time (user + sys) of its processes. Prints one table and writes
+``benchmarks/results/mpnn_design_throughput.json`` (``_results``: the ``throughput`` table with the
+raw results); ``--retable`` re-derives the table from the file's raw results.
 """
 
 from __future__ import annotations
@@ -30,14 +32,14 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import statistics
 import sys
 import tempfile
 import time
 
 import _peers
-
-from fidia_jax._io import atomic_write_text
+import _results
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 VENV_TORCH = "/tmp/peer_mpnn_torch/bin/python"
@@ -73,6 +75,11 @@ def _parse_args(argv=None):
     )
     p.add_argument(
         "--out", default=str(REPO / "benchmarks" / "results" / "mpnn_design_throughput.json")
+    )
+    p.add_argument(
+        "--retable",
+        action="store_true",
+        help="re-derive the table of the --out file from its raw runs (no measurement)",
     )
     return p.parse_args(argv)
 
@@ -111,14 +118,68 @@ def _paired_p(rec: dict, ours: dict) -> float | None:
     return float(wilcoxon(d).pvalue)
 
 
-def _timed(fn) -> float:
+def _timed(fn) -> tuple[float, float]:
+    """Wall seconds of ``fn()`` and CPU seconds (user + sys) of the child processes it ran."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+#: Issue 44's goal: the full protocol at this many times the original's throughput or better.
+GOAL_VS_ORIGINAL = 10.0
+
+
+def throughput_table(record: dict) -> dict:
+    """The ``throughput`` table from a raw record (``tools``: per tool ``wall_s``, ``cpu_s``
+    (``None`` in records made before CPU time was kept), ``recovery``, ...): per tool its times,
+    backbones per hour, how many times fidia_jax's time it took (wall and CPU), its mean
+    native-sequence recovery, the difference to fidia_jax's and the paired Wilcoxon p."""
+    tools = record["tools"]
+    ours = tools["fidia_jax"]
+    n = len(record["backbones"])
+    rows = []
+    for tool, t in tools.items():
+        cpu = t.get("cpu_s")
+        speed_cpu = None if cpu is None or ours.get("cpu_s") is None else cpu / ours["cpu_s"]
+        goal = None
+        if tool.startswith("original") and not record.get("smoke") and n >= 80:
+            ok = t["wall_s"] / ours["wall_s"] >= GOAL_VS_ORIGINAL and (
+                speed_cpu is None or speed_cpu >= GOAL_VS_ORIGINAL
+            )
+            goal = f"{'met' if ok else 'not met'} (>= {GOAL_VS_ORIGINAL:g}x)"
+        rows.append([
+            tool, n, t["wall_s"], cpu, 3600.0 * n / t["wall_s"], t["wall_s"] / ours["wall_s"],
+            speed_cpu, t["recovery"], t["recovery"] - ours["recovery"],
+            t.get("recovery_wilcoxon_p_vs_fidia"), goal,
+        ])  # fmt: skip
+    return {
+        "columns": ["tool", "backbones", "wall s", "CPU s", "backbones / h",
+                    "time / fidia_jax (wall)", "time / fidia_jax (CPU)", "recovery",
+                    "recovery - fidia_jax", "Wilcoxon p", "goal"],
+        "rows": rows,
+        "formats": [None, "d", ".1f", ".1f", ".0f", ".2f", ".2f", ".3f", "+.3f", ".3f", None],
+    }  # fmt: skip
+
+
+def write_table(record: dict, out) -> pathlib.Path:
+    """Writes ``record`` (raw results and the run's caption keys) through
+    ``_results.write_results`` with the ``throughput`` table derived from it."""
+    caption = {k: record[k] for k in _results.RESERVED if k in record and k != "tables"}
+    extra = {k: v for k, v in record.items() if k not in _results.RESERVED}
+    return _results.write_results(
+        "mpnn_design_throughput", {"throughput": throughput_table(record)}, extra=extra,
+        out=out, caption=caption,
+    )  # fmt: skip
 
 
 def main(argv=None) -> int:
     args = _parse_args(argv)
+    if args.retable:
+        print(f"wrote {write_table(json.loads(pathlib.Path(args.out).read_text()), args.out)}")
+        return 0
     files = backbones(pathlib.Path(args.data_dir))
     if args.smoke:
         files = files[:2]
@@ -149,7 +210,7 @@ def main(argv=None) -> int:
 
         # the original (torch CPU): its failure stops the benchmark before anything is written
         out = tmp / "torch.json"
-        wall = _timed(
+        wall_cpu = _timed(
             lambda: _peers.run_peer(
                 torch_py,
                 "_mpnn_torch_peer.py",
@@ -167,13 +228,13 @@ def main(argv=None) -> int:
             )
         )
         rows["original (torch CPU)"] = (
-            wall,
+            *wall_cpu,
             {k: v["recovery"] for k, v in json.loads(out.read_text()).items()},
         )
 
         if cd_py is not None:
             out = tmp / "colabdesign.json"
-            wall = _timed(
+            wall_cpu = _timed(
                 lambda: _peers.run_peer(
                     cd_py,
                     "_mpnn_colabdesign_peer.py",
@@ -188,7 +249,7 @@ def main(argv=None) -> int:
                 )
             )
             rows["ColabDesign 1.1.1"] = (
-                wall,
+                *wall_cpu,
                 {k: v["recovery"] for k, v in json.loads(out.read_text()).items()},
             )
 
@@ -202,7 +263,7 @@ def main(argv=None) -> int:
             runs.append(("fidia_jax (--workers 1)", 1))
         for tool, workers in runs:
             fj_out = tmp / f"fidia{len(rows)}"
-            wall = _timed(
+            wall_cpu = _timed(
                 lambda fj_out=fj_out, workers=workers: _peers.run_peer(
                     sys.executable, cli, "proteinmpnn", "sample", "--pdb-dir", pdb_dir,
                     "--num-samples", n, "--temperature", T, "--bucket", args.bucket,
@@ -216,10 +277,15 @@ def main(argv=None) -> int:
             for f in files:
                 summary = json.loads((fj_out / _name(f) / "summary.json").read_text())
                 rec[_name(f)] = [s["recovery"] for s in summary["samples"]]
-            rows[tool] = (wall, rec)
+            rows[tool] = (*wall_cpu, rec)
 
-    ours_wall, ours_rec = rows["fidia_jax"]
-    result = {
+    ours_rec = rows["fidia_jax"][2]
+    record = {
+        "command": _results.command_line(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": _results.machine(),
+        "commit": _results.commit(),
+        "load_average": f"{load_before[0]:.2f} -> {os.getloadavg()[0]:.2f}",
         "backbones": [_name(f) for f in files],
         "num_samples": n,
         "temperature": T,
@@ -227,35 +293,21 @@ def main(argv=None) -> int:
         "smoke": bool(args.smoke),
         "tools": {},
     }
-    lines = [
-        f"{'tool':24s} {'wall s':>8s} {'backbones/h':>12s} {'fidia speed-up':>15s} {'recovery':>9s} {'Δrec':>7s} {'p':>6s}"
-    ]
-    for tool, (wall, rec) in rows.items():
+    for tool, (wall, cpu, rec) in rows.items():
         missing = sorted(set(ours_rec) - set(rec))
         if missing:
             raise SystemExit(f"{tool}: no result for {missing}")
-        r = _recovery_of({k: rec[k] for k in ours_rec})
-        bph = 3600.0 * len(files) / wall
-        speed = wall / ours_wall
-        result["tools"][tool] = {
+        record["tools"][tool] = {
             "wall_s": wall,
-            "backbones_per_hour": bph,
-            "fidia_speedup": speed,
-            "recovery": r,
+            "cpu_s": cpu,
+            "recovery": _recovery_of({k: rec[k] for k in ours_rec}),
             "recovery_per_backbone": {k: statistics.fmean(v) for k, v in rec.items()},
             "recovery_wilcoxon_p_vs_fidia": _paired_p(rec, ours_rec),
         }
-        p = result["tools"][tool]["recovery_wilcoxon_p_vs_fidia"]
-        lines.append(
-            f"{tool:24s} {wall:8.1f} {bph:12.0f} {speed:14.2f}x {r:9.3f} "
-            f"{r - _recovery_of(ours_rec):+7.3f} {'' if p is None else f'{p:.3f}':>6s}"
-        )
-    print("\n".join(lines))
-    result["table"] = lines
-    result["machine"] = "2-core CPU sandbox, shared with other jobs, no GPU"
-    result["load_average_1_5_15"] = {"before": load_before, "after": os.getloadavg()}
-    result["date"] = time.strftime("%Y-%m-%d")
-    atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
+    path = write_table(record, args.out)
+    for row in json.loads(path.read_text())["tables"]["throughput"]["rows"]:
+        print("  ".join(f"{c:.3g}" if isinstance(c, float) else str(c) for c in row))
+    print(f"wrote {path}")
     return 0
 
 

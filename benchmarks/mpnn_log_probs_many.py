@@ -4,7 +4,9 @@ The FIDIA update needs ``log pi`` (and its gradient) of ``N`` sampled sequences 
 backbones. ``ProteinMPNN.log_probs_many`` encodes each backbone once and decodes its ``N``
 sequences; the peer repeats every structure ``N`` times and runs the full model (what the
 training loop did before). Both are timed in the same run, value and gradient, on the built-in
-5PTI backbone padded to ``L`` slots.
+5PTI backbone padded to ``L`` slots, in interleaved rounds (one call of each per round, after one
+compiling call each), wall and CPU seconds. Writes
+``benchmarks/results/mpnn_log_probs_many.json`` (``_results``: the ``log_probs_many`` table).
 
 Usage::
 
@@ -14,19 +16,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import pathlib
-import platform
+import statistics
+import time
 
+import _results
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import median_seconds
 from flax import nnx
 
 from fidia_jax import models, protein
-from fidia_jax._io import atomic_write_text
 
 
 def main(argv=None) -> dict:
@@ -65,27 +64,51 @@ def main(argv=None) -> dict:
         lp = m(flat, orders.reshape(b * n, length)).reshape(b, n, length, -1)
         return jnp.mean(jnp.take_along_axis(lp, seqs[..., None], -1))
 
-    rows = {}
-    for name, fn in (("shared_encoder", shared), ("repeated_structures", repeated)):
-        rows[name] = median_seconds(nnx.jit(nnx.value_and_grad(fn)), model, repeats=args.repeats)
-        print(f"{name:20s} value+grad {1e3 * rows[name]:8.1f} ms", flush=True)
-    speedup = rows["repeated_structures"] / rows["shared_encoder"]
-    print(f"speed-up of log_probs_many over the repeated-structure peer: {speedup:.2f}x")
-    result = {
-        "benchmark": "mpnn_log_probs_many",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.processor() or platform.machine()}, {jax.default_backend()}",
-        "jax": jax.__version__,
-        "batch": b,
-        "num_samples": n,
-        "length": length,
-        "seconds": rows,
-        "speedup": speedup,
-    }
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json.dumps(result, indent=1))
-    return result
+    load_start = _results.load_average()
+    fns = {"shared_encoder": shared, "repeated_structures": repeated}
+    jitted = {k: nnx.jit(nnx.value_and_grad(f)) for k, f in fns.items()}
+    for f in jitted.values():
+        jax.block_until_ready(f(model))  # compile + warm up
+    times: dict[str, list[list[float]]] = {k: [] for k in fns}
+    for _ in range(args.repeats):
+        for k, f in jitted.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            jax.block_until_ready(f(model))
+            times[k].append([time.perf_counter() - t0, time.process_time() - c0])
+    table = log_probs_table(times)
+    for row in table["rows"]:
+        print("  ".join(f"{c:.3g}" if isinstance(c, float) else str(c) for c in row), flush=True)
+    path = _results.write_results(
+        "mpnn_log_probs_many", {"log_probs_many": table}, load_start=load_start, out=args.out,
+        extra={"batch": b, "num_samples": n, "length": length, "times_wall_cpu_s": times},
+    )  # fmt: skip
+    print(f"wrote {path}")
+    return table
+
+
+NAMES = {
+    "shared_encoder": "ProteinMPNN.log_probs_many (encoder once per backbone)",
+    "repeated_structures": "peer: each structure repeated N times through the full model",
+}
+
+
+def log_probs_table(times: dict[str, list[list[float]]]) -> dict:
+    """Per variant: calls, wall seconds of one value-and-gradient call (min / median / max),
+    median CPU seconds, and the peer's median time over this variant's (per round, median)."""
+    rows = []
+    for k, ts in times.items():
+        w, c = [t[0] for t in ts], [t[1] for t in ts]
+        ratio = statistics.median(
+            p[0] / t[0] for p, t in zip(times["repeated_structures"], ts, strict=True)
+        )
+        rows.append([NAMES[k], len(ts), min(w), statistics.median(w), max(w),
+                     statistics.median(c), ratio])  # fmt: skip
+    return {
+        "columns": ["variant", "calls", "wall s min", "wall s median", "wall s max",
+                    "CPU s median", "peer time / this (per round)"],
+        "rows": rows,
+        "formats": [None, "d", ".2f", ".2f", ".2f", ".2f", ".2f"],
+    }  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ fidia_jax), so a round's three runs see about the same machine load.
 
     python benchmarks/mpnn_one_backbone.py --rounds 2
 
-Prints one table and writes ``benchmarks/results/mpnn_one_backbone.json``.
+Prints one table and writes ``benchmarks/results/mpnn_one_backbone.json`` (``_results``: the
+``one_backbone`` table, min / median / max and the per-round ratios against the goals, with the
+raw runs); ``--retable`` re-derives the table from the file's raw runs.
 """
 
 from __future__ import annotations
@@ -36,8 +38,7 @@ import tempfile
 import time
 
 import _peers
-
-from fidia_jax._io import atomic_write_text
+import _results
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 VENV_TORCH = "/tmp/peer_mpnn_torch/bin/python"
@@ -53,6 +54,11 @@ def _parse_args(argv=None):
     p.add_argument("--temperature", type=float, default=0.1)
     p.add_argument("--torch-python", default=None, help=f"default {VENV_TORCH}")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "mpnn_one_backbone.json"))
+    p.add_argument(
+        "--retable",
+        action="store_true",
+        help="re-derive the table of the --out file from its raw runs (no measurement)",
+    )
     return p.parse_args(argv)
 
 
@@ -70,6 +76,9 @@ def _run(python, script, *args, name, env=None) -> tuple[float, float]:
 
 def main(argv=None) -> int:
     args = _parse_args(argv)
+    if args.retable:
+        print(f"wrote {write_table(json.loads(pathlib.Path(args.out).read_text()), args.out)}")
+        return 0
     pdb = pathlib.Path(args.data_dir) / "protein" / "motif_problems" / "1PRW.pdb"
     if not pdb.is_file():
         raise SystemExit(f"{pdb} not found")
@@ -101,38 +110,69 @@ def main(argv=None) -> int:
             runs["warm"].append(_run(sys.executable, cli, *ours, name="fidia-jax", env=env))
             print(f"round {r}: " + ", ".join(f"{k} {v[-1][0]:.1f} s" for k, v in runs.items()),
                   file=sys.stderr)  # fmt: skip
-    result = {
+    record = {
+        "command": _results.command_line(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": _results.machine(),
+        "commit": _results.commit(),
+        "load_average": f"{load_before[0]:.2f} -> {os.getloadavg()[0]:.2f}",
         "pdb": str(pdb),
         "chains": "A",
         "num_samples": n,
         "temperature": T,
         "rounds": args.rounds,
         "runs_wall_cpu_s": runs,
-        "load_average_1_5_15": {"before": load_before, "after": os.getloadavg()},
-        "machine": "2-core CPU sandbox, shared with other jobs, no GPU",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
-    lines = [
-        f"{'run':16s} {'wall s':>14s} {'CPU s':>14s} {'orig/ours wall':>15s} {'orig/ours CPU':>14s}"
-    ]
+    path = write_table(record, args.out)
+    for row in json.loads(path.read_text())["tables"]["one_backbone"]["rows"]:
+        print("  ".join(f"{c:.2f}" if isinstance(c, float) else str(c) for c in row))
+    print(f"wrote {path}")
+    return 0
+
+
+#: The issue-44 goals: (run, original / fidia_jax at least this in CPU and in wall time).
+GOALS = {"cold": 5.0, "warm": 8.0}
+
+
+def one_backbone_table(runs: dict[str, list[list[float]]]) -> dict:
+    """The ``one_backbone`` table from ``{"original" | "cold" | "warm": [[wall, cpu], ...]}``
+    (one entry per round): min / median / max wall and CPU seconds per run, and the per-round
+    ratio original / fidia_jax (median over rounds) in wall and CPU time against its goal."""
+    rows = []
     for k in ("original", "cold", "warm"):
-        w = [a for a, _ in runs[k]]
-        c = [b for _, b in runs[k]]
+        w = [r[0] for r in runs[k]]
+        c = [r[1] for r in runs[k]]
         rw = [o[0] / x[0] for o, x in zip(runs["original"], runs[k], strict=True)]
         rc = [o[1] / x[1] for o, x in zip(runs["original"], runs[k], strict=True)]
-        result[k] = {
-            "wall_s": w, "cpu_s": c, "speedup_wall": rw, "speedup_cpu": rc,
-            "median_speedup_wall": statistics.median(rw), "median_speedup_cpu": statistics.median(rc),
-        }  # fmt: skip
-        lines.append(
-            f"{('fidia_jax ' + k) if k != 'original' else k:16s} "
-            f"{'/'.join(f'{x:.1f}' for x in w):>14s} {'/'.join(f'{x:.1f}' for x in c):>14s} "
-            f"{statistics.median(rw):14.2f}x {statistics.median(rc):13.2f}x"
-        )
-    print("\n".join(lines))
-    result["table"] = lines
-    atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
-    return 0
+        goal = GOALS.get(k)
+        met = None
+        if goal is not None:
+            ok = statistics.median(rw) >= goal and statistics.median(rc) >= goal
+            met = f"{'met' if ok else 'not met'} (>= {goal:g}x both)"
+        rows.append([
+            "original (protein_mpnn_run.py)" if k == "original" else f"fidia_jax {k}",
+            len(w), min(w), statistics.median(w), max(w), min(c), statistics.median(c), max(c),
+            None if k == "original" else statistics.median(rw),
+            None if k == "original" else statistics.median(rc), met,
+        ])  # fmt: skip
+    return {
+        "columns": ["run", "rounds", "wall s min", "wall s median", "wall s max", "CPU s min",
+                    "CPU s median", "CPU s max", "original / ours wall", "original / ours CPU",
+                    "goal"],
+        "rows": rows,
+        "formats": [None, "d", ".1f", ".1f", ".1f", ".1f", ".1f", ".1f", ".2f", ".2f", None],
+    }  # fmt: skip
+
+
+def write_table(record: dict, out) -> pathlib.Path:
+    """Writes ``record`` (the raw runs and the run's caption keys) through
+    ``_results.write_results`` with the ``one_backbone`` table derived from it."""
+    caption = {k: record[k] for k in _results.RESERVED if k in record and k != "tables"}
+    extra = {k: v for k, v in record.items() if k not in _results.RESERVED}
+    return _results.write_results(
+        "mpnn_one_backbone", {"one_backbone": one_backbone_table(record["runs_wall_cpu_s"])},
+        extra=extra, out=out, caption=caption,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

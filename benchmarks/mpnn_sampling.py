@@ -7,8 +7,9 @@ over several repeats (compile time reported separately). The torch peer is the o
 the same run when torch is importable here, or in a separate interpreter given with
 ``--torch-python`` (torch is not a dependency of fidia_jax); the peer is
 ``benchmarks/_mpnn_torch_peer.py`` (numpy + torch only) and runs first. If it fails, the script
-exits non-zero with the peer's output (``benchmarks/_peers.py``). Prints one table and writes JSON
-to ``benchmarks/results/mpnn_sampling.json``.
+exits non-zero with the peer's output (``benchmarks/_peers.py``). Prints one table and writes
+``benchmarks/results/mpnn_sampling.json`` (``_results``: the ``sampling`` table, min / median /
+max per call, with the raw times).
 
     python benchmarks/mpnn_sampling.py --data-dir ../shared/data --torch-python /tmp/torchvenv/bin/python --threads 1,2
 
@@ -26,8 +27,7 @@ import tempfile
 import time
 
 import _peers
-
-from fidia_jax._io import atomic_write_text
+import _results
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -124,65 +124,67 @@ def main(argv=None):
         jax.block_until_ready(r.sequences)
         return r
 
+    load_start = _results.load_average()
     t0 = time.perf_counter()
     run(0)
     first = time.perf_counter() - t0
-    times = []
+    times, cpu_times = [], []
     for r in range(args.repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = run(r + 1)
         times.append(time.perf_counter() - t0)
-    jax_med = statistics.median(times)
-    result = {
+        cpu_times.append(time.process_time() - c0)
+    raw = {
         "structure": str(pdb.name),
         "chain": args.chain,
         "L": L,
         "num_samples": n,
         "temperature": args.temperature,
         "repeats": args.repeats,
-        "jax": jax.__version__,
-        "jax_backend": jax.default_backend(),
-        "cpu_count": os.cpu_count(),
-        "load_average": os.getloadavg(),
         "fidia_first_call_s": first,
-        "fidia_compile_s_est": first - jax_med,
+        "fidia_compile_s_est": first - statistics.median(times),
         "fidia_times_s": times,
-        "fidia_seq_per_s": n / jax_med,
+        "fidia_cpu_times_s": cpu_times,
         "mean_token_log_prob": float(np.mean(np.asarray(res.token_log_probs))),
+        "torch": [
+            {"version": p["torch"], "threads": p["threads"], "times_s": p["times_s"]} for p in peers
+        ],
     }
-
-    rows = [("fidia_jax (jit, lax.scan)", result["fidia_seq_per_s"], jax_med)]
-    result["torch"] = []
-    for peer in peers:
-        med = statistics.median(peer["times_s"])
-        result["torch"].append(
-            dict(
-                version=peer["torch"],
-                threads=peer["threads"],
-                times_s=peer["times_s"],
-                seq_per_s=n / med,
-            )
-        )
-        rows.append(
-            (f"torch {peer['torch']} ProteinMPNN.sample ({peer['threads']} thr)", n / med, med)
-        )
-    if peers:  # ratio against the fastest torch configuration measured
-        best = max(rows[1:], key=lambda r: r[1])
-        result["speedup_vs_best_torch"] = result["fidia_seq_per_s"] / best[1]
+    path = _results.write_results(
+        pathlib.Path(args.out).stem, {"sampling": sampling_table(raw)}, load_start=load_start,
+        extra=raw, out=args.out,
+    )  # fmt: skip
     print(
-        f"ProteinMPNN v_48_020 sampling: {pdb.name} chain {args.chain}, L={L}, {n} samples, T={args.temperature}, "
-        f"median of {args.repeats}; load avg {result['load_average'][0]:.2f} on {os.cpu_count()} cores"
+        f"ProteinMPNN v_48_020 sampling: {pdb.name} chain {args.chain}, L={L}, {n} samples, "
+        f"T={args.temperature}; fidia_jax first call (compile + run) {first:.2f} s"
     )
-    ref = max(rows[1:], key=lambda r: r[1])[1] if peers else rows[0][1]
-    print(f"{'implementation':<46} {'seq/s':>8} {'s/batch':>9} {'ratio':>7}")
-    for name, sps, med in rows:
-        print(f"{name:<46} {sps:8.2f} {med:9.3f} {sps / ref:7.2f}")
-    print(f"fidia_jax first call (compile + run): {first:.2f} s (compile ~{first - jax_med:.2f} s)")
+    for row in json.loads(path.read_text())["tables"]["sampling"]["rows"]:
+        print("  ".join(f"{c:.3g}" if isinstance(c, float) else str(c) for c in row))
     if not peers:
         print("torch peer not measured (install torch in another venv and pass --torch-python)")
+    print(f"wrote {path}")
 
-    out = pathlib.Path(args.out)
-    atomic_write_text(out, json.dumps(result, indent=2))
+
+def sampling_table(raw: dict) -> dict:
+    """The ``sampling`` table: per implementation its timed calls, wall seconds per call (min /
+    median / max), sequences per second at the median, and the ratio of that rate to the
+    fastest torch configuration's (fidia_jax's row; ``None`` without a torch peer)."""
+    n = raw["num_samples"]
+    rows = [["fidia_jax sample (jit: encoder + lax.scan)", raw["fidia_times_s"]]]
+    rows += [[f"torch {p['version']} ProteinMPNN.sample, {p['threads']} thread(s)", p["times_s"]]
+             for p in raw["torch"]]  # fmt: skip
+    rates = [n / statistics.median(t) for _, t in rows]
+    best_torch = max(rates[1:], default=None)
+    return {
+        "columns": ["implementation", "calls", "s per call min", "s per call median",
+                    "s per call max", "sequences / s", "fidia_jax / fastest torch"],
+        "rows": [
+            [name, len(t), min(t), statistics.median(t), max(t), rate,
+             None if i or best_torch is None else rate / best_torch]
+            for i, ((name, t), rate) in enumerate(zip(rows, rates, strict=True))
+        ],
+        "formats": [None, "d", ".2f", ".2f", ".2f", ".2f", ".2f"],
+    }  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -125,6 +125,7 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench(
         "mpnn_sampling",
         "mpnn_sampling.py",
+        full=("--threads", "1,2"),
         quick=("--repeats", "2", "--torch-repeats", "1"),
         optional=(("torch", "--no-torch"),),
         data=True,
