@@ -181,3 +181,14 @@ def write_results(
 
     atomic_write_text(path, json_text(doc, indent=2) + "\n")
     return path
+
+
+def rewrite_results(
+    name: str, record: Mapping[str, Any], tables: Mapping[str, Mapping[str, Any]], out
+) -> pathlib.Path:
+    """:func:`write_results` for a record that already carries its run's caption keys (a results
+    file read back, or a raw record a script assembled): ``tables`` replace the record's, the
+    caption keys it has are kept as they are, and every other key is kept as ``extra``."""
+    caption = {k: record[k] for k in RESERVED if k in record and k != "tables"}
+    extra = {k: v for k, v in record.items() if k not in RESERVED}
+    return write_results(name, tables, extra=extra, out=out, caption=caption)

@@ -165,14 +165,11 @@ def throughput_table(record: dict) -> dict:
 
 
 def write_table(record: dict, out) -> pathlib.Path:
-    """Writes ``record`` (raw results and the run's caption keys) through
-    ``_results.write_results`` with the ``throughput`` table derived from it."""
-    caption = {k: record[k] for k in _results.RESERVED if k in record and k != "tables"}
-    extra = {k: v for k, v in record.items() if k not in _results.RESERVED}
-    return _results.write_results(
-        "mpnn_design_throughput", {"throughput": throughput_table(record)}, extra=extra,
-        out=out, caption=caption,
-    )  # fmt: skip
+    """Writes ``record`` (the raw results and the run's caption keys) through
+    ``_results.rewrite_results`` with the table derived from it."""
+    return _results.rewrite_results(
+        "mpnn_design_throughput", record, {"throughput": throughput_table(record)}, out
+    )
 
 
 def main(argv=None) -> int:

@@ -165,14 +165,14 @@ def one_backbone_table(runs: dict[str, list[list[float]]]) -> dict:
 
 
 def write_table(record: dict, out) -> pathlib.Path:
-    """Writes ``record`` (the raw runs and the run's caption keys) through
-    ``_results.write_results`` with the ``one_backbone`` table derived from it."""
-    caption = {k: record[k] for k in _results.RESERVED if k in record and k != "tables"}
-    extra = {k: v for k, v in record.items() if k not in _results.RESERVED}
-    return _results.write_results(
-        "mpnn_one_backbone", {"one_backbone": one_backbone_table(record["runs_wall_cpu_s"])},
-        extra=extra, out=out, caption=caption,
-    )  # fmt: skip
+    """Writes ``record`` (the raw results and the run's caption keys) through
+    ``_results.rewrite_results`` with the table derived from it."""
+    return _results.rewrite_results(
+        "mpnn_one_backbone",
+        record,
+        {"one_backbone": one_backbone_table(record["runs_wall_cpu_s"])},
+        out,
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ chain that padding leaves the teacher-forced log-probabilities of the real posit
     python benchmarks/mpnn_recovery.py --data-dir ../shared/data --num-samples 8 \
         --torch-python /tmp/torchvenv/bin/python
 
-Prints one table and writes ``benchmarks/results/mpnn_recovery.json``.
+Prints one table and writes ``benchmarks/results/mpnn_recovery.json`` (``_results``: the
+``recovery`` summary with the paired Wilcoxon test over chains, and the ``per_chain`` table).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import tempfile
 import time
 
 import _peers
+import _results
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -60,6 +62,11 @@ def _parse_args(argv=None):
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "mpnn_recovery.json"))
+    p.add_argument(
+        "--retable",
+        action="store_true",
+        help="re-derive the tables of the --out file from its raw results (no measurement)",
+    )
     return p.parse_args(argv)
 
 
@@ -135,8 +142,52 @@ def _padding_check(model, inputs, padded) -> float:
     return float(np.max(np.abs(np.asarray(a)[0] - np.asarray(b)[0, :L])))
 
 
+def recovery_tables(rows: list[dict]) -> dict:
+    """The ``recovery`` table (mean native-sequence recovery over chains per implementation and
+    the composition null, the difference to fidia_jax's and the two-sided Wilcoxon signed-rank
+    p over chains, ``None`` without scipy or without a difference) and the ``per_chain`` table
+    (chain, length, fidia_jax, torch, composition null)."""
+    ours = [r["mean_recovery"] for r in rows]
+    others = {"torch original": [r.get("torch_mean_recovery") for r in rows],
+              "composition null (sum f_a^2)": [r["composition_baseline"] for r in rows]}  # fmt: skip
+    summary = [["fidia_jax", len(rows), float(np.mean(ours)), 0.0, None]]
+    for name, vals in others.items():
+        if any(v is None for v in vals):
+            continue
+        diff = [v - o for v, o in zip(vals, ours, strict=True)]
+        p = None
+        try:
+            from scipy.stats import wilcoxon
+
+            if any(diff):
+                p = float(wilcoxon(diff).pvalue)
+        except ImportError:
+            pass
+        summary.append([name, len(rows), float(np.mean(vals)), float(np.mean(diff)), p])
+    per_chain = [[", ".join(r["problems"]), r["length"], r["mean_recovery"], r.get("torch_mean_recovery"),
+                  r["composition_baseline"]] for r in rows]  # fmt: skip
+    return {
+        "recovery": {
+            "columns": ["implementation", "chains", "mean recovery", "minus fidia_jax",
+                        "Wilcoxon p (paired by chain)"],
+            "rows": summary,
+            "formats": [None, "d", ".3f", "+.3f", ".3f"],
+        },
+        "per_chain": {
+            "columns": ["chain", "L", "fidia_jax", "torch original", "composition null"],
+            "rows": per_chain,
+            "formats": [None, "d", ".3f", ".3f", ".3f"],
+        },
+    }  # fmt: skip
+
+
 def main(argv=None) -> int:
     args = _parse_args(argv)
+    if args.retable:
+        record = json.loads(pathlib.Path(args.out).read_text())
+        tables = recovery_tables(record["chains"])
+        print(f"wrote {_results.rewrite_results('mpnn_recovery', record, tables, args.out)}")
+        return 0
     import jax
 
     from fidia_jax.models import MPNNInputs, ProteinMPNN, sample
@@ -155,6 +206,7 @@ def main(argv=None) -> int:
     groups = list(by_sha.values())
 
     # the peer runs first: a peer that cannot run fails the benchmark before the long part
+    load_start = _results.load_average()
     t = time.perf_counter()
     peer = _run_torch(
         args,
@@ -237,11 +289,7 @@ def main(argv=None) -> int:
         )
     print(f"time: jax {jax_s:.0f} s (incl. compiles), torch {torch_s:.0f} s")
 
-    result = {
-        "benchmark": "mpnn_recovery",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": " ".join([pathlib.Path(sys.executable).name, *sys.argv]),
-        "machine": f"{os.cpu_count()}-core CPU, jax {jax.__version__} ({jax.default_backend()})",
+    raw = {
         "num_samples": args.num_samples,
         "temperature": args.temperature,
         "seed": args.seed,
@@ -253,9 +301,11 @@ def main(argv=None) -> int:
         "padding_check": padding_err,
         "seconds": {"jax": jax_s, "torch": torch_s if peer else None},
     }
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    path = _results.write_results(
+        pathlib.Path(args.out).stem, recovery_tables(rows), load_start=load_start, extra=raw,
+        out=args.out,
+    )  # fmt: skip
+    print(f"wrote {path}")
     return 0
 
 
