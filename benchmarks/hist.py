@@ -16,7 +16,7 @@ execution, so dense is reported at sizes too large to run; dense is timed only u
 
 Usage::
 
-  python benchmarks/hist.py                 # reduced protocol (see docs/hist.md), ~15 min
+  python benchmarks/hist.py                 # reduced protocol (docs/notes/hist_history.md), ~15 min
   python benchmarks/hist.py --smoke         # seconds-long check on synthetic data
   python benchmarks/hist.py --folds 0 --epochs 100   # full leave-one-section-out protocol
 

@@ -330,7 +330,8 @@ PRESETS: dict[str, dict[str, Any]] = {
             "calibration_samples": 32,
         },
     },
-    # The CPU-scale five-method comparison of docs/fidia.md (~2 min per trained run, 2 cores).
+    # The CPU-scale five-method comparison (docs/benchmarks.md, "FIDIA vs baselines"; ~2 min per
+    # trained run, 2 cores).
     "small": {
         "data": {
             "train_tasks": "train",
