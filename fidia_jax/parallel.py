@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -47,6 +48,7 @@ __all__ = [
     "PARAM_SHARDING_MODES",
     "data_mesh",
     "distributed_env",
+    "exit_if_secondary",
     "gather_in_order",
     "initialize_distributed",
     "is_primary",
@@ -209,6 +211,23 @@ def single_process_driver() -> bool:
         return False
     launched = launcher_process()
     return launched is not None and launched[0] != 0
+
+
+def exit_if_secondary(run: str) -> None:
+    """Ends this process when :func:`single_process_driver` says it must not repeat process 0's
+    run: prints ``<run>: process i/n: this driver runs on process 0 only; exiting`` to stderr and
+    raises ``SystemExit(0)``. Does nothing on process 0, on one process, or once the driver
+    joined the distributed runtime.
+
+    Raises:
+      SystemExit: status 0, on a launcher's process ``i > 0`` that did not join the runtime.
+    """
+    if not single_process_driver():
+        return
+    index, count = launcher_process()
+    print(f"{run}: process {index}/{count}: this driver runs on process 0 only; exiting",
+          file=sys.stderr, flush=True)  # fmt: skip
+    raise SystemExit(0)
 
 
 def data_mesh(

@@ -13,7 +13,6 @@ import math
 import os
 import pathlib
 import shutil
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -164,14 +163,7 @@ def fit(
             f"fit: num_steps, checkpoint_every, eval_every and max_nonfinite must be >= 0, got "
             f"{num_steps}, {checkpoint_every}, {eval_every}, {max_nonfinite}"
         )
-    if parallel.single_process_driver():
-        index, count = parallel.launcher_process()
-        print(
-            f"{run}: process {index}/{count}: this driver runs on process 0 only; exiting",
-            file=sys.stderr,
-            flush=True,
-        )
-        raise SystemExit(0)
+    parallel.exit_if_secondary(run)
     if mesh is not None:
         state = _place_state(state, mesh, param_sharding)
     log_every = max(1, num_steps // 100) if log_every is None else max(1, int(log_every))

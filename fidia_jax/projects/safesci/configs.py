@@ -65,6 +65,10 @@ class SafeSciConfig:
       llm_*: the small Llama (``model="llama"``): width, layers, optimiser steps, batch, learning
         rate, option-order augmentations per training item, hold out every k-th record (0 = none),
         and tokens generated.
+      num_devices: data parallelism of the small Llama's training steps (``fit_llama(mesh=)``):
+        the most devices ``<= num_devices`` (``0``: every visible device) that divide
+        ``llm_batch_size``, parameters replicated; ``1`` (or one device) keeps the one-device
+        program. Generation and scoring run on one device.
     """
 
     seed: int = 0
@@ -93,6 +97,7 @@ class SafeSciConfig:
     llm_augment: int = 8
     llm_holdout_every: int = 3
     llm_max_new_tokens: int = 16
+    num_devices: int = 0
 
     def __post_init__(self) -> None:
         for name in [self.model, *self.demo_models]:

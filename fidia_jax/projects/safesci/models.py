@@ -11,7 +11,8 @@ Each is a ``generate(list[str]) -> list[str]`` callable; they read only the prom
   choice items under the official subset credit and 100 % refusals under the official markers.
 * :func:`train_safesci_llama`: a word-level :class:`fidia_jax.models.Llama` trained with
   :func:`fidia_jax.train.fit_llama` on the items' own answer format (several option orders per
-  training item, every ``k``-th item held out) and decoded greedily with
+  training item, every ``k``-th item held out; data parallel over the visible devices,
+  ``num_devices``) and decoded greedily with
   :func:`fidia_jax.models.sample_llama`. It need not be good, only real.
 """
 
@@ -31,6 +32,7 @@ import optax
 from flax import nnx
 
 from fidia_jax import models as models_lib
+from fidia_jax import parallel
 from fidia_jax._io import read_json_lines
 from fidia_jax.errors import DataError
 from fidia_jax.models import Llama, LlamaConfig, sample_llama
@@ -267,6 +269,13 @@ class SafeSciLlama:
         return [self.vocab.decode(row) for row in np.asarray(out.tokens)]
 
 
+def _train_mesh(config: SafeSciConfig) -> jax.sharding.Mesh | None:
+    """The ``data`` mesh of the small Llama's training steps: the most devices
+    ``<= config.num_devices`` (``0``: all) that divide ``config.llm_batch_size``; ``None`` on
+    one device in one process (the single-device program, unchanged)."""
+    return parallel.parallel_mesh(config.llm_batch_size, num_devices=config.num_devices)
+
+
 def train_safesci_llama(
     records: Sequence[SafeSciRecord],
     config: SafeSciConfig,
@@ -277,7 +286,10 @@ def train_safesci_llama(
 
     With ``workdir``, the training run ``safesci_llama`` of :func:`fidia_jax.train.fit_llama`
     leaves ``metrics.jsonl``, ``curves.png`` and checkpoints there (a rerun resumes); its
-    progress is shown either way.
+    progress is shown either way. The steps run data parallel over :func:`_train_mesh`
+    (``config.num_devices``; ``fit_llama(mesh=)``: each step's rows split over the devices,
+    parameters replicated; the losses equal one device's up to the summation order of the
+    cross-device mean); generation afterwards runs on one device.
 
     Rows: every training record (all but every ``llm_holdout_every``-th) rendered with
     ``llm_augment`` seeded option orders (seeds ``seed + 1 ..``, never the evaluation's ``seed``),
@@ -320,7 +332,7 @@ def train_safesci_llama(
     _, losses = fit_llama(model, tokens, weights=w, steps=config.llm_steps,
                           batch_size=config.llm_batch_size, tx=tx,
                           key=jax.random.key(config.seed), workdir=workdir,
-                          run="safesci_llama")  # fmt: skip
+                          run="safesci_llama", mesh=_train_mesh(config))  # fmt: skip
     n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
     info = {"steps": config.llm_steps, "rows": len(seqs), "vocab": len(vocab), "params": n_params,
             "first_loss": float(losses[0]), "final_loss": float(np.mean(losses[-10:])),

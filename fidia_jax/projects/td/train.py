@@ -18,6 +18,11 @@ prints the table and writes ``td_schedules.json`` (every number), ``summary.json
 and the curves) and ``td_curves.png``: the error along the trajectory of every row at the
 largest horizon (its best ``eta_0``, the same transitions as the table's run) and, with several
 horizons, the final error against ``T``.
+
+Nothing to split over devices or processes (small vmapped scans, no minibatch, no parameters to
+share): when a launcher starts it several times, process 0 runs it exactly as one process would
+and every other process leaves at once (:func:`train_and_evaluate`), so the work is done once and
+the workdir written once.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fidia_jax import config as config_lib
-from fidia_jax import optim, rl, train
+from fidia_jax import optim, parallel, rl, train
 from fidia_jax._io import atomic_path
 from fidia_jax.projects.td._mrp import linear_td0_path, random_linear_mrp, run_linear_td0
 from fidia_jax.projects.td.configs import SCHEDULES, TdConfig
@@ -336,13 +341,22 @@ def train_and_evaluate(config: TdConfig, workdir: str | pathlib.Path) -> dict[st
     plus the ``config`` that produced them), ``summary.json`` (the table and the curves) and
     ``td_curves.png``; every file atomically (temp file, then rename).
 
+    On a launcher's process ``i > 0`` (:func:`fidia_jax.parallel.exit_if_secondary`) it
+    computes and writes nothing: it prints one line and exits with status 0, as
+    :func:`fidia_jax.train.fit` does for a driver that cannot share its work. (Where the caller
+    joined the distributed runtime itself, every process computes and process 0 alone prints
+    and writes.)
+
     Returns:
       The results dict (as written to ``td_schedules.json``, without ``config``).
     """
+    parallel.exit_if_secondary("td")  # nothing to split: process 0 runs it alone
     workdir = pathlib.Path(workdir)
     results = compare_schedules(config)
     curves = error_curves(config, results)
     rows = _table_rows(results)
+    if not parallel.is_primary():  # a caller joined the runtime itself: process 0 writes alone
+        return results
     train.print_table(
         f"TD(0) relative value error ||Phi (theta_T - theta*)||_D^2 / ||Phi theta*||_D^2, mean "
         f"over {config.num_mrps} MRPs (ratio > 1: the exponential schedule is better)",
