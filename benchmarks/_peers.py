@@ -85,11 +85,13 @@ def run_command(
     cwd=None,
     input: bytes | None = None,
     tail: int = 3000,
+    merge_stderr: bool = False,
 ) -> bytes:
     """Run ``cmd`` to completion and return its stdout (bytes); fail loudly.
 
     For a benchmark's own helper processes (``git``, a measured child interpreter): stdout is
-    captured, stderr kept for the error message.
+    captured, stderr kept for the error message (``merge_stderr``: stderr goes into the returned
+    output too, e.g. for ``python -X importtime``).
 
     Raises:
       SystemExit: the command cannot start or exits non-zero (the message names the command,
@@ -98,12 +100,18 @@ def run_command(
     shown = " ".join(map(str, cmd))
     try:
         proc = subprocess.run(
-            list(map(str, cmd)), env=env, cwd=cwd, input=input, capture_output=True
+            list(map(str, cmd)),
+            env=env,
+            cwd=cwd,
+            input=input,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         )
     except OSError as e:
         raise SystemExit(f"{name} failed: cannot start `{shown}`: {e}") from None
     if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace")[-tail:].rstrip() or "(no output)"
+        err = (proc.stdout if merge_stderr else proc.stderr).decode(errors="replace")
+        err = err[-tail:].rstrip() or "(no output)"
         raise SystemExit(f"{name} failed: `{shown}` exited with status {proc.returncode}:\n{err}")
     return proc.stdout
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from fidia_jax import _disk_cache
 
-__all__ = ["FastSampler", "SampleArrays", "cache_dir_from_env", "open_sampler"]
+__all__ = ["FastSampler", "SampleArrays", "cache_dir_from_env", "open_sampler", "seed_key"]
 
 #: Bumped when an entry's contents change meaning (older entries are then misses).
 FORMAT_VERSION = 1
@@ -145,6 +145,29 @@ def _environment() -> dict:
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "config": config,
     }
+
+
+def seed_key(seed: int):
+    """``jax.random.key(seed)``, bitwise, without compiling a program for it.
+
+    ``jax.random.key`` computes the threefry seed ``[seed >> 32, seed & 0xFFFFFFFF]`` (uint32)
+    in a small jitted program: one more compilation in a cold run, and tracing, lowering and a
+    persistent-cache read in a warm one. For the default ``threefry2x32`` implementation and
+    ``0 <= seed < 2**31`` (where both words are known without 64-bit arithmetic:
+    ``[0, seed]``) the key is wrapped from those words instead
+    (``jax.random.wrap_key_data``); any other seed or implementation takes
+    ``jax.random.key(seed)``.
+    """
+    import jax
+
+    if (
+        isinstance(seed, (int, np.integer))
+        and 0 <= int(seed) < 2**31
+        and str(jax.config.jax_default_prng_impl) == "threefry2x32"
+    ):
+        data = jax.device_put(np.array([0, int(seed)], np.uint32))
+        return jax.random.wrap_key_data(data, impl="threefry2x32")
+    return jax.random.key(seed)
 
 
 class SampleArrays(NamedTuple):
@@ -295,7 +318,9 @@ class FastSampler:
         # another in-memory cache key).
         for options in (None, {"xla_cpu_enable_fast_math": False}):
             try:
-                blob, in_tree, out_tree = serialize_executable.serialize(lowered.compile(options))
+                with _no_persistent_cache_write():  # this entry keeps it; JAX's would be a copy
+                    compiled = lowered.compile(options)
+                blob, in_tree, out_tree = serialize_executable.serialize(compiled)
                 payload = pickle.dumps((blob, in_tree.num_leaves, out_tree.num_leaves))
                 exe = load(payload)
                 break
@@ -394,6 +419,20 @@ class FastSampler:
             seqs, lp, tok, nat = seqs[:, :n], lp[:, :n], tok[:, :n], nat[:, :n]
             order = order[order < n].reshape(order.shape[0], n)
         return SampleArrays(seqs, order, lp, tok, nat)
+
+
+def _no_persistent_cache_write():
+    """A context in which JAX's persistent compilation cache stores no new program (the
+    sampler's executable is kept in its own entry: a second copy in JAX's cache would cost a
+    cold run its serialization, compression and write)."""
+    import contextlib
+
+    try:
+        from jax._src import config as jax_config
+
+        return jax_config.persistent_cache_min_compile_time_secs(float("inf"))
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - another jax
+        return contextlib.nullcontext()
 
 
 def open_sampler(cache_dir, checkpoint: str, variant: str, load_model) -> FastSampler | None:
