@@ -32,9 +32,23 @@ H. The headline table: IHDP replications (``--ihdp-reps``), held-out sqrt(PEHE) 
    replication sets merge into the same ``--out`` (run it in chunks, then ``--report``).
 
 Run: ``python benchmarks/causal.py --data-dir ../shared/data`` (``--smoke``: seconds, random
-covariates, peer with 2 iterations if its venv exists). The peer venv:
-``python benchmarks/causal.py --make-peer-venv`` (pip installs tensorflow-cpu + causalegm into
-/tmp/peer_causal/venv; never a dependency of fidia_jax). Writes benchmarks/results/causal.json.
+covariates, peer with 2 iterations if its venv exists; it writes a temporary file unless
+``--out`` is given). The peer venv: ``python benchmarks/causal.py --make-peer-venv`` (pip
+installs tensorflow-cpu + causalegm into /tmp/peer_causal/venv; never a dependency of
+fidia_jax).
+
+The results file (``--out``, default ``benchmarks/results/causal.json``) is written through
+:func:`_results.write_results` (issue 41): the command, date, machine, commit and load
+average, the tables of the parts it holds (:func:`tables`: ``headline``, ``per_replication``,
+``paired`` and ``alpha`` from part H; ``reference`` and ``reference_per_replication`` from R;
+``term_timing`` from T; ``alpha_grid`` from D; ``ihdp_cfr``, ``multiarm``, ``multiarm_egm``
+from B, C, E; ``causalegm_ihdp<r>`` from A) and the raw results of every part (the keys
+``protocol``, ``ihdp_headline``, ``ihdp_reference``, ...). ``docs/causal.md`` renders its
+tables from such files (``python tools/render_tables.py --write``). A run into an existing file
+merges its parts into the file's (and part H's replications into the file's, when the
+iterations and early stopping agree); the caption's command is then the earlier runs' commands
+and this one's, joined by `` ; ``. ``--report`` rewrites the tables of ``--out`` from its raw
+results, keeping the run's caption.
 """
 
 from __future__ import annotations
@@ -49,6 +63,7 @@ import time
 
 import numpy as np
 from _peers import make_venv, start_peer, wait_peer
+from _results import command_line, load_average
 
 HERE = pathlib.Path(__file__).resolve().parent
 PEER_DIR = pathlib.Path("/tmp/peer_causal")
@@ -103,6 +118,8 @@ def collect_peers(procs, mu):
 
 
 def main(argv=None):
+    load_start = load_average()
+    command = command_line(None if argv is None else [str(pathlib.Path(__file__).resolve()), *argv])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", default=os.environ.get("FIDIA_DATA_DIR"))
     ap.add_argument("--smoke", action="store_true")
@@ -128,26 +145,62 @@ def main(argv=None):
         default="A,B,C,D,E",
         help="which parts to run; each writes --out with its part merged in",
     )
-    ap.add_argument("--report", action="store_true", help="only print the table of --out")
+    ap.add_argument(
+        "--report",
+        action="store_true",
+        help="no fitting: rewrite the tables of --out from its raw results (caption kept)",
+    )
     ap.add_argument("--merge", default="", help="comma-separated part files to merge into --out")
-    ap.add_argument("--out", default=str(HERE / "results" / "causal.json"))
+    ap.add_argument("--out", default=None, help="default: benchmarks/results/causal.json")
     args = ap.parse_args(argv)
     if args.make_peer_venv:
         make_peer_venv()
         return
+    if args.out is None:
+        args.out = str(
+            pathlib.Path(tempfile.mkdtemp(prefix="causal_smoke_")) / "causal.json"
+            if args.smoke and not (args.report or args.merge)
+            else HERE / "results" / "causal.json"
+        )
+    out = pathlib.Path(args.out)
     if args.merge:
-        merged = {}
+        merged, commands, sources = {}, [], []
         for name in args.merge.split(","):
-            merged.update(json.loads(pathlib.Path(name).read_text()))
-        from fidia_jax._io import atomic_write_text, json_text
-
-        atomic_write_text(pathlib.Path(args.out), json_text(merged, indent=2))
+            raw, caption = read(pathlib.Path(name))
+            merged.update(raw)
+            commands.append(caption.get("command", f"(part file {name})"))
+            sources.append({"file": name, **caption})
+        write(out, {**merged, "merged_from": sources}, command=" ; ".join(commands))
+    elif args.report:
+        raw, caption = read(out)
+        if "command" not in caption:
+            raise SystemExit(f"{out} has no caption (an old-format file): re-run its parts")
+        write(out, raw, command=caption["command"], caption=caption)
     if args.report or args.merge:
-        print(format_report(json.loads(pathlib.Path(args.out).read_text())))
+        print(format_report(read(out)[0]))
         return
     parts = set(args.parts.split(","))
+    # parts run in separate processes merge into one file; the caption names every run whose
+    # results the file still holds
+    old, old_caption = read(out) if out.exists() else ({}, {})
+    earlier = old.pop("earlier_runs", [])
+
+    def save(results: dict, final: bool = True) -> None:
+        kept = [k for k in old if k not in results and k != "protocol"]
+        kept = [k for k in kept if not k.startswith("wall_s_")]
+        if results.get("ihdp_headline", {}).get("merged_replications"):
+            kept.append("ihdp_headline")
+        merged = {**old, **results}
+        caption_command = command
+        if kept and old_caption.get("command"):
+            merged["earlier_runs"] = [*earlier, old_caption]
+            caption_command = " ; ".join([*(e["command"] for e in merged["earlier_runs"]), command])
+        path = write(out, merged, command=caption_command, load_start=load_start)
+        if final:
+            print(format_report(merged))
+        print(f"wrote {path}", flush=True)
+
     from fidia_jax import metrics
-    from fidia_jax._io import atomic_write_text, json_text
     from fidia_jax.projects import causal
     from fidia_jax.projects.causal import data as data_lib
 
@@ -271,23 +324,30 @@ def main(argv=None):
         )
         if "dataset" in smoke_data:
             cfg_h = dataclasses.replace(cfg_h, num_arms=(2,))
-        res_h = causal.run_experiment(cfg_h)
-        out_path = pathlib.Path(args.out)
-        old = json.loads(out_path.read_text()).get("ihdp_headline") if out_path.exists() else None
-        same = old and all(
-            old.get(k) == v
+        prev = old.get("ihdp_headline")
+        same = prev and all(
+            prev.get(k) == v
             for k, v in (("iterations", iters), ("early_stopping", args.early_stopping))
         )
-        if same:  # chunks of replications merge
-            keep = [x for x in old["runs"] if x["replication"] not in reps]
-            res_h["runs"] = keep + res_h["runs"]
-            res_h["wall_s"] += old["wall_s"]
+        keep = [x for x in prev["runs"] if x["replication"] not in reps] if same else []
+        res_h = {"runs": keep, "wall_s": prev["wall_s"] if keep else 0.0}
+        if keep:  # chunks of replications merge
+            res_h["merged_replications"] = sorted({x["replication"] for x in keep})
         res_h["iterations"] = iters
         res_h["alpha_grid"] = list(cfg_h.alpha_grid)
         res_h["validation_fraction"] = cfg_h.validation_fraction
         res_h["early_stopping"] = cfg_h.early_stopping
         res_h["patience"], res_h["eval_every"] = cfg_h.patience, cfg_h.eval_every
-        results["ihdp_headline"] = res_h
+        res_h["replications_done"] = []
+        for r in reps:  # one replication at a time, the file rewritten after each
+            one = causal.run_experiment(dataclasses.replace(cfg_h, replications=(r,)))
+            res_h["runs"] += one["runs"]
+            res_h["wall_s"] += one["wall_s"]
+            res_h["summary"] = _summarise(res_h["runs"])
+            res_h["replications_done"].append(r)
+            results["ihdp_headline"] = res_h
+            if r != reps[-1]:
+                save(results, final=False)
 
     # ---- R. predictors that ignore x (issue 41) with the ridge meta-learners, IHDP, seconds ----
     if "R" in parts:
@@ -357,12 +417,7 @@ def main(argv=None):
     for rep, rep_procs in procs.items():
         results[f"causalegm_ihdp{rep}"]["package"] = collect_peers(rep_procs, egm_data[rep].mu)
     results[f"wall_s_{''.join(sorted(parts))}"] = time.time() - t_start
-    out = pathlib.Path(args.out)
-    merged = json.loads(out.read_text()) if out.exists() else {}
-    merged.update(results)  # parts run in separate processes merge into one file
-    atomic_write_text(out, json_text(merged, indent=2))
-    print(format_report(merged))
-    print(f"wrote {args.out}")
+    save(results)
 
 
 def _summarise(runs) -> dict:
@@ -381,220 +436,376 @@ def _summarise(runs) -> dict:
     return out
 
 
-def _ms(values):
+# ---- the results file's tables ------------------------------------------------------------------
+
+NETWORKS = ("tarnet", "cfr_pairwise", "cfr_pairwise@val", "tarnet@es", "cfr_pairwise@val_es")
+"""The usable network rows of the headline (the oracle rows choose alpha on the test units)."""
+REFERENCE = ("constant_effect", "mean_outcome")
+LABELS = {
+    "tarnet": "TARNet",
+    "cfr_pairwise": "CFR, alpha_hat of the bound",
+    "cfr_pairwise@val": "CFR, alpha by validation",
+    "cfr_pairwise@oracle": "CFR, oracle alpha (chosen on the held-out units: not usable)",
+    "tarnet@es": "TARNet early-stopped",
+    "cfr_pairwise@val_es": "CFR early-stopped, alpha by validation",
+    "cfr_pairwise@val_es_oracle": "CFR early-stopped, oracle alpha (not usable)",
+    "constant_effect": "constant effect (training arms' mean difference; ignores x)",
+    "mean_outcome": "mean outcome (zero effect; ignores x)",
+}
+_META = {"t": "T-learner", "s": "S-learner", "x": "X-learner"}
+_BASE = {"ridge": "ridge", "gbm": "gradient boosting", "lgbm": "LightGBM"}
+
+
+def label(method: str, iterations: int | None = None) -> str:
+    """A headline row's name: the readable name and the driver's id in backticks."""
+    if method in LABELS:
+        text = LABELS[method]
+        if iterations and method in ("tarnet", "cfr_pairwise", "cfr_pairwise@val"):
+            text += f", {iterations} iterations"
+    else:
+        name, _, tag = method.partition("@")
+        meta, _, base = name.partition("_")
+        text = f"{_META.get(meta, meta)}, {_BASE.get(base, base)}"
+        if tag == "val":
+            text += ", learning rate by validation"
+    return f"{text} (`{method}`)"
+
+
+def kind(method: str) -> str:
+    """``network`` / ``network, not usable`` / ``meta-learner`` / ``ignores x``."""
+    if method in REFERENCE:
+        return "ignores x"
+    if "oracle" in method:
+        return "network, not usable"
+    if method in NETWORKS or method.split("@")[0] in ("tarnet", "cfr_pairwise"):
+        return "network"
+    return "meta-learner"
+
+
+def _ms(values) -> list[float]:
+    """[mean, std] (population std over replications, as the driver's summary)."""
     v = np.asarray(values, float)
-    return f"{v.mean():.3f} ± {v.std():.3f}"
+    return [float(v.mean()), float(v.std())]
 
 
-def format_report(r) -> str:
-    lines = []
-    for key in sorted(k for k in r if k.startswith("causalegm_ihdp")):
-        egm = r[key]
-        ours = [v["sqrt_pehe"] for v in egm["ours"].values()]
-        lines += [
-            f"CausalEGM on IHDP replication {key[14:]} (in-sample sqrt(PEHE), seeds "
-            f"{list(egm['ours'])}, {r['protocol']['egm_iter']} iterations)",
-            "| implementation | sqrt(PEHE) | ATE error | s/run | ratio to package |",
-            "|---|---|---|---|---|",
-        ]
-        pkg = egm.get("package")
-        ref = np.mean([v["sqrt_pehe"] for v in pkg.values()]) if pkg else float("nan")
-        for name, block in (("causalegm package (TF)", pkg), ("ours (JAX)", egm["ours"])):
-            if not block:
-                lines.append(f"| {name} | not run | | | |")
-                continue
-            p = [v["sqrt_pehe"] for v in block.values()]
-            a = [v["ate_error"] for v in block.values()]
-            w = np.mean([v["wall_s"] for v in block.values()])
-            lines.append(f"| {name} | {_ms(p)} | {_ms(a)} | {w:.0f} | {np.mean(p) / ref:.2f} |")
-        if pkg:
-            p = [v["sqrt_pehe"] for v in pkg.values()]
-            ok = abs(np.mean(ours) - np.mean(p)) <= max(np.std(p), 1e-12)
-            lines.append(
-                f"goal (ours within package mean ± its seed std): {'MET' if ok else 'NOT met'}"
-            )
-    from fidia_jax.projects.causal import format_table
-
-    if "ihdp_cfr" in r:
-        lines += ["", "IHDP out-of-sample (30 % held out)", format_table(r["ihdp_cfr"])]
-    summ = r.get("multiarm", {}).get("summary")
-    if summ:
-        lines += [
-            "",
-            "K-arm semi-synthetic (IHDP covariates), alpha = alpha_hat",
-            format_table(r["multiarm"]),
-            "",
-            "seconds per epoch (ratio to K = 2)",
-            "| scheme | " + " | ".join(f"K={k}" for k in summ) + " |",
-            "|---|" + "---|" * len(summ),
-        ]
-        first = next(iter(summ))
-        for scheme in ("cfr_pairwise", "cfr_one_vs_all", "cfr_aggregation"):
-            cells = [
-                f"{summ[k][scheme]['s_per_epoch']:.3f} "
-                f"({summ[k][scheme]['s_per_epoch'] / summ[first][scheme]['s_per_epoch']:.1f}x)"
-                for k in summ
-            ]
-            lines.append(f"| {scheme} | " + " | ".join(cells) + " |")
-    if "term_timing" in r:
-        tt = r["term_timing"]
-        kk = list(next(iter(tt.values())))
-        lines += [
-            "",
-            "one balancing term, value + gradient, batch 128 x 32, MMD-RBF (ms; ratio to K = 2)",
-            "| scheme | " + " | ".join(f"K={k}" for k in kk) + " |",
-            "|---|" + "---|" * len(kk),
-        ]
-        for scheme, row in tt.items():
-            lines.append(
-                f"| {scheme} | "
-                + " | ".join(f"{row[k] * 1e3:.2f} ({row[k] / row[kk[0]]:.1f}x)" for k in kk)
-                + " |"
-            )
-    if "multiarm_egm" in r:
-        lines += ["", "multi-treatment CausalEGM", format_table(r["multiarm_egm"])]
-        k8 = next(iter(r["multiarm_egm"]["summary"]))
-        mt = r["multiarm_egm"]["summary"][k8]["causalegm"]["sqrt_pehe_mean"]
-        if summ and k8 in summ:
-            best = min(summ[k8][s]["sqrt_pehe_mean"] for s in summ[k8] if s.startswith("cfr_"))
-            lines.append(
-                f"goal (multi-treatment CausalEGM <= best scheme at K={k8}: "
-                f"{best:.3f}): {'MET' if mt <= best else 'NOT met'} ({mt:.3f})"
-            )
-    if "alpha_grid" in r:
-        lines += ["", "alpha_hat vs grid (CFR pairwise, K=4)", format_table(r["alpha_grid"])]
-    if "ihdp_reference" in r:
-        ref = r["ihdp_reference"]
-        lines += [
-            "",
-            f"IHDP held-out ({ref.get('test_fraction', 0.3):g} held out), predictors that ignore "
-            "x (fitted on the training units) and the ridge meta-learners, the driver's splits",
-            format_table(ref),
-            "",
-            "per replication, sqrt(PEHE): " + " | ".join(
-                sorted({x["method"] for x in ref["runs"]})),
-        ]  # fmt: skip
-        by_rep = {}
-        for x in ref["runs"]:
-            by_rep.setdefault(x["replication"], {})[x["method"]] = x["sqrt_pehe"]
-        for rep, cells in sorted(by_rep.items()):
-            lines.append(f"rep {rep}: " + " | ".join(f"{cells[m]:.3f}" for m in sorted(cells)))
-    if "ihdp_headline" in r:
-        lines += ["", *headline_report(r["ihdp_headline"])]
-    return "\n".join(lines)
+def _finite(x):
+    return float(x) if x is not None and np.isfinite(x) else None
 
 
 def _paired(a, b):
-    """Paired tests of ``a - b`` over replications: (mean diff, Wilcoxon p, t-test p, wins)."""
+    """Paired tests of ``a - b`` over replications: (mean diff, median diff, Wilcoxon p,
+    t-test p, wins = pairs with ``a`` lower); a p-value that cannot be computed (one pair,
+    every difference zero) is ``None``."""
     from scipy import stats
 
     a, b = np.asarray(a, float), np.asarray(b, float)
     d = a - b
-    p_w = float(stats.wilcoxon(a, b).pvalue) if len(d) > 1 and np.any(d != 0) else float("nan")
-    # (exact two-sided Wilcoxon: its smallest p with n = 5 is 0.0625, n = 10: 0.002)
-    p_t = float(stats.ttest_rel(a, b).pvalue) if len(d) > 1 else float("nan")
-    return float(d.mean()), p_w, p_t, int(np.sum(d < 0))
+    p_w = float(stats.wilcoxon(a, b).pvalue) if len(d) > 1 and np.any(d != 0) else None
+    # (exact two-sided Wilcoxon: its smallest p with n = 3 is 0.25, n = 5: 0.0625, n = 10: 0.002)
+    p_t = float(stats.ttest_rel(a, b).pvalue) if len(d) > 1 and np.any(d != 0) else None
+    return float(d.mean()), float(np.median(d)), _finite(p_w), _finite(p_t), int(np.sum(d < 0))
 
 
-def headline_report(h) -> list[str]:
-    """The headline table (mean ± std, median, wins) and the paired tests."""
-    by = {}
+def _by_method(h) -> tuple[dict, list[int]]:
+    """method -> replication -> run row, with the two oracle rows added; the replications."""
+    by: dict = {}
     for row in h["runs"]:
         by.setdefault(row["method"], {})[row["replication"]] = row
-    reps = sorted(by["tarnet"])
-    # oracle: the grid fit (validation-split training part) with the best held-out sqrt(PEHE)
-    # per replication, a choice no user can make; it bounds what choosing alpha can gain
-    oracle = {}
-    for r in reps:
-        g = by["cfr_pairwise@val"][r]["grid"]
-        a = min(g, key=lambda a: g[a]["sqrt_pehe"])
-        oracle[r] = {**g[a], "alpha": float(a)}
-    by["cfr_pairwise@oracle"] = oracle
-    if "cfr_pairwise@val_es" in by:  # the same oracle among the early-stopped grid fits
-        oracle_es = {}
-        for r in reps:
-            g = by["cfr_pairwise@val_es"][r]["grid"]
-            a = min(g, key=lambda a: g[a]["sqrt_pehe"])
-            oracle_es[r] = {**g[a], "alpha": float(a)}
-        by["cfr_pairwise@val_es_oracle"] = oracle_es
-    lines = [
-        f"IHDP held-out sqrt(PEHE) and ATE error, replications {reps} "
-        f"({h['iterations']} CFR iterations; validation fraction {h['validation_fraction']})",
-        "| method | alpha | sqrt(PEHE) mean ± std | median | ATE error | reps |",
-        "|---|---|---|---|---|---|",
-    ]
-    order = sorted(by, key=lambda m: np.mean([by[m][r]["sqrt_pehe"] for r in reps]))
-    for m in order:
-        p = [by[m][r]["sqrt_pehe"] for r in reps]
-        a = [by[m][r]["ate_error"] for r in reps]
+    reps = sorted({row["replication"] for row in h["runs"]})
+    # oracle: the grid fit with the best held-out sqrt(PEHE) per replication, a choice no user
+    # can make; it bounds what choosing alpha can gain
+    for src, dst in (("cfr_pairwise@val", "cfr_pairwise@oracle"),
+                     ("cfr_pairwise@val_es", "cfr_pairwise@val_es_oracle")):  # fmt: skip
+        if src in by and all(r in by[src] and by[src][r].get("grid") for r in reps):
+            oracle = {}
+            for r in reps:
+                g = by[src][r]["grid"]
+                a = min(g, key=lambda a, g=g: g[a]["sqrt_pehe"])
+                oracle[r] = {**g[a], "alpha": float(a), "method": dst}
+            by[dst] = oracle
+    by = {m: rows for m, rows in by.items() if all(r in rows for r in reps)}  # complete only
+    return by, reps
+
+
+def _pehe(by, m, reps):
+    return [by[m][r]["sqrt_pehe"] for r in reps]
+
+
+def _baselines(by) -> list[str]:
+    return [m for m in by if kind(m) in ("meta-learner", "ignores x")]
+
+
+def headline_tables(h) -> dict:
+    """The headline tables of part H (``h``: the driver's result with this script's protocol
+    keys): ``headline`` (one row per method, mean ± std and median over replications, sorted by
+    the mean), ``per_replication``, ``paired`` (the best usable network against the strongest
+    baselines and the predictors that ignore x, and the network ablations) and ``alpha``
+    (which alpha each selector picks)."""
+    by, reps = _by_method(h)
+    n = len(reps)
+    iters = h.get("iterations")
+
+    def mean(m):
+        return float(np.mean(_pehe(by, m, reps)))
+
+    rows = []
+    for m in sorted(by, key=mean):
         al = [by[m][r].get("alpha") for r in reps]
-        al_s = "-" if al[0] is None else f"{np.median([float(x) for x in al]):.3g} (median)"
-        lines.append(f"| {m} | {al_s} | {_ms(p)} | {np.median(p):.3f} | {_ms(a)} | {len(p)} |")
-    es = [m for m in ("tarnet@es", "cfr_pairwise@val_es") if m in by]
-    nets = ["tarnet", "cfr_pairwise", "cfr_pairwise@val", *es]
-    base = [m for m in by if m[:2] in ("t_", "s_", "x_")]
-    best_base = min(base, key=lambda m: np.mean([by[m][r]["sqrt_pehe"] for r in reps]))
-    best_net = min(nets, key=lambda m: np.mean([by[m][r]["sqrt_pehe"] for r in reps]))
-    lines += [
-        "",
-        "paired over replications (sqrt(PEHE); diff = first - second; wins = first lower)",
-        "| first | second | mean diff | Wilcoxon p | paired t p | wins |",
-        "|---|---|---|---|---|---|",
-    ]
-    pairs = [
-        ("cfr_pairwise", "tarnet"),
-        ("cfr_pairwise@val", "tarnet"),
-        ("cfr_pairwise@val", "cfr_pairwise"),
-        ("cfr_pairwise@oracle", "cfr_pairwise"),
-        (best_net, best_base),
-        ("cfr_pairwise@oracle", best_base),
-    ]
-    if es:
-        pairs += [
-            ("tarnet@es", "tarnet"),
-            ("cfr_pairwise@val_es", "cfr_pairwise@val"),
-            ("cfr_pairwise@val_es", "tarnet@es"),
-            ("tarnet@es", best_base),
-            ("cfr_pairwise@val_es", best_base),
-            ("cfr_pairwise@val_es_oracle", "cfr_pairwise@val_es"),
-            ("cfr_pairwise@val_es_oracle", best_base),
-        ]
-    # issue 41: the predictors that ignore x (train rows only); absent in runs made before them
-    pairs += [(m, ref) for ref in ("constant_effect", "mean_outcome") if ref in by
-              for m in ("tarnet", "cfr_pairwise", best_net)]  # fmt: skip
+        alpha = None if any(a is None for a in al) else float(np.median([float(a) for a in al]))
+        rows.append([label(m, iters), kind(m), alpha, _ms(_pehe(by, m, reps)),
+                     float(np.median(_pehe(by, m, reps))),
+                     _ms([by[m][r]["ate_error"] for r in reps]), n])  # fmt: skip
+    headline = {
+        "columns": [
+            "method",
+            "kind",
+            "alpha (median)",
+            "sqrt(PEHE) mean ± std",
+            "median",
+            "ATE error mean ± std",
+            "replications",
+        ],  # fmt: skip
+        "rows": rows,
+        "formats": [None, None, ".3g", ".3f", ".3f", ".3f", None],
+    }
+    nets = [m for m in NETWORKS if m in by]
+    base = _baselines(by)
+    best_net = min(nets, key=mean)
+    best_base = min(base, key=mean)
+    best_base_median = min(base, key=lambda m: float(np.median(_pehe(by, m, reps))))
+    pairs = [(best_net, b) for b in (best_base, best_base_median, *REFERENCE,
+                                     "t_ridge", "s_gbm", "x_ridge", "t_gbm@val")]  # fmt: skip
+    pairs += [(m, "constant_effect") for m in nets]
+    pairs += [("tarnet@es", "tarnet"), ("cfr_pairwise@val_es", "cfr_pairwise@val"),
+              ("cfr_pairwise@val_es", "tarnet@es"), ("cfr_pairwise", "tarnet"),
+              ("cfr_pairwise@val", "cfr_pairwise"),
+              ("cfr_pairwise@val_es_oracle", "cfr_pairwise@val_es")]  # fmt: skip
+    seen, prow = set(), []
     for m1, m2 in pairs:
-        d, pw, pt, wins = _paired(
-            [by[m1][r]["sqrt_pehe"] for r in reps], [by[m2][r]["sqrt_pehe"] for r in reps]
-        )
-        lines.append(f"| {m1} | {m2} | {d:+.3f} | {pw:.3g} | {pt:.3g} | {wins}/{len(reps)} |")
-    lines += [
-        "",
-        "alpha per replication (held-out sqrt(PEHE)): alpha_hat (bound) | alpha_val "
-        "(validation) | oracle (best grid fit on the held-out units)",
-    ]
+        if m1 not in by or m2 not in by or m1 == m2 or (m1, m2) in seen:
+            continue
+        seen.add((m1, m2))
+        d, dm, pw, pt, wins = _paired(_pehe(by, m1, reps), _pehe(by, m2, reps))
+        note = []
+        if m1 == best_net:
+            note.append("best network by mean")
+        if m2 == best_base:
+            note.append("best baseline by mean")
+        if m2 == best_base_median:
+            note.append("best baseline by median")
+        prow.append([f"`{m1}`", f"`{m2}`", ", ".join(note) or None, d, dm, pw, pt,
+                     f"{wins}/{n}"])  # fmt: skip
+    paired = {
+        "columns": [
+            "first",
+            "second",
+            "which",
+            "mean diff",
+            "median diff",
+            "Wilcoxon p",
+            "paired t p",
+            "first lower",
+        ],  # fmt: skip
+        "rows": prow,
+        "formats": [None, None, None, "+.3f", "+.3f", ".3g", ".3g", None],
+    }
+    show = [m for m in ("tarnet", "cfr_pairwise", "cfr_pairwise@val", "tarnet@es",
+                        "cfr_pairwise@val_es", *REFERENCE) if m in by]  # fmt: skip
+    per_rep = []
     for r in reps:
-        lines.append(
-            f"rep {r}: {by['cfr_pairwise'][r]['alpha']:.3g} "
-            f"({by['cfr_pairwise'][r]['sqrt_pehe']:.3f}) | "
-            f"{by['cfr_pairwise@val'][r]['alpha']:g} "
-            f"({by['cfr_pairwise@val'][r]['sqrt_pehe']:.3f}) | "
-            f"{by['cfr_pairwise@oracle'][r]['alpha']:g} "
-            f"({by['cfr_pairwise@oracle'][r]['sqrt_pehe']:.3f})"
-        )
-    if es:
-        lines += [
-            "",
-            "early stopping per replication: tarnet@es best step / steps run | "
-            "cfr_pairwise@val_es alpha, best step / steps run (validation MSE at 0.1 / 1 / 10)",
-        ]
+        best_b = min(base, key=lambda m, r=r: by[m][r]["sqrt_pehe"])
+        per_rep.append([r, *(by[m][r]["sqrt_pehe"] for m in show),
+                        f"`{best_b}`", by[best_b][r]["sqrt_pehe"],
+                        by[best_net][r]["sqrt_pehe"] < by[best_b][r]["sqrt_pehe"]])  # fmt: skip
+    per_replication = {
+        "columns": [
+            "replication",
+            *(f"`{m}`" for m in show),
+            "best baseline here",
+            "its sqrt(PEHE)",
+            f"`{best_net}` lower",
+        ],  # fmt: skip
+        "rows": per_rep,
+        "formats": [None, *[".3f"] * len(show), None, ".3f", None],
+    }
+    tables = {"headline": headline, "per_replication": per_replication, "paired": paired}
+    if "cfr_pairwise@val" in by:
+        arow = []
         for r in reps:
-            te, ce = by["tarnet@es"][r], by["cfr_pairwise@val_es"][r]
-            vals = " / ".join(f"{g['val_mse']:.3f}" for g in ce["grid"].values())
-            lines.append(
-                f"rep {r}: {te['best_step']} / {te['stopped_step']} | alpha {ce['alpha']:g}, "
-                f"{ce['best_step']} / {ce['stopped_step']} ({vals})"
-            )
-    return lines
+            hat, val = by["cfr_pairwise"][r], by["cfr_pairwise@val"][r]
+            cells = [r, hat["alpha"], hat["sqrt_pehe"], val["alpha"], val["sqrt_pehe"],
+                     " / ".join(f"{g['val_mse']:.3f}" for g in val["grid"].values()),
+                     by["cfr_pairwise@oracle"][r]["alpha"],
+                     by["cfr_pairwise@oracle"][r]["sqrt_pehe"]]  # fmt: skip
+            if "cfr_pairwise@val_es" in by:
+                es, te = by["cfr_pairwise@val_es"][r], by["tarnet@es"][r]
+                cells += [es["alpha"], f"{es['best_step']} / {es['stopped_step']}",
+                          " / ".join(f"{g['val_mse']:.3f}" for g in es["grid"].values()),
+                          f"{te['best_step']} / {te['stopped_step']}"]  # fmt: skip
+            arow.append(cells)
+        grid = "/".join(f"{float(a):g}" for a in h.get("alpha_grid") or ())
+        columns = ["replication", "alpha_hat", "its sqrt(PEHE)", "alpha by validation",
+                   "its sqrt(PEHE)", f"validation MSE at {grid}", "oracle alpha",
+                   "its sqrt(PEHE)"]  # fmt: skip
+        formats = [None, ".3g", ".3f", "g", ".3f", None, "g", ".3f"]
+        if "cfr_pairwise@val_es" in by:
+            columns += ["early-stopped: alpha", "best / last step",
+                        f"best validation MSE at {grid}", "TARNet early-stopped: best / last step"]  # fmt: skip
+            formats += ["g", None, None, None]
+        tables["alpha"] = {"columns": columns, "rows": arow, "formats": formats}
+    return tables
+
+
+def reference_tables(ref) -> dict:
+    """Part R: ``reference`` (mean ± std, median and ATE error over replications per method,
+    sorted by the mean) and ``reference_per_replication``."""
+    by, reps = _by_method(ref)
+    order = sorted(by, key=lambda m: float(np.mean(_pehe(by, m, reps))))
+    rows = [[label(m), kind(m), _ms(_pehe(by, m, reps)), float(np.median(_pehe(by, m, reps))),
+             _ms([by[m][r]["ate_error"] for r in reps]), len(reps)] for m in order]  # fmt: skip
+    summary = {
+        "columns": [
+            "method",
+            "kind",
+            "sqrt(PEHE) mean ± std",
+            "median",
+            "ATE error mean ± std",
+            "replications",
+        ],  # fmt: skip
+        "rows": rows,
+        "formats": [None, None, ".3f", ".3f", ".3f", None],
+    }
+    per_rep = {
+        "columns": ["replication", *(f"`{m}`" for m in order)],
+        "rows": [[r, *(by[m][r]["sqrt_pehe"] for m in order)] for r in reps],
+        "formats": [None, *[".3f"] * len(order)],
+    }
+    return {"reference": summary, "reference_per_replication": per_rep}
+
+
+def summary_table(res, *, per_epoch: bool = False) -> dict:
+    """Parts B, C, D, E: one row per (K, method) of the driver's summary; alpha is the median
+    over the runs (``None``: not a CFR row)."""
+    rows = []
+    for k, by_method in res["summary"].items():
+        for name, c in by_method.items():
+            al = [x.get("alpha") for x in res["runs"] if str(x["K"]) == k and x["method"] == name]
+            alpha = None if any(a is None for a in al) else float(np.median(al))
+            row = [int(k), f"`{name}`", alpha, [c["sqrt_pehe_mean"], c["sqrt_pehe_std"]],
+                   [c["ate_error_mean"], c["ate_error_std"]], c["n"]]  # fmt: skip
+            if per_epoch:
+                row.append(c.get("s_per_epoch"))
+            rows.append(row)
+    columns = ["K", "method", "alpha", "sqrt(PEHE) mean ± std", "ATE error mean ± std", "runs"]
+    formats = [None, None, ".3g", ".3f", ".3f", None]
+    if per_epoch:
+        columns.append("s per epoch")
+        formats.append(".3f")
+    return {"columns": columns, "rows": rows, "formats": formats}
+
+
+def timing_table(tt) -> dict:
+    """Part T: ms per call of one balancing term (value + gradient) per scheme and K, and the
+    ratio of the largest K's to the smallest K's."""
+    ks = list(next(iter(tt.values())))
+    rows = [[scheme, *(row[k] * 1e3 for k in ks), row[ks[-1]] / row[ks[0]]]
+            for scheme, row in tt.items()]  # fmt: skip
+    return {
+        "columns": ["scheme", *(f"K={k} (ms)" for k in ks), f"K={ks[-1]} / K={ks[0]}"],
+        "rows": rows,
+        "formats": [None, *[".2f"] * len(ks), ".1f"],
+    }
+
+
+def egm_table(egm) -> dict:
+    """Part A: the package and our port on one replication, mean ± std over seeds."""
+    pkg = egm.get("package")
+    ref = float(np.mean([v["sqrt_pehe"] for v in pkg.values()])) if pkg else None
+    rows = []
+    for name, block in (("causalegm package (TensorFlow, peer)", pkg), ("ours (JAX)", egm["ours"])):
+        if not block:
+            rows.append([name, None, None, None, None, None])
+            continue
+        p = [v["sqrt_pehe"] for v in block.values()]
+        rows.append([name, ", ".join(str(s) for s in block), _ms(p),
+                     _ms([v["ate_error"] for v in block.values()]),
+                     float(np.mean([v["wall_s"] for v in block.values()])),
+                     None if ref is None else float(np.mean(p)) / ref])  # fmt: skip
+    return {
+        "columns": [
+            "implementation",
+            "seeds",
+            "sqrt(PEHE) mean ± std",
+            "ATE error mean ± std",
+            "s per run",
+            "ratio to the package",
+        ],  # fmt: skip
+        "rows": rows,
+        "formats": [None, None, ".3f", ".3f", ".0f", ".2f"],
+    }
+
+
+def tables(raw) -> dict:
+    """Every table of a raw record (the keys of the parts it holds)."""
+    out = {}
+    for key in sorted(k for k in raw if k.startswith("causalegm_ihdp")):
+        out[key] = egm_table(raw[key])
+    for key, per_epoch in (("ihdp_cfr", False), ("multiarm", True), ("multiarm_egm", False),
+                           ("alpha_grid", False)):  # fmt: skip
+        if key in raw:
+            out[key] = summary_table(raw[key], per_epoch=per_epoch)
+    if "term_timing" in raw:
+        out["term_timing"] = timing_table(raw["term_timing"])
+    if "ihdp_reference" in raw:
+        out.update(reference_tables(raw["ihdp_reference"]))
+    if "ihdp_headline" in raw:
+        out.update(headline_tables(raw["ihdp_headline"]))
+    return out
+
+
+def markdown(tables_: dict) -> str:
+    """The tables as plain Markdown (the console's copy; the pages render the file's)."""
+
+    def cell(v, f):
+        if v is None:
+            return "—"
+        if isinstance(v, list):
+            return f"{cell(v[0], f)} ± {cell(v[1], f)}"
+        if isinstance(v, float):
+            return format(v, f or ".4g")
+        return str(v)
+
+    lines = []
+    for key, t in tables_.items():
+        formats = t.get("formats") or [None] * len(t["columns"])
+        lines += ["", f"table {key}", "| " + " | ".join(t["columns"]) + " |",
+                  "|" + "---|" * len(t["columns"])]  # fmt: skip
+        lines += ["| " + " | ".join(cell(v, f) for v, f in zip(r, formats, strict=True)) + " |"
+                  for r in t["rows"]]  # fmt: skip
+    return "\n".join(lines)
+
+
+def format_report(raw) -> str:
+    return markdown(tables(raw))
+
+
+def write(out: pathlib.Path, raw: dict, *, command: str, load_start=None, caption=None):
+    """Writes ``out`` through :func:`_results.write_results`: the tables of ``raw`` (which the
+    file keeps as its raw record)."""
+    from _results import write_results
+
+    return write_results(out.stem, tables(raw), command=command, load_start=load_start,
+                         extra=raw, out=out, caption=caption)  # fmt: skip
+
+
+def read(path: pathlib.Path) -> tuple[dict, dict]:
+    """A results file's raw record and its caption keys (empty for a file of the old format)."""
+    from _results import RESERVED
+
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    raw = {k: v for k, v in doc.items() if k not in RESERVED}
+    caption = {k: doc[k] for k in RESERVED if k != "tables" and doc.get(k) is not None}
+    return raw, caption
 
 
 if __name__ == "__main__":

@@ -12,22 +12,23 @@ Usage:
 Backbone: the packaged default (BPTI 5PTI chain A, 58 residues) with 16 samples of vanilla
 v_48_020 at T = 0.1; judge = vanilla v_48_002 (one checkpoint; the default ensemble has four and
 costs four times as much). Prints a table and writes ``--out`` (default
-benchmarks/results/fidia_reward_judge.json).
+benchmarks/results/fidia_reward_judge.json; ``_results``: the ``judge`` table, min / median /
+max per path over interleaved calls).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
-import platform
 import statistics
 import time
 
+import _results
 import jax
 import numpy as np
 
 from fidia_jax import protein as fp
-from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.models import MPNNInputs, ProteinMPNN, sample, score
 from fidia_jax.projects import fidia
 
@@ -35,7 +36,8 @@ DEFAULT_OUT = pathlib.Path(__file__).parent / "results" / "fidia_reward_judge.js
 
 
 def _time_interleaved(fns, repeats):
-    """Median seconds per call of each function, calls interleaved (fair under shared load)."""
+    """Wall seconds per call of each function (a list per function), calls interleaved (fair
+    under shared load), after one call each that compiles; and those first calls' outputs."""
     outs = [fn() for fn in fns]  # compile + warm up
     ts = [[] for _ in fns]
     for _ in range(repeats):
@@ -43,7 +45,20 @@ def _time_interleaved(fns, repeats):
             t0 = time.perf_counter()
             fn()
             ts[i].append(time.perf_counter() - t0)
-    return [statistics.median(t) for t in ts], outs
+    return ts, outs
+
+
+def judge_table(times: dict[str, list[float]]) -> dict:
+    """Per path: calls, seconds per call (min / median / max) and the peer's median over this
+    path's median (the peer is the row named ``peer: ...``)."""
+    peer = next(statistics.median(t) for k, t in times.items() if k.startswith("peer"))
+    return {
+        "columns": ["path", "calls", "s / call min", "s / call median", "s / call max",
+                    "peer / this"],
+        "rows": [[k, len(t), min(t), statistics.median(t), max(t), peer / statistics.median(t)]
+                 for k, t in times.items()],
+        "formats": [None, "d", ".2f", ".2f", ".2f", ".2f"],
+    }  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -95,39 +110,37 @@ def main(argv=None):
         return np.mean(vals, 0)
 
     rm = fidia.RewardModel.build(task, judge=judge).fit(seqs)
-    (t_ours, t_peer, t_reward), (v_ours, v_peer, res) = _time_interleaved(
-        [ours, peer, lambda: rm(seqs)], args.repeats
+    load_start = _results.load_average()
+    names = (
+        "Judge.log_likelihood (one jitted call per checkpoint: encoder once, all rows decoded)",
+        "peer: models.score per order",
+        "full RewardModel call (judge + jnp terms + ProtParam)",
     )
+    ts, (v_ours, v_peer, res) = _time_interleaved([ours, peer, lambda: rm(seqs)], args.repeats)
+    times = dict(zip(names, ts, strict=True))
     max_diff = float(np.max(np.abs(v_ours - v_peer)))
-
-    rows = [
-        ("Judge.log_likelihood (shared encoder)", t_ours, t_peer / t_ours),
-        ("peer: models.score per order", t_peer, 1.0),
-        ("full RewardModel call (judge + terms + ProtParam)", t_reward, t_peer / t_reward),
-    ]
     print(
         f"N = {args.num_samples} sequences, L = {task.length}, 1 checkpoint x {args.orders} orders"
     )
-    print(f"{'path':55s} {'s/call':>8s} {'ratio':>7s}")
-    for name, t, r in rows:
-        print(f"{name:55s} {t:8.3f} {r:7.2f}")
     print(
         f"max |ours - peer| = {max_diff:.2e} nats; proxy pass rate of the samples = {res.passes.mean():.3f}"
     )
-    out = {
-        "machine": platform.platform(),
-        "jax": jax.__version__,
+    raw = {
         "num_samples": args.num_samples,
         "length": task.length,
         "orders": args.orders,
-        "seconds": {name: t for name, t, _ in rows},
-        "ratio_vs_peer": {name: r for name, _, r in rows},
+        "seconds": times,
         "max_abs_diff": max_diff,
         "proxy_pass_rate": float(res.passes.mean()),
         "mean_designability": float(res.breakdown.components["designability"].mean()),
     }
-    atomic_write_text(args.out, json_text(out, indent=2))  # creates the parent folder
-    print(f"wrote {args.out}")
+    path = _results.write_results(
+        pathlib.Path(args.out).stem, {"judge": judge_table(times)}, load_start=load_start,
+        extra=raw, out=args.out,
+    )  # fmt: skip
+    for row in json.loads(path.read_text())["tables"]["judge"]["rows"]:
+        print("  ".join(f"{c:.3g}" if isinstance(c, float) else str(c) for c in row))
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

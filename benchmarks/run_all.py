@@ -146,6 +146,12 @@ BENCHMARKS: tuple[Bench, ...] = (
     ),
     Bench("mpnn_log_probs_many", "mpnn_log_probs_many.py", quick=("--repeats", "2")),
     Bench(
+        "fidia_reward_judge",
+        "fidia_reward_judge.py",
+        quick=("--repeats", "2"),
+        interleaved="the judge, the peer and the full reward call alternate per round",
+    ),
+    Bench(
         "fidia_step_time",
         "fidia_step_time.py",
         quick=("--warmup", "2", "--steps", "3", "--repeats", "1"),

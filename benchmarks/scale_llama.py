@@ -13,6 +13,10 @@ the optimiser's update alone (jitted ``update`` + ``apply_updates`` on fixed gra
 
 Usage:
   python benchmarks/scale_llama.py --data-dir ../shared/data [--steps 150] [--seeds 0,1]
+
+Writes ``benchmarks/results/scale_llama.json`` (``benchmarks/_results.py``): the tables
+``optimizers`` (one row per optimiser), ``goals`` (issue 4's three goals for SCALE against
+AdamW) and ``setup`` that docs/benchmarks.md renders, and the raw runs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import sys
 import time
 
 import jax
@@ -29,9 +34,32 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from fidia_jax._io import atomic_write_text
 from fidia_jax.data import load_shakespeare
 from fidia_jax.projects import optimizers as lm
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _results import load_average, write_results  # noqa: E402
+
+
+def opt_columns(ref: str) -> list[str]:
+    """The columns of the ``optimizers`` table, ratios against ``ref``."""
+    return [
+        "optimizer",
+        "peak lr",
+        "Adam part peak lr",
+        "val loss (nats/byte), mean",
+        "val loss per seed",
+        f"val loss / {ref}'s",
+        "optimiser state bytes",
+        "weights+state bytes",
+        f"weights+state / {ref}'s",
+        "step ms (median)",
+        f"step time / {ref}'s, paired",
+        "update alone ms",
+    ]
+
+
+OPT_FORMATS = [None, "g", "g", ".4f", None, ".3f", ".0f", ".0f", ".3f", ".1f", ".3f", ".2f"]
 
 
 def update_times(task, txs, rounds: int = 30) -> dict[str, float]:
@@ -53,8 +81,8 @@ def update_times(task, txs, rounds: int = 30) -> dict[str, float]:
     return {n: float(np.median(ts)) for n, ts in times.items()}
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="SCALE vs AdamW vs Muon vs SGD on the small LLaMA")
     ap.add_argument("--data-dir", default=os.environ.get("FIDIA_DATA_DIR", "../shared/data"))
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--seeds", default="0,1")
@@ -68,7 +96,8 @@ def main():
         help="comma-separated; repeated names are run once (steps are interleaved)",
     )
     ap.add_argument("--out", default="benchmarks/results/scale_llama.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    load_start = load_average()
 
     base = lm.get_config("default")
     base = dataclasses.replace(
@@ -124,6 +153,7 @@ def main():
     )
     print("|" + "---|" * 10)
     summary = {}
+    opt_rows = []
     for name in names:
         wst = mean(name, "weights_bytes") + mean(name, "state_bytes")
         wst_ref = mean(ref, "weights_bytes") + mean(ref, "state_bytes")
@@ -135,7 +165,25 @@ def main():
             "step_time_ratio": float(np.mean(ratios[name])),
         }
         sm = summary[name]
-        peak = lm.PEAK_LEARNING_RATES[name]
+        opt_config = lm.with_optimizer(base, name).optimizer
+        peak = opt_config.peak_learning_rate
+        adam_peak = opt_config.peak_adam_learning_rate if name in ("scale", "muon") else None
+        opt_rows.append(
+            [
+                name,
+                peak,
+                adam_peak,
+                sm["val_loss"],
+                ", ".join(f"{r['val_loss']:.4f}" for r in runs[name]),
+                sm["val_loss_ratio"],
+                sm["state_bytes"],
+                wst,
+                sm["weights_plus_state_ratio"],
+                1e3 * mean(name, "step_time_s"),
+                sm["step_time_ratio"],
+                1e3 * mean(name, "update_time_s"),
+            ]
+        )
         print(
             f"| {name} | {peak:g} | {sm['val_loss']:.4f} | {sm['val_loss_ratio']:.3f} "
             f"| {int(sm['state_bytes'])} | {int(wst)} | {sm['weights_plus_state_ratio']:.3f} | "
@@ -151,12 +199,58 @@ def main():
         }
         print(f"\nSCALE goals: {goals}")
         summary["goals"] = goals
-    out = pathlib.Path(args.out)
-    atomic_write_text(
-        out,
-        json.dumps(
-            {"args": vars(args), "n_params": n_params, "runs": runs, "summary": summary}, indent=2
-        ),
+    tables = {
+        "optimizers": {"columns": opt_columns(ref), "rows": opt_rows, "formats": OPT_FORMATS},
+        "setup": {
+            "columns": [
+                "parameters",
+                "steps",
+                "batch (sequences x bytes)",
+                "seeds",
+                "validation windows",
+                "reference",
+            ],
+            "rows": [
+                [
+                    n_params,
+                    args.steps,
+                    f"{args.batch} x {args.seq_len}",
+                    ", ".join(map(str, seeds)),
+                    base.data.val_windows,
+                    ref,
+                ]
+            ],
+        },
+    }
+    if "goals" in summary:
+        sc = summary["scale"]
+        tables["goals"] = {
+            "columns": ["goal (issue 4)", "SCALE / AdamW", "met"],
+            "rows": [
+                [
+                    "validation loss within 2 % of AdamW's (ratio <= 1.02)",
+                    sc["val_loss_ratio"],
+                    goals["val_loss_within_2pct"],
+                ],
+                [
+                    "weights + optimiser state at most 45 % of AdamW's (ratio <= 0.45)",
+                    sc["weights_plus_state_ratio"],
+                    goals["memory_at_most_45pct"],
+                ],
+                [
+                    "no slower steps (paired step-time ratio <= 1)",
+                    sc["step_time_ratio"],
+                    goals["step_not_slower"],
+                ],
+            ],
+            "formats": [None, ".3f", None],
+        }
+    out = write_results(
+        "scale_llama",
+        tables,
+        load_start=load_start,
+        extra={"args": vars(args), "n_params": n_params, "runs": runs, "summary": summary},
+        out=args.out,
     )
     print(f"wrote {out}")
 
