@@ -3,16 +3,26 @@
 The ``.py`` files (jupytext percent format) are the source of truth. The sync check parses the
 percent format itself, so it runs without jupytext (which is only in the ``[notebooks]`` extra);
 when jupytext is installed, a second check compares against jupytext's own reading.
+
+The tiny runs (``integration``, so in CI) take every notebook from the unpacked sdist of this
+tree and run it in one fresh venv (not the repository's ``.venv``), each from its own install
+cell with ``FIDIA_JAX_SOURCE`` = the wheel built from that sdist:
+``.venv/bin/python -m pytest -n 2 -q -m integration tests/test_notebooks.py``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -21,9 +31,12 @@ NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = tuple(sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py")))
 # Tiny-mode wall time on the shared 2-core machine (2026-11-29): proteinmpnn_design 24 s;
 # optimizers 45 s (two LLaMA train-step compilations + the TD compilations); fidia_finetune 86 s
-# (judge, reward calibration, two evaluations, two training steps). The last two are slow.
-SLOW = {"fidia_finetune", "optimizers"}
+# (judge, reward calibration, two evaluations, two training steps). The long ones start first.
+LONG = {"fidia_finetune", "optimizers"}
 TIMEOUT_S = 900
+# Where pip looks for packages (environment and configuration files), removed for a run that must
+# install nothing.
+_PIP_SOURCES = ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE")
 
 
 def _py(name: str) -> pathlib.Path:
@@ -64,7 +77,7 @@ def _ipynb_cells(nb: dict) -> list[tuple[str, str]]:
 def test_notebook_set_is_complete():
     assert {"proteinmpnn_design", "fidia_finetune", "optimizers"} <= set(NOTEBOOKS)
     assert {p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")} == set(NOTEBOOKS)
-    assert SLOW <= set(NOTEBOOKS)
+    assert LONG <= set(NOTEBOOKS)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -104,72 +117,132 @@ def test_public_api_only_and_tiny_flag(name):
     assert 'os.environ.get("FIDIA_NOTEBOOK_TINY", "0") == "1"' in text
 
 
-@pytest.fixture(scope="session")
-def notebook_python(tmp_path_factory):
-    """``(python, wheel)``: a fresh venv with the wheel built from this tree and no extra.
+@dataclasses.dataclass(frozen=True)
+class NotebookEnv:
+    """Where the notebooks run: ``python`` runs ``notebooks/<name>.py``; an install cell installs
+    from ``wheel`` (``FIDIA_JAX_SOURCE``). ``lock`` (a file): held exclusively while pip installs
+    into the shared venv, shared while a notebook runs."""
 
-    One per pytest worker (pip must not run twice at once in one venv); the wheel and the
-    extras come through pip's cache after the first build. Needs PyPI, as
-    ``tools/check_wheel.sh`` does.
-    """
-    if os.environ.get("FIDIA_NOTEBOOK_PYTHON") == "current":
-        return sys.executable, None
-    root = tmp_path_factory.mktemp("notebook_venv")
-    repo = NOTEBOOK_DIR.parent
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "-w",
-            str(root / "dist"),
-            str(repo),
-        ],
-        check=True,
+    python: str
+    notebooks: pathlib.Path
+    wheel: pathlib.Path | None
+    lock: pathlib.Path | None
+
+
+@contextlib.contextmanager
+def _locked(path: pathlib.Path, mode: int = fcntl.LOCK_EX):
+    with open(path, "a") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _run(cmd: list[str], **kwargs) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    assert proc.returncode == 0, (
+        f"{' '.join(cmd)[:300]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
+        f"{proc.stderr[-5000:]}"
     )
+
+
+def _build_notebook_env(root: pathlib.Path) -> dict[str, str]:
+    """The sdist of this tree, the wheel built from that sdist, the notebooks of the unpacked
+    sdist, and a fresh venv (this interpreter's, with pip only: no fidia_jax, no extra)."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    builder = root / "build_env"  # `build` in a venv of its own, not in the notebooks' venv
+    _run([sys.executable, "-m", "venv", str(builder)])
+    builder_python = str(builder / "bin" / "python")
+    _run([builder_python, "-m", "pip", "install", "-q", "build"])
+    # `python -m build DIR` builds the sdist, then the wheel from the unpacked sdist.
+    _run([builder_python, "-m", "build", "--outdir", str(root / "dist"), str(NOTEBOOK_DIR.parent)])
+    (sdist,) = (root / "dist").glob("fidia_jax-*.tar.gz")
     (wheel,) = (root / "dist").glob("fidia_jax-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
-    python = str(root / "venv" / "bin" / "python")
-    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, str(wheel)], check=True)
-    return python, wheel
+    with tarfile.open(sdist) as tar:
+        tar.extractall(root / "sdist", filter="data")
+    (top,) = (root / "sdist").iterdir()
+    notebooks = top / "notebooks"
+    want = {"README.md"} | {f"{n}.{ext}" for n in NOTEBOOKS for ext in ("py", "ipynb")}
+    shipped = {p.name for p in notebooks.iterdir()} if notebooks.is_dir() else set()
+    assert want <= shipped, f"not in the sdist: {sorted(want - shipped)}"
+    _run([sys.executable, "-m", "venv", str(root / "venv")])
+    return {
+        "python": str(root / "venv" / "bin" / "python"),
+        "notebooks": str(notebooks),
+        "wheel": str(wheel),
+    }
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.slow if n in SLOW else pytest.mark.integration)
-        for n in NOTEBOOKS
-    ],
-)
-def test_notebook_runs_in_tiny_mode(name, tmp_path, notebook_python):
+@pytest.fixture(scope="session")
+def notebook_env(tmp_path_factory) -> NotebookEnv:
+    """One fresh venv for all the notebooks of a session, shared by its xdist workers (built by
+    the first that needs it; the others wait on the lock): a user's kernel, in which each
+    notebook's install cell adds the extra it needs. Needs PyPI, as ``tools/check_wheel.sh``
+    does. ``FIDIA_NOTEBOOK_PYTHON=current``: this interpreter and the repository's notebooks."""
+    if os.environ.get("FIDIA_NOTEBOOK_PYTHON") == "current":
+        return NotebookEnv(sys.executable, NOTEBOOK_DIR, None, None)
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, above each worker's popen-gwN
+    lock = base / "notebook_env.lock"
+    with _locked(lock):
+        ready = base / "notebook_env.json"
+        if not ready.exists():
+            ready.write_text(json.dumps(_build_notebook_env(base / "notebook_env")))
+        info = json.loads(ready.read_text())
+    return NotebookEnv(
+        info["python"], pathlib.Path(info["notebooks"]), pathlib.Path(info["wheel"]), lock
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS, key=lambda n: (n not in LONG, n)))
+def test_notebook_runs_in_tiny_mode(name, tmp_path, notebook_env):
     """Issue 43: each notebook runs as a user runs it, in a fresh venv (not the repository's
-    ``.venv``) that holds only the built wheel: the notebook's own install cell brings its extra
-    (``FIDIA_JAX_SOURCE`` = the wheel). ``FIDIA_NOTEBOOK_PYTHON=current`` runs them in this
-    interpreter instead (quick local checks)."""
-    python, wheel = notebook_python
+    ``.venv``), from the unpacked sdist, its own install cell bringing fidia_jax and its extra
+    (``FIDIA_JAX_SOURCE`` = the wheel built from the sdist).
+
+    The venv is shared (one build, each extra installed once), so pip must not run in it while
+    anything else does: the install cell runs first with pip cut off from every index; if that
+    fails (the cell has something to install), it runs again, alone (exclusive lock), from the
+    wheel. Then the whole notebook runs (shared lock), its install cell again with pip cut off,
+    so a cell that did not install all the notebook needs fails here."""
     env = dict(os.environ)
     env.pop("FIDIA_DATA_DIR", None)  # the notebooks must run without the shared data
     env.pop("PYTHONPATH", None)  # nothing from the repository on the path
+    env.pop("FIDIA_JAX_SOURCE", None)
     env.update(
         FIDIA_NOTEBOOK_TINY="1",
         MPLBACKEND="Agg",
         JAX_NUMPY_RANK_PROMOTION="raise",
         JAX_PLATFORMS="cpu",
     )
-    if wheel is not None:
-        env["FIDIA_JAX_SOURCE"] = str(wheel)
-    proc = subprocess.run(
-        [python, str(_py(name))],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    script = notebook_env.notebooks / f"{name}.py"
+    held = contextlib.nullcontext()  # FIDIA_NOTEBOOK_PYTHON=current: no lock, pip as it is
+    if notebook_env.lock is not None:
+        install = next(src for kind, src in _percent_cells(script.read_text()) if kind == "code")
+        online = {**env, "FIDIA_JAX_SOURCE": str(notebook_env.wheel)}
+        env = {k: v for k, v in env.items() if k not in _PIP_SOURCES}
+        env.update(PIP_NO_INDEX="1", PIP_CONFIG_FILE=os.devnull)  # pip finds nothing to install
+        cell = [notebook_env.python, "-c", install]
+        precheck = subprocess.run(
+            cell, cwd=tmp_path, env=env, capture_output=True, timeout=TIMEOUT_S
+        )
+        if precheck.returncode != 0:  # the cell has something to install: alone in the venv
+            with _locked(notebook_env.lock, fcntl.LOCK_EX):
+                _run(cell, cwd=tmp_path, env=online, timeout=TIMEOUT_S)
+        held = _locked(notebook_env.lock, fcntl.LOCK_SH)  # no pip in the venv while it runs
+    with held:
+        proc = subprocess.run(
+            [notebook_env.python, str(script)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
 
 

@@ -4,10 +4,11 @@
 # that directory (no repository on the path), imports fidia_jax.optim, fidia_jax.rl and
 # fidia_jax.kernels without flax or any optional package, and checks that a project whose extra
 # is missing says which one to install. Run by .ci/run; locally: tools/check_wheel.sh
-# (PYTHON=python3.12 tools/check_wheel.sh for another interpreter). Needs PyPI.
+# (PYTHON=python3.12 tools/check_wheel.sh for another interpreter). Needs PyPI. The notebooks,
+# each from its own install cell in a fresh venv, run in tests/test_notebooks.py
+# (`make test-integration`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root="$(pwd)"
 PYTHON=${PYTHON:-python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -45,14 +46,4 @@ if [[ $code -ne 2 || $msg != *"pip install 'fidia_jax[sciml]'"* ]]; then
   exit 1
 fi
 echo "missing extra: $msg"
-# A notebook as a user runs it: in this fresh venv (not the repository's .venv), from its own
-# install cell (FIDIA_JAX_SOURCE = the wheel, with the notebook's extra), in tiny mode.
-env -u PYTHONPATH FIDIA_JAX_SOURCE="$wheel" FIDIA_NOTEBOOK_TINY=1 MPLBACKEND=Agg \
-  "$tmp/venv/bin/python" - "$root/notebooks/optimizers.py" <<'PY'
-import runpy, sys
-import importlib.util
-assert importlib.util.find_spec("matplotlib") is None  # the install cell must bring the extra
-runpy.run_path(sys.argv[1], run_name="__main__")
-print("notebook optimizers: ran in a fresh venv from its install cell")
-PY
 echo "check_wheel: ok in $((SECONDS - start)) s"
