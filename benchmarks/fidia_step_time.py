@@ -15,18 +15,18 @@ Usage (2-core CPU, about 2 min per process)::
   FIDIA_DATA_DIR=../shared/data python benchmarks/fidia_step_time.py --before cad6f13
   python benchmarks/fidia_step_time.py --before cad6f13 --repeats 3 --method grpo
 
-Writes ``benchmarks/results/fidia_step_time.json``.
+Writes ``benchmarks/results/fidia_step_time.json`` through ``benchmarks/_results.py`` (the
+command, date, machine, commit and load average; table ``step_time``: min / median / max over
+every timed step of each version, and the speed-up of the medians), with the raw runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import hashlib
 import json
 import os
 import pathlib
-import platform
 import statistics
 import sys
 import tempfile
@@ -37,6 +37,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from _peers import run_command  # noqa: E402
+from _results import load_average, write_results  # noqa: E402
 
 PHASES = ("rollout", "rewards", "update")
 
@@ -134,11 +135,29 @@ def _measure(tree: pathlib.Path | None, args) -> dict:
 
 def _summary(runs: list[dict]) -> dict:
     steps = [s for r in runs for s in r["steps"]]
-    out = {"step_s": statistics.median(s["step"] for s in steps), "n_steps": len(steps)}
-    for p in PHASES:
-        out[f"{p}_s"] = statistics.median(s.get(p, 0.0) for s in steps)
-    out["warmup_s"] = statistics.median(r["warmup_s"] for r in runs)
+    out = {"n_steps": len(steps), "warmup_s": statistics.median(r["warmup_s"] for r in runs)}
+    for p in ("step",) + PHASES:
+        xs = [s.get(p, 0.0) for s in steps]
+        out[f"{p}_s"] = statistics.median(xs)
+        out[f"{p}_min_s"], out[f"{p}_max_s"] = min(xs), max(xs)
     return out
+
+
+def step_table(before: dict, after: dict, before_label: str, after_label: str) -> dict:
+    """The ``step_time`` table: per phase, each version's min / median / max seconds over its
+    timed steps and the ratio of the medians (before / after: above 1, this tree is faster)."""
+    rows = []
+    for key in ("step",) + PHASES:
+        b, a = before, after
+        rows.append([key, b[f"{key}_min_s"], b[f"{key}_s"], b[f"{key}_max_s"],
+                     a[f"{key}_min_s"], a[f"{key}_s"], a[f"{key}_max_s"],
+                     b[f"{key}_s"] / a[f"{key}_s"]])  # fmt: skip
+    cols = ["phase"]
+    for label in (before_label, after_label):
+        cols += [f"{label} min s", f"{label} median s", f"{label} max s"]
+    cols.append("speed-up (medians)")
+    return {"columns": cols, "rows": rows,
+            "formats": [None, ".3f", ".3f", ".3f", ".3f", ".3f", ".3f", ".2f"]}  # fmt: skip
 
 
 def main() -> None:
@@ -156,6 +175,7 @@ def main() -> None:
         return _child(args)
     if "FIDIA_DATA_DIR" not in os.environ:
         raise SystemExit("set FIDIA_DATA_DIR to the shared data folder (../shared/data)")
+    load_start = load_average()
 
     def git(*a):
         return run_command(["git", *a], name="git", cwd=REPO)
@@ -179,32 +199,20 @@ def main() -> None:
                     flush=True,
                 )
     before, after = _summary(runs["before"]), _summary(runs["after"])
+    after_label = f"this tree ({head}{'+dirty' if dirty else ''})"
+    table = step_table(before, after, f"before ({rev})", after_label)
     print(
-        f"\nFIDIA step, preset {args.config!r}, method {args.method}: median of "
-        f"{before['n_steps']} steps per version ({args.repeats} processes each)"
+        f"\nFIDIA step, preset {args.config!r}, method {args.method}: {before['n_steps']} steps "
+        f"per version ({args.repeats} processes each)"
     )
-    print(f"| phase | before ({rev}) s | after ({head}{'+dirty' if dirty else ''}) s | speed-up |")
-    print("|---|---|---|---|")
-    for key in ("step",) + PHASES:
-        b, a = before[f"{key}_s"], after[f"{key}_s"]
-        print(f"| {key} | {b:.3f} | {a:.3f} | {b / a:.2f}x |")
-    record = {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
-        "command": " ".join(sys.argv),
-        "before_rev": rev,
-        "after_rev": head,
-        "after_dirty": dirty,
-        "config": args.config,
-        "method": args.method,
-        "before": before,
-        "after": after,
-        "speedup": before["step_s"] / after["step_s"],
-        "runs": runs,
-    }
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1))
+    print(" | ".join(table["columns"]))
+    for row in table["rows"]:
+        print(" | ".join(c if isinstance(c, str) else f"{c:.3f}" for c in row))
+    extra = {"before_rev": rev, "after_rev": head, "after_dirty": dirty, "config": args.config,
+             "method": args.method, "before": before, "after": after,
+             "speedup": before["step_s"] / after["step_s"], "runs": runs}  # fmt: skip
+    out = write_results("fidia_step_time", {"step_time": table}, load_start=load_start,
+                        extra=extra, out=args.out)  # fmt: skip
     print(f"wrote {out}")
 
 
