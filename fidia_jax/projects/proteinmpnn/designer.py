@@ -178,9 +178,8 @@ class Designer:
         )
         p = self._options
         tied = tied_groups(p["tie"], p["homo_oligomer"], self.setup.protein)
-        nll = score_tokens(
-            self.model, self.setup, toks, num_orders=num_orders, seed=seed, tied=tied
-        )
+        nll = score_tokens(self.model, self.setup, toks, num_orders=num_orders, seed=seed,
+                           tied=tied, bucket=p["bucket"])  # fmt: skip
         d = self.setup.designed
         recovery = ((toks == self.setup.protein.S[None]) & d).sum(-1) / d.sum()
         return DesignScores(scores=nll, recovery=recovery)
