@@ -81,6 +81,19 @@ def update_times(task, txs, rounds: int = 30) -> dict[str, float]:
     return {n: float(np.median(ts)) for n, ts in times.items()}
 
 
+def _progress_printer(seed: int, steps: int):
+    """``on_step`` of ``train_interleaved``: one flushed line at the first step and every tenth."""
+    every, t0 = max(1, steps // 10), time.perf_counter()
+
+    def progress(t: int, losses: dict[str, float]) -> None:
+        if (t + 1) % every == 0 or t == 0:
+            shown = "  ".join(f"{n} {v:.3f}" for n, v in losses.items())
+            print(f"seed {seed} step {t + 1}/{steps} ({time.perf_counter() - t0:.0f} s): loss "
+                  f"{shown}", flush=True)  # fmt: skip
+
+    return progress
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="SCALE vs AdamW vs Muon vs SGD on the small LLaMA")
     ap.add_argument("--data-dir", default=os.environ.get("FIDIA_DATA_DIR", "../shared/data"))
@@ -120,7 +133,10 @@ def main(argv=None):
         task = lm.make_task(config, tokens=(splits.train, splits.val))
         n_params = sum(x.size for x in jax.tree.leaves(task.params))
         txs = {n: lm.make_optimizer(lm.with_optimizer(config, n)) for n in names}
-        results = lm.train_interleaved(task, txs, args.steps)
+        print(f"seed {seed}: training {', '.join(names)} interleaved (the first step of each "
+              "compiles)", flush=True)  # fmt: skip
+        progress = _progress_printer(seed, args.steps)
+        results = lm.train_interleaved(task, txs, args.steps, on_step=progress)
         paired = lm.step_time_ratios(results, ref) if args.steps > 1 else {n: 1.0 for n in names}
         update_s = update_times(task, txs)
         for name, res in results.items():
