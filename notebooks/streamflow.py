@@ -52,7 +52,8 @@ if not needs_install:  # installed: does it have this notebook's extra?
 
     needs_install = bool(missing_extras("streamflow"))
 if needs_install:
-    fidia_source = os.environ.get("FIDIA_JAX_SOURCE", "fidia_jax")
+    fidia_source = os.environ.get("FIDIA_JAX_SOURCE") or sys.exit(
+        "set FIDIA_JAX_SOURCE to a fidia_jax clone's folder or its git URL: no PyPI release yet")
     req = f"fidia_jax[vision] @ {fidia_source}" if "://" in fidia_source else f"{fidia_source}[vision]"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", req], check=True)
 
