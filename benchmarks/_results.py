@@ -124,6 +124,20 @@ def _check_table(key: str, table: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def run_caption(load_start: float | None = None, *, command: str | None = None) -> dict[str, Any]:
+    """The caption keys of a run ending now: ``command`` (default: this process's command
+    line), ``date``, ``machine``, ``commit`` and ``load_average`` (``"<start> -> <now>"`` with
+    ``load_start``, from :func:`load_average`)."""
+    end = load_average()
+    return {
+        "command": command or command_line(),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "commit": commit(),
+        "load_average": end if load_start is None else f"{load_start} -> {end}",
+    }
+
+
 def write_results(
     name: str,
     tables: Mapping[str, Mapping[str, Any]],
@@ -157,14 +171,8 @@ def write_results(
       ValueError: a row's length differs from its columns', a float cell is not finite, or
         ``extra`` reuses a reserved key, or ``caption`` names a key that is not a caption key.
     """
-    end = load_average()
-    load = end if load_start is None else f"{load_start} -> {end}"
     doc: dict[str, Any] = {
-        "command": command or command_line(),
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine(),
-        "commit": commit(),
-        "load_average": load,
+        **run_caption(load_start, command=command),
         "tables": {k: _check_table(k, t) for k, t in tables.items()},
     }
     for k, v in (caption or {}).items():

@@ -482,6 +482,17 @@ def kind(method: str) -> str:
     return "meta-learner"
 
 
+#: The columns of a per-method summary over replications (``headline`` adds alpha after "kind").
+_SUMMARY_COLUMNS = (
+    "method",
+    "kind",
+    "sqrt(PEHE) mean ± std",
+    "median",
+    "ATE error mean ± std",
+    "replications",
+)
+
+
 def _ms(values) -> list[float]:
     """[mean, std] (population std over replications, as the driver's summary)."""
     v = np.asarray(values, float)
@@ -556,15 +567,7 @@ def headline_tables(h) -> dict:
                      float(np.median(_pehe(by, m, reps))),
                      _ms([by[m][r]["ate_error"] for r in reps]), n])  # fmt: skip
     headline = {
-        "columns": [
-            "method",
-            "kind",
-            "alpha (median)",
-            "sqrt(PEHE) mean ± std",
-            "median",
-            "ATE error mean ± std",
-            "replications",
-        ],  # fmt: skip
+        "columns": [*_SUMMARY_COLUMNS[:2], "alpha (median)", *_SUMMARY_COLUMNS[2:]],
         "rows": rows,
         "formats": [None, None, ".3g", ".3f", ".3f", ".3f", None],
     }
@@ -664,14 +667,7 @@ def reference_tables(ref) -> dict:
     rows = [[label(m), kind(m), _ms(_pehe(by, m, reps)), float(np.median(_pehe(by, m, reps))),
              _ms([by[m][r]["ate_error"] for r in reps]), len(reps)] for m in order]  # fmt: skip
     summary = {
-        "columns": [
-            "method",
-            "kind",
-            "sqrt(PEHE) mean ± std",
-            "median",
-            "ATE error mean ± std",
-            "replications",
-        ],  # fmt: skip
+        "columns": list(_SUMMARY_COLUMNS),
         "rows": rows,
         "formats": [None, None, ".3f", ".3f", ".3f", None],
     }

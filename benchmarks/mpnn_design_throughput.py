@@ -198,7 +198,7 @@ def main(argv=None) -> int:
             )
     n, T = args.num_samples, args.temperature
     rows = {}
-    load_before = os.getloadavg()
+    load_before = _results.load_average()
     with tempfile.TemporaryDirectory(prefix="mpnn_design_tp_") as tmp:
         tmp = pathlib.Path(tmp)
         listing = tmp / "list.txt"
@@ -278,11 +278,7 @@ def main(argv=None) -> int:
 
     ours_rec = rows["fidia_jax"][2]
     record = {
-        "command": _results.command_line(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": _results.machine(),
-        "commit": _results.commit(),
-        "load_average": f"{load_before[0]:.2f} -> {os.getloadavg()[0]:.2f}",
+        **_results.run_caption(load_before),
         "backbones": [_name(f) for f in files],
         "num_samples": n,
         "temperature": T,

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
         raise SystemExit("no interpreter for the original: run tools/mpnn_make_peer_venvs.sh")
     n, T = args.num_samples, args.temperature
     cli = pathlib.Path(sys.executable).parent / "fidia-jax"
-    load_before = os.getloadavg()
+    load_before = _results.load_average()
     runs: dict[str, list[tuple[float, float]]] = {"original": [], "cold": [], "warm": []}
     with tempfile.TemporaryDirectory(prefix="mpnn_one_") as tmp:
         tmp = pathlib.Path(tmp)
@@ -111,11 +111,7 @@ def main(argv=None) -> int:
             print(f"round {r}: " + ", ".join(f"{k} {v[-1][0]:.1f} s" for k, v in runs.items()),
                   file=sys.stderr)  # fmt: skip
     record = {
-        "command": _results.command_line(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": _results.machine(),
-        "commit": _results.commit(),
-        "load_average": f"{load_before[0]:.2f} -> {os.getloadavg()[0]:.2f}",
+        **_results.run_caption(load_before),
         "pdb": str(pdb),
         "chains": "A",
         "num_samples": n,

@@ -325,11 +325,11 @@ def run_sample(
                 inputs = inputs._replace(X=np.asarray(inputs.X + backbone_noise * eps, np.float32))
             # one compiled program: the native sequence is scored in the samples' decoding
             # orders by N more rows of the sampler's loop (``score_native``)
+            from fidia_jax.projects.proteinmpnn._startup import seed_key
+
             runs = []
-            if fast is not None:  # jax.random.key(seed), bitwise, without compiling a program
-                from fidia_jax.projects.proteinmpnn._startup import seed_key
+            key = seed_key(seed)  # jax.random.key(seed), bitwise, without compiling a program
             for k, temp in enumerate(temps):
-                key = jax.random.key(seed) if fast is None else seed_key(seed)
                 if fast is not None:  # the same program as below, read from the cache
                     runs.append(fast.sample(
                         key if k == 0 else jax.random.fold_in(key, k), inputs,
