@@ -15,6 +15,7 @@ from __future__ import annotations
 from _driver_bench import run_driver_benchmark
 
 from fidia_jax.projects import algotrace
+from fidia_jax.projects.algotrace.plots import PARTITIONS
 from fidia_jax.projects.algotrace.traces import ALGOTRACE_PRIMITIVES
 
 
@@ -40,8 +41,87 @@ def ratio_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _key(variant: str) -> str:
+    """A variant's name as a table-key suffix: ``onset@1`` -> ``onset_1``."""
+    return variant.replace("@", "_").replace(".", "p")
+
+
+def _pair(a: float, b: float) -> str:
+    return f"{a:+.3f} / {b:+.3f}"
+
+
+def tables(results: dict, config=None) -> dict:
+    """The results file's tables (docs/algotrace.md renders them): ``clustering`` (the
+    clustered layer's partitions against the true primitives), ``per_layer`` (k-means on every
+    layer), ``run`` (training loss, uninjected solve rates, baseline primitive rates),
+    ``variants`` (the injection summary of every variant) and, per variant ``v`` (``onset_1``,
+    ...), ``injection_v`` (change of each primitive's rate, rows: injected vector),
+    ``composition_v`` and ``transfer_v``."""
+    cl = results["clustering"]
+    sc = ("purity", "nmi", "ari")
+    out = {
+        "clustering": {
+            "columns": ["partition", "purity", "NMI", "ARI"],
+            "rows": [[PARTITIONS[n], *(cl[n][m] for m in sc)] for n in PARTITIONS],
+            "formats": [None, ".3f", ".3f", ".3f"],
+        },
+        "per_layer": {
+            "columns": ["layer (resid_post)", "purity", "NMI", "ARI"],
+            "rows": [[i, *(a[m] for m in sc)] for i, a in enumerate(cl["per_layer"])],
+            "formats": [None, ".3f", ".3f", ".3f"],
+        },
+    }
+    none = results["conditions"]["none"]
+    run = [["training loss (trace tokens), first step -> mean of the last 20",
+            f"{results['train']['first_loss']:.2f} -> {results['train']['final_loss']:.3f}"],
+           ["clustered trace tokens (layer)", f"{cl['n_points']} ({cl['layer']})"],
+           ["uninjected prompts that write the exact solution path: TSP / navigation",
+            f"{none['solved']['tsp']:.3f} / {none['solved']['nav']:.3f}"],
+           ["uninjected rate of " + " / ".join(ALGOTRACE_PRIMITIVES),
+            " / ".join(f"{r:.3f}" for r in none["rates"]["all"])]]  # fmt: skip
+    out["run"] = {"columns": ["quantity", "value"], "rows": run}
+    out["variants"] = {
+        "columns": ["variant (positions @ scale)", "diagonal > 0", "diagonal = row max",
+                    "diagonal > random", "pairs whose sum raises both", "transfers > 0"],
+        "rows": [[f"`{n}`", f"{v['diagonal_positive']}/5", f"{v['diagonal_row_max']}/5",
+                  f"{v['diagonal_beats_random']}/5",
+                  f"{v['composition_raises_both']}/{len(results['injection']['composition'])}",
+                  f"{v['transfer_positive']}/10"]
+                 for n, v in results["variant_summary"].items()],
+    }  # fmt: skip
+    for name, v in results["variants"].items():
+        inj = v["injection"]
+        out[f"injection_{_key(name)}"] = {
+            "columns": ["injected vector", *ALGOTRACE_PRIMITIVES],
+            "rows": [[row, *vals] for row, vals in inj["table"].items()],
+            "formats": [None, *["+.3f"] * len(ALGOTRACE_PRIMITIVES)],
+        }  # fmt: skip
+        comp = []
+        for pair, c in inj["composition"].items():
+            a, b = pair.split("+")
+            comp.append([pair, _pair(c["delta_a"][a], c["delta_b"][a]),
+                         _pair(c["delta_a"][b], c["delta_b"][b]),
+                         _pair(c["delta_a"][pair], c["delta_b"][pair]),
+                         "yes" if c["sum_raises_both"] else "no"])  # fmt: skip
+        out[f"composition_{_key(name)}"] = {
+            "columns": ["pair a+b", "a alone (a's / b's change)", "b alone", "a + b",
+                        "a + b raises both"],
+            "rows": comp,
+        }  # fmt: skip
+        out[f"transfer_{_key(name)}"] = {
+            "columns": ["primitive", "TSP vector on NAV", "NAV vector on NAV",
+                        "NAV vector on TSP", "TSP vector on TSP"],
+            "rows": [[p, c["tsp->nav"], c["nav->nav"], c["nav->tsp"], c["tsp->tsp"]]
+                     for p, c in inj["transfer"].items()],
+            "formats": [None, "+.3f", "+.3f", "+.3f", "+.3f"],
+        }  # fmt: skip
+    return out
+
+
 def main(argv=None) -> dict:
-    return run_driver_benchmark("algotrace", algotrace, lambda r, c: ratio_table(r), __doc__, argv)
+    return run_driver_benchmark(
+        "algotrace", algotrace, lambda r, c: ratio_table(r), __doc__, argv, tables=tables
+    )
 
 
 if __name__ == "__main__":

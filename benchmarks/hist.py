@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fidia_jax.config import override_config
 from fidia_jax.projects import hist
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -181,11 +182,41 @@ def tables(out: dict) -> dict:
                 row.append(slope(big, keys[k]))
         t["slopes"] = {"columns": cols, "rows": body, "formats": fmts}
     if "accuracy" in out:
-        mean = out["accuracy"]["mean"]
-        keys = sorted({k for m in mean.values() for k in m if isinstance(m[k], (int, float))})
-        t["accuracy"] = {"columns": ["method", *keys],
-                         "rows": [[m, *[mean[m].get(k) for k in keys]] for m in mean],
-                         "formats": [None, *[".3f"] * len(keys)]}  # fmt: skip
+        t.update(accuracy_tables(out["accuracy"]))
+    return t
+
+
+def accuracy_tables(acc: dict) -> dict:
+    """Part 1's tables: ``accuracy`` (per method, the mean over folds of every metric),
+    ``per_fold`` (mean per-gene PCC per held-out section and method, the method mean last) and,
+    with ``hist`` among the methods, ``paired`` (HiST minus each method over (section, gene)
+    items: :func:`fidia_jax.projects.hist.paired_gene_test`)."""
+    mean = acc["mean"]
+    keys = sorted({k for m in mean.values() for k in m if isinstance(m[k], (int, float))})
+    t = {"accuracy": {"columns": ["method", *keys],
+                      "rows": [[m, *[mean[m].get(k) for k in keys]] for m in mean],
+                      "formats": [None, *[".3f"] * len(keys)]}}  # fmt: skip
+    methods = list(mean)
+    best = [max(methods, key=lambda m, f=f: f[m]["mean_gene_pcc"]) for f in acc["folds"]]
+    t["per_fold"] = {
+        "columns": ["held-out section", *(f"`{m}`" for m in methods), "highest"],
+        "rows": [[f["test"], *(f[m]["mean_gene_pcc"] for m in methods), f"`{b}`"]
+                 for f, b in zip(acc["folds"], best, strict=True)]
+                + [["mean over folds", *(mean[m]["mean_gene_pcc"] for m in methods), None]],
+        "formats": [None, *[".3f"] * len(methods), None],
+    }  # fmt: skip
+    if "hist" in methods and len(methods) > 1:
+        rows = []
+        for m in methods:
+            if m != "hist":
+                r = hist.paired_gene_test(acc["folds"], "hist", m)
+                rows.append([f"`{m}`", r["n"], r["mean_diff"], r["a_wins"], r["p_wilcoxon"]])
+        t["paired"] = {
+            "columns": ["HiST minus", "(section, gene) items", "mean diff", "HiST ahead on",
+                        "Wilcoxon p"],
+            "rows": rows,
+            "formats": [None, None, "+.3f", ".1%", ".2g"],
+        }  # fmt: skip
     return t
 
 
@@ -211,6 +242,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dense-time-max", type=int, default=3000)
     ap.add_argument("--sizes", default="", help="comma-separated spot counts (scaling)")
     ap.add_argument("--sparse-only", action="store_true", help="scaling: no dense peer")
+    ap.add_argument(
+        "--set", nargs="*", default=[], help="config overrides key=value (after --folds/--epochs)"
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "hist.json"))
     args = ap.parse_args(argv)
 
@@ -222,7 +256,7 @@ def main(argv=None) -> int:
     over = {k: v for k, v in (("folds", args.folds), ("epochs", args.epochs)) if v is not None}
     if args.data_dir:
         over["data_dir"] = args.data_dir
-    cfg = dataclasses.replace(cfg, **over)
+    cfg = override_config(dataclasses.replace(cfg, **over), args.set)
     out = {"jax": jax.__version__, "config": dataclasses.asdict(cfg)}
     t0 = time.perf_counter()
     if args.accuracy_json:
@@ -234,6 +268,7 @@ def main(argv=None) -> int:
         res = hist.train_and_evaluate(cfg, workdir)
     if args.accuracy_json or not args.skip_accuracy:
         out["accuracy"] = {
+            "gene_selection": res.get("gene_selection"),
             "folds": res["folds"],
             "mean": res["mean"],
             "sections": res["sections"],

@@ -27,6 +27,10 @@ class AlgoTraceConfig:
         initialisation, minibatches, k-means and sampling from ``key(seed)``.
       n_train, n_eval: training / evaluation sequences (both tasks, all strategies). The first
         half of the evaluation rows builds the vectors, the second half gives the prompts.
+      distinct_eval: no evaluation problem equals a training problem (a repeat is drawn again
+        from the evaluation generator; default, since 2026-12-05). ``False``: the two sets are
+        drawn independently, and in the small problem space a few evaluation problems recur
+        (none in ``tiny`` / ``demo``, 1 of 192 in ``reduced``, 6 of 512 in ``default``).
       n_nodes, n_edges: instance size (cities / nodes; NAV edges).
       dim, n_layers, n_heads, n_kv_heads, hidden_dim, max_seq_len: the :class:`Llama`
         (``n_heads != n_kv_heads``: grouped-query attention).
@@ -70,6 +74,7 @@ class AlgoTraceConfig:
     seed: int = 0
     n_train: int = 6000
     n_eval: int = 512
+    distinct_eval: bool = True
     n_nodes: int = 4
     n_edges: int = 5
     dim: int = 64

@@ -330,6 +330,12 @@ def decode_algotrace(tokens) -> str:
     return " ".join(_ID2STR.get(int(t), "?") for t in np.asarray(tokens).ravel() if int(t) != PAD)
 
 
+def _problems(data: AlgoTraceData) -> set[bytes]:
+    """Each row's prompt (its problem) as bytes of int32 tokens."""
+    tokens = np.asarray(data.tokens, np.int32)
+    return {tokens[i, : int(k)].tobytes() for i, k in enumerate(np.asarray(data.prompt_len))}
+
+
 def make_algotrace_data(
     n: int,
     *,
@@ -339,6 +345,7 @@ def make_algotrace_data(
     n_nodes: int = 4,
     n_edges: int = 5,
     max_len: int | None = None,
+    exclude: AlgoTraceData | None = None,
 ) -> AlgoTraceData:
     """Draws ``n`` instances (task and strategy uniform per row) and writes their traces.
 
@@ -349,13 +356,19 @@ def make_algotrace_data(
       strategies: subset of :data:`ALGOTRACE_STRATEGIES`.
       n_nodes, n_edges: instance size (see :func:`random_algotrace_instance`).
       max_len: padded length ``T``; ``None`` = the longest sequence drawn.
+      exclude: rows whose problems must not recur (a training set, for evaluation rows): an
+        instance whose prompt (the problem: task, coordinates, edges, target) equals one of
+        ``exclude``'s prompts is drawn again from the same generator, so no problem of the
+        result is one of ``exclude``'s. ``None``: every draw is kept (the same seed gives the
+        same rows either way until the first redraw).
 
     Returns:
       :class:`AlgoTraceData`.
 
     Raises:
-      ValueError: ``n < 1``, an unknown task or strategy, or a sequence longer than ``max_len``
-        (the message gives the length needed).
+      ValueError: ``n < 1``, an unknown task or strategy, a sequence longer than ``max_len``
+        (the message gives the length needed), or ``exclude`` covering so much of the problem
+        space that ``100 n`` draws did not give ``n`` new problems.
     """
     if int(n) < 1:
         raise ValueError(f"make_algotrace_data: n must be >= 1, got {n}")
@@ -365,11 +378,21 @@ def make_algotrace_data(
             raise ValueError(
                 f"make_algotrace_data: {name} must be a non-empty subset of {allowed}, got {given}"
             )
+    seen = set() if exclude is None else _problems(exclude)
     rng = np.random.default_rng(seed)
     rows, labs, plen, task_ix, strat_ix = [], [], [], [], []
-    for _ in range(int(n)):
+    draws = 0
+    while len(rows) < int(n):
+        draws += 1
+        if draws > 100 * int(n):
+            raise ValueError(
+                f"make_algotrace_data: {100 * int(n)} draws gave only {len(rows)} of {n} "
+                f"problems outside `exclude` ({len(seen)} excluded problems)"
+            )
         ti, si = int(rng.integers(len(tasks))), int(rng.integers(len(strategies)))
         inst = random_algotrace_instance(rng, tasks[ti], n_nodes, n_edges)
+        if exclude is not None and np.asarray(_prompt(inst), np.int32).tobytes() in seen:
+            continue
         toks, lab = algotrace_trace(inst, strategies[si])
         rows.append(toks)
         labs.append(lab)

@@ -84,10 +84,20 @@ def make_model(config: AlgoTraceConfig) -> models.Llama:
     return models.Llama(cfg, rngs=nnx.Rngs(config.seed))
 
 
-def _data(config: AlgoTraceConfig, n: int, seed: int) -> traces.AlgoTraceData:
+def _data(
+    config: AlgoTraceConfig, n: int, seed: int, exclude: traces.AlgoTraceData | None = None
+) -> traces.AlgoTraceData:
     return traces.make_algotrace_data(
-        n, seed=seed, n_nodes=config.n_nodes, n_edges=config.n_edges, max_len=config.max_seq_len
-    )
+        n, seed=seed, n_nodes=config.n_nodes, n_edges=config.n_edges, max_len=config.max_seq_len,
+        exclude=exclude,
+    )  # fmt: skip
+
+
+def _eval_data(config: AlgoTraceConfig) -> traces.AlgoTraceData:
+    """The ``n_eval`` evaluation rows (``default_rng(seed + 1)``); with ``config.distinct_eval``
+    (the default) none of their problems is a training problem (a repeat is drawn again)."""
+    train = _data(config, config.n_train, config.seed) if config.distinct_eval else None
+    return _data(config, config.n_eval, config.seed + 1, exclude=train)
 
 
 def _train_mesh(config: AlgoTraceConfig) -> jax.sharding.Mesh | None:
@@ -452,7 +462,7 @@ def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> 
     t_train = time.time() - t0
     if not parallel.is_primary():  # the analysis has nothing to split: process 0 only
         return {"train": {"final_loss": float(np.mean(losses[-20:])), "wall_s": t_train}}
-    ev = _data(config, config.n_eval, config.seed + 1)
+    ev = _eval_data(config)
     half = config.n_eval // 2
     with train_lib.stage(f"clustering trace-token activations (k = {config.n_clusters})"):
         clustering = cluster_analysis(model, ev, config, jax.random.fold_in(key, 2))

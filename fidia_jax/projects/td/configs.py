@@ -32,7 +32,10 @@ class TdConfig:
     """A schedule comparison: TD(0) from ``theta = 0`` on ``num_mrps`` random MRPs per horizon.
 
     Attributes:
-      seed: MRPs come from ``key(seed)``, the TD samples from ``key(seed + 1)``.
+      seed: the root of four independent streams (``jax.random.fold_in(key(seed), tag)``,
+        ``train.STREAMS``): the reported MRPs, their TD samples, the tuning MRPs and theirs.
+        Before 2026-12-05 they were ``key(seed)`` ... ``key(seed + 3)``, so the tuning MRPs
+        of seed ``s`` were the reported MRPs of seed ``s + 2``.
       num_mrps: random MRPs (vmapped).
       n_states, n_features, discount: of every MRP
         (:func:`fidia_jax.projects.td.random_linear_mrp`).
@@ -43,8 +46,8 @@ class TdConfig:
         reference of every ratio, is required).
       markovian: also run the Markovian rows (one trajectory per MRP, exponential schedule, plain
         and regularised with ``lambda = 1/sqrt(T)``).
-      tuning: where ``eta_0`` is chosen. ``"separate"`` (default): on other MRPs
-        (``key(seed + 2)``) with other transitions (``key(seed + 3)``), so the reported error
+      tuning: where ``eta_0`` is chosen. ``"separate"`` (default): on other MRPs with other
+        transitions (their own streams of ``seed``), so the reported error
         is measured on MRPs and samples the choice never saw. ``"same"``: on the reported MRPs
         and transitions themselves (the behaviour before 2026-12-04; every tuned row's error is
         then the minimum over the grid, an optimistic number).

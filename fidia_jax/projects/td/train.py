@@ -85,18 +85,28 @@ class _Problem(NamedTuple):
         return float(jnp.mean(err / self.norm_star))
 
 
+#: The ``jax.random.fold_in`` tags of one seed's four random streams. Every stream is folded
+#: out of ``key(seed)``, so no stream of one seed is a stream of another (with ``key(seed + k)``
+#: offsets, the tuning MRPs of seed ``s`` were the reported MRPs of seed ``s + 2``).
+STREAMS = {"mrps": 0, "transitions": 1, "tuning_mrps": 2, "tuning_transitions": 3}
+
+
 def _problem(config: TdConfig, *, tuning: bool = False) -> _Problem:
-    """The reported MRPs (``key(seed)``, transitions ``key(seed + 1)``); with ``tuning`` and
-    ``config.tuning == "separate"``, the tuning ones (``key(seed + 2)`` / ``key(seed + 3)``)."""
-    seed = config.seed + 2 if tuning and config.tuning == "separate" else config.seed
-    keys = jax.random.split(jax.random.key(seed), config.num_mrps)
+    """The reported MRPs and transitions (streams ``mrps`` / ``transitions`` of
+    :data:`STREAMS`); with ``tuning`` and ``config.tuning == "separate"``, the tuning ones
+    (``tuning_mrps`` / ``tuning_transitions``)."""
+    prefix = "tuning_" if tuning and config.tuning == "separate" else ""
+    root = jax.random.key(config.seed)
+    keys = jax.random.split(jax.random.fold_in(root, STREAMS[prefix + "mrps"]), config.num_mrps)
     mrps = jax.vmap(
         lambda k: random_linear_mrp(k, config.n_states, config.n_features, config.discount)
     )(keys)
     theta_star = jax.vmap(rl.td_fixed_point)(mrps)
     omega = jax.vmap(smallest_eig)(mrps)
     norm_star = jax.vmap(lambda m, t: rl.td_param_error(m, t, jnp.zeros_like(t)))(mrps, theta_star)
-    run_keys = jax.random.split(jax.random.key(seed + 1), config.num_mrps)
+    run_keys = jax.random.split(
+        jax.random.fold_in(root, STREAMS[prefix + "transitions"]), config.num_mrps
+    )
     return _Problem(mrps, theta_star, omega, norm_star, run_keys)
 
 

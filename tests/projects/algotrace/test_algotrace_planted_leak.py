@@ -80,9 +80,9 @@ def _driver(monkeypatch, tmp_path, planted_rows):
     config = dataclasses.replace(algotrace.get_config("tiny"), fv_positions=("tokens",))
     seen = {"data": []}
 
-    def data(cfg, n, seed):
+    def data(cfg, n, seed, exclude=None):
         seen["data"].append((n, seed))
-        d = _REAL_DATA(cfg, n, seed)
+        d = _REAL_DATA(cfg, n, seed, exclude)
         return _plant(d, planted_rows) if seed == cfg.seed + 1 else d
 
     def fit_llama(model, tokens, *, weights, key, **kw):
@@ -113,7 +113,9 @@ def test_planted_prompt_rows_move_no_fitted_number_but_the_vector_rows_do(monkey
     config, clean, r_clean = _driver(monkeypatch, tmp_path / "a", [])
     half = config.n_eval // 2
     _, held, r_held = _driver(monkeypatch, tmp_path / "b", range(half, config.n_eval))
-    assert clean["data"] == held["data"] == [(config.n_train, 0), (config.n_eval, 1)]
+    # the training rows (for the fit, then as the evaluation draw's exclusions), the eval rows
+    assert clean["data"] == held["data"] == [(config.n_train, 0), (config.n_train, 0),
+                                             (config.n_eval, 1)]  # fmt: skip
     for a, b in zip(clean["fit"][:-1], held["fit"][:-1], strict=True):  # the training fit
         np.testing.assert_array_equal(a, b)
     assert clean["fit"][-1] == held["fit"][-1]  # steps, batch size, run name, mesh
@@ -133,10 +135,35 @@ def test_planted_prompt_rows_move_no_fitted_number_but_the_vector_rows_do(monkey
     np.testing.assert_array_equal(leaky["fit"][0], clean["fit"][0])
 
 
-@pytest.mark.parametrize("name", ["tiny", "demo"])
-def test_no_evaluation_instance_is_a_training_instance(name):
-    config = algotrace.get_config(name)
+def _repeats(config) -> int:
     tr = at_train._data(config, config.n_train, config.seed)
-    ev = at_train._data(config, config.n_eval, config.seed + 1)
+    ev = at_train._eval_data(config)
     seen = {tr.tokens[i, : tr.prompt_len[i]].tobytes() for i in range(config.n_train)}
-    assert not any(ev.tokens[i, : ev.prompt_len[i]].tobytes() in seen for i in range(config.n_eval))
+    return sum(ev.tokens[i, : ev.prompt_len[i]].tobytes() in seen for i in range(config.n_eval))
+
+
+@pytest.mark.parametrize("name", ["tiny", "demo", "reduced", "default"])
+def test_no_evaluation_problem_is_a_training_problem(name):
+    """Brute force over the presets' rows: with ``distinct_eval`` (the default) no evaluation
+    prompt is a training prompt; drawn independently, ``reduced`` and ``default`` repeat 1 and
+    6 (so the check can fail), and the rows before the first repeat are the same draws."""
+    config = algotrace.get_config(name)
+    assert config.distinct_eval and _repeats(config) == 0
+    independent = dataclasses.replace(config, distinct_eval=False)
+    assert _repeats(independent) == {"tiny": 0, "demo": 0, "reduced": 1, "default": 6}[name]
+    if name == "tiny":  # no repeat, so the same rows either way
+        a, b = at_train._eval_data(config), at_train._eval_data(independent)
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_exclude_that_leaves_no_new_problem_is_an_error(monkeypatch):
+    """A generator that can only repeat an excluded problem: an error after 100 n draws, not a
+    loop without end and not a silently repeated problem."""
+    one = traces.make_algotrace_data(1, seed=0, tasks=("tsp",))
+    inst = traces.random_algotrace_instance(np.random.default_rng(0), "tsp")
+    monkeypatch.setattr(traces, "random_algotrace_instance", lambda *a, **k: inst)
+    fixed = traces.make_algotrace_data(1, seed=0, tasks=("tsp",))  # only `inst` can be drawn
+    with pytest.raises(ValueError, match="100 draws gave only 0 of 1 problems outside"):
+        traces.make_algotrace_data(1, seed=3, tasks=("tsp",), exclude=fixed)
+    assert traces.make_algotrace_data(1, seed=3, tasks=("tsp",), exclude=one).tokens.shape[0] == 1

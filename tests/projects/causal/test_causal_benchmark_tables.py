@@ -182,3 +182,23 @@ def test_report_refuses_a_file_without_a_caption(tmp_path):
     path.write_text(json.dumps({"ihdp_headline": HEADLINE}))
     with pytest.raises(SystemExit, match="no caption"):
         bench.main(["--report", "--out", str(path)])
+
+
+def test_committed_reference_run_equals_the_headline_runs_baselines():
+    """docs/causal.md says the part-R file (baselines alone) equals the headline run's baseline
+    rows (same splits): every method the two committed files share, replication by replication,
+    to 12 digits (the ridge solves differ in the last bits between the two processes)."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "results"
+    head, _ = bench.read(root / "causal_headline.json")
+    ref, _ = bench.read(root / "causal_reference.json")
+    by_h, reps_h = bench._by_method(head["ihdp_headline"])
+    by_r, reps_r = bench._by_method(ref["ihdp_reference"])
+    shared = set(by_h) & set(by_r)
+    assert reps_h == reps_r == list(range(1, 11))
+    assert {"t_ridge", "t_gbm", "t_gbm@val", "constant_effect", "mean_outcome"} <= shared
+    for m in shared:
+        for r in reps_h:
+            for key in ("sqrt_pehe", "ate_error"):
+                assert by_h[m][r][key] == pytest.approx(by_r[m][r][key], rel=1e-12), (m, r, key)

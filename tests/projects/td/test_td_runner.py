@@ -136,8 +136,9 @@ def test_train_and_evaluate_tiny(tmp_path):
     same = td.compare_schedules(dataclasses.replace(config, tuning="same"))["rows"]["300"]
     assert same[td.EXPONENTIAL]["grid"] == exp_row["grid_reported"]
     assert same[td.EXPONENTIAL]["error"] == min(exp_row["grid_reported"].values())
-    keys = jax.random.split(jax.random.key(config.seed), config.num_mrps)
-    run_keys = jax.random.split(jax.random.key(config.seed + 1), config.num_mrps)
+    root = jax.random.key(config.seed)  # the reported streams: fold_in tags 0 and 1
+    keys = jax.random.split(jax.random.fold_in(root, 0), config.num_mrps)
+    run_keys = jax.random.split(jax.random.fold_in(root, 1), config.num_mrps)
     mrps = jax.vmap(
         lambda k: td.random_linear_mrp(k, config.n_states, config.n_features, config.discount)
     )(keys)
