@@ -8,11 +8,17 @@ Prints one table of ratios to those controls and writes ``benchmarks/results/alg
     python benchmarks/algotrace.py                 # the default preset (docs/algotrace.md)
     python benchmarks/algotrace.py --smoke         # the tiny preset (numbers mean nothing)
     python benchmarks/algotrace.py --config reduced --set seed=1    # overrides (key=value)
+    python benchmarks/algotrace.py --report benchmarks/results/algotrace.json   # re-table
 """
 
 from __future__ import annotations
 
+import json
+import pathlib
+import sys
+
 from _driver_bench import run_driver_benchmark
+from _results import rewrite_results
 
 from fidia_jax.projects import algotrace
 from fidia_jax.projects.algotrace.plots import PARTITIONS
@@ -108,6 +114,13 @@ def tables(results: dict, config=None) -> dict:
                         "a + b raises both"],
             "rows": comp,
         }  # fmt: skip
+        solved = v.get("conditions", {})
+        out[f"solved_{_key(name)}"] = {
+            "columns": ["condition (injected vector)", "TSP prompts solved", "navigation prompts solved"],
+            "rows": [[c, r["solved"]["tsp"], r["solved"]["nav"]] for c, r in solved.items()
+                     if c == "none" or c in inj["table"]],
+            "formats": [None, ".3f", ".3f"],
+        }  # fmt: skip
         out[f"transfer_{_key(name)}"] = {
             "columns": ["primitive", "TSP vector on NAV", "NAV vector on NAV",
                         "NAV vector on TSP", "TSP vector on TSP"],
@@ -119,6 +132,13 @@ def tables(results: dict, config=None) -> dict:
 
 
 def main(argv=None) -> dict:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["--report"]:  # re-table results files this script wrote, no training
+        for path in args[1:]:
+            record = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+            rewrite_results(pathlib.Path(path).stem, record, tables(record), path)
+            print(f"rewrote the tables of {path}")
+        return {}
     return run_driver_benchmark(
         "algotrace", algotrace, lambda r, c: ratio_table(r), __doc__, argv, tables=tables
     )

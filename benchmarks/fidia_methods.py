@@ -5,14 +5,17 @@ frozen reference, identical for every method), then each method is trained with
 ``train_and_evaluate`` and evaluated on the same held-out backbones with the same evaluation
 key. ``bon`` is the frozen ProteinMPNN + Best-of-N (no update). Prints one table against the
 ``bon`` peer measured in the same run (differences: rewards are z-scores, so ratios would be
-meaningless), and writes JSON to
-``benchmarks/results/fidia_methods.json``.
+meaningless), and writes ``benchmarks/results/fidia_methods.json`` through
+``benchmarks/_results.py`` (the command, date, machine, commit and load average, the tables
+``methods`` and ``paired`` that docs/benchmarks.md renders, and every run's raw scores).
+``--report`` re-tables an existing file without training.
 
 Usage (2-core CPU, ~minutes per run)::
 
   python benchmarks/fidia_methods.py --config small --seeds 0 1 2 --workdir out/fidia_methods
   python benchmarks/fidia_methods.py --config small --seeds 0 --set train.num_steps=4   # quicker
   python benchmarks/fidia_methods.py --methods bon fidia fidia_gn=fidia,fidia_group_norm=true
+  python benchmarks/fidia_methods.py --report       # re-table benchmarks/results/fidia_methods.json
 
 A method entry is a method name or ``LABEL=METHOD,KEY=VALUE,...`` (``train.KEY`` overrides for
 that entry only, JSON values), so variants share the seed's trainer and rewards.
@@ -23,18 +26,19 @@ Success and precision use *proxy* thresholds (no structure predictor is availabl
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import pathlib
-import platform
 import re
+import sys
 import time
 
 import numpy as np
 
-from fidia_jax._io import atomic_write_text
 from fidia_jax.errors import ConfigError
 from fidia_jax.projects import fidia
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _results import RESERVED, load_average, rewrite_results, write_results  # noqa: E402
 
 METHODS = ("bon", "rloo", "grpo", "dpo", "fidia")
 KEYS = (
@@ -111,18 +115,27 @@ def main(argv=None) -> dict:
         metavar="JSON",
         help="no training: combine the runs of earlier result files into --out",
     )
+    ap.add_argument("--report", action="store_true", help="no training: re-table --out")
     args = ap.parse_args(argv)
     out_path = pathlib.Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
+    if args.report:
+        record = json.loads(out_path.read_text(encoding="utf-8"))
+        rewrite_results(out_path.stem, record, tables(record), out_path)
+        print(f"rewrote the tables of {out_path}")
+        return record
     if args.merge:
         files = [json.loads(pathlib.Path(f).read_text()) for f in args.merge]
         runs = [run for f in files for run in f["runs"]]
         pairs = [(r["method"], r["seed"]) for r in runs]
         if len(set(pairs)) != len(pairs):
             raise SystemExit("--merge: the files repeat a (method, seed) run")
+        caption = {k: " ; ".join(dict.fromkeys(str(f[k]) for f in files if k in f))
+                   for k in RESERVED if k != "tables"}  # fmt: skip
         meta = {
-            "command": " ; ".join(f["command"] for f in files),
+            "command": caption.pop("command"),
+            "caption": caption,
             "config": files[0]["config"],
             "wall_seconds": sum(f["wall_seconds"] for f in files),
         }
@@ -138,6 +151,7 @@ def main(argv=None) -> dict:
             + ["--methods", *args.methods]
         ),
         "config": fidia.config_to_dict(base),
+        "load_start": load_average(),
     }
     runs: list[dict] = []
     for seed in args.seeds:
@@ -216,9 +230,6 @@ def _write(out_path, meta, runs, t_start, final=False):
             )
     result = {
         "benchmark": "fidia_methods",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.processor() or platform.machine()}, CPU only",
-        "command": meta["command"],
         "config": meta["config"],
         "seeds": sorted({r["seed"] for r in runs}),
         "criteria": "proxy (no structure predictor offline)",
@@ -228,7 +239,9 @@ def _write(out_path, meta, runs, t_start, final=False):
         "per_backbone": per_backbone,
         "runs": runs,
     }
-    atomic_write_text(out_path, json.dumps(result, indent=1, default=float))
+    write_results(out_path.stem, tables(result), command=meta["command"],
+                  load_start=meta.get("load_start"), extra=result, out=out_path,
+                  caption=meta.get("caption"))  # fmt: skip
     if final:
         ref = overall.get("bon", {})
         # Rewards are z-scores (standardised on the reference), so a ratio of max@8 values is
@@ -247,6 +260,68 @@ def _write(out_path, meta, runs, t_start, final=False):
                 f"{v['precision'][1]:.3f} {v['identity'][0]:6.3f}±{v['identity'][1]:.3f}"
             )
     return result
+
+
+def _by_seed(runs, method, key):
+    return {r["seed"]: r["summary"][key] for r in runs if r["method"] == method}
+
+
+def _paired(first: dict, second: dict) -> list:
+    """Paired over the seeds both have: mean difference, seeds where ``first`` is higher
+    (``"k/n"``), paired t-test p and exact two-sided Wilcoxon signed-rank p (``None`` below
+    2 seeds or with every difference 0)."""
+    from scipy import stats
+
+    seeds = sorted(set(first) & set(second))
+    d = np.array([first[s] - second[s] for s in seeds], np.float64)
+    ok = len(d) >= 2 and np.any(d != 0)
+    if not ok:  # scipy warns and returns NaN on differences without spread
+        return [float(d.mean()) if len(d) else None, f"{int(np.sum(d > 0))}/{len(d)}", None, None]
+    t_p = float(stats.ttest_rel([first[s] for s in seeds], [second[s] for s in seeds]).pvalue)
+    w_p = float(stats.wilcoxon(d).pvalue)
+    return [float(d.mean()), f"{int(np.sum(d > 0))}/{len(d)}",
+            t_p if np.isfinite(t_p) else None, w_p]  # fmt: skip
+
+
+def tables(result: dict) -> dict:
+    """The results file's tables: ``methods`` (held-out scores, mean ± std over seeds, and the
+    difference to the ``bon`` peer of the same seeds) and ``paired`` (every method minus
+    ``bon``, and ``fidia`` minus every other trained method, paired over seeds)."""
+    runs = result["runs"]
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    overall = result["overall"]
+    rows = []
+    for m in methods:
+        v = overall[m]
+        delta = None
+        if "bon" in methods:
+            delta = _paired(_by_seed(runs, m, "max@8"), _by_seed(runs, "bon", "max@8"))[0]
+        cells = [
+            list(v[k]) if k in v else None for k in ("max@8", "success", "precision", "identity")
+        ]
+        rows.append([f"`{m}`", len(_by_seed(runs, m, "max@8")), cells[0], delta, *cells[1:]])
+    out = {
+        "methods": {
+            "columns": ["method", "seeds", "held-out max@8", "Δ max@8 vs bon (paired)",
+                        "success@8 (proxy)", "precision (proxy)", "identity"],
+            "rows": rows,
+            "formats": [None, None, "+.2f", "+.2f", ".2f", ".2f", ".2f"],
+        }
+    }  # fmt: skip
+    pairs = [(m, "bon") for m in methods if m != "bon" and "bon" in methods]
+    pairs += [("fidia", m) for m in methods if m not in ("fidia", "bon") and "fidia" in methods]
+    prow = []
+    for a, b in pairs:
+        for key in ("max@8", "success", "precision"):
+            prow.append([f"`{a}`", f"`{b}`", key,
+                         *_paired(_by_seed(runs, a, key), _by_seed(runs, b, key))])  # fmt: skip
+    out["paired"] = {
+        "columns": ["first", "second", "metric", "mean diff", "first higher (seeds)",
+                    "paired t p", "Wilcoxon p"],
+        "rows": prow,
+        "formats": [None, None, None, "+.3f", None, ".2g", ".2g"],
+    }  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":

@@ -23,7 +23,10 @@ def _variant(offset):
                                 "sum_raises_both": True}}  # fmt: skip
     transfer = {p: {"tsp->nav": offset + i, "nav->nav": -i, "nav->tsp": 2.0 * i, "tsp->tsp": 0.5}
                 for i, p in enumerate(PRIMS)}  # fmt: skip
-    return {"injection": {"table": table, "composition": comp, "transfer": transfer}}
+    solved = {c: {"solved": {"tsp": offset + 0.25 * i, "nav": 0.5}}
+              for i, c in enumerate(["none", *PRIMS, "random", "distance@tsp"])}  # fmt: skip
+    return {"injection": {"table": table, "composition": comp, "transfer": transfer},
+            "conditions": solved}  # fmt: skip
 
 
 def _results():
@@ -47,7 +50,7 @@ def _results():
 def test_every_table_reads_its_own_cells():
     t = bench.tables(_results())
     assert set(t) == {"clustering", "per_layer", "run", "variants"} | {
-        f"{kind}_{v}" for kind in ("injection", "composition", "transfer")
+        f"{kind}_{v}" for kind in ("injection", "composition", "transfer", "solved")
         for v in ("tokens_1", "onset_1")}  # fmt: skip
     rows = {r[0]: r[1:] for r in t["clustering"]["rows"]}
     assert rows["k-means clusters"] == [0.8, 0.4, 0.2]
@@ -66,3 +69,6 @@ def test_every_table_reads_its_own_cells():
         "0.250 / 0.625"
     )
     assert run["training loss (trace tokens), first step -> mean of the last 20"] == "3.90 -> 0.170"
+    solved = t["solved_onset_1"]["rows"]  # the table's rows only (not the transfer conditions)
+    assert [r[0] for r in solved] == ["none", *PRIMS, "random"]
+    assert solved[2] == ["compare", 1.5, 0.5]
