@@ -27,7 +27,7 @@ import pathlib
 import platform
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -200,3 +200,15 @@ def rewrite_results(
     caption = {k: record[k] for k in RESERVED if k in record and k != "tables"}
     extra = {k: v for k, v in record.items() if k not in RESERVED}
     return write_results(name, tables, extra=extra, out=out, caption=caption)
+
+
+def retable(path: str | os.PathLike, tables: Callable[[Mapping[str, Any]], Mapping[str, Any]]):
+    """Rewrites the tables of the results file ``path`` from its own raw record (``--report``
+    of a benchmark: no run; the run's caption is kept): ``tables(record)`` gives them."""
+    import json
+
+    path = pathlib.Path(path)
+    record = json.loads(path.read_text(encoding="utf-8"))
+    out = rewrite_results(path.stem, record, tables(record), path)
+    print(f"rewrote the tables of {path}")
+    return out

@@ -13,12 +13,10 @@ Prints one table of ratios to those controls and writes ``benchmarks/results/alg
 
 from __future__ import annotations
 
-import json
-import pathlib
 import sys
 
 from _driver_bench import run_driver_benchmark
-from _results import rewrite_results
+from _results import retable
 
 from fidia_jax.projects import algotrace
 from fidia_jax.projects.algotrace.plots import PARTITIONS
@@ -135,9 +133,7 @@ def main(argv=None) -> dict:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["--report"]:  # re-table results files this script wrote, no training
         for path in args[1:]:
-            record = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
-            rewrite_results(pathlib.Path(path).stem, record, tables(record), path)
-            print(f"rewrote the tables of {path}")
+            retable(path, tables)
         return {}
     return run_driver_benchmark(
         "algotrace", algotrace, lambda r, c: ratio_table(r), __doc__, argv, tables=tables

@@ -38,7 +38,7 @@ from fidia_jax.errors import ConfigError
 from fidia_jax.projects import fidia
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _results import RESERVED, load_average, rewrite_results, write_results  # noqa: E402
+from _results import RESERVED, load_average, retable, write_results  # noqa: E402
 
 METHODS = ("bon", "rloo", "grpo", "dpo", "fidia")
 KEYS = (
@@ -121,10 +121,8 @@ def main(argv=None) -> dict:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
     if args.report:
-        record = json.loads(out_path.read_text(encoding="utf-8"))
-        rewrite_results(out_path.stem, record, tables(record), out_path)
-        print(f"rewrote the tables of {out_path}")
-        return record
+        retable(out_path, tables)
+        return json.loads(out_path.read_text(encoding="utf-8"))
     if args.merge:
         files = [json.loads(pathlib.Path(f).read_text()) for f in args.merge]
         runs = [run for f in files for run in f["runs"]]

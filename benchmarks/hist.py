@@ -19,6 +19,7 @@ Usage::
   python benchmarks/hist.py                 # reduced protocol (docs/notes/hist_history.md), ~15 min
   python benchmarks/hist.py --smoke         # seconds-long check on synthetic data
   python benchmarks/hist.py --folds 0 --epochs 100   # full leave-one-section-out protocol
+  python benchmarks/hist.py --report --out benchmarks/results/hist.json   # re-table a file
 
 Writes ``benchmarks/results/hist.json`` (``--out``) with the command, date, machine, commit
 and load average, and the tables ``scaling`` / ``slopes`` / ``accuracy`` that docs/hist.md
@@ -44,7 +45,7 @@ from fidia_jax.projects import hist
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _results import load_average, write_results  # noqa: E402
+from _results import load_average, retable, write_results  # noqa: E402
 
 
 def lattice(n_spots: int, seed: int = 0) -> np.ndarray:
@@ -192,9 +193,12 @@ def accuracy_tables(acc: dict) -> dict:
     with ``hist`` among the methods, ``paired`` (HiST minus each method over (section, gene)
     items: :func:`fidia_jax.projects.hist.paired_gene_test`)."""
     mean = acc["mean"]
-    keys = sorted({k for m in mean.values() for k in m if isinstance(m[k], (int, float))})
-    t = {"accuracy": {"columns": ["method", *keys],
-                      "rows": [[m, *[mean[m].get(k) for k in keys]] for m in mean],
+    names = {"mean_gene_pcc": "mean per-gene PCC", "pooled_pcc": "pooled PCC",
+             "pooled_r2": "pooled R²"}  # fmt: skip
+    keys = [k for k in names if any(k in m for m in mean.values())]
+    t = {"accuracy": {"columns": ["method", *(names[k] for k in keys)],
+                      "rows": [[f"{hist.METHODS.get(m, m)} (`{m}`)", *[mean[m].get(k) for k in keys]]
+                               for m in mean],
                       "formats": [None, *[".3f"] * len(keys)]}}  # fmt: skip
     methods = list(mean)
     best = [max(methods, key=lambda m, f=f: f[m]["mean_gene_pcc"]) for f in acc["folds"]]
@@ -246,7 +250,11 @@ def main(argv=None) -> int:
         "--set", nargs="*", default=[], help="config overrides key=value (after --folds/--epochs)"
     )
     ap.add_argument("--out", default=str(HERE / "results" / "hist.json"))
+    ap.add_argument("--report", action="store_true", help="no run: re-table --out")
     args = ap.parse_args(argv)
+    if args.report:
+        retable(args.out, tables)
+        return 0
 
     cfg = hist.get_config("tiny" if args.smoke else "default")
     if not args.smoke:

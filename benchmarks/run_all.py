@@ -57,8 +57,14 @@ import _results  # noqa: E402
 PEER_VENVS = {
     "torch": "/tmp/peer_mpnn_torch/bin/python",
     "colabdesign": "/tmp/peer_mpnn_colabdesign/bin/python",
+    "mldtypes07": "/tmp/peer_ml_dtypes_070/bin/python",
 }
-PEER_HINT = "build it with tools/mpnn_make_peer_venvs.sh"
+#: How each peer venv is built.
+PEER_HINTS = {
+    "torch": "build it with tools/mpnn_make_peer_venvs.sh",
+    "colabdesign": "build it with tools/mpnn_make_peer_venvs.sh",
+    "mldtypes07": "build it with python benchmarks/import_cost.py --make-peer-venv /tmp/peer_ml_dtypes_070",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +109,13 @@ BENCHMARKS: tuple[Bench, ...] = (
         quick=("--steps", "20", "--seeds", "0"),
         interleaved="the optimisers' steps round-robin, order rotated every step",
         data=True,
+    ),
+    Bench(
+        "import_cost",
+        "import_cost.py",
+        quick=("--rounds", "2"),
+        interleaved="the two environments alternate every round",
+        needs=("mldtypes07",),
     ),
     Bench(
         "mpnn_one_backbone",
@@ -186,7 +199,7 @@ def plan(b: Bench, quick: bool, data_dir: str | None, gpu: bool | None):
     for kind in b.needs:
         python = PEER_VENVS[kind]
         if not pathlib.Path(python).exists():
-            return None, skipped, f"skipped: peer interpreter {python} missing ({PEER_HINT})"
+            return None, skipped, f"skipped: peer interpreter {python} missing ({PEER_HINTS[kind]})"
         args += [f"--{kind}-python", python]
     for kind, off in b.optional:
         python = PEER_VENVS[kind]
@@ -194,7 +207,7 @@ def plan(b: Bench, quick: bool, data_dir: str | None, gpu: bool | None):
             args += [f"--{kind}-python", python]
         else:
             args.append(off)
-            skipped.append(f"{python} missing ({PEER_HINT}); ran with {off}")
+            skipped.append(f"{python} missing ({PEER_HINTS[kind]}); ran with {off}")
     if b.gpu and not gpu:
         return None, skipped, "skipped: needs a GPU (jax.default_backend() is not gpu)"
     if b.env_file:
