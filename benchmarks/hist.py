@@ -143,7 +143,7 @@ def tables(out: dict) -> dict:
         fmts = [None, ".4g", ".4g", ".3g", ".3g", ".3g", ".4g"]
         if dense:
             cols += ["dense median ms", "dense compiled MiB", "dense / sparse memory"]
-            fmts += [".4g", ".4g", ".0f"]
+            fmts += [".4g", ".4g", ".3g"]
         body = []
         for r in rows:
             b = r.get("sparse_bytes")
