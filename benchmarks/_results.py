@@ -21,6 +21,7 @@ and ``--check`` fails when a page and its file disagree.
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import os
 import pathlib
@@ -205,8 +206,6 @@ def rewrite_results(
 def retable(path: str | os.PathLike, tables: Callable[[Mapping[str, Any]], Mapping[str, Any]]):
     """Rewrites the tables of the results file ``path`` from its own raw record (``--report``
     of a benchmark: no run; the run's caption is kept): ``tables(record)`` gives them."""
-    import json
-
     path = pathlib.Path(path)
     record = json.loads(path.read_text(encoding="utf-8"))
     out = rewrite_results(path.stem, record, tables(record), path)

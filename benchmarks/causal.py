@@ -64,6 +64,7 @@ import time
 import numpy as np
 from _peers import make_venv, start_peer, wait_peer
 from _results import command_line, load_average
+from _stats import paired_tests
 
 HERE = pathlib.Path(__file__).resolve().parent
 PEER_DIR = pathlib.Path("/tmp/peer_causal")
@@ -499,22 +500,11 @@ def _ms(values) -> list[float]:
     return [float(v.mean()), float(v.std())]
 
 
-def _finite(x):
-    return float(x) if x is not None and np.isfinite(x) else None
-
-
 def _paired(a, b):
-    """Paired tests of ``a - b`` over replications: (mean diff, median diff, Wilcoxon p,
-    t-test p, wins = pairs with ``a`` lower); a p-value that cannot be computed (one pair,
-    every difference zero) is ``None``."""
-    from scipy import stats
-
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    d = a - b
-    p_w = float(stats.wilcoxon(a, b).pvalue) if len(d) > 1 and np.any(d != 0) else None
-    # (exact two-sided Wilcoxon: its smallest p with n = 3 is 0.25, n = 5: 0.0625, n = 10: 0.002)
-    p_t = float(stats.ttest_rel(a, b).pvalue) if len(d) > 1 and np.any(d != 0) else None
-    return float(d.mean()), float(np.median(d)), _finite(p_w), _finite(p_t), int(np.sum(d < 0))
+    """Paired tests of ``a - b`` over replications (:func:`_stats.paired_tests`): (mean diff,
+    median diff, Wilcoxon p, t-test p, wins = pairs with ``a`` lower)."""
+    r = paired_tests(a, b)
+    return r["mean_diff"], r["median_diff"], r["p_wilcoxon"], r["p_ttest"], r["a_lower"]
 
 
 def _by_method(h) -> tuple[dict, list[int]]:

@@ -39,6 +39,7 @@ from fidia_jax.projects import fidia
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _results import RESERVED, load_average, retable, write_results  # noqa: E402
+from _stats import paired_tests  # noqa: E402
 
 METHODS = ("bon", "rloo", "grpo", "dpo", "fidia")
 KEYS = (
@@ -265,20 +266,12 @@ def _by_seed(runs, method, key):
 
 
 def _paired(first: dict, second: dict) -> list:
-    """Paired over the seeds both have: mean difference, seeds where ``first`` is higher
-    (``"k/n"``), paired t-test p and exact two-sided Wilcoxon signed-rank p (``None`` below
-    2 seeds or with every difference 0)."""
-    from scipy import stats
-
+    """Paired over the seeds both have (:func:`_stats.paired_tests`): mean difference, seeds
+    where ``first`` is higher (``"k/n"``), paired t-test p and exact two-sided Wilcoxon
+    signed-rank p (``None`` below 2 seeds or without spread in the differences)."""
     seeds = sorted(set(first) & set(second))
-    d = np.array([first[s] - second[s] for s in seeds], np.float64)
-    ok = len(d) >= 2 and np.any(d != 0)
-    if not ok:  # scipy warns and returns NaN on differences without spread
-        return [float(d.mean()) if len(d) else None, f"{int(np.sum(d > 0))}/{len(d)}", None, None]
-    t_p = float(stats.ttest_rel([first[s] for s in seeds], [second[s] for s in seeds]).pvalue)
-    w_p = float(stats.wilcoxon(d).pvalue)
-    return [float(d.mean()), f"{int(np.sum(d > 0))}/{len(d)}",
-            t_p if np.isfinite(t_p) else None, w_p]  # fmt: skip
+    r = paired_tests([first[s] for s in seeds], [second[s] for s in seeds])
+    return [r["mean_diff"], f"{r['a_higher']}/{r['n']}", r["p_ttest"], r["p_wilcoxon"]]
 
 
 def tables(result: dict) -> dict:
