@@ -17,13 +17,12 @@ mean difference, a 95 % bootstrap interval, and the two-sided Wilcoxon signed-ra
 
 from __future__ import annotations
 
-import datetime
 import json
 import pathlib
-import platform
 import re
 
 import numpy as np
+from _results import load_average, write_results  # benchmarks/ is on sys.path
 
 from fidia_jax import rl
 from fidia_jax._io import atomic_write_text
@@ -139,6 +138,7 @@ def report(args) -> dict:
     from fidia_jax.projects import fidia
     from fidia_jax.projects.fidia._tasks_bridge import load_backbones
 
+    load_start = load_average()
     runs = _runs(args.merge)
     seeds = sorted({r["seed"] for r in runs})
     labels = list(dict.fromkeys(r["label"] for r in sorted(runs, key=lambda r: _order(r["label"]))))
@@ -214,15 +214,15 @@ def report(args) -> dict:
             rows += run_rows
         print(f"[report] seed {seed}: {len(seed_runs)} runs scored", flush=True)
     result = _summarise(rows, labels, seeds, judges, args)
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json.dumps(result, indent=1, default=float))
+    tables = sweep_tables(result)
+    out = write_results("fidia_sweep", tables, load_start=load_start, extra=result, out=args.out)
     print(f"wrote {out}")
     if args.figures:
         _figures(rows, labels, judges, pathlib.Path(args.figures))
-    md = markdown(result)
-    atomic_write_text(out.with_suffix(".md"), md)
-    print(md)
+    for key, table in tables.items():
+        print(f"\n{key}:", " | ".join(table["columns"]))
+        for row in table["rows"]:
+            print(" | ".join("—" if c is None else str(c) for c in row))
     return result
 
 
@@ -284,8 +284,6 @@ def _summarise(rows, labels, seeds, judges, args):
     tests = _paired_tests(rows, labels, final, judges)
     return {
         "benchmark": "fidia_sweep",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.processor() or platform.machine()}, CPU only",
         "workdirs": [str(w) for w in args.merge],
         "seeds": seeds,
         "best_of_n": NB,
@@ -434,21 +432,25 @@ def _backbone_mean(rows, label, seed, step, cols):
     return tuple(float(np.nanmean([r[c] for r in sel])) for c in cols)
 
 
-def markdown(result: dict) -> str:
-    """The report's tables in Markdown (final policies, curves, paired tests)."""
+def _pm(v, signed: bool = True) -> str | None:
+    """``"+1.23 ± 0.45"`` of a ``[mean, std]`` pair (``None``, rendered "—", when missing)."""
+    if v is None or v[0] is None or not np.isfinite(v[0]):
+        return None  # NaN in the record (JSON null once read back): no value
+    return f"{v[0]:+.2f} ± {v[1]:.2f}" if signed else f"{v[0]:.2f} ± {v[1]:.2f}"
+
+
+def _fmt(x, spec: str) -> str:
+    return "—" if x is None or not np.isfinite(x) else format(x, spec)
+
+
+def sweep_tables(result: dict) -> dict:
+    """The report's three tables from its raw record (``report``'s result, or a results file
+    read back): ``final`` (the last evaluation of each entry, mean ± std over seeds of the
+    per-seed means over the held-out backbones), ``curves`` (max@8 under every judge; identity;
+    KL, at each evaluated step) and ``paired`` (FIDIA k = 8 minus each peer at its β: mean
+    [95 % bootstrap CI], Wilcoxon p and the number of (seed, backbone) pairs)."""
     judges = [j for j in result["criteria"] if j != "train"]
-
-    def fmt(v, d=2):
-        return "—" if v is None or not np.isfinite(v[0]) else f"{v[0]:+.{d}f} ± {v[1]:.{d}f}"  # noqa: E731
-
-    pct = lambda v: "—" if v is None or not np.isfinite(v[0]) else f"{v[0]:.2f} ± {v[1]:.2f}"  # noqa: E731
-    lines = ["Criteria:", ""] + [f"- `{k}`: {v}" for k, v in result["criteria"].items()] + [""]
-    lines += [
-        f"Final policies, mean ± std over seeds {result['seeds']} (per seed: mean of the 8 "
-        "held-out backbones).",
-        "",
-    ]
-    head = (
+    columns = (
         ["entry", "seeds", "max@8 train judge"]
         + [f"max@8 {j}" for j in judges]
         + ["success@8 proxy"]
@@ -457,59 +459,47 @@ def markdown(result: dict) -> str:
         + [f"precision proxy+{j}" for j in judges]
         + ["identity", "KL"]
     )
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    final_rows = []
     for lab, v in result["final"].items():
-        row = [lab, str(v["n_seeds"]), fmt(v["train_max@8"])] + [
-            fmt(v[f"{j}_max@8"]) for j in judges
-        ]
-        row += [pct(v["train_success@8"])] + [pct(v[f"{j}_success@8"]) for j in judges]
-        row += [pct(v["train_precision"])] + [pct(v[f"{j}_precision"]) for j in judges]
-        row += [pct(v["identity"]), pct(v["kl"])]
-        lines.append("| " + " | ".join(row) + " |")
-    lines += [
-        "",
-        "Over training (mean over seeds): max@8 under the training judge / "
-        + " / ".join(judges)
-        + "; identity; KL",
-        "",
-    ]
+        row = [lab, int(v["n_seeds"]), _pm(v["train_max@8"])]
+        row += [_pm(v[f"{j}_max@8"]) for j in judges]
+        for kind in ("success@8", "precision"):
+            row += [_pm(v[f"train_{kind}"], False)]
+            row += [_pm(v[f"{j}_{kind}"], False) for j in judges]
+        row += [_pm(v["identity"], False), _pm(v["kl"], False)]
+        final_rows.append(row)
     steps = sorted({int(s) for c in result["curves"].values() for s in c})
-    lines += [
-        "| entry | " + " | ".join(f"step {s}" for s in steps) + " |",
-        "|---|" + "---|" * len(steps),
-    ]
+    curve_rows = []
     for lab, c in result["curves"].items():
-        cells = []
+        cells: list = [lab]
         for s in steps:
             v = c.get(s) or c.get(str(s))
             if v is None:
-                cells.append("")
+                cells.append(None)
                 continue
             vals = [v["train_max@8"][0]] + [v[f"{j}_max@8"][0] for j in judges]
             cells.append(
-                " / ".join(f"{x:+.2f}" for x in vals) + f"; {v['identity'][0]:.2f}; "
-                f"{v['kl'][0]:.2f}"
+                " / ".join(_fmt(x, "+.2f") for x in vals)
+                + f"; {_fmt(v['identity'][0], '.2f')}; {_fmt(v['kl'][0], '.2f')}"
             )
-        lines.append(f"| {lab} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "Paired differences (FIDIA k = 8 minus peer, same seed and backbone, final "
-        "policies): mean [95 % bootstrap CI] (Wilcoxon signed-rank p, pairs)",
-        "",
-    ]
+        curve_rows.append(cells)
     keys = sorted(
         {k for t in result["paired_tests"].values() for k in t}, key=lambda k: (k.split("_")[-1], k)
     )
-    lines += ["| comparison | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    paired_rows = []
     for name, t in result["paired_tests"].items():
-        cells = []
+        row = [name]
         for k in keys:
             x = t.get(k)
-            cells.append(
-                ""
+            row.append(
+                None
                 if x is None
-                else f"{x['mean_diff']:+.3f} [{x['ci95'][0]:+.3f}, "
-                f"{x['ci95'][1]:+.3f}] (p={x['wilcoxon_p']:.3g}, {x['n_pairs']})"
+                else f"{x['mean_diff']:+.3f} [{x['ci95'][0]:+.3f}, {x['ci95'][1]:+.3f}] "
+                f"(p = {x['wilcoxon_p']:.2g}, {x['n_pairs']})"
             )
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        paired_rows.append(row)
+    return {
+        "final": {"columns": columns, "rows": final_rows},
+        "curves": {"columns": ["entry", *(f"step {s}" for s in steps)], "rows": curve_rows},
+        "paired": {"columns": ["comparison", *keys], "rows": paired_rows},
+    }

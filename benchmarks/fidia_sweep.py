@@ -22,6 +22,11 @@ Usage (2-core CPU)::
   python benchmarks/fidia_sweep.py train --seeds 0 --workdir out/fidia_sweep      # one part
   python benchmarks/fidia_sweep.py train --seeds 1 --workdir out/fidia_sweep      # in parallel
   python benchmarks/fidia_sweep.py report --merge out/fidia_sweep --figures docs/figures
+  python benchmarks/fidia_sweep.py report --retable benchmarks/results/fidia_sweep.json
+
+``report`` writes ``benchmarks/results/fidia_sweep.json`` through ``benchmarks/_results.py``
+(tables ``final``, ``curves``, ``paired``, which docs/fidia.md can render; the raw record beside
+them); ``--retable`` re-derives the tables from that file's record without scoring again.
 
 Every number uses *proxy* success criteria (no structure predictor offline); the report states
 the criterion next to each one.
@@ -127,9 +132,20 @@ def main(argv=None) -> None:
     rep.add_argument("--judges", nargs="+", default=["mpnn-heldout", "frame2seq"])
     rep.add_argument("--out", default=str(HERE / "results" / "fidia_sweep.json"))
     rep.add_argument("--figures", default=None, help="folder for the PNG figures")
+    rep.add_argument(
+        "--retable",
+        metavar="FILE",
+        default=None,
+        help="only rewrite the tables of a results file from its own record (no scoring)",
+    )
     args = ap.parse_args(argv)
     if args.verb == "train":
         _train(args)
+    elif args.retable:
+        from _fidia_sweep_report import sweep_tables
+        from _results import retable
+
+        retable(args.retable, sweep_tables)
     else:
         from _fidia_sweep_report import report
 
