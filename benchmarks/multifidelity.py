@@ -8,10 +8,17 @@ co-kriging from emukit + GPy is measured on the same runs in another interpreter
 RMSE ratios against the HF-only MLP (``< 1`` is better), then per task the paired tests over
 runs of trusted subsets against the HF-only MLP and against the best simple baseline (paired
 t-test on log RMSE, the declared test; Wilcoxon signed-rank, exact, alongside), and writes
-``benchmarks/results/multifidelity.json``.
+``benchmarks/results/multifidelity.json`` through :func:`_results.write_results` (issue 41): the
+tables ``ratios`` (every method x task), ``paired`` (the goals), ``baselines`` (ours against each
+baseline, paired), ``ablations`` (each ablation of the loss against the full loss, paired) and
+``affine`` (how affine each task's lowest fidelity
+is in the HF function), built by :func:`tables` from the raw per-run RMSEs kept in the file;
+``docs/multifidelity.md`` renders them. Every native thread pool (scikit-learn's GPs, the
+co-kriging peer's BLAS) is limited to the cores this process may use.
 
     python benchmarks/multifidelity.py --gp-python /tmp/peer_multifidelity/bin/python
-    python benchmarks/multifidelity.py --smoke        # seconds-long check of the plumbing
+    python benchmarks/multifidelity.py --smoke        # seconds-long check (writes to a temp file)
+    python benchmarks/multifidelity.py --report       # re-table the results file, no run
 """
 
 from __future__ import annotations
@@ -29,12 +36,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _peers import run_peer  # noqa: E402
+from _results import command_line, load_average, retable, write_results  # noqa: E402
 
 from fidia_jax import metrics  # noqa: E402
-from fidia_jax._io import atomic_write_text, json_text  # noqa: E402
 from fidia_jax.config import config_to_dict  # noqa: E402
 from fidia_jax.projects import multifidelity as mf  # noqa: E402
 from fidia_jax.projects.multifidelity import data as mf_data  # noqa: E402
+from fidia_jax.train import available_cores  # noqa: E402
 
 GOAL = 0.8
 ALPHA = 0.05
@@ -44,6 +52,10 @@ SIMPLE_BASELINES = ("hf_only", "multi_head", "pretrain_finetune", "gp_hf_only", 
 COKRIGING = "cokriging"
 COKRIGING_NAME = "AR1 co-kriging (emukit + GPy, Kennedy–O'Hagan)"
 DEFAULT_GP_PYTHON = "/tmp/peer_multifidelity/bin/python"
+#: Ablations of the trusted-subset loss (rows of the ``ablations`` table), in the page's order.
+ABLATIONS = ("ts_no_absolute", "ts_no_interval", "ts_no_ranking", "ts_other_radius",
+             "ts_other_ranking")  # fmt: skip
+RESULTS_NAME = "multifidelity"
 
 
 def _parse() -> argparse.Namespace:
@@ -67,8 +79,12 @@ def _parse() -> argparse.Namespace:
         "--gp-runs", type=int, default=2, help="runs per task given to co-kriging (slow)"
     )
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--smoke", action="store_true", help="Forrester, 2 runs, 50 steps")
-    p.add_argument("--out", default=str(HERE / "results" / "multifidelity.json"))
+    p.add_argument("--smoke", action="store_true",
+                   help="Forrester, 2 runs, 50 steps (writes to a temp file unless --out)")  # fmt: skip
+    p.add_argument("--out", default=None,
+                   help="results file (default benchmarks/results/multifidelity.json)")  # fmt: skip
+    p.add_argument("--report", action="store_true",
+                   help="no run: rebuild the tables of --out from the raw results it holds")  # fmt: skip
     return p.parse_args()
 
 
@@ -81,46 +97,143 @@ def _config(args, task: str) -> mf.MultiFidelityConfig:
     return mf.get_config("default", **over)
 
 
-def _table(results: dict) -> str:
-    tasks = list(results["tasks"])
-    methods = list(results["tasks"][tasks[0]]["methods"])
-    lines = [
-        f"HF test RMSE ratio vs HF-only MLP at n_HF = {results['n_hf']} (mean of runs; "
-        f"< 1 is better; goal <= {GOAL}); cell: ratio (RMSE mean ± std)",
-        "| method | " + " | ".join(tasks) + " |",
-        "|---|" + "---|" * len(tasks),
-    ]
-    for m in methods:
-        cells = []
+def _method_order(record: dict) -> list[str]:
+    tasks = list(record["tasks"])
+    order = list(record["tasks"][tasks[0]]["methods"])
+    for t in tasks[1:]:
+        order += [m for m in record["tasks"][t]["methods"] if m not in order]
+    return order
+
+
+def ratio_table(record: dict) -> dict:
+    """Every method x task: ``ratio (RMSE mean ± std)``, the ratio of mean HF test RMSEs to the
+    HF-only MLP's (co-kriging: against the HF-only MLP on the same runs)."""
+    tasks = list(record["tasks"])
+    rows = []
+    for m in _method_order(record):
+        name, cells = None, []
         for t in tasks:
-            row = results["tasks"][t]["methods"].get(m)
-            cells.append(
-                "—"
-                if row is None
-                else f"{row['ratio_vs_hf_only']:.3f} ({row['mean']:.3g} ± {row['std']:.2g})"
-            )
-        lines.append(
-            f"| {results['tasks'][tasks[0]]['methods'][m]['name']} | " + " | ".join(cells) + " |"
-        )
-    lines.append("")
-    lines.append(
-        f"paired tests over runs, trusted subsets (ours) vs a baseline: ratio = mean RMSE ratio; "
-        f"p_t = paired t-test on log RMSE (declared), p_W = Wilcoxon signed-rank (exact; with 5 "
-        f"runs it cannot go below 0.0625); a goal is met only at p_t < {ALPHA}"
-    )
-    lines.append("| task | vs HF-only MLP: ratio, p_t, p_W | goal <= 0.8 x HF-only | best simple "
-                 "baseline | vs best: ratio, p_t, p_W | goal: at or above the best |")  # fmt: skip
-    lines.append("|---|---|---|---|---|---|")
-    for t, r in results["tasks"].items():
-        tests = r.get("paired_tests")
-        if not tests:
+            row = record["tasks"][t]["methods"].get(m)
+            if row is None:
+                cells.append(None)
+                continue
+            name = name or row["name"]
+            cells.append(f"{row['ratio_vs_hf_only']:.3f} ({row['mean']:.3g} ± {row['std']:.2g})")
+        rows.append([name, *cells])
+    return {"columns": ["method", *tasks], "rows": rows}
+
+
+def paired_tests(res: dict) -> dict | None:
+    """One task's paired tests over runs of trusted subsets (ours) against the HF-only MLP,
+    the best simple baseline measured on every run, and each baseline / ablation; ``None``
+    without the method."""
+    rows = res["methods"]
+    if "trusted_subsets" not in rows:
+        return None
+    ours = rows["trusted_subsets"]["rmse"]
+    n = len(ours)
+    full = {k: r for k, r in rows.items() if k in SIMPLE_BASELINES and len(r["rmse"]) == n}
+    best = min(full, key=lambda k: full[k]["mean"])
+    vs_hf = _paired(ours, rows["hf_only"]["rmse"])
+    vs_best = {**_paired(ours, full[best]["rmse"]), "method": best, "name": full[best]["name"]}
+    return {
+        "vs_hf_only": vs_hf, "vs_best": vs_best,
+        "goal_hf": _verdict(vs_hf, beat=GOAL), "goal_best": _verdict(vs_best),
+        "all": {k: _paired(ours, r["rmse"]) for k, r in rows.items()
+                if k != "trusted_subsets" and len(r["rmse"]) == n},
+    }  # fmt: skip
+
+
+def paired_table(record: dict) -> dict:
+    """Per task: ours vs the HF-only MLP and vs the best simple baseline (ratio of mean RMSEs,
+    paired t-test on log RMSE, exact Wilcoxon) and the two goals' verdicts."""
+    rows = []
+    for t, res in record["tasks"].items():
+        tests = paired_tests(res)
+        if tests is None:
             continue
         h, b = tests["vs_hf_only"], tests["vs_best"]
-        lines.append(
-            f"| {t} | {h['ratio']:.3f}, {h['p_t']:.2g}, {h['p_w']:.2g} | {tests['goal_hf']} | "
-            f"{b['name']} | {b['ratio']:.3f}, {b['p_t']:.2g}, {b['p_w']:.2g} | {tests['goal_best']} |"
-        )
-    return "\n".join(lines)
+        rows.append([t, h["ratio"], h["p_t"], h["p_w"], tests["goal_hf"], b["name"], b["ratio"],
+                     b["p_t"], b["p_w"], tests["goal_best"]])  # fmt: skip
+    return {
+        "columns": ["task", "ours / HF-only MLP", "p_t", "p_W", f"goal ≤ {GOAL} × HF-only",
+                    "best simple baseline", "ours / best", "p_t", "p_W",
+                    "goal: at or above the best"],
+        "rows": rows,
+        "formats": [None, ".3f", ".2g", ".2g", None, None, ".3f", ".2g", ".2g", None],
+    }  # fmt: skip
+
+
+def baseline_table(record: dict) -> dict:
+    """Ours against each baseline measured on the same runs (the simple baselines, then the
+    Δ-learning oracle), per task: mean RMSE of ours over the baseline's (``< 1``: ours better)
+    and the paired t-test on log RMSE."""
+    tasks = list(record["tasks"])
+    rows = []
+    for m in (*SIMPLE_BASELINES, "delta_oracle"):
+        name, cells = None, []
+        for t in tasks:
+            meth = record["tasks"][t]["methods"]
+            ours = meth.get("trusted_subsets")
+            if m not in meth or ours is None or len(meth[m]["rmse"]) != len(ours["rmse"]):
+                cells += [None, None]
+                continue
+            name = name or meth[m]["name"]
+            test = _paired(ours["rmse"], meth[m]["rmse"])
+            cells += [test["ratio"], test["p_t"]]
+        if name is not None:
+            rows.append([name, *cells])
+    columns = ["baseline"] + [c for t in tasks for c in (f"{t}: ours / baseline", "p_t")]
+    return {"columns": columns, "rows": rows, "formats": [None] + [".3f", ".2g"] * len(tasks)}
+
+
+def ablation_table(record: dict) -> dict:
+    """Each ablation of the loss against the full loss, per task: mean RMSE of the ablation over
+    that of the full loss (``> 1``: the ablated part helps) and the paired t-test on log RMSE."""
+    tasks = list(record["tasks"])
+    rows = []
+    for m in ABLATIONS:
+        name, cells = None, []
+        for t in tasks:
+            meth = record["tasks"][t]["methods"]
+            if m not in meth or "trusted_subsets" not in meth:
+                cells += [None, None]
+                continue
+            name = name or meth[m]["name"]
+            test = _paired(meth[m]["rmse"], meth["trusted_subsets"]["rmse"])
+            cells += [test["ratio"], test["p_t"]]
+        if name is not None:
+            rows.append([name, *cells])
+    columns = ["ablation"] + [c for t in tasks for c in (f"{t}: ablation / full", "p_t")]
+    return {"columns": columns, "rows": rows, "formats": [None] + [".3f", ".2g"] * len(tasks)}
+
+
+def affine_table(record: dict) -> dict:
+    """Per analytic task: least squares ``y_L ~ a y_H + b`` on 4096 test inputs (R^2, residual
+    sd over the HF sd), from ``affine_fit_of_lower_fidelities``."""
+    rows = []
+    for t, res in record["tasks"].items():
+        fit = (res.get("affine_fit_of_lower_fidelities") or {}).get("lf")
+        if fit is not None:
+            rows.append([t, fit["a"], fit["b"], fit["r2"], fit["resid_sd_over_hf_sd"]])
+    return {
+        "columns": ["task", "a", "b", "R²", "residual sd / HF sd"],
+        "rows": rows,
+        "formats": [None, ".3g", ".3g", ".3f", ".2g"],
+    }
+
+
+def tables(record: dict) -> dict:
+    """Every table of the results file, from its raw record (pure: ``--report`` re-tables)."""
+    out = {"ratios": ratio_table(record), "paired": paired_table(record),
+           "baselines": baseline_table(record)}  # fmt: skip
+    abl = ablation_table(record)
+    if abl["rows"]:
+        out["ablations"] = abl
+    aff = affine_table(record)
+    if aff["rows"]:
+        out["affine"] = aff
+    return out
 
 
 def _paired(ours: list[float], theirs: list[float]) -> dict:
@@ -147,23 +260,6 @@ def _verdict(test: dict, *, beat: float = 1.0) -> str:
     return "NOT met (within noise)"
 
 
-def _add_paired_tests(res: dict) -> None:
-    rows = res["methods"]
-    if "trusted_subsets" not in rows:
-        return
-    n = len(rows["trusted_subsets"]["rmse"])
-    ours = rows["trusted_subsets"]["rmse"]
-    full = {k: r for k, r in rows.items() if k in SIMPLE_BASELINES and len(r["rmse"]) == n}
-    best = min(full, key=lambda k: full[k]["mean"])
-    vs_hf = _paired(ours, rows["hf_only"]["rmse"])
-    vs_best = {**_paired(ours, full[best]["rmse"]), "method": best, "name": full[best]["name"]}
-    res["paired_tests"] = {
-        "vs_hf_only": vs_hf, "vs_best": vs_best,
-        "goal_hf": _verdict(vs_hf, beat=GOAL), "goal_best": _verdict(vs_best),
-        "all": {k: _paired(ours, r["rmse"]) for k, r in full.items()},
-    }  # fmt: skip
-
-
 def _affine_fit(task: str, seed: int = 0) -> dict | None:
     """How far a task's lowest fidelity is from an affine map of the HF function (the model the
     interval term assumes): R^2 of least squares y_L ~ a y_H + b on 4096 uniform test inputs
@@ -180,13 +276,25 @@ def _affine_fit(task: str, seed: int = 0) -> dict | None:
 
 
 def main() -> None:
+    load_start = load_average()
     args = _parse()
+    if args.report:
+        retable(args.out or HERE / "results" / f"{RESULTS_NAME}.json", tables)
+        return
+    if args.out is None:
+        args.out = (
+            pathlib.Path(tempfile.mkdtemp(prefix="multifidelity_smoke_")) / f"{RESULTS_NAME}.json"
+            if args.smoke
+            else HERE / "results" / f"{RESULTS_NAME}.json"
+        )
+    threads = available_cores()
     if args.smoke:
         args.tasks, args.seeds, args.steps, args.n_mf, args.n_lf = "forrester", 2, 50, 8, 32
         args.gp_runs, args.gp_max_iters = 1, 20
     gp_python = args.gp_python or (DEFAULT_GP_PYTHON if os.path.exists(DEFAULT_GP_PYTHON) else None)
     t0 = time.perf_counter()
-    results = {"n_hf": args.n_hf, "tasks": {}, "configs": {}}
+    results = {"n_hf": args.n_hf, "tasks": {}, "configs": {}, "threads": threads,
+               "protocol": {k: v for k, v in vars(args).items() if k not in ("out", "report")}}  # fmt: skip
     peer_in: dict[str, np.ndarray] = {}
     y_tests: dict[str, list[np.ndarray]] = {}
     for task in args.tasks.split(","):
@@ -208,8 +316,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             inp, out = pathlib.Path(tmp) / "in.npz", pathlib.Path(tmp) / "out.npz"
             np.savez(inp, **peer_in)
+            # the peer's BLAS / OpenMP pools limited like the scikit-learn GPs (cpu_stage)
+            env = {**os.environ, **{v: str(threads) for v in (
+                "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}  # fmt: skip
             run_peer(gp_python, "_multifidelity_emukit_peer.py", inp, out, "--restarts",
-                     args.gp_restarts, "--max-iters", args.gp_max_iters, name="emukit co-kriging peer")  # fmt: skip
+                     args.gp_restarts, "--max-iters", args.gp_max_iters, env=env,
+                     name="emukit co-kriging peer")  # fmt: skip
             preds = dict(np.load(out))
         for task, ys in y_tests.items():
             ys = ys[: args.gp_runs]
@@ -232,14 +344,21 @@ def main() -> None:
     else:
         print("co-kriging not measured: no --gp-python and no emukit venv at "
               f"{DEFAULT_GP_PYTHON} (tools/multifidelity_make_gp_venv.sh)", file=sys.stderr)  # fmt: skip
+    results["cokriging_measured"] = bool(gp_python)
     for res in results["tasks"].values():
-        _add_paired_tests(res)
+        tests = paired_tests(res)
+        if tests is not None:
+            res["paired_tests"] = tests
     results["wall_s"] = time.perf_counter() - t0
-    results["command"] = " ".join(["python", "benchmarks/multifidelity.py", *sys.argv[1:]])
-    table = _table(results)
-    print(table)
-    results["table"] = table
-    atomic_write_text(args.out, json_text(results, indent=2))
+    tabs = tables(results)
+    for key, tab in tabs.items():
+        print(f"\n{key}: " + " | ".join(tab["columns"]))
+        for row in tab["rows"]:
+            print("  " + " | ".join("—" if c is None else f"{c:.4g}" if isinstance(c, float)
+                                    else str(c) for c in row))  # fmt: skip
+    path = write_results(RESULTS_NAME, tabs, command=command_line(), load_start=load_start,
+                         extra=results, out=args.out)  # fmt: skip
+    print(f"wrote {path} ({results['wall_s']:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -505,7 +505,8 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
       JSON-ready dict: ``train`` (final loss, seconds), ``probe`` (:func:`fit_probe`'s report),
       ``control`` (chosen ``lambda`` / ``tau`` per probe decoder and the development grids),
       ``summary`` (:func:`summarize` on the test prompts), ``goals`` (:func:`goals`),
-      ``wall_s``.
+      ``records`` (per decoder, per test prompt: the integer fields of
+      :func:`evaluate_generations`), ``wall_s``.
     """
     if config.checkpoint:
         return checkpoint_and_evaluate(config, workdir)
@@ -584,6 +585,12 @@ def train_and_evaluate(config: DyconConfig, workdir: str | pathlib.Path) -> dict
         "summary": summary,
         "reflections": reflections,
         "goals": goals(records, config.buckets),
+        # per test prompt and decoder (same prompts and keys for every decoder and for every
+        # run of the same seed): what paired tests across decoders or runs need
+        "records": {
+            m: {f: np.asarray(v).astype(int).tolist() for f, v in rec.items()}
+            for m, rec in records.items()
+        },
         "wall_s": time.time() - t0,
     }
     write_summary(workdir / SUMMARY_FILE, results, config)

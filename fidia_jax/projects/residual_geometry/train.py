@@ -182,7 +182,7 @@ def update_geometry(
 
     Returns:
       ``{"rid", "delta_s", "delta_d", "mixig", "r2_self", "r2_mix", "tme"}``: RID = ``|ΔS| + ΔD``
-      per sequence (mean), ΔS of ``(X, ΔX)``, ΔD in ``form``, TME the authors' form
+      per sequence (mean; each sequence's in ``"rid_per_sequence"``), ΔS of ``(X, ΔX)``, ΔD in ``form``, TME the authors' form
       (:func:`.geometry.cosine_mixing_entropy` of each sequence's update ``ΔX``, mean, both
       modules); the alternatives ``{"delta_d_page", "rid_page"}`` (ΔD in our form, same rank
       rule), ``"tme_attention"`` (attention only: :func:`.geometry.token_mixing_entropy` of the
@@ -217,6 +217,7 @@ def update_geometry(
         "delta_d": float(np.mean(dd)),
         "delta_d_page": float(np.mean(dd_page)),
         "rid_page": float(np.mean(np.abs(ds) + dd_page)),
+        "rid_per_sequence": (np.abs(ds) + dd).tolist(),  # paired attention-vs-FFN tests
     }
     out.update(mixing_information_gain(np.asarray(x, np.float64), dx, w, seed=layer))
     out["tme"] = float(np.mean([cosine_mixing_entropy(dx[b]) for b in range(n)]))
