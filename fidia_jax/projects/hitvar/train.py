@@ -471,6 +471,13 @@ def train_and_evaluate(config: HitVarConfig, workdir: str | pathlib.Path) -> dic
     with train.stage("scoring: PSNR, SSIM, LPIPS at every scale; paired tests over crops"):
         table = {name: score(preds_all[name], targets) for name in METHODS}
         per_crop = {name: _lpips_per_crop(preds_all[name][top], targets[top]) for name in METHODS}
+        psnr_per_crop = {
+            name: [
+                float(metrics.psnr(a, b, data_range=1.0))
+                for a, b in zip(preds_all[name][top], targets[top], strict=True)
+            ]
+            for name in METHODS
+        }
     hv = per_crop["HIT-VAR"]
     tests = {
         "HIT-VAR vs bicubic": paired_test(hv, per_crop["bicubic"]),
@@ -500,6 +507,11 @@ def train_and_evaluate(config: HitVarConfig, workdir: str | pathlib.Path) -> dic
         "goals": goals,
         "paired_tests": tests,
         "token_check": trained.get("token_check"),
+        # per held-out crop at the top scale, for paired tests outside the run
+        "per_crop": {
+            name: {"lpips": [float(v) for v in per_crop[name]], "psnr": psnr_per_crop[name]}
+            for name in METHODS
+        },
         "params": trained["params"],
         "prefix_lengths": {f"x{m}": sch.prefix_length(m) for m in sch.scales},
         "num_tokens": sch.num_tokens,
