@@ -25,24 +25,39 @@ Clocks (as in ``benchmarks/streamflow.py``): "measured" charges each call its ow
 "model" charges the median wall time of a call of that policy and bucket, measured round-robin
 just before. Rates are multiples of (a)'s burst capacity on each clock.
 
+Results (issue 41): ``--out`` (default ``benchmarks/results/streamflow_pipeline.json``;
+``streamflow_pipeline_cfg.json`` with ``--cfg``) through :func:`_results.write_results`, the raw
+results kept beside the tables; ``docs/streamflow.md`` renders them. Tables (built by
+:func:`tables` from the raw record alone): ``serving`` (every clock, arrivals and server),
+``latency_paired`` (per-request latency of (c) against (e) and (b), and (e) against (a),
+paired over the same requests), ``paired`` (model clock, burst: the images/s ratios priced
+round by round with the probe rounds' costs, paired tests) and ``call_cost`` (the probe calls).
+
 Usage: python benchmarks/streamflow_pipeline.py [--requests 64] [--steps 4] [--cfg 0]
-       [--smoke] [--out benchmarks/results/streamflow_pipeline.json]
+       [--smoke] [--out PATH]
+       python benchmarks/streamflow_pipeline.py --report [--cfg W] [--out PATH]   # re-table
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import statistics
-import sys
+import tempfile
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _streamflow_table import serving_table
+from _results import command_line, load_average, retable, write_results
+from _streamflow_table import (
+    call_cost_table,
+    latency_paired_table,
+    paired_burst_table,
+    serving_table,
+)
 
-from fidia_jax._io import atomic_write_text, json_text
 from fidia_jax.projects import streamflow
 
 POLICIES = {
@@ -91,10 +106,12 @@ def serve_sequential(apply_fn, params, noise, ts, arrivals, conds, guidance, cos
         wall = time.perf_counter() - t0
         clock += wall if cost is None else cost * (len(ts) - 1)
         finish[i] = clock
-    return finish, out
+    return finish, out, {"a_step": len(arrivals) * (len(ts) - 1)}
 
 
-def serve_batcher(batcher, noise, ts, arrivals, conds, guidance, cost=None):
+def serve_batcher(batcher, noise, ts, arrivals, conds, guidance, cost=None, kind=None):
+    """The batcher's calls on the virtual clock; ``cost``: model clock (bucket -> seconds);
+    ``kind``: bucket -> the probe kind it is priced as (for the returned call counts)."""
     order = list(np.argsort(arrivals, kind="stable"))
     clock, finish, out = 0.0, np.zeros(len(arrivals)), {}
     while order or not batcher.idle:
@@ -113,7 +130,12 @@ def serve_batcher(batcher, noise, ts, arrivals, conds, guidance, cost=None):
         clock += wall if cost is None else cost[bucket]
         for rid, img in done:
             finish[rid], out[rid] = clock, img
-    return finish, out
+    counts: dict = {}
+    for b, n in batcher.bucket_calls.items():
+        if n:
+            k = kind[b] if kind else str(b)
+            counts[k] = counts.get(k, 0) + n
+    return finish, out, counts
 
 
 def summarise(finish, arrivals):
@@ -122,18 +144,70 @@ def summarise(finish, arrivals):
         "images_per_s": float(len(finish) / (finish.max() - arrivals.min())),
         "latency_p50_s": float(np.percentile(lat, 50)),
         "latency_p95_s": float(np.percentile(lat, 95)),
+        "latency_s": [float(x) for x in lat],  # per request, in request order
     }
 
 
+POLICY_KEYS = list(POLICIES)
+PAIRS = [("c", "a"), ("c", "b"), ("c", "e"), ("e", "a")]
+
+
+def call_labels(probe_s: dict) -> dict:
+    """Row labels of the probe kinds: ``a_step``, ``c<b>`` and ``e<b>`` (``b``: rows)."""
+    labels = {"a_step": "(a) one sequential step"}
+    for k in sorted(probe_s, key=lambda k: (k[0], int(k[1:]) if k[1:].isdigit() else 0)):
+        if k[0] == "c" and k[1:].isdigit():
+            labels[k] = f"(b)/(c) call of bucket {k[1:]} (rows)"
+        elif k[0] == "e" and k[1:].isdigit():
+            labels[k] = f"(e) pipeline call of {k[1:]} rows"
+    return labels
+
+
+def tables(record: dict) -> dict:
+    """The results file's tables, from the raw record alone (see the module docstring)."""
+    serving = record["serving"]
+    rates = {
+        c: {n: r["rate"] for n, r in crows.items() if "rate" in r} for c, crows in serving.items()
+    }
+    out = {"serving": serving_table(serving, POLICY_KEYS, rates, ratio_to=("a", "e"))}
+    latency = latency_paired_table(serving, rates, [("c", "e"), ("c", "b"), ("e", "a")])
+    if latency["rows"]:
+        out["latency_paired"] = latency
+    probe = record.get("probe_s")
+    if probe:
+        out["paired"] = paired_burst_table(
+            serving["model"]["burst"], probe, PAIRS, record.get("probe_rounds")
+        )
+        out["call_cost"] = call_cost_table(probe, call_labels(probe))
+    return out
+
+
 def main(argv=None) -> int:
+    load_start = load_average()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--cfg", type=float, default=0.0, help="guidance scale; 0 = unconditional")
     ap.add_argument("--repeats", type=int, default=20, help="calls per kind for the model clock")
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--out", default="benchmarks/results/streamflow_pipeline.json")
+    ap.add_argument(
+        "--out", default=None, help="results file (default: benchmarks/results/"
+        "streamflow_pipeline[_cfg].json; --smoke: a temp file)"
+    )  # fmt: skip
+    ap.add_argument("--report", action="store_true", help="no run: re-table --out's raw record")
     args = ap.parse_args(argv)
+    stem = "streamflow_pipeline_cfg" if args.cfg != 0.0 else "streamflow_pipeline"
+    out_path = args.out
+    if out_path is None:
+        out_path = (
+            pathlib.Path(tempfile.mkdtemp(prefix="streamflow_pipeline_smoke_")) / f"{stem}.json"
+            if args.smoke
+            else pathlib.Path(__file__).resolve().parent / "results" / f"{stem}.json"
+        )
+    if args.report:
+        retable(out_path, tables)
+        return 0
+    command = command_line(None if argv is None else [str(pathlib.Path(__file__).resolve()), *argv])
     cfg = streamflow.get_config("tiny" if args.smoke else "default")
     n_req = 8 if args.smoke else args.requests
     conditional = args.cfg != 0.0
@@ -145,9 +219,6 @@ def main(argv=None) -> int:
     conds = rng.integers(0, NUM_CLASSES, n_req).astype(np.int32) if conditional else None
     ts = streamflow.linear_timesteps(args.steps)
     res: dict = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": "2-core CPU sandbox, shared with other jobs, no GPU",
-        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
         "load_avg_start": _load(),
         "requests": n_req,
         "steps": args.steps,
@@ -186,7 +257,8 @@ def main(argv=None) -> int:
                 pb.submit(np.zeros(shape, np.float32), sched, request_id=i, **kw)
             probes[(key, b)] = pb
     times: dict = {"a_step": []}
-    for _ in range(args.repeats):
+    rounds: dict = {"a_step": list(range(args.repeats))}  # the rounds each kind was probed in
+    for r in range(args.repeats):
         for (key, _b), pb in probes.items():
             if key == "e" and pb.queued == 0:
                 kw = {} if not conditional else {"cond": 0, "guidance": args.cfg}
@@ -197,17 +269,22 @@ def main(argv=None) -> int:
             wall = time.perf_counter() - t1
             used = next(x for x in before if pb.bucket_calls[x] != before[x])
             times.setdefault(f"{key}{used}", []).append(wall)
+            rounds.setdefault(f"{key}{used}", []).append(r)
         t1 = time.perf_counter()
         streamflow.sample_euler(apply_fn, params, noise[:1], ts, **kw0)
         times["a_step"].append((time.perf_counter() - t1) / args.steps)
     cost = {k: statistics.median(v) for k, v in times.items()}
+    res["probe_s"] = times
+    res["probe_rounds"] = rounds  # a guided pipeline probe runs 4 rows until it holds 3 requests
     res["call_cost_s"] = cost
     # the naive batcher compiles the same buckets as the stream batcher: same costs
-    cost_by = {
-        "b": {b: cost[f"c{b}"] for b in made["c"].buckets},
-        "c": {b: cost[f"c{b}"] for b in made["c"].buckets},
-        "e": {b: cost.get(f"e{b}", cost[f"e{made['e'].buckets[-1]}"]) for b in made["e"].buckets},
+    e_last = f"e{made['e'].buckets[-1]}"
+    kind_by = {
+        "b": {b: f"c{b}" for b in made["c"].buckets},
+        "c": {b: f"c{b}" for b in made["c"].buckets},
+        "e": {b: f"e{b}" if f"e{b}" in cost else e_last for b in made["e"].buckets},
     }
+    cost_by = {p: {b: cost[k] for b, k in kinds.items()} for p, kinds in kind_by.items()}
 
     def run(key, arrivals, clock):
         model = clock == "model"
@@ -217,17 +294,18 @@ def main(argv=None) -> int:
                 cost["a_step"] if model else None,
             )  # fmt: skip
         return serve_batcher(
-            batcher(key), noise, ts, arrivals, conds, args.cfg, cost_by[key] if model else None
-        )
+            batcher(key), noise, ts, arrivals, conds, args.cfg,
+            cost_by[key] if model else None, kind_by[key],
+        )  # fmt: skip
 
     table, ref = {}, None
     for clock in ("measured", "model"):
         burst = np.zeros(n_req)
         rows = table[clock] = {"burst": {}}
         for key in POLICIES:
-            finish, out = run(key, burst, clock)
+            finish, out, calls = run(key, burst, clock)
             ref = out if ref is None else ref
-            rows["burst"][key] = summarise(finish, burst)
+            rows["burst"][key] = {**summarise(finish, burst), "cost_calls": calls}
             rows["burst"][key]["max_abs_diff_vs_a"] = max(
                 float(np.abs(out[i] - ref[i]).max()) for i in range(n_req)
             )
@@ -236,25 +314,27 @@ def main(argv=None) -> int:
             arrivals = np.cumsum(np.random.default_rng(1).exponential(1.0 / (mult * cap), n_req))
             rows[name] = {"rate": mult * cap}
             for key in POLICIES:
-                finish, out = run(key, arrivals, clock)
-                rows[name][key] = summarise(finish, arrivals)
+                finish, out, calls = run(key, arrivals, clock)
+                rows[name][key] = {**summarise(finish, arrivals), "cost_calls": calls}
                 rows[name][key]["max_abs_diff_vs_a"] = max(
                     float(np.abs(out[i] - ref[i]).max()) for i in range(n_req)
                 )
     res["serving"] = table
     res["load_avg_end"] = _load()
-    lines = [
+    made = tables(res)
+    path = write_results(
+        stem, made, command=command, load_start=load_start, extra=res, out=out_path
+    )
+    print(
         f"StreamFlow serving, {n_req} requests of {args.steps} steps"
         + (f", class-conditional, guidance {args.cfg} (2 rows each)" if conditional else "")
-        + f"; load avg {res['load_avg_start']} -> {res['load_avg_end']}; call ms: "
-        + ", ".join(f"{k}: {v * 1e3:.1f}" for k, v in cost.items()),
-    ]
-    rates = {c: {n: crows[n]["rate"] for n in RATES} for c, crows in table.items()}
-    lines += serving_table(table, POLICIES, rates, ratio_to=("a", "e"))
-    print("\n".join(lines))
-    res["table"] = lines
-    if not args.smoke:
-        atomic_write_text(args.out, json_text(res, indent=2))
+        + f"; load avg {res['load_avg_start']} -> {res['load_avg_end']}"
+    )
+    for key, t in made.items():
+        print(f"\n{key}: " + " | ".join(t["columns"]))
+        for r in t["rows"]:
+            print("  " + " | ".join(f"{c:.4g}" if isinstance(c, float) else str(c) for c in r))
+    print(f"\nwrote {path}")
     return 0
 
 
