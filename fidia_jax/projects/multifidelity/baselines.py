@@ -22,14 +22,21 @@ label is used). scikit-learn is an optional dependency (``fidia_jax[sciml]``).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from fidia_jax.errors import DataError
 
-__all__ = ["ARD_MAX_DIM", "gp_hf_only", "gp_two_stage"]
+__all__ = ["ARD_MAX_DIM", "AFFINE_MAX_CONDITION", "gp_hf_only", "gp_two_stage"]
 
 #: Up to this many input dimensions the RBF kernel has one length scale per input (ARD).
 ARD_MAX_DIM = 20
+
+#: :func:`gp_two_stage` warns when the affine map's least-squares design ``[m(x), 1]`` has a
+#: larger condition number: the level below's mean is (nearly) constant on the rows it is fitted
+#: on, so ``rho`` is not identified and can take any size.
+AFFINE_MAX_CONDITION = 1e8
 
 
 def _gp(d: int, restarts: int, seed: int):
@@ -122,6 +129,12 @@ def gp_two_stage(
 
     Raises:
       DataError: as :func:`gp_hf_only`, or a fidelity between 0 and the lowest with no row.
+
+    Warns:
+      RuntimeWarning: an affine map whose design has a condition number of at least
+        :data:`AFFINE_MAX_CONDITION` (the level below's mean is nearly constant on the rows it
+        is fitted on, so ``rho`` is not identified); the prediction is returned as computed.
+        Seen on FreeSolv (docs/multifidelity.md): one split's map got ``rho`` of about 4.5e9.
     """
     x_train, y_train, fid, x_test = _check(x_train, y_train, fidelity_train, x_test, "gp_two_stage")
     k = int(fid.max()) + 1
@@ -137,6 +150,17 @@ def gp_two_stage(
         rows = fid == level
         design = np.stack([mean_train[rows], np.ones(int(rows.sum()))], axis=1)
         (rho, c), *_ = np.linalg.lstsq(design, y_train[rows], rcond=None)
+        cond = float(np.linalg.cond(design))
+        if not cond < AFFINE_MAX_CONDITION:
+            warnings.warn(
+                f"gp_two_stage: the affine map onto fidelity {level} is not identified (the level "
+                f"below's posterior mean is nearly constant on its rows; condition number "
+                f"{cond:.2g} > {AFFINE_MAX_CONDITION:g}); rho = {rho:.3g}, so the prediction "
+                "is not to be trusted (the GP on that level likely fitted a length scale too "
+                "short for its inputs)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         resid = y_train[rows] - (rho * mean_train[rows] + c)
         delta = _fit(xs[rows], resid, restarts, seed)
         mean_train = rho * mean_train + c + delta.predict(xs)

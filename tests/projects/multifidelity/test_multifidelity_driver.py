@@ -2,6 +2,7 @@
 exact affine map of the high fidelity (the trusted-subset loss must then beat HF-only)."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -84,6 +85,26 @@ def test_gp_baselines_closed_forms():
         baselines.gp_two_stage(x, y, np.where(fid == 1, 2, 0), x_test)
     with pytest.raises(DataError, match="x_test"):
         baselines.gp_two_stage(x, y, fid, x_test[:, [0, 0]])
+
+
+def test_gp_two_stage_warns_when_the_affine_map_is_not_identified():
+    """HF inputs far outside the LF data: the LF GP's mean there is its constant prior mean, so
+    ``[m(x), 1]`` is singular and ``rho`` arbitrary (what one FreeSolv split hit): a warning
+    naming the map; the identified map of the closed-form case above does not warn."""
+    rng = np.random.default_rng(1)
+    x_lf = rng.uniform(-1, 1, size=(30, 1))
+    x_hf = np.array([[40.0], [41.0], [42.0], [43.0]])
+    x = np.concatenate([x_hf, x_lf])
+    y = np.concatenate([np.array([0.1, 0.4, 0.2, 0.3]), np.sin(3 * x_lf[:, 0])])
+    fid = np.repeat([0, 1], [4, 30])
+    with pytest.warns(RuntimeWarning, match="affine map onto fidelity 0 is not identified"):
+        baselines.gp_two_stage(x, y, fid, x_lf[:5], restarts=0)
+    x_ok = np.concatenate([np.array([[-0.9], [-0.5], [0.1], [0.6]]), x_lf])
+    y_ok = np.concatenate([np.sin(3 * x_ok[:4, 0]), 2 * np.sin(3 * x_lf[:, 0]) - 1])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        baselines.gp_two_stage(x_ok, y_ok, fid, x_lf[:5], restarts=0)
+    assert not [w for w in seen if "not identified" in str(w.message)]
 
 
 def test_config_errors_are_named():
