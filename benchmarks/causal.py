@@ -11,8 +11,12 @@ A. IHDP, CausalEGM: the authors' ``causalegm`` package (TensorFlow, a throwaway 
 B. IHDP, out-of-sample sqrt(PEHE) (30 % held out) of TARNet and CFR (pairwise = CFR's IPM term
    for K = 2, MMD-RBF, alpha = 1) over replications (published CFR: ~0.7-1.0).
 C. K-arm semi-synthetic data on IHDP covariates, K in {2, 4, 8, 16}: sqrt(PEHE), ATE error and
-   seconds per epoch of TARNet and CFR with the Pairwise / One-vs-All / Treatment-Aggregation
-   schemes at the plug-in alpha_hat; multi-treatment CausalEGM at K = 8.
+   seconds per epoch of TARNet (the alpha_hat pilot) and CFR with the Pairwise / One-vs-All /
+   Treatment-Aggregation schemes at the plug-in alpha_hat, and the T-, S-, X-learner baselines
+   (ridge, gradient boosting, LightGBM) on the same split; one generator draw per K.
+E. multi-treatment CausalEGM at K = 8 (``--egm-iter`` iterations), same draw and split as C.
+T. ms per call of one balancing term (value + gradient, jitted) per scheme and K of ``--arms``.
+   docs/causal.md renders C, D, E and T from ``benchmarks/results/causal_arms.json``.
 D. alpha_hat vs the best alpha of a grid (CFR-pairwise, K = 4).
 R. IHDP (``--ihdp-reps``), the driver's splits: the predictors that ignore x (a constant
    effect, the difference of the training arms' mean outcomes; the training mean outcome for
@@ -187,14 +191,17 @@ def main(argv=None):
     earlier = old.pop("earlier_runs", [])
 
     def save(results: dict, final: bool = True) -> None:
-        kept = [k for k in old if k not in results and k != "protocol"]
+        kept = [k for k in old if k not in results and k not in ("protocol", "run_command")]
         kept = [k for k in kept if not k.startswith("wall_s_")]
         if results.get("ihdp_headline", {}).get("merged_replications"):
             kept.append("ihdp_headline")
-        merged = {**old, **results}
+        merged = {**old, **results, "run_command": command}
         caption_command = command
         if kept and old_caption.get("command"):
-            merged["earlier_runs"] = [*earlier, old_caption]
+            # the file's caption command already joins its earlier runs' commands: keep the
+            # last run's own command (``run_command``) so that no command is listed twice
+            own = old.get("run_command", old_caption["command"])
+            merged["earlier_runs"] = [*earlier, {**old_caption, "command": own}]
             caption_command = " ; ".join([*(e["command"] for e in merged["earlier_runs"]), command])
         path = write(out, merged, command=caption_command, load_start=load_start)
         if final:
@@ -273,6 +280,8 @@ def main(argv=None):
     if "B" in parts:
         results["ihdp_cfr"] = causal.run_experiment(cfg_b)
 
+    from fidia_jax.projects.causal.configs import BASELINES
+
     # ---- C. K arms: schemes, time per epoch, multi-treatment CausalEGM at K=8 -------------------
     base = {"dataset": "multiarm_ihdp", **smoke_data}
     cfg_c = causal.get_config(
@@ -282,7 +291,9 @@ def main(argv=None):
         iterations=iters,
         alpha=None,
         time_epochs=1,
-        methods=("cfr_pairwise", "cfr_one_vs_all", "cfr_aggregation"),
+        # TARNet is the alpha_hat pilot (no extra fit); the meta-learners are the simple
+        # baselines on the same splits (seconds)
+        methods=("tarnet", "cfr_pairwise", "cfr_one_vs_all", "cfr_aggregation", *BASELINES),
         **base,
     )
     if "C" in parts:
@@ -308,8 +319,6 @@ def main(argv=None):
 
     # ---- H. headline: IHDP, networks vs meta-learner baselines, alpha by bound and validation --
     if "H" in parts:
-        from fidia_jax.projects.causal.configs import BASELINES
-
         cfg_h = causal.get_config(
             "default",
             replications=reps,
@@ -672,17 +681,24 @@ def reference_tables(ref) -> dict:
 def summary_table(res, *, per_epoch: bool = False) -> dict:
     """Parts B, C, D, E: one row per (K, method) of the driver's summary; alpha is the median
     over the runs (``None``: not a CFR row)."""
+    # one draw per (K, method) everywhere (parts C, D, E): the values, no "± 0"
+    single = all(c["n"] == 1 for by_method in res["summary"].values() for c in by_method.values())
     rows = []
     for k, by_method in res["summary"].items():
         for name, c in by_method.items():
             al = [x.get("alpha") for x in res["runs"] if str(x["K"]) == k and x["method"] == name]
             alpha = None if any(a is None for a in al) else float(np.median(al))
-            row = [int(k), f"`{name}`", alpha, [c["sqrt_pehe_mean"], c["sqrt_pehe_std"]],
-                   [c["ate_error_mean"], c["ate_error_std"]], c["n"]]  # fmt: skip
+            if single:
+                row = [int(k), f"`{name}`", alpha, c["sqrt_pehe_mean"], c["ate_error_mean"], 1]
+            else:
+                row = [int(k), f"`{name}`", alpha, [c["sqrt_pehe_mean"], c["sqrt_pehe_std"]],
+                       [c["ate_error_mean"], c["ate_error_std"]], c["n"]]  # fmt: skip
             if per_epoch:
                 row.append(c.get("s_per_epoch"))
             rows.append(row)
     columns = ["K", "method", "alpha", "sqrt(PEHE) mean ± std", "ATE error mean ± std", "runs"]
+    if single:
+        columns = ["K", "method", "alpha", "sqrt(PEHE)", "ATE error", "draws"]
     formats = [None, None, ".3g", ".3f", ".3f", None]
     if per_epoch:
         columns.append("s per epoch")
@@ -692,14 +708,18 @@ def summary_table(res, *, per_epoch: bool = False) -> dict:
 
 def timing_table(tt) -> dict:
     """Part T: ms per call of one balancing term (value + gradient) per scheme and K, and the
-    ratio of the largest K's to the smallest K's."""
+    ratio of each larger K's to the smallest K's."""
     ks = list(next(iter(tt.values())))
-    rows = [[scheme, *(row[k] * 1e3 for k in ks), row[ks[-1]] / row[ks[0]]]
+    rows = [[scheme, *(row[k] * 1e3 for k in ks), *(row[k] / row[ks[0]] for k in ks[1:])]
             for scheme, row in tt.items()]  # fmt: skip
     return {
-        "columns": ["scheme", *(f"K={k} (ms)" for k in ks), f"K={ks[-1]} / K={ks[0]}"],
+        "columns": [
+            "scheme",
+            *(f"K={k} (ms)" for k in ks),
+            *(f"K={k} / K={ks[0]}" for k in ks[1:]),
+        ],  # fmt: skip
         "rows": rows,
-        "formats": [None, *[".2f"] * len(ks), ".1f"],
+        "formats": [None, *[".2f"] * len(ks), *[".1f"] * (len(ks) - 1)],
     }
 
 
