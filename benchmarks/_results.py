@@ -95,6 +95,17 @@ def commit() -> str:
     return git_commit(ROOT)
 
 
+def default_out(name: str, smoke: bool = False) -> pathlib.Path:
+    """Where a benchmark writes when ``--out`` is not given: ``benchmarks/results/<name>.json``,
+    or for a ``--smoke`` run a fresh temporary folder's ``<name>.json`` (a smoke run never
+    replaces a results file that a page renders)."""
+    if smoke:
+        import tempfile
+
+        return pathlib.Path(tempfile.mkdtemp(prefix=f"{name}_smoke_")) / f"{name}.json"
+    return RESULTS / f"{name}.json"
+
+
 def command_line(argv: Sequence[str] | None = None) -> str:
     """``python <script relative to the repository> <args>`` of this process."""
     argv = list(sys.argv if argv is None else argv)

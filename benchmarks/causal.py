@@ -67,7 +67,7 @@ import time
 
 import numpy as np
 from _peers import make_venv, start_peer, wait_peer
-from _results import command_line, load_average
+from _results import command_line, default_out, load_average
 from _stats import paired_tests
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -162,11 +162,7 @@ def main(argv=None):
         make_peer_venv()
         return
     if args.out is None:
-        args.out = str(
-            pathlib.Path(tempfile.mkdtemp(prefix="causal_smoke_")) / "causal.json"
-            if args.smoke and not (args.report or args.merge)
-            else HERE / "results" / "causal.json"
-        )
+        args.out = str(default_out("causal", args.smoke and not (args.report or args.merge)))
     out = pathlib.Path(args.out)
     if args.merge:
         merged, commands, sources = {}, [], []

@@ -43,7 +43,7 @@ from fidia_jax.config import config_to_dict, override_config
 from fidia_jax.projects import hypcl
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _results import RESERVED, command_line, load_average, write_results  # noqa: E402
+from _results import RESERVED, command_line, default_out, load_average, write_results  # noqa: E402
 
 
 def _runs(per_seed: list[dict], method: str) -> list[dict]:
@@ -238,13 +238,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     config = override_config(hypcl.get_config("tiny" if args.smoke else args.config), args.set)
     workdir = args.workdir or tempfile.mkdtemp(prefix="hypcl_")
-    out = args.out
-    if out is None:
-        out = (
-            pathlib.Path(tempfile.mkdtemp(prefix="hypcl_smoke_")) / "hypcl.json"
-            if args.smoke
-            else pathlib.Path(__file__).resolve().parent / "results" / "hypcl.json"
-        )
+    out = args.out or default_out("hypcl", args.smoke)
     command = command_line(None if argv is None else [str(pathlib.Path(__file__).resolve()), *argv])
     if args.report:
         return _report(pathlib.Path(out), command)

@@ -36,7 +36,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _peers import run_peer  # noqa: E402
-from _results import command_line, load_average, retable, write_results  # noqa: E402
+from _results import command_line, default_out, load_average, retable, write_results  # noqa: E402
 
 from fidia_jax import metrics  # noqa: E402
 from fidia_jax.config import config_to_dict  # noqa: E402
@@ -282,11 +282,7 @@ def main() -> None:
         retable(args.out or HERE / "results" / f"{RESULTS_NAME}.json", tables)
         return
     if args.out is None:
-        args.out = (
-            pathlib.Path(tempfile.mkdtemp(prefix="multifidelity_smoke_")) / f"{RESULTS_NAME}.json"
-            if args.smoke
-            else HERE / "results" / f"{RESULTS_NAME}.json"
-        )
+        args.out = default_out(RESULTS_NAME, args.smoke)
     threads = available_cores()
     if args.smoke:
         args.tasks, args.seeds, args.steps, args.n_mf, args.n_lf = "forrester", 2, 50, 8, 32

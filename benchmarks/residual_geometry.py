@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _results import command_line, load_average, retable, write_results  # noqa: E402
+from _results import command_line, default_out, load_average, retable, write_results  # noqa: E402
 from _stats import paired_tests  # noqa: E402
 
 ROW_NAMES = {
@@ -372,13 +372,7 @@ def main(argv=None) -> int:
         "--report", action="store_true", help="no run: rebuild the tables of --out from its runs"
     )
     args = ap.parse_args(argv)
-    out = args.out
-    if out is None:
-        out = (
-            pathlib.Path(tempfile.mkdtemp(prefix="rg_smoke_")) / "residual_geometry.json"
-            if args.smoke
-            else pathlib.Path(__file__).resolve().parent / "results" / "residual_geometry.json"
-        )
+    out = args.out or default_out("residual_geometry", args.smoke)
     if args.report:
         retable(out, tables)
         return 0

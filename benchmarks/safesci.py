@@ -62,7 +62,7 @@ from fidia_jax.projects.safesci.scoring import (
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _peers import run_peer  # noqa: E402
-from _results import load_average, retable, write_results  # noqa: E402
+from _results import default_out, load_average, retable, write_results  # noqa: E402
 from _stats import paired_tests  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -470,10 +470,7 @@ def main(argv=None) -> int:
                     help="results file (default benchmarks/results/safesci.json; --smoke: a temp file)")  # fmt: skip
     ap.add_argument("--report", action="store_true", help="no run: re-table --out")
     args = ap.parse_args(argv)
-    out = args.out
-    if out is None:
-        out = (pathlib.Path(tempfile.mkdtemp(prefix="safesci_smoke_")) / "safesci.json"
-               if args.smoke else ROOT / "benchmarks" / "results" / "safesci.json")  # fmt: skip
+    out = args.out or default_out("safesci", args.smoke)
     if args.report:
         retable(out, tables)
         return 0

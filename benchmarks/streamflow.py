@@ -52,7 +52,7 @@ import tempfile
 import time
 
 import numpy as np
-from _results import command_line, load_average, retable, write_results
+from _results import command_line, default_out, load_average, retable, write_results
 from _streamflow_table import (
     call_cost_table,
     latency_paired_table,
@@ -289,13 +289,7 @@ def main(argv=None) -> int:
     )  # fmt: skip
     ap.add_argument("--report", action="store_true", help="no run: re-table --out's raw record")
     args = ap.parse_args(argv)
-    out_path = args.out
-    if out_path is None:
-        out_path = (
-            pathlib.Path(tempfile.mkdtemp(prefix="streamflow_smoke_")) / "streamflow.json"
-            if args.smoke
-            else pathlib.Path(__file__).resolve().parent / "results" / "streamflow.json"
-        )
+    out_path = args.out or default_out("streamflow", args.smoke)
     if args.report:
         retable(out_path, tables)
         return 0

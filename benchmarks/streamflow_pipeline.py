@@ -44,13 +44,12 @@ import argparse
 import os
 import pathlib
 import statistics
-import tempfile
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _results import command_line, load_average, retable, write_results
+from _results import command_line, default_out, load_average, retable, write_results
 from _streamflow_table import (
     call_cost_table,
     latency_paired_table,
@@ -197,13 +196,7 @@ def main(argv=None) -> int:
     ap.add_argument("--report", action="store_true", help="no run: re-table --out's raw record")
     args = ap.parse_args(argv)
     stem = "streamflow_pipeline_cfg" if args.cfg != 0.0 else "streamflow_pipeline"
-    out_path = args.out
-    if out_path is None:
-        out_path = (
-            pathlib.Path(tempfile.mkdtemp(prefix="streamflow_pipeline_smoke_")) / f"{stem}.json"
-            if args.smoke
-            else pathlib.Path(__file__).resolve().parent / "results" / f"{stem}.json"
-        )
+    out_path = args.out or default_out(stem, args.smoke)
     if args.report:
         retable(out_path, tables)
         return 0
