@@ -164,13 +164,14 @@ def paired_table(record: dict) -> dict:
     }  # fmt: skip
 
 
-def baseline_table(record: dict) -> dict:
-    """Ours against each baseline measured on the same runs (the simple baselines, then the
-    Δ-learning oracle), per task: mean RMSE of ours over the baseline's (``< 1``: ours better)
-    and the paired t-test on log RMSE."""
+def _against_ours(record: dict, methods, label: str, ours_first: bool, ratio: str) -> dict:
+    """Per method and task, the paired comparison of ``trusted_subsets`` with ``method`` over the
+    same runs: the ratio of mean RMSEs (ours over the method's when ``ours_first``, else the
+    method's over ours) and the paired t-test on log RMSE; a task without the method, or with
+    a different number of runs, gives empty cells."""
     tasks = list(record["tasks"])
     rows = []
-    for m in (*SIMPLE_BASELINES, "delta_oracle"):
+    for m in methods:
         name, cells = None, []
         for t in tasks:
             meth = record["tasks"][t]["methods"]
@@ -179,33 +180,27 @@ def baseline_table(record: dict) -> dict:
                 cells += [None, None]
                 continue
             name = name or meth[m]["name"]
-            test = _paired(ours["rmse"], meth[m]["rmse"])
+            a, b = (ours, meth[m]) if ours_first else (meth[m], ours)
+            test = _paired(a["rmse"], b["rmse"])
             cells += [test["ratio"], test["p_t"]]
         if name is not None:
             rows.append([name, *cells])
-    columns = ["baseline"] + [c for t in tasks for c in (f"{t}: ours / baseline", "p_t")]
+    columns = [label] + [c for t in tasks for c in (f"{t}: {ratio}", "p_t")]
     return {"columns": columns, "rows": rows, "formats": [None] + [".3f", ".2g"] * len(tasks)}
+
+
+def baseline_table(record: dict) -> dict:
+    """Ours against each baseline measured on the same runs (the simple baselines, then the
+    Δ-learning oracle), per task: mean RMSE of ours over the baseline's (``< 1``: ours better)
+    and the paired t-test on log RMSE."""
+    methods = (*SIMPLE_BASELINES, "delta_oracle")
+    return _against_ours(record, methods, "baseline", True, "ours / baseline")
 
 
 def ablation_table(record: dict) -> dict:
     """Each ablation of the loss against the full loss, per task: mean RMSE of the ablation over
     that of the full loss (``> 1``: the ablated part helps) and the paired t-test on log RMSE."""
-    tasks = list(record["tasks"])
-    rows = []
-    for m in ABLATIONS:
-        name, cells = None, []
-        for t in tasks:
-            meth = record["tasks"][t]["methods"]
-            if m not in meth or "trusted_subsets" not in meth:
-                cells += [None, None]
-                continue
-            name = name or meth[m]["name"]
-            test = _paired(meth[m]["rmse"], meth["trusted_subsets"]["rmse"])
-            cells += [test["ratio"], test["p_t"]]
-        if name is not None:
-            rows.append([name, *cells])
-    columns = ["ablation"] + [c for t in tasks for c in (f"{t}: ablation / full", "p_t")]
-    return {"columns": columns, "rows": rows, "formats": [None] + [".3f", ".2g"] * len(tasks)}
+    return _against_ours(record, ABLATIONS, "ablation", False, "ablation / full")
 
 
 def affine_table(record: dict) -> dict:
