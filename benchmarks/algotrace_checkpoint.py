@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import resource
 import sys
 import tempfile
 import time
@@ -161,6 +162,12 @@ def tables(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def cli_argv(checkpoint: str, workdir: str, assignments: Sequence[str]) -> list[str]:
     """The ``fidia-jax`` arguments of the run."""
     sets = [f"checkpoint={checkpoint}", *PROTOCOL, *assignments]
@@ -205,7 +212,12 @@ def main(argv=None) -> int:
         tables(record),
         command=command,
         load_start=load_start,
-        extra={"fidia_argv": fidia_argv, "bench_wall_s": time.time() - t0, **record},
+        extra={
+            "fidia_argv": fidia_argv,
+            "bench_wall_s": time.time() - t0,
+            "cpu_s": _cpu_s(),
+            **record,
+        },
         out=out,
     )
     print(f"wrote {path}")
