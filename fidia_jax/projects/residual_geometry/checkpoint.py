@@ -89,7 +89,8 @@ def checkpoint_geometry(model, tok, config) -> dict[str, Any]:
       JSON-ready dict: ``layers`` (those measured, ``checkpoint_layers`` or all), ``geometry``
       (row ``attention`` / ``ffn`` / ``noise`` -> per-layer lists
       of ``rid``, ``delta_s``, ``delta_d``, ``rid_pooled``, ``delta_d_pooled``, ``mixig``,
-      ``r2_self``, ``r2_mix``, ``tme``, and ``tme_attention`` for attention), ``wilcoxon`` (per layer: median
+      ``r2_self``, ``r2_mix``, ``tme``, ``rid_per_sequence`` (the RID of each sequence, NaN
+      where it raised), and ``tme_attention`` for attention), ``wilcoxon`` (per layer: median
       per-sequence RID difference attention - FFN and the two-sided p-value), ``ordering``
       (per layer: attention RID below the FFN's, attention MixIG above), ``rid_failures``
       (sequences whose RID raised, e.g. an all-zero matrix: layer, update, error; left out of
@@ -207,6 +208,7 @@ def _layer_rows(cap, layer, n, config, rng, rows, wilcoxon, failures) -> None:
         row["tme"] = float(np.mean([cosine_mixing_entropy(dx[b]) for b in range(n)]))
         if name == "attention":
             row["tme_attention"] = token_mixing_entropy(w)
+        row["rid_per_sequence"] = [float(v) for v in per_seq[name]]  # NaN where it raised
         rows[name].append(row)
     diff = per_seq["attention"] - per_seq["ffn"]
     diff = diff[np.isfinite(diff)]

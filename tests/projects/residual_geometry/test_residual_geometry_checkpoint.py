@@ -71,6 +71,9 @@ def test_checkpoint_path_end_to_end(tmp_path, tiny_gemma3_checkpoint):
         ]
     )
     assert g["ffn"]["rid"][2] == pytest.approx(want, rel=1e-4)
+    # the per-sequence RIDs the layer's mean and its paired test come from
+    assert len(g["ffn"]["rid_per_sequence"][2]) == 6
+    assert np.mean(g["ffn"]["rid_per_sequence"][2]) == pytest.approx(g["ffn"]["rid"][2])
     saved = json.loads((tmp_path / "run" / "residual_geometry_checkpoint.json").read_text())
     assert saved["geometry"]["ffn"]["rid"][2] == g["ffn"]["rid"][2]
 
