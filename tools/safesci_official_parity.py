@@ -17,6 +17,12 @@ over- and under-selection, empty):
   (``int(0.34 * 3) = 1``, so every subsample is the item itself);
 * per kind: the official ``(mean, std)`` of the 5 x 34 % subsampling after ``random.seed(seed)``.
 
+With ``--cases FILE`` (a JSON list of ``{"kind": "choice" | "tf" | "refusal", "gold",
+"response", ...}``; ``--out`` is then required) it scores those responses instead of the
+constructed ones, e.g. a model's own responses (``benchmarks/safesci_checkpoint.py``): the same
+per-item verdicts, other keys of each case kept as they are, and the bootstrap of each kind
+present.
+
 Nothing from the official repository is written into this project: only the responses, the gold
 letters and the official numbers.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import pathlib
 import random
 import subprocess
@@ -117,16 +124,20 @@ def _item(case: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, type=pathlib.Path)
-    parser.add_argument(
-        "--out", default=ROOT / "tests" / "data" / "safesci" / "official_parity.json"
-    )
+    parser.add_argument("--out", default=None, type=pathlib.Path,
+                        help="default tests/data/safesci/official_parity.json (required with --cases)")  # fmt: skip
+    parser.add_argument("--cases", default=None, type=pathlib.Path,
+                        help="JSON list of responses to score instead of the constructed ones")  # fmt: skip
     args = parser.parse_args()
+    if args.cases is not None and args.out is None:
+        parser.error("--cases needs --out (the fixture is written from the constructed cases only)")
+    out_path = args.out or ROOT / "tests" / "data" / "safesci" / "official_parity.json"
     sys.path.insert(0, str(ROOT))
     from fidia_jax._io import atomic_write_text, json_text
     from fidia_jax.projects.safesci.records import load_safesci_jsonl
 
     records = load_safesci_jsonl(ROOT / "tests" / "data" / "safesci" / "benign.jsonl")
-    cases = _cases(records)
+    cases = json.loads(args.cases.read_text()) if args.cases else _cases(records)
     with tempfile.TemporaryDirectory() as tmp:
         commit = _materialise(args.repo, pathlib.Path(tmp))
         sys.path.insert(0, tmp)
@@ -151,13 +162,15 @@ def main() -> None:
         bootstrap = {}
         for kind in ("choice", "tf", "refusal"):
             items = [_item(c) for c in cases if c["kind"] == kind]
+            if not items:
+                continue
             random.seed(SEED)
             mean, std = score[kind](items, MODEL, json_list=[items[0]["source_file"]], num_exp=5)
             bootstrap[kind] = [float(mean), float(std)]
     out = {"source": "github.com/yangyangyang127/SafeSci", "commit": commit, "seed": SEED,
            "bootstrap": bootstrap, "cases": cases}  # fmt: skip
-    atomic_write_text(args.out, json_text(out, indent=0))
-    print(f"wrote {args.out}: {len(cases)} cases; official bootstrap {bootstrap}")
+    atomic_write_text(out_path, json_text(out, indent=0))
+    print(f"wrote {out_path}: {len(cases)} cases; official bootstrap {bootstrap}")
 
 
 if __name__ == "__main__":
