@@ -10,40 +10,99 @@ the machine's practical ceilings: a large float32 matrix product (compute) and a
 update ``y = a * x + y`` (memory bandwidth). A part whose FLOP rate is far below the matmul
 ceiling while its byte rate is near the bandwidth ceiling is memory-bound.
 
+Each part is compiled once, called once to warm up, then timed ``--repeats`` times; the parts
+are timed one after the other (not interleaved). Writes
+``benchmarks/results/fidia_update_profile.json`` through :func:`_results.write_results` with
+every timed call kept; docs/fidia.md renders its ``profile`` table (min / median / max ms, XLA's
+GFLOP and GB, and the rates and FLOP/byte at the median) from the file.
+
 Usage::
 
   python benchmarks/fidia_update_profile.py [--length 64 --samples 16 --backbones 2 --repeats 5]
-
-Prints one table and writes ``benchmarks/results/fidia_update_profile.json``.
+  python benchmarks/fidia_update_profile.py --report [--out PATH]   # re-table, no run
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import pathlib
-import platform
 import statistics
 import sys
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from _timing import write_record
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _results import command_line, default_out, load_average, retable, write_results  # noqa: E402
 
-HERE = pathlib.Path(__file__).resolve().parent
+NAME = "fidia_update_profile"
+
+LABELS = {
+    "matmul": "peer: 1024^3 float32 matmul (compute)",
+    "axpy": "peer: axpy on 32 M floats (streaming)",
+    "forward": "policy forward, {rows} rows",
+    "backward": "policy forward + backward",
+    "encoder": "encoder + 1 decoder row per backbone",
+    "update": "whole update (policy fwd + bwd, reference fwd, adamw)",
+}
+"""The table's row labels by part (``{rows}``: ``B x N``)."""
 
 
-def _time(fn, *args, repeats: int) -> float:
+def profile_table(record: Mapping[str, Any]) -> dict[str, Any]:
+    """One row per part (``record["parts"]``: ``part``, ``seconds`` (each timed call),
+    ``flops``, ``bytes``): min / median / max ms, XLA's GFLOP and GB, GFLOP/s and GB/s at the
+    median time, and FLOP/byte (``None`` when XLA counts no bytes)."""
+    shape = record["shape"]
+    rows = []
+    for p in record["parts"]:
+        secs = [float(s) for s in p["seconds"]]
+        med = statistics.median(secs)
+        flops, nbytes = float(p["flops"]), float(p["bytes"])
+        rows.append(
+            [
+                LABELS.get(p["part"], p["part"]).format(rows=shape["B"] * shape["N"]),
+                min(secs) * 1e3,
+                med * 1e3,
+                max(secs) * 1e3,
+                flops / 1e9,
+                nbytes / 1e9,
+                flops / med / 1e9,
+                nbytes / med / 1e9,
+                flops / nbytes if nbytes else None,
+            ]
+        )
+    n = len(record["parts"][0]["seconds"]) if record["parts"] else 0
+    return {
+        "columns": [
+            "part",
+            f"min ms ({n})",
+            "median ms",
+            "max ms",
+            "GFLOP (XLA)",
+            "GB accessed (XLA)",
+            "GFLOP/s (median)",
+            "GB/s (median)",
+            "FLOP/byte",
+        ],
+        "rows": rows,
+        "formats": [None, ".1f", ".1f", ".1f", ".2f", ".2f", ".1f", ".2f", ".3g"],
+    }
+
+
+def tables(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {"profile": profile_table(record)}
+
+
+def _times(fn, *args, repeats: int) -> list[float]:
+    import jax
+
     jax.block_until_ready(fn(*args))  # warm
     out = []
     for _ in range(repeats):
         t = time.perf_counter()
         jax.block_until_ready(fn(*args))
         out.append(time.perf_counter() - t)
-    return statistics.median(out)
+    return out
 
 
 def _compile(fn, *args):
@@ -60,23 +119,17 @@ def _compile(fn, *args):
     return compiled, counts
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--length", type=int, default=64)
-    ap.add_argument("--samples", type=int, default=16)
-    ap.add_argument("--backbones", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--skip-update", action="store_true", help="leave out the whole update")
-    ap.add_argument("--out", default=str(HERE / "results" / "fidia_update_profile.json"))
-    args = ap.parse_args()
-
+def profile(B: int, N: int, L: int, repeats: int, skip_update: bool) -> dict[str, Any]:
+    """The raw record: each part's timed calls and XLA's counts."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
     from flax import nnx
 
     from fidia_jax import models, protein
     from fidia_jax.projects import fidia
     from fidia_jax.projects.fidia._step import make_update
 
-    B, N, L = args.backbones, args.samples, args.length
     prot = protein.load_structure(protein.default_backbone_path())
     full = models.MPNNInputs.from_protein(prot)
     take = min(L, prot.length)
@@ -129,58 +182,60 @@ def main() -> None:
     axpy = jax.jit(lambda y: 1.0001 * y + x)
 
     parts = {
-        "matmul 1024^3 (peer: compute)": (matmul, (a,)),
-        "axpy 32M floats (peer: bandwidth)": (axpy, (x,)),
-        "policy forward (B*N rows)": (forward, (params,)),
-        "policy forward+backward": (backward, (params,)),
-        "one row per backbone (encoder + 1 decoder row)": (encoder, (params,)),
-        "whole update (policy fwd+bwd, reference fwd, adamw)": (
-            update_jit,
-            (params, opt, params, batch),
-        ),
+        "matmul": (matmul, (a,)),
+        "axpy": (axpy, (x,)),
+        "forward": (forward, (params,)),
+        "backward": (backward, (params,)),
+        "encoder": (encoder, (params,)),
+        "update": (update_jit, (params, opt, params, batch)),
     }
-    if args.skip_update:
-        parts.pop("whole update (policy fwd+bwd, reference fwd, adamw)")
-    rows = {}
+    if skip_update:
+        parts.pop("update")
+    out = []
     for name, (fn, fn_args) in parts.items():
         compiled, c = _compile(fn, *fn_args)
-        t = _time(compiled, *fn_args, repeats=args.repeats)
-        rows[name] = {
-            "seconds": t,
-            **c,
-            "gflop_per_s": c["flops"] / t / 1e9,
-            "gbyte_per_s": c["bytes"] / t / 1e9,
-            "flop_per_byte": c["flops"] / c["bytes"] if c["bytes"] else float("nan"),
-        }
-        r = rows[name]
+        secs = _times(compiled, *fn_args, repeats=repeats)
+        out.append({"part": name, "seconds": secs, **c})
+        t = statistics.median(secs)
         print(
-            f"{name}: {t * 1e3:.1f} ms, {r['flops'] / 1e9:.2f} GFLOP, {r['bytes'] / 1e9:.2f} GB, "
-            f"{r['gflop_per_s']:.1f} GFLOP/s, {r['gbyte_per_s']:.1f} GB/s",
+            f"{name}: {t * 1e3:.1f} ms, {c['flops'] / 1e9:.2f} GFLOP, {c['bytes'] / 1e9:.2f} GB",
             file=sys.stderr,
             flush=True,
         )
-    print(f"\nFIDIA update parts, B={B} backbones x N={N} samples x L={L} slots, median of "
-          f"{args.repeats}; XLA cost analysis")  # fmt: skip
-    print("| part | ms | GFLOP | GB accessed | GFLOP/s | GB/s | FLOP/byte |")
-    print("|---|---|---|---|---|---|---|")
-    for name, r in rows.items():
-        print(
-            f"| {name} | {r['seconds'] * 1e3:.1f} | {r['flops'] / 1e9:.2f} | "
-            f"{r['bytes'] / 1e9:.2f} | {r['gflop_per_s']:.1f} | {r['gbyte_per_s']:.1f} | "
-            f"{r['flop_per_byte']:.2f} |"
-        )
-    record = {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
-        "load_average": os.getloadavg(),
-        "command": " ".join(sys.argv),
-        "shape": {"B": B, "N": N, "L": L},
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "parts": rows,
-    }
-    write_record(args.out, record)
+    return {"shape": {"B": B, "N": N, "L": L}, "repeats": repeats, "parts": out}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--length", type=int, default=64)
+    ap.add_argument("--samples", type=int, default=16)
+    ap.add_argument("--backbones", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--skip-update", action="store_true", help="leave out the whole update")
+    ap.add_argument("--out", default=str(default_out(NAME)))
+    ap.add_argument(
+        "--report", action="store_true", help="no run: rebuild the tables of --out from its parts"
+    )
+    args = ap.parse_args(argv)
+    if args.report:
+        retable(args.out, tables)
+        return 0
+    load_start = load_average()
+    command = command_line([sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
+    record = profile(args.backbones, args.samples, args.length, args.repeats, args.skip_update)
+    t = tables(record)["profile"]
+    B, N, L = args.backbones, args.samples, args.length
+    print(f"\nFIDIA update parts, B={B} backbones x N={N} samples x L={L} slots, "
+          f"{args.repeats} timed calls; XLA cost analysis")  # fmt: skip
+    print("| " + " | ".join(t["columns"]) + " |")
+    for r in t["rows"]:
+        cells = [r[0]] + ["—" if v is None else f"{v:.3g}" for v in r[1:]]
+        print("| " + " | ".join(cells) + " |")
+    path = write_results(NAME, tables(record), command=command, load_start=load_start,
+                         extra=record, out=args.out)  # fmt: skip
+    print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
