@@ -275,12 +275,45 @@ def _err_console():
     return None if is_quiet() or not parallel.is_primary() else make_console(stderr=True)
 
 
+STILL_RUNNING_EVERY_S = 8.0
+"""Seconds between two ``still running`` lines of a stage (the house rule: no stage silent for
+more than 10 s)."""
+
+
 @contextlib.contextmanager
-def stage(description: str) -> Iterator[None]:
-    """Prints ``description …`` when the block starts and ``done in N s`` when it ends (on
+def beat_every(console, line, every_s: float = STILL_RUNNING_EVERY_S) -> Iterator[None]:
+    """Prints ``line(seconds since the start)`` on ``console`` every ``every_s`` seconds while
+    the block runs, from a daemon thread (nothing when ``console`` is ``None`` or ``every_s <=
+    0``). The thread is stopped and joined when the block exits, also on an exception."""
+    import threading
+    import time
+
+    if console is None or every_s <= 0:
+        yield
+        return
+    done = threading.Event()
+    t0 = time.perf_counter()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            console.print(line(time.perf_counter() - t0), highlight=False, markup=False)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def stage(description: str, *, every_s: float = STILL_RUNNING_EVERY_S) -> Iterator[None]:
+    """Prints ``description …`` when the block starts, ``description: still running, N s``
+    every ``every_s`` seconds while it runs (``0``: never), and ``done in N s`` when it ends (on
     stderr; nothing when quiet, nor on a process other than 0). Public as
     :func:`fidia_jax.train.stage`; here so that every layer (the model loaders too) can say
-    what it is doing.
+    what it is doing, and no stage of a run sits silent for longer than ``every_s``.
 
     Example::
 
@@ -295,7 +328,8 @@ def stage(description: str) -> Iterator[None]:
     t0 = time.perf_counter()
     if console is not None:
         console.print(f"[bold]{escape(description)}[/] …", highlight=False)
-    yield
+    with beat_every(console, lambda s: f"  {description}: still running, {s:.0f} s", every_s):
+        yield
     if console is not None:
         console.print(
             f"  {escape(description)}: done in {time.perf_counter() - t0:.1f} s", highlight=False

@@ -235,7 +235,7 @@ def load_checked(
             "model directory)"
         )
     head = f"{what}: " if what else ""
-    with stage(f"{head}loading the tokenizer of {p}"), heartbeat("loading the tokenizer"):
+    with stage(f"{head}loading the tokenizer of {p}"):  # a still-running line every 8 s
         tok = models.load_tokenizer(p)
     groups = [
         (list(texts(tok) if callable(texts) else texts), new, label)
@@ -253,7 +253,7 @@ def load_checked(
                 )  # fmt: skip
             except DataError as err:
                 raise DataError(f"{err}{'; ' + hint if hint else ''}") from None
-    with stage(f"{head}loading the weights of {p}"), heartbeat("loading the weights"):
+    with stage(f"{head}loading the weights of {p}"):
         if p.endswith(".gguf"):
             model = models.load_gguf(p, max_seq_len=max_seq_len)
         else:

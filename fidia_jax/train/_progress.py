@@ -18,8 +18,8 @@ from typing import Any
 
 from rich.markup import escape
 
-from fidia_jax import parallel
-from fidia_jax._io import _err_console, is_quiet, make_console, stage
+from fidia_jax import _io, parallel
+from fidia_jax._io import _err_console, beat_every, is_quiet, make_console, stage
 from fidia_jax._io import print_table as _print_table
 
 __all__ = ["FitProgress", "is_quiet", "print_table", "stage"]
@@ -66,6 +66,7 @@ class FitProgress:
         self.console = None if quiet else _err_console()
         self._status = not quiet and not is_quiet() and not parallel.is_primary()
         self._bar = None
+        self._beat = None  # the compile phase's still-running lines (no terminal)
         self._t0 = time.perf_counter()
         self._t_compiled: float | None = None
         self._next_line = 0.0
@@ -103,9 +104,22 @@ class FitProgress:
             )
         else:
             self.console.print(f"{name}: compiling{resumed} …", highlight=False, markup=False)
+            # in a log or a pipe a compile of minutes would otherwise print nothing
+            self._beat = beat_every(
+                self.console,
+                lambda s: f"{name}: compiling, still running, {s:.0f} s",
+                _io.STILL_RUNNING_EVERY_S,
+            )
+            self._beat.__enter__()
+
+    def _stop_beat(self) -> None:
+        if self._beat is not None:
+            beat, self._beat = self._beat, None
+            beat.__exit__(None, None, None)
 
     def compiled(self) -> None:
         """The first step returned: compilation (and that step) took the time since the start."""
+        self._stop_beat()
         self._t_compiled = time.perf_counter()
         secs = self._t_compiled - self._t0
         if self._bar is not None:
@@ -119,6 +133,7 @@ class FitProgress:
 
     def update(self, step: int, metrics: Mapping[str, float]) -> None:
         """Steps up to ``step`` are done; ``metrics`` are the last step's."""
+        self._stop_beat()
         if self.console is None:
             return
         now = time.perf_counter()
@@ -144,6 +159,7 @@ class FitProgress:
 
     def close(self, message: str | None = None) -> None:
         """Ends the display, printing ``message`` (for example the final loss) when given."""
+        self._stop_beat()
         if self._bar is not None:
             self._bar.stop()
             self._bar = None

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
-import time
 from collections.abc import Iterator
 
-from rich.markup import escape
-
+from fidia_jax._io import beat_every
 from fidia_jax.train._progress import _err_console, stage
 
 __all__ = ["available_cores", "cpu_stage", "limit_threads"]
@@ -52,27 +49,10 @@ def limit_threads(threads: int | None = None) -> Iterator[int]:
 
 @contextlib.contextmanager
 def _heartbeat(description: str, every_s: float) -> Iterator[None]:
-    console = _err_console()
-    if console is None or every_s <= 0:
+    with beat_every(
+        _err_console(), lambda s: f"  {description}: still running, {s:.0f} s", every_s
+    ):
         yield
-        return
-    done = threading.Event()
-    t0 = time.perf_counter()
-
-    def beat() -> None:
-        while not done.wait(every_s):
-            console.print(
-                f"  {escape(description)}: still running, {time.perf_counter() - t0:.0f} s",
-                highlight=False,
-            )
-
-    th = threading.Thread(target=beat, daemon=True)
-    th.start()
-    try:
-        yield
-    finally:
-        done.set()
-        th.join()
 
 
 @contextlib.contextmanager
@@ -82,6 +62,7 @@ def cpu_stage(
     """A :func:`~fidia_jax.train.stage` for a CPU-bound step: native thread pools limited
     (:func:`limit_threads`) and a ``still running, N s`` line every ``every_s`` seconds
     (``FIDIA_QUIET=1`` silences it like every stage). Yields the thread limit."""
-    with stage(f"{description} [{threads or available_cores()} thread(s)]"):
+    # the heartbeat names the step as the caller did, without the thread count
+    with stage(f"{description} [{threads or available_cores()} thread(s)]", every_s=0):
         with limit_threads(threads) as n, _heartbeat(description, every_s):
             yield n
