@@ -33,6 +33,9 @@ DEMOS = ("optimizers", "ldl", "hypcl", "multifidelity", "safesci", "streamflow",
          "causal", "dycon", "algotrace", "hist", "fidia", "attention")  # fmt: skip
 """The demos whose time docs/ quotes (each project's page), shortest first."""
 
+NO_DATA_DIR = frozenset({"fidia"})
+"""Demos without a ``--data-dir`` option (``fidia-jax fidia demo`` uses the built-in backbone)."""
+
 COLUMNS = ["command", "exit code", "wall s", "CPU s", "longest silence s"]
 FORMATS = [None, None, ".0f", ".0f", ".1f"]
 
@@ -44,7 +47,7 @@ def run_demo(project: str, work: pathlib.Path, data_dir: str | None) -> dict:
     env["FIDIA_COMPILATION_CACHE"] = str(work / f"cache_{project}")
     env["PYTHONUNBUFFERED"] = "1"
     command = ["fidia-jax", project, "demo", "--workdir", str(work / f"run_{project}")]
-    if data_dir:
+    if data_dir and project not in NO_DATA_DIR:
         command += ["--data-dir", data_dir]
     exe = pathlib.Path(sys.executable).parent / "fidia-jax"
     run = _peers.run_timestamped([str(exe), *command[1:]], env=env, cwd=str(work))
@@ -62,12 +65,30 @@ def _row(r: dict) -> list:
     return [f"`{r['command']}`", r["exit"], r["wall"], r["cpu"], r["longest_gap"]]
 
 
+FIDIA_DEMO = ("max@1", "max@8", "max@32", "success@8", "precision", "identity", "recovery")
+"""The columns of FIDIA's demo table (docs/fidia.md, *Demo*), from the demo's ``summary.json``."""
+
+
+def _fidia_demo_table(summary: dict) -> dict:
+    labels = {"before": "ProteinMPNN (before)", "after": "FIDIA (after)"}
+    return {
+        "columns": ["policy", *(f"{k} (proxy)" if k in ("success@8", "precision") else k
+                                for k in FIDIA_DEMO)],
+        "rows": [[label, *(summary[when][k] for k in FIDIA_DEMO)]
+                 for when, label in labels.items() if summary.get(when)],
+        "formats": [None, *([".2f"] * len(FIDIA_DEMO))],
+    }  # fmt: skip
+
+
 def tables(record: dict) -> dict:
-    """The ``demos`` table (every demo) and one single-row table per project."""
+    """The ``demos`` table (every demo), one single-row table per project, and ``fidia_demo``
+    (FIDIA's max@N table before and after its demo training) when that demo ran."""
     runs = record["runs"]
     out = {"demos": {"columns": COLUMNS, "rows": [_row(r) for r in runs], "formats": FORMATS}}
     for r in runs:
         out[r["project"]] = {"columns": COLUMNS, "rows": [_row(r)], "formats": FORMATS}
+        if r["project"] == "fidia" and r["exit"] == 0 and r.get("summary"):
+            out["fidia_demo"] = _fidia_demo_table(r["summary"])
     return out
 
 

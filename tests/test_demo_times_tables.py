@@ -43,3 +43,20 @@ def test_longest_silence_is_the_largest_gap_between_output_lines(tmp_path, monke
     assert r["exit"] == 0 and r["command"] == "fidia-jax optimizers demo"
     assert r["longest_gap"] == pytest.approx(1.2, abs=0.5)
     assert r["tail"] == ["a", "b"]
+
+
+def test_fidia_demo_table_from_the_demos_summary_only_when_it_ran():
+    stats = {"max@1": -0.04, "max@8": 1.5, "max@32": 2.0, "success@8": 0.25, "precision": 0.0625,
+             "identity": 0.6, "recovery": 0.46, "unique": 1.0}  # fmt: skip
+    after = {**stats, "max@1": 3.4}
+    fidia = {"project": "fidia", "command": "fidia-jax fidia demo", "exit": 0, "wall": 61.0,
+             "cpu": 91.0, "longest_gap": 8.0, "tail": [],
+             "summary": {"before": stats, "after": after}}  # fmt: skip
+    t = dt.tables({"runs": [*RUNS, fidia]})["fidia_demo"]
+    assert t["columns"][1] == "max@1" and t["columns"][4] == "success@8 (proxy)"
+    assert t["rows"] == [
+        ["ProteinMPNN (before)", -0.04, 1.5, 2.0, 0.25, 0.0625, 0.6, 0.46],
+        ["FIDIA (after)", 3.4, 1.5, 2.0, 0.25, 0.0625, 0.6, 0.46],
+    ]
+    failed = {**fidia, "exit": 1}
+    assert "fidia_demo" not in dt.tables({"runs": [failed]})
