@@ -7,7 +7,7 @@ PYTEST_ARGS ?= -n 2
 # The docstring examples of these modules run as written (--doctest-modules).
 DOCTEST_PATHS := fidia_jax/config.py fidia_jax/rl fidia_jax/optim fidia_jax/train
 
-.PHONY: demo test test-integration test-slow bench lint docs clean multiprocess
+.PHONY: demo test test-integration test-slow bench results lint docs clean multiprocess
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,13 @@ test-integration: $(STAMP)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
+# Every results file that a docs/ page renders, remade by the command it records, then the pages
+# re-rendered (tools/rerun_results.py; hours). `make results RESULTS_ARGS="--only dycon,hypcl"`
+# for some; `python tools/rerun_results.py` lists the plan and what this machine lacks.
+RESULTS_ARGS ?=
+results: $(STAMP)
+	$(PY) tools/rerun_results.py --run $(RESULTS_ARGS)
 
 # A multi-host launch rehearsed on this machine: 2 JAX processes x 2 CPU devices on localhost
 # (coordinator on a free port, gloo collectives) train LDL-DVS's tiny preset together; process 0
