@@ -80,15 +80,29 @@ def _fidia_demo_table(summary: dict) -> dict:
     }  # fmt: skip
 
 
+def _causal_demo_table(summary: dict) -> dict:
+    """Replication 1 of IHDP as the causal demo ran it (2 arms): every method's held-out
+    sqrt(PEHE) and ATE error, best first."""
+    (by_method,) = summary["summary"].values()
+    rows = sorted(([f"`{m}`", v["sqrt_pehe_mean"], v["ate_error_mean"]]
+                   for m, v in by_method.items()), key=lambda r: r[1])  # fmt: skip
+    return {"columns": ["method", "sqrt(PEHE), held out", "ATE error"], "rows": rows,
+            "formats": [None, ".3f", ".3f"]}  # fmt: skip
+
+
 def tables(record: dict) -> dict:
-    """The ``demos`` table (every demo), one single-row table per project, and ``fidia_demo``
-    (FIDIA's max@N table before and after its demo training) when that demo ran."""
+    """The ``demos`` table (every demo), one single-row table per project, ``fidia_demo``
+    (FIDIA's max@N table before and after its demo training) and ``causal_demo`` (replication 1
+    of IHDP, every method) when those demos ran."""
     runs = record["runs"]
     out = {"demos": {"columns": COLUMNS, "rows": [_row(r) for r in runs], "formats": FORMATS}}
     for r in runs:
         out[r["project"]] = {"columns": COLUMNS, "rows": [_row(r)], "formats": FORMATS}
-        if r["project"] == "fidia" and r["exit"] == 0 and r.get("summary"):
-            out["fidia_demo"] = _fidia_demo_table(r["summary"])
+        if r["exit"] == 0 and r.get("summary"):
+            if r["project"] == "fidia":
+                out["fidia_demo"] = _fidia_demo_table(r["summary"])
+            elif r["project"] == "causal":
+                out["causal_demo"] = _causal_demo_table(r["summary"])
     return out
 
 

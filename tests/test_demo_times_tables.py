@@ -60,3 +60,37 @@ def test_fidia_demo_table_from_the_demos_summary_only_when_it_ran():
     ]
     failed = {**fidia, "exit": 1}
     assert "fidia_demo" not in dt.tables({"runs": [failed]})
+
+
+def test_causal_demo_table_ranks_the_methods_by_sqrt_pehe():
+    summary = {"dataset": "ihdp", "summary": {"2": {
+        "tarnet": {"sqrt_pehe_mean": 1.48, "ate_error_mean": 0.04},
+        "s_gbm": {"sqrt_pehe_mean": 0.54, "ate_error_mean": 0.002}}}}  # fmt: skip
+    causal = {"project": "causal", "command": "fidia-jax causal demo", "exit": 0, "wall": 60.0,
+              "cpu": 90.0, "longest_gap": 7.5, "tail": [], "summary": summary}  # fmt: skip
+    t = dt.tables({"runs": [causal]})["causal_demo"]
+    assert t["rows"] == [["`s_gbm`", 0.54, 0.002], ["`tarnet`", 1.48, 0.04]]
+
+
+def test_the_committed_causal_demo_equals_the_headline_benchmarks_replication_1():
+    """docs/causal.md says the demo prints the headline table's replication-1 values: the two
+    committed results files (two runs, two processes) must agree to the last digit."""
+    import json
+    import pathlib
+
+    results = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    demo = json.loads((results / "demo_times.json").read_text())
+    (run,) = [r for r in demo["runs"] if r["project"] == "causal"]
+    (by_method,) = run["summary"]["summary"].values()
+    per_rep = json.loads((results / "causal_headline.json").read_text())["tables"][
+        "per_replication"
+    ]
+    cols, rep1 = per_rep["columns"], per_rep["rows"][0]
+    assert rep1[0] == 1
+    compared = 0
+    for i, col in enumerate(cols):
+        name = col.strip("`")
+        if col.startswith("`") and name in by_method:
+            assert by_method[name]["sqrt_pehe_mean"] == pytest.approx(rep1[i], rel=1e-9), name
+            compared += 1
+    assert compared >= 5
