@@ -1,0 +1,147 @@
+"""Numbers typed into docs/ tables must come from a run (issue 41).
+
+Tables of measured numbers are rendered from results files (``tests/test_docs_tables.py``).
+The other tables of docs/*.md (claims and goals, fidelity, configuration) may quote those
+numbers by hand; this test fails when a table cell outside a rendered region holds a decimal
+number that no committed results file's tables (what the pages render) contain at any rounding
+(0-6 decimals, as a percentage, or in 1-3 significant-digit scientific notation): a number from
+no run, a stale quote of an older run, or a typo. A quote is matched against every file's
+tables, not the one it means, so a wrong number can pass by coincidence; what it catches is a
+quote that matches nothing.
+
+Exempt, because they are not measurements: columns about the paper, the claim, tolerances,
+formulas and literature searches; numbers in backticks (versions, code); arXiv identifiers;
+``rel``/``rtol``/``atol`` tolerances. A table still typed by hand from a dated run is exempt
+when the line before it (blank lines aside) is ``<!-- typed: <why> -->``, which also makes
+every such table easy to list (``grep -rn "<!-- typed:" docs``). docs/notes/ holds dated
+history and is not checked.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+
+from _scripts import load_script
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+rt = load_script("tools/render_tables.py")
+
+NUMBER = re.compile(r"(?<![\w.])[-−+]?(\d+\.\d+(?:e[-+]?\d+)?)")
+EXEMPT_COLUMNS = ("paper", "claim", "toleran", "search", "formula")
+ARXIV = re.compile(r"^\d{4}\.\d{4,5}$")
+TYPED = "<!-- typed:"
+TOLERANCE = re.compile(r"\b(?:rel|rtol|atol)\s*[=:]?\s*$")
+
+
+def _sci(x: float, digits: int) -> set[str]:
+    text = f"{x:.{digits}e}"
+    mantissa, exp = text.split("e")
+    return {text, f"{mantissa}e{int(exp)}"}
+
+
+def spellings(value) -> set[str]:
+    """Every way a table might quote ``value`` (numbers nested in lists and dicts too)."""
+    out: set[str] = set()
+    if isinstance(value, bool) or value is None:
+        return out
+    if isinstance(value, int | float):
+        x = abs(float(value))
+        if x != x or x == float("inf"):
+            return out
+        for d in range(7):
+            out |= {f"{x:.{d}f}", f"{100 * x:.{d}f}"}
+        for d in range(3):
+            out |= _sci(x, d)
+    elif isinstance(value, dict):
+        for v in value.values():
+            out |= spellings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            out |= spellings(v)
+    elif isinstance(value, str):
+        out |= {m.group(1) for m in NUMBER.finditer(value)}
+    return out
+
+
+def unquoted(text: str, known: set[str], page: str = "page") -> list[str]:
+    """``page:line [column] number`` for every number of a table cell outside the rendered
+    regions that ``known`` does not hold (see the module docstring for the exemptions)."""
+    lines = text.split("\n")
+    inside: set[int] = set()
+    for region in rt.find_regions(pathlib.Path(page), lines):
+        inside.update(range(region.start, region.end + 1))
+    problems, header, typed, skip = [], None, False, False
+    for i, line in enumerate(lines):
+        if i in inside or not line.startswith("|"):
+            header = None
+            if line.strip().startswith(TYPED):
+                typed = True
+            elif line.strip():
+                typed = False
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header, skip, typed = [c.lower() for c in cells], typed, False
+            continue
+        if skip:
+            continue
+        if set(line) <= set("|-: "):
+            continue
+        for column, cell in zip(header, cells, strict=False):
+            if any(word in column for word in EXEMPT_COLUMNS):
+                continue
+            code_free = re.sub(r"`[^`]*`", " ", cell)
+            for m in NUMBER.finditer(code_free):
+                number = m.group(1)
+                if ARXIV.match(number) or TOLERANCE.search(code_free[: m.start()]):
+                    continue
+                if number not in known:
+                    problems.append(f"{page}:{i + 1} [{column[:30]}] {number} in: {cell[:100]}")
+    return problems
+
+
+def test_every_number_typed_in_a_docs_table_is_in_a_results_file():
+    known: set[str] = set()
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        known |= spellings(json.loads(path.read_text(encoding="utf-8")).get("tables", {}))
+    problems = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        problems += unquoted(page.read_text(encoding="utf-8"), known, str(page.relative_to(ROOT)))
+    assert not problems, (
+        "numbers typed in docs tables that no results file holds (render the table from its "
+        "run, quote the results file, or move a dated number to docs/notes/):\n"
+        + "\n".join(problems)
+    )
+
+
+def test_a_stale_quote_is_caught_and_the_exemptions_hold():
+    known = spellings({"tables": {"t": {"rows": [[16.0312, 0.00341, "p = 2.4e-07"]]}}})
+    assert {"16.03", "16.0", "0.0034", "0.34", "3.4e-3", "3.41e-03", "2.4e-07"} <= known
+    page = "\n".join([
+        "| claim | paper | ours |",
+        "|---|---|---|",
+        "| fast | 52.4 % | 16.03x (3.4e-3) |",      # quotes the file: fine
+        "| fast | 1.5 | 12.08x |",                  # a stale quote: caught
+        "",
+        "| method | tolerance | ours |",
+        "|---|---|---|",
+        "| a | 2.5e-5 | `torch==2.13.1`, rel 4.5e-16, arXiv 2603.02577 |",
+        "<!-- typed: a dated run, no results file -->",
+        "",
+        "| run | ours |",
+        "|---|---|",
+        "| old | 77.77 |",
+        "",
+        "| run | ours |",
+        "|---|---|",
+        "| new | 88.88 |",
+        "<!-- results: benchmarks/results/x.json table=t -->",
+        "| rendered | 99.99 |",
+        "<!-- /results -->",
+    ])  # fmt: skip
+    assert unquoted(page, known) == [
+        "page:4 [ours] 12.08 in: 12.08x",
+        "page:17 [ours] 88.88 in: 88.88",  # the marker exempts one table only
+    ]
