@@ -145,3 +145,83 @@ def test_a_stale_quote_is_caught_and_the_exemptions_hold():
         "page:4 [ours] 12.08 in: 12.08x",
         "page:17 [ours] 88.88 in: 88.88",  # the marker exempts one table only
     ]
+
+
+PROSE_EXEMPT = re.compile(
+    r"^\d{4}\.\d{4,5}$"  # arXiv identifiers
+    r"|^10\.\d{4,}$"  # DOIs
+)
+
+
+def unquoted_prose(text: str, known: set[str], page: str = "page") -> list[str]:
+    """``page:line number`` for every number of three or more significant digits in a prose
+    line of ``text`` (not a table, code, a comment or a rendered region) that ``known`` does not
+    hold; arXiv ids, DOIs and numbers that are part of a dotted identifier (``2023.12.15``) are
+    exempt."""
+    lines = text.split("\n")
+    inside: set[int] = set()
+    for region in rt.find_regions(pathlib.Path(page), lines):
+        inside.update(range(region.start, region.end + 1))
+    problems, fence = [], False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        if fence or i in inside or line.startswith(("|", "<!--")):
+            continue
+        prose = re.sub(r"`[^`]*`|<https?://[^>]*>|\(https?://[^)]*\)", " ", line)
+        for m in NUMBER.finditer(prose):
+            number = m.group(1)
+            digits = number.split("e")[0].replace(".", "").lstrip("0")
+            dotted = (
+                prose[m.end() : m.end() + 2][:1] == "."
+                and prose[m.end() + 1 : m.end() + 2].isdigit()
+            )
+            if (
+                len(digits) < 3
+                or dotted
+                or PROSE_EXEMPT.match(number)
+                or TOLERANCE.search(prose[: m.start()])
+            ):
+                continue
+            if number not in known:
+                problems.append(f"{page}:{i + 1} {number} in: {line.strip()[:100]}")
+    return problems
+
+
+def test_every_three_digit_number_in_docs_prose_is_in_a_results_file():
+    """Prose may quote any number a run recorded (raw records included, since readings quote
+    per-item values, spreads and timings); a number of three or more significant digits that
+    no results file holds at any rounding is a typed measurement without a run, or a stale
+    one. docs/development_log.md is a dated changelog (history, like docs/notes/)."""
+    known: set[str] = set()
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        known |= spellings(json.loads(path.read_text(encoding="utf-8")))
+    problems = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        if page.name == "development_log.md":
+            continue
+        problems += unquoted_prose(
+            page.read_text(encoding="utf-8"), known, str(page.relative_to(ROOT))
+        )
+    assert not problems, (
+        "numbers typed in docs prose that no results file holds (quote the run's file, or move "
+        "a dated number to docs/notes/):\n" + "\n".join(problems)
+    )
+
+
+def test_prose_check_catches_a_sourceless_number_and_keeps_its_exemptions():
+    known = spellings({"wall_s": 121.64, "r2": 0.7881})
+    page = "\n".join([
+        "The run took 121.6 s and reached R² 0.788 (arXiv 2605.05668, doi 10.1126/x).",
+        "An old run gave 7.174, bioRxiv 2023.12.15.571823, `eps` = `1.19e-7`, rel 4.5e-16.",
+        "| table | 9.999 |",
+        "```",
+        "print(3.14159)",
+        "```",
+        "Short numbers such as 0.5 or 2.4 are not checked.",
+    ])  # fmt: skip
+    assert unquoted_prose(page, known) == [
+        "page:2 7.174 in: An old run gave 7.174, bioRxiv "
+        "2023.12.15.571823, `eps` = `1.19e-7`, rel 4.5e-16."
+    ]
