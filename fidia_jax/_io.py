@@ -280,11 +280,31 @@ STILL_RUNNING_EVERY_S = 8.0
 more than 10 s)."""
 
 
+_BEATS: list[object] = []
+"""The open heartbeats and live displays, innermost last: only the innermost prints (a stage
+around a loader's stage, or around a fit's progress bar, stays quiet while the inner one
+speaks)."""
+
+
+@contextlib.contextmanager
+def quiet_outer_beats() -> Iterator[None]:
+    """Silences the heartbeats already running while the block runs (for a live display, such
+    as a progress bar, that shows progress itself)."""
+    token = object()
+    _BEATS.append(token)
+    try:
+        yield
+    finally:
+        _BEATS.remove(token)
+
+
 @contextlib.contextmanager
 def beat_every(console, line, every_s: float = STILL_RUNNING_EVERY_S) -> Iterator[None]:
     """Prints ``line(seconds since the start)`` on ``console`` every ``every_s`` seconds while
-    the block runs, from a daemon thread (nothing when ``console`` is ``None`` or ``every_s <=
-    0``). The thread is stopped and joined when the block exits, also on an exception."""
+    the block runs, from a daemon thread, when no inner heartbeat or live display
+    (:func:`quiet_outer_beats`) is running (nothing at all when ``console`` is ``None`` or
+    ``every_s <= 0``). The thread is stopped and joined when the block exits, also on an
+    exception."""
     import threading
     import time
 
@@ -293,11 +313,14 @@ def beat_every(console, line, every_s: float = STILL_RUNNING_EVERY_S) -> Iterato
         return
     done = threading.Event()
     t0 = time.perf_counter()
+    token = object()
 
     def beat() -> None:
         while not done.wait(every_s):
-            console.print(line(time.perf_counter() - t0), highlight=False, markup=False)
+            if _BEATS and _BEATS[-1] is token:
+                console.print(line(time.perf_counter() - t0), highlight=False, markup=False)
 
+    _BEATS.append(token)
     thread = threading.Thread(target=beat, daemon=True)
     thread.start()
     try:
@@ -305,6 +328,7 @@ def beat_every(console, line, every_s: float = STILL_RUNNING_EVERY_S) -> Iterato
     finally:
         done.set()
         thread.join()
+        _BEATS.remove(token)
 
 
 @contextlib.contextmanager

@@ -67,11 +67,15 @@ class FitProgress:
         self._status = not quiet and not is_quiet() and not parallel.is_primary()
         self._bar = None
         self._beat = None  # the compile phase's still-running lines (no terminal)
+        self._quiet = None  # outer heartbeats silenced while this display lives
         self._t0 = time.perf_counter()
         self._t_compiled: float | None = None
         self._next_line = 0.0
         if self.console is None:
             return
+        # while this display lives, a stage around it does not print its own heartbeat
+        self._quiet = _io.quiet_outer_beats()
+        self._quiet.__enter__()
         resumed = f" (resuming at step {start})" if start else ""
         if self.console.is_terminal:
             from rich.progress import (
@@ -111,6 +115,22 @@ class FitProgress:
                 _io.STILL_RUNNING_EVERY_S,
             )
             self._beat.__enter__()
+
+    def __enter__(self) -> FitProgress:
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    def __del__(self) -> None:  # a display dropped without close(): its beats are released
+        try:
+            self._stop_beat()
+            if self._quiet is not None:
+                quiet, self._quiet = self._quiet, None
+                quiet.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     def _stop_beat(self) -> None:
         if self._beat is not None:
@@ -158,8 +178,13 @@ class FitProgress:
             self._next_line = now + max(2.0, span / 10)
 
     def close(self, message: str | None = None) -> None:
-        """Ends the display, printing ``message`` (for example the final loss) when given."""
+        """Ends the display, printing ``message`` (for example the final loss) when given.
+        Call it (or use the object as a context manager) so that the compile heartbeat stops
+        and the heartbeats around it speak again."""
         self._stop_beat()
+        if self._quiet is not None:
+            quiet, self._quiet = self._quiet, None
+            quiet.__exit__(None, None, None)
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
