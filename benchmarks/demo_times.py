@@ -119,6 +119,13 @@ def main(argv=None) -> int:
     projects = [p for p in args.projects.split(",") if p]
     if not projects:
         ap.error("--projects is empty")
+    unknown = [p for p in projects if p not in DEMOS]
+    if unknown:
+        ap.error(f"--projects: no demo timed for {', '.join(unknown)} (known: {', '.join(DEMOS)})")
+    default_out = str(HERE / "results" / "demo_times.json")
+    if set(projects) != set(DEMOS) and args.out == default_out:
+        ap.error("--projects with some demos would replace the committed demo_times.json that "
+                 "every page renders from: give --out FILE")  # fmt: skip
     load_start = load_average()
     runs = []
     with tempfile.TemporaryDirectory(prefix="fidia_demo_") as work:

@@ -94,3 +94,10 @@ def test_the_committed_causal_demo_equals_the_headline_benchmarks_replication_1(
             assert by_method[name]["sqrt_pehe_mean"] == pytest.approx(rep1[i], rel=1e-9), name
             compared += 1
     assert compared >= 5
+
+
+def test_unknown_or_partial_project_lists_are_refused_before_any_run(tmp_path):
+    with pytest.raises(SystemExit):
+        dt.main(["--projects", "nope"])
+    with pytest.raises(SystemExit):  # a subset must not replace the committed file
+        dt.main(["--projects", "hist"])

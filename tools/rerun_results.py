@@ -17,7 +17,8 @@ What a command needs is read from the command itself: paths it names (peer venvs
 (``machine`` names an accelerator) are re-run only with ``--gpu``. A file whose command is
 missing something is skipped with the reason; ``--run`` exits 1 if any command failed or was
 skipped (the pages then still render the older files). A command's own ``(via ...)`` note
-(the wrapper that called it) is dropped; chains joined by ``;`` or ``&&`` run in one shell.
+(the wrapper that called it) is dropped; chains joined by ``;`` or ``&&`` run in one shell and
+stop at their first failing command.
 """
 
 from __future__ import annotations
@@ -114,8 +115,8 @@ def missing_for(command: str, record: dict, root: pathlib.Path, *, gpu: bool) ->
     for p in _paths(command):
         if p in outputs or p.rstrip("/").startswith(str(root / "benchmarks" / "results")):
             continue
-        if p.startswith("/tmp/") and not any(s in p for s in ("peer", "venv", "/bin/", ".gguf")):
-            continue  # a scratch folder the run makes (e.g. --baseline-tree, a run folder)
+        if p.startswith("/tmp/") and not (p.endswith((".gguf", "/python")) or "/bin/" in p):
+            continue  # a scratch path the run makes (a run folder, a peer's output file)
         if not (root / p).exists() if p.startswith("../") else not pathlib.Path(p).exists():
             hint = next((h for key, h in HINTS if key in p), None)
             reasons.append(f"needs {p}" + (f" ({hint})" if hint else ""))
@@ -186,7 +187,8 @@ def main(argv: Sequence[str] | None = None, root: pathlib.Path = ROOT) -> int:
     for i, s in enumerate(runnable, 1):
         print(f"[{i}/{len(runnable)}] {s.results}: {s.command}", flush=True)
         t0 = time.monotonic()
-        code = subprocess.run(["bash", "-c", s.command], cwd=root, env=env).returncode
+        # a chain stops at its first failing command (its exit code is the run's)
+        code = subprocess.run(["bash", "-c", f"set -e; {s.command}"], cwd=root, env=env).returncode
         print(f"[{i}/{len(runnable)}] {s.results}: exit {code} in {time.monotonic() - t0:.0f} s",
               flush=True)  # fmt: skip
         if code:
