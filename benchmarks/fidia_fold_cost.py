@@ -165,8 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report:
         retable(out, tables)
         return 0
+    if min(args.lengths) < 1 or args.recycles < 0 or args.chains < 1:
+        ap.error(f"--lengths must be >= 1, --recycles >= 0 and --chains >= 1, got "
+                 f"{args.lengths}, {args.recycles}, {args.chains}")  # fmt: skip
     load_start = load_average()
-    command = command_line([sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
+    command = command_line([__file__, *(sys.argv[1:] if argv is None else argv)])
     record = count(args.model, args.lengths, args.recycles, args.bfloat16, args.chains)
     t = tables(record)["fold_cost"]
     print(f"\nAlphaFold2 {args.model}, single sequence, {args.recycles} recycles "

@@ -220,8 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report:
         retable(args.out, tables)
         return 0
+    if min(args.length, args.samples, args.backbones, args.repeats) < 1:
+        ap.error("--length, --samples, --backbones and --repeats must be >= 1")
     load_start = load_average()
-    command = command_line([sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
+    command = command_line([__file__, *(sys.argv[1:] if argv is None else argv)])
     record = profile(args.backbones, args.samples, args.length, args.repeats, args.skip_update)
     t = tables(record)["profile"]
     B, N, L = args.backbones, args.samples, args.length
