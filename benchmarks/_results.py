@@ -118,6 +118,45 @@ def command_line(argv: Sequence[str] | None = None) -> str:
     return shlex.join(["python", *argv])
 
 
+def run_fidia_cli(
+    fidia_argv: Callable[[str], Sequence[str]], made: str, workdir: str | None = None
+) -> tuple[dict[str, Any], str, float]:
+    """Runs one ``fidia-jax`` command in this process and reads the JSON it writes (the
+    benchmarks that wrap a driver's checkpoint mode).
+
+    Args:
+      fidia_argv: the command's arguments (without ``fidia-jax``) for a work directory.
+      made: the file name the run writes in its work directory.
+      workdir: the work directory (default: a temporary one, removed afterwards).
+
+    Returns:
+      ``(the run's JSON, the command as a shell line, wall seconds)``.
+
+    Raises:
+      SystemExit: the command failed, or left no new ``made`` (a reused work directory's older
+        file is never read as this run's).
+    """
+    import tempfile
+    import time
+
+    from fidia_jax import cli
+
+    with tempfile.TemporaryDirectory(prefix="fidia_bench_") as tmp:
+        folder = pathlib.Path(workdir or tmp)
+        argv = [str(a) for a in fidia_argv(str(folder))]
+        shown = shlex.join(["fidia-jax", *argv])
+        print(shown, flush=True)
+        t0 = time.time()
+        rc = cli.main(argv)
+        wall = time.time() - t0
+        if rc != 0:
+            raise SystemExit(f"{shown} exited with {rc}")
+        path = folder / made
+        if not path.is_file() or path.stat().st_mtime < t0:
+            raise SystemExit(f"{shown} left no new {path}")
+        return json.loads(path.read_text(encoding="utf-8")), shown, wall
+
+
 def _check_table(key: str, table: Mapping[str, Any]) -> dict[str, Any]:
     columns = list(table["columns"])
     rows = [list(r) for r in table["rows"]]

@@ -37,17 +37,23 @@ Usage: python benchmarks/algotrace_checkpoint.py --checkpoint gemma-3-270m-q4_k_
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import resource
+import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _results import command_line, default_out, load_average, retable, write_results  # noqa: E402
+from _results import (  # noqa: E402
+    command_line,
+    default_out,
+    load_average,
+    retable,
+    run_fidia_cli,
+    write_results,
+)
 
 PRIMS = ("distance", "compare", "nearest", "verify", "path")
 """The primitives in the run's order (``traces.ALGOTRACE_PRIMITIVES``; kept here so that the
@@ -193,18 +199,13 @@ def main(argv=None) -> int:
     if not args.checkpoint:
         ap.error("--checkpoint is required (unless --report)")
 
-    from fidia_jax import cli
-
     command = command_line(None if argv is None else [str(pathlib.Path(__file__).resolve()), *argv])
     t0 = time.time()
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = args.workdir or tmp
-        fidia_argv = cli_argv(args.checkpoint, workdir, args.assignments)
-        print("fidia-jax " + " ".join(fidia_argv), flush=True)
-        rc = cli.main(fidia_argv)
-        if rc != 0:
-            raise SystemExit(f"fidia-jax algotrace train failed (exit {rc})")
-        run = json.loads((pathlib.Path(workdir) / "algotrace_checkpoint.json").read_text())
+    run, shown, _ = run_fidia_cli(
+        lambda w: cli_argv(args.checkpoint, w, args.assignments),
+        "algotrace_checkpoint.json", args.workdir,
+    )  # fmt: skip
+    fidia_argv = shlex.split(shown)[1:]
     run.pop("figures", None)  # paths in the work directory
     record = {"run": run}
     path = write_results(

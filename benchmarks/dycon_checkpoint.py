@@ -30,13 +30,11 @@ import argparse
 import json
 import pathlib
 import sys
-import tempfile
-import time
 from collections.abc import Mapping
 from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _results import default_out, load_average, retable, write_results  # noqa: E402
+from _results import default_out, load_average, retable, run_fidia_cli, write_results  # noqa: E402
 
 NAME = "dycon_checkpoint"
 
@@ -148,25 +146,12 @@ def main(argv=None) -> dict:
         return json.loads(pathlib.Path(args.report).read_text(encoding="utf-8"))
     if not args.checkpoint:
         ap.error("--checkpoint is required (or --report FILE)")
-    from fidia_jax import cli
-
     load_start = load_average()
-    workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="dycon_checkpoint_"))
-    run_argv = cli_argv(args.checkpoint, args.traces, str(workdir), args.sets)
-    t0 = time.time()
-    rc = cli.main(run_argv)
-    wall = time.time() - t0
-    made = workdir / "dycon_checkpoint.json"
-    if rc != 0:
-        raise SystemExit(f"fidia-jax {' '.join(run_argv)} exited with {rc}")
-    if not made.exists() or made.stat().st_mtime < t0:
-        raise SystemExit(f"the run left no new {made}")
-    record = json.loads(made.read_text(encoding="utf-8"))
-    extra = {
-        **record,
-        "cli": "fidia-jax " + " ".join(run_argv),
-        "benchmark_wall_s": wall,
-    }
+    record, shown, wall = run_fidia_cli(
+        lambda w: cli_argv(args.checkpoint, args.traces, w, args.sets),
+        "dycon_checkpoint.json", args.workdir,
+    )  # fmt: skip
+    extra = {**record, "cli": shown, "benchmark_wall_s": wall}
     out = args.out or default_out(NAME)
     path = write_results(NAME, tables_of(record), load_start=load_start, extra=extra, out=out)
     p = record["probe"]

@@ -34,12 +34,9 @@ Usage: python benchmarks/residual_geometry_checkpoint.py --checkpoint PATH [--se
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import pathlib
-import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -47,7 +44,14 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _results import command_line, default_out, load_average, retable, write_results  # noqa: E402
+from _results import (  # noqa: E402
+    command_line,
+    default_out,
+    load_average,
+    retable,
+    run_fidia_cli,
+    write_results,
+)
 from _stats import paired_tests  # noqa: E402
 
 NAME = "residual_geometry_checkpoint"
@@ -198,18 +202,12 @@ def main(argv=None) -> int:
     if not args.checkpoint:
         ap.error("--checkpoint PATH is required (or --report)")
 
-    from fidia_jax import cli
-
     command = command_line(None if argv is None else [str(pathlib.Path(__file__).resolve()), *argv])
     t0 = time.time()
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = pathlib.Path(args.workdir or tmp)
-        fargv = fidia_argv(args.checkpoint, args.sequences, args.layers, args.assignments, workdir)
-        rc = cli.main(fargv)
-        if rc != 0:
-            print(f"fidia-jax {shlex.join(fargv)} exited with {rc}", file=sys.stderr)
-            return rc
-        run = json.loads((workdir / "residual_geometry_checkpoint.json").read_text())
+    run, shown, _ = run_fidia_cli(
+        lambda w: fidia_argv(args.checkpoint, args.sequences, args.layers, args.assignments, w),
+        "residual_geometry_checkpoint.json", args.workdir,
+    )  # fmt: skip
     record = {"run": run}
     path = write_results(
         NAME,
@@ -217,7 +215,7 @@ def main(argv=None) -> int:
         command=command,
         load_start=load_start,
         extra={
-            "fidia_command": shlex.join(["fidia-jax", *fargv]),
+            "fidia_command": shown,
             "wall_s": time.time() - t0,
             **record,
         },  # fmt: skip
