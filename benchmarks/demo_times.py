@@ -57,7 +57,7 @@ def run_demo(project: str, work: pathlib.Path, data_dir: str | None) -> dict:
     summary = work / f"run_{project}" / "summary.json"
     return {"project": project, "command": shown, "exit": run.returncode,
             "wall": run.end - run.start, "cpu": run.cpu_s, "longest_gap": max(gaps),
-            "tail": [line for _, line in run.lines[-8:]],
+            "tail": [line.replace(str(work), "<work>") for _, line in run.lines[-8:]],
             "summary": json.loads(summary.read_text()) if summary.is_file() else None}  # fmt: skip
 
 

@@ -153,10 +153,12 @@ def measure_extras(python: str, wheel: pathlib.Path, work: pathlib.Path) -> list
         run = _peers.run_timestamped([fidia, *command], env=_env(), cwd=str(run_dir))
         lines = [line for _, line in run.lines]
         missing = next((line for line in lines if "needs the" in line and "extra" in line), None)
+        shown = "fidia-jax " + " ".join(command).replace(str(work), "<work>")
         rows.append({"installed": list(installed), "no_deps": list(no_deps),
-                     "command": "fidia-jax " + " ".join(command), "exit": run.returncode,
+                     "command": shown, "exit": run.returncode,
                      "want": want, "wall": run.end - run.start, "cpu": run.cpu_s, "pip": pip_s,
-                     "missing_extra_line": missing, "tail": lines[-5:]})  # fmt: skip
+                     "missing_extra_line": missing,
+                     "tail": [line.replace(str(work), "<work>") for line in lines[-5:]]})  # fmt: skip
         print(f"  exit {run.returncode} (want {want}) in {run.end - run.start:.0f} s", flush=True)
     return rows
 
