@@ -36,3 +36,10 @@ def paired_tests(a: Sequence[float], b: Sequence[float]) -> dict:
         "p_wilcoxon": finite(float(stats.wilcoxon(d).pvalue)) if ok else None,
         "p_ttest": finite(float(stats.ttest_rel(a, b).pvalue)) if ok else None,
     }
+
+
+def paired_cells(p: dict) -> list:
+    """The cells a paired table shows of :func:`paired_tests`'s result: pairs, mean and median
+    difference, ``"<a lower>/<pairs>"``, Wilcoxon p, paired t-test p."""
+    return [p["n"], p["mean_diff"], p["median_diff"], f"{p['a_lower']}/{p['n']}",
+            p["p_wilcoxon"], p["p_ttest"]]  # fmt: skip

@@ -215,11 +215,8 @@ def main(argv=None) -> dict:
     load_start = load_average()
     t0 = time.time()
     path = args.checkpoint
-    if path.endswith(".gguf"):
-        model = models.load_gguf(path, max_seq_len=256)
-    else:
-        model = models.load_hf_checkpoint(path, max_seq_len=256)
-    tokenizer = models.load_tokenizer(path)
+    # model and tokenizer from one path (a GGUF file is parsed once for both)
+    model, tokenizer = models.load_lm_checkpoint(path, max_seq_len=256)
     load_s = time.time() - t0
     print(f"loaded {path} in {load_s:.0f} s", flush=True)
     res = lm_control.checkpoint_control(

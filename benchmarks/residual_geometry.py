@@ -53,7 +53,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _results import command_line, default_out, load_average, retable, write_results  # noqa: E402
-from _stats import paired_tests  # noqa: E402
+from _stats import paired_cells, paired_tests  # noqa: E402
 
 ROW_NAMES = {
     "attention": "attention",
@@ -174,20 +174,7 @@ def paired_table(runs: Sequence[Mapping]) -> dict:
         cases = [(layer, a_seq[layer], f_seq[layer], mixig[layer]) for layer in range(len(a_seq))]
         cases.append(("mean", a_seq.mean(0), f_seq.mean(0), mixig.mean()))
         for layer, a, f, dm in cases:
-            p = paired_tests(a, f)
-            rows.append(
-                [
-                    r["seed"],
-                    layer,
-                    p["n"],
-                    p["mean_diff"],
-                    p["median_diff"],
-                    f"{p['a_lower']}/{p['n']}",
-                    p["p_wilcoxon"],
-                    p["p_ttest"],
-                    float(dm),
-                ]
-            )
+            rows.append([r["seed"], layer, *paired_cells(paired_tests(a, f)), float(dm)])
     return {
         "columns": [
             "seed",

@@ -52,7 +52,7 @@ from _results import (  # noqa: E402
     run_fidia_cli,
     write_results,
 )
-from _stats import paired_tests  # noqa: E402
+from _stats import paired_cells, paired_tests  # noqa: E402
 
 NAME = "residual_geometry_checkpoint"
 UPDATES = {"attention": "attention", "ffn": "FFN", "noise": "noise (control)"}
@@ -109,19 +109,8 @@ def paired_table(run: Mapping[str, Any]) -> dict:
     rows = []
     for i, layer in enumerate(run["layers"]):
         a, f = _pairs(run, i)
-        p = paired_tests(a, f)
-        rows.append(
-            [
-                layer,
-                p["n"],
-                p["mean_diff"],
-                p["median_diff"],
-                f"{p['a_lower']}/{p['n']}",
-                p["p_wilcoxon"],
-                p["p_ttest"],
-                float(geo["attention"]["mixig"][i] - geo["ffn"]["mixig"][i]),
-            ]
-        )
+        mixig = float(geo["attention"]["mixig"][i] - geo["ffn"]["mixig"][i])
+        rows.append([layer, *paired_cells(paired_tests(a, f)), mixig])
     return {
         "columns": ["layer", "sequences", "RID attention − FFN, mean", "median",
                     "attention lower", "Wilcoxon p", "paired t-test p",
