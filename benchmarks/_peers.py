@@ -221,3 +221,18 @@ def run_timestamped(
                 echo.flush()
     rc = proc.wait()
     return TimedRun(t0, lines, time.monotonic(), rc, cpu() - c0)
+
+
+def run_timed_checked(cmd: typing.Sequence[str], *, env=None, cwd=None) -> TimedRun:
+    """:func:`run_timestamped` for a step that must succeed (a build, an install, a measured
+    import).
+
+    Raises:
+      SystemExit: the command exited non-zero (the message names it, its exit status and the
+        last lines of its output).
+    """
+    run = run_timestamped(cmd, env=env, cwd=cwd)
+    if run.returncode != 0:
+        tail = "\n".join(line for _, line in run.lines[-20:])
+        raise SystemExit(f"`{' '.join(map(str, cmd))}` exited with {run.returncode}:\n{tail}")
+    return run

@@ -42,10 +42,7 @@ def _versions() -> list[str]:
 
 def _time(python: str, statement: str) -> tuple[float, float]:
     """(CPU s, wall s) of one fresh ``python -c statement``."""
-    run = _peers.run_timestamped([python, "-c", statement])
-    if run.returncode != 0:
-        tail = "\n".join(line for _, line in run.lines[-10:])
-        raise SystemExit(f"`{python} -c {statement!r}` exited with {run.returncode}:\n{tail}")
+    run = _peers.run_timed_checked([python, "-c", statement])
     return run.cpu_s, run.end - run.start
 
 

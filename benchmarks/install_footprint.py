@@ -89,11 +89,8 @@ def _env() -> dict[str, str]:
 
 def _timed(cmd: list[str], cwd: str) -> tuple[float, float, str]:
     """(CPU s, wall s, output) of one command; raises SystemExit naming it when it fails."""
-    run = _peers.run_timestamped(cmd, env=_env(), cwd=cwd)
-    text = "\n".join(line for _, line in run.lines)
-    if run.returncode != 0:
-        raise SystemExit(f"`{' '.join(cmd)}` exited with {run.returncode}:\n{text[-2000:]}")
-    return run.cpu_s, run.end - run.start, text
+    run = _peers.run_timed_checked(cmd, env=_env(), cwd=cwd)
+    return run.cpu_s, run.end - run.start, "\n".join(line for _, line in run.lines)
 
 
 def measure(base_python: str, rounds: int, work: pathlib.Path, extras: bool = False) -> dict:
