@@ -101,6 +101,14 @@ def _paths(command: str) -> list[str]:
     return out
 
 
+def _outputs(command: str) -> set[str]:
+    """The paths a command writes: the values of its ``--out``, ``--workdir`` and
+    ``--workdir-root`` options."""
+    words = command.replace("=", " ").split()
+    return {words[i + 1] for i, w in enumerate(words[:-1])
+            if w in ("--out", "--workdir", "--workdir-root")}  # fmt: skip
+
+
 def missing_for(command: str, record: dict, root: pathlib.Path, *, gpu: bool) -> list[str]:
     """Why ``command`` cannot run here: named paths that do not exist (outputs the command
     writes itself, ``--out``/``--workdir`` targets and ``/tmp`` run folders, are not required),
@@ -109,9 +117,7 @@ def missing_for(command: str, record: dict, root: pathlib.Path, *, gpu: bool) ->
     machine = str(record.get("machine", ""))
     if _ACCELERATOR.search(machine) and not gpu:
         reasons.append(f"written on an accelerator ({machine}); pass --gpu on such a machine")
-    words = command.replace("=", " ").split()
-    outputs = {words[i + 1] for i, w in enumerate(words[:-1])
-               if w in ("--out", "--workdir", "--workdir-root")}  # fmt: skip
+    outputs = _outputs(command)
     for p in _paths(command):
         if p in outputs or p.rstrip("/").startswith(str(root / "benchmarks" / "results")):
             continue
@@ -159,8 +165,7 @@ def plan(root: pathlib.Path, *, gpu: bool = False, only: Sequence[str] = ()) -> 
 def _reads_others(step: Plan, cited) -> bool:
     if step.command is None:
         return False
-    words = step.command.split()
-    outputs = {words[i + 1] for i, w in enumerate(words[:-1]) if w == "--out"}
+    outputs = _outputs(step.command)
     return any(p in step.command and p != step.results and not any(o.endswith(p) for o in outputs)
                for p in cited)  # fmt: skip
 
