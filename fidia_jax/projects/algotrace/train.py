@@ -93,11 +93,27 @@ def _data(
     )  # fmt: skip
 
 
-def _eval_data(config: AlgoTraceConfig) -> traces.AlgoTraceData:
+def _train_data(config: AlgoTraceConfig) -> traces.AlgoTraceData:
+    """The ``n_train`` training rows (``default_rng(seed)``)."""
+    return _data(config, config.n_train, config.seed)
+
+
+def _build_train_data(config: AlgoTraceConfig) -> traces.AlgoTraceData:
+    with train_lib.stage(f"AlgoTrace: building {config.n_train} training traces"):
+        return _train_data(config)
+
+
+def _eval_data(
+    config: AlgoTraceConfig, train: traces.AlgoTraceData | None = None
+) -> traces.AlgoTraceData:
     """The ``n_eval`` evaluation rows (``default_rng(seed + 1)``); with ``config.distinct_eval``
-    (the default) none of their problems is a training problem (a repeat is drawn again)."""
-    train = _data(config, config.n_train, config.seed) if config.distinct_eval else None
-    return _data(config, config.n_eval, config.seed + 1, exclude=train)
+    (the default) none of their problems is a training problem (a repeat is drawn again).
+    ``train``: the rows of :func:`_train_data`, when the caller has them (else built here)."""
+    if config.distinct_eval and train is None:
+        train = _train_data(config)
+    return _data(
+        config, config.n_eval, config.seed + 1, exclude=train if config.distinct_eval else None
+    )
 
 
 def _train_mesh(config: AlgoTraceConfig) -> jax.sharding.Mesh | None:
@@ -107,16 +123,23 @@ def _train_mesh(config: AlgoTraceConfig) -> jax.sharding.Mesh | None:
 
 
 def train_model(
-    config: AlgoTraceConfig, workdir: str | pathlib.Path | None = None
+    config: AlgoTraceConfig,
+    workdir: str | pathlib.Path | None = None,
+    *,
+    train: traces.AlgoTraceData | None = None,
 ) -> tuple[models.Llama, np.ndarray]:
     """Trains the model on ``n_train`` traces; returns ``(model, losses)``.
+
+    ``train``: the training rows when the caller has built them (:func:`_train_data`); else
+    they are built here.
 
     The loss weight is 1 on trace tokens and ``EOS``, 0 on the prompt (random coordinates) and
     padding (:func:`fidia_jax.train.fit_llama`, Adam). With ``workdir``, the run ``algotrace_lm``
     leaves ``metrics.jsonl``, ``curves.png`` and checkpoints there (a rerun resumes).
     """
-    with train_lib.stage(f"AlgoTrace: building {config.n_train} training traces"):
-        train = _data(config, config.n_train, config.seed)
+    if train is None:
+        train = _build_train_data(config)
+    with train_lib.stage("AlgoTrace: building the model"):
         weights = ((train.labels >= 0) | (train.tokens == _EOS)).astype(np.float32)
         model = make_model(config)
     return train_lib.fit_llama(
@@ -458,11 +481,14 @@ def train_and_evaluate(config: AlgoTraceConfig, workdir: str | pathlib.Path) -> 
     t0 = time.time()
     workdir = pathlib.Path(workdir)
     key = jax.random.key(config.seed)
-    model, losses = train_model(config, workdir)
+    train_rows = _build_train_data(
+        config
+    )  # built once: the model's data and the evaluation's exclusion
+    model, losses = train_model(config, workdir, train=train_rows)
     t_train = time.time() - t0
     if not parallel.is_primary():  # the analysis has nothing to split: process 0 only
         return {"train": {"final_loss": float(np.mean(losses[-20:])), "wall_s": t_train}}
-    ev = _eval_data(config)
+    ev = _eval_data(config, train_rows)
     half = config.n_eval // 2
     with train_lib.stage(f"clustering trace-token activations (k = {config.n_clusters})"):
         clustering = cluster_analysis(model, ev, config, jax.random.fold_in(key, 2))

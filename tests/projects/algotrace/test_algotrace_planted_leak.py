@@ -81,7 +81,7 @@ def _driver(monkeypatch, tmp_path, planted_rows):
     seen = {"data": []}
 
     def data(cfg, n, seed, exclude=None):
-        seen["data"].append((n, seed))
+        seen["data"].append((n, seed, exclude is not None))
         d = _REAL_DATA(cfg, n, seed, exclude)
         return _plant(d, planted_rows) if seed == cfg.seed + 1 else d
 
@@ -113,9 +113,9 @@ def test_planted_prompt_rows_move_no_fitted_number_but_the_vector_rows_do(monkey
     config, clean, r_clean = _driver(monkeypatch, tmp_path / "a", [])
     half = config.n_eval // 2
     _, held, r_held = _driver(monkeypatch, tmp_path / "b", range(half, config.n_eval))
-    # the training rows (for the fit, then as the evaluation draw's exclusions), the eval rows
-    assert clean["data"] == held["data"] == [(config.n_train, 0), (config.n_train, 0),
-                                             (config.n_eval, 1)]  # fmt: skip
+    # the training rows, built once (the fit's data and the evaluation draw's exclusions), then
+    # the evaluation rows, drawn outside the training rows
+    assert clean["data"] == held["data"] == [(config.n_train, 0, False), (config.n_eval, 1, True)]
     for a, b in zip(clean["fit"][:-1], held["fit"][:-1], strict=True):  # the training fit
         np.testing.assert_array_equal(a, b)
     assert clean["fit"][-1] == held["fit"][-1]  # steps, batch size, run name, mesh
