@@ -35,3 +35,18 @@ def load_script(relpath: str, name: str | None = None) -> ModuleType:
     finally:
         sys.path[:] = saved
     return module
+
+
+def assert_report_retables(main, out: pathlib.Path, tables: dict) -> None:
+    """A benchmark's ``--report`` on its results file ``out``: the tables are derived again from
+    the file's own record (emptied first, so nothing is kept by accident) to ``tables``, and the
+    run's caption (its date and commit) is kept."""
+    import json
+
+    doc = json.loads(out.read_text())
+    caption = {"date": "2026-12-05 09:00 UTC", "commit": doc["commit"]}
+    out.write_text(json.dumps({**doc, **caption, "tables": {}}))
+    assert main(["--report", "--out", str(out)]) == 0
+    again = json.loads(out.read_text())
+    assert {k: again[k] for k in caption} == caption
+    assert again["tables"] == json.loads(json.dumps(tables))

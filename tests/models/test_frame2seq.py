@@ -102,9 +102,9 @@ def _check_parity(logits_4xLx21, fx, k, tol):
         n = fx[c]["aatype"].shape[0]
         for ti, tag in enumerate(("masked", "partial")):
             ref = fx[c][f"logits_m{k}_{tag}"]
-            err = np.abs(logits_4xLx21[2 * ci + ti, :n] - ref).max()
-            assert err <= tol, (c, tag, k, err)
-            worst = max(worst, err)
+            got = logits_4xLx21[2 * ci + ti, :n]
+            np.testing.assert_allclose(got, ref, rtol=0, atol=tol, err_msg=f"{c} {tag} model {k}")
+            worst = max(worst, np.abs(got - ref).max())
     return worst
 
 
@@ -169,7 +169,7 @@ def test_parity_model1_float64_exact(model1, fx):
         out = np.asarray(nnx.jit(lambda mod, x, mk, tk: mod._logits_from_atoms(x, mk, tk, True))(
             m64, x4, jnp.ones((2, 79), bool), tok))  # fmt: skip
     for i, tag in enumerate(("masked", "partial")):
-        assert np.abs(out[i] - f[f"logits_m1_{tag}_f64"]).max() <= TOL_F64
+        np.testing.assert_allclose(out[i], f[f"logits_m1_{tag}_f64"], rtol=0, atol=TOL_F64)
 
 
 @pytest.mark.slow
@@ -189,7 +189,7 @@ def test_parity_ensemble_and_scoring_path(model1, out79, fx):
         lp = frame2seq_log_probs(models, f["X"][None, :, :3].astype(np.float32), f["mask"][None])
         ll = np.asarray(frame2seq_sequence_log_likelihood(lp, f["seqs"][None], f["mask"][None]))[0]
         per_res = -np.take_along_axis(np.asarray(lp)[0], f["seqs"].T, 1).T
-        assert np.abs(per_res - f["neg_pll"]).max() <= TOL_F32
+        np.testing.assert_allclose(per_res, f["neg_pll"], rtol=0, atol=TOL_F32)
         np.testing.assert_allclose(-ll, f["avg_neg_pll"], atol=2e-4)
 
 

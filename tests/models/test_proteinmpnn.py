@@ -124,7 +124,7 @@ def test_teacher_forced_parity_with_torch(parity_run, fixtures, i):
         -np.sum(np.take_along_axis(lp, fx["S"][:, None].astype(np.int64), -1)[:, 0] * design)
         / design.sum()
     )
-    assert abs(nll - float(fx["nll"])) < 1e-5
+    np.testing.assert_allclose(nll, float(fx["nll"]), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("i", range(len(FIXTURES)), ids=[f.split("_")[3] for f in FIXTURES])

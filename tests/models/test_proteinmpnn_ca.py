@@ -90,7 +90,7 @@ def test_log_probs_match_original(parity, fixtures):
         np.testing.assert_allclose(got, fx["log_probs"], atol=1e-4, rtol=0)
         w = fx["mask"] * fx["chain_mask"]
         nll = -(got[np.arange(n), fx["S"]] * w).sum() / w.sum()
-        assert abs(nll - float(fx["nll"])) < 1e-5
+        np.testing.assert_allclose(nll, float(fx["nll"]), rtol=0, atol=1e-5)
 
 
 @pytest.mark.slow  # the sampler compile (~7 s CPU); the sampler code is shared with the full model

@@ -76,7 +76,8 @@ def test_rank_cutoff_and_erank_match_the_authors(name, rank, dtype):
     x_in, x_attn, x_ffn = _layer(name, dtype)
     want_rank = FIX[f"{name}/{dtype}/matrix_rank_x_in"]
     # the authors' tol=None cutoff (torch.linalg.matrix_rank's rule), in the input's dtype
-    assert g.numerical_rank(x_in) == want_rank == (rank or min(x_in.shape))
+    np.testing.assert_array_equal(g.numerical_rank(x_in), want_rank)
+    assert want_rank == (rank or min(x_in.shape))
     ours = np.array([g.erank(a) for a in (x_in, x_attn, x_ffn)])
     np.testing.assert_allclose(
         ours, FIX[f"{name}/{dtype}/erank"], rtol=erank_rtol(dtype, x_in.shape), atol=0
@@ -95,17 +96,21 @@ def test_delta_d_matches_the_authors_novelty(name, rank, dtype):
         # default (eps=0): the authors' guards add ≤ 1e-12 / ‖X'‖² to each share, 1e-12 in the end
         guard = 2.0 * GUARD / fro2[i] + GUARD
         ours = g.subspace_innovation(x, dx)
-        assert abs(ours**2 - l2[i] ** 2) <= 2 * tau + guard, (i, ours, l2[i])
+        np.testing.assert_allclose(
+            ours**2, l2[i] ** 2, rtol=0, atol=2 * tau + guard, err_msg=f"{i}"
+        )
         with_guard = g.subspace_innovation(x, dx, eps=GUARD)  # the authors' guards restored
-        assert abs(with_guard**2 - l2[i] ** 2) <= 2 * tau, (i, with_guard, l2[i])
+        np.testing.assert_allclose(with_guard**2, l2[i] ** 2, rtol=0, atol=2 * tau, err_msg=f"{i}")
         # combine="sum": |a - b| <= sqrt(|a² - b²|) per term
         s_ours = g.subspace_innovation(x, dx, combine="sum")
         s_want = FIX[f"{name}/{dtype}/novelty_sum"][i]
-        assert abs(s_ours - s_want) <= 2 * np.sqrt(tau + guard), (i, s_ours, s_want)
+        np.testing.assert_allclose(
+            s_ours, s_want, rtol=0, atol=2 * np.sqrt(tau + guard), err_msg=f"{i}"
+        )
         # RID's ΔD is the same number; the note's ΔD is half the authors' "sum"
         assert g.residual_information_dynamics(x, dx)["delta_d"] == pytest.approx(ours, abs=1e-15)
         note = g.note_residual_information_dynamics(x, dx)["delta_d"]
-        assert abs(2 * note - s_want) <= 2 * np.sqrt(tau + guard)
+        np.testing.assert_allclose(2 * note, s_want, rtol=0, atol=2 * np.sqrt(tau + guard))
     assert 0.0 <= min(l2) and max(l2) <= np.sqrt(2.0)
 
 
@@ -140,12 +145,16 @@ def test_tme_matches_the_authors(name, rank, dtype):
     }
     for label, (kw, t) in variants.items():
         want = FIX[f"{name}/{dtype}/tme_attn_{label}"]
-        assert abs(g.cosine_mixing_entropy(d_attn, **kw) - want) <= t, label
+        np.testing.assert_allclose(
+            g.cosine_mixing_entropy(d_attn, **kw), want, rtol=0, atol=t, err_msg=label
+        )
     # the third-party note's TME is the authors' with agg="mean", alpha=1, unnormalised
     note = g.similarity_mixing_entropy(d_attn)
-    assert (
-        abs(note - FIX[f"{name}/{dtype}/tme_attn_mean_alpha1_raw"])
-        <= variants["mean_alpha1_raw"][1]
+    np.testing.assert_allclose(
+        note,
+        FIX[f"{name}/{dtype}/tme_attn_mean_alpha1_raw"],
+        rtol=0,
+        atol=variants["mean_alpha1_raw"][1],
     )
 
 

@@ -383,6 +383,7 @@ def test_parity_with_the_official_code_per_item_and_bootstrap():
         ).read_text()
     )
     values = {"choice": [], "tf": [], "refusal": []}
+    verdicts = []
     for case in data["cases"]:
         kind, text, gold = case["kind"], case["response"], case["gold"]
         if kind == "refusal":
@@ -393,9 +394,16 @@ def test_parity_with_the_official_code_per_item_and_bootstrap():
             ours = safesci_tf_correct(extract(text, kind="tf"), gold)
         else:
             ours = safesci_choice_correct(extract(text), gold)
-        assert ours == case["official"], case
+        verdicts.append(ours)
         if ours is not None:
             values[kind].append(float(ours))
+    # every item's verdict (True / False, None where the official code skips it) equal
+    wrong = [c for c, v in zip(data["cases"], verdicts, strict=True) if v != c["official"]]
+    np.testing.assert_array_equal(
+        np.array(verdicts, object),
+        np.array([c["official"] for c in data["cases"]], object),
+        err_msg=f"first differing case: {wrong[:1]}",
+    )
     assert len(data["cases"]) > 400 and sum(c["official"] is None for c in data["cases"]) > 0
     for kind, (mean, std) in data["bootstrap"].items():
         got = safesci_bootstrap(values[kind], seed=data["seed"])
