@@ -19,16 +19,19 @@ accumulate in its file; ``--report`` merges the seeds):
         [--steps 50] [--convae-steps 150]
     python benchmarks/teamwork_skab_seeds.py --report [--seeds 0,1,2]
     python benchmarks/teamwork_skab_seeds.py --diagnose   # what roles / period masks see
+    python benchmarks/teamwork_skab_seeds.py --diagnose --report   # its table from its file
 Writes ``benchmarks/results/teamwork_skab_seed<k>.json`` (each method's rows with the command
 that ran them) and ``teamwork_skab_seeds.json``: the tables ``skab_seeds`` and ``per_seed`` that
 docs/teamwork.md renders (``tools/render_tables.py``), whose ``command`` lists every command
-that made the seed files and the report.
+that made the seed files and the report; ``--diagnose`` writes ``teamwork_skab_diagnose.json``
+(table ``diagnose``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import pathlib
 import sys
@@ -42,7 +45,7 @@ from fidia_jax.projects import teamwork
 from fidia_jax.projects.teamwork import train as tw
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _results import command_line, load_average, write_results  # noqa: E402
+from _results import command_line, default_out, load_average, retable, write_results  # noqa: E402
 
 NEURAL = ("teamwork", "no_roles", "random_mask", "convae")
 ROWS = {**{m: teamwork.METHODS[m] for m in (*NEURAL, "pca")}, "all": "flag everything"}
@@ -192,32 +195,88 @@ def report(args) -> None:
     )  # fmt: skip
 
 
-def diagnose(args) -> None:
-    """What TeamWork's roles and period masks see on SKAB's training parts (numpy, seconds)."""
-    from fidia_jax.projects.teamwork import data, model
+class _Collect(logging.Handler):
+    def __init__(self, into: list):
+        super().__init__()
+        self.into = into
+
+    def emit(self, record):
+        self.into.append(record)
+
+
+def diagnose(args) -> dict:
+    """What TeamWork's roles and period masks see on SKAB's training parts (numpy, seconds).
+
+    Prints and writes ``benchmarks/results/teamwork_skab_diagnose.json`` (table ``diagnose``,
+    :func:`diagnose_table`; the raw record beside it) and returns the record."""
+    from fidia_jax.projects.teamwork import model
+
+    seen: list[logging.LogRecord] = []  # _channel_periods' line, counted instead of printed
+    log = logging.getLogger(tw.__name__)
+    log.addHandler(_Collect(seen))
+    log.propagate = False
 
     runs, _ = teamwork.load_skab(args.data_dir)
+    cfg = teamwork.get_config("skab", data_dir=args.data_dir)  # the window and lags trained with
     k = teamwork.SKAB_TRAIN_SIZE
-    spans, ndom, infl_max, infl_mean = [], [], [], []
+    spans, ndom, infl_max, infl_mean, clipped = [], [], [], [], 0
     for r in runs:
         x = r.values[:k]
         z = (x - x.mean(0)) / x.std(0)
-        u = model.channel_influence(z, lags=4)
+        u = model.channel_influence(z, lags=cfg.lags)
         ndom.append(int(model.channel_roles(u).sum()))
-        infl_max.append(u.max())
-        infl_mean.append(u[~np.eye(u.shape[0], dtype=bool)].mean())
-        per = [data.dominant_period(z[:, c], max_period=32) for c in range(z.shape[1])]
-        spans.append(np.maximum(np.asarray(per) // 2, 1))
+        infl_max.append(float(u.max()))
+        infl_mean.append(float(u[~np.eye(u.shape[0], dtype=bool)].mean()))
+        seen.clear()
+        per = tw._channel_periods(z, cfg.window)  # what training does (beyond: the window)
+        clipped += sum(len(rec.args[0]) for rec in seen)  # the channels its log line names
+        spans.append(np.maximum(per // 2, 1))
     spans = np.asarray(spans)
-    print("dominant channels per run (count of runs with 0..8):", np.bincount(ndom, minlength=9))
-    print(f"influence U: mean off-diagonal {np.mean(infl_mean):.4f} nats, median over runs of "
-          f"the largest {np.median(infl_max):.3f} nats")  # fmt: skip
-    print(f"period-aware span over {spans.size} channels: share of span 1 (= point masking) "
-          f"{(spans == 1).mean():.2f}, median {np.median(spans):.0f}, quartiles "
-          f"{np.percentile(spans, [25, 75]).tolist()}")  # fmt: skip
     y = np.concatenate([r.anomaly[k:] for r in runs])
-    print(f"anomalous share of the test parts {y.mean():.3f} (flag everything: F1 "
-          f"{2 * y.mean() / (1 + y.mean()):.3f})")  # fmt: skip
+    record = {
+        "runs": len(runs),
+        "dominant_count_histogram": np.bincount(ndom, minlength=9).tolist(),
+        "influence_offdiag_mean_nats": float(np.mean(infl_mean)),
+        "influence_largest_median_nats": float(np.median(infl_max)),
+        "span_channels": int(spans.size),
+        "window": cfg.window,
+        "period_beyond_window": int(clipped),
+        "span1_share": float((spans == 1).mean()),
+        "span_median": float(np.median(spans)),
+        "span_quartiles": np.percentile(spans, [25, 75]).tolist(),
+        "anomalous_share": float(y.mean()),
+    }
+    table = diagnose_table(record)
+    for name, value in table["rows"]:
+        print(f"{name}: {value}")
+    write_results(
+        "teamwork_skab_diagnose", {"diagnose": table}, load_start=args.load_start, extra=record
+    )
+    return record
+
+
+def diagnose_table(record: dict) -> dict:
+    """The ``--diagnose`` table (quantity, value) of a record (:func:`diagnose`'s)."""
+    hist = record["dominant_count_histogram"]
+    share = record["anomalous_share"]
+    q1, q3 = record["span_quartiles"]
+    rows = [
+        ["runs (training parts: the first 400 points)", str(record["runs"])],
+        ["runs with 0, 1, ..., 8 dominant channels", ", ".join(map(str, hist))],
+        ["channel influence U: mean off-diagonal (nats)",
+         f"{record['influence_offdiag_mean_nats']:.4f}"],
+        ["channel influence U: median over runs of the largest (nats)",
+         f"{record['influence_largest_median_nats']:.3f}"],
+        [f"period-aware span over {record['span_channels']} channels: share of span 1 "
+         "(= point masking)", f"{record['span1_share']:.2f}"],
+        [f"channels whose strongest period lies beyond the {record['window']}-step window "
+         "(their period taken as the window)", str(record["period_beyond_window"])],
+        ["period-aware span: median [quartiles]",
+         f"{record['span_median']:.0f} [{q1:g}, {q3:g}]"],
+        ["anomalous share of the test parts", f"{share:.3f}"],
+        ["flag everything: F1 = 2 share / (1 + share)", f"{2 * share / (1 + share):.3f}"],
+    ]  # fmt: skip
+    return {"columns": ["quantity", "value"], "rows": rows}
 
 
 def main():
@@ -234,7 +293,12 @@ def main():
     args = ap.parse_args()
     args.load_start = load_average()
     if args.diagnose:
-        diagnose(args)
+        if args.report:
+            retable(
+                default_out("teamwork_skab_diagnose"), lambda r: {"diagnose": diagnose_table(r)}
+            )
+        else:
+            diagnose(args)
     elif args.report:
         report(args)
     else:
