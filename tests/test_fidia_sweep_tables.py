@@ -84,14 +84,46 @@ def test_curves_and_paired_tables(record):
     fidia = next(r for r in curves["rows"] if r[0] == "fidia8_b0.01")
     assert fidia[2] == "+5.00 / +4.75; 0.60; 0.10"
     paired = tables["paired"]
-    row = next(r for r in paired["rows"] if r[0] == "fidia8_b0.01 - grpo_b0.01")
-    cell = dict(zip(paired["columns"], row, strict=True))["train_max@8"]
-    # differences over the 4 (seed, backbone) pairs: 0.5, 1.5, 0.5, 1.5 -> mean +1.0
-    assert cell.startswith("+1.000 [") and cell.endswith(", 4)")
-    assert {r[0] for r in paired["rows"]} == {
-        "fidia8_b0.01 - bon",
-        "fidia8_b0.01 - grpo_b0.01",
-    }
+    assert paired["columns"] == ["metric", "fidia8_b0.01 - bon", "fidia8_b0.01 - grpo_b0.01"]
+    row = next(r for r in paired["rows"] if r[0] == "max@8, training judge")
+    cell = dict(zip(paired["columns"], row, strict=True))["fidia8_b0.01 - grpo_b0.01"]
+    # differences over the 4 (seed, backbone) pairs: 0.5, 1.5, 0.5, 1.5 -> mean +1.0; each
+    # seed's mean difference is +1.0 too
+    assert cell.startswith("+1.000 [") and "(4 pairs); per seed +1.00 / +1.00" in cell
+    # success@8 differences are 0 everywhere: Wilcoxon is not defined, p is reported as 1
+    row = next(r for r in paired["rows"] if r[0] == "success@8, proxy+mpnn-heldout")
+    assert row[2].startswith("+0.000 [+0.000, +0.000], p = 1 (4 pairs)")
+    assert [r[0] for r in paired["rows"]] == [
+        "success@8, proxy",
+        "success@8, proxy+mpnn-heldout",
+        "precision, proxy",
+        "precision, proxy+mpnn-heldout",
+        "max@8, training judge",
+        "max@8, mpnn-heldout",
+    ]
+
+
+def test_claims_table_quotes_the_best_entries_and_the_same_beta_test(record):
+    claims = rep.sweep_tables(record)["claims"]
+    assert claims["columns"][3] == "ours: FIDIA k = 8 at its best β"
+    rows = {r[0]: r for r in claims["rows"]}
+    first = rows["Best-of-N-aligned RL raises best-of-N success over mean-reward RL"]
+    # proxy success@8 is the backbone index (0, 1): mean 0.5 in each seed
+    assert first[3].startswith("success@8 (proxy) fidia8_b0.01: 0.50 ± 0.00; ")
+    assert "fidia8_b0.01 − grpo_b0.01: +0.000, p = 1 (uncorrected)" in first[3]
+    assert first[4] == "grpo_b0.01: 0.50 ± 0.00 (best GRPO: grpo_b0.01)"
+    held = rows["the gain holds under a held-out judge (mpnn-heldout)"]
+    assert "max@8 fidia8_b0.01: +4.75 ± 0.71" in held[3]
+    assert held[4] == "success@8 grpo_b0.01: 0.50 ± 0.00; max@8 grpo_b0.01: +3.75 ± 0.71"
+    assert rows["RL beats sampling N from the frozen model"][4].endswith("bon: 0.50 ± 0.00")
+
+
+def test_best_entry_picks_the_highest_mean_success():
+    mk = lambda m: {"train_success@8": [m, 0.0]}  # noqa: E731
+    result = {"final": {"fidia8_b0.1": mk(0.4), "fidia8_b0.01": mk(0.6), "grpo_b0.1": mk(None)}}
+    assert rep._best(result, "fidia8_b") == "fidia8_b0.01"
+    assert rep._best(result, "grpo_b") == "grpo_b0.1"  # a missing value still names the entry
+    assert rep._best(result, "rloo_b") is None
 
 
 def test_retable_from_the_written_file(record, tmp_path):
