@@ -22,7 +22,7 @@ import pathlib
 import re
 
 import numpy as np
-from _results import load_average, write_results  # benchmarks/ is on sys.path
+from _results import command_line, load_average, write_results  # benchmarks/ is on sys.path
 
 from fidia_jax import rl
 from fidia_jax._io import atomic_write_text
@@ -49,8 +49,10 @@ def _runs(workdirs):
                 if x
             ]
             kl = [k for k in kl if k is not None]
+            label_file = run / "label.json"
             out.append(
                 {
+                    "made_by": json.loads(label_file.read_text()) if label_file.is_file() else {},
                     "dir": run,
                     "label": m[1],
                     "seed": int(m[2]),
@@ -66,6 +68,34 @@ def _runs(workdirs):
     if not out:
         raise SystemExit("report: no finished run folders found")
     return out
+
+
+def train_commands(runs) -> list[str]:
+    """The ``train`` commands that made ``runs``: each run's own (``label.json``'s ``command``,
+    recorded since 2026-12-05); for an older run, rebuilt from its label, method and overrides
+    as one command per seed and workdir (the default ``--config``, no ``--set``: what the
+    folder does not record)."""
+    groups: dict[tuple, list[str]] = {}  # in the order of (seed, label)
+    for r in sorted(runs, key=lambda r: (r["seed"], _order(r["label"]))):
+        info = r["made_by"]
+        if info.get("command"):
+            groups.setdefault(("own", info["command"]), [])
+            continue
+        if info.get("method") == info.get("label") and not info.get("overrides"):
+            entry = info["label"]
+        elif info:
+            pairs = [f"{k}={json.dumps(v)}" for k, v in info.get("overrides", {}).items()]
+            entry = ",".join([f"{info['label']}={info['method']}", *pairs])
+        else:
+            entry = r["label"]
+        groups.setdefault(("rebuilt", r["seed"], str(r["dir"].parent)), []).append(entry)
+    return [
+        key[1]
+        if key[0] == "own"
+        else f"python benchmarks/fidia_sweep.py train --seeds {key[1]} --entries "
+        f"{' '.join(entries)} --workdir {key[2]}"
+        for key, entries in groups.items()
+    ]
 
 
 def _load(run, step):
@@ -215,7 +245,13 @@ def report(args) -> dict:
         print(f"[report] seed {seed}: {len(seed_runs)} runs scored", flush=True)
     result = _summarise(rows, labels, seeds, judges, args)
     tables = sweep_tables(result)
-    out = write_results("fidia_sweep", tables, load_start=load_start, extra=result, out=args.out)
+    result["train_seconds"] = {
+        f"{r['label']}_s{r['seed']}": r["made_by"].get("seconds") for r in runs
+    }
+    command = " ; ".join([*train_commands(runs), command_line()])
+    out = write_results(
+        "fidia_sweep", tables, command=command, load_start=load_start, extra=result, out=args.out
+    )
     print(f"wrote {out}")
     if args.figures:
         _figures(rows, labels, judges, pathlib.Path(args.figures))

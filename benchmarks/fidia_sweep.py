@@ -43,6 +43,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _results import command_line  # noqa: E402
 from fidia_methods import _parse_method  # noqa: E402
 
 #: The sweep's base: the `small` preset (8 + 8 motif-scaffolding backbones, 64 residues, n = 16,
@@ -103,6 +104,7 @@ def _train(args) -> None:
                         "overrides": overrides,
                         "seed": seed,
                         "seconds": time.time() - t0,
+                        "command": command_line(),
                     }
                 )
             )

@@ -6,6 +6,7 @@ numbers are worked out by hand below."""
 from __future__ import annotations
 
 import json
+import pathlib
 import types
 
 import numpy as np
@@ -135,3 +136,22 @@ def test_retable_from_the_written_file(record, tmp_path):
     assert rep.sweep_tables(back) == tables
     assert np.isnan(record["final"]["bon"]["mpnn-heldout_ll"][0])
     assert back["final"]["bon"]["mpnn-heldout_ll"][0] is None
+
+
+def test_train_commands_are_the_runs_own_or_rebuilt_per_seed():
+    def run(label, seed, made_by):
+        return {"label": label, "seed": seed, "dir": pathlib.Path("w") / f"{label}_s{seed}",
+                "made_by": made_by}  # fmt: skip
+
+    old = {"method": "fidia", "overrides": {"k_bon": 8, "beta_kl": 0.01}}
+    runs = [
+        run("fidia8_b0.01", 0, {"label": "fidia8_b0.01", **old}),
+        run("bon", 0, {"label": "bon", "method": "bon", "overrides": {}}),
+        run("grpo", 1, {"command": "python benchmarks/fidia_sweep.py train --seeds 1 ..."}),
+        run("bon", 1, {"command": "python benchmarks/fidia_sweep.py train --seeds 1 ..."}),
+    ]
+    assert rep.train_commands(runs) == [
+        "python benchmarks/fidia_sweep.py train --seeds 0 --entries bon "
+        "fidia8_b0.01=fidia,k_bon=8,beta_kl=0.01 --workdir w",
+        "python benchmarks/fidia_sweep.py train --seeds 1 ...",
+    ]
