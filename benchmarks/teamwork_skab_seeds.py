@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import pathlib
 import sys
@@ -195,26 +194,12 @@ def report(args) -> None:
     )  # fmt: skip
 
 
-class _Collect(logging.Handler):
-    def __init__(self, into: list):
-        super().__init__()
-        self.into = into
-
-    def emit(self, record):
-        self.into.append(record)
-
-
 def diagnose(args) -> dict:
     """What TeamWork's roles and period masks see on SKAB's training parts (numpy, seconds).
 
     Prints and writes ``benchmarks/results/teamwork_skab_diagnose.json`` (table ``diagnose``,
     :func:`diagnose_table`; the raw record beside it) and returns the record."""
     from fidia_jax.projects.teamwork import model
-
-    seen: list[logging.LogRecord] = []  # _channel_periods' line, counted instead of printed
-    log = logging.getLogger(tw.__name__)
-    log.addHandler(_Collect(seen))
-    log.propagate = False
 
     runs, _ = teamwork.load_skab(args.data_dir)
     cfg = teamwork.get_config("skab", data_dir=args.data_dir)  # the window and lags trained with
@@ -227,9 +212,8 @@ def diagnose(args) -> dict:
         ndom.append(int(model.channel_roles(u).sum()))
         infl_max.append(float(u.max()))
         infl_mean.append(float(u[~np.eye(u.shape[0], dtype=bool)].mean()))
-        seen.clear()
-        per = tw._channel_periods(z, cfg.window)  # what training does (beyond: the window)
-        clipped += sum(len(rec.args[0]) for rec in seen)  # the channels its log line names
+        per, beyond = tw.channel_periods_beyond(z, cfg.window)  # training's period rule
+        clipped += len(beyond)
         spans.append(np.maximum(per // 2, 1))
     spans = np.asarray(spans)
     y = np.concatenate([r.anomaly[k:] for r in runs])

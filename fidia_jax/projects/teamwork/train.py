@@ -123,13 +123,7 @@ def _channel_periods(z: np.ndarray, window: int) -> np.ndarray:
     """Each channel's dominant period, searched up to the window; a channel whose strongest
     period lies beyond the window gets the window (never an in-range alias), and one log line
     names those channels."""
-    periods, beyond = [], []
-    for ch in range(z.shape[1]):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            periods.append(data.dominant_period(z[:, ch], max_period=window, beyond="clip"))
-        if caught:
-            beyond.append(ch)
+    periods, beyond = channel_periods_beyond(z, window)
     if beyond:
         logging.getLogger(__name__).warning(
             "period-aware spans: channels %s have their strongest period beyond the window "
@@ -137,7 +131,20 @@ def _channel_periods(z: np.ndarray, window: int) -> np.ndarray:
             beyond,
             window,
         )
-    return np.array(periods)
+    return periods
+
+
+def channel_periods_beyond(z: np.ndarray, window: int) -> tuple[np.ndarray, list[int]]:
+    """``(periods, beyond)``: :func:`_channel_periods`' periods and the channels whose strongest
+    period lies beyond the window (their period is the window), without the log line."""
+    periods, beyond = [], []
+    for ch in range(z.shape[1]):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            periods.append(data.dominant_period(z[:, ch], max_period=window, beyond="clip"))
+        if caught:
+            beyond.append(ch)
+    return np.array(periods), beyond
 
 
 def _window_starts(t_len: int, window: int) -> np.ndarray:
