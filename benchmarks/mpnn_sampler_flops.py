@@ -29,22 +29,26 @@ XLA's own count (``compiled.cost_analysis()["flops"]``) is recorded beside it; i
 ``while`` loop's body once, not once per iteration, so it is not used for the rate.
 
 The profile (``--no-profile`` leaves it out): one more sampler call under ``jax.profiler``,
-whose trace holds one event per XLA:CPU operation (thunk) on the thread that runs the program.
-The events of the decoding loop's body (names read from the compiled HLO) are summed and
-grouped by what each operation computes, read from its HLO: products (``dot``; the message
-MLP's ``W2`` on ``(N K, C)`` rows apart from the small per-row ones), per-neighbour element-wise
-fusions (``(N, K, C)`` outputs: the neighbour gathers, sums and first GELU in one fusion, the
-second GELU), cache and output writes (``scatter`` / ``dynamic-update-slice``), copies, and
-the per-row rest (layer norms, FFN GELU, softmax, the draw); "loop overhead" is the ``while``
-event's time not covered by its body's operations (the loop condition, the gaps between
-operations). Times are wall milliseconds per decoding step on that thread (the profiler adds a
-little to each operation), shares are of the loop's time per step.
+whose trace holds one event per XLA:CPU operation (thunk). XLA:CPU runs a loop body's
+independent operations on every thread of its pool, so the events of the decoding loop's body
+(names read from the compiled HLO) are collected from all threads, summed, and grouped by what
+each operation computes, read from its HLO: products (``dot``; the message MLP's ``W2`` on
+``(N K, C)`` rows apart from the small per-row ones), per-neighbour element-wise fusions (those
+reading or making ``(N, K, C)`` arrays: the neighbour gathers, sums and first GELU; the bias and
+second GELU; the sum over ``K``), cache and output writes (``scatter`` /
+``dynamic-update-slice``), copies, and the per-row rest (layer norms, FFN GELU, softmax, the
+draw). Table ``profile``: operation milliseconds per decoding step summed over threads (the
+profiler adds a little to each operation) and each part's share of them; table
+``profile_wall``: that sum, the loop's wall milliseconds per step (its body's first operation
+to its last) and their ratio, the threads busy on average. Until 2026-12-05 the profile read
+the thread that runs the program only, and the operations run on the other thread showed up as
+a "loop overhead" of about half the step.
 
     python benchmarks/mpnn_sampler_flops.py --rounds 3
 
 Prints the tables and writes ``benchmarks/results/mpnn_sampler_flops.json``
 (``benchmarks/_results.py``): table ``rates`` (min / median / max over rounds of each rate and
-of the per-round ratio) and table ``profile``.
+of the per-round ratio) and tables ``profile`` and ``profile_wall``.
 """
 
 from __future__ import annotations
@@ -143,6 +147,14 @@ def _elements(rhs: str) -> int:
     return math.prod(int(d) for d in m.group(1).split(",") if d) if m else 0
 
 
+def _sizes(comps, rhs: str) -> set[int]:
+    """Element counts of an instruction's output and of every array in the computations it calls."""
+    sizes = {_elements(rhs)}
+    for callee in re.findall(r"calls=%([\w.\-]+)", rhs):
+        sizes |= {_elements(sub) for _, sub in comps.get(callee, [])}
+    return sizes
+
+
 def _opcodes_of(comps, rhs: str, seen=None) -> set[str]:
     """Opcodes of an instruction and of the computations it calls (fusions, nested)."""
     seen = set() if seen is None else seen
@@ -156,7 +168,7 @@ def _opcodes_of(comps, rhs: str, seen=None) -> set[str]:
     return ops
 
 
-def decoding_loop(hlo: str, rows: int, length: int, c: int):
+def decoding_loop(hlo: str, rows: int, length: int, c: int, k: int = 48):
     """(while instruction name, {body instruction: part}) of the loop carrying the caches."""
     comps = hlo_computations(hlo)
     cache = f"f32[{rows},{length},{c}]"
@@ -170,40 +182,56 @@ def decoding_loop(hlo: str, rows: int, length: int, c: int):
                 op = _opcode(irhs)
                 if op in ("parameter", "constant", "get-tuple-element", "tuple", "bitcast"):
                     continue
-                parts[iname] = classify(_opcodes_of(comps, irhs), _elements(irhs), rows, c)
+                parts[iname] = classify(
+                    _opcodes_of(comps, irhs), _elements(irhs), _sizes(comps, irhs), rows * k * c
+                )
             return name, parts
     raise RuntimeError(f"no while loop carries an {cache} cache")
 
 
 PARTS = (
     "W2 on the K neighbours (counted products)",
-    "sum over K + W3 (one fusion, with the last GELU multiply; counted)",
-    "small per-row products: W1a, FFN, W1d, W_out (counted)",
+    "sum over K + W3 in one fusion (counted)",
+    "small per-row products: W1a, W3, FFN, W1d, W_out (counted)",
     "per-neighbour element-wise: gathers + sum + GELU before W2",
     "per-neighbour element-wise: bias + GELU after W2",
+    "sum over the K neighbours (element-wise, apart from W3)",
     "cache and output writes (scatter, dynamic-update-slice)",
     "copies",
     "per-row rest: layer norms, FFN GELU, softmax, draw, indices",
-    "loop overhead (condition, gaps between operations)",
 )
 
 
-def classify(ops: set[str], elements: int, rows: int, c: int) -> str:
-    """One of :data:`PARTS` for a loop-body operation, from its opcodes and output size."""
-    per_neighbour = elements >= rows * c * 8  # (N, K, C) outputs; per-row ones are (N, <= 4C)
+def classify(ops: set[str], out_elements: int, sizes: set[int], per_neighbour: int) -> str:
+    """One of :data:`PARTS` for a loop-body operation, from its opcodes and array sizes.
+
+    ``out_elements``: its output's size; ``sizes``: those of every array it makes or reads (a
+    fusion's parameters included); ``per_neighbour``: the size of an ``(N, K, C)`` array, which
+    marks per-neighbour work (per-row arrays are ``(N, <= 4C)``, caches ``(N, L, C)``).
+    """
     if "dot" in ops:
-        return PARTS[0] if per_neighbour else PARTS[1] if "reduce" in ops else PARTS[2]
-    if per_neighbour and ("scatter" not in ops and "dynamic-update-slice" not in ops):
-        return PARTS[3] if "gather" in ops else PARTS[4]
+        if out_elements == per_neighbour:
+            return PARTS[0]
+        return PARTS[1] if per_neighbour in sizes else PARTS[2]
     if "scatter" in ops or "dynamic-update-slice" in ops:
-        return PARTS[5]
-    if ops == {"copy"}:
         return PARTS[6]
-    return PARTS[7]
+    if per_neighbour in sizes:
+        if "gather" in ops:
+            return PARTS[3]
+        return PARTS[5] if ops & {"reduce", "reduce-window"} else PARTS[4]
+    if ops == {"copy"}:
+        return PARTS[7]
+    return PARTS[8]
 
 
 def profile_step(run, hlo: str, rows: int, length: int, c: int) -> dict:
-    """Per-step wall ms of the decoding loop's parts, from a ``jax.profiler`` trace of ``run``."""
+    """Per-step milliseconds of the decoding loop's parts, from a ``jax.profiler`` trace of ``run``.
+
+    XLA:CPU runs a loop body's independent operations on the threads of its pool, so the
+    operations of one step are spread over every thread: each part's time is summed over all
+    threads (operation milliseconds, about CPU time while it runs), and the loop's wall time is
+    the span from its body's first operation to its last.
+    """
     import jax
     from jax.profiler import ProfileData
 
@@ -213,33 +241,25 @@ def profile_step(run, hlo: str, rows: int, length: int, c: int) -> dict:
             run()
         (path,) = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)
         data = ProfileData.from_file(path)
-        lines = [
-            [(e.name, e.duration_ns, e.start_ns, e.end_ns) for e in line.events]
+        body = [
+            (e.name, e.duration_ns, e.start_ns, e.end_ns, line.name)
             for plane in data.planes
             for line in plane.lines
+            for e in line.events
+            if e.name in parts
         ]
-    (events,) = [ev for ev in lines if any(e[0] == loop for e in ev)]
     by_part = collections.Counter()
-    unseen = set(parts)
-    body = [e for e in events if e[0] in parts]
-    for n, d, _, _ in body:
-        by_part[parts[n]] += d
-        unseen.discard(n)
-    # The ``while`` event covers the whole loop on some XLA:CPU runtimes; on others it is a
-    # short event of its own (the loop's set-up). The loop's time is then the span from its
-    # body's first operation to its last one (gaps between operations included).
-    loop_ns = max(
-        sum(d for n, d, _, _ in events if n == loop),
-        max(e[3] for e in body) - min(e[2] for e in body) if body else 0,
-    )
-    by_part[PARTS[-1]] = loop_ns - sum(by_part.values())
-    step_ms = loop_ns / 1e6 / length
+    for n, dur, *_ in body:
+        by_part[parts[n]] += dur
+    ops_ns = sum(by_part.values())
+    wall_ns = max(e[3] for e in body) - min(e[2] for e in body) if body else 0
     return {
-        "loop_ms": loop_ns / 1e6,
-        "step_ms": step_ms,
+        "ops_ms_per_step": ops_ns / 1e6 / length,
+        "wall_ms_per_step": wall_ns / 1e6 / length,
         "ms_per_step": {p: by_part[p] / 1e6 / length for p in PARTS},
+        "threads": sorted({e[4] for e in body}),
         "operations_in_body": len(parts),
-        "body_operations_without_event": sorted(unseen),
+        "body_operations_without_event": sorted(set(parts) - {e[0] for e in body}),
     }
 
 
@@ -253,7 +273,7 @@ def main(argv=None) -> int:
 
     from fidia_jax.models import MPNNInputs, ProteinMPNN, sample
     from fidia_jax.models.proteinmpnn._inputs import canonical, omit_mask
-    from fidia_jax.models.proteinmpnn._sampling import _sample_jit
+    from fidia_jax.models.proteinmpnn._sampling import sampler_program
     from fidia_jax.protein import load_structure
 
     pdb = pathlib.Path(args.data_dir) / "protein" / "motif_problems" / "1PRW.pdb"
@@ -301,7 +321,7 @@ def main(argv=None) -> int:
     }
 
     g, st = nnx.split(model)
-    compiled = _sample_jit.lower(
+    compiled = sampler_program().lower(
         g, st, jax.random.key(0), canonical(inputs), jnp.float32(0.1), np.zeros(length, bool),
         omit_mask("X") > 0, jnp.zeros((length, 21), jnp.float32), n, None, True, None,
     ).compile()  # fmt: skip
@@ -343,12 +363,23 @@ def main(argv=None) -> int:
         }
     }
     if profile is not None:
+        ops = profile["ops_ms_per_step"]
         tables["profile"] = {
-            "columns": ["part of a decoding step", "ms per step", "share of the step"],
-            "rows": [
-                [p, ms, ms / profile["step_ms"]] for p, ms in profile["ms_per_step"].items()
-            ] + [["whole step (profiled)", profile["step_ms"], 1.0]],
+            "columns": ["part of a decoding step", "ms per step (all threads)", "share"],
+            "rows": [[p, ms, ms / ops] for p, ms in profile["ms_per_step"].items()]
+            + [["all operations of the step", ops, 1.0]],
             "formats": [None, ".3f", ".1%"],
+        }
+        tables["profile_wall"] = {
+            "columns": ["decoding step (profiled call)", "value"],
+            "rows": [
+                ["operation ms per step, summed over threads", ops],
+                ["wall ms per step (first to last operation of the loop)",
+                 profile["wall_ms_per_step"]],
+                ["threads busy on average (operation time / wall time)",
+                 ops / profile["wall_ms_per_step"]],
+            ],
+            "formats": [None, ".3f"],
         }  # fmt: skip
     print(
         f"sampler: L={length}, {2 * n} rows, {flops['total'] / 1e9:.1f} GFLOP by hand "

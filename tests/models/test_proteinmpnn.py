@@ -314,10 +314,13 @@ def test_score_with_fixture_order_and_with_key(model, fixtures, ycr):
     sc = score(model, ycr, seqs, order)
     np.testing.assert_allclose(sc.log_probs[0], fx["log_probs"], atol=1e-4)
     np.testing.assert_allclose(sc.nll, float(fx["nll"]), atol=1e-5)
-    # batched structures take the plain teacher-forced path (encoder per row): same numbers
+    # batched structures take the plain teacher-forced path (encoder per row): the same numbers
+    # up to float32 rounding, which the two compiled programs do in different places (1.5e-5
+    # measured with the erf-form GELU), and as close to the original
     batch = jax.tree.map(lambda a: np.broadcast_to(np.asarray(a), (N_SAMPLES,) + np.shape(a)), ycr)
     sc_b = score(model, batch, seqs, order)
-    np.testing.assert_allclose(sc_b.token_log_probs, sc.token_log_probs, atol=1e-5)
+    np.testing.assert_allclose(sc_b.log_probs[0], fx["log_probs"], atol=1e-4)
+    np.testing.assert_allclose(sc_b.token_log_probs, sc.token_log_probs, atol=3e-5)
     sc_key = score(model, ycr, seqs, jax.random.key(3))
     o = np.asarray(sc_key.decoding_order)
     visible = np.asarray(ycr.chain_mask) == 0

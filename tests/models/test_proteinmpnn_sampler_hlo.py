@@ -258,3 +258,58 @@ def test_same_sequences_as_before_for_the_same_key(case, weights):
         tied=tied,
     )
     np.testing.assert_allclose(res.native_token_log_probs, nat.token_log_probs, atol=2e-5)
+
+
+def _ynn_fusions(hlo: str) -> dict[str, list[str]]:
+    """The fused computations XLA:CPU hands to YNNPACK -> their instruction lines."""
+    comps = _computations(hlo)
+    names = [
+        m
+        for lines in comps.values()
+        for ln in lines
+        if '"__ynn_fusion"' in ln
+        for m in re.findall(r"calls=%([\w.\-]+)", ln)
+    ]
+    return {n: comps[n] for n in names}
+
+
+def test_top_level_sampler_keeps_each_dot_alone(weights):
+    """With the loop's compiler options, no YNNPACK fusion holds more than one dot and nothing
+    element-wise (the message MLP fused as one YNNPACK graph ran about twice as slow)."""
+    from fidia_jax.models.proteinmpnn._inputs import canonical, omit_mask
+    from fidia_jax.models.proteinmpnn._sampling import (
+        decoding_loop_compiler_options,
+        sampler_program,
+    )
+    from fidia_jax.protein import default_backbone_path, load_structure
+
+    if not decoding_loop_compiler_options():
+        pytest.skip("this jaxlib / backend has no YNNPACK fusion option: nothing to check")
+    inputs = canonical(MPNNInputs.from_protein(load_structure(default_backbone_path())))
+    length = inputs.S.shape[0]
+    g, st = nnx.split(weights)
+    args = (g, st, jax.random.key(0), inputs, jnp.float32(0.1), np.zeros(length, bool),
+            omit_mask("X") > 0, jnp.zeros((length, 21), jnp.float32), 4, None, True, None)  # fmt: skip
+    fusions = _ynn_fusions(sampler_program(True).lower(*args).compile().as_text())
+    for name, lines in fusions.items():
+        ops = [re.search(r" = \S+ ([a-z\-]+)\(", ln) for ln in lines]
+        ops = [m.group(1) for m in ops if m]
+        assert ops.count("dot") == 1, (name, ops)
+        assert set(ops) <= {"dot", "parameter", "bitcast", "transpose", "copy"}, (name, ops)
+
+
+def test_sampler_inside_a_users_jit_draws_the_same_tokens(small):
+    """The options apply to top-level calls only; traced (or staged with concrete arguments
+    only) inside a user's ``jit`` the sampler compiles without them and draws the same."""
+    model, inputs = small
+    key = jax.random.key(3)
+
+    def draw(k):
+        return sample(model, k, inputs, num_samples=N, temperature=0.5).sequences
+
+    want = np.asarray(draw(key))
+    np.testing.assert_array_equal(np.asarray(jax.jit(draw)(key)), want)  # traced key
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda: draw(key))()), want)  # constants
+    nll = score(model, inputs, want, key, tied=TIES).nll  # the tied scorer's loop, top level
+    staged = jax.jit(lambda: score(model, inputs, want, key, tied=TIES).nll)()
+    np.testing.assert_allclose(np.asarray(staged), np.asarray(nll), atol=1e-6)

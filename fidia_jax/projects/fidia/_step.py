@@ -54,9 +54,11 @@ def schedule(step: int, num_tasks: int, batch: int, seed: int) -> np.ndarray:
     return np.asarray(out, np.int64)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "num_samples", "temperature", "omit_aas"))
 def rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temperature, omit_aas):
     """``B`` backbones x ``num_samples`` sequences; returns a batched ``SampleResult``.
+
+    One jitted program, compiled with the sampler's decoding-loop options
+    (:func:`fidia_jax.models.proteinmpnn._sampling.decoding_loop_compiler_options`).
 
     Args:
       graphdef / state: the split ProteinMPNN (``state`` a pure-dict or ``nnx.State``).
@@ -64,6 +66,24 @@ def rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temper
       inputs_B: batched :class:`fidia_jax.models.MPNNInputs`, leading ``(B, L)``.
       fixed_BxL: ``(B, L)`` bool, positions that keep their native token.
     """
+    return _rollout_program()(
+        graphdef, state, keys_B, inputs_B, fixed_BxL,
+        num_samples=num_samples, temperature=temperature, omit_aas=omit_aas,
+    )  # fmt: skip
+
+
+@functools.cache
+def _rollout_program():
+    from fidia_jax.models.proteinmpnn._sampling import decoding_loop_compiler_options
+
+    return jax.jit(
+        _rollout,
+        static_argnames=("graphdef", "num_samples", "temperature", "omit_aas"),
+        compiler_options=decoding_loop_compiler_options() or None,
+    )
+
+
+def _rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temperature, omit_aas):
     model = nnx.merge(graphdef, state)
 
     def one(key, inputs, fixed):

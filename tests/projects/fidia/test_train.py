@@ -245,7 +245,9 @@ def test_sharded_step_equals_single_device(trainer, setup):
     _, a = sharded.rollout(sharded.ref_params, backbones, key, 4)
     _, b = single.rollout(single.ref_params, backbones, key, 4)
     np.testing.assert_array_equal(np.asarray(a.sequences), np.asarray(b.sequences))
-    np.testing.assert_allclose(np.asarray(a.log_probs), np.asarray(b.log_probs), atol=1e-5)
+    # float32 rounding of two programs (one backbone per device vs four on one): up to 1e-5
+    # with jax.nn.gelu's erfc form, 3.2e-5 with the erf form the layers use since 2026-12-05
+    np.testing.assert_allclose(np.asarray(a.log_probs), np.asarray(b.log_probs), atol=5e-5)
     s4, m4 = sharded.step(sharded.init_state())
     s1, m1 = single.step(single.init_state())
     assert s4.step == s1.step == 1

@@ -101,7 +101,8 @@ def test_probs_npz(omitted, model, protein):
     )
     lp = lp[np.arange(N), firsts]
     np.testing.assert_allclose(u[firsts], np.exp(lp), atol=1e-5)
-    np.testing.assert_allclose(unconditional_log_probs(model, inputs)[firsts], lp, atol=1e-5)
+    # two compiled programs: float32 rounding up to 2.1e-5 (erf-form GELU, 2026-12-05)
+    np.testing.assert_allclose(unconditional_log_probs(model, inputs)[firsts], lp, atol=5e-5)
     assert not np.allclose(u, p[0], atol=1e-3)  # context matters elsewhere
 
 
