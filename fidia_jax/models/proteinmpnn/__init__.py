@@ -24,6 +24,8 @@ Public pieces:
 * :func:`tied_groups_from_spec`, :func:`homo_oligomer_groups` -- tied slot groups for
   ``sample(..., tied=...)`` / ``score(..., tied=...)`` (module ``_tied``).
 * :func:`checkpoint_path` -- where the installed ``proteinmpnn`` package keeps a ``.pt`` file.
+* :func:`decoding_loop_compiler_options` -- the XLA options the decoding loops compile with
+  (for a program of your own that traces :func:`sample` inside its top-level ``jax.jit``).
 
 Modules: ``_inputs`` (alphabet, :class:`MPNNInputs`), ``_checkpoint`` (reading and mapping the
 original weights), ``_layers`` (featurisation, encoder and decoder layers, the decoder's
@@ -58,6 +60,9 @@ from fidia_jax.models.proteinmpnn._layers import ProteinFeatures as ProteinFeatu
 from fidia_jax.models.proteinmpnn._model import ProteinMPNN as ProteinMPNN
 from fidia_jax.models.proteinmpnn._sampling import SampleResult as SampleResult
 from fidia_jax.models.proteinmpnn._sampling import ScoreResult as ScoreResult
+from fidia_jax.models.proteinmpnn._sampling import (
+    decoding_loop_compiler_options as decoding_loop_compiler_options,
+)
 from fidia_jax.models.proteinmpnn._sampling import log_probs as log_probs
 from fidia_jax.models.proteinmpnn._sampling import random_decoding_order as random_decoding_order
 from fidia_jax.models.proteinmpnn._sampling import sample as sample
@@ -76,6 +81,7 @@ __all__ = [
     "SampleResult",
     "ScoreResult",
     "checkpoint_path",
+    "decoding_loop_compiler_options",
     "homo_oligomer_groups",
     "load_checkpoint",
     "log_probs",

@@ -58,7 +58,7 @@ def rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temper
     """``B`` backbones x ``num_samples`` sequences; returns a batched ``SampleResult``.
 
     One jitted program, compiled with the sampler's decoding-loop options
-    (:func:`fidia_jax.models.proteinmpnn._sampling.decoding_loop_compiler_options`).
+    (:func:`fidia_jax.models.proteinmpnn.decoding_loop_compiler_options`).
 
     Args:
       graphdef / state: the split ProteinMPNN (``state`` a pure-dict or ``nnx.State``).
@@ -74,7 +74,7 @@ def rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temper
 
 @functools.cache
 def _rollout_program():
-    from fidia_jax.models.proteinmpnn._sampling import decoding_loop_compiler_options
+    from fidia_jax.models.proteinmpnn import decoding_loop_compiler_options
 
     return jax.jit(
         _rollout,

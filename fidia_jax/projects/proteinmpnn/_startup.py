@@ -286,7 +286,7 @@ class FastSampler:
         import jax
         from jax.experimental import serialize_executable
 
-        from fidia_jax.models.proteinmpnn._sampling import decoding_loop_compiler_options
+        from fidia_jax.models.proteinmpnn import decoding_loop_compiler_options
 
         cc = _disk_cache
         key = {
