@@ -273,7 +273,7 @@ def main(argv=None) -> int:
 
     from fidia_jax.models import MPNNInputs, ProteinMPNN, sample
     from fidia_jax.models.proteinmpnn._inputs import canonical, omit_mask
-    from fidia_jax.models.proteinmpnn._sampling import sampler_program
+    from fidia_jax.models.proteinmpnn._sampling import _sample_jit
     from fidia_jax.protein import load_structure
 
     pdb = pathlib.Path(args.data_dir) / "protein" / "motif_problems" / "1PRW.pdb"
@@ -321,7 +321,7 @@ def main(argv=None) -> int:
     }
 
     g, st = nnx.split(model)
-    compiled = sampler_program().lower(
+    compiled = _sample_jit.program(True).lower(
         g, st, jax.random.key(0), canonical(inputs), jnp.float32(0.1), np.zeros(length, bool),
         omit_mask("X") > 0, jnp.zeros((length, 21), jnp.float32), n, None, True, None,
     ).compile()  # fmt: skip

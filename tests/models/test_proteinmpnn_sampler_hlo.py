@@ -276,21 +276,19 @@ def _ynn_fusions(hlo: str) -> dict[str, list[str]]:
 def test_top_level_sampler_keeps_each_dot_alone(weights):
     """With the loop's compiler options, no YNNPACK fusion holds more than one dot and nothing
     element-wise (the message MLP fused as one YNNPACK graph ran about twice as slow)."""
+    from fidia_jax.models.proteinmpnn import inference_compiler_options
     from fidia_jax.models.proteinmpnn._inputs import canonical, omit_mask
-    from fidia_jax.models.proteinmpnn._sampling import (
-        decoding_loop_compiler_options,
-        sampler_program,
-    )
+    from fidia_jax.models.proteinmpnn._sampling import _sample_jit
     from fidia_jax.protein import default_backbone_path, load_structure
 
-    if not decoding_loop_compiler_options():
+    if not inference_compiler_options():
         pytest.skip("this jaxlib / backend has no YNNPACK fusion option: nothing to check")
     inputs = canonical(MPNNInputs.from_protein(load_structure(default_backbone_path())))
     length = inputs.S.shape[0]
     g, st = nnx.split(weights)
     args = (g, st, jax.random.key(0), inputs, jnp.float32(0.1), np.zeros(length, bool),
             omit_mask("X") > 0, jnp.zeros((length, 21), jnp.float32), 4, None, True, None)  # fmt: skip
-    fusions = _ynn_fusions(sampler_program(True).lower(*args).compile().as_text())
+    fusions = _ynn_fusions(_sample_jit.program(True).lower(*args).compile().as_text())
     for name, lines in fusions.items():
         ops = [re.search(r" = \S+ ([a-z\-]+)\(", ln) for ln in lines]
         ops = [m.group(1) for m in ops if m]

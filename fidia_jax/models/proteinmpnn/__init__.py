@@ -24,8 +24,9 @@ Public pieces:
 * :func:`tied_groups_from_spec`, :func:`homo_oligomer_groups` -- tied slot groups for
   ``sample(..., tied=...)`` / ``score(..., tied=...)`` (module ``_tied``).
 * :func:`checkpoint_path` -- where the installed ``proteinmpnn`` package keeps a ``.pt`` file.
-* :func:`decoding_loop_compiler_options` -- the XLA options the decoding loops compile with
-  (for a program of your own that traces :func:`sample` inside its top-level ``jax.jit``).
+* :func:`inference_compiler_options`, :func:`inference_jit` -- the XLA options the
+  forward-only programs (sampling, scoring, ``log_probs``) compile with on CPU, and the ``jit``
+  that applies them to top-level calls (module ``_compile``).
 
 Modules: ``_inputs`` (alphabet, :class:`MPNNInputs`), ``_checkpoint`` (reading and mapping the
 original weights), ``_layers`` (featurisation, encoder and decoder layers, the decoder's
@@ -50,6 +51,10 @@ References:
 
 from fidia_jax.models.proteinmpnn._checkpoint import checkpoint_path as checkpoint_path
 from fidia_jax.models.proteinmpnn._checkpoint import load_checkpoint as load_checkpoint
+from fidia_jax.models.proteinmpnn._compile import (
+    inference_compiler_options as inference_compiler_options,
+)
+from fidia_jax.models.proteinmpnn._compile import inference_jit as inference_jit
 from fidia_jax.models.proteinmpnn._inputs import MPNN_ALPHABET as MPNN_ALPHABET
 from fidia_jax.models.proteinmpnn._inputs import MPNNInputs as MPNNInputs
 from fidia_jax.models.proteinmpnn._inputs import omit_mask as omit_mask
@@ -60,9 +65,6 @@ from fidia_jax.models.proteinmpnn._layers import ProteinFeatures as ProteinFeatu
 from fidia_jax.models.proteinmpnn._model import ProteinMPNN as ProteinMPNN
 from fidia_jax.models.proteinmpnn._sampling import SampleResult as SampleResult
 from fidia_jax.models.proteinmpnn._sampling import ScoreResult as ScoreResult
-from fidia_jax.models.proteinmpnn._sampling import (
-    decoding_loop_compiler_options as decoding_loop_compiler_options,
-)
 from fidia_jax.models.proteinmpnn._sampling import log_probs as log_probs
 from fidia_jax.models.proteinmpnn._sampling import random_decoding_order as random_decoding_order
 from fidia_jax.models.proteinmpnn._sampling import sample as sample
@@ -81,8 +83,9 @@ __all__ = [
     "SampleResult",
     "ScoreResult",
     "checkpoint_path",
-    "decoding_loop_compiler_options",
     "homo_oligomer_groups",
+    "inference_compiler_options",
+    "inference_jit",
     "load_checkpoint",
     "log_probs",
     "omit_mask",

@@ -11,6 +11,7 @@ import numpy as np
 from flax import nnx
 
 from fidia_jax.models._domain import check_permutations, check_temperature, check_token_ids
+from fidia_jax.models.proteinmpnn._compile import inference_jit
 from fidia_jax.models.proteinmpnn._draws import _check_pssm, _draw, _pssm_rows, _token_noise
 from fidia_jax.models.proteinmpnn._inputs import MPNNInputs, canonical, check_inputs, omit_mask
 from fidia_jax.models.proteinmpnn._model import ProteinMPNN
@@ -60,12 +61,12 @@ def log_probs(model: ProteinMPNN, inputs: MPNNInputs, decoding_order) -> jax.Arr
     return _forward_jit(graphdef, state, canonical(inputs), jnp.asarray(decoding_order, jnp.int32))
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(inference_jit, static_argnums=0)
 def _forward_jit(graphdef, state, inputs, decoding_order):
     return nnx.merge(graphdef, state)(inputs, decoding_order)
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(inference_jit, static_argnums=0)
 def _score_jit(graphdef, state, inputs, sequences_NxL, order_NxL):
     batched = jax.tree.map(lambda a: a[None], inputs)
     return nnx.merge(graphdef, state).log_probs_many(batched, sequences_NxL[None], order_NxL[None])[
@@ -187,13 +188,11 @@ def _score_tied(model, inputs, sequences, order, gid, design, batched) -> ScoreR
     ties = (gid_j, jnp.asarray(group_sizes_and_members(gid)[0]))
     graphdef, state = nnx.split(model)
     if batched:  # one structure per sequence
-        rows = [_call_loop(_score_tied_program, graphdef, state, canonical(jax.tree.map(lambda a, i=i: a[i], inputs)), sequences[i : i + 1], order[i : i + 1], ties)
+        rows = [_score_tied_jit(graphdef, state, canonical(jax.tree.map(lambda a, i=i: a[i], inputs)), sequences[i : i + 1], order[i : i + 1], ties)
                 for i in range(sequences.shape[0])]  # fmt: skip
         lp = jnp.concatenate(rows)
     else:
-        lp = _call_loop(
-            _score_tied_program, graphdef, state, canonical(inputs), sequences, order, ties
-        )
+        lp = _score_tied_jit(graphdef, state, canonical(inputs), sequences, order, ties)
     # group distribution: log_softmax of the mean member log-softmax (= of the mean logits)
     lp = _tied_mean(lp, gid_j, ties[1])
     tok = jnp.take_along_axis(lp, sequences[..., None], -1)[..., 0]
@@ -201,13 +200,8 @@ def _score_tied(model, inputs, sequences, order, gid, design, batched) -> ScoreR
     return ScoreResult(token_log_probs=tok, nll=nll, decoding_order=order, log_probs=lp)
 
 
-@functools.cache
-def _score_tied_program(top_level: bool = True):
-    options = decoding_loop_compiler_options() if top_level else {}
-    return jax.jit(_score_tied_loop, static_argnums=0, compiler_options=options or None)
-
-
-def _score_tied_loop(graphdef, state, inputs, sequences_NxL, order_NxL, ties):
+@functools.partial(inference_jit, static_argnums=0)
+def _score_tied_jit(graphdef, state, inputs, sequences_NxL, order_NxL, ties):
     model: ProteinMPNN = nnx.merge(graphdef, state)
     h_V_enc, E_idx, caches = _decoder_setup(model, inputs)
     design_L = jnp.ones(sequences_NxL.shape[1], jnp.float32)
@@ -407,68 +401,14 @@ def sample(
         pssm = _check_pssm(pssm, length, vocab, omit)
     graphdef, state = nnx.split(model)
     inputs = canonical(inputs._replace(S=native_S))
-    return _call_loop(
-        sampler_program, graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21,
-        int(num_samples), ties, bool(score_native), pssm,
+    return _sample_jit(
+        graphdef, state, key, inputs, temperature, fixed, omit, bias_Lx21, int(num_samples), ties,
+        bool(score_native), pssm,
     )  # fmt: skip
 
 
-# Each dot of the decoding loops its own YNNPACK call, no YNNPACK fusions (see below).
-_LOOP_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
-
-
-@functools.cache
-def decoding_loop_compiler_options() -> dict[str, str]:
-    """XLA options of the compiled decoding loops (:func:`sample`, tied :func:`score`).
-
-    On CPU, XLA (jaxlib 0.10) hands chains of dots and element-wise work to YNNPACK as one
-    fused subgraph. In a decoding step that takes the whole message MLP (the first GELU, ``W2``,
-    its bias, the second GELU, the sum over the ``K`` neighbours and ``W3``) into one YNNPACK
-    fusion fed with materialised ``(N, K, C)`` constants, about twice as slow as the same work
-    as separate dots and XLA's own loop fusions. This option keeps YNNPACK for each dot alone.
-    Measured on 1PRW:A, 16 samples with ``score_native`` (``benchmarks/mpnn_sampler_flops.py``):
-    see docs/benchmarks.md. The sampled tokens and log-probabilities do not change beyond float
-    rounding (the sampler's fixture tests).
-
-    Returns ``{}`` off CPU, and where this jaxlib does not know the option (checked once per
-    process by compiling a one-operation program with it, about 35 ms): the loops then
-    compile with XLA's defaults, correct but slower.
-    """
-    if jax.default_backend() != "cpu":
-        return {}
-    try:
-        jax.jit(lambda x: x + 1, compiler_options=_LOOP_OPTIONS).lower(np.float32(0)).compile()
-    except jax.errors.JaxRuntimeError:
-        return {}
-    return dict(_LOOP_OPTIONS)
-
-
-def _call_loop(program, *args):
-    """``program(top_level)(*args)``: with the loop's compiler options where the call is a
-    top-level ``jax.jit`` call, without them inside another transformation.
-
-    ``jax.jit`` accepts ``compiler_options`` at the top level only: a call inside a user's
-    ``jit`` (or ``vmap``, ``grad``) is traced, and is compiled as part of the user's program.
-    """
-    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args)):
-        return program(False)(*args)
-    try:
-        return program(True)(*args)
-    except ValueError as e:  # staged into an outer jit with concrete arguments only
-        if "compiler_options" not in str(e):
-            raise
-        return program(False)(*args)
-
-
-@functools.cache
-def sampler_program(top_level: bool = True):
-    """The jitted sampler (static arguments: the graph definition, ``num_samples`` and
-    ``native``); ``top_level``: compiled with :func:`decoding_loop_compiler_options`."""
-    options = decoding_loop_compiler_options() if top_level else {}
-    return jax.jit(_sample_program, static_argnums=(0, 8, 10), compiler_options=options or None)
-
-
-def _sample_program(
+@functools.partial(inference_jit, static_argnums=(0, 8, 10))
+def _sample_jit(
     graphdef,
     state,
     key,
@@ -672,7 +612,7 @@ def _sample_tied(
     draw_N=None,
     pssm=None,
 ):
-    """The scan of :func:`_sample_program` with tied groups (see :func:`sample`, "Tied positions").
+    """The scan of :func:`_sample_jit` with tied groups (see :func:`sample`, "Tied positions").
 
     ``draw_N`` (optional ``(N,)`` bool): rows that draw; the others keep the native tokens.
 

@@ -22,6 +22,7 @@ from flax import nnx
 
 from fidia_jax import models as models_lib
 from fidia_jax.errors import ConfigError
+from fidia_jax.models.proteinmpnn import inference_jit
 from fidia_jax.protein import Protein
 
 __all__ = [
@@ -74,7 +75,7 @@ class JudgeConfig:
             )
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(inference_jit, static_argnums=0)
 def _token_log_probs(graphdef, state, X_Lx4x3, mask_L, residue_idx_L, chain_L, S_RxL, order_RxL):
     """Teacher-forced ``log p(S[r, i])`` ``(R, L)``: encoder once, decoder for all ``R`` rows
     (:meth:`fidia_jax.models.ProteinMPNN.log_probs_many` with one structure)."""

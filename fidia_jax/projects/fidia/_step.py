@@ -16,6 +16,7 @@ import optax
 from flax import nnx
 
 from fidia_jax import models, rl, train
+from fidia_jax.models.proteinmpnn import inference_jit
 from fidia_jax.projects.fidia import _advantages as adv_lib
 from fidia_jax.projects.fidia._policy import omit_mask, policy_loss, policy_token_log_probs
 from fidia_jax.projects.fidia.configs import FidiaConfig
@@ -57,8 +58,8 @@ def schedule(step: int, num_tasks: int, batch: int, seed: int) -> np.ndarray:
 def rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temperature, omit_aas):
     """``B`` backbones x ``num_samples`` sequences; returns a batched ``SampleResult``.
 
-    One jitted program, compiled with the sampler's decoding-loop options
-    (:func:`fidia_jax.models.proteinmpnn.decoding_loop_compiler_options`).
+    One jitted program, compiled with ProteinMPNN's inference options at the top level
+    (:func:`fidia_jax.models.proteinmpnn.inference_jit`).
 
     Args:
       graphdef / state: the split ProteinMPNN (``state`` a pure-dict or ``nnx.State``).
@@ -66,24 +67,18 @@ def rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temper
       inputs_B: batched :class:`fidia_jax.models.MPNNInputs`, leading ``(B, L)``.
       fixed_BxL: ``(B, L)`` bool, positions that keep their native token.
     """
-    return _rollout_program()(
+    return _rollout_jit(
         graphdef, state, keys_B, inputs_B, fixed_BxL,
         num_samples=num_samples, temperature=temperature, omit_aas=omit_aas,
     )  # fmt: skip
 
 
-@functools.cache
-def _rollout_program():
-    from fidia_jax.models.proteinmpnn import decoding_loop_compiler_options
-
-    return jax.jit(
-        _rollout,
-        static_argnames=("graphdef", "num_samples", "temperature", "omit_aas"),
-        compiler_options=decoding_loop_compiler_options() or None,
-    )
-
-
-def _rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temperature, omit_aas):
+@functools.partial(
+    inference_jit, static_argnames=("graphdef", "num_samples", "temperature", "omit_aas")
+)
+def _rollout_jit(
+    graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temperature, omit_aas
+):
     model = nnx.merge(graphdef, state)
 
     def one(key, inputs, fixed):

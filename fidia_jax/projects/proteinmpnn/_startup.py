@@ -286,7 +286,7 @@ class FastSampler:
         import jax
         from jax.experimental import serialize_executable
 
-        from fidia_jax.models.proteinmpnn import decoding_loop_compiler_options
+        from fidia_jax.models.proteinmpnn import inference_compiler_options
 
         cc = _disk_cache
         key = {
@@ -314,13 +314,13 @@ class FastSampler:
                 entry.corrupt(f"sampler.pkl unreadable ({type(err).__name__}: {err})")
         lowered, eager = self._lower(length, num_samples, omit_aas)
         payload = None
-        # The sampler is traced inside this program, so the decoding loop's options (which
+        # The sampler is traced inside this program, so the inference options (which
         # ``sample`` gives its own top-level jit) are given here. An executable that this
         # process compiled AND ran before (``jit`` hands it out again from memory) cannot be
         # serialized on CPU (its sort has become ``LessThan``): then compile afresh under one
         # more compiler option set to its default value (same program, another in-memory
         # cache key).
-        loop = decoding_loop_compiler_options()
+        loop = inference_compiler_options()
         for options in (loop or None, {**loop, "xla_cpu_enable_fast_math": False}):
             try:
                 with _no_persistent_cache_write():  # this entry keeps it; JAX's would be a copy

@@ -240,9 +240,9 @@ def unconditional_log_probs(model, inputs) -> np.ndarray:
 
 @functools.cache
 def _unconditional_jit():
-    import jax
+    from fidia_jax.models.proteinmpnn import inference_jit
 
-    return jax.jit(_unconditional, static_argnums=0)
+    return inference_jit(_unconditional, static_argnums=0)
 
 
 def _unconditional(graphdef, state, x):

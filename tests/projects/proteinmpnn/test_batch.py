@@ -96,7 +96,7 @@ def test_a_new_real_length_in_a_known_bucket_compiles_nothing(model, caplog):
 def test_pdb_dir_three_folders_one_error(tmp_path):
     from biotite.structure.io import pdb as bpdb
 
-    from fidia_jax.models.proteinmpnn._sampling import sampler_program
+    from fidia_jax.models.proteinmpnn._sampling import _sample_jit
 
     d = tmp_path / "in"
     d.mkdir()
@@ -112,7 +112,7 @@ def test_pdb_dir_three_folders_one_error(tmp_path):
         f.write(str(d / f"{name}.pdb"))
     (d / "bad.pdb").write_text("this is not a structure\n")
     out = tmp_path / "out"
-    before = sampler_program()._cache_size()
+    before = _sample_jit.program(True)._cache_size()
     rc = cli.main(["proteinmpnn", "sample", "--pdb-dir", str(d), "--num-samples", "2",
                    "--quiet", "--out", str(out)])  # fmt: skip
     assert rc == 2
@@ -139,7 +139,7 @@ def test_pdb_dir_three_folders_one_error(tmp_path):
     tsv = (out / "summary.tsv").read_text().splitlines()
     assert len(tsv) == 5 and sum("\terror\t" in line for line in tsv) == 1
     # three lengths, one bucket: at most one new compilation of the sampler (0 if already cached)
-    assert sampler_program()._cache_size() - before <= 1
+    assert _sample_jit.program(True)._cache_size() - before <= 1
     # the default runs on two threads; one thread, in file order, writes the same files
     out1 = tmp_path / "out1"
     rc = cli.main(["proteinmpnn", "sample", "--pdb-dir", str(d), "--num-samples", "2",
