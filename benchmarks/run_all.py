@@ -146,7 +146,7 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench(
         "mpnn_sampler_flops",
         "mpnn_sampler_flops.py",
-        full=("--rounds", "3"),
+        full=("--rounds", "9"),
         quick=("--rounds", "1"),
         interleaved="rounds alternate the samplers",
         data=True,
