@@ -146,13 +146,16 @@ def run_fidia_cli(
         argv = [str(a) for a in fidia_argv(str(folder))]
         shown = shlex.join(["fidia-jax", *argv])
         print(shown, flush=True)
+        path = folder / made
+        # the file's state before the run (its modification time, compared with the clock,
+        # would be coarser than the clock: a file written just after t0 can look older)
+        before = path.stat().st_mtime_ns if path.is_file() else None
         t0 = time.time()
         rc = cli.main(argv)
         wall = time.time() - t0
         if rc != 0:
             raise SystemExit(f"{shown} exited with {rc}")
-        path = folder / made
-        if not path.is_file() or path.stat().st_mtime < t0:
+        if not path.is_file() or path.stat().st_mtime_ns == before:
             raise SystemExit(f"{shown} left no new {path}")
         return json.loads(path.read_text(encoding="utf-8")), shown, wall
 

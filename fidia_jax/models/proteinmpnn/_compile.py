@@ -5,9 +5,11 @@ subgraph. In ProteinMPNN's message MLPs (the GELU, ``W2``, its bias, the second 
 over the ``K`` neighbours, ``W3``) such a fusion, fed with materialised ``(rows, K, C)``
 constants, runs about twice as slow as the same work as separate dots and XLA's own loop
 fusions: in the sampler's decoding loop and in forward-only teacher forcing (scoring, the FIDIA
-judge). Compiled with YNNPACK for single dots only, these programs take a half to a third less
-CPU time (docs/benchmarks.md, the sampler's profile; benchmarks/fidia_step_time.py). Training
-programs (forward + backward) are left to XLA's defaults, which measured faster there.
+judge). Compiled with YNNPACK for single dots only, these programs took about a third less CPU
+time than with ``jax.nn.gelu`` and XLA's defaults, and half or less of what the erf-form GELU
+took with the defaults (readings of 2026-12-05: docs/benchmarks.md, the sampler's profile;
+benchmarks/fidia_step_time.py). Training programs (forward + backward) are left to XLA's
+defaults, which measured faster there.
 """
 
 from __future__ import annotations
