@@ -169,11 +169,11 @@ def _opcodes_of(comps, rhs: str, seen=None) -> set[str]:
 
 
 def decoding_loop(hlo: str, rows: int, length: int, c: int, k: int = 48):
-    """(while instruction name, {body instruction: part}) of the loop carrying the caches."""
+    """``{body instruction: part}`` of the ``while`` loop carrying the caches."""
     comps = hlo_computations(hlo)
     cache = f"f32[{rows},{length},{c}]"
     for instrs in comps.values():
-        for name, rhs in instrs:
+        for _, rhs in instrs:
             if _opcode(rhs) != "while" or cache not in rhs.split(" while(")[0]:
                 continue
             body = re.search(r"body=%([\w.\-]+)", rhs).group(1)
@@ -185,7 +185,7 @@ def decoding_loop(hlo: str, rows: int, length: int, c: int, k: int = 48):
                 parts[iname] = classify(
                     _opcodes_of(comps, irhs), _elements(irhs), _sizes(comps, irhs), rows * k * c
                 )
-            return name, parts
+            return parts
     raise RuntimeError(f"no while loop carries an {cache} cache")
 
 
@@ -235,7 +235,7 @@ def profile_step(run, hlo: str, rows: int, length: int, c: int) -> dict:
     import jax
     from jax.profiler import ProfileData
 
-    loop, parts = decoding_loop(hlo, rows, length, c)
+    parts = decoding_loop(hlo, rows, length, c)
     with tempfile.TemporaryDirectory() as d:
         with jax.profiler.trace(d):
             run()

@@ -55,6 +55,9 @@ def schedule(step: int, num_tasks: int, batch: int, seed: int) -> np.ndarray:
     return np.asarray(out, np.int64)
 
 
+@functools.partial(
+    inference_jit, static_argnames=("graphdef", "num_samples", "temperature", "omit_aas")
+)
 def rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temperature, omit_aas):
     """``B`` backbones x ``num_samples`` sequences; returns a batched ``SampleResult``.
 
@@ -67,18 +70,6 @@ def rollout(graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temper
       inputs_B: batched :class:`fidia_jax.models.MPNNInputs`, leading ``(B, L)``.
       fixed_BxL: ``(B, L)`` bool, positions that keep their native token.
     """
-    return _rollout_jit(
-        graphdef, state, keys_B, inputs_B, fixed_BxL,
-        num_samples=num_samples, temperature=temperature, omit_aas=omit_aas,
-    )  # fmt: skip
-
-
-@functools.partial(
-    inference_jit, static_argnames=("graphdef", "num_samples", "temperature", "omit_aas")
-)
-def _rollout_jit(
-    graphdef, state, keys_B, inputs_B, fixed_BxL, *, num_samples, temperature, omit_aas
-):
     model = nnx.merge(graphdef, state)
 
     def one(key, inputs, fixed):

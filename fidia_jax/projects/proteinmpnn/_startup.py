@@ -320,8 +320,8 @@ class FastSampler:
         # serialized on CPU (its sort has become ``LessThan``): then compile afresh under one
         # more compiler option set to its default value (same program, another in-memory
         # cache key).
-        loop = inference_compiler_options()
-        for options in (loop or None, {**loop, "xla_cpu_enable_fast_math": False}):
+        inference = inference_compiler_options()
+        for options in (inference or None, {**inference, "xla_cpu_enable_fast_math": False}):
             try:
                 with _no_persistent_cache_write():  # this entry keeps it; JAX's would be a copy
                     compiled = lowered.compile(options)
