@@ -30,8 +30,9 @@ import _peers  # noqa: E402
 from _results import load_average, retable, write_results  # noqa: E402
 
 DEMOS = ("optimizers", "ldl", "hypcl", "multifidelity", "safesci", "streamflow", "teamwork",
-         "causal", "dycon", "algotrace", "hist", "fidia", "attention")  # fmt: skip
-"""The demos whose time docs/ quotes (each project's page), shortest first."""
+         "causal", "dycon", "algotrace", "hist", "fidia", "attention", "td", "varjepa",
+         "residual_geometry", "hitvar")  # fmt: skip
+"""Every project's ``demo`` (each project's page renders its row), in the order they run."""
 
 NO_DATA_DIR = frozenset({"fidia"})
 """Demos without a ``--data-dir`` option (``fidia-jax fidia demo`` uses the built-in backbone)."""

@@ -8,7 +8,8 @@ same sources: each process checks that the sources it imported hash to those it 
 :func:`package_digest`). Versions alternate (before, after, before, after, ...) so that a change in
 the machine's load hits both. Each process builds a :class:`fidia_jax.projects.fidia.Trainer`,
 runs ``--warmup`` steps (every training backbone once, so every shape is compiled), then times
-``--steps`` steps and reports the median step and the median of each phase.
+``--steps`` steps and reports the median step and the median of each phase (``update``
+includes the reference's forward program where the trainer has one, ``Trainer._reference``).
 
 Usage (2-core CPU, about 2 min per process)::
 
@@ -81,6 +82,8 @@ def _child(args) -> None:
     trainer.rollout = timed("rollout", trainer.rollout)
     trainer.rewards = timed("rewards", trainer.rewards)
     trainer._update = timed("update", trainer._update)
+    if hasattr(trainer, "_reference"):  # since 2026-12-05 the reference's forward, once per
+        trainer._reference = timed("update", trainer._reference)  # step, counts as the update's
     state = trainer.init_state()
     t0 = time.perf_counter()
     for _ in range(args.warmup):

@@ -1,8 +1,11 @@
 """What bounds the FIDIA update: teacher-forced log-probs of n samples in their own decoding orders.
 
-The update of a FIDIA step is the policy's forward and backward pass and the frozen reference's
-forward pass over ``B x N`` sampled sequences (``policy_token_log_probs``), then adamw. This script
-times each part of it jitted, on the ``small`` preset's shapes (``B`` = 2 backbones of ``L`` = 64
+The update of a FIDIA step is the policy's forward and backward pass over ``B x N`` sampled
+sequences (``policy_token_log_probs``), then adamw, with the frozen reference's forward pass over
+the same sequences computed before it, once per step, in a forward-only program with
+ProteinMPNN's inference options (``make_reference_log_probs``). This script times each part
+jitted (the ``forward`` part is the same forward under XLA's defaults, as inside a training
+program), on the ``small`` preset's shapes (``B`` = 2 backbones of ``L`` = 64
 slots from the built-in 5PTI backbone, ``N`` = 16 samples, random sequences and decoding orders,
 ProteinMPNN v_48_020), and reads XLA's own count of floating-point operations and bytes accessed
 for each compiled program (``compiled.cost_analysis()``). Two peers measured in the same run give
@@ -14,7 +17,8 @@ Each part is compiled once, called once to warm up, then timed ``--repeats`` tim
 are timed one after the other (not interleaved). Writes
 ``benchmarks/results/fidia_update_profile.json`` through :func:`_results.write_results` with
 every timed call kept; docs/fidia.md renders its ``profile`` table (min / median / max ms, XLA's
-GFLOP and GB, and the rates and FLOP/byte at the median) from the file.
+GFLOP and GB, and the rates and FLOP/byte at the median) and its ``derived`` table (the ratios
+the page reads off the profile, :func:`derived_table`) from the file.
 
 Usage::
 
@@ -43,7 +47,8 @@ LABELS = {
     "forward": "policy forward, {rows} rows",
     "backward": "policy forward + backward",
     "encoder": "encoder + 1 decoder row per backbone",
-    "update": "whole update (policy fwd + bwd, reference fwd, adamw)",
+    "reference": "reference forward, {rows} rows, own program (inference options)",
+    "update": "whole update (policy fwd + bwd, adamw; reference given)",
 }
 """The table's row labels by part (``{rows}``: ``B x N``)."""
 
@@ -89,8 +94,68 @@ def profile_table(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def derived_table(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What docs/fidia.md reads off the profile, computed here so that no ratio is worked by
+    hand: each part's rate against the matmul peer's, the backward part alone (forward +
+    backward minus forward, in operations and median time), the share of the structure terms
+    (encoder + one decoder row per backbone) in the forward, the rate of the other rows, the
+    reference forward in its own program against the same forward under XLA's defaults, the
+    update against its floor (the policy forward + backward). ``None`` when a part is
+    missing."""
+    parts = {p["part"]: p for p in record["parts"]}
+    if not {"matmul", "forward", "backward", "encoder", "reference", "update"} <= set(parts):
+        return None
+    med = {k: statistics.median(float(s) for s in p["seconds"]) for k, p in parts.items()}
+    flops = {k: float(p["flops"]) for k, p in parts.items()}
+
+    def rate(k):
+        return flops[k] / med[k]
+
+    shape = record["shape"]
+    rows_total, backbones = shape["B"] * shape["N"], shape["B"]
+    fwd_s, bwd_s = parts["forward"]["seconds"], parts["backward"]["seconds"]
+    pair_ratios = [float(b) / float(f) for b in bwd_s for f in fwd_s]
+    back_flops = flops["backward"] - flops["forward"]
+    back_s = med["backward"] - med["forward"]
+    other_flops = flops["forward"] - flops["encoder"]
+    floor = flops["backward"]
+    rows = [
+        ["policy forward, % of the matmul peer's rate", 100 * rate("forward") / rate("matmul")],
+        ["forward + backward, % of the matmul peer's rate",
+         100 * rate("backward") / rate("matmul")],
+        ["whole update, % of the matmul peer's rate", 100 * rate("update") / rate("matmul")],
+        ["forward + backward / forward, operations (x)", flops["backward"] / flops["forward"]],
+        ["forward + backward / forward, median time (x)", med["backward"] / med["forward"]],
+        ["forward + backward / forward, time of any two calls, min (x)", min(pair_ratios)],
+        ["forward + backward / forward, time of any two calls, max (x)", max(pair_ratios)],
+        ["backward part alone, GFLOP", back_flops / 1e9],
+        ["backward part alone, median s", back_s],
+        ["backward part alone, GFLOP/s", back_flops / back_s / 1e9],
+        ["encoder + 1 decoder row per backbone, % of the forward's time",
+         100 * med["encoder"] / med["forward"]],
+        ["encoder + 1 decoder row per backbone, % of the forward's operations",
+         100 * flops["encoder"] / flops["forward"]],
+        [f"the other {rows_total - backbones} rows, GFLOP/s",
+         other_flops / (med["forward"] - med["encoder"]) / 1e9],
+        ["the other rows, GFLOP per row", other_flops / (rows_total - backbones) / 1e9],
+        ["reference forward: XLA's defaults / inference options, median time (x)",
+         med["forward"] / med["reference"]],
+        ["reference forward (inference options), % of the matmul peer's rate",
+         100 * rate("reference") / rate("matmul")],
+        ["update floor (policy forward + backward), GFLOP", floor / 1e9],
+        ["whole update, XLA's GFLOP minus the floor", (flops["update"] - floor) / 1e9],
+        ["whole update, median vs the policy forward + backward's, %",
+         100 * (med["update"] / med["backward"] - 1)],
+    ]  # fmt: skip
+    return {"columns": ["quantity", "value"], "rows": rows, "formats": [None, ".3g"]}
+
+
 def tables(record: Mapping[str, Any]) -> dict[str, Any]:
-    return {"profile": profile_table(record)}
+    out = {"profile": profile_table(record)}
+    derived = derived_table(record)
+    if derived is not None:
+        out["derived"] = derived
+    return out
 
 
 def _times(fn, *args, repeats: int) -> list[float]:
@@ -128,7 +193,7 @@ def profile(B: int, N: int, L: int, repeats: int, skip_update: bool) -> dict[str
 
     from fidia_jax import models, protein
     from fidia_jax.projects import fidia
-    from fidia_jax.projects.fidia._step import make_update
+    from fidia_jax.projects.fidia._step import make_reference_log_probs, make_update
 
     prot = protein.load_structure(protein.default_backbone_path())
     full = models.MPNNInputs.from_protein(prot)
@@ -174,6 +239,11 @@ def profile(B: int, N: int, L: int, repeats: int, skip_update: bool) -> dict[str
         "adv": jnp.asarray(rng.normal(size=(B, N)), jnp.float32),
     }
     update_jit = jax.jit(update)
+    # the trainer's reference forward: its own forward-only program (inference options), once
+    # per step; the update then reads its output as batch["ref"]
+    reference = make_reference_log_probs(graphdef, cfg).program(True)
+    ref_args = (params, inputs, seqs, orders)
+    update_batch = dict(batch, ref=reference(*ref_args))
 
     # peers: the machine's compute and bandwidth ceilings, same process, same load
     a = jnp.asarray(rng.normal(size=(1024, 1024)), jnp.float32)
@@ -187,7 +257,8 @@ def profile(B: int, N: int, L: int, repeats: int, skip_update: bool) -> dict[str
         "forward": (forward, (params,)),
         "backward": (backward, (params,)),
         "encoder": (encoder, (params,)),
-        "update": (update_jit, (params, opt, params, batch)),
+        "reference": (reference, ref_args),
+        "update": (update_jit, (params, opt, params, update_batch)),
     }
     if skip_update:
         parts.pop("update")

@@ -19,9 +19,11 @@ every such table easy to list (``grep -rn "<!-- typed:" docs``). docs/notes/ and
 docs/development_log.md hold dated history and are not checked.
 
 Prose (every line outside tables, fenced code, HTML comments and rendered regions) is checked
-the same way against every number a committed results file holds, its tables and its raw
-fields alike (prose quotes fields such as a run's ``wall_s``), with two more exemptions:
-numbers inside a URL or a link target, and an issue's item (``issue 17.14``). A paragraph
+the same way, against the results files that its page cites (a results marker, a path under
+``benchmarks/results/`` or a file name in backticks), their tables and their raw fields alike
+(prose quotes fields such as a run's ``wall_s``), with two more exemptions:
+numbers inside a URL or a link target, a reference (``issue 17.14``, ``Table 2.3``) and an
+identifier's version (``LGPL-3.0``). A paragraph
 typed by hand on purpose (a paper's number, a constant) is exempt when the line before it is
 ``<!-- typed: <why> -->``.
 """
@@ -42,9 +44,11 @@ EXEMPT_COLUMNS = ("paper", "claim", "toleran", "search", "formula")
 ARXIV = re.compile(r"^\d{4}\.\d{4,5}$")
 TYPED = "<!-- typed:"
 TOLERANCE = re.compile(r"\b(?:rel|rtol|atol)\s*[=:]?\s*$")
-ISSUE_ITEM = re.compile(r"\bissues?\s*$")
+REFERENCE = re.compile(r"\b(?:issues?|table|section|chapter|eq\.?|fig\.?)\s*$", re.IGNORECASE)
 LINK = re.compile(r"https?://\S+|\]\([^)]*\)")
 HISTORY = ("development_log.md",)
+CODE_SPAN = re.compile(r"`(?:[^`\n]|\n(?![ \t]*\n))*`")  # within a paragraph
+IDENTIFIER = re.compile(r"\b[A-Z]{2,}[-−]$")  # LGPL-3.0, CC-BY-4.0
 
 
 def _sci(x: float, digits: int) -> set[str]:
@@ -120,7 +124,7 @@ def _unknown_numbers(text: str, known: set[str], prose: bool = False) -> list[st
         dotted = re.match(r"\.\d", free[m.end() : m.end() + 2])  # a version 5.25.0
         if ARXIV.match(number) or dotted or TOLERANCE.search(before):
             continue
-        if prose and ISSUE_ITEM.search(before):
+        if prose and (REFERENCE.search(before) or IDENTIFIER.search(before)):
             continue
         after = free[m.end() : m.end() + 2].strip()
         percent = after.startswith("%") and f"{number}%" in known
@@ -132,34 +136,44 @@ def _unknown_numbers(text: str, known: set[str], prose: bool = False) -> list[st
 def unquoted_prose(text: str, known: set[str], page: str = "page") -> list[str]:
     """``page:line number`` for every number of a prose line (not a table, fenced code, an
     HTML comment or a rendered region) that ``known`` does not hold; a paragraph after
-    ``<!-- typed: <why> -->`` is exempt."""
+    ``<!-- typed: <why> -->`` is exempt. Code spans may run over a line break."""
     lines = text.split("\n")
     inside: set[int] = set()
     for region in rt.find_regions(pathlib.Path(page), lines):
         inside.update(range(region.start, region.end + 1))
-    problems, fenced, typed, comment = [], False, False, False
+    prose, fenced, typed, comment = [], False, False, False
     for i, line in enumerate(lines):
         stripped = line.strip()
         if stripped.startswith("```"):
             fenced = not fenced
-            continue
-        if comment or stripped.startswith("<!--"):
+        elif comment or stripped.startswith("<!--"):
             typed = typed or stripped.startswith(TYPED)
             comment = "-->" not in stripped
-            continue
-        if not stripped:
+        elif not stripped:
             typed = False
-            continue
-        if fenced or typed or i in inside or stripped.startswith("|"):
-            continue
-        for number in _unknown_numbers(line, known, prose=True):
-            problems.append(f"{page}:{i + 1} {number} in: {stripped[:100]}")
+        elif not (fenced or typed or i in inside or stripped.startswith("|")):
+            prose.append(i)
+    # code spans blanked over the whole text (a span may wrap), line breaks kept
+    blanked = CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text).split("\n")
+    problems = []
+    for i in prose:
+        for number in _unknown_numbers(blanked[i], known, prose=True):
+            problems.append(f"{page}:{i + 1} {number} in: {lines[i].strip()[:100]}")
     return problems
 
 
-def _results_files() -> list[dict]:
+def _results_files() -> dict[str, dict]:
     paths = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
-    return [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+    return {path.name: json.loads(path.read_text(encoding="utf-8")) for path in paths}
+
+
+CITED = re.compile(r"benchmarks/results/([\w.\-]+\.json)|`([\w.\-]+\.json)`")
+
+
+def cited_files(text: str, names) -> set[str]:
+    """The results files (of ``names``) that a page cites: in a results marker, a path under
+    ``benchmarks/results/``, or a file name in backticks."""
+    return {m.group(1) or m.group(2) for m in CITED.finditer(text)} & set(names)
 
 
 def _pages() -> list[pathlib.Path]:
@@ -168,7 +182,7 @@ def _pages() -> list[pathlib.Path]:
 
 def test_every_number_typed_in_a_docs_table_is_in_a_results_file():
     known: set[str] = set()
-    for record in _results_files():
+    for record in _results_files().values():
         known |= spellings(record.get("tables", {}))
     problems = []
     for page in _pages():
@@ -212,26 +226,39 @@ def test_a_stale_quote_is_caught_and_the_exemptions_hold():
     ]
 
 
-def test_every_number_typed_in_docs_prose_is_in_a_results_file():
-    known: set[str] = set()
-    for record in _results_files():
-        known |= spellings(record)
+def test_every_number_typed_in_docs_prose_is_in_a_results_file_the_page_cites():
+    files = {name: spellings(record) for name, record in _results_files().items()}
     problems = []
     for page in _pages():
         text = page.read_text(encoding="utf-8")
+        known = set().union(*(files[name] for name in cited_files(text, files)))
         problems += unquoted_prose(text, known, str(page.relative_to(ROOT)))
     assert not problems, (
-        "numbers typed in docs prose that no results file holds (quote the results file, "
-        "move a dated number to docs/notes/, or mark a paper's number or a constant with "
+        "numbers typed in docs prose that no results file the page cites holds (quote the "
+        "results file and name it, move a dated number to docs/notes/, put a version or a "
+        "setting in backticks, or mark a paragraph of paper numbers or constants with "
         "<!-- typed: why -->):\n" + "\n".join(problems)
     )
+
+
+def test_a_page_cites_its_results_files_by_marker_path_or_name():
+    text = "\n".join([
+        "<!-- results: benchmarks/results/a.json table=t -->",
+        "see `b.json` and benchmarks/results/c.json, not `d.json` (no such file) or e.json",
+    ])  # fmt: skip
+    assert cited_files(text, ["a.json", "b.json", "c.json", "e.json"]) == {
+        "a.json", "b.json", "c.json"
+    }  # fmt: skip
 
 
 def test_prose_quotes_are_checked_and_the_prose_exemptions_hold():
     known = spellings({"wall_s": 24.61, "tables": {"t": {"rows": [[0.0034]]}}})
     page = "\n".join([
         "The run took 24.6 s and 0.34 % of it was idle; 12.08x faster.",   # 12.08 caught
-        "See <https://doi.org/10.1126/science.add2187> and [a](x/1.5.md), issue 17.14.",
+        "See <https://doi.org/10.1126/science.add2187> and [a](x/1.5.md), issue 17.14,",
+        "Table 2.3, LGPL-3.0+,",
+        "`fidia-jax sample --bias-aa",
+        "W:1.5` wraps.",
         "```",
         "speed = 31.6",
         "```",
@@ -249,5 +276,5 @@ def test_prose_quotes_are_checked_and_the_prose_exemptions_hold():
     ])  # fmt: skip
     assert unquoted_prose(page, known) == [
         "page:1 12.08 in: The run took 24.6 s and 0.34 % of it was idle; 12.08x faster.",
-        "page:10 77.7 in: After the paragraph 77.7 counts again.",
+        "page:13 77.7 in: After the paragraph 77.7 counts again.",
     ]

@@ -67,6 +67,35 @@ def test_profile_rows_by_hand():
     assert axpy[-1] is None and axpy[6] == 0.0  # no bytes counted: no intensity
 
 
+def test_derived_rows_by_hand():
+    """The ratios docs/fidia.md reads off the profile, worked by hand on round numbers (B = 2,
+    N = 3: 6 rows, 4 besides one per backbone)."""
+    record = {
+        "shape": {"B": 2, "N": 3, "L": 16},
+        "parts": [
+            {"part": "matmul", "seconds": [0.01] * 3, "flops": 1e9, "bytes": 1e6},
+            {"part": "forward", "seconds": [0.5, 0.4, 0.6], "flops": 10e9, "bytes": 1e9},
+            {"part": "backward", "seconds": [1.5] * 3, "flops": 25e9, "bytes": 1e9},
+            {"part": "encoder", "seconds": [0.1] * 3, "flops": 2e9, "bytes": 1e8},
+            {"part": "reference", "seconds": [0.25] * 3, "flops": 10e9, "bytes": 1e9},
+            {"part": "update", "seconds": [1.65] * 3, "flops": 25.5e9, "bytes": 2e9},
+        ],
+    }
+    t = prof.tables(record)["derived"]
+    assert t["columns"] == ["quantity", "value"] and len(t["formats"]) == 2
+    values = dict(t["rows"])
+    assert values["the other 4 rows, GFLOP/s"] == pytest.approx(20.0)  # 8 GFLOP in 0.4 s
+    assert [v for _, v in t["rows"]] == pytest.approx([
+        20.0, 100 * (25 / 1.5) / 100, 100 * (25.5 / 1.65) / 100,  # rates vs 100 GFLOP/s
+        2.5, 3.0, 1.5 / 0.6, 1.5 / 0.4,  # operations, median time, pairs of calls
+        15.0, 1.0, 15.0,  # backward alone: GFLOP, s, GFLOP/s
+        20.0, 20.0, 20.0, 2.0,  # encoder shares of time and operations; the other rows
+        2.0, 40.0,  # reference: 0.5 s under the defaults / 0.25 s; 10 GFLOP in 0.25 s
+        25.0, 0.5, 10.0,  # floor, update minus floor, 1.65 s vs 1.5 s
+    ])  # fmt: skip
+    assert "derived" not in prof.tables(PROFILE)  # parts missing: no derived table
+
+
 def test_results_files_render_and_retable(tmp_path, monkeypatch):
     monkeypatch.setenv("FIDIA_COMMIT", "abc123")
     for mod, record, key, name in (

@@ -106,7 +106,10 @@ def make_update(graphdef, config: FidiaConfig):
     One :func:`fidia_jax.train.make_train_step` step of the method's loss (the frozen reference
     rides in the batch, so one compiled step serves every reference; the step is not donated
     and follows the placement of its inputs, replicated or FSDP as ``train.param_sharding``
-    says). ``metrics`` holds ``loss``, ``grad_norm``, ``nonfinite`` (``1``: the update was
+    says). FIDIA / RLOO / GRPO read the reference's token log-probabilities from
+    ``batch["ref"]`` when the caller put them there (the trainer does, once per training step,
+    with :func:`make_reference_log_probs`); without it the step computes them itself from
+    ``ref_params``, as part of the same program. ``metrics`` holds ``loss``, ``grad_norm``, ``nonfinite`` (``1``: the update was
     skipped, the library's non-finite policy) and the loss's aux terms. FIDIA, RLOO and GRPO
     differ only in the advantages fed to the step, so they share one compiled function (cached
     on the hyperparameters the step reads).
@@ -153,7 +156,7 @@ def _build_update(
 
     def loss_fn(params, batch):
         logp = token_logp(params, batch)
-        if not is_dpo:  # DPO's pairs were sampled from the reference: batch["ref"] is exact
+        if not is_dpo and "ref" not in batch:  # DPO's batch["ref"] is the sampler's, exact
             ref = token_logp(batch["ref_params"], batch)
             batch = dict(batch, ref=jax.lax.stop_gradient(ref))
         if is_dpo:
@@ -174,6 +177,35 @@ def _build_update(
         return state.params, state.opt_state, metrics
 
     return update
+
+
+def make_reference_log_probs(graphdef, config: FidiaConfig):
+    """The frozen reference's tempered token log-probabilities of a batch, a forward-only
+    program: ``reference(ref_params, inputs_B, seqs_BxNxL, orders_BxNxL) -> (B, N, L)`` float32.
+
+    The same :func:`policy_token_log_probs` that :func:`make_update` evaluates for the policy,
+    compiled on its own with ProteinMPNN's inference options
+    (:func:`fidia_jax.models.proteinmpnn.inference_jit`): the trainer calls it once per training
+    step and hands the result to every PPO epoch's update as ``batch["ref"]``, instead of a
+    reference forward inside each update under the training program's XLA defaults (slower
+    by the ``reference forward`` rows of ``benchmarks/fidia_update_profile.py``). The two
+    programs differ by float rounding only (``tests/projects/fidia/test_step.py``).
+    """
+    m = config.model
+    return _build_reference(graphdef, m.temperature, m.omit_aas)
+
+
+@functools.lru_cache(maxsize=16)
+def _build_reference(graphdef, temperature, omit):
+    @inference_jit
+    def reference(ref_params, inputs_B, seqs_BxNxL, orders_BxNxL):
+        model = nnx.merge(graphdef, ref_params)
+        return policy_token_log_probs(
+            model, inputs_B, seqs_BxNxL, orders_BxNxL, temperature=temperature,
+            omit_21=omit_mask(omit),
+        )  # fmt: skip
+
+    return reference
 
 
 def update_batch(

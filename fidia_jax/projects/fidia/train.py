@@ -63,6 +63,7 @@ from fidia_jax.projects.fidia._policy import omit_mask, tempered_token_log_probs
 from fidia_jax.projects.fidia._step import (
     TrainState,
     make_optimizer,
+    make_reference_log_probs,
     make_update,
     rollout,
     schedule,
@@ -168,6 +169,7 @@ class Trainer:
         self.replicated = NamedSharding(self.mesh, P())
         self.tx = make_optimizer(config)
         self._update = make_update(self.graphdef, config)
+        self._reference = make_reference_log_probs(self.graphdef, config)
         self.ref_params = self.place(ref_params)
         if train_backbones is None or eval_backbones is None:
             built_train, built_eval = load_backbones(config, self.predictor)
@@ -210,6 +212,7 @@ class Trainer:
             )
         other.tx = make_optimizer(other.config)
         other._update = make_update(self.graphdef, other.config)
+        other._reference = make_reference_log_probs(self.graphdef, other.config)
         return other
 
     # ---- state -------------------------------------------------------------------------------
@@ -327,6 +330,10 @@ class Trainer:
         batch = update_batch(cfg, rewards, seqs, orders, designed, sample_logp)
         batch = {k: self._put(jnp.asarray(v)) for k, v in batch.items()}
         batch["inputs"] = self._put(stacked.inputs)
+        if cfg.method != "dpo":  # the reference's log pi, once per step (forward-only program)
+            batch["ref"] = self._reference(
+                self.ref_params, batch["inputs"], batch["seqs"], batch["orders"]
+            )
 
         params, opt_state = state.params, state.opt_state
         checks = []

@@ -326,22 +326,16 @@ def test_padding_does_not_change_log_probs(setup):
     np.testing.assert_allclose(got[..., :24], unpadded, atol=2e-5)
 
 
-def test_update_skips_a_non_finite_step(setup):
-    """The update is a :func:`fidia_jax.train.make_train_step` step: a NaN advantage makes the
-    loss non-finite, the step reports ``nonfinite = 1`` and leaves the parameters and the adamw
-    state as they were (the library's policy; ``Trainer.step`` then raises TrainingError)."""
+def _tiny_update_inputs(backbones, seed):
+    """A tiny ProteinMPNN split into ``(graphdef, params)`` and an update batch of 2 backbones x
+    3 random sequences (random orders, advantages; ``old`` = -3) at length 24."""
     from flax import nnx
 
-    from fidia_jax.projects.fidia._step import make_update
-
-    cfg, backbones = setup
     graphdef, state = nnx.split(
         models.ProteinMPNN(16, 16, 16, 1, 1, k_neighbors=8, rngs=nnx.Rngs(0))
     )
-    params = nnx.to_pure_dict(state)
-    opt_state = fidia.make_optimizer(cfg).init(params)
     stacked = fidia.stack_backbones(backbones[:2], 24)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     b, n, length = 2, 3, 24
     batch = {
         "inputs": jax.tree.map(jnp.asarray, stacked.inputs),
@@ -351,6 +345,18 @@ def test_update_skips_a_non_finite_step(setup):
         "old": jnp.full((b, n, length), -3.0),
         "adv": jnp.asarray(rng.normal(size=(b, n)), jnp.float32),
     }
+    return graphdef, nnx.to_pure_dict(state), batch
+
+
+def test_update_skips_a_non_finite_step(setup):
+    """The update is a :func:`fidia_jax.train.make_train_step` step: a NaN advantage makes the
+    loss non-finite, the step reports ``nonfinite = 1`` and leaves the parameters and the adamw
+    state as they were (the library's policy; ``Trainer.step`` then raises TrainingError)."""
+    from fidia_jax.projects.fidia._step import make_update
+
+    cfg, backbones = setup
+    graphdef, params, batch = _tiny_update_inputs(backbones, seed=0)
+    opt_state = fidia.make_optimizer(cfg).init(params)
     update = make_update(graphdef, cfg)
     p1, o1, m1 = update(params, opt_state, params, batch)
     assert int(m1["nonfinite"]) == 0 and np.isfinite(float(m1["loss"]))
@@ -362,3 +368,45 @@ def test_update_skips_a_non_finite_step(setup):
     assert int(m2["nonfinite"]) == 1 and not np.isfinite(float(m2["loss"]))
     for a, b in zip(_leaves((p2, o2)), _leaves((params, opt_state)), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_reference_program_feeds_the_update(setup):
+    """The trainer's reference log-probs (a forward-only program with the inference options,
+    once per step) equal the update's own reference forward up to float rounding, and the
+    update reads ``batch["ref"]`` when given: the same ref gives the same step, a shifted ref
+    changes the KL term only."""
+    from flax import nnx
+
+    from fidia_jax.projects.fidia._policy import omit_mask, policy_token_log_probs
+    from fidia_jax.projects.fidia._step import make_reference_log_probs, make_update
+
+    cfg, backbones = setup
+    graphdef, params, batch = _tiny_update_inputs(backbones, seed=1)
+    ref_params = jax.tree.map(lambda x: x * 1.01, params)  # a reference other than the policy
+    b, n, length = batch["seqs"].shape
+    ref = make_reference_log_probs(graphdef, cfg)(
+        ref_params, batch["inputs"], batch["seqs"], batch["orders"]
+    )
+    m = cfg.model
+    expected = jax.jit(
+        lambda p: policy_token_log_probs(
+            nnx.merge(graphdef, p),
+            batch["inputs"],
+            batch["seqs"],
+            batch["orders"],
+            temperature=m.temperature,
+            omit_21=omit_mask(m.omit_aas),
+        )
+    )(ref_params)
+    assert ref.shape == (b, n, length) and ref.dtype == jnp.float32
+    np.testing.assert_allclose(ref, expected, atol=1e-4 / m.temperature, rtol=0)
+
+    update = make_update(graphdef, cfg)
+    opt_state = fidia.make_optimizer(cfg).init(params)
+    _, _, inside = update(params, opt_state, ref_params, batch)
+    _, _, given = update(params, opt_state, ref_params, dict(batch, ref=expected))
+    for k in ("loss", "pg", "kl"):
+        np.testing.assert_allclose(float(given[k]), float(inside[k]), rtol=1e-5, atol=1e-7)
+    _, _, shifted = update(params, opt_state, ref_params, dict(batch, ref=expected - 1.0))
+    assert float(shifted["pg"]) == pytest.approx(float(given["pg"]), rel=1e-6, abs=1e-8)
+    assert abs(float(shifted["kl"]) - float(given["kl"])) > 1e-3
