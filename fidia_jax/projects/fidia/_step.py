@@ -109,10 +109,10 @@ def make_update(graphdef, config: FidiaConfig):
     says). FIDIA / RLOO / GRPO read the reference's token log-probabilities from
     ``batch["ref"]`` when the caller put them there (the trainer does, once per training step,
     with :func:`make_reference_log_probs`); without it the step computes them itself from
-    ``ref_params``, as part of the same program. ``metrics`` holds ``loss``, ``grad_norm``, ``nonfinite`` (``1``: the update was
-    skipped, the library's non-finite policy) and the loss's aux terms. FIDIA, RLOO and GRPO
-    differ only in the advantages fed to the step, so they share one compiled function (cached
-    on the hyperparameters the step reads).
+    ``ref_params``, as part of the same program. ``metrics`` holds ``loss``, ``grad_norm``,
+    ``nonfinite`` (``1``: the update was skipped, the library's non-finite policy) and the
+    loss's aux terms. FIDIA, RLOO and GRPO differ only in the advantages fed to the step, so
+    they share one compiled function (cached on the hyperparameters the step reads).
     """
     t, m = config.train, config.model
     return _build_update(
@@ -189,7 +189,8 @@ def make_reference_log_probs(graphdef, config: FidiaConfig):
     step and hands the result to every PPO epoch's update as ``batch["ref"]``, instead of a
     reference forward inside each update under the training program's XLA defaults (slower
     by the ``reference forward`` rows of ``benchmarks/fidia_update_profile.py``). The two
-    programs differ by float rounding only (``tests/projects/fidia/test_step.py``).
+    programs differ by float rounding only
+    (``tests/projects/fidia/test_train.py::test_reference_program_feeds_the_update``).
     """
     m = config.model
     return _build_reference(graphdef, m.temperature, m.omit_aas)
