@@ -21,11 +21,13 @@ docs/development_log.md hold dated history and are not checked.
 Prose (every line outside tables, fenced code, HTML comments and rendered regions) is checked
 the same way, against the results files that its page cites (a results marker, a path under
 ``benchmarks/results/`` or a file name in backticks), their tables and their raw fields alike
-(prose quotes fields such as a run's ``wall_s``), with two more exemptions:
-numbers inside a URL or a link target, a reference (``issue 17.14``, ``Table 2.3``) and an
-identifier's version (``LGPL-3.0``). A paragraph
-typed by hand on purpose (a paper's number, a constant) is exempt when the line before it is
-``<!-- typed: <why> -->``.
+(prose quotes fields such as a run's ``wall_s``); a code span may wrap a line. Also exempt in
+prose: numbers inside a URL or a link target, a reference (``issue 17.14``, ``Table 2.3``) and
+an identifier's version (``LGPL-3.0``). A paragraph typed by hand on purpose (a paper's
+number, a dated reading, a comparison with a run whose file is gone) is exempt when the line
+before it is ``<!-- typed: <why> -->``. Checking a page against its own files is what keeps
+the test from being vacuous: against every results file, 1231 of the 1277 prose decimals of
+2026-12-05 matched something.
 """
 
 from __future__ import annotations
