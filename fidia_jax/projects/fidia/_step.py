@@ -21,7 +21,15 @@ from fidia_jax.projects.fidia import _advantages as adv_lib
 from fidia_jax.projects.fidia._policy import omit_mask, policy_loss, policy_token_log_probs
 from fidia_jax.projects.fidia.configs import FidiaConfig
 
-__all__ = ["TrainState", "make_optimizer", "make_update", "rollout", "schedule", "update_batch"]
+__all__ = [
+    "TrainState",
+    "make_optimizer",
+    "make_reference_log_probs",
+    "make_update",
+    "rollout",
+    "schedule",
+    "update_batch",
+]
 
 
 class TrainState(NamedTuple):

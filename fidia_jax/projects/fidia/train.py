@@ -198,7 +198,8 @@ class Trainer:
         """A trainer for another method sharing this one's reference, backbones and rewards.
 
         Rewards are calibrated once (same standardisation for every method); jitted samplers are
-        shared, only the update step is rebuilt.
+        shared, only the update step and the reference program are rebuilt (both cached on the
+        settings they read).
         """
         sets = [f"method={method}"] + [
             f"train.{k}={json_text(v)}" for k, v in train_overrides.items()
