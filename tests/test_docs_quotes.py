@@ -83,13 +83,19 @@ def spellings(value) -> set[str]:
     return out
 
 
+def _rendered_lines(page: str, lines: list[str]) -> set[int]:
+    """The line indices inside the page's rendered results regions (markers included)."""
+    inside: set[int] = set()
+    for region in rt.find_regions(pathlib.Path(page), lines):
+        inside.update(range(region.start, region.end + 1))
+    return inside
+
+
 def unquoted(text: str, known: set[str], page: str = "page") -> list[str]:
     """``page:line [column] number`` for every number of a table cell outside the rendered
     regions that ``known`` does not hold (see the module docstring for the exemptions)."""
     lines = text.split("\n")
-    inside: set[int] = set()
-    for region in rt.find_regions(pathlib.Path(page), lines):
-        inside.update(range(region.start, region.end + 1))
+    inside = _rendered_lines(page, lines)
     problems, header, typed, skip = [], None, False, False
     for i, line in enumerate(lines):
         if i in inside or not line.startswith("|"):
@@ -140,9 +146,7 @@ def unquoted_prose(text: str, known: set[str], page: str = "page") -> list[str]:
     HTML comment or a rendered region) that ``known`` does not hold; a paragraph after
     ``<!-- typed: <why> -->`` is exempt. Code spans may run over a line break."""
     lines = text.split("\n")
-    inside: set[int] = set()
-    for region in rt.find_regions(pathlib.Path(page), lines):
-        inside.update(range(region.start, region.end + 1))
+    inside = _rendered_lines(page, lines)
     prose, fenced, typed, comment = [], False, False, False
     for i, line in enumerate(lines):
         stripped = line.strip()

@@ -151,16 +151,10 @@ def _build_update(
     grad_clip,
 ):
     tx = _optimizer(learning_rate, weight_decay, grad_clip)
+    batch_logp = _token_log_probs(graphdef, temperature, omit)
 
     def token_logp(params, batch):
-        return policy_token_log_probs(
-            nnx.merge(graphdef, params),
-            batch["inputs"],
-            batch["seqs"],
-            batch["orders"],
-            temperature=temperature,
-            omit_21=omit_mask(omit),
-        )
+        return batch_logp(params, batch["inputs"], batch["seqs"], batch["orders"])
 
     def loss_fn(params, batch):
         logp = token_logp(params, batch)
@@ -206,15 +200,21 @@ def make_reference_log_probs(graphdef, config: FidiaConfig):
 
 @functools.lru_cache(maxsize=16)
 def _build_reference(graphdef, temperature, omit):
-    @inference_jit
-    def reference(ref_params, inputs_B, seqs_BxNxL, orders_BxNxL):
-        model = nnx.merge(graphdef, ref_params)
+    return inference_jit(_token_log_probs(graphdef, temperature, omit))
+
+
+def _token_log_probs(graphdef, temperature, omit):
+    """``(params, inputs_B, seqs_BxNxL, orders_BxNxL) -> (B, N, L)``: the tempered token
+    log-probabilities the update computes for the policy and the reference program for the
+    reference (:func:`policy_token_log_probs`)."""
+
+    def token_log_probs(params, inputs_B, seqs_BxNxL, orders_BxNxL):
         return policy_token_log_probs(
-            model, inputs_B, seqs_BxNxL, orders_BxNxL, temperature=temperature,
-            omit_21=omit_mask(omit),
+            nnx.merge(graphdef, params), inputs_B, seqs_BxNxL, orders_BxNxL,
+            temperature=temperature, omit_21=omit_mask(omit),
         )  # fmt: skip
 
-    return reference
+    return token_log_probs
 
 
 def update_batch(
